@@ -1,0 +1,1 @@
+"""OpenDLA accelerator side: config, arithmetic, layout, registers, cmodel, loadable, runtime, compiler, RTL."""

@@ -1,0 +1,101 @@
+"""Integer primitives shared by every NVDLA datapath model.
+
+Every right shift in NVDLA's int8 pipeline (CACC clip-truncate, SDP X
+truncate, SDP output converter, PDP average, CDP converters) rounds half away
+from zero and then saturates (``ac_fixed<..., AC_RND_INF, AC_SAT>`` in the
+NVDLA cmod).  :func:`shift_round_sat` implements that rule once, vectorized
+over numpy int64 arrays; all units call it.
+
+Worked examples (round half away from zero):
+
+>>> import numpy as np
+>>> shift_round_sat(np.array([5, -5, 6, -6, 7]), 1, 32).tolist()
+[3, -3, 3, -3, 4]
+>>> shift_round_sat(np.array([300]), 0, 8).tolist()
+[127]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sat_bounds(bits: int) -> tuple[int, int]:
+    """Signed range [lo, hi] of a ``bits``-wide two's-complement integer."""
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def saturate(x: np.ndarray, bits: int) -> np.ndarray:
+    """Clamp ``x`` to the signed ``bits``-wide range."""
+    lo, hi = sat_bounds(bits)
+    return np.clip(np.asarray(x, dtype=np.int64), lo, hi)
+
+
+def saturation_mask(x: np.ndarray, bits: int) -> np.ndarray:
+    """Boolean mask of the elements of ``x`` outside the signed ``bits`` range."""
+    lo, hi = sat_bounds(bits)
+    x = np.asarray(x, dtype=np.int64)
+    return (x < lo) | (x > hi)
+
+
+def shift_round(x: np.ndarray, shift: int | np.ndarray) -> np.ndarray:
+    """Arithmetic right shift by ``shift`` with round half away from zero.
+
+    ``shift`` may be a scalar or an array broadcastable against ``x``; a shift
+    of 0 returns ``x`` unchanged.  Negative shifts are rejected: NVDLA's
+    shifters are unsigned fields.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    if np.any(s < 0):
+        raise ValueError(f"shift must be >= 0, got {shift!r}")
+    if np.any(s > 62):
+        raise ValueError(f"shift must be <= 62 for int64 arithmetic, got {shift!r}")
+    mag = np.abs(x)
+    half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+    rounded = np.right_shift(mag + half, s)
+    return np.where(x < 0, -rounded, rounded)
+
+
+def shift_round_sat(x: np.ndarray, shift: int | np.ndarray, bits: int) -> np.ndarray:
+    """Right shift with round half away from zero, then saturate to ``bits``."""
+    return saturate(shift_round(x, shift), bits)
+
+
+def sign_extend(value: np.ndarray | int, bits: int) -> np.ndarray:
+    """Interpret the low ``bits`` of ``value`` as a two's-complement number."""
+    v = np.asarray(value, dtype=np.int64) & ((1 << bits) - 1)
+    return np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
+
+
+def scale_shift_factorize(value: float, scale_bits: int = 16, max_shift: int = 63) -> tuple[int, int]:
+    """Factorize a positive real rescale ``value`` as ``scale * 2**-shift``.
+
+    ``scale`` is a signed ``scale_bits`` integer (int16 on NVDLA) chosen with
+    as many significant bits as fit, following the NVDLA compiler's rule
+    ``shift = (scale_bits - 1) - numbits(value)``, ``scale = trunc(value * 2**shift)``
+    (sw umd LowPrecision.h); here the product is rounded to nearest instead of
+    truncated, which keeps the relative error below 2**-15.  Raises
+    ``ValueError`` when ``value`` is not positive or needs a shift outside
+    ``[0, max_shift]``.
+
+    >>> scale_shift_factorize(0.5)
+    (16384, 15)
+    """
+    if not value > 0 or not np.isfinite(value):
+        raise ValueError(f"rescale value must be positive and finite, got {value!r}")
+    hi = (1 << (scale_bits - 1)) - 1
+    # largest shift with value * 2**shift still representable
+    shift = int(np.floor(np.log2(hi / value)))
+    shift = min(shift, max_shift)
+    if shift < 0:
+        raise ValueError(
+            f"rescale value {value!r} exceeds the int{scale_bits} scale range "
+            f"(largest representable {hi})")
+    scale = int(round(value * (1 << shift)))
+    if scale > hi:  # rounding pushed it over
+        shift -= 1
+        scale = int(round(value * (1 << shift)))
+    if scale == 0:
+        raise ValueError(f"rescale value {value!r} underflows a {max_shift}-bit shift")
+    return scale, shift
