@@ -1,0 +1,45 @@
+"""CMAC: the int8 multiply-accumulate array (CMAC_A + CMAC_B).
+
+One *atom* operation takes ATOMIC_C int8 feature values and ATOMIC_K kernels of
+ATOMIC_C int8 weights and produces ATOMIC_K partial sums, each the exact sum of
+ATOMIC_C int8 x int8 products (NVDLA_MAC_RESULT_WIDTH = 16 + log2(ATOMIC_C)
+bits, so it never overflows).  Lanes whose data or weight mask is 0 contribute
+nothing (cmod ``calculation_int8``); a kernel beyond the layer's K outputs 0.
+
+:func:`mac_atoms` is the scoreboard function of the RTL tests and the inner
+product used by the convolution path (which computes a whole convolution as
+one GEMM rather than atom by atom).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def mac_atoms(data: np.ndarray, weights: np.ndarray,
+              data_mask: np.ndarray | None = None,
+              weight_mask: np.ndarray | None = None) -> np.ndarray:
+    """Sums of products for a batch of atoms.
+
+    Parameters
+    ----------
+    data : int array [N, C]
+        N feature atoms of C = ATOMIC_C int8 values.
+    weights : int array [K, C]
+        K = ATOMIC_K kernels of C int8 weights.
+    data_mask, weight_mask : bool arrays [N, C] / [K, C], optional
+        False lanes are skipped (treated as zero products).
+
+    Returns
+    -------
+    int64 array [N, K]
+    """
+    d = np.asarray(data, dtype=np.int64)
+    w = np.asarray(weights, dtype=np.int64)
+    if d.ndim != 2 or w.ndim != 2 or d.shape[1] != w.shape[1]:
+        raise ValueError(f"mac_atoms: data {d.shape} and weights {w.shape} must be [N, C] and [K, C]")
+    if data_mask is not None:
+        d = np.where(data_mask, d, 0)
+    if weight_mask is not None:
+        w = np.where(weight_mask, w, 0)
+    return d @ w.T
