@@ -1,0 +1,1 @@
+"""OpenDLA: the command-line application composing tengine_host and accel."""
