@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from accel.arith import (
+    saturate,
+    scale_shift_factorize,
+    shift_round,
+    shift_round_sat,
+    sign_extend,
+)
+
+
+def test_round_half_away_from_zero_hand_cases():
+    x = np.array([5, -5, 7, -7, 4, -4, 6, -6, 1, -1])
+    # /2: 2.5->3, -2.5->-3, 3.5->4, -3.5->-4, 2, -2, 3, -3, 0.5->1, -0.5->-1
+    assert shift_round(x, 1).tolist() == [3, -3, 4, -4, 2, -2, 3, -3, 1, -1]
+    # /4: 1.25->1, -1.25->-1, 1.75->2, -1.75->-2
+    assert shift_round(np.array([5, -5, 7, -7]), 2).tolist() == [1, -1, 2, -2]
+
+
+def test_shift_zero_is_identity_and_negative_rejected():
+    assert shift_round(np.array([-3, 0, 9]), 0).tolist() == [-3, 0, 9]
+    with pytest.raises(ValueError, match="shift must be >= 0"):
+        shift_round(np.array([1]), -1)
+
+
+def test_saturation_bounds():
+    assert saturate(np.array([-200, 200, 5]), 8).tolist() == [-128, 127, 5]
+    assert shift_round_sat(np.array([2**40, -(2**40)]), 4, 32).tolist() == [2**31 - 1, -(2**31)]
+    assert shift_round_sat(np.array([2**34]), 0, 34).tolist() == [2**33 - 1]
+
+
+@given(st.integers(-(2**45), 2**45), st.integers(0, 20))
+def test_matches_exact_rational_rounding(x, n):
+    from fractions import Fraction
+
+    q = Fraction(x, 2**n)
+    mag = abs(q)
+    r = int(mag) + (1 if mag - int(mag) >= Fraction(1, 2) else 0)
+    expected = r if q >= 0 else -r
+    assert int(shift_round(np.array([x]), n)[0]) == expected
+
+
+def test_sign_extend():
+    assert sign_extend(np.array([0xFF, 0x7F, 0x80]), 8).tolist() == [-1, 127, -128]
+    assert int(sign_extend(0x1FFFF, 17)) == -1
+
+
+@given(st.floats(1e-6, 3e4))
+def test_scale_shift_factorize_is_accurate(v):
+    scale, shift = scale_shift_factorize(v)
+    assert 0 < scale < 2**15 and 0 <= shift <= 63
+    assert abs(scale / 2**shift - v) / v < 2**-13
+
+
+def test_scale_shift_factorize_rejects_bad_values():
+    with pytest.raises(ValueError, match="positive"):
+        scale_shift_factorize(0.0)
+    with pytest.raises(ValueError, match="exceeds"):
+        scale_shift_factorize(40000.0)
