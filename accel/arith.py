@@ -68,7 +68,8 @@ def sign_extend(value: np.ndarray | int, bits: int) -> np.ndarray:
     return np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
 
 
-def scale_shift_factorize(value: float, scale_bits: int = 16, max_shift: int = 63) -> tuple[int, int]:
+def scale_shift_factorize(value: float, scale_bits: int = 16,
+                          max_shift: int = 63) -> tuple[int, int]:
     """Factorize a positive real rescale ``value`` as ``scale * 2**-shift``.
 
     ``scale`` is a signed ``scale_bits`` integer (int16 on NVDLA) chosen with

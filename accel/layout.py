@@ -83,7 +83,8 @@ class CubeLayout:
             if stride % self.atom:
                 raise ValueError(f"{label}={stride} is not a multiple of the atom size {self.atom}")
         if self.line_stride < self.width * self.atom:
-            raise ValueError(f"line_stride={self.line_stride} < width*atom={self.width * self.atom}")
+            raise ValueError(
+                f"line_stride={self.line_stride} < width*atom={self.width * self.atom}")
         if self.surf_stride < (self.height - 1) * self.line_stride + self.width * self.atom:
             raise ValueError(f"surf_stride={self.surf_stride} overlaps lines of height "
                              f"{self.height} with line_stride {self.line_stride}")
