@@ -1,1 +1,2 @@
-"""OpenDLA accelerator side: config, arithmetic, layout, registers, cmodel, loadable, runtime, compiler, RTL."""
+"""OpenDLA accelerator side: config, arithmetic, layout, registers, cmodel, loadable,
+runtime, compiler, RTL."""
