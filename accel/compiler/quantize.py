@@ -1,0 +1,135 @@
+"""NVDLA quantization arithmetic for a convolution / FC followed by SDP.
+
+The int8 pipeline of one layer (NVDLA_FACTS.md sections 3 and 5)::
+
+    acc = sum x_q * w_q                       CMAC + CACC (34-bit saturating)
+    a1  = sat32(round(acc / 2**clip_truncate))          CACC clip-truncate
+    a2  = a1 + (bias16[k] << bias_shift)      SDP X1 ALU (SUM, per-kernel operand)
+    a3  = a2 * mul16[k]                       SDP X1 MUL (per-kernel operand)
+    a4  = sat32(round(a3 / 2**mul_shift))     SDP X1 truncate
+    a5  = max(a4, 0) if relu                  SDP X1 ReLU
+    q   = sat8(sat17(round((a5 - off) * cvt_scale / 2**cvt_shift)))   output converter
+
+This is the compiler's PER_FILTER scheme: per-output-channel weight scales
+``S_w[k]`` make the rescale ``S_in * S_w[k] / S_out`` differ per channel, so it
+lives in X1's per-kernel multiplier with one common truncate, and the output
+converter is the identity.  Rounding is half away from zero everywhere (the
+hardware's rule), also when the compiler quantizes weights and biases.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from accel.arith import shift_round
+
+INT16_MAX = (1 << 15) - 1
+MAX_SHIFT = 63          # 6-bit shift fields (BS_MUL_SHIFT_VALUE, BS_ALU_SHIFT_VALUE)
+MAX_CLIP_TRUNCATE = 16  # CACC D_CLIP_CFG documented range
+
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """Round a float array to the nearest integer, halves away from zero."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def activation_scale(amax: float) -> float:
+    """Symmetric per-tensor int8 scale for a tensor whose |max| is ``amax``."""
+    amax = float(amax)
+    return amax / 127.0 if amax > 0 else 1.0 / 127.0
+
+
+@dataclass(frozen=True)
+class ConvQuant:
+    """Everything the hardware needs to reproduce one quantized conv/FC layer."""
+
+    weight: np.ndarray        # int8 [K, C, R, S]
+    weight_scale: np.ndarray  # float64 [K]
+    in_scale: float
+    out_scale: float
+    clip_truncate: int
+    bias: np.ndarray | None   # int16 [K]
+    bias_shift: int
+    mul: np.ndarray           # int16 [K]
+    mul_shift: int
+    relu: bool
+    cvt_offset: int = 0
+    cvt_scale: int = 1
+    cvt_shift: int = 0
+
+    def reference_kwargs(self) -> dict:
+        """Keyword arguments for ``tengine_host.int8_ref.conv2d_int8``."""
+        return dict(clip_truncate=self.clip_truncate, bias=self.bias,
+                    bias_shift=self.bias_shift, mul=self.mul, mul_shift=self.mul_shift,
+                    relu=self.relu, cvt_offset=self.cvt_offset, cvt_scale=self.cvt_scale,
+                    cvt_shift=self.cvt_shift)
+
+
+def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric int8 weights: ``(w_q int8, scale[K])``."""
+    w = np.asarray(w, dtype=np.float64)
+    amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)
+    scale = np.where(amax > 0, amax / 127.0, 1.0)
+    q = round_half_away(w / scale.reshape(-1, *([1] * (w.ndim - 1))))
+    return np.clip(q, -127, 127).astype(np.int8), scale
+
+
+def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: float,
+               relu: bool, name: str = "") -> ConvQuant:
+    """Choose the integer parameters of one conv/FC layer.
+
+    ``w`` is the float KCRS weight, ``b`` the float bias (or None), and the
+    scales are the per-tensor activation scales of the layer's input and output.
+    """
+    if not (in_scale > 0 and out_scale > 0):
+        raise ValueError(f"{name}: activation scales must be positive "
+                         f"(input {in_scale!r}, output {out_scale!r})")
+    w_q, w_scale = quantize_weights(w)
+    k = w_q.shape[0]
+    acc_scale = in_scale * w_scale                      # value of one accumulator unit
+
+    # CACC: keep the accumulator within int32 (worst case |x| = 128).
+    worst = int(np.abs(w_q.astype(np.int64)).reshape(k, -1).sum(axis=1).max()) * 128
+    clip_truncate = max(0, worst.bit_length() - 31)
+    if clip_truncate > MAX_CLIP_TRUNCATE:
+        raise ValueError(f"{name}: accumulator needs a clip truncate of {clip_truncate} "
+                         f"(> {MAX_CLIP_TRUNCATE}); the layer is too large for int8 on NVDLA")
+    acc_scale = acc_scale * (1 << clip_truncate)
+
+    bias16, bias_shift = None, 0
+    if b is not None:
+        b32 = round_half_away(np.asarray(b, dtype=np.float64) / acc_scale).astype(np.int64)
+        peak = int(np.abs(b32).max()) if b32.size else 0
+        bias_shift = max(0, peak.bit_length() - 15)
+        if bias_shift > MAX_SHIFT:
+            raise ValueError(f"{name}: bias needs an ALU shift of {bias_shift} (> {MAX_SHIFT})")
+        bias16 = shift_round(b32, bias_shift).clip(-INT16_MAX - 1, INT16_MAX).astype(np.int16)
+
+    rescale = acc_scale / out_scale                     # per channel, > 0
+    peak = float(rescale.max())
+    mul_shift = min(MAX_SHIFT, math.floor(math.log2(INT16_MAX / peak)))
+    if mul_shift < 0:
+        raise ValueError(f"{name}: rescale {peak:g} exceeds the int16 multiplier range")
+    mul = round_half_away(rescale * 2.0 ** mul_shift)
+    if mul.max() > INT16_MAX:                           # rounding pushed it over
+        mul_shift -= 1
+        mul = round_half_away(rescale * 2.0 ** mul_shift)
+    mul = np.maximum(mul, 1).astype(np.int16)           # never zero a channel completely
+
+    return ConvQuant(weight=w_q, weight_scale=w_scale, in_scale=float(in_scale),
+                     out_scale=float(out_scale), clip_truncate=clip_truncate, bias=bias16,
+                     bias_shift=bias_shift, mul=mul, mul_shift=mul_shift, relu=relu)
+
+
+def quantize_activation(x: np.ndarray, scale: float) -> np.ndarray:
+    """fp32 -> int8 with round half away from zero and saturation."""
+    return np.clip(round_half_away(np.asarray(x, dtype=np.float64) / scale), -128, 127) \
+        .astype(np.int8)
+
+
+def dequantize_activation(q: np.ndarray, scale: float) -> np.ndarray:
+    return (np.asarray(q, dtype=np.float32) * np.float32(scale)).astype(np.float32)

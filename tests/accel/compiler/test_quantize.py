@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accel.compiler.quantize import (
+    conv_quant,
+    quantize_activation,
+    quantize_weights,
+    round_half_away,
+)
+
+
+def test_round_half_away():
+    assert round_half_away(np.array([0.5, -0.5, 1.5, -1.5, 2.4, -2.6])).tolist() == \
+        [1, -1, 2, -2, 2, -3]
+
+
+def test_per_channel_weights_hand_case():
+    w = np.array([[1.0, -0.5], [0.0, 0.0], [-2.54, 1.27]]).reshape(3, 2, 1, 1)
+    q, s = quantize_weights(w)
+    assert s.tolist() == pytest.approx([1 / 127, 1.0, 2.54 / 127])
+    assert q.reshape(3, 2).tolist() == [[127, -64], [0, 0], [-127, 64]]  # -63.5 -> -64
+
+
+def test_activation_quantization_saturates_and_rounds_away():
+    q = quantize_activation(np.array([0.05, -0.05, 100.0, -100.0]), 0.1)
+    assert q.tolist() == [1, -1, 127, -128]
+
+
+def _pipeline(acc, p):
+    """The NVDLA conv+SDP arithmetic written out with Python integers."""
+    def rnd(v, n):
+        if n == 0:
+            return v
+        mag = (abs(v) + (1 << (n - 1))) >> n
+        return mag if v >= 0 else -mag
+    out = []
+    for k, a in enumerate(acc):
+        a1 = max(-2**31, min(2**31 - 1, rnd(int(a), p.clip_truncate)))
+        a2 = a1 + (int(p.bias[k]) << p.bias_shift if p.bias is not None else 0)
+        a4 = max(-2**31, min(2**31 - 1, rnd(a2 * int(p.mul[k]), p.mul_shift)))
+        a5 = max(a4, 0) if p.relu else a4
+        out.append(max(-128, min(127, a5)))
+    return out
+
+
+def test_integer_parameters_reproduce_the_float_layer():
+    rng = np.random.default_rng(0)
+    k, c = 6, 40
+    w = rng.normal(0, 0.2, size=(k, c, 1, 1))
+    w[2] *= 0.01  # a channel with much smaller weights
+    b = rng.normal(0, 0.5, size=k)
+    s_in, s_out = 0.02, 0.05
+    p = conv_quant(w, b, s_in, s_out, relu=True)
+    assert p.mul.dtype == np.int16 and p.bias.dtype == np.int16
+    x_q = rng.integers(-127, 128, size=c)
+    acc = (p.weight.reshape(k, c).astype(np.int64) * x_q).sum(axis=1)
+    got = np.array(_pipeline(acc, p)) * s_out
+    # float layer on the same quantized input
+    want = np.maximum((w.reshape(k, c) * (x_q * s_in)).sum(axis=1) + b, 0)
+    want = np.clip(want, -128 * s_out, 127 * s_out)
+    # error budget: weight quantization + half an output step
+    assert np.max(np.abs(got - want)) < 0.05 * np.abs(want).max() + s_out
+
+
+def test_big_accumulators_get_a_clip_truncate():
+    w = np.ones((1, 8192, 3, 3))
+    p = conv_quant(w, None, 1.0, 1.0, relu=False)
+    # 127 * 128 * 73728 needs 31+ bits: 1_198_522_368 * ... -> truncate > 0
+    assert p.clip_truncate == (127 * 128 * 8192 * 9).bit_length() - 31
+
+
+def test_bad_scales_are_named():
+    with pytest.raises(ValueError, match="conv7: activation scales must be positive"):
+        conv_quant(np.ones((1, 1, 1, 1)), None, 0.0, 1.0, relu=False, name="conv7")
