@@ -1,0 +1,90 @@
+"""The one op registry: every op type maps to its fp32 function and shape inference.
+
+Each op module calls :func:`register` once at import; ``tengine_host.ops``
+imports the modules explicitly (never by scanning), so the registry is the
+single answer to "which ops does the host engine implement?".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tengine_host.ir import Tensor
+
+Fp32Fn = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
+ShapeFn = Callable[..., "list[tuple[int, ...]]"]
+NormalizeFn = Callable[[dict[str, Any], "list[Tensor | None]", int], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """How the host engine runs one ONNX op type.
+
+    Attributes
+    ----------
+    op_type : str
+        ONNX op type, e.g. ``"Conv"``.
+    fp32 : callable
+        ``fp32(*inputs, **attrs)`` on numpy arrays (``None`` for omitted
+        optional inputs); returns one array or a tuple, one per output.
+    infer_shape : callable
+        ``infer_shape(inputs: list[Tensor | None], **attrs)`` -> output shapes.
+        Receives ``Tensor`` objects so it can read constant operands (Reshape).
+    normalize : callable
+        ``normalize(attrs, inputs, opset) -> attrs`` fills in ONNX defaults so
+        every later stage sees complete attributes.
+    min_opset : int
+        Oldest opset whose semantics this implementation follows.
+    """
+
+    op_type: str
+    fp32: Fp32Fn
+    infer_shape: ShapeFn
+    normalize: NormalizeFn
+    min_opset: int = 1
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _keep(attrs: dict[str, Any], inputs: list[Tensor | None], opset: int) -> dict[str, Any]:
+    return dict(attrs)
+
+
+def register(op_type: str, fp32: Fp32Fn, infer_shape: ShapeFn,
+             normalize: NormalizeFn | None = None, min_opset: int = 1) -> OpDef:
+    """Add ``op_type`` to the registry; registering a type twice is an error."""
+    if op_type in OPS:
+        raise ValueError(f"op {op_type!r} is already registered")
+    op = OpDef(op_type, fp32, infer_shape, normalize or _keep, min_opset)
+    OPS[op_type] = op
+    return op
+
+
+def get_op(op_type: str) -> OpDef:
+    """The registered definition of ``op_type``; the error lists what exists."""
+    try:
+        return OPS[op_type]
+    except KeyError:
+        raise KeyError(f"op {op_type!r} has no host implementation; implemented: "
+                       f"{', '.join(sorted(OPS))}") from None
+
+
+def run_op(op_type: str, inputs: list[np.ndarray | None], attrs: dict[str, Any]
+           ) -> tuple[np.ndarray, ...]:
+    """Run the fp32 function and always return a tuple of outputs."""
+    out = get_op(op_type).fp32(*inputs, **attrs)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def apply_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
+    """The activation fused into a producer by ``passes.fuse_activation``."""
+    if activation is None:
+        return y
+    if activation == "Relu":
+        return np.maximum(y, 0, out=y)
+    raise ValueError(f"fused activation {activation!r} not in Relu")
