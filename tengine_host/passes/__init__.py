@@ -1,0 +1,33 @@
+"""Graph passes sharing one contract: ``apply(graph) -> bool`` (True when it changed
+the graph), repeated by :func:`run_passes` until none changes anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tengine_host.ir import Graph
+from tengine_host.passes import fuse_activation, remove_identity
+
+Pass = Callable[[Graph], bool]
+
+#: The default pipeline, in order.
+DEFAULT_PASSES: tuple[Pass, ...] = (remove_identity.apply, fuse_activation.apply)
+
+
+def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
+               max_rounds: int = 100) -> int:
+    """Apply ``passes`` in order, round after round, until a round changes nothing.
+
+    Returns the number of rounds that changed the graph.  ``max_rounds`` guards
+    against a pass that never settles.
+    """
+    for rounds in range(max_rounds):
+        changed = False
+        for p in passes:
+            changed |= bool(p(graph))
+        if not changed:
+            return rounds
+    raise RuntimeError(f"passes did not settle after {max_rounds} rounds")
+
+
+__all__ = ["DEFAULT_PASSES", "Pass", "fuse_activation", "remove_identity", "run_passes"]
