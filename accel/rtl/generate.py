@@ -1,0 +1,94 @@
+"""Verilog generation for the RTL components, parameterized only by ``HwConfig``.
+
+Every width in the generated Verilog follows from the configuration through
+the component's signature, so nothing is written twice by hand.  Besides the
+Verilog, :func:`generate_verilog` writes ``<top>.ports.json`` (port name,
+direction, width) and ``<top>.config.json`` (the ``HwConfig`` knobs it was
+built from), which is what testbenches and board tops read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.hdl import Shape
+from amaranth.lib import wiring
+
+from accel.config import HwConfig
+from accel.rtl.cmac import Cmac
+from accel.rtl.toolchain import yowasp_env
+
+#: Top-level component name -> constructor from a config.
+TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
+    "cmac": Cmac,
+}
+
+
+@dataclass(frozen=True)
+class Port:
+    """One port of a generated module."""
+
+    name: str
+    direction: str  # "input" or "output"
+    width: int
+
+
+def make_top(cfg: HwConfig, top: str = "cmac") -> wiring.Component:
+    """Build the component called ``top``; the error lists the valid names."""
+    try:
+        ctor = TOPS[top]
+    except KeyError:
+        raise ValueError(f"top {top!r} not in {', '.join(TOPS)}") from None
+    return ctor(cfg)
+
+
+def port_list(component: wiring.Component) -> list[Port]:
+    """Ports as Amaranth names them in Verilog: member paths joined with ``__``,
+    plus the ``clk``/``rst`` of the sync domain."""
+    ports = []
+    for path, member, _value in component.signature.flatten(component):
+        direction = "input" if member.flow == wiring.In else "output"
+        name = "__".join(str(p) for p in path)
+        ports.append(Port(name, direction, Shape.cast(member.shape).width))
+    return ports + [Port("clk", "input", 1), Port("rst", "input", 1)]
+
+
+def generate_verilog(cfg: HwConfig, out_dir: str | Path, top: str = "cmac") -> Path:
+    """Write ``<out_dir>/<top>.v`` for ``cfg`` and return its path.
+
+    Parameters
+    ----------
+    cfg : HwConfig
+        Configuration whose sizes (``atomic_c``, ``atomic_k``...) shape the module.
+    out_dir : path
+        Created if missing.
+    top : str
+        Component to generate, a key of :data:`TOPS`; also the module name.
+
+    Returns
+    -------
+    Path of the Verilog file.  ``<top>.ports.json`` and ``<top>.config.json``
+    are written beside it.
+    """
+    component = make_top(cfg, top)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with yowasp_env(("YOSYS",)):
+        text = verilog.convert(component, name=top, emit_src=False)
+    path = out / f"{top}.v"
+    path.write_text(text)
+    ports = [dataclasses.asdict(p) for p in port_list(component)]
+    (out / f"{top}.ports.json").write_text(json.dumps(ports, indent=1) + "\n")
+    (out / f"{top}.config.json").write_text(
+        json.dumps(dataclasses.asdict(cfg), indent=1) + "\n")
+    return path
+
+
+def config_from_json(text: str) -> HwConfig:
+    """Inverse of the ``<top>.config.json`` dump (used by the cocotb testbench)."""
+    return HwConfig(**json.loads(text))

@@ -1,0 +1,114 @@
+"""Run a cocotb testbench against the generated Verilog of one configuration.
+
+The testbench process learns the configuration from ``OPENDLA_RTL_CONFIG``
+(the JSON of the ``HwConfig``) and writes what it checked to the JSON file
+named by ``OPENDLA_RTL_SUMMARY``; :func:`run_cocotb` returns that summary so
+callers can report and assert on the number of vectors, not only on "passed".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from accel.config import HwConfig
+from accel.rtl.generate import generate_verilog
+
+#: Simulators the RTL tests are run with (cocotb runner names).
+SIMULATORS = ("icarus", "verilator")
+
+#: Where the CMAC testbench lives in a source checkout.
+DEFAULT_TB_DIR = Path(__file__).resolve().parents[2] / "tests" / "rtl"
+
+
+class SimulationFailed(RuntimeError):
+    """A cocotb test failed or the simulator stopped early."""
+
+
+@contextlib.contextmanager
+def _on_sys_path(directory: Path) -> Iterator[None]:
+    # The cocotb runner exports sys.path as the simulator's PYTHONPATH, so the
+    # testbench module is importable there once its directory is on sys.path.
+    sys.path.insert(0, str(directory))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(directory))
+
+
+def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
+               test_module: str = "cmac_tb", tb_dir: str | Path = DEFAULT_TB_DIR,
+               simulator: str = "icarus", seed: int = 1, waves: bool = False) -> dict:
+    """Generate ``top`` for ``cfg``, build it with ``simulator`` and run ``test_module``.
+
+    Parameters
+    ----------
+    cfg : HwConfig
+        Configuration of the generated RTL (and of the testbench's scoreboard).
+    build_dir : path
+        Verilog, simulator build and results go here (use a gitignored path).
+    top, test_module, tb_dir : str, str, path
+        Component to generate, cocotb module name and the directory holding it.
+    simulator : str
+        One of :data:`SIMULATORS`.
+    seed : int
+        Seed of the testbench's random stimulus (reproducible runs).
+    waves : bool
+        Dump waveforms into ``build_dir``.
+
+    Returns
+    -------
+    dict
+        The testbench summary (``vectors``, ``sim_time_ns`` ...) plus
+        ``wall_s``, ``tests`` and ``verilog``.
+
+    Raises
+    ------
+    SimulationFailed
+        If any cocotb test failed or no summary was written.
+    """
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    if simulator not in SIMULATORS:
+        raise ValueError(f"simulator {simulator!r} not in {', '.join(SIMULATORS)}")
+    tb_dir = Path(tb_dir)
+    if not (tb_dir / f"{test_module}.py").exists():
+        raise FileNotFoundError(f"testbench {test_module}.py not found in {tb_dir} "
+                                f"(the RTL tests need a source checkout)")
+    build = Path(build_dir).resolve()
+    start = time.perf_counter()
+    verilog = generate_verilog(cfg, build, top=top)
+    summary_file = build / "summary.json"
+    summary_file.unlink(missing_ok=True)
+    runner = get_runner(simulator)
+    runner.build(sources=[verilog], hdl_toplevel=top, build_dir=build / simulator,
+                 always=True, timescale=("1ns", "1ps"), waves=waves)
+    log = build / f"{test_module}.log"
+    results = build / simulator / "results.xml"
+    with _on_sys_path(tb_dir):
+        try:
+            runner.test(
+                test_module=test_module, hdl_toplevel=top, build_dir=build / simulator,
+                seed=seed, waves=waves, log_file=log, results_xml=str(results),
+                extra_env={"OPENDLA_RTL_CONFIG": json.dumps(dataclasses.asdict(cfg)),
+                           "OPENDLA_RTL_SUMMARY": str(summary_file)})
+        except SystemExit:
+            # The runner exits the interpreter on failed tests; report instead.
+            pass
+    tests, failed = get_results(results) if results.exists() else (0, 0)
+    if failed or not tests:
+        tail = "\n".join(log.read_text().splitlines()[-25:]) if log.exists() else ""
+        raise SimulationFailed(f"{failed} of {tests} cocotb tests failed for {cfg.name} "
+                               f"(log {log}):\n{tail}")
+    if not summary_file.exists():
+        raise SimulationFailed(f"testbench wrote no summary to {summary_file}")
+    summary = json.loads(summary_file.read_text())
+    summary.update(wall_s=round(time.perf_counter() - start, 2), tests=tests,
+                   verilog=str(verilog))
+    return summary
