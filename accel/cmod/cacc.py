@@ -1,0 +1,33 @@
+"""CACC: convolution accumulator - 34-bit saturating sums and clip-truncate.
+
+Partial sums saturate to the signed 34-bit range (``CACC_PARSUM_WIDTH``); at
+channel end the sum is shifted right by ``CLIP_TRUNCATE`` with round half away
+from zero and saturated to int32; saturated elements are counted in
+``D_OUT_SATURATION`` (NVDLA_FACTS section 3).
+
+>>> import numpy as np
+>>> out, sat = clip_truncate(np.array([5, -5, 2**40]), 1)
+>>> out.tolist(), sat
+([3, -3, 2147483647], 1)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accel.arith import saturate, saturation_mask, shift_round
+
+PARSUM_BITS = 34
+MAX_TRUNCATE = 16  # documented range of CLIP_TRUNCATE; the NVDLA cmod fails above it
+
+
+def accumulate(psum: np.ndarray) -> np.ndarray:
+    """Saturate exact sums of products to the 34-bit accumulator range."""
+    return saturate(psum, PARSUM_BITS)
+
+
+def clip_truncate(acc: np.ndarray, truncate: int) -> tuple[np.ndarray, int]:
+    """``(int32 result, saturation count)`` of the channel-end scaling."""
+    shifted = shift_round(acc, truncate)
+    sat = int(np.count_nonzero(saturation_mask(shifted, 32)))
+    return saturate(shifted, 32), sat

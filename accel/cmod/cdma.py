@@ -1,0 +1,81 @@
+"""CDMA: convolution DMA - fetches the input feature cube and the direct-conv weights.
+
+Only the feature path of direct convolution is modelled: image (pixel) input,
+Winograd, compressed weights and int16/fp16 raise :class:`UnsupportedError`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accel.cmod.csb import GroupView
+from accel.cmod.cube import read_int8_cube
+from accel.cmod.dram import Dram
+from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.config import HwConfig
+
+UNIT = "CDMA"
+
+
+def check_supported(g: GroupView) -> None:
+    """Reject programming outside the direct-conv int8 feature path."""
+    if g("D_DATAIN_FORMAT", "DATAIN_FORMAT") != 0:
+        raise UnsupportedError("CDMA image (pixel) input is not modelled")
+    if g("D_MISC_CFG", "CONV_MODE") != 0:
+        raise UnsupportedError("CDMA Winograd convolution is not modelled")
+    if g("D_MISC_CFG", "IN_PRECISION") != 0 or g("D_MISC_CFG", "PROC_PRECISION") != 0:
+        raise UnsupportedError(f"CDMA precision other than int8 (D_MISC_CFG={g('D_MISC_CFG'):#x})")
+    if g("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != 0:
+        raise UnsupportedError("CDMA compressed weights are not modelled")
+    if g("D_BATCH_NUMBER") & 0x1F:
+        raise UnsupportedError("CDMA batch > 1 is not modelled")
+
+
+def fetch_feature(g: GroupView, dram: Dram, cfg: HwConfig) -> np.ndarray:
+    """The int8 input cube ``[C, H, W]`` (int64) read through the line/surface strides."""
+    w = g("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
+    h = g("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
+    c = g("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
+    line, surf = g("D_LINE_STRIDE"), g("D_SURF_STRIDE")
+    base = g.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0")
+    a = cfg.atom_size
+    for name, value in (("D_LINE_STRIDE", line), ("D_SURF_STRIDE", surf),
+                        ("D_DAIN_ADDR_LOW_0", base)):
+        if value % a:
+            raise ConfigError(UNIT, name, value, f"must be a multiple of the {a}-byte atom")
+    return read_int8_cube(dram, base, c, h, w, a, line, surf, UNIT)
+
+
+def weight_offsets(k: int, c: int, r: int, s: int, atomic_k: int, atomic_c: int) -> np.ndarray:
+    """Byte offsets ``[K, C, R, S]`` of direct-conv weights (NVDLA_FACTS section 2).
+
+    Kernels are grouped by ``atomic_k`` (last group may be partial); inside a
+    group the order is, innermost first, channel-in-block -> kernel -> S -> R
+    -> channel block of ``atomic_c`` (last block partial, not padded).
+
+    >>> weight_offsets(2, 3, 1, 1, atomic_k=2, atomic_c=2)[:, :, 0, 0].tolist()
+    [[0, 1, 4], [2, 3, 5]]
+    """
+    ki = np.arange(k, dtype=np.int64)[:, None, None, None]
+    ci = np.arange(c, dtype=np.int64)[None, :, None, None]
+    ri = np.arange(r, dtype=np.int64)[None, None, :, None]
+    si = np.arange(s, dtype=np.int64)[None, None, None, :]
+    grp, kk = ki // atomic_k, ki % atomic_k
+    kg = np.minimum(atomic_k, k - grp * atomic_k)  # kernels in this group
+    blk, cc = ci // atomic_c, ci % atomic_c
+    cw = np.minimum(atomic_c, c - blk * atomic_c)  # channels in this block
+    return (grp * atomic_k * r * s * c + blk * atomic_c * r * s * kg
+            + (ri * s + si) * kg * cw + kk * cw + cc)
+
+
+def fetch_weights(g: GroupView, dram: Dram, cfg: HwConfig, c: int, r: int, s: int) -> np.ndarray:
+    """The int8 weights ``[K, C, R, S]`` (int64) of a direct convolution."""
+    k = g("D_WEIGHT_SIZE_1", "WEIGHT_KERNEL") + 1
+    bpk = g("D_WEIGHT_SIZE_0", "BYTE_PER_KERNEL") + 1
+    if bpk != r * s * c:
+        raise ConfigError(UNIT, "D_WEIGHT_SIZE_0", bpk - 1,
+                          f"BYTE_PER_KERNEL+1={bpk} but the kernel is "
+                          f"{r}x{s}x{c}={r * s * c} bytes")
+    base = g.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH")
+    offs = weight_offsets(k, c, r, s, cfg.atomic_k, cfg.atomic_c)
+    return dram.gather(base, offs, UNIT).view(np.int8).astype(np.int64)

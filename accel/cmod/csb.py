@@ -1,0 +1,98 @@
+"""CSB register file: every unit's registers with NVDLA's two D_ register groups.
+
+Each unit has single-instance ``S_`` registers and two copies (groups 0/1) of
+its ``D_`` registers.  ``S_POINTER.PRODUCER`` selects the group that CSB writes
+and reads of ``D_`` registers reach; ``S_POINTER.CONSUMER`` is the group the
+hardware executes next and flips when an operation completes.  Software can
+only change the writable bits of a register (RDL ``sw = rw|w``); read-only
+fields hold values the hardware sets (``set_hw``).
+"""
+
+from __future__ import annotations
+
+from accel.regs import UNITS, Register, Unit
+
+
+class UnitRegs:
+    """The registers of one unit."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self._single: dict[int, int] = {}
+        self._groups: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        self._wmask: dict[int, int] = {}
+        for reg in unit.registers.values():
+            target = self._groups if reg.name.startswith("D_") else (self._single,)
+            for store in target:
+                store[reg.offset] = reg.reset
+            self._wmask[reg.offset] = sum(f.mask for f in reg.fields if "w" in f.access)
+
+    # --- group pointers --------------------------------------------------------------
+    def _pointer(self) -> int:
+        return self._single.get(4, 0) if "S_POINTER" in self.unit.registers else 0
+
+    @property
+    def producer(self) -> int:
+        return self._pointer() & 1
+
+    @property
+    def consumer(self) -> int:
+        return (self._pointer() >> 16) & 1
+
+    def flip_consumer(self) -> None:
+        if "S_POINTER" in self.unit.registers:
+            self._single[4] ^= 1 << 16
+
+    # --- CSB access ------------------------------------------------------------------
+    def _store(self, reg: Register, group: int | None) -> dict[int, int]:
+        if not reg.name.startswith("D_"):
+            return self._single
+        return self._groups[self.producer if group is None else group]
+
+    def write(self, reg: Register, value: int) -> None:
+        """A CSB write: only the software-writable bits change."""
+        store, mask = self._store(reg, None), self._wmask[reg.offset]
+        store[reg.offset] = (store[reg.offset] & ~mask) | (value & mask & 0xFFFFFFFF)
+
+    def read(self, reg: Register, group: int | None = None) -> int:
+        return self._store(reg, group)[reg.offset]
+
+    def set_hw(self, name: str, value: int, group: int | None = None) -> None:
+        """Hardware update of a whole register, read-only bits included."""
+        reg = self.unit.registers[name]
+        self._store(reg, group)[reg.offset] = value & 0xFFFFFFFF
+
+    def group(self, group: int) -> GroupView:
+        return GroupView(self, group)
+
+
+class GroupView:
+    """Field access to one register group of a unit, as the executing hardware sees it."""
+
+    def __init__(self, regs: UnitRegs, group: int) -> None:
+        self.regs, self.group = regs, group
+
+    @property
+    def unit_name(self) -> str:
+        return self.regs.unit.name
+
+    def reg(self, name: str) -> int:
+        return self.regs.read(self.regs.unit.registers[name], self.group)
+
+    def __call__(self, name: str, field: str | None = None) -> int:
+        """Value of register ``name`` or of its field ``field``."""
+        reg = self.regs.unit.registers[name]
+        value = self.regs.read(reg, self.group)
+        if field is None:
+            return value
+        f = reg.field(field)
+        return (value >> f.lsb) & ((1 << f.width) - 1)
+
+    def addr(self, low: str, high: str) -> int:
+        """64-bit address from a LOW/HIGH register pair."""
+        return (self.reg(high) << 32) | self.reg(low)
+
+
+def make_register_file() -> dict[str, UnitRegs]:
+    """Fresh registers (reset values) for every unit of the map."""
+    return {name: UnitRegs(unit) for name, unit in UNITS.items()}

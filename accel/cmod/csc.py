@@ -1,0 +1,86 @@
+"""CSC: convolution sequence controller - the data/weight geometry of a direct conv.
+
+Turns the input cube into im2col patches: zero padding with the programmed pad
+value, convolution strides and dilation, exactly the atoms the CSC would feed
+to the MAC array, but as one array so CMAC can do one GEMM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accel.arith import sign_extend
+from accel.cmod.csb import GroupView
+from accel.cmod.errors import UnsupportedError
+
+UNIT = "CSC"
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Kernel ``r x s``, output ``out_h x out_w x k``, strides, dilation, padding."""
+
+    r: int
+    s: int
+    c: int
+    k: int
+    out_h: int
+    out_w: int
+    stride_y: int
+    stride_x: int
+    dil_y: int
+    dil_x: int
+    pad_top: int
+    pad_left: int
+    pad_value: int
+
+
+def geometry(g: GroupView) -> ConvGeometry:
+    """Read the CSC registers of a direct int8 convolution."""
+    if g("D_DATAIN_FORMAT", "DATAIN_FORMAT") != 0:
+        raise UnsupportedError("CSC image (pixel) input is not modelled")
+    if g("D_MISC_CFG", "CONV_MODE") != 0:
+        raise UnsupportedError("CSC Winograd convolution is not modelled")
+    # int8 lanes pad with the low byte of the 16-bit PAD_VALUE field
+    pad_value = int(sign_extend(g("D_ZERO_PADDING_VALUE", "PAD_VALUE"), 8))
+    return ConvGeometry(
+        r=g("D_WEIGHT_SIZE_EXT_0", "WEIGHT_HEIGHT_EXT") + 1,
+        s=g("D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1,
+        c=g("D_WEIGHT_SIZE_EXT_1", "WEIGHT_CHANNEL_EXT") + 1,
+        k=g("D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL") + 1,
+        out_h=g("D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1,
+        out_w=g("D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1,
+        stride_y=g("D_CONV_STRIDE_EXT", "CONV_Y_STRIDE_EXT") + 1,
+        stride_x=g("D_CONV_STRIDE_EXT", "CONV_X_STRIDE_EXT") + 1,
+        dil_y=g("D_DILATION_EXT", "Y_DILATION_EXT") + 1,
+        dil_x=g("D_DILATION_EXT", "X_DILATION_EXT") + 1,
+        pad_top=g("D_ZERO_PADDING", "PAD_TOP"),
+        pad_left=g("D_ZERO_PADDING", "PAD_LEFT"),
+        pad_value=pad_value,
+    )
+
+
+def im2col(x: np.ndarray, geo: ConvGeometry) -> np.ndarray:
+    """Patches ``[C*R*S, out_h*out_w]`` (C major, then R, then S) of the cube ``x[C, H, W]``.
+
+    Positions outside the input read ``geo.pad_value``.  The loop runs over the
+    R*S kernel taps only; each tap is one strided slice of the padded cube.
+    """
+    c, h, w = x.shape
+    need_h = (geo.out_h - 1) * geo.stride_y + (geo.r - 1) * geo.dil_y + 1
+    need_w = (geo.out_w - 1) * geo.stride_x + (geo.s - 1) * geo.dil_x + 1
+    padded = np.full((c, need_h, need_w), geo.pad_value, dtype=x.dtype)
+    # the input occupies rows [pad_top, pad_top + h) of the padded frame, clipped to it
+    y0, x0 = geo.pad_top, geo.pad_left
+    hh, ww = max(0, min(h, need_h - y0)), max(0, min(w, need_w - x0))
+    padded[:, y0:y0 + hh, x0:x0 + ww] = x[:, :hh, :ww]
+    cols = np.empty((c, geo.r, geo.s, geo.out_h, geo.out_w), dtype=x.dtype)
+    ye = (geo.out_h - 1) * geo.stride_y + 1
+    xe = (geo.out_w - 1) * geo.stride_x + 1
+    for r in range(geo.r):
+        for s in range(geo.s):
+            ys, xs = r * geo.dil_y, s * geo.dil_x
+            cols[:, r, s] = padded[:, ys:ys + ye:geo.stride_y, xs:xs + xe:geo.stride_x]
+    return cols.reshape(c * geo.r * geo.s, geo.out_h * geo.out_w)

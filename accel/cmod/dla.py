@@ -1,0 +1,153 @@
+"""Dla: the register-level NVDLA model - CSB register bus, DRAM and units composed.
+
+Operations run synchronously inside the CSB write that completes their
+enabling, as the hardware starts a pipeline once every unit in it has
+``D_OP_ENABLE`` set in its consumer register group:
+
+* convolution: CDMA, CSC, CMAC_A, CMAC_B, CACC and the SDP consuming it on
+  the fly (plus SDP_RDMA when the SDP fetches operands);
+* SDP from memory: SDP and SDP_RDMA.
+
+On completion each unit clears its ``D_OP_ENABLE``, flips its consumer pointer,
+and GLB raises the done interrupts of the groups that ran.
+"""
+
+from __future__ import annotations
+
+from accel.cmod import cacc, cdma, csc, sdp
+from accel.cmod.cmac import conv_gemm
+from accel.cmod.csb import GroupView, make_register_file
+from accel.cmod.dram import Dram
+from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.glb import Glb
+from accel.config import HwConfig
+from accel.regs import by_address, lookup
+
+CONV_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC")
+_MODELLED = {"NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
+             "NVDLA_SDP", "NVDLA_SDP_RDMA"}
+
+
+class Dla:
+    """One NVDLA core of configuration ``cfg`` on the byte memory ``dram``."""
+
+    def __init__(self, cfg: HwConfig, dram: Dram | None = None) -> None:
+        self.cfg = cfg
+        self.dram = dram if dram is not None else Dram()
+        self.regs = make_register_file()
+        self.glb = Glb(self.regs["NVDLA_GLB"])
+        # the CBUF flush that follows reset has completed by the time software looks
+        self.regs["NVDLA_CDMA"].set_hw("S_CBUF_FLUSH_STATUS", 1)
+        self.stats: list[dict] = []
+
+    # --- CSB -------------------------------------------------------------------------
+    def csb_write(self, addr: int, value: int) -> None:
+        """Write a register by CSB byte address (unit base + offset, as in the RDL)."""
+        reg = by_address(addr)
+        if reg is None:
+            raise KeyError(f"no register at CSB address {addr:#x}")
+        if reg.unit == "NVDLA_GLB" and self.glb.csb_write(reg.name, value):
+            return
+        self.regs[reg.unit].write(reg, value)
+        if reg.name == "D_OP_ENABLE" and value & 1:
+            if reg.unit not in _MODELLED:
+                raise UnsupportedError(f"{reg.unit[6:]} operations are not modelled yet")
+            self._try_run()
+
+    def csb_read(self, addr: int) -> int:
+        reg = by_address(addr)
+        if reg is None:
+            raise KeyError(f"no register at CSB address {addr:#x}")
+        return self.regs[reg.unit].read(reg)
+
+    def write_reg(self, symbol: str, value: int) -> None:
+        """Write a register by symbol, e.g. ``'NVDLA_SDP.D_CVT_SHIFT_0'``."""
+        self.csb_write(lookup(symbol).address, value)
+
+    def read_reg(self, symbol: str) -> int:
+        return self.csb_read(lookup(symbol).address)
+
+    # --- scheduling ------------------------------------------------------------------
+    def _exec(self, unit: str) -> GroupView:
+        regs = self.regs[unit]
+        return regs.group(regs.consumer)
+
+    def _enabled(self, unit: str) -> bool:
+        return bool(self._exec(unit)("D_OP_ENABLE", "OP_EN"))
+
+    def _sdp_needs_rdma(self, g: GroupView) -> bool:
+        if not g("D_FEATURE_MODE_CFG", "FLYING_MODE"):
+            return True
+        rd = self._exec("NVDLA_SDP_RDMA")
+        return any(not rd(f"D_{d}_CFG", f"{d}_DISABLE") for d in ("BRDMA", "NRDMA", "ERDMA"))
+
+    def _try_run(self) -> None:
+        if not self._enabled("NVDLA_SDP"):
+            return
+        g_sdp = self._exec("NVDLA_SDP")
+        needs_rdma = self._sdp_needs_rdma(g_sdp)
+        if needs_rdma and not self._enabled("NVDLA_SDP_RDMA"):
+            return
+        rdma = self._exec("NVDLA_SDP_RDMA") if needs_rdma else None
+        flying = bool(g_sdp("D_FEATURE_MODE_CFG", "FLYING_MODE"))
+        if flying:
+            if not all(self._enabled(u) for u in CONV_UNITS):
+                return
+            self._run_conv(g_sdp, rdma)
+        else:
+            rec = sdp.run(g_sdp, rdma, self.dram, self.cfg)
+            self.stats.append(rec)
+            self._complete(["NVDLA_SDP", "NVDLA_SDP_RDMA"], [("SDP", g_sdp.group)])
+
+    def _complete(self, units: list[str], interrupts: list[tuple[str, int]]) -> None:
+        for unit in units:
+            regs = self.regs[unit]
+            regs.set_hw("D_OP_ENABLE", 0, regs.consumer)
+            regs.flip_consumer()
+        for source, group in interrupts:
+            self.glb.raise_done(source, group)
+
+    def _run_conv(self, g_sdp: GroupView, rdma: GroupView | None) -> None:
+        g_cdma, g_csc, g_cacc = (self._exec(u) for u in ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CACC"))
+        cdma.check_supported(g_cdma)
+        sdp.check_supported(g_sdp, self.cfg)
+        geo = csc.geometry(g_csc)
+        x = cdma.fetch_feature(g_cdma, self.dram, self.cfg)
+        if x.shape[0] != geo.c:
+            raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.c - 1,
+                              f"kernel channels {geo.c} != CDMA input channels {x.shape[0]}")
+        w = cdma.fetch_weights(g_cdma, self.dram, self.cfg, geo.c, geo.r, geo.s)
+        if w.shape[0] != geo.k:
+            raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.k - 1,
+                              f"CSC kernels {geo.k} != CDMA WEIGHT_KERNEL+1 {w.shape[0]}")
+        psum = conv_gemm(w.reshape(geo.k, -1), csc.im2col(x, geo))
+        truncate = g_cacc("D_CLIP_CFG", "CLIP_TRUNCATE")
+        if truncate > cacc.MAX_TRUNCATE:
+            raise ConfigError("CACC", "D_CLIP_CFG", truncate,
+                              f"CLIP_TRUNCATE must be 0..{cacc.MAX_TRUNCATE}")
+        out, sat = cacc.clip_truncate(cacc.accumulate(psum), truncate)
+        g_cacc.regs.set_hw("D_OUT_SATURATION", sat, g_cacc.group)
+        rec = sdp.run(g_sdp, rdma, self.dram, self.cfg,
+                      out.reshape(geo.k, geo.out_h, geo.out_w))
+        cfg = self.cfg
+        atoms = (geo.out_h * geo.out_w * geo.r * geo.s * -(-geo.c // cfg.atomic_c)
+                 * -(-geo.k // cfg.atomic_k))
+        dma_bytes = int(x.size + w.size)
+        cycles = max(atoms, dma_bytes // cfg.dma_bytes_per_cycle, rec["cycles"])
+        self.stats.append({"unit": "CONV", "shape": {"in": tuple(x.shape),
+                                                     "kernel": (geo.k, geo.c, geo.r, geo.s),
+                                                     "out": (geo.k, geo.out_h, geo.out_w)},
+                           "mac_atoms": atoms, "cacc_saturations": sat, "cycles": cycles})
+        units = list(CONV_UNITS) + ["NVDLA_SDP"] + (["NVDLA_SDP_RDMA"] if rdma is not None else [])
+        groups = {u: self.regs[u].consumer for u in units}
+        self._complete(units, [("CDMA_DAT", groups["NVDLA_CDMA"]),
+                               ("CDMA_WT", groups["NVDLA_CDMA"]),
+                               ("CACC", groups["NVDLA_CACC"]), ("SDP", groups["NVDLA_SDP"])])
+
+
+def modelled_units() -> frozenset[str]:
+    """Units whose operations this model executes."""
+    return frozenset(_MODELLED)
+
+
+__all__ = ["Dla", "Dram", "UnsupportedError", "ConfigError", "modelled_units"]

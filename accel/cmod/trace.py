@@ -1,0 +1,264 @@
+"""Player for NVDLA's register-level trace tests (``verif/tests/trace_tests``).
+
+A trace directory ``<preset>/<name>/`` holds ``<name>.cfg``, a script of
+``mem_init``, ``mem_load`` (``.dat`` packet files), ``reg_write`` by symbolic
+register name, ``poll_reg_equal``, ``intr_notify``, ``check_crc`` and
+``check_nothing`` commands, and the ``.dat`` files.  :func:`run_trace` plays
+it on a :class:`~accel.cmod.dla.Dla` of the preset named by the parent
+directory and compares ``zlib.crc32`` of the checked region with the golden
+value.  Results are ``pass``, ``fail`` or ``skip`` (missing input data, or an
+operation the model does not implement) - never pass without a CRC match.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from accel.cmod.dla import Dla
+from accel.cmod.dram import Dram, DramAccessError
+from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.glb import status_bit
+from accel.config import PRESETS, get_preset
+from accel.regs import UnknownRegisterError, lookup
+
+_STMT = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*;?\s*$")
+_PACKET = re.compile(r"\{\s*offset\s*:\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*size\s*:\s*(\d+)\s*,"
+                     r"\s*payload\s*:\s*([^}]*)\}")
+
+
+class TraceError(Exception):
+    """A malformed or failing trace statement; the message starts with ``file:line``."""
+
+
+class _Skip(Exception):
+    pass
+
+
+@dataclass
+class Command:
+    """One statement of a trace ``.cfg``."""
+
+    name: str
+    args: list[str]
+    line: int
+
+
+@dataclass
+class TraceResult:
+    """Outcome of one trace: ``status`` is "pass", "fail" or "skip"."""
+
+    name: str
+    path: str
+    preset: str
+    status: str
+    reason: str = ""
+    seconds: float = 0.0
+    cycles: int = 0
+    stats: list = field(default_factory=list)
+
+
+def parse_cfg(path: Path) -> list[Command]:
+    """Statements of a trace ``.cfg`` (comments and blank lines dropped)."""
+    cmds = []
+    for n, raw in enumerate(Path(path).read_text().splitlines(), 1):
+        text = raw.split("//", 1)[0].strip()
+        if not text:
+            continue
+        m = _STMT.match(text)
+        if m is None:
+            raise TraceError(f"{path}:{n}: cannot parse {raw.strip()!r}")
+        args = [a.strip().strip('"') for a in m.group(2).split(",")] if m.group(2).strip() else []
+        cmds.append(Command(m.group(1), args, n))
+    return cmds
+
+
+def parse_dat(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A ``.dat`` packet file as ``(offsets, bytes)``: byte i goes to offset ``offsets[i]``."""
+    text = Path(path).read_text()
+    offs, chunks = [], []
+    for m in _PACKET.finditer(text):
+        payload = bytes.fromhex(m.group(3).replace("0x", "").replace(",", " ").replace(" ", "")
+                                .replace("\n", ""))
+        if len(payload) != int(m.group(2)):
+            raise TraceError(f"{path}: packet at offset {m.group(1)} declares size {m.group(2)} "
+                             f"but carries {len(payload)} bytes")
+        offs.append(np.arange(len(payload), dtype=np.int64) + int(m.group(1), 0))
+        chunks.append(payload)
+    if not chunks:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8)
+    return np.concatenate(offs), np.frombuffer(b"".join(chunks), dtype=np.uint8)
+
+
+def _int(text: str) -> int:
+    return int(text, 0)
+
+
+def _preset_of(trace_dir: Path, preset: str | None) -> str:
+    if preset is not None:
+        get_preset(preset)
+        return preset
+    name = trace_dir.parent.name
+    if name not in PRESETS:
+        raise ValueError(f"cannot tell the preset of {trace_dir}: parent directory {name!r} is "
+                         f"not in {', '.join(PRESETS)}; pass preset=")
+    return name
+
+
+def _find_cfg(trace_dir: Path) -> Path:
+    cfg = trace_dir / f"{trace_dir.name}.cfg"
+    if cfg.exists():
+        return cfg
+    cfgs = sorted(trace_dir.glob("*.cfg"))
+    if len(cfgs) != 1:
+        raise ValueError(f"{trace_dir}: expected one .cfg file, found {len(cfgs)}")
+    return cfgs[0]
+
+
+class _Player:
+    def __init__(self, cfg_path: Path, dla: Dla) -> None:
+        self.cfg_path, self.dla, self.dram = cfg_path, dla, dla.dram
+        self.done: set[str] = set()
+        self.checks = 0
+
+    def where(self, cmd: Command) -> str:
+        return f"{self.cfg_path}:{cmd.line}"
+
+    def run(self, cmds: list[Command]) -> None:
+        for cmd in cmds:
+            handler = getattr(self, f"do_{cmd.name}", None)
+            if handler is None:
+                raise TraceError(f"{self.where(cmd)}: unknown trace command {cmd.name!r}")
+            try:
+                handler(cmd)
+            except UnknownRegisterError as exc:
+                raise TraceError(f"{self.where(cmd)}: {exc}") from None
+            except (DramAccessError, ConfigError) as exc:
+                raise TraceError(f"{self.where(cmd)}: {exc}") from None
+
+    def do_mem_init(self, cmd: Command) -> None:
+        pattern = cmd.args[3] if len(cmd.args) > 3 else "ALL_ZERO"
+        if pattern != "ALL_ZERO":
+            raise UnsupportedError(f"mem_init pattern {pattern} is not supported")
+        self.dram.map(_int(cmd.args[1]), _int(cmd.args[2]), cmd.args[0])
+
+    def do_mem_load(self, cmd: Command) -> None:
+        base = _int(cmd.args[1])
+        offs, data = parse_dat(self.cfg_path.parent / cmd.args[2])
+        if not offs.size:
+            return
+        lo, hi = int(offs.min()), int(offs.max()) + 1
+        try:
+            self.dram.read(base + lo, hi - lo)
+        except DramAccessError:  # some traces load without a mem_init first
+            self.dram.map(base + lo, hi - lo, cmd.args[2])
+        self.dram.scatter(base, offs, data, "host")
+
+    def do_reg_write(self, cmd: Command) -> None:
+        self.dla.csb_write(lookup(cmd.args[0]).address, _int(cmd.args[1]))
+
+    def do_reg_read(self, cmd: Command) -> None:
+        value = self.dla.csb_read(lookup(cmd.args[0]).address)
+        if len(cmd.args) > 1 and value != _int(cmd.args[1]):
+            raise TraceError(f"{self.where(cmd)}: {cmd.args[0]} reads {value:#x}, "
+                             f"expected {cmd.args[1]}")
+
+    def do_poll_reg_equal(self, cmd: Command) -> None:
+        value = self.dla.csb_read(lookup(cmd.args[0]).address)
+        if value != _int(cmd.args[1]):
+            raise TraceError(f"{self.where(cmd)}: poll_reg_equal({cmd.args[0]}) would wait "
+                             f"forever: reads {value:#x}, expected {cmd.args[1]}")
+
+    def do_intr_notify(self, cmd: Command) -> None:
+        source, _, group = cmd.args[0].rpartition("_")
+        bit = status_bit(source, int(group))
+        glb = self.dla.glb
+        if not glb.status & bit:
+            raise TraceError(f"{self.where(cmd)}: interrupt {cmd.args[0]} was never raised")
+        glb.csb_write("S_INTR_STATUS", bit)  # the trace player acknowledges it
+        self.done.add(cmd.args[1])
+
+    def do_check_crc(self, cmd: Command) -> None:
+        sync, base, size, golden = cmd.args[0], _int(cmd.args[2]), _int(cmd.args[3]), _int(
+            cmd.args[4])
+        if sync not in self.done:
+            raise TraceError(f"{self.where(cmd)}: check_crc waits for {sync}, never notified")
+        crc = zlib.crc32(self.dram.read(base, size).tobytes()) & 0xFFFFFFFF
+        if crc != golden:
+            raise TraceError(f"{self.where(cmd)}: CRC of [{base:#x}, +{size:#x}) is {crc:#010x}, "
+                             f"golden {golden:#010x}")
+        self.checks += 1
+
+    def do_check_nothing(self, cmd: Command) -> None:
+        pass
+
+    def do_sync_notify(self, cmd: Command) -> None:
+        pass  # ordering between units of the RTL test bench; the model is sequential
+
+    do_sync_wait = do_sync_notify
+
+
+def run_trace(path: str | Path, preset: str | None = None) -> TraceResult:
+    """Play the trace in directory ``path`` and check its golden CRC."""
+    trace_dir = Path(path)
+    t0 = time.perf_counter()
+    name = trace_dir.name
+    preset_name = _preset_of(trace_dir, preset)
+    result = TraceResult(name, str(trace_dir), preset_name, "fail")
+    dla = None
+    try:
+        cfg_path = _find_cfg(trace_dir)
+        cmds = parse_cfg(cfg_path)
+        for cmd in cmds:  # missing inputs make the trace meaningless: skip before running
+            if cmd.name == "mem_load" and not (trace_dir / cmd.args[2]).exists():
+                raise _Skip(f"missing data: {cmd.args[2]}")
+        dla = Dla(get_preset(preset_name), Dram())
+        player = _Player(cfg_path, dla)
+        player.run(cmds)
+        if player.checks == 0:
+            raise TraceError(f"{cfg_path}: no check_crc statement, nothing was verified")
+        result.status = "pass"
+    except _Skip as exc:
+        result.status, result.reason = "skip", str(exc)
+    except UnsupportedError as exc:
+        result.status, result.reason = "skip", f"unsupported: {exc}"
+    except TraceError as exc:
+        result.reason = str(exc)
+    except Exception as exc:  # a model bug must not stop a whole run
+        result.reason = f"{type(exc).__name__}: {exc}"
+    if dla is not None:
+        result.stats = dla.stats
+        result.cycles = int(sum(s.get("cycles", 0) for s in dla.stats))
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def find_traces(paths: Iterable[str | Path]) -> list[Path]:
+    """Trace directories: each path is a trace dir or a directory of trace dirs."""
+    out = []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise FileNotFoundError(f"trace path {p} is not a directory")
+        if any(p.glob("*.cfg")):
+            out.append(p)
+        else:
+            out.extend(sorted(d for d in p.iterdir() if d.is_dir() and any(d.glob("*.cfg"))))
+    return out
+
+
+def run_traces(paths: Iterable[str | Path], preset: str | None = None,
+               progress: Callable[[TraceResult], None] | None = None) -> list[TraceResult]:
+    """Run every trace under ``paths``; ``progress`` is called after each one."""
+    results = []
+    for trace_dir in find_traces(paths):
+        res = run_trace(trace_dir, preset)
+        results.append(res)
+        if progress is not None:
+            progress(res)
+    return results
