@@ -1,0 +1,115 @@
+"""Backends: where the runtime's register writes and DRAM accesses land.
+
+A backend is anything with the small :class:`Backend` protocol; ``BACKENDS``
+names the available ones and :func:`get_backend` builds one by name.  The
+default, ``cmod``, is the bit-accurate register-level model
+(:class:`accel.cmod.Dla`): it executes an operation synchronously when its
+enabling register write lands and raises the GLB interrupt status bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from accel.config import HwConfig
+from accel.regs import address
+
+INTR_STATUS = address("NVDLA_GLB.S_INTR_STATUS")
+
+
+class InterruptTimeout(RuntimeError):
+    """Waiting for interrupt bits that no running operation will ever raise."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the runtime and firmware need from an NVDLA implementation."""
+
+    name: str
+
+    def write_reg(self, addr: int, value: int) -> None:
+        """CSB write of the 32-bit ``value`` at byte address ``addr``."""
+
+    def read_reg(self, addr: int) -> int:
+        """CSB read at byte address ``addr``."""
+
+    def map_memory(self, base: int, size: int, name: str) -> None:
+        """Make ``size`` bytes of DRAM at ``base`` exist (zero-filled)."""
+
+    def write_mem(self, addr: int, data: bytes | np.ndarray) -> None:
+        """Host write into DRAM."""
+
+    def read_mem(self, addr: int, size: int) -> np.ndarray:
+        """Host read of ``size`` DRAM bytes as a uint8 array."""
+
+    def wait_interrupt(self, mask: int) -> int:
+        """Block until a GLB ``S_INTR_STATUS`` bit in ``mask`` is set; return the set bits."""
+
+    @property
+    def stats(self) -> list[Any]:
+        """Per-operation records (unit, cycles, ...) in execution order."""
+
+
+class CmodBackend:
+    """The register-level bit-accurate model, ``accel.cmod.Dla``.
+
+    Operations run during the register write that enables them, so an
+    interrupt is either already pending when waited for, or never comes.
+    """
+
+    name = "cmod"
+
+    def __init__(self, cfg: HwConfig, dla: Any = None) -> None:
+        if dla is None:
+            from accel.cmod import Dla  # the cmodel is optional until a cmod run is asked for
+            dla = Dla(cfg)
+        self.cfg = cfg
+        self.dla = dla
+
+    def write_reg(self, addr: int, value: int) -> None:
+        self.dla.csb_write(addr, value & 0xFFFFFFFF)
+
+    def read_reg(self, addr: int) -> int:
+        return int(self.dla.csb_read(addr))
+
+    def map_memory(self, base: int, size: int, name: str) -> None:
+        self.dla.dram.map(base, size, name)
+
+    def write_mem(self, addr: int, data: bytes | np.ndarray) -> None:
+        self.dla.dram.write(addr, np.frombuffer(bytes(data), dtype=np.uint8)
+                            if not isinstance(data, np.ndarray) else data.view(np.uint8),
+                            "host")
+
+    def read_mem(self, addr: int, size: int) -> np.ndarray:
+        return np.asarray(self.dla.dram.read(addr, size, "host"), dtype=np.uint8)
+
+    def wait_interrupt(self, mask: int) -> int:
+        status = self.read_reg(INTR_STATUS) & mask
+        if not status:
+            raise InterruptTimeout(
+                f"no interrupt in mask {mask:#x} is pending (S_INTR_STATUS="
+                f"{self.read_reg(INTR_STATUS):#x}); the cmodel runs ops synchronously, so the "
+                f"awaited operation was never enabled or did not complete")
+        return status
+
+    @property
+    def stats(self) -> list[Any]:
+        return list(getattr(self.dla, "stats", []))
+
+
+BACKENDS: dict[str, type] = {"cmod": CmodBackend}
+
+
+def get_backend(name: str, cfg: HwConfig, **kwargs: Any) -> Backend:
+    """Build the backend called ``name`` for configuration ``cfg``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not in :data:`BACKENDS`; the message lists the valid names.
+    """
+    if name not in BACKENDS:
+        raise ValueError(f"backend {name!r} not in {', '.join(BACKENDS)}")
+    return BACKENDS[name](cfg, **kwargs)

@@ -1,0 +1,221 @@
+"""Firmware: walk one DLA1 task's dependency graph and program the engines.
+
+Mirrors NVDLA's firmware scheduler (sw kmd/firmware scheduler.c): it reads
+the network descriptor at task address-list entry 0, then the dependency
+graph, operation list and surface list from DRAM, and runs the graph:
+
+* each engine (CONV, SDP, ...) has two register groups (ping-pong); the next
+  op of an engine is found through ``consumers[engine]`` of the previous one,
+  starting at ``op_head[engine]``, and is *programmed* into a free group;
+* programming an op sends OP_PROGRAMMED to its consumers, enabling it sends
+  OP_ENABLED to its ``fused_parent``, completing it sends OP_COMPLETED; each
+  event decrements the receiver's ``dependency_count``;
+* an op is *enabled* once it is programmed and its count reaches zero.  For a
+  fused conv->SDP pair this enables the downstream SDP before the conv;
+* completion comes from the GLB interrupt status (CACC done for conv, SDP
+  done, ...), which the firmware clears by writing the bits back.
+
+Only CONV and SDP are programmed for now; other engine types raise
+:class:`FirmwareError` naming the op index and type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from accel.config import HwConfig
+from accel.loadable.containers import (
+    OPERATION_CONTAINER_SIZE,
+    SURFACE_CONTAINER_SIZE,
+    decode_dep_graph,
+    decode_op,
+    decode_surface,
+    op_name,
+)
+from accel.loadable.descriptors import (
+    EVENT_OP_COMPLETED,
+    EVENT_OP_ENABLED,
+    EVENT_OP_PROGRAMMED,
+    MEM_HW,
+    OP_CONV,
+    OP_NUM,
+    OP_SDP,
+    CommonOpDesc,
+    NetworkDesc,
+)
+from accel.loadable.surfaces import INTERFACE_V12
+from accel.regs import lookup
+from accel.runtime import fw_conv, fw_sdp
+from accel.runtime.backend import Backend
+from accel.runtime.fw_conv import FirmwareError
+from accel.runtime.regwriter import RegWriter
+
+__all__ = ["Firmware", "FirmwareError"]
+
+_STATUS = lookup("NVDLA_GLB.S_INTR_STATUS")
+# interrupt field whose bit (group 0/1) signals completion of an op of each engine
+_DONE_FIELD = {OP_CONV: "CACC_DONE_STATUS", OP_SDP: "SDP_DONE_STATUS"}
+SUPPORTED = (OP_CONV, OP_SDP)
+
+
+def _done_bit(op_type: int, group: int) -> int:
+    return _STATUS.field(f"{_DONE_FIELD[op_type]}{group}").mask
+
+
+@dataclass
+class _Op:
+    index: int
+    common: CommonOpDesc
+    desc: object
+    surf: object
+    deps: int
+    group: int | None = None
+    programmed: bool = False
+    enabled: bool = False
+    completed: bool = False
+
+
+@dataclass
+class Firmware:
+    """Executes DLA1 tasks on a :class:`Backend`, keeping a register-write log."""
+
+    cfg: HwConfig
+    backend: Backend
+    interface_version: tuple[int, int, int] = INTERFACE_V12
+    trace: bool = False
+    events: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.regs = RegWriter(self.backend, self.trace)
+
+    # ------------------------------------------------------------ descriptors
+    def _read(self, addresses: list[int], index: int, size: int, what: str) -> bytes:
+        if not 0 <= index < len(addresses):
+            raise FirmwareError(f"{what}: address-list index {index} outside the task's "
+                                f"{len(addresses)} addresses")
+        return self.backend.read_mem(addresses[index], size).tobytes()
+
+    def load(self, addresses: list[int]) -> tuple[NetworkDesc, list[_Op]]:
+        """Read the network descriptor and every op of a task from DRAM."""
+        net = NetworkDesc.unpack(self._read(addresses, 0, NetworkDesc.SIZE, "network desc"))
+        n = net.num_operations
+        dep = self._read(addresses, net.dependency_graph_index, n * CommonOpDesc.SIZE, "dep graph")
+        ops_blob = self._read(addresses, net.operation_desc_index, n * OPERATION_CONTAINER_SIZE,
+                              "operation list")
+        surf_blob = self._read(addresses, net.surface_desc_index, n * SURFACE_CONTAINER_SIZE,
+                               "surface list")
+        ops = []
+        for i, common in enumerate(decode_dep_graph(dep, n)):
+            if common.op_type not in SUPPORTED:
+                raise FirmwareError(f"op {i}: engine type {common.op_type} "
+                                    f"({op_name(common.op_type)}) is not supported by the "
+                                    f"firmware yet (supported: "
+                                    f"{', '.join(op_name(t) for t in SUPPORTED)})")
+            ops.append(_Op(i, common, decode_op(common.op_type, ops_blob, i),
+                           decode_surface(common.op_type, surf_blob, i, self.interface_version),
+                           common.dependency_count))
+        return net, ops
+
+    # ---------------------------------------------------------------- running
+    def run(self, addresses: list[int]) -> None:
+        """Run one task whose address list resolves to absolute ``addresses``."""
+        net, ops = self.load(addresses)
+        self._addresses = addresses
+        self._ops = ops
+        # per engine: next op index to program (-1 when the chain is exhausted)
+        self._next = {t: net.op_head[t] for t in range(OP_NUM)}
+        self._busy: dict[int, dict[int, _Op]] = {t: {} for t in range(OP_NUM)}
+        for t in range(OP_NUM):
+            self._program_ready(t)
+        while not all(op.completed for op in ops):
+            running = [op for op in ops if op.enabled and not op.completed]
+            if not running:
+                waiting = [f"{op.index}({op_name(op.common.op_type)}, deps={op.deps}, "
+                           f"programmed={op.programmed})" for op in ops if not op.completed]
+                raise FirmwareError(f"dependency deadlock: nothing running, waiting: "
+                                    f"{', '.join(waiting)}")
+            mask = 0
+            for op in running:
+                mask |= _done_bit(op.common.op_type, op.group)
+            status = self.backend.wait_interrupt(mask)
+            self.backend.write_reg(_STATUS.address, status)  # write-1-to-clear
+            for op in running:
+                if status & _done_bit(op.common.op_type, op.group):
+                    self._complete(op)
+
+    def _program_ready(self, engine: int) -> None:
+        """Program the engine's next ops while it has a free register group."""
+        while self._next[engine] not in (-1, None) and len(self._busy[engine]) < 2:
+            idx = self._next[engine]
+            if not 0 <= idx < len(self._ops):
+                raise FirmwareError(f"{op_name(engine)} chain points at op {idx}, outside the "
+                                    f"{len(self._ops)} ops")
+            op = self._ops[idx]
+            nxt = op.common.consumers[engine].index
+            self._next[engine] = nxt
+            group = 0 if 0 not in self._busy[engine] else 1
+            self._busy[engine][group] = op
+            op.group = group
+            self._program(op)
+
+    def _address_of(self, cube: object, what: str) -> int:
+        if cube.type == MEM_HW or cube.address < 0:
+            raise FirmwareError(f"{what} has no memory address (type {cube.type}, "
+                                f"address index {cube.address})")
+        if cube.address >= len(self._addresses):
+            raise FirmwareError(f"{what}: address-list index {cube.address} outside the task's "
+                                f"{len(self._addresses)} addresses")
+        return self._addresses[cube.address] + cube.offset
+
+    def _program(self, op: _Op) -> None:
+        t = op.common.op_type
+        self.events.append(f"program {op.index} {op_name(t)} group {op.group}")
+        if t == OP_CONV:
+            fw_conv.set_producer(self.regs, op.group)
+            fw_conv.program(self.regs, self.cfg, op.index, op.desc, op.surf, self._address_of)
+        else:
+            fw_sdp.set_producer(self.regs, op.group)
+            fw_sdp.program(self.regs, op.index, op.desc, op.surf, self._address_of)
+        op.programmed = True
+        self._notify(op, EVENT_OP_PROGRAMMED)
+        self._try_enable(op)
+
+    def _try_enable(self, op: _Op) -> None:
+        if not op.programmed or op.enabled or op.deps > 0:
+            return
+        t = op.common.op_type
+        self.events.append(f"enable {op.index} {op_name(t)}")
+        op.enabled = True
+        if t == OP_CONV:
+            fw_conv.set_producer(self.regs, op.group)
+            fw_conv.enable(self.regs)
+        else:
+            fw_sdp.set_producer(self.regs, op.group)
+            fw_sdp.enable(self.regs, op.desc, op.surf)
+        # a fused SDP names its conv as fused_parent with OP_ENABLED: the conv
+        # becomes enabled only after its downstream consumer is ready
+        self._notify(op, EVENT_OP_ENABLED)
+
+    def _notify(self, op: _Op, event: int) -> None:
+        targets = [c.index for c in op.common.consumers if c.index >= 0 and c.event == event]
+        fp = op.common.fused_parent
+        if fp.index >= 0 and fp.event == event:
+            targets.append(fp.index)
+        for idx in targets:
+            if not 0 <= idx < len(self._ops):
+                raise FirmwareError(f"op {op.index} notifies op {idx}, outside the "
+                                    f"{len(self._ops)} ops")
+            dest = self._ops[idx]
+            if dest.deps <= 0:
+                raise FirmwareError(f"op {op.index} event {event} reaches op {idx} whose "
+                                    f"dependency count is already 0")
+            dest.deps -= 1
+            self._try_enable(dest)
+
+    def _complete(self, op: _Op) -> None:
+        t = op.common.op_type
+        self.events.append(f"complete {op.index} {op_name(t)}")
+        op.completed = True
+        del self._busy[t][op.group]
+        self._notify(op, EVENT_OP_COMPLETED)
+        self._program_ready(t)

@@ -1,0 +1,166 @@
+"""Firmware: program SDP and SDP_RDMA for one op (sw kmd/firmware sdp.c order).
+
+X1 (BS) and X2 (BN) are programmed in full; the Y (EW) unit is bypassed and
+refused when enabled, since no supported configuration here has it (nv_small
+lacks it).  LUTs are refused as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from accel.loadable.descriptors import (
+    ACTIVATION_PRELU,
+    ACTIVATION_RELU,
+    CONV_MODE_WINOGRAD,
+    MEM_HW,
+    SDP_OP_ADD,
+    SDP_OP_BOTH,
+    SDP_OP_MUL,
+    SDP_OP_NONE,
+    SDP_OP_PER_LAYER,
+    SdpOp,
+    SdpOpDesc,
+)
+from accel.runtime.fw_conv import FirmwareError
+from accel.runtime.regwriter import RegWriter
+
+_PRECISION = ("INT8", "INT16", "FP16")
+_ALU = ("MAX", "MIN", "SUM")
+_DATA_USE = ("MUL", "MUL", "ALU", "BOTH")  # indexed by SDP_OP_{NONE,MUL,ADD,BOTH}
+_DATA_MODE = ("PER_ELEMENT", "PER_KERNEL", "PER_ELEMENT")  # by SDP_OP_PER_{LAYER,KERNEL,POINT}
+_RAM = ("MC", "CV")
+_YESNO = ("YES", "NO")  # bypass[enabled]: an enabled stage is not bypassed
+
+
+# processing precision by [dst_precision][src_precision], as the firmware's table:
+# the source precision, except int16 -> int8 which is processed at int8
+_PROC = ((0, 0, 2), (0, 1, 2), (0, 1, 2))
+
+
+def _proc_precision(src: int, dst: int) -> str:
+    return _PRECISION[_PROC[dst][src]]
+
+
+def rdma_needed(op: SdpOpDesc, surf: object) -> bool:
+    """SDP_RDMA runs when the source is in memory or an operand is per-kernel/point."""
+    fly = surf.src_data.type == MEM_HW
+    ops = (op.x1_op, op.x2_op, op.y_op)
+    return (not fly) or any(o.enable and o.mode != SDP_OP_PER_LAYER for o in ops)
+
+
+def set_producer(w: RegWriter, group: int) -> None:
+    w.write("NVDLA_SDP", "S_POINTER", PRODUCER=group)
+    w.write("NVDLA_SDP_RDMA", "S_POINTER", PRODUCER=group)
+
+
+def enable(w: RegWriter, op: SdpOpDesc, surf: object) -> None:
+    if rdma_needed(op, surf):
+        w.write("NVDLA_SDP_RDMA", "D_OP_ENABLE", OP_EN="ENABLE")
+    w.write("NVDLA_SDP", "D_OP_ENABLE", OP_EN="ENABLE")
+
+
+def _rdma_operand(w: RegWriter, prefix: str, x: SdpOp, cube: object, enabled: bool,
+                  addr: int) -> None:
+    base = {"BRDMA": "BS", "NRDMA": "BN", "ERDMA": "EW"}[prefix]
+    w.write("NVDLA_SDP_RDMA", f"D_{prefix}_CFG", **{
+        f"{prefix}_DISABLE": _YESNO[enabled],
+        f"{prefix}_DATA_USE": _DATA_USE[x.type],
+        f"{prefix}_DATA_SIZE": "ONE_BYTE" if x.precision == 0 else "TWO_BYTE",
+        f"{prefix}_DATA_MODE": _DATA_MODE[x.mode],
+        f"{prefix}_RAM_TYPE": _RAM[cube.type] if cube.type < 2 else "MC"})
+    if enabled:
+        w.write("NVDLA_SDP_RDMA", f"D_{base}_BASE_ADDR_LOW", addr & 0xFFFFFFFF)
+        w.write("NVDLA_SDP_RDMA", f"D_{base}_BASE_ADDR_HIGH", addr >> 32)
+        w.write("NVDLA_SDP_RDMA", f"D_{base}_LINE_STRIDE", cube.line_stride)
+        w.write("NVDLA_SDP_RDMA", f"D_{base}_SURFACE_STRIDE", cube.surf_stride)
+
+
+def _x_unit(w: RegWriter, unit: str, x: SdpOp) -> None:
+    """BS (X1) or BN (X2): bypass bits, ALU/MUL sources, operands and truncate."""
+    p = unit  # "BS" or "BN"
+    w.write("NVDLA_SDP", f"D_DP_{p}_CFG", **{
+        f"{p}_BYPASS": _YESNO[bool(x.enable)],
+        f"{p}_ALU_BYPASS": _YESNO[x.type not in (SDP_OP_MUL, SDP_OP_NONE)],
+        f"{p}_ALU_ALGO": _ALU[x.alu_type] if x.alu_type < 3 else 0,
+        f"{p}_MUL_BYPASS": _YESNO[x.type not in (SDP_OP_ADD, SDP_OP_NONE)],
+        f"{p}_MUL_PRELU": "YES" if x.act == ACTIVATION_PRELU else "NO",
+        f"{p}_RELU_BYPASS": _YESNO[x.act == ACTIVATION_RELU]})
+    if not x.enable:
+        return
+    src = "REG" if x.mode == SDP_OP_PER_LAYER else "MEM"
+    if x.type in (SDP_OP_ADD, SDP_OP_BOTH):
+        w.write("NVDLA_SDP", f"D_DP_{p}_ALU_CFG", **{f"{p}_ALU_SRC": src,
+                                                   f"{p}_ALU_SHIFT_VALUE": x.shift_value})
+    if x.mode == SDP_OP_PER_LAYER:
+        w.write("NVDLA_SDP", f"D_DP_{p}_ALU_SRC_VALUE", x.alu_operand & 0xFFFF)
+        w.write("NVDLA_SDP", f"D_DP_{p}_MUL_SRC_VALUE", x.mul_operand & 0xFFFF)
+    # the MUL truncate applies even when the multiplier is bypassed
+    w.write("NVDLA_SDP", f"D_DP_{p}_MUL_CFG", **{f"{p}_MUL_SRC": src,
+                                               f"{p}_MUL_SHIFT_VALUE": x.truncate})
+
+
+def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
+            address_of: Callable[[object, str], int]) -> None:
+    """Write every D_ register of one SDP op into the current producer group."""
+    if op.y_op.enable:
+        raise FirmwareError(f"sdp op {index}: the Y (EW) unit is enabled; not supported")
+    if op.lut_index >= 0:
+        raise FirmwareError(f"sdp op {index}: LUT {op.lut_index} requested; not supported")
+    src, dst = surf.src_data, surf.dst_data
+    fly = src.type == MEM_HW
+    out_dma = dst.type != MEM_HW
+    x_rdma = [x.enable and x.type != SDP_OP_NONE and x.mode != SDP_OP_PER_LAYER
+              for x in (op.x1_op, op.x2_op)]
+    src_addr = 0 if fly else address_of(src, "src_data")
+    dst_addr = address_of(dst, "dst_data") if out_dma else 0
+    x1_addr = address_of(surf.x1_data, "x1_data") if x_rdma[0] else 0
+    x2_addr = address_of(surf.x2_data, "x2_data") if x_rdma[1] else 0
+    winograd = "ON" if op.conv_mode == CONV_MODE_WINOGRAD else "OFF"
+    proc = _proc_precision(op.src_precision, op.dst_precision)
+
+    w.write("NVDLA_SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="OFF")
+    w.write("NVDLA_SDP_RDMA", "D_BRDMA_CFG", BRDMA_DISABLE="YES")
+    w.write("NVDLA_SDP_RDMA", "D_NRDMA_CFG", NRDMA_DISABLE="YES")
+    w.write("NVDLA_SDP_RDMA", "D_ERDMA_CFG", ERDMA_DISABLE="YES")
+    w.write("NVDLA_SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if fly else "OFF",
+            WINOGRAD=winograd, IN_PRECISION=_PRECISION[op.src_precision],
+            OUT_PRECISION=_PRECISION[op.dst_precision], PROC_PRECISION=proc,
+            BATCH_NUMBER=op.batch_num - 1)
+    if rdma_needed(op, surf):
+        w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_WIDTH", src.width - 1)
+        w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_HEIGHT", src.height - 1)
+        w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_CHANNEL", src.channel - 1)
+        if not fly:
+            w.write("NVDLA_SDP_RDMA", "D_SRC_BASE_ADDR_LOW", src_addr & 0xFFFFFFFF)
+            w.write("NVDLA_SDP_RDMA", "D_SRC_BASE_ADDR_HIGH", src_addr >> 32)
+            w.write("NVDLA_SDP_RDMA", "D_SRC_LINE_STRIDE", src.line_stride)
+            w.write("NVDLA_SDP_RDMA", "D_SRC_SURFACE_STRIDE", src.surf_stride)
+            w.write("NVDLA_SDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=_RAM[src.type])
+        _rdma_operand(w, "BRDMA", op.x1_op, surf.x1_data, x_rdma[0], x1_addr)
+        _rdma_operand(w, "NRDMA", op.x2_op, surf.x2_data, x_rdma[1], x2_addr)
+        _rdma_operand(w, "ERDMA", op.y_op, surf.y_data, False, 0)
+
+    w.write("NVDLA_SDP", "D_DATA_CUBE_WIDTH", src.width - 1)
+    w.write("NVDLA_SDP", "D_DATA_CUBE_HEIGHT", src.height - 1)
+    w.write("NVDLA_SDP", "D_DATA_CUBE_CHANNEL", src.channel - 1)
+    if out_dma:
+        w.write("NVDLA_SDP", "D_DST_BASE_ADDR_HIGH", dst_addr >> 32)
+        w.write("NVDLA_SDP", "D_DST_BASE_ADDR_LOW", dst_addr & 0xFFFFFFFF)
+        w.write("NVDLA_SDP", "D_DST_LINE_STRIDE", dst.line_stride)
+        w.write("NVDLA_SDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
+    _x_unit(w, "BS", op.x1_op)
+    _x_unit(w, "BN", op.x2_op)
+    w.write("NVDLA_SDP", "D_DP_EW_CFG", EW_BYPASS="YES", EW_ALU_BYPASS="YES",
+            EW_MUL_BYPASS="YES", EW_LUT_BYPASS="YES")
+    w.write("NVDLA_SDP", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if fly else "OFF",
+            OUTPUT_DST="MEM" if out_dma else "PDP", WINOGRAD=winograd,
+            BATCH_NUMBER=op.batch_num - 1)
+    w.write("NVDLA_SDP", "D_DST_DMA_CFG", DST_RAM_TYPE=_RAM[dst.type] if out_dma else "MC")
+    if op.batch_num > 1:
+        w.write("NVDLA_SDP", "D_DST_BATCH_STRIDE", op.batch_stride)
+    w.write("NVDLA_SDP", "D_DATA_FORMAT", PROC_PRECISION=proc,
+            OUT_PRECISION=_PRECISION[op.dst_precision])
+    w.write("NVDLA_SDP", "D_CVT_OFFSET", op.out_cvt.offset & 0xFFFFFFFF)
+    w.write("NVDLA_SDP", "D_CVT_SCALE", op.out_cvt.scale & 0xFFFF)
+    w.write("NVDLA_SDP", "D_CVT_SHIFT", op.out_cvt.truncate)
