@@ -1,0 +1,88 @@
+"""Tengine-style lifecycle over a partitioned graph: prerun -> run (repeatable) -> postrun.
+
+>>> ex = Executor(graph, [get_device("cpu")])        # doctest: +SKIP
+>>> ex.prerun(); out = ex.run({"input": x}); ex.postrun()   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tengine_host.devices.base import Device
+from tengine_host.interpreter import check_feeds
+from tengine_host.ir import Graph
+from tengine_host.partition import Partition, partition
+from tengine_host.quant.table import QuantTable
+
+
+class Executor:
+    """Run ``graph`` across ``devices`` (priority order; the last is usually ``cpu``).
+
+    Attributes
+    ----------
+    partition : Partition or None
+        Set by :meth:`prerun`.
+    subgraph_times : list of (label, seconds)
+        Wall time of each subgraph in the last :meth:`run`.
+    node_times : dict
+        node name -> seconds, for devices whose handle exposes ``timings``.
+    """
+
+    def __init__(self, graph: Graph, devices: Sequence[Device],
+                 quant_table: QuantTable | None = None) -> None:
+        self.graph = graph
+        self.devices = list(devices)
+        self.quant_table = quant_table
+        self.partition: Partition | None = None
+        self._prepared: list[tuple[Device, Graph, Any]] = []
+        self.subgraph_times: list[tuple[str, float]] = []
+        self.node_times: dict[str, float] = {}
+
+    def prerun(self) -> Partition:
+        """Partition the graph and prepare every subgraph on its device."""
+        if self._prepared:
+            raise RuntimeError("prerun() called twice without postrun()")
+        self.partition = partition(self.graph, self.devices)
+        for dev, sub in self.partition.parts:
+            self._prepared.append((dev, sub, dev.prerun(sub, self.quant_table)))
+        return self.partition
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One inference; returns the graph outputs by name."""
+        if not self._prepared:
+            raise RuntimeError("run() before prerun()")
+        env = check_feeds(self.graph, inputs)
+        self.subgraph_times = []
+        for i, (dev, sub, handle) in enumerate(self._prepared):
+            start = time.perf_counter()
+            outs = dev.run(handle, {t: env[t] for t in sub.inputs})
+            self.subgraph_times.append((f"[{i}] {dev.name}", time.perf_counter() - start))
+            missing = [t for t in sub.outputs if t not in outs]
+            if missing:
+                raise RuntimeError(f"device {dev.name} did not return {missing} for {sub.name}")
+            env.update(outs)
+            self.node_times.update(getattr(handle, "timings", {}))
+        return {t: env[t] for t in self.graph.outputs}
+
+    def postrun(self) -> None:
+        """Release every device's prepared subgraph."""
+        for dev, _, handle in self._prepared:
+            dev.postrun(handle)
+        self._prepared = []
+
+    def __enter__(self) -> Executor:
+        self.prerun()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.postrun()
+
+    def timing_report(self) -> str:
+        """Per-subgraph and per-node wall times of the last run, in milliseconds."""
+        lines = [f"{label:<16} {sec * 1e3:9.3f} ms" for label, sec in self.subgraph_times]
+        lines += [f"  {name:<40} {sec * 1e3:9.3f} ms" for name, sec in self.node_times.items()]
+        return "\n".join(lines)

@@ -1,0 +1,57 @@
+"""The calibration table: ``{tensor: {"scale": s, "min": lo, "max": hi}}`` as JSON.
+
+The format follows the NVDLA compiler's calib JSON (keyed by tensor name, with
+``scale`` or ``min``/``max`` giving ``scale = max(|min|, |max|) / 127``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+QuantTable = dict[str, dict[str, float]]
+
+
+def entry(lo: float, hi: float) -> dict[str, float]:
+    """One table entry from an observed range (symmetric per-tensor scale)."""
+    amax = max(abs(lo), abs(hi))
+    # An all-zero tensor quantizes to zeros with any scale; 1/127 keeps it finite.
+    return {"scale": (amax if amax > 0 else 1.0) / 127.0, "min": float(lo), "max": float(hi)}
+
+
+def save_table(table: QuantTable, path: str | Path) -> None:
+    """Write ``table`` as indented JSON with sorted keys."""
+    Path(path).write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+
+
+def load_table(path: str | Path) -> QuantTable:
+    """Read and validate a table; entries with only ``min``/``max`` get their scale."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read calibration table {str(path)!r}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ValueError(f"calibration table {str(path)!r} must be a JSON object of tensors")
+    table: QuantTable = {}
+    for name, e in raw.items():
+        if not isinstance(e, dict):
+            raise ValueError(f"table entry {name!r} must be an object, got {e!r}")
+        if "scale" not in e:
+            if "min" not in e or "max" not in e:
+                raise ValueError(f"table entry {name!r} needs 'scale' or 'min' and 'max'")
+            e = {**entry(float(e["min"]), float(e["max"])), **e}
+        scale = float(e["scale"])
+        if not (scale > 0 and math.isfinite(scale)):
+            raise ValueError(f"table entry {name!r} has scale {scale}; it must be finite and > 0")
+        table[name] = {k: float(v) for k, v in e.items()}
+    return table
+
+
+def scale_of(table: QuantTable, tensor: str) -> float:
+    """The scale of ``tensor``; a missing entry is an error naming it."""
+    try:
+        return float(table[tensor]["scale"])
+    except KeyError:
+        raise KeyError(f"tensor {tensor!r} has no entry in the calibration table "
+                       f"({len(table)} entries); re-run 'opendla quantize'") from None
