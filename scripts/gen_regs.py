@@ -36,7 +36,7 @@ _REGFILE = re.compile(r"regfile\s+regs_(\w+)\s*\{(.*)\n\};", re.S)
 _ADDRMAP = re.compile(r"addrmap\s*\{\s*regs_(\w+)\s+(\w+)\s*@(0x[0-9a-fA-F]+)\s*;")
 # ``@0x..`` is optional: SystemRDL places an unaddressed register 4 bytes after
 # the previous one (NVDLA_CFGROM relies on this).
-_REG = re.compile(r"reg\s*\{(.*?)\n\s*\}\s*(\w+)\s*(?:@(0x[0-9a-fA-F]+))?\s*;", re.S)
+_REG = re.compile(r"reg\s*\{(.*?)\}\s*(\w+)\s*(?:@(0x[0-9a-fA-F]+))?\s*;", re.S)
 _ENUM = re.compile(r"enum\s+(\w+)\s*\{(.*?)\};", re.S)
 _ENUM_ITEM = re.compile(r"(\w+)\s*=\s*\d+'([dhb])([0-9a-fA-F]+)\s*;")
 _FIELD = re.compile(r"field\s*\{(.*?)\}\s*(\w+)\s*\[(\d+):(\d+)\]\s*;", re.S)

@@ -137,7 +137,8 @@ class Dla:
         self.stats.append({"unit": "CONV", "shape": {"in": tuple(x.shape),
                                                      "kernel": (geo.k, geo.c, geo.r, geo.s),
                                                      "out": (geo.k, geo.out_h, geo.out_w)},
-                           "mac_atoms": atoms, "cacc_saturations": sat, "cycles": cycles})
+                           "mac_atoms": atoms, "cacc_saturations": sat, "cycles": cycles,
+                           "sdp": rec})  # the fused SDP runs in the same pipeline
         units = list(CONV_UNITS) + ["NVDLA_SDP"] + (["NVDLA_SDP_RDMA"] if rdma is not None else [])
         groups = {u: self.regs[u].consumer for u in units}
         self._complete(units, [("CDMA_DAT", groups["NVDLA_CDMA"]),

@@ -1,0 +1,50 @@
+"""``opendla trace run PATH...``: play NVDLA register-level trace tests on the cmodel."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from accel.config import PRESETS
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("trace", help="run NVDLA trace tests on the register-level model")
+    sub = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+    r = sub.add_parser("run", help="play traces and check their golden CRCs")
+    r.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a trace directory, or a directory of trace directories")
+    r.add_argument("--preset", choices=list(PRESETS),
+                   help="hardware preset (default: the trace's parent directory name)")
+    r.add_argument("--json", action="store_true", help="print results as JSON")
+
+
+def _row(res) -> str:
+    reason = res.reason if len(res.reason) <= 90 else res.reason[:87] + "..."
+    return f"{res.name:<46} {res.status:<5} {res.seconds:8.3f} {res.cycles:>10} {reason}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from accel.cmod.trace import run_traces
+
+    progress = None
+    if not args.json:
+        print(f"{'trace':<46} {'result':<5} {'seconds':>8} {'cycles':>10} reason")
+        progress = lambda res: print(_row(res), flush=True)  # noqa: E731
+    try:
+        results = run_traces(args.paths, preset=args.preset, progress=progress)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+    if args.json:
+        print(json.dumps({"results": [
+            {"name": r.name, "path": r.path, "preset": r.preset, "result": r.status,
+             "reason": r.reason, "seconds": round(r.seconds, 4), "cycles": r.cycles}
+            for r in results], "summary": counts}, indent=2))
+    else:
+        total = sum(r.seconds for r in results)
+        print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
+              f"in {total:.2f} s")
+    return 1 if counts["fail"] else 0
