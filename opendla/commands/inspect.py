@@ -1,0 +1,143 @@
+"""``opendla inspect LOADABLE``: print a loadable's memories, tasks, ops and tensors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from accel.loadable.containers import decode_dep_graph, decode_op, decode_surface, op_name
+from accel.loadable.descriptors import NetworkDesc
+from accel.loadable.io import LoadableError, read_loadable
+from accel.loadable.model import BlobSubInterface, Interface, Loadable, MemoryFlags
+from accel.loadable.surfaces import INTERFACE_V12
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("inspect", help="print the contents of an NVDLA loadable",
+                              description=__doc__)
+    p.add_argument("loadable", type=Path, help="loadable file (flatbuffer)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-ops", action="store_true", help="skip decoding the task descriptors")
+
+
+def _flags(v: int) -> str:
+    return "|".join(f.name for f in MemoryFlags if f and v & f) or "NONE"
+
+
+def _task_ops(ld: Loadable, task_address_list: list[int]) -> dict[str, Any] | None:
+    """Decode the DLA1 descriptors of a task from its blobs (via address list -> memory)."""
+    addr = {a.id: a for a in ld.address_list}
+    blob_of = {}
+    for i, aid in enumerate(task_address_list):
+        mem = ld.memory(addr[aid].mem_id)
+        names = [c for c in mem.contents if c]
+        if names:
+            blob_of[i] = ld.blob(names[0])
+    if 0 not in blob_of:
+        return None
+    net = NetworkDesc.unpack(blob_of[0].data)
+    version = next((b.version for b in blob_of.values()
+                    if b.sub_interface == BlobSubInterface.SURF_LIST), INTERFACE_V12)
+    dep = blob_of[net.dependency_graph_index].data
+    opl = blob_of[net.operation_desc_index].data
+    srf = blob_of[net.surface_desc_index].data
+    ops = []
+    for i, common in enumerate(decode_dep_graph(dep, net.num_operations)):
+        entry: dict[str, Any] = {"index": i, "type": op_name(common.op_type),
+                                 "common": common.to_dict()}
+        try:
+            entry["op"] = decode_op(common.op_type, opl, i).to_dict()
+            entry["surface"] = decode_surface(common.op_type, srf, i, version).to_dict()
+        except ValueError as exc:
+            entry["error"] = str(exc)
+        ops.append(entry)
+    return {"network": net.to_dict(), "interface_version": list(version), "ops": ops}
+
+
+def describe(ld: Loadable, with_ops: bool = True) -> dict[str, Any]:
+    """A JSON-able summary of ``ld``."""
+    out: dict[str, Any] = {
+        "version": list(ld.version),
+        "memories": [{"id": m.id, "flags": _flags(m.flags), "domain": m.domain, "size": m.size,
+                      "alignment": m.alignment, "contents": m.contents, "offsets": m.offsets,
+                      "bind_id": m.bind_id, "tensor_desc_id": m.tensor_desc_id}
+                     for m in ld.memory_list],
+        "addresses": [vars(a) for a in ld.address_list],
+        "blobs": [{"name": b.name, "size": b.size, "interface": b.interface,
+                   "sub_interface": b.sub_interface, "version": list(b.version)}
+                  for b in ld.blobs],
+        "tensors": [{**{k: v for k, v in vars(t).items()}} for t in ld.tensor_desc_list],
+        "events": [vars(e) for e in ld.event_list],
+        "submit": [vars(s) for s in ld.submit_list],
+        "tasks": [],
+    }
+    for t in ld.task_list:
+        task: dict[str, Any] = {"id": t.id, "interface": t.interface, "instance": t.instance,
+                                "address_list": t.address_list, "pre_actions": t.pre_actions,
+                                "post_actions": t.post_actions}
+        if with_ops and t.interface == Interface.DLA1:
+            task["dla"] = _task_ops(ld, t.address_list)
+        out["tasks"].append(task)
+    return out
+
+
+def _fmt_struct(d: dict[str, Any]) -> str:
+    def flat(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{" + " ".join(f"{k}={flat(x)}" for k, x in v.items()
+                                  if x not in (0, [0, 0], [0, 0, 0])) + "}"
+        return str(v)
+    return flat(d)
+
+
+def _print_text(path: Path, d: dict[str, Any]) -> None:
+    print(f"{path}: loadable {'.'.join(map(str, d['version']))}")
+    print(f"memories ({len(d['memories'])}):")
+    print(f"  {'id':>3} {'flags':<16} {'size':>8} {'bind':>4} {'tdesc':>5}  contents")
+    for m in d["memories"]:
+        print(f"  {m['id']:>3} {m['flags']:<16} {m['size']:>8} {m['bind_id']:>4} "
+              f"{m['tensor_desc_id']:>5}  {', '.join(c for c in m['contents'] if c)}")
+    print(f"blobs ({len(d['blobs'])}):")
+    for b in d["blobs"]:
+        print(f"  {b['name']:<24} {b['size']:>8} B  if={b['interface']} "
+              f"sub={b['sub_interface']} v{'.'.join(map(str, b['version']))}")
+    print("tensors:")
+    for t in d["tensors"]:
+        print(f"  {t['id']} {t['name']} mem={t['mem_id']} {t['n']}x{t['c']}x{t['h']}x{t['w']} "
+              f"size={t['size']} fmt={t['pixel_format']} strides={t['strides'][:3]}")
+    print(f"submit: {[s['task_id'] for s in d['submit']]}")
+    for t in d["tasks"]:
+        print(f"task {t['id']}: interface={t['interface']} addresses={t['address_list']}")
+        dla = t.get("dla")
+        if not dla:
+            continue
+        net = dla["network"]
+        print(f"  network: ops={net['num_operations']} op_head={net['op_head']} "
+              f"(firmware interface {'.'.join(map(str, dla['interface_version']))})")
+        for op in dla["ops"]:
+            c = op["common"]
+            cons = [(k, x["index"], x["event"]) for k, x in enumerate(c["consumers"])
+                    if x["index"] >= 0]
+            print(f"  op {op['index']} {op['type']}: deps={c['dependency_count']} "
+                  f"consumers={cons} fused_parent={c['fused_parent']['index']}")
+            if "error" in op:
+                print(f"    error: {op['error']}")
+                continue
+            print(f"    op:      {_fmt_struct(op['op'])}")
+            print(f"    surface: {_fmt_struct(op['surface'])}")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        ld = read_loadable(args.loadable.read_bytes())
+    except (OSError, LoadableError) as exc:
+        print(f"opendla inspect: {exc}")
+        return 1
+    d = describe(ld, with_ops=not args.no_ops)
+    if args.json:
+        print(json.dumps(d, indent=1, default=int))
+    else:
+        _print_text(args.loadable, d)
+    return 0
