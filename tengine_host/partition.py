@@ -13,6 +13,7 @@ number of transitions low (greedy, not a proven minimum).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -90,23 +91,32 @@ def partition(graph: Graph, devices: Sequence[Device]) -> Partition:
             detail = "; ".join(f"{n}: {r}" for n, r in reasons)
             raise ValueError(f"no device runs node {node.name!r} ({node.op_type}): {detail}")
 
-    index = {id(n): i for i, n in enumerate(graph.nodes)}
-    producer = {t: n for n in graph.nodes for t in n.outputs if t}
-    preds = [{index[id(producer[t])] for t in n.inputs if t in producer} for n in graph.nodes]
-    done: set[int] = set()
+    nodes = graph.nodes
+    index = {id(n): i for i, n in enumerate(nodes)}
+    producer = {t: index[id(n)] for n in nodes for t in n.outputs if t}
+    users: list[list[int]] = [[] for _ in nodes]
+    pending = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        for j in {producer[t] for t in n.inputs if t in producer}:
+            users[j].append(i)
+            pending[i] += 1
+    dev_of = [owner[id(n)] for n in nodes]
+    # One heap of runnable node indices per device; the index keeps graph order.
+    ready: dict[int, list[int]] = {d: [] for d in range(len(devices))}
+    for i in range(len(nodes)):
+        if pending[i] == 0:
+            heapq.heappush(ready[dev_of[i]], i)
     groups: list[tuple[int, list[Node]]] = []
-    while len(done) < len(graph.nodes):
-        ready = [i for i in range(len(graph.nodes)) if i not in done and preds[i] <= done]
-        d = owner[id(graph.nodes[ready[0]])]
+    while any(ready.values()):
+        d = min((h[0], dev) for dev, h in ready.items() if h)[1]
         group: list[Node] = []
-        while True:
-            take = [i for i in ready if owner[id(graph.nodes[i])] == d]
-            if not take:
-                break
-            for i in take:
-                done.add(i)
-                group.append(graph.nodes[i])
-            ready = [i for i in range(len(graph.nodes)) if i not in done and preds[i] <= done]
+        while ready[d]:
+            i = heapq.heappop(ready[d])
+            group.append(nodes[i])
+            for u in users[i]:
+                pending[u] -= 1
+                if pending[u] == 0:
+                    heapq.heappush(ready[dev_of[u]], u)
         groups.append((d, group))
 
     parts = [(devices[d], graph.subgraph(nodes, name=f"{graph.name}_{i}_{devices[d].name}"))
