@@ -6,7 +6,9 @@ enabling, as the hardware starts a pipeline once every unit in it has
 
 * convolution: CDMA, CSC, CMAC_A, CMAC_B, CACC and the SDP consuming it on
   the fly (plus SDP_RDMA when the SDP fetches operands);
-* SDP from memory: SDP and SDP_RDMA.
+* SDP from memory: SDP and SDP_RDMA;
+* PDP: PDP and PDP_RDMA from memory, or PDP fed on the fly by an SDP whose
+  ``OUTPUT_DST`` is PDP (both must be enabled).
 
 On completion each unit clears its ``D_OP_ENABLE``, flips its consumer pointer,
 and GLB raises the done interrupts of the groups that ran.
@@ -14,7 +16,7 @@ and GLB raises the done interrupts of the groups that ran.
 
 from __future__ import annotations
 
-from accel.cmod import cacc, cdma, csc, sdp
+from accel.cmod import cacc, cdma, csc, pdp, sdp
 from accel.cmod.cmac import conv_gemm
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.dram import Dram
@@ -25,7 +27,7 @@ from accel.regs import by_address, lookup
 
 CONV_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC")
 _MODELLED = {"NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
-             "NVDLA_SDP", "NVDLA_SDP_RDMA"}
+             "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA"}
 
 
 class Dla:
@@ -52,7 +54,10 @@ class Dla:
         if reg.name == "D_OP_ENABLE" and value & 1:
             if reg.unit not in _MODELLED:
                 raise UnsupportedError(f"{reg.unit[6:]} operations are not modelled yet")
-            self._try_run()
+            if reg.unit in ("NVDLA_PDP", "NVDLA_PDP_RDMA"):
+                self._try_run_pdp()
+            else:
+                self._try_run()
 
     def csb_read(self, addr: int) -> int:
         reg = by_address(addr)
@@ -89,15 +94,35 @@ class Dla:
         if needs_rdma and not self._enabled("NVDLA_SDP_RDMA"):
             return
         rdma = self._exec("NVDLA_SDP_RDMA") if needs_rdma else None
+        to_pdp = bool(g_sdp("D_FEATURE_MODE_CFG", "OUTPUT_DST"))
+        if to_pdp and not self._enabled("NVDLA_PDP"):
+            return
         flying = bool(g_sdp("D_FEATURE_MODE_CFG", "FLYING_MODE"))
         if flying:
             if not all(self._enabled(u) for u in CONV_UNITS):
                 return
-            self._run_conv(g_sdp, rdma)
+            rec = self._run_conv(g_sdp, rdma)
         else:
             rec = sdp.run(g_sdp, rdma, self.dram, self.cfg)
             self.stats.append(rec)
             self._complete(["NVDLA_SDP", "NVDLA_SDP_RDMA"], [("SDP", g_sdp.group)])
+        if to_pdp:
+            g_pdp = self._exec("NVDLA_PDP")
+            self.stats.append(pdp.run(g_pdp, self._exec("NVDLA_PDP_RDMA"), self.dram,
+                                      self.cfg, x_in=rec.pop("to_pdp")))
+            self._complete(["NVDLA_PDP"], [("PDP", g_pdp.group)])
+
+    def _try_run_pdp(self) -> None:
+        if not self._enabled("NVDLA_PDP"):
+            return
+        g = self._exec("NVDLA_PDP")
+        if not g("D_OPERATION_MODE_CFG", "FLYING_MODE"):  # fed by SDP on the fly
+            self._try_run()
+            return
+        if g("D_OPERATION_MODE_CFG", "FLYING_MODE") and not self._enabled("NVDLA_PDP_RDMA"):
+            return
+        self.stats.append(pdp.run(g, self._exec("NVDLA_PDP_RDMA"), self.dram, self.cfg))
+        self._complete(["NVDLA_PDP", "NVDLA_PDP_RDMA"], [("PDP", g.group)])
 
     def _complete(self, units: list[str], interrupts: list[tuple[str, int]]) -> None:
         for unit in units:
@@ -107,7 +132,7 @@ class Dla:
         for source, group in interrupts:
             self.glb.raise_done(source, group)
 
-    def _run_conv(self, g_sdp: GroupView, rdma: GroupView | None) -> None:
+    def _run_conv(self, g_sdp: GroupView, rdma: GroupView | None) -> dict:
         g_cdma, g_csc, g_cacc = (self._exec(u) for u in ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CACC"))
         cdma.check_supported(g_cdma)
         sdp.check_supported(g_sdp, self.cfg)
@@ -144,6 +169,7 @@ class Dla:
         self._complete(units, [("CDMA_DAT", groups["NVDLA_CDMA"]),
                                ("CDMA_WT", groups["NVDLA_CDMA"]),
                                ("CACC", groups["NVDLA_CACC"]), ("SDP", groups["NVDLA_SDP"])])
+        return rec
 
 
 def modelled_units() -> frozenset[str]:

@@ -142,8 +142,6 @@ def check_supported(g: GroupView, cfg: HwConfig) -> None:
         raise UnsupportedError("SDP Winograd output is not modelled")
     if g("D_FEATURE_MODE_CFG", "BATCH_NUMBER"):
         raise UnsupportedError("SDP batch > 1 is not modelled")
-    if g("D_FEATURE_MODE_CFG", "OUTPUT_DST"):
-        raise UnsupportedError("SDP output to PDP on the fly is not modelled")
     ew_active = not g("D_DP_EW_CFG", "EW_BYPASS")
     if ew_active and not cfg.sdp_ew:
         raise UnsupportedError(f"SDP EW (Y) stage is programmed but {cfg.name} has no SDP_EW")
@@ -179,10 +177,13 @@ def run(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
     out, sat = output_cvt(x, int(sign_extend(g("D_CVT_OFFSET"), 32)),
                           int(sign_extend(g("D_CVT_SCALE", "CVT_SCALE"), 16)),
                           g("D_CVT_SHIFT", "CVT_SHIFT"))
+    g.regs.set_hw("D_PERF_OUT_SATURATION", int(np.count_nonzero(sat[:c])), g.group)
+    rec = {"unit": "SDP", "shape": (c, h, w), "flying": x_in is not None,
+           "cycles": c_pad * h * w // max(1, cfg.sdp_bs_throughput)}
+    if g("D_FEATURE_MODE_CFG", "OUTPUT_DST"):  # streamed to PDP, not written
+        rec["to_pdp"] = out
+        return rec
     base = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
     write_int8_cube(dram, base, out, cfg.atom_size, g("D_DST_LINE_STRIDE"),
                     g("D_DST_SURFACE_STRIDE"), "SDP_WDMA")
-    g.regs.set_hw("D_PERF_OUT_SATURATION", int(np.count_nonzero(sat[:c])), g.group)
-    elems = c_pad * h * w
-    return {"unit": "SDP", "shape": (c, h, w), "flying": x_in is not None,
-            "cycles": elems // max(1, cfg.sdp_bs_throughput)}
+    return rec

@@ -1,0 +1,119 @@
+"""PDP: planar data processor - max / min / average pooling (NVDLA_FACTS section 3).
+
+* Max and min ignore padded positions.
+* Average sums the window in 32 bits and, for padding, adds the registers
+  ``PAD_VALUE_<n>X`` (n = padded cells in a window row or column, sign-extended
+  from 8/9/10/10/11/11/11 bits): each real row of the window adds the value
+  for its ``n`` padded columns, and the ``m`` padded rows add
+  ``PAD_VALUE_<m>X * kernel_width``.  The sum is scaled by the 16.16
+  reciprocals, width first then height, each with round half away from zero.
+* Split-width processing (``SPLIT_NUM``) computes the same cube as one pass,
+  so it is modelled as one pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accel.arith import saturate, shift_round, sign_extend
+from accel.cmod.csb import GroupView
+from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
+from accel.cmod.dram import Dram
+from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.config import HwConfig
+
+UNIT = "PDP"
+AVERAGE, MAX, MIN = 0, 1, 2
+PAD_VALUE_BITS = (8, 9, 10, 10, 11, 11, 11)  # int8 width of PAD_VALUE_1X .. _7X
+_FAR = 1 << 40  # beyond any int8 value: neutral element for masked max/min
+
+
+def pad_values(g: GroupView) -> np.ndarray:
+    """``[0, PV1, .., PV7]``: index n gives the sum to add for n padded cells."""
+    vals = [0]
+    for n, bits in enumerate(PAD_VALUE_BITS, 1):
+        vals.append(int(sign_extend(g(f"D_POOLING_PADDING_VALUE_{n}_CFG"), bits)))
+    return np.array(vals, dtype=np.int64)
+
+
+def _taps(n_out: int, stride: int, pad: int, k: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Clipped input indices ``[n_out, k]`` of each window and their validity."""
+    idx = np.arange(n_out)[:, None] * stride - pad + np.arange(k)[None, :]
+    valid = (idx >= 0) & (idx < size)
+    return np.clip(idx, 0, size - 1), valid
+
+
+def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int],
+         pad: tuple[int, int], out_hw: tuple[int, int], pad_vals: np.ndarray | None = None,
+         recip: tuple[int, int] = (1 << 16, 1 << 16)) -> np.ndarray:
+    """Pool ``x[C, H, W]`` to ``[C, out_h, out_w]`` (int64, not yet saturated).
+
+    ``k``, ``stride``, ``pad`` are ``(height, width)`` / ``(top, left)`` pairs,
+    ``recip`` the 16.16 reciprocals ``(height, width)``.
+    """
+    kh, kw = k
+    c, h, w = x.shape
+    rows, vrow = _taps(out_hw[0], stride[0], pad[0], kh, h)
+    cols, vcol = _taps(out_hw[1], stride[1], pad[1], kw, w)
+    win = x[:, rows[:, :, None, None], cols[None, None, :, :]]  # [C, OH, KH, OW, KW]
+    valid = vrow[:, :, None, None] & vcol[None, None, :, :]
+    if method == MAX:
+        return np.where(valid, win, -_FAR).max(axis=(2, 4))
+    if method == MIN:
+        return np.where(valid, win, _FAR).min(axis=(2, 4))
+    if method != AVERAGE:
+        raise ValueError(f"pooling method {method} not in AVERAGE=0, MAX=1, MIN=2")
+    pv = np.zeros(8, dtype=np.int64) if pad_vals is None else pad_vals
+    total = np.where(valid, win, 0).sum(axis=(2, 4))
+    n_v = kh - vrow.sum(axis=1)  # padded rows per output row
+    n_h = kw - vcol.sum(axis=1)  # padded columns per output column
+    total = (total + (kh - n_v)[:, None] * pv[n_h][None, :]
+             + kw * pv[n_v][:, None])
+    total = saturate(total, 32)
+    return shift_round(shift_round(total * recip[1], 16) * recip[0], 16)
+
+
+def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig,
+        x_in: np.ndarray | None = None) -> dict:
+    """Execute one PDP operation; return a stats record.
+
+    ``x_in`` is the SDP output cube ``[C_pad, H, W]`` in on-the-fly mode;
+    otherwise the input is read from memory through PDP_RDMA.
+    """
+    if g("D_DATA_FORMAT", "INPUT_DATA") != 0:
+        raise UnsupportedError("PDP precision other than int8 is not modelled")
+    off_flying = bool(g("D_OPERATION_MODE_CFG", "FLYING_MODE"))
+    if not off_flying and x_in is None:
+        raise ConfigError(UNIT, "D_OPERATION_MODE_CFG", g("D_OPERATION_MODE_CFG"),
+                          "on-the-fly PDP needs an SDP with OUTPUT_DST=PDP")
+    c = g("D_DATA_CUBE_IN_CHANNEL") + 1
+    h, w = g("D_DATA_CUBE_IN_HEIGHT") + 1, g("D_DATA_CUBE_IN_WIDTH") + 1
+    oh, ow = g("D_DATA_CUBE_OUT_HEIGHT") + 1, g("D_DATA_CUBE_OUT_WIDTH") + 1
+    a = cfg.atom_size
+    c_pad = padded_channels(c, a)
+    if off_flying:
+        base = rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH")
+        x = read_int8_cube(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
+                           rdma("D_SRC_SURFACE_STRIDE"), "PDP_RDMA")
+    else:
+        if x_in.shape[1:] != (h, w) or x_in.shape[0] < c:
+            raise ConfigError(UNIT, "D_DATA_CUBE_IN_CHANNEL", c - 1,
+                              f"PDP input {c}x{h}x{w} (CxHxW) does not match the SDP output "
+                              f"{'x'.join(map(str, x_in.shape))}")
+        x = np.zeros((c_pad, h, w), dtype=np.int64)
+        n = min(c_pad, x_in.shape[0])
+        x[:n] = x_in[:n]
+    method = g("D_OPERATION_MODE_CFG", "POOLING_METHOD")
+    kern = (g("D_POOLING_KERNEL_CFG", "KERNEL_HEIGHT") + 1,
+            g("D_POOLING_KERNEL_CFG", "KERNEL_WIDTH") + 1)
+    stride = (g("D_POOLING_KERNEL_CFG", "KERNEL_STRIDE_HEIGHT") + 1,
+              g("D_POOLING_KERNEL_CFG", "KERNEL_STRIDE_WIDTH") + 1)
+    pad = (g("D_POOLING_PADDING_CFG", "PAD_TOP"), g("D_POOLING_PADDING_CFG", "PAD_LEFT"))
+    recip = (g("D_RECIP_KERNEL_HEIGHT"), g("D_RECIP_KERNEL_WIDTH"))
+    out = pool(x, method, kern, stride, pad, (oh, ow), pad_values(g), recip)
+    dst = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
+    write_int8_cube(dram, dst, saturate(out, 8), a, g("D_DST_LINE_STRIDE"),
+                    g("D_DST_SURFACE_STRIDE"), "PDP_WDMA")
+    return {"unit": "PDP", "shape": {"in": (c, h, w), "out": (c, oh, ow)},
+            "method": ("avg", "max", "min")[method],
+            "cycles": c_pad * oh * ow * kern[0] * kern[1] // max(1, cfg.pdp_throughput * a)}
