@@ -87,6 +87,10 @@ class Firmware:
 
     def __post_init__(self) -> None:
         self.regs = RegWriter(self.backend, self.trace)
+        # The hardware consumes register groups alternately (each completion
+        # flips the unit's consumer pointer), so the group an engine programs
+        # next is firmware state that outlives one task, as in the real KMD.
+        self._next_group = [0] * OP_NUM
 
     # ------------------------------------------------------------ descriptors
     def _read(self, addresses: list[int], index: int, size: int, what: str) -> bytes:
@@ -153,7 +157,11 @@ class Firmware:
             op = self._ops[idx]
             nxt = op.common.consumers[engine].index
             self._next[engine] = nxt
-            group = 0 if 0 not in self._busy[engine] else 1
+            group = self._next_group[engine]
+            if group in self._busy[engine]:
+                raise FirmwareError(f"{op_name(engine)} register group {group} is still busy "
+                                    f"with op {self._busy[engine][group].index}")
+            self._next_group[engine] ^= 1
             self._busy[engine][group] = op
             op.group = group
             self._program(op)
