@@ -289,11 +289,11 @@ def emit(plan: LoweredSubgraph) -> tuple[Loadable, dict[str, int]]:
         raise ValueError(f"subgraph {plan.name!r} has no layers to emit")
     b = _Builder()
     n_ops = 2 * len(plan.layers)
-    desc_sizes = [NetworkDesc.SIZE, n_ops * CommonOpDesc.SIZE]
     # addr0 .. surf_list: reserve their memories and the first four task addresses
+    # (sizes are filled in once the blobs exist)
     desc_mems = [b.memory(0, MemoryFlags.ALLOC | MemoryFlags.SET) for _ in range(4)]
-    for mem_id, size in zip(desc_mems, desc_sizes + [0, 0]):
-        b.address(mem_id, 0, size)
+    for mem_id in desc_mems:
+        b.address(mem_id, 0, 0)
 
     # constants: every layer's weights and operands in two SET memories
     weights, operands, w_off, o_off = [], [], [], []
@@ -364,7 +364,7 @@ def emit(plan: LoweredSubgraph) -> tuple[Loadable, dict[str, int]]:
                 (dep, BlobSubInterface.DEP_GRAPH, "dep_graph"),
                 (bytes(op_list), BlobSubInterface.OP_LIST, "op_list"),
                 (bytes(surf_list), BlobSubInterface.SURF_LIST, "surf_list")]
-    for mem_id, (data, sub, suffix) in zip(desc_mems, contents):
+    for mem_id, (data, sub, suffix) in zip(desc_mems, contents, strict=True):
         name = f"task-0-{suffix}"
         b.blobs.append(Blob(name=name, data=data, interface=Interface.DLA1, sub_interface=sub,
                             version=INTERFACE_V12))
