@@ -1,0 +1,294 @@
+"""``opendla demo``: LeNet-5 on scikit-learn's digits, int8 on a simulated NVDLA.
+
+The committed ``tengine_host/models/lenet5_digits.onnx`` (trained by
+``scripts/train_lenet_digits.py``) is calibrated on training digits,
+partitioned (Conv/Gemm on the DLA, pooling/flatten/softmax on the CPU),
+compiled for a hardware preset and run on the held-out digits on the
+register-level cmodel.  Every DLA layer's int8 output is checked bit for bit
+against the independent CPU reference (:func:`tengine_host.int8_ref.conv2d_int8`)
+fed with the same int8 input and the parameters the compiler chose.  The exit
+status is 0 only when every layer of every image matched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODEL = Path(__file__).resolve().parents[2] / "tengine_host" / "models" / "lenet5_digits.onnx"
+# The split of scripts/train_lenet_digits.py (not imported: it needs torch):
+# pixels / 16, the LAST 360 digits are held out.
+TEST_COUNT = 360
+CLOCK_HZ = 100e6  # only to express the cycle estimate as a latency
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("demo", help="LeNet-5 digits: fp32 vs onnxruntime vs int8 NVDLA",
+                              description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="nv_small",
+                   help="hardware preset (accel.config.PRESETS; default nv_small)")
+    p.add_argument("--limit", type=int, default=TEST_COUNT, metavar="N",
+                   help=f"evaluate the first N held-out digits (default all {TEST_COUNT})")
+    p.add_argument("--calib-samples", type=int, default=200, metavar="N",
+                   help="training digits used for calibration (default 200)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary instead of tables")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+
+
+def load_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x_train, y_train, x_test, y_test), x float32 [N, 1, 8, 8] in [0, 1]."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = (digits.images.astype(np.float32) / 16.0)[:, None, :, :]
+    y = digits.target.astype(np.int64)
+    return x[:-TEST_COUNT], y[:-TEST_COUNT], x[-TEST_COUNT:], y[-TEST_COUNT:]
+
+
+@dataclass
+class LayerCheck:
+    """Bit-exactness tally of one DLA layer over all images."""
+
+    name: str
+    op_type: str
+    shape_in: tuple[int, ...]
+    shape_out: tuple[int, ...]
+    macs: int
+    images: int = 0
+    bad_images: int = 0
+    bad_bytes: int = 0
+    total_bytes: int = 0
+    max_abs_diff: int = 0
+
+
+@dataclass
+class PathResult:
+    label: str
+    pred: np.ndarray
+    seconds: list[float] = field(default_factory=list)
+    dla_seconds: list[float] = field(default_factory=list)  # DLA subgraphs only
+    partition: Any = None
+
+    def row(self, y: np.ndarray) -> dict:
+        correct = int(np.sum(self.pred == y))
+        row = {"path": self.label, "correct": correct, "total": int(y.size),
+               "accuracy": correct / y.size, "ms_per_image": 1e3 * float(np.mean(self.seconds))}
+        if self.dla_seconds:
+            row["dla_ms_per_image"] = 1e3 * float(np.mean(self.dla_seconds))
+        return row
+
+
+def reference_output(cap) -> np.ndarray:
+    """The int8 CPU reference of one captured DLA layer, on the int8 input it read."""
+    from tengine_host import int8_ref
+
+    g = cap.layer.geometry
+    # FC layers are 1x1 convolutions over a C x 1 x 1 cube.
+    x = np.asarray(cap.x_q).reshape(1, g["c"], g["h"], g["w"])
+    return int8_ref.conv2d_int8(
+        x, cap.layer.quant.weight, stride=g["stride"], dilation=g["dilation"],
+        pads=(g["pad_top"], g["pad_left"], g["pad_bottom"], g["pad_right"]),
+        group=g.get("group", 1), pad_value=getattr(cap.layer, "pad_value", 0),
+        **cap.layer.quant.reference_kwargs())
+
+
+def check_captures(captures, checks: dict[str, LayerCheck]) -> None:
+    """Compare each captured layer output with :func:`reference_output`, tallying in ``checks``."""
+    for cap in captures:
+        g = cap.layer.geometry
+        c = checks.setdefault(cap.name, LayerCheck(
+            cap.name, cap.layer.op_type, (g["c"], g["h"], g["w"]),
+            (g["k"], *cap.layer.out_hw), int(cap.layer.macs)))
+        ref = reference_output(cap)
+        got = np.asarray(cap.y_q)
+        if got.size != ref.size:
+            raise RuntimeError(f"layer {cap.name!r}: the DLA wrote {got.shape}, the reference "
+                               f"gives {ref.shape}")
+        diff = np.abs(got.reshape(ref.shape).astype(np.int64) - ref.astype(np.int64))
+        bad = int(np.count_nonzero(diff))
+        c.images += 1
+        c.bad_images += bad > 0
+        c.bad_bytes += bad
+        c.total_bytes += ref.size
+        c.max_abs_diff = max(c.max_abs_diff, int(diff.max(initial=0)))
+
+
+class _Tap:
+    """Delegates to a device and keeps the handles of the subgraphs it prepared."""
+
+    def __init__(self, device) -> None:
+        self.device, self.name, self.handles = device, device.name, []
+
+    def supports(self, node, graph):
+        return self.device.supports(node, graph)
+
+    def prerun(self, subgraph, quant_table):
+        handle = self.device.prerun(subgraph, quant_table)
+        self.handles.append(handle)
+        return handle
+
+    def run(self, prepared, inputs):
+        return self.device.run(prepared, inputs)
+
+    def postrun(self, prepared):
+        return self.device.postrun(prepared)
+
+
+def _run_executor(graph, devices, table, xs, label: str, progress: bool, after=None
+                  ) -> PathResult:
+    """Run ``xs`` one image at a time; ``after(i)`` is called outside the timed region."""
+    from tengine_host.executor import Executor
+    from tengine_host.quant.progress import ProgressBar
+
+    res = PathResult(label, np.zeros(len(xs), np.int64))
+    dla = any(d.name == "nvdla" for d in devices)
+    with Executor(graph, devices, table) as ex, \
+            ProgressBar(len(xs), label, enabled=progress) as bar:
+        name, out = graph.inputs[0], graph.outputs[0]
+        for i, x in enumerate(xs):
+            start = time.perf_counter()
+            probs = ex.run({name: x[None]})[out]
+            res.seconds.append(time.perf_counter() - start)
+            if dla:  # Executor labels subgraph times "[i] <device name>"
+                res.dla_seconds.append(sum(sec for lab, sec in ex.subgraph_times
+                                           if lab.endswith(" nvdla")))
+            res.pred[i] = int(np.argmax(probs))
+            if after is not None:
+                after(i)
+            bar.update()
+    res.partition = ex.partition
+    return res
+
+
+def _run_onnxruntime(xs, progress: bool) -> PathResult:
+    import onnxruntime as ort
+
+    from tengine_host.quant.progress import ProgressBar
+
+    sess = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    res = PathResult("onnxruntime", np.zeros(len(xs), np.int64))
+    with ProgressBar(len(xs), "onnxruntime", enabled=progress) as bar:
+        for i, x in enumerate(xs):
+            start = time.perf_counter()
+            (probs,) = sess.run(None, {name: x[None]})
+            res.seconds.append(time.perf_counter() - start)
+            res.pred[i] = int(np.argmax(probs))
+            bar.update()
+    return res
+
+
+def _validate(args: argparse.Namespace, n_train: int) -> None:
+    from accel.config import get_preset
+
+    get_preset(args.preset)  # the error lists the valid names
+    if not 1 <= args.limit <= TEST_COUNT:
+        raise ValueError(f"--limit {args.limit} must be in 1..{TEST_COUNT}")
+    if not 1 <= args.calib_samples <= n_train:
+        raise ValueError(f"--calib-samples {args.calib_samples} must be in 1..{n_train}")
+
+
+def evaluate(args: argparse.Namespace) -> dict:
+    """Run every path and return the summary that :func:`run` prints."""
+    from tengine_host.devices import get_device
+    from tengine_host.model import load_model
+    from tengine_host.quant import calibrate
+
+    x_train, _, x_test, y_test = load_split()
+    _validate(args, len(x_train))
+    progress = not args.no_progress
+    xs, ys = x_test[:args.limit], y_test[:args.limit]
+    graph = load_model(MODEL)
+    name = graph.inputs[0]
+    table = calibrate(graph, [{name: x[None]} for x in x_train[:args.calib_samples]],
+                      progress=progress)
+
+    fp32 = _run_executor(graph, [get_device("cpu")], None, xs, "fp32 CPU", progress)
+    ort_res = _run_onnxruntime(xs, progress)
+
+    nvdla = _Tap(get_device("nvdla", preset=args.preset, capture=True))
+    checks: dict[str, LayerCheck] = {}
+    cycles = np.zeros(len(xs), np.int64)
+
+    def after(i: int) -> None:
+        for handle in nvdla.handles:
+            check_captures(handle.captures, checks)
+            cycles[i] += int(handle.cycles)
+
+    dla = _run_executor(graph, [nvdla, get_device("cpu")], table, xs,
+                        f"int8 DLA {args.preset} cmodel", progress, after)
+    part = dla.partition
+    layers = [vars(c) for c in checks.values()]
+    return {
+        "model": str(MODEL), "preset": args.preset, "images": int(len(xs)),
+        "calib_samples": args.calib_samples,
+        "paths": [r.row(ys) for r in (fp32, ort_res, dla)],
+        "fp32_onnxruntime_agree": int(np.sum(fp32.pred == ort_res.pred)),
+        "dla_fp32_agree": int(np.sum(dla.pred == fp32.pred)),
+        "subgraphs": len(part.parts),
+        "dla_subgraphs": sum(dev is nvdla for dev, _ in part.parts),
+        "partition": part.report().splitlines(),
+        "layers": layers,
+        "bit_exact": bool(layers) and all(c.bad_bytes == 0 and c.images == len(xs)
+                                          for c in checks.values()),
+        "est_cycles_per_image": float(np.mean(cycles)),
+        "clock_hz": CLOCK_HZ,
+    }
+
+
+def format_report(s: dict) -> str:
+    """The human-readable tables of an :func:`evaluate` summary."""
+    n = s["images"]
+    lines = [f"LeNet-5 on scikit-learn digits: {n} held-out images, preset {s['preset']}, "
+             f"calibrated on {s['calib_samples']} training digits", ""]
+    lines += ["partition:"] + [f"  {line}" for line in s["partition"]] + [""]
+    lines.append(f"{'path':<28} {'accuracy':>9} {'correct':>9} {'ms/image':>9}")
+    for p in s["paths"]:
+        note = (f"  (DLA subgraphs {p['dla_ms_per_image']:.3f} ms, rest on the CPU)"
+                if "dla_ms_per_image" in p else "")
+        lines.append(f"{p['path']:<28} {p['accuracy']:>9.2%} "
+                     f"{p['correct']:>4}/{p['total']:<4} {p['ms_per_image']:>9.3f}{note}")
+    lines.append(f"top-1 agreement: int8 DLA vs fp32 {s['dla_fp32_agree']}/{n}, "
+                 f"fp32 vs onnxruntime {s['fp32_onnxruntime_agree']}/{n}")
+    lines += ["", "DLA layers vs the int8 CPU reference (tengine_host.int8_ref):",
+              f"  {'layer':<36} {'op':<5} {'in CxHxW':>10} {'out KxHxW':>10} {'MACs':>8} "
+              f"{'bad img':>8} {'bad bytes':>14}"]
+    for c in s["layers"]:
+        lines.append(f"  {c['name'][-36:]:<36} {c['op_type']:<5} "
+                     f"{'x'.join(map(str, c['shape_in'])):>10} "
+                     f"{'x'.join(map(str, c['shape_out'])):>10} {c['macs']:>8,} "
+                     f"{c['bad_images']:>4}/{c['images']:<3} "
+                     f"{c['bad_bytes']:>6}/{c['total_bytes']}")
+    verdict = ("yes, every byte of every layer" if s["bit_exact"] else
+               "NO" if s["layers"] else "NO: no layer ran on the DLA")
+    lines.append(f"bit-exact: {verdict}")
+    cyc = s["est_cycles_per_image"]
+    lines += ["", f"subgraphs: {s['subgraphs']} ({s['dla_subgraphs']} on the DLA)",
+              f"estimated DLA cycles per image: {cyc:,.0f} (cmodel op statistics, not a "
+              f"measurement) = {cyc / s['clock_hz'] * 1e6:.1f} us at "
+              f"{s['clock_hz'] / 1e6:.0f} MHz"]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        summary = evaluate(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=1) if args.json else format_report(summary))
+    if not summary["bit_exact"]:
+        bad = [c["name"] for c in summary["layers"]
+               if c["bad_bytes"] or c["images"] != summary["images"]]
+        print("error: " + (f"the DLA output differs from the int8 CPU reference in "
+                           f"{', '.join(bad)}" if bad else "no layer ran on the DLA"),
+              file=sys.stderr)
+        return 1
+    return 0
