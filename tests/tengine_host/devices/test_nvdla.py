@@ -1,0 +1,115 @@
+"""The nvdla device: compiled subgraphs on the cmodel, checked layer by layer
+against the independent int8 CPU reference (``tengine_host.int8_ref``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from sklearn.datasets import load_digits
+
+from accel.compiler import CompileError
+from tengine_host import int8_ref
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.model import load_model
+from tengine_host.quant import calibrate
+
+LENET = Path(__file__).resolve().parents[3] / "tengine_host" / "models" / "lenet5_digits.onnx"
+
+
+def reference(cap) -> np.ndarray:
+    """The int8 CPU reference of one captured DLA layer, on the DLA's own input."""
+    g, q = cap.layer.geometry, cap.layer.quant
+    return int8_ref.conv2d_int8(
+        cap.x_q, q.weight, stride=g["stride"], dilation=g["dilation"],
+        pads=(g["pad_top"], g["pad_left"], g["pad_bottom"], g["pad_right"]),
+        **q.reference_kwargs())
+
+
+def dla_handles(ex: Executor) -> list:
+    return [handle for dev, _, handle in ex._prepared if dev.name == "nvdla"]
+
+
+@pytest.fixture(scope="module")
+def digits():
+    d = load_digits()
+    return (d.images / 16.0).astype(np.float32)[:, None], d.target
+
+
+@pytest.fixture(scope="module")
+def lenet(digits):
+    x, _ = digits
+    graph = load_model(LENET)
+    table = calibrate(graph, [{"input": xi[None]} for xi in x[:1437:9]], progress=False)
+    return graph, table
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_medium_512", "nv_large"])
+def test_lenet_layers_bit_exact_and_accurate(lenet, digits, preset):
+    graph, table = lenet
+    x, y = digits
+    dla = get_device("nvdla", preset=preset, capture=True)
+    hits, checked = 0, 0
+    with Executor(graph, [dla, get_device("cpu")], table) as ex:
+        assert [dev.name for dev, _ in ex.partition.parts].count("nvdla") == 3
+        for xi, yi in zip(x[-24:], y[-24:], strict=True):
+            probs = ex.run({"input": xi[None]})["probs"]
+            hits += int(np.argmax(probs) == yi)
+            for handle in dla_handles(ex):
+                for cap in handle.captures:
+                    np.testing.assert_array_equal(cap.y_q, reference(cap), err_msg=cap.name)
+                    checked += 1
+    assert checked == 24 * 5           # 2 convs + 3 FCs per image
+    assert hits >= 21                   # fp32 gets 92% on the held-out digits
+
+
+def test_layer_check_detects_a_wrong_parameter(lenet, digits):
+    """The comparison above can fail: one step of the X1 truncate changes the result."""
+    graph, table = lenet
+    x, _ = digits
+    dla = get_device("nvdla", capture=True)
+    with Executor(graph, [dla, get_device("cpu")], table) as ex:
+        ex.run({"input": x[-1][None]})
+        cap = dla_handles(ex)[0].captures[0]
+    wrong = dataclasses.replace(cap.layer.quant, mul_shift=cap.layer.quant.mul_shift + 1)
+    bad = dataclasses.replace(cap, layer=dataclasses.replace(cap.layer, quant=wrong))
+    assert not np.array_equal(reference(bad), cap.y_q)
+
+
+def _conv_model(group: int = 1) -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.normal(size=(4, 4 // group, 3, 3)).astype(np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=group, pads=[1, 1, 1, 1])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     [1, 4, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])],
+                          [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_grouped_conv_falls_back_with_its_reason(tmp_path):
+    path = tmp_path / "g.onnx"
+    onnx.save(_conv_model(group=2), path)
+    graph = load_model(path)
+    ok, reason = get_device("nvdla").supports(graph.nodes[0], graph)
+    assert not ok and reason.startswith("group=2")
+
+
+def test_missing_calibration_entry_is_named(tmp_path):
+    path = tmp_path / "c.onnx"
+    onnx.save(_conv_model(), path)
+    graph = load_model(path)
+    with pytest.raises(CompileError, match="tensor 'x' has no entry in the calibration table"):
+        get_device("nvdla").prerun(graph, {"y": {"scale": 0.1}})
+
+
+def test_unknown_preset_and_backend_list_the_choices():
+    with pytest.raises(ValueError, match="preset 'nv_huge' not in nv_small"):
+        get_device("nvdla", preset="nv_huge")
+    with pytest.raises(ValueError, match="backend 'fpga0' not in cmod"):
+        get_device("nvdla", backend="fpga0")
