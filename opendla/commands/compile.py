@@ -1,0 +1,152 @@
+"""``opendla compile MODEL --calib calib.json -o OUTDIR``: ONNX -> NVDLA loadables.
+
+The model is partitioned between the DLA and the CPU exactly as ``opendla run
+--device nvdla`` would (the compiler's own capability predicate decides), and
+every DLA subgraph is compiled to one loadable, ``OUTDIR/<model>_<i>.nvdla``,
+where ``i`` is the subgraph's index in the printed partition report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not sep or not name or not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=D0,D1,... with positive integer dims, got {text!r}")
+    return name, shape
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("compile", help="compile the DLA parts of a model to loadables",
+                              description=__doc__)
+    p.add_argument("model", help="ONNX model")
+    p.add_argument("--calib", required=True,
+                   help="calibration table from 'opendla quantize' (JSON)")
+    p.add_argument("-o", "--output-dir", default=".", type=Path,
+                   help="directory for the .nvdla loadables (default: current directory)")
+    p.add_argument("--preset", default="nv_small", help="hardware configuration (default nv_small)")
+    p.add_argument("--input-shape", action="append", default=[], type=_input_shape,
+                   metavar="NAME=D0,D1,...", help="shape of an input with dynamic dimensions "
+                   "(repeat per input)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+
+
+def _jsonable(v: Any) -> Any:
+    """numpy scalars/arrays and tuples in summary rows -> plain JSON values."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    if isinstance(v, (tuple, set)):
+        return list(v)
+    return str(v)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, (tuple, list)):
+        return "x".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return " ".join(f"{k}={_cell(x)}" for k, x in v.items())
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10_000:
+        return f"{v:,}"
+    return str(v)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Rows of dicts as an aligned text table; columns in first-seen key order."""
+    if not rows:
+        return "  (no layers)"
+    cols: list[str] = []
+    for row in rows:
+        cols += [k for k in row if k not in cols]
+    cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
+    width = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
+    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(cols, width, strict=True))]
+    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, width, strict=True))
+              for r in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def missing_calibration(subgraphs: list[Any], table: dict[str, Any]) -> list[str]:
+    """Activation tensors of the DLA subgraphs that have no calibration entry."""
+    missing: list[str] = []
+    for sub in subgraphs:
+        for node in sub.nodes:
+            for t in (*node.inputs, *node.outputs):
+                if t and not sub.is_constant(t) and t not in table and t not in missing:
+                    missing.append(t)
+    return missing
+
+
+def run(args: argparse.Namespace) -> int:
+    from accel.config import get_preset
+    from tengine_host.devices import get_device
+    from tengine_host.frontend import OnnxImportError
+    from tengine_host.model import load_model
+    from tengine_host.partition import partition
+    from tengine_host.quant import load_table
+
+    try:
+        cfg = get_preset(args.preset)
+        shapes = dict(args.input_shape)
+        graph = load_model(args.model, input_shapes=shapes or None)
+        unknown = [n for n in shapes if n not in graph.inputs]
+        if unknown:
+            raise ValueError(f"--input-shape name(s) {', '.join(map(repr, unknown))} not in "
+                             f"the model inputs {', '.join(graph.inputs)}")
+        table = load_table(args.calib)
+        parts = partition(graph, [get_device("nvdla", preset=args.preset), get_device("cpu")])
+        dla = [(i, sub) for i, (dev, sub) in enumerate(parts.parts) if dev.name == "nvdla"]
+        missing = missing_calibration([sub for _, sub in dla], table)
+        if missing:
+            shown = ", ".join(missing[:8]) + (f", ... ({len(missing)} in all)"
+                                              if len(missing) > 8 else "")
+            raise ValueError(f"calibration table {args.calib!r} has no entry for tensor(s) the "
+                             f"DLA needs: {shown}; re-run 'opendla quantize' on this model "
+                             f"(the table must come from the same graph)")
+    except (OnnxImportError, ValueError, KeyError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    from accel.compiler import CompileError, compile_subgraph
+
+    stem = Path(args.model).stem
+    results = []
+    try:
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        for i, sub in dla:
+            compiled = compile_subgraph(sub, table, cfg)
+            data = compiled.to_bytes()
+            path = args.output_dir / f"{stem}_{i}.nvdla"
+            path.write_bytes(data)
+            results.append({"subgraph": i, "name": sub.name, "path": str(path),
+                            "bytes": len(data), "layers": compiled.summary()})
+    except CompileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot write loadables to {str(args.output_dir)!r}: {exc}",
+              file=sys.stderr)
+        return 2
+
+    if args.json:
+        print(json.dumps({"model": args.model, "preset": cfg.name,
+                          "partition": parts.report().splitlines(),
+                          "loadables": results}, indent=1, default=_jsonable))
+        return 0
+    print(parts.report())
+    if not results:
+        print(f"no subgraph runs on the DLA ({cfg.name}); nothing written")
+    for r in results:
+        print(f"[{r['subgraph']}] {r['name']} -> {r['path']} ({r['bytes']:,} bytes)")
+        print(format_table(r["layers"]))
+    return 0

@@ -1,0 +1,116 @@
+"""``opendla compile`` on the LeNet demo model: loadables written, readable, inspectable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from sklearn.datasets import load_digits
+
+from accel.loadable.containers import op_name
+from accel.loadable.descriptors import OP_CONV
+from accel.loadable.io import read_loadable
+from opendla.cli import main
+from opendla.commands.inspect import describe
+from tengine_host.model import load_model
+from tengine_host.quant import calibrate, save_table
+
+LENET = str(Path(__file__).resolve().parents[3] / "tengine_host" / "models" / "lenet5_digits.onnx")
+
+
+@pytest.fixture(scope="module")
+def calib(tmp_path_factory) -> Path:
+    x = (load_digits().images[:16] / 16.0).astype(np.float32)[:, None]
+    table = calibrate(load_model(LENET), [{"input": s[None]} for s in x], progress=False)
+    path = tmp_path_factory.mktemp("calib") / "lenet.json"
+    save_table(table, path)
+    return path
+
+
+def _conv_ops(path: str) -> int:
+    d = describe(read_loadable(Path(path).read_bytes()))
+    return sum(op["type"] == op_name(OP_CONV) for t in d["tasks"] for op in t["dla"]["ops"])
+
+
+def test_compile_lenet_writes_loadables_that_parse_and_inspect(tmp_path, calib, capsys):
+    out = tmp_path / "out"
+    assert main(["compile", LENET, "--calib", str(calib), "-o", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["preset"] == "nv_small"
+    loadables = summary["loadables"]
+    assert loadables, "no DLA subgraph was compiled"
+    written = sorted(p.name for p in out.iterdir())
+    assert written == sorted(f"lenet5_digits_{r['subgraph']}.nvdla" for r in loadables)
+    # the partition report lists each compiled subgraph on the nvdla device
+    for r in loadables:
+        assert any(line.strip().startswith(f"[{r['subgraph']}] nvdla")
+                   for line in summary["partition"])
+        assert Path(r["path"]).stat().st_size == r["bytes"]
+
+    # every Conv / Gemm of the ONNX file runs on the DLA (all fit nv_small) as one
+    # CONV op, so the loadables together hold exactly that many
+    proto = onnx.load(LENET)
+    convs = sum(n.op_type in ("Conv", "Gemm") for n in proto.graph.node)
+    assert convs == 5
+    assert sum(_conv_ops(r["path"]) for r in loadables) == convs
+    assert sum(len(r["layers"]) for r in loadables) == convs
+
+    # the first conv reads the 1x1x8x8 model input: some loadable has that tensor
+    first = read_loadable(Path(loadables[0]["path"]).read_bytes())
+    assert any((t.n, t.c, t.h, t.w) == (1, 1, 8, 8) for t in first.tensor_desc_list)
+
+    for r in loadables:
+        assert main(["inspect", r["path"]]) == 0
+        text = capsys.readouterr().out
+        assert text.startswith(f"{r['path']}: loadable")
+        assert text.count(" CONV:") == _conv_ops(r["path"])
+
+
+def test_compile_text_output_lists_partition_and_layers(tmp_path, calib, capsys):
+    assert main(["compile", LENET, "--calib", str(calib), "-o", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "subgraph(s)" in text and "per device:" in text
+    files = sorted(tmp_path.glob("*.nvdla"))
+    assert files
+    for f in files:
+        assert f"-> {f} (" in text
+    # one table row per Conv/Gemm layer, named after its node
+    for node in ("/0/features/features.0/Conv", "/0/classifier/classifier.5/Gemm"):
+        assert node in text
+
+
+def test_missing_calibration_entries_are_named(tmp_path, calib, capsys):
+    table = json.loads(calib.read_text())
+    gone = "/0/features/features.4/Relu_output_0"    # second conv's output
+    del table[gone]
+    bad = tmp_path / "partial.json"
+    bad.write_text(json.dumps(table))
+    assert main(["compile", LENET, "--calib", str(bad), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "has no entry for tensor(s) the DLA needs" in err and gone in err
+    assert not (tmp_path / "o").exists()   # nothing half-written
+
+
+def test_unknown_preset_lists_the_names(tmp_path, calib, capsys):
+    assert main(["compile", LENET, "--calib", str(calib), "--preset", "nv_tiny",
+                 "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "preset 'nv_tiny' not in" in err and "nv_small" in err and "nv_large" in err
+
+
+def test_input_shape_errors(tmp_path, calib, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compile", LENET, "--calib", str(calib), "--input-shape", "input=1,x"])
+    assert exc.value.code == 2
+    assert "expected NAME=D0,D1,..." in capsys.readouterr().err
+    assert main(["compile", LENET, "--calib", str(calib), "-o", str(tmp_path),
+                 "--input-shape", "image=1,1,8,8"]) == 2
+    assert "'image' not in the model inputs input" in capsys.readouterr().err
+
+
+def test_missing_calib_file(tmp_path, capsys):
+    assert main(["compile", LENET, "--calib", str(tmp_path / "nope.json")]) == 2
+    assert "cannot read calibration table" in capsys.readouterr().err
