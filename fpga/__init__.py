@@ -1,0 +1,1 @@
+"""FPGA board tops and bitstream builds (amaranth-boards + YoWASP yosys/nextpnr)."""

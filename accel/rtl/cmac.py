@@ -10,22 +10,26 @@ data mask or weight mask is 0 contribute nothing, as in the cmodel's
 
 Weights are loaded like NVDLA's ``sc2mac_wt`` interface: one kernel per beat
 on the ``weight`` port, addressed by its cell index, and held in the cells
-until overwritten.  Ordering rule: a data atom accepted in cycle *t* uses the
-weights as they were *before* any weight beat of cycle *t* (the weight
-registers update at the clock edge that also captures the products), so a
-producer may stream the next kernel group in the same cycle as the last atom
-of the current one.
+until overwritten.  Ordering rule: an atom accepted in cycle *t* is multiplied
+by the kernels as updated by every weight beat accepted up to and including
+cycle *t*.  To keep that exact while the atom waits in the input register, the
+``weight`` port is ready exactly when the ``data`` port is (both are held off
+while the input stage is stalled), so a producer sends an atom together with
+(or after) the last kernel it needs.
 
-Pipeline (latency ``1 + log2(atomic_c)`` cycles when not stalled)::
+Pipeline (latency ``2 + log2(atomic_c)`` cycles when not stalled)::
 
-    data ─┬─ mask ─ x weights[k] ─> products reg ─> adder level 1 reg ─> ... ─> result
-          (stage 0: one int8 x int8 product per MAC; stages 1..L: one adder-tree level each)
+    data -> [mask, input reg] -> [x weights[k], products reg] -> [adder level 1 reg]
+         -> ... -> [adder level L reg] -> result
 
-Every stage has a valid bit and advances when the next stage is empty or
-advancing, so bubbles collapse and a stalled ``result`` (ready low) holds the
-pipeline without losing or duplicating an atom.  ``data.ready`` therefore
-depends combinationally on ``result.ready`` (allowed by the stream rules:
-ready may depend on the other side, valid never depends on ready).
+The input register cuts the broadcast of each lane to ``atomic_k`` multipliers
+(spread over the DSP columns) from the multiplier itself; without it an 8x8
+array closes at 88 MHz on an ECP5-85F, with it above 100 MHz.  Every stage has
+a valid bit and advances when the next stage is empty or advancing, so
+bubbles collapse and a stalled ``result`` (ready low) holds the pipeline
+without losing or duplicating an atom.  ``data.ready`` therefore depends
+combinationally on ``result.ready`` (allowed by the stream rules: ready may
+depend on the other side, valid never depends on ready).
 """
 
 from __future__ import annotations
@@ -94,8 +98,7 @@ class CmacSignature(wiring.Signature):
         Feature atoms in; ``valid``/``payload`` are inputs, ``ready`` an output.
     weight : ``In(stream.Signature(WeightLayout(cfg)))``
         Kernel loads in; ``valid``/``payload`` are inputs, ``ready`` an output
-        that is always 1 (a plain port rather than ``always_ready=True``,
-        whose constant ``ready`` cannot be a Verilog port).
+        (equal to ``data.ready``).
     result : ``Out(stream.Signature(ResultLayout(cfg)))``
         Sums out; ``valid``/``payload`` are outputs, ``ready`` an input.
     """
@@ -117,8 +120,8 @@ class CmacSignature(wiring.Signature):
 
 
 def pipeline_depth(cfg: HwConfig) -> int:
-    """Register stages between ``data`` and ``result``: products + one per adder level."""
-    return 1 + (cfg.atomic_c.bit_length() - 1)
+    """Register stages between ``data`` and ``result``: input, products, one per adder level."""
+    return 2 + (cfg.atomic_c.bit_length() - 1)
 
 
 class Cmac(wiring.Component):
@@ -133,7 +136,7 @@ class Cmac(wiring.Component):
     ----------
     data : stream interface, in
         Feature atoms (:class:`DataAtomLayout`).
-    weight : stream interface, in (``ready`` is always 1)
+    weight : stream interface, in (``ready`` equals ``data.ready``)
         Kernel loads (:class:`WeightLayout`).
     result : stream interface, out
         Cell sums (:class:`ResultLayout`).
@@ -150,42 +153,50 @@ class Cmac(wiring.Component):
         levels = n_c.bit_length() - 1
         product_bits = 2 * OPERAND_BITS
 
-        # Weight storage: masked weights are stored as 0, so a masked weight
-        # lane yields a zero product without a mask in the product path.
+        # Stage enables: a stage takes new contents when it is empty or its
+        # successor takes its contents (bubble collapsing); the last stage
+        # hands over when the consumer is ready.  Stage 0 is the input
+        # register, stage 1 the products, stages 2..L+1 the adder levels.
+        last = levels + 1
+        valid = [Signal(name=f"stage{s}_valid") for s in range(last + 1)]
+        enable = [Signal(name=f"stage{s}_en") for s in range(last + 1)]
+        m.d.comb += enable[last].eq(~valid[last] | self.result.ready)
+        for s in range(last):
+            m.d.comb += enable[s].eq(~valid[s] | enable[s + 1])
+        m.d.comb += [self.data.ready.eq(enable[0]), self.weight.ready.eq(enable[0])]
+
+        # Weight storage, written only while the input stage is empty or
+        # advancing (see the ordering rule).  Masked weights are stored as 0,
+        # so a masked weight lane yields a zero product with no mask later.
         weights = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
                    for k in range(n_k)]
         wbeat = self.weight.payload
-        m.d.comb += self.weight.ready.eq(1)
         for k in range(n_k):
-            with m.If(self.weight.valid & (wbeat.kernel == k)):
+            with m.If(self.weight.valid & enable[0] & (wbeat.kernel == k)):
                 m.d.sync += [weights[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
                              for c in range(n_c)]
 
-        # Stage enables: a stage takes new contents when it is empty or its
-        # successor takes its contents (bubble collapsing); the last stage
-        # hands over when the consumer is ready.
-        valid = [Signal(name=f"stage{s}_valid") for s in range(levels + 1)]
-        enable = [Signal(name=f"stage{s}_en") for s in range(levels + 1)]
-        m.d.comb += enable[levels].eq(~valid[levels] | self.result.ready)
-        for s in range(levels):
-            m.d.comb += enable[s].eq(~valid[s] | enable[s + 1])
-        m.d.comb += self.data.ready.eq(enable[0])
-
-        # Stage 0: one registered product per MAC (data mask applied here).
+        # Stage 0: the atom with masked lanes zeroed.
         atom = self.data.payload
-        lanes = [Mux(atom.mask[c], atom.data[c], 0) for c in range(n_c)]
-        stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
-                 for k in range(n_k)]
+        lanes = [Signal(signed(OPERAND_BITS), name=f"lane_{c}") for c in range(n_c)]
         with m.If(enable[0]):
             m.d.sync += valid[0].eq(self.data.valid)
+            m.d.sync += [lanes[c].eq(Mux(atom.mask[c], atom.data[c], 0)) for c in range(n_c)]
+
+        # Stage 1: one registered product per MAC.
+        stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
+                 for k in range(n_k)]
+        with m.If(enable[1]):
+            m.d.sync += valid[1].eq(valid[0])
             m.d.sync += [stage[k][c].eq(lanes[c] * weights[k][c])
                          for k in range(n_k) for c in range(n_c)]
 
-        # Stages 1..L: one adder-tree level each, one bit wider per level, so
+        # Stages 2..L+1: one adder-tree level each, one bit wider per level, so
         # the last level is exactly mac_result_bits wide and cannot overflow.
-        for s in range(1, levels + 1):
-            width = product_bits + s
-            nxt = [[Signal(signed(width), name=f"sum{s}_k{k}_{i}")
+        for level in range(1, levels + 1):
+            s = level + 1
+            width = product_bits + level
+            nxt = [[Signal(signed(width), name=f"sum{level}_k{k}_{i}")
                     for i in range(len(stage[k]) // 2)] for k in range(n_k)]
             with m.If(enable[s]):
                 m.d.sync += valid[s].eq(valid[s - 1])
@@ -193,6 +204,6 @@ class Cmac(wiring.Component):
                              for k in range(n_k) for i in range(len(nxt[k]))]
             stage = nxt
 
-        m.d.comb += self.result.valid.eq(valid[levels])
+        m.d.comb += self.result.valid.eq(valid[last])
         m.d.comb += [self.result.payload[k].eq(stage[k][0]) for k in range(n_k)]
         return m

@@ -6,10 +6,10 @@ passes the configuration in ``OPENDLA_RTL_CONFIG``.
 
 The scoreboard is the cmodel's :func:`accel.cmod.cmac.mac_atoms`: the monitor
 watches the handshakes, and for every data atom the CMAC accepts it computes
-the expected sums from the atom and the kernels loaded so far (a weight beat
-accepted in the same cycle takes effect after the atom, the documented
-ordering rule).  Every ``result`` beat must equal the oldest outstanding
-expectation; at the end the counts must match and nothing may come out late.
+the expected sums from the atom and the kernels loaded so far (including a
+weight beat accepted in the same cycle, the documented ordering rule).  Every
+``result`` beat must equal the oldest outstanding expectation; at the end the
+counts must match and nothing may come out late.
 """
 
 from __future__ import annotations
@@ -147,12 +147,6 @@ class TB:
         held: int | None = None  # result payload offered but not taken last cycle
         while True:
             await ReadOnly()
-            if dut.data__valid.value and dut.data__ready.value:
-                atom, mask = self._unpack_atom(int(dut.data__payload.value))
-                # Scoreboard: weights as they stand before this cycle's weight beat.
-                self.expected.append(mac_atoms(atom[None], self.weights, mask[None],
-                                               self.weight_mask)[0])
-                self.accepted += 1
             if dut.weight__valid.value and dut.weight__ready.value:
                 beat = int(dut.weight__payload.value)
                 lay = self.weight_layout
@@ -161,6 +155,12 @@ class TB:
                     ((beat >> lay["data"].offset) & ((1 << 8 * self.c) - 1))
                     | (((beat >> lay["mask"].offset) & ((1 << self.c) - 1)) << 8 * self.c))
                 self.weights[k], self.weight_mask[k] = w, m
+            if dut.data__valid.value and dut.data__ready.value:
+                atom, mask = self._unpack_atom(int(dut.data__payload.value))
+                # Scoreboard: kernels including this cycle's weight beat (ordering rule).
+                self.expected.append(mac_atoms(atom[None], self.weights, mask[None],
+                                               self.weight_mask)[0])
+                self.accepted += 1
             valid = bool(dut.result__valid.value)
             payload = int(dut.result__payload.value) if valid else None
             if held is not None:

@@ -1,0 +1,96 @@
+"""Build a bitstream of the CMAC self-test top and report utilization and Fmax.
+
+Build only: amaranth-boards' platform writes the yosys script, the LPF and a
+shell script; the YoWASP tools (set through :func:`accel.rtl.toolchain.yowasp_env`)
+run synthesis, place-and-route and packing.  Two deliberate options:
+
+* ``synth_ecp5 -dff``: YoWASP yosys 0.70 fails an internal assertion in
+  ``abc9`` (``ABC_OPS_REINTEGRATE``, rtlil.cc ``GetSize(conn.first) ==
+  GetSize(conn.second)``) on this design without it; with ``-dff`` abc9 maps
+  the flops too and the flow completes.
+* ``nextpnr --timing-allow-fail``: a design that misses the target still gets
+  a bitstream and a report whose ``fmax_mhz`` says by how much.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from accel.config import HwConfig
+from accel.rtl.toolchain import yowasp_env
+from fpga.boards import get_board
+from fpga.report import (
+    BuildReport,
+    parse_nextpnr_fmax,
+    parse_nextpnr_utilisation,
+    parse_yosys_stat,
+)
+from fpga.top import CmacSelfTest
+
+#: Name of the generated top (file names in the build directory derive from it).
+TOP_NAME = "top"
+
+
+def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float = 100.0,
+          seed: int = 1, leds: int = 8) -> BuildReport:
+    """Synthesize, place, route and pack the CMAC self-test for ``board``.
+
+    Parameters
+    ----------
+    board : str
+        A key of :data:`fpga.boards.BOARDS` (e.g. ``"ulx3s-85f"``).
+    cfg : HwConfig
+        Configuration of the MAC array (``atomic_c`` x ``atomic_k``).
+    out_dir : path
+        Build directory (created); gets the tool logs, ``top.bit``,
+        ``report.json`` and ``report.txt``.
+    target_mhz : float
+        Frequency of the PLL clock the array runs in, and nextpnr's constraint.
+    seed : int
+        nextpnr placement seed (Fmax varies a few percent between seeds).
+    leds : int
+        Board LEDs the checksum drives.
+
+    Returns
+    -------
+    BuildReport
+    """
+    platform = get_board(board)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    top = CmacSelfTest(cfg, target_hz=target_mhz * 1e6, leds=leds)
+    start = time.perf_counter()
+    with yowasp_env():
+        platform.build(top, name=TOP_NAME, build_dir=str(out), do_program=False,
+                       synth_opts="-dff",
+                       nextpnr_opts=f"--timing-allow-fail --seed {seed}")
+    elapsed = time.perf_counter() - start
+    report = read_report(out, board=board, cfg=cfg, target_mhz=target_mhz, build_s=elapsed)
+    report.write(out)
+    return report
+
+
+def read_report(out_dir: str | Path, *, board: str, cfg: HwConfig, target_mhz: float,
+                build_s: float) -> BuildReport:
+    """Assemble a :class:`BuildReport` from the logs of a finished build."""
+    out = Path(out_dir)
+    bitstream = out / f"{TOP_NAME}.bit"
+    if not bitstream.exists():
+        raise FileNotFoundError(f"build finished without a bitstream at {bitstream}")
+    cells = parse_yosys_stat((out / f"{TOP_NAME}.rpt").read_text())
+    pnr_log = (out / f"{TOP_NAME}.tim").read_text()
+    clocks = parse_nextpnr_fmax(pnr_log)
+    if not clocks:
+        raise ValueError(f"no 'Max frequency' line in {out / (TOP_NAME + '.tim')}")
+    # The array's clock is the one constrained at the target; the slowest
+    # clock is the honest answer if there were several.
+    fmax = min(f for f, _ in clocks.values())
+    return BuildReport(
+        board=board, config=cfg.name, atomic_c=cfg.atomic_c, atomic_k=cfg.atomic_k,
+        target_mhz=target_mhz, fmax_mhz=fmax,
+        lut4=cells.get("LUT4", 0), ff=cells.get("TRELLIS_FF", 0),
+        dsp=cells.get("MULT18X18D", 0), bram=cells.get("DP16KD", 0),
+        carry=cells.get("CCU2C", 0), bitstream=str(bitstream), build_s=round(build_s, 1),
+        clocks=clocks, utilisation=parse_nextpnr_utilisation(pnr_log),
+    )

@@ -1,0 +1,114 @@
+"""Utilization and timing of a build, read from the yosys and nextpnr logs.
+
+Cell counts come from yosys' final ``stat`` (what synthesis produced: LUT4,
+TRELLIS_FF, MULT18X18D, DP16KD, CCU2C); device totals and the maximum
+frequency of each clock come from nextpnr (what fits and how fast it runs
+after routing; nextpnr prints Fmax after placement and again after routing,
+and the last report is the one that counts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# "      349   LUT4" (yosys >= 0.4x) or "     LUT4      349" (older releases).
+_STAT_NEW = re.compile(r"^\s+(\d+)\s+([A-Za-z_$][\w$]*)\s*$")
+_STAT_OLD = re.compile(r"^\s+([A-Za-z_$][\w$]*)\s+(\d+)\s*$")
+_UTIL = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%")
+_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([\d.]+) MHz "
+                   r"\((PASS|FAIL) at ([\d.]+) MHz\)")
+
+
+def parse_yosys_stat(log: str) -> dict[str, int]:
+    """Cell type -> count from the last ``stat`` printed in a yosys log."""
+    start = log.rfind("Printing statistics.")
+    if start < 0:
+        raise ValueError("no 'Printing statistics.' (stat) section in the yosys log")
+    cells: dict[str, int] = {}
+    for line in log[start:].splitlines():
+        for pattern, (ci, ni) in ((_STAT_NEW, (2, 1)), (_STAT_OLD, (1, 2))):
+            match = pattern.match(line)
+            if match and match.group(ci).isupper():
+                cells[match.group(ci)] = int(match.group(ni))
+                break
+    return cells
+
+
+def parse_nextpnr_utilisation(log: str) -> dict[str, tuple[int, int]]:
+    """Bel type -> (used, available) from nextpnr's last "Device utilisation" table."""
+    start = log.rfind("Device utilisation:")
+    if start < 0:
+        raise ValueError("no 'Device utilisation:' table in the nextpnr log")
+    util: dict[str, tuple[int, int]] = {}
+    for line in log[start:].splitlines()[1:]:
+        match = _UTIL.match(line)
+        if match:
+            util[match.group(1)] = (int(match.group(2)), int(match.group(3)))
+        elif util and not line.startswith("Info:\t") and not line.strip().startswith("Info:"):
+            break
+    return util
+
+
+def parse_nextpnr_fmax(log: str) -> dict[str, tuple[float, float]]:
+    """Clock -> (Fmax MHz, constraint MHz), the last report of each clock."""
+    return {m.group(1): (float(m.group(2)), float(m.group(4))) for m in _FMAX.finditer(log)}
+
+
+@dataclass
+class BuildReport:
+    """What one bitstream build produced and how fast it runs."""
+
+    board: str
+    config: str
+    atomic_c: int
+    atomic_k: int
+    target_mhz: float
+    fmax_mhz: float
+    lut4: int
+    ff: int
+    dsp: int
+    bram: int
+    carry: int
+    bitstream: str
+    build_s: float
+    clocks: dict[str, tuple[float, float]] = field(default_factory=dict)
+    utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def timing_met(self) -> bool:
+        return self.fmax_mhz >= self.target_mhz
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "timing_met": self.timing_met}
+
+    def to_text(self) -> str:
+        """Human-readable table (also written as ``report.txt``)."""
+        def avail(bel: str) -> str:
+            return f" / {self.utilisation[bel][1]}" if bel in self.utilisation else ""
+
+        verdict = "met" if self.timing_met else "NOT met"
+        rows = [
+            ("board", self.board),
+            ("config", f"{self.config} ({self.atomic_c}x{self.atomic_k} int8 MACs)"),
+            ("LUT4 (logic)", str(self.lut4)),
+            ("TRELLIS_COMB", f"{self.utilisation.get('TRELLIS_COMB', ('?',))[0]}"
+                             f"{avail('TRELLIS_COMB')} (LUT4 incl. carry halves)"),
+            ("FF (TRELLIS_FF)", f"{self.ff}{avail('TRELLIS_FF')}"),
+            ("DSP (MULT18X18D)", f"{self.dsp}{avail('MULT18X18D')}"),
+            ("BRAM (DP16KD)", f"{self.bram}{avail('DP16KD')}"),
+            ("carry (CCU2C)", str(self.carry)),
+            ("Fmax", f"{self.fmax_mhz:.2f} MHz (target {self.target_mhz:g} MHz, {verdict})"),
+            ("bitstream", self.bitstream),
+            ("build time", f"{self.build_s:.1f} s"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n"
+
+    def write(self, out_dir: str | Path) -> None:
+        """Write ``report.json`` and ``report.txt`` into ``out_dir``."""
+        out = Path(out_dir)
+        (out / "report.json").write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        (out / "report.txt").write_text(self.to_text())
