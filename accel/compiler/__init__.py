@@ -8,8 +8,15 @@ conv + SDP ops with NVDLA's quantization arithmetic and emits a loadable.
 from __future__ import annotations
 
 from accel.compiler.emit import CompiledSubgraph, compile_subgraph
-from accel.compiler.lower import CompileError, ConvLayer, FeatureTensor, LoweredSubgraph, lower
+from accel.compiler.lower import (
+    CompileError,
+    ConvLayer,
+    FeatureTensor,
+    LoweredSubgraph,
+    layer_quant,
+    lower,
+)
 from accel.compiler.support import supports
 
 __all__ = ["CompileError", "CompiledSubgraph", "ConvLayer", "FeatureTensor", "LoweredSubgraph",
-           "compile_subgraph", "lower", "supports"]
+           "compile_subgraph", "layer_quant", "lower", "supports"]

@@ -93,6 +93,21 @@ def _weights_and_bias(node: Node, graph: Graph) -> tuple[np.ndarray, np.ndarray 
     return w, b
 
 
+def layer_quant(node: Node, graph: Graph, quant_table: dict) -> ConvQuant:
+    """The integer parameters the compiler chooses for one Conv/Gemm node.
+
+    The host's int8 CPU path uses this too, so the CPU golden and the DLA run
+    exactly the same arithmetic.
+    """
+    src, dst = node.inputs[0], node.outputs[0]
+    w, b = _weights_and_bias(node, graph)
+    try:
+        return conv_quant(w, b, tensor_scale(quant_table, src), tensor_scale(quant_table, dst),
+                          node.attrs.get("activation") == "Relu", name=node.name)
+    except ValueError as exc:
+        raise CompileError(str(exc)) from None
+
+
 def _feature(cfg: HwConfig, graph: Graph, name: str, scale: float) -> FeatureTensor:
     shape = tuple(graph.tensors[name].shape)
     if len(shape) == 4:
@@ -120,13 +135,7 @@ def lower(graph: Graph, quant_table: dict, cfg: HwConfig) -> LoweredSubgraph:
         for t in (src, dst):
             if t not in plan.tensors:
                 plan.tensors[t] = _feature(cfg, graph, t, tensor_scale(quant_table, t))
-        w, b = _weights_and_bias(node, graph)
-        relu = node.attrs.get("activation") == "Relu"
-        try:
-            q = conv_quant(w, b, plan.tensors[src].scale, plan.tensors[dst].scale, relu,
-                           name=node.name)
-        except ValueError as exc:
-            raise CompileError(str(exc)) from None
+        q = layer_quant(node, graph, quant_table)
         g = conv_geometry(node, graph)
         data_banks, weight_banks, eps = cbuf_banks(cfg, g)
         layer = ConvLayer(node.name, node.op_type, src, dst, g, output_hw(g), q,

@@ -2,7 +2,7 @@
 
 In ``int8`` precision each Conv/Gemm quantizes its input with the calibrated
 scale, runs ``int8_ref`` with per-channel int8 weights and the parameters of
-``quant.params``, and dequantizes its output with the output tensor's scale;
+the NVDLA compiler, and dequantizes its output with the output tensor's scale;
 every other op runs in fp32 on the dequantized values.  This is the CPU
 golden that the accelerator's int8 result is compared with.
 """
@@ -18,14 +18,8 @@ from tengine_host import int8_ref
 from tengine_host.interpreter import NodeFn, interpret
 from tengine_host.ir import Graph, Node
 from tengine_host.ops import OPS
-from tengine_host.quant.params import conv_quant_params
 from tengine_host.quant.table import QuantTable, scale_of
-from tengine_host.quant.weights import (
-    dequantize,
-    quantize_activation,
-    quantize_weights,
-    weight_scales,
-)
+from tengine_host.quant.weights import dequantize, quantize_activation
 
 PRECISIONS = ("fp32", "int8")
 INT8_OPS = ("Conv", "Gemm")
@@ -77,32 +71,26 @@ class CpuDevice:
 
 
 def _int8_node(node: Node, graph: Graph, table: QuantTable) -> NodeFn:
-    """A function of the node's fp32 inputs that computes it through ``int8_ref``."""
-    x_name, w_name = node.inputs[0], node.inputs[1]
-    b_name = node.inputs[2] if len(node.inputs) > 2 else ""
-    for t in (w_name, b_name):
+    """A function of the node's fp32 inputs that computes it through ``int8_ref``.
+
+    The integer parameters are the NVDLA compiler's (asked through the nvdla
+    device), so this CPU golden applies exactly the accelerator's arithmetic.
+    """
+    from tengine_host.devices.nvdla import quantize_node  # the accelerator stack, on demand
+
+    a = node.attrs
+    if a.get("activation") not in (None, "Relu"):
+        raise ValueError(f"int8 {node.name!r}: fused activation {a['activation']!r} unsupported")
+    for t in node.inputs[1:3]:
         if t and not graph.is_constant(t):
             raise ValueError(f"int8 {node.op_type} {node.name!r} needs constant weights/bias; "
                              f"{t!r} is computed at run time")
-    w = graph.tensors[w_name].data.astype(np.float64)
-    b = graph.tensors[b_name].data.astype(np.float64) if b_name else None
-    a = node.attrs
-    if node.op_type == "Gemm":
-        if a["transA"]:
-            raise ValueError(f"int8 Gemm {node.name!r}: transA=1 is not supported")
-        w = (w if a["transB"] else w.T) * a["alpha"]  # -> [K, C]
-        if b is not None:
-            if b.size not in (1, w.shape[0]):
-                raise ValueError(f"int8 Gemm {node.name!r}: bias of shape {b.shape} is not "
-                                 f"per output channel")
-            b = np.broadcast_to(b.reshape(-1) * a["beta"], (w.shape[0],))
-    s_in, s_out = scale_of(table, x_name), scale_of(table, node.outputs[0])
-    s_w = weight_scales(w)
-    wq = quantize_weights(w, s_w)
-    params = conv_quant_params(s_in, s_w, s_out, b, relu=a.get("activation") == "Relu")
-    if a.get("activation") not in (None, "Relu"):
-        raise ValueError(f"int8 {node.name!r}: fused activation {a['activation']!r} unsupported")
-    kw: dict[str, Any] = params.as_kwargs()
+    if node.op_type == "Gemm" and a["transA"]:
+        raise ValueError(f"int8 Gemm {node.name!r}: transA=1 is not supported")
+    params = quantize_node(node, graph, table)
+    s_in, s_out = scale_of(table, node.inputs[0]), scale_of(table, node.outputs[0])
+    wq = params.weight if node.op_type == "Conv" else params.weight.reshape(len(params.weight), -1)
+    kw: dict[str, Any] = params.reference_kwargs()
 
     if node.op_type == "Conv":
         geom = dict(stride=a["strides"], pads=a["pads"], dilation=a["dilations"], group=a["group"])

@@ -17,13 +17,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accel.compiler import CompiledSubgraph, ConvLayer, compile_subgraph, supports
-from accel.compiler.quantize import dequantize_activation, quantize_activation
+from accel.compiler import CompiledSubgraph, ConvLayer, compile_subgraph, layer_quant, supports
+from accel.compiler.quantize import ConvQuant, dequantize_activation, quantize_activation
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.backend import get_backend
 from accel.runtime.umd import Runtime
 from tengine_host.ir import Graph, Node
+
+
+def quantize_node(node: Node, graph: Graph, quant_table: dict) -> ConvQuant:
+    """The NVDLA compiler's integer parameters for one Conv/Gemm node.
+
+    The ``cpu`` device's int8 mode calls this so that the CPU golden applies
+    exactly the parameters the accelerator runs with.
+    """
+    return layer_quant(node, graph, quant_table)
 
 
 @dataclass

@@ -74,3 +74,25 @@ def test_big_accumulators_get_a_clip_truncate():
 def test_bad_scales_are_named():
     with pytest.raises(ValueError, match="conv7: activation scales must be positive"):
         conv_quant(np.ones((1, 1, 1, 1)), None, 0.0, 1.0, relu=False, name="conv7")
+
+
+def _weights_with_scales(scales):
+    """KCRS weights whose per-channel max |w| is 127 * scale."""
+    return np.array([[s * 127, -s] for s in scales]).reshape(len(scales), 2, 1, 1)
+
+
+def test_multiplier_and_bias_by_hand():
+    # rescale s_in*s_w/s_out = [0.125, 0.0625]; 0.125 * 2**18 = 32768 overflows int16 -> shift 17
+    p = conv_quant(_weights_with_scales([0.25, 0.125]), np.array([1.0, -1.0]), 0.5, 1.0,
+                   relu=True)
+    assert p.mul_shift == 17 and p.mul.tolist() == [16384, 8192]
+    # bias / (s_in s_w) = [1/0.125, -1/0.0625] = [8, -16]: fits int16, no ALU shift
+    assert p.bias.tolist() == [8, -16] and p.bias_shift == 0
+    assert p.relu and (p.cvt_offset, p.cvt_scale, p.cvt_shift) == (0, 1, 0)
+
+
+def test_large_bias_gets_an_alu_shift():
+    # b32 = 2**20 needs 21 bits -> shift 21 - 15 = 6, stored as 2**14
+    p = conv_quant(_weights_with_scales([0.125]), np.array([0.125 * 2**20]), 1.0, 1.0,
+                   relu=False)
+    assert p.bias_shift == 6 and p.bias.tolist() == [2**14]
