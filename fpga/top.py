@@ -87,9 +87,13 @@ class CmacSelfTest(Elaboratable):
             m.d.sync += checksum.eq(checksum ^ result)
         parity = Signal()
         m.d.sync += parity.eq(checksum.xor())
-        leds = [platform.request("led", i) for i in range(self.leds)]
-        m.d.comb += leds[0].o.eq(parity)
+        leds = []
+        for i in range(self.leds):
+            buf = io.Buffer("o", platform.request("led", i, dir="-"))
+            m.submodules[f"led_{i}"] = buf
+            leds.append(buf.o)
+        m.d.comb += leds[0].eq(parity)
         for i, led in enumerate(leds[1:]):
-            m.d.comb += led.o.eq(checksum[i])
+            m.d.comb += led.eq(checksum[i])
         return m
 

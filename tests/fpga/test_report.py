@@ -1,0 +1,88 @@
+"""Log parsers of the FPGA report, on hand-written excerpts in the tools' formats."""
+
+from __future__ import annotations
+
+import pytest
+
+from fpga.report import (
+    BuildReport,
+    parse_nextpnr_fmax,
+    parse_nextpnr_utilisation,
+    parse_yosys_stat,
+)
+
+YOSYS_NEW = """
+2.52. Printing statistics.
+
+=== top ===
+
+        +----------Local Count, excluding submodules.
+        |
+     5490 wires
+      103 cells
+        1   EHXPLLL
+       64   MULT18X18D
+     3790 submodules
+      512   CCU2C
+      351   LUT4
+     2919   TRELLIS_FF
+"""
+
+YOSYS_OLD = """
+2.50. Printing statistics.
+
+=== top ===
+
+   Number of wires:               5490
+   Number of cells:               3893
+     CCU2C                         512
+     LUT4                          351
+     MULT18X18D                     64
+     TRELLIS_FF                   2919
+     DP16KD                          2
+"""
+
+NEXTPNR = """
+Info: Max frequency for clock '$glbnet$clk': 92.15 MHz (FAIL at 100.00 MHz)
+Info: Device utilisation:
+Info: \t          TRELLIS_IO:       9/    365     2%
+Info: \t              DP16KD:       0/    208     0%
+Info: \t          MULT18X18D:      64/    156    41%
+Info: \t          TRELLIS_FF:    2919/  83640     3%
+Info: \t        TRELLIS_COMB:    1601/  83640     1%
+
+Info: Placed 9 cells based on constraints.
+Info: Max frequency for clock '$glbnet$clk': 106.21 MHz (PASS at 100.00 MHz)
+"""
+
+
+@pytest.mark.parametrize("log", [YOSYS_NEW, YOSYS_OLD])
+def test_yosys_stat_both_formats(log: str) -> None:
+    cells = parse_yosys_stat(log)
+    assert (cells["LUT4"], cells["TRELLIS_FF"], cells["MULT18X18D"], cells["CCU2C"]) == \
+        (351, 2919, 64, 512)
+
+
+def test_yosys_stat_missing_section_is_an_error() -> None:
+    with pytest.raises(ValueError, match="stat"):
+        parse_yosys_stat("no statistics here")
+
+
+def test_nextpnr_utilisation_and_last_fmax() -> None:
+    util = parse_nextpnr_utilisation(NEXTPNR)
+    assert util["MULT18X18D"] == (64, 156)
+    assert util["TRELLIS_COMB"] == (1601, 83640)
+    assert "Placed" not in " ".join(util)
+    # Placement and routing both report; the post-route (last) value counts.
+    assert parse_nextpnr_fmax(NEXTPNR) == {"$glbnet$clk": (106.21, 100.0)}
+
+
+def test_report_text_says_whether_timing_is_met() -> None:
+    report = BuildReport(board="ulx3s-85f", config="nv_small", atomic_c=8, atomic_k=8,
+                         target_mhz=100.0, fmax_mhz=92.15, lut4=351, ff=2919, dsp=64, bram=0,
+                         carry=512, bitstream="top.bit", build_s=1.0,
+                         utilisation={"MULT18X18D": (64, 156)})
+    assert not report.timing_met
+    text = report.to_text()
+    assert "NOT met" in text and "64 / 156" in text
+    assert report.to_dict()["timing_met"] is False
