@@ -1,0 +1,30 @@
+"""``opendla rtl generate`` (fast) and ``opendla rtl test`` (marker rtl)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from opendla.cli import main
+
+
+def test_generate_prints_path_and_ports(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["rtl", "generate", "--preset", "nv_small", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == str(tmp_path / "cmac.v") and (tmp_path / "cmac.v").exists()
+    assert any("result__payload" in line and "[152]" in line for line in out)
+
+
+def test_unknown_simulator_is_refused(capsys: pytest.CaptureFixture) -> None:
+    assert main(["rtl", "test", "--simulator", "modelsim"]) == 2
+    assert "not in icarus, verilator" in capsys.readouterr().err
+
+
+@pytest.mark.rtl
+def test_rtl_test_passes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    assert main(["rtl", "test", "-o", str(tmp_path)]) == 0
+    assert "nv_small: PASS, 3 cocotb tests" in capsys.readouterr().out
