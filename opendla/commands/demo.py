@@ -6,8 +6,10 @@ partitioned (Conv/Gemm on the DLA, pooling/flatten/softmax on the CPU),
 compiled for a hardware preset and run on the held-out digits on the
 register-level cmodel.  Every DLA layer's int8 output is checked bit for bit
 against the independent CPU reference (:func:`tengine_host.int8_ref.conv2d_int8`)
-fed with the same int8 input and the parameters the compiler chose.  The exit
-status is 0 only when every layer of every image matched.
+fed with the same int8 input and the parameters the compiler chose, and its
+int8 input against a CPU-only int8 chain of the whole graph (which catches
+errors at the host/DLA boundaries).  The exit status is 0 only when every
+layer of every image matched (1 otherwise, 2 for bad options).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class LayerCheck:
     bad_bytes: int = 0
     total_bytes: int = 0
     max_abs_diff: int = 0
+    bad_inputs: int = 0   # images whose int8 input differs from the CPU int8 chain's
 
 
 @dataclass
@@ -85,22 +88,60 @@ class PathResult:
         return row
 
 
-def reference_output(cap) -> np.ndarray:
-    """The int8 CPU reference of one captured DLA layer, on the int8 input it read."""
+def _conv_ref(x_q: np.ndarray, layer) -> np.ndarray:
     from tengine_host import int8_ref
 
-    g = cap.layer.geometry
+    g = layer.geometry
     # FC layers are 1x1 convolutions over a C x 1 x 1 cube.
-    x = np.asarray(cap.x_q).reshape(1, g["c"], g["h"], g["w"])
+    x = np.asarray(x_q).reshape(1, g["c"], g["h"], g["w"])
     return int8_ref.conv2d_int8(
-        x, cap.layer.quant.weight, stride=g["stride"], dilation=g["dilation"],
+        x, layer.quant.weight, stride=g["stride"], dilation=g["dilation"],
         pads=(g["pad_top"], g["pad_left"], g["pad_bottom"], g["pad_right"]),
-        group=g.get("group", 1), pad_value=getattr(cap.layer, "pad_value", 0),
-        **cap.layer.quant.reference_kwargs())
+        group=g.get("group", 1), pad_value=getattr(layer, "pad_value", 0),
+        **layer.quant.reference_kwargs())
 
 
-def check_captures(captures, checks: dict[str, LayerCheck]) -> None:
-    """Compare each captured layer output with :func:`reference_output`, tallying in ``checks``."""
+def reference_output(cap) -> np.ndarray:
+    """The int8 CPU reference of one captured DLA layer, on the int8 input it read."""
+    return _conv_ref(cap.x_q, cap.layer)
+
+
+def int8_chain(graph, layers):
+    """The whole graph on the CPU, each DLA layer through ``int8_ref`` with its parameters.
+
+    Inputs are quantized with ``tengine_host.quant`` (not the device's code)
+    at each layer's input scale; other ops run in fp32.  Returns a function
+    ``x -> (probabilities, {layer name: int8 input it computed})``, so the
+    int8 input each DLA layer read (after the host's quantization, the CPU
+    subgraphs and the DLA's own earlier layers) can be checked too.
+    """
+    from tengine_host.interpreter import interpret
+    from tengine_host.quant.weights import dequantize, quantize_activation
+
+    seen: dict[str, np.ndarray] = {}
+
+    def override(layer):
+        g, shape = layer.geometry, graph.tensors[layer.dst].shape
+
+        def fn(args):
+            x_q = quantize_activation(args[0], layer.quant.in_scale)
+            seen[layer.name] = x_q.reshape(1, g["c"], g["h"], g["w"])
+            return (dequantize(_conv_ref(x_q, layer), layer.quant.out_scale).reshape(shape),)
+        return fn
+
+    overrides = {layer.name: override(layer) for layer in layers}
+
+    def run(x: np.ndarray):
+        seen.clear()
+        probs = interpret(graph, {graph.inputs[0]: x}, overrides=overrides)[graph.outputs[0]]
+        return probs, dict(seen)
+    return run
+
+
+def check_captures(captures, checks: dict[str, LayerCheck],
+                   inputs: dict[str, np.ndarray] | None = None) -> None:
+    """Tally in ``checks`` each captured layer output against :func:`reference_output`,
+    and its input against ``inputs[name]`` (the int8 chain's) when given."""
     for cap in captures:
         g = cap.layer.geometry
         c = checks.setdefault(cap.name, LayerCheck(
@@ -118,6 +159,10 @@ def check_captures(captures, checks: dict[str, LayerCheck]) -> None:
         c.bad_bytes += bad
         c.total_bytes += ref.size
         c.max_abs_diff = max(c.max_abs_diff, int(diff.max(initial=0)))
+        if inputs is not None:
+            want = inputs.get(cap.name)
+            c.bad_inputs += want is None or not np.array_equal(
+                np.asarray(cap.x_q).reshape(want.shape), want)
 
 
 class _Tap:
@@ -216,10 +261,19 @@ def evaluate(args: argparse.Namespace) -> dict:
     nvdla = _Tap(get_device("nvdla", preset=args.preset, capture=True))
     checks: dict[str, LayerCheck] = {}
     cycles = np.zeros(len(xs), np.int64)
+    ref = PathResult("int8 CPU reference", np.zeros(len(xs), np.int64))
+    chain = []
 
     def after(i: int) -> None:
+        if not chain:  # the layers exist once the executor has compiled the subgraphs
+            chain.append(int8_chain(graph, [layer for h in nvdla.handles
+                                            for layer in h.compiled.plan.layers]))
+        start = time.perf_counter()
+        probs, inputs = chain[0](xs[i][None])
+        ref.seconds.append(time.perf_counter() - start)
+        ref.pred[i] = int(np.argmax(probs))
         for handle in nvdla.handles:
-            check_captures(handle.captures, checks)
+            check_captures(handle.captures, checks, inputs)
             cycles[i] += int(handle.cycles)
 
     dla = _run_executor(graph, [nvdla, get_device("cpu")], table, xs,
@@ -229,15 +283,16 @@ def evaluate(args: argparse.Namespace) -> dict:
     return {
         "model": str(MODEL), "preset": args.preset, "images": int(len(xs)),
         "calib_samples": args.calib_samples,
-        "paths": [r.row(ys) for r in (fp32, ort_res, dla)],
+        "paths": [r.row(ys) for r in (fp32, ort_res, ref, dla)],
         "fp32_onnxruntime_agree": int(np.sum(fp32.pred == ort_res.pred)),
         "dla_fp32_agree": int(np.sum(dla.pred == fp32.pred)),
+        "dla_int8_ref_agree": int(np.sum(dla.pred == ref.pred)),
         "subgraphs": len(part.parts),
         "dla_subgraphs": sum(dev is nvdla for dev, _ in part.parts),
         "partition": part.report().splitlines(),
         "layers": layers,
-        "bit_exact": bool(layers) and all(c.bad_bytes == 0 and c.images == len(xs)
-                                          for c in checks.values()),
+        "bit_exact": bool(layers) and all(c.bad_bytes == 0 and c.bad_inputs == 0
+                                          and c.images == len(xs) for c in checks.values()),
         "est_cycles_per_image": float(np.mean(cycles)),
         "clock_hz": CLOCK_HZ,
     }
@@ -256,17 +311,20 @@ def format_report(s: dict) -> str:
         lines.append(f"{p['path']:<28} {p['accuracy']:>9.2%} "
                      f"{p['correct']:>4}/{p['total']:<4} {p['ms_per_image']:>9.3f}{note}")
     lines.append(f"top-1 agreement: int8 DLA vs fp32 {s['dla_fp32_agree']}/{n}, "
+                 f"vs int8 CPU reference {s['dla_int8_ref_agree']}/{n}; "
                  f"fp32 vs onnxruntime {s['fp32_onnxruntime_agree']}/{n}")
     lines += ["", "DLA layers vs the int8 CPU reference (tengine_host.int8_ref):",
-              f"  {'layer':<36} {'op':<5} {'in CxHxW':>10} {'out KxHxW':>10} {'MACs':>8} "
-              f"{'bad img':>8} {'bad bytes':>14}"]
+              "  output: recomputed from the int8 input the DLA read; input: vs the CPU int8 chain",
+              f"  {'layer':<32} {'op':<5} {'in CxHxW':>9} {'out KxHxW':>10} {'MACs':>7} "
+              f"{'bad in':>8} {'bad out img':>11} {'bad out bytes':>14}"]
     for c in s["layers"]:
-        lines.append(f"  {c['name'][-36:]:<36} {c['op_type']:<5} "
-                     f"{'x'.join(map(str, c['shape_in'])):>10} "
-                     f"{'x'.join(map(str, c['shape_out'])):>10} {c['macs']:>8,} "
-                     f"{c['bad_images']:>4}/{c['images']:<3} "
-                     f"{c['bad_bytes']:>6}/{c['total_bytes']}")
-    verdict = ("yes, every byte of every layer" if s["bit_exact"] else
+        lines.append(f"  {c['name'][-32:]:<32} {c['op_type']:<5} "
+                     f"{'x'.join(map(str, c['shape_in'])):>9} "
+                     f"{'x'.join(map(str, c['shape_out'])):>10} {c['macs']:>7,} "
+                     f"{c['bad_inputs']:>4}/{c['images']:<3} "
+                     f"{c['bad_images']:>7}/{c['images']:<3} "
+                     f"{c['bad_bytes']:>7}/{c['total_bytes']}")
+    verdict = ("yes, every input and output byte of every layer and image" if s["bit_exact"] else
                "NO" if s["layers"] else "NO: no layer ran on the DLA")
     lines.append(f"bit-exact: {verdict}")
     cyc = s["est_cycles_per_image"]
@@ -285,10 +343,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(summary, indent=1) if args.json else format_report(summary))
     if not summary["bit_exact"]:
-        bad = [c["name"] for c in summary["layers"]
-               if c["bad_bytes"] or c["images"] != summary["images"]]
-        print("error: " + (f"the DLA output differs from the int8 CPU reference in "
-                           f"{', '.join(bad)}" if bad else "no layer ran on the DLA"),
-              file=sys.stderr)
+        layers, n = summary["layers"], summary["images"]
+        bad_out = [c["name"] for c in layers if c["bad_bytes"] or c["images"] != n]
+        bad_in = [c["name"] for c in layers if c["bad_inputs"]]
+        msg = []
+        if bad_out:
+            msg.append(f"the DLA output differs from the int8 CPU reference in "
+                       f"{', '.join(bad_out)}")
+        if bad_in:
+            msg.append(f"the int8 input the DLA read differs from the CPU int8 chain's in "
+                       f"{', '.join(bad_in)}")
+        print("error: " + ("; ".join(msg) or "no layer ran on the DLA"), file=sys.stderr)
         return 1
     return 0
