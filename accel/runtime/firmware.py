@@ -44,7 +44,7 @@ from accel.loadable.descriptors import (
     NetworkDesc,
 )
 from accel.loadable.surfaces import INTERFACE_V12
-from accel.regs import lookup
+from accel.regs import field_get, lookup
 from accel.runtime import fw_conv, fw_sdp
 from accel.runtime.backend import Backend
 from accel.runtime.fw_conv import FirmwareError
@@ -56,6 +56,9 @@ _STATUS = lookup("NVDLA_GLB.S_INTR_STATUS")
 # interrupt field whose bit (group 0/1) signals completion of an op of each engine
 _DONE_FIELD = {OP_CONV: "CACC_DONE_STATUS", OP_SDP: "SDP_DONE_STATUS"}
 SUPPORTED = (OP_CONV, OP_SDP)
+# the unit whose consumer pointer tells an engine's next register group (CACC
+# raises the conv completion; all conv sub-units flip together)
+_POINTER_UNIT = {OP_CONV: "NVDLA_CACC", OP_SDP: "NVDLA_SDP"}
 
 
 def _done_bit(op_type: int, group: int) -> int:
@@ -89,7 +92,9 @@ class Firmware:
         self.regs = RegWriter(self.backend, self.trace)
         # The hardware consumes register groups alternately (each completion
         # flips the unit's consumer pointer), so the group an engine programs
-        # next is firmware state that outlives one task, as in the real KMD.
+        # next is state that outlives one task; run() re-reads it from the
+        # hardware, since another Firmware (an earlier loadable on the same
+        # device) may have used the engine since.
         self._next_group = [0] * OP_NUM
 
     # ------------------------------------------------------------ descriptors
@@ -129,6 +134,7 @@ class Firmware:
         # per engine: next op index to program (-1 when the chain is exhausted)
         self._next = {t: net.op_head[t] for t in range(OP_NUM)}
         self._busy: dict[int, dict[int, _Op]] = {t: {} for t in range(OP_NUM)}
+        self._sync_groups()
         for t in range(OP_NUM):
             self._program_ready(t)
         while not all(op.completed for op in ops):
@@ -146,6 +152,13 @@ class Firmware:
             for op in running:
                 if status & _done_bit(op.common.op_type, op.group):
                     self._complete(op)
+
+    def _sync_groups(self) -> None:
+        """Between tasks every engine is idle: its next op runs from the group its
+        consumer pointer (``S_POINTER.CONSUMER``, read-only) names."""
+        for engine, unit in _POINTER_UNIT.items():
+            value = self.regs.read(unit, "S_POINTER")
+            self._next_group[engine] = field_get(value, f"{unit}.S_POINTER", "CONSUMER")
 
     def _program_ready(self, engine: int) -> None:
         """Program the engine's next ops while it has a free register group."""

@@ -1,7 +1,7 @@
 """Compiled loadables run through Runtime + firmware on the cmodel, bit-exact.
 
-A small ONNX graph (conv+ReLU with stride 2 and uneven padding -> conv ->
-flatten -> FC+ReLU) is calibrated and compiled for nv_small; each DLA
+A small ONNX graph (conv+ReLU with stride 2 and uneven padding -> conv with
+vertical dilation 2 -> flatten -> FC+ReLU) is calibrated and compiled for every preset; each DLA
 subgraph's flatbuffer is loaded by :class:`Runtime`, run on the cmod backend
 and every output element is compared with the independent int8 reference
 ``tengine_host.int8_ref`` given the layer parameters the compiler chose and the
@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from accel.compiler import compile_subgraph
-from accel.config import get_preset
+from accel.config import PRESETS, get_preset
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.backend import get_backend
 from accel.runtime.umd import Runtime
@@ -30,15 +30,19 @@ from tengine_host.quant import calibrate, quantize_activation
 CFG = get_preset("nv_small")
 RNG_SEED = 20240607
 # geometry built into the graph, used by the reference (not read back from the compiler)
-A = dict(k=10, kernel=(3, 3), stride=(2, 2), pads=(1, 0, 1, 2))  # ONNX (top, left, bottom, right)
-B = dict(k=9, kernel=(2, 3), stride=(1, 1), pads=(1, 1, 1, 1))
+# K=40 / 36 cross an atom and an ATOMIC_K group on every preset (8..32 bytes / kernels)
+A = dict(k=40, kernel=(3, 3), stride=(2, 2), dilation=(1, 1),
+         pads=(1, 0, 1, 2))                  # ONNX order (top, left, bottom, right)
+B = dict(k=36, kernel=(2, 3), stride=(1, 1), dilation=(2, 1), pads=(1, 1, 1, 1))
 IN_SHAPE = (1, 3, 9, 7)
 FC_OUT = 12
 
 
 def _out_hw(h: int, w: int, g: dict) -> tuple[int, int]:
     (r, s), (sy, sx), (t, left, b, right) = g["kernel"], g["stride"], g["pads"]
-    return (h + t + b - r) // sy + 1, (w + left + right - s) // sx + 1
+    (dy, dx) = g["dilation"]
+    return ((h + t + b - (r - 1) * dy - 1) // sy + 1,
+            (w + left + right - (s - 1) * dx - 1) // sx + 1)
 
 
 def _model(rng: np.random.Generator) -> onnx.ModelProto:
@@ -57,11 +61,11 @@ def _model(rng: np.random.Generator) -> onnx.ModelProto:
     nodes = [
         helper.make_node("Conv", ["x", "wa", "ba"], ["ya"], name="conv_a",
                          kernel_shape=list(A["kernel"]), strides=list(A["stride"]),
-                         pads=list(A["pads"])),
+                         dilations=list(A["dilation"]), pads=list(A["pads"])),
         helper.make_node("Relu", ["ya"], ["ra"], name="relu_a"),
         helper.make_node("Conv", ["ra", "wb", "bb"], ["yb"], name="conv_b",
                          kernel_shape=list(B["kernel"]), strides=list(B["stride"]),
-                         pads=list(B["pads"])),
+                         dilations=list(B["dilation"]), pads=list(B["pads"])),
         helper.make_node("Flatten", ["yb"], ["flat"], name="flatten", axis=1),
         helper.make_node("Gemm", ["flat", "wf", "bf"], ["yf"], name="fc", transB=1),
         helper.make_node("Relu", ["yf"], ["out"], name="relu_f"),
@@ -90,11 +94,15 @@ def setup():
     return model, graph, table, x
 
 
-def _run_on_cmod(compiled, x_q: np.ndarray) -> tuple[np.ndarray, Runtime]:
-    """Load the serialized loadable, bind ``x_q`` [1,C,H,W], run, unpack the output."""
+def _run_on_cmod(compiled, x_q: np.ndarray, backend=None) -> tuple[np.ndarray, Runtime]:
+    """Load the serialized loadable, bind ``x_q`` [1,C,H,W], run, unpack the output.
+
+    A fresh cmodel unless ``backend`` (a device already used) is given.
+    """
     plan = compiled.plan
     (src,), (dst,) = plan.inputs, plan.outputs
-    rt = Runtime(CFG, get_backend("cmod", CFG))
+    cfg = compiled.cfg
+    rt = Runtime(cfg, backend or get_backend("cmod", cfg))
     rt.load(compiled.to_bytes())            # the flatbuffer, not the in-memory object
     (inp,), (out,) = rt.inputs, rt.outputs
     rt.bind_input(inp.memory.bind_id, pack_feature(x_q[0], plan.tensors[src].layout))
@@ -105,15 +113,16 @@ def _run_on_cmod(compiled, x_q: np.ndarray) -> tuple[np.ndarray, Runtime]:
 
 def _conv_ref(x_q: np.ndarray, layer, g: dict) -> np.ndarray:
     return conv2d_int8(x_q, layer.quant.weight, stride=g["stride"], pads=g["pads"],
-                       **layer.quant.reference_kwargs())
+                       dilation=g["dilation"], **layer.quant.reference_kwargs())
 
 
-def test_conv_conv_bit_exact_on_cmod(setup):
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_conv_conv_bit_exact_on_cmod(setup, preset):
     _, graph, table, x = setup
     convs = [n for n in graph.nodes if n.op_type == "Conv"]
     assert [n.attrs.get("activation") for n in convs] == ["Relu", None]
     sub = graph.subgraph(convs, name="convs")
-    compiled = compile_subgraph(sub, table, CFG)
+    compiled = compile_subgraph(sub, table, get_preset(preset))
     la, lb = compiled.plan.layers
     assert (la.quant.relu, lb.quant.relu) == (True, False)
 
@@ -122,7 +131,7 @@ def test_conv_conv_bit_exact_on_cmod(setup):
 
     ya = _conv_ref(x_q, la, A)
     want = _conv_ref(ya, lb, B)
-    assert got.shape == want.shape == (1, B["k"], *_out_hw(*_out_hw(9, 7, A), B))
+    assert got.shape == want.shape == (1, B["k"], *_out_hw(*_out_hw(*IN_SHAPE[2:], A), B))
     mismatch = np.argwhere(got != want)
     assert mismatch.size == 0, (f"{len(mismatch)} of {want.size} bytes differ; first "
                                 f"(n,k,h,w)={tuple(mismatch[0])}: got "
@@ -131,7 +140,7 @@ def test_conv_conv_bit_exact_on_cmod(setup):
     assert (want < 0).any() and (want > 0).any() and len(np.unique(want)) > 20
     assert ya.min() >= 0 and (ya > 0).mean() > 0.2       # ReLU'd, not all zero
     # every byte of the output surface, including the padded lanes of the last
-    # atom (channels 9..15), which the layout rule says the SDP writes as 0
+    # atom (channels 36.. up to the atom), which the layout rule says the SDP writes as 0
     (out,) = rt.outputs
     raw = rt.read_output(out.memory.bind_id)
     layout = compiled.plan.tensors[compiled.plan.outputs[0]].layout
@@ -142,10 +151,11 @@ def test_conv_conv_bit_exact_on_cmod(setup):
     assert all(s["sdp"]["flying"] for s in stats)
 
 
-def test_fc_bit_exact_on_cmod(setup):
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_fc_bit_exact_on_cmod(setup, preset):
     _, graph, table, _ = setup
     (fc,) = [n for n in graph.nodes if n.op_type == "Gemm"]
-    compiled = compile_subgraph(graph.subgraph([fc], name="fc"), table, CFG)
+    compiled = compile_subgraph(graph.subgraph([fc], name="fc"), table, get_preset(preset))
     (layer,) = compiled.plan.layers
     rng = np.random.default_rng(RNG_SEED + 1)
     feat = graph.tensors[fc.inputs[0]].shape[1]
@@ -179,3 +189,26 @@ def test_compiled_chain_tracks_onnxruntime(setup):
     # three int8 layers: measured 2.2 output LSBs at most; allow 4
     err = np.abs(got - want).max() / out.scale
     assert err <= 4.0, f"max error {err:.2f} output LSBs (peak {peak:.3f}): {got} vs {want}"
+
+
+def test_loadables_take_turns_on_one_device(setup):
+    """An odd number of conv ops leaves the hardware's consumer pointers on group 1;
+    the next loadable (new Runtime, same device) must program that group."""
+    _, graph, table, x = setup
+    convs = [n for n in graph.nodes if n.op_type == "Conv"]
+    (fc,) = [n for n in graph.nodes if n.op_type == "Gemm"]
+    cc = compile_subgraph(graph.subgraph(convs, name="convs"), table, CFG)
+    cf = compile_subgraph(graph.subgraph([fc], name="fc"), table, CFG)
+    x_q = quantize_activation(x, table["x"]["scale"])
+    la, lb = cc.plan.layers
+    want_c = _conv_ref(_conv_ref(x_q, la, A), lb, B)
+    fc_in = graph.tensors[fc.inputs[0]].shape[1]
+    f_q = np.random.default_rng(RNG_SEED + 2).integers(-128, 128, (1, fc_in), dtype=np.int8)
+    want_f = fc_int8(f_q, cf.plan.layers[0].quant.weight[:, :, 0, 0],
+                     **cf.plan.layers[0].quant.reference_kwargs())
+    backend = get_backend("cmod", CFG)
+    for compiled, feed, want in ((cc, x_q, want_c), (cf, f_q.reshape(1, fc_in, 1, 1), want_f),
+                                 (cc, x_q, want_c), (cf, f_q.reshape(1, fc_in, 1, 1), want_f)):
+        got, _ = _run_on_cmod(compiled, feed, backend)
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert len(backend.stats) == 6            # 2 + 1 + 2 + 1 conv ops, all ran
