@@ -42,6 +42,15 @@ class Executor:
         self.subgraph_times: list[tuple[str, float]] = []
         self.node_times: dict[str, float] = {}
 
+    @property
+    def prepared(self) -> list[tuple[Device, Graph, Any]]:
+        """``(device, subgraph, handle)`` of each prepared subgraph, in execution order.
+
+        Handles are device-specific (the nvdla device's carries per-layer
+        captures and cycle estimates of the last run).
+        """
+        return list(self._prepared)
+
     def prerun(self) -> Partition:
         """Partition the graph and prepare every subgraph on its device."""
         if self._prepared:

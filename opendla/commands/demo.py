@@ -165,30 +165,9 @@ def check_captures(captures, checks: dict[str, LayerCheck],
                 np.asarray(cap.x_q).reshape(want.shape), want)
 
 
-class _Tap:
-    """Delegates to a device and keeps the handles of the subgraphs it prepared."""
-
-    def __init__(self, device) -> None:
-        self.device, self.name, self.handles = device, device.name, []
-
-    def supports(self, node, graph):
-        return self.device.supports(node, graph)
-
-    def prerun(self, subgraph, quant_table):
-        handle = self.device.prerun(subgraph, quant_table)
-        self.handles.append(handle)
-        return handle
-
-    def run(self, prepared, inputs):
-        return self.device.run(prepared, inputs)
-
-    def postrun(self, prepared):
-        return self.device.postrun(prepared)
-
-
 def _run_executor(graph, devices, table, xs, label: str, progress: bool, after=None
                   ) -> PathResult:
-    """Run ``xs`` one image at a time; ``after(i)`` is called outside the timed region."""
+    """Run ``xs`` one image at a time; ``after(i, executor)`` runs outside the timed region."""
     from tengine_host.executor import Executor
     from tengine_host.quant.progress import ProgressBar
 
@@ -206,7 +185,7 @@ def _run_executor(graph, devices, table, xs, label: str, progress: bool, after=N
                                            if lab.endswith(" nvdla")))
             res.pred[i] = int(np.argmax(probs))
             if after is not None:
-                after(i)
+                after(i, ex)
             bar.update()
     res.partition = ex.partition
     return res
@@ -258,21 +237,22 @@ def evaluate(args: argparse.Namespace) -> dict:
     fp32 = _run_executor(graph, [get_device("cpu")], None, xs, "fp32 CPU", progress)
     ort_res = _run_onnxruntime(xs, progress)
 
-    nvdla = _Tap(get_device("nvdla", preset=args.preset, capture=True))
+    nvdla = get_device("nvdla", preset=args.preset, capture=True)
     checks: dict[str, LayerCheck] = {}
     cycles = np.zeros(len(xs), np.int64)
     ref = PathResult("int8 CPU reference", np.zeros(len(xs), np.int64))
     chain = []
 
-    def after(i: int) -> None:
+    def after(i: int, ex) -> None:
+        handles = [h for dev, _, h in ex.prepared if dev is nvdla]
         if not chain:  # the layers exist once the executor has compiled the subgraphs
-            chain.append(int8_chain(graph, [layer for h in nvdla.handles
+            chain.append(int8_chain(graph, [layer for h in handles
                                             for layer in h.compiled.plan.layers]))
         start = time.perf_counter()
         probs, inputs = chain[0](xs[i][None])
         ref.seconds.append(time.perf_counter() - start)
         ref.pred[i] = int(np.argmax(probs))
-        for handle in nvdla.handles:
+        for handle in handles:
             check_captures(handle.captures, checks, inputs)
             cycles[i] += int(handle.cycles)
 

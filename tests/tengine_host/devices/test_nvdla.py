@@ -32,7 +32,7 @@ def reference(cap) -> np.ndarray:
 
 
 def dla_handles(ex: Executor) -> list:
-    return [handle for dev, _, handle in ex._prepared if dev.name == "nvdla"]
+    return [handle for dev, _, handle in ex.prepared if dev.name == "nvdla"]
 
 
 @pytest.fixture(scope="module")
