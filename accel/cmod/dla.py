@@ -16,18 +16,22 @@ and GLB raises the done interrupts of the groups that ran.
 
 from __future__ import annotations
 
-from accel.cmod import cacc, cdma, csc, pdp, sdp
+from accel.cmod import cacc, cdma, cdp, csc, pdp, sdp
 from accel.cmod.cmac import conv_gemm
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.glb import Glb
+from accel.cmod.lut import LutRam
 from accel.config import HwConfig
 from accel.regs import by_address, lookup
 
 CONV_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC")
 _MODELLED = {"NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
-             "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA"}
+             "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA",
+             "NVDLA_CDP", "NVDLA_CDP_RDMA"}
+# units with a LUT behind S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA
+_LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
 
 
 class Dla:
@@ -41,6 +45,7 @@ class Dla:
         # the CBUF flush that follows reset has completed by the time software looks
         self.regs["NVDLA_CDMA"].set_hw("S_CBUF_FLUSH_STATUS", 1)
         self.stats: list[dict] = []
+        self.luts = {u: LutRam() for u in _LUT_UNITS}
 
     # --- CSB -------------------------------------------------------------------------
     def csb_write(self, addr: int, value: int) -> None:
@@ -50,12 +55,19 @@ class Dla:
             raise KeyError(f"no register at CSB address {addr:#x}")
         if reg.unit == "NVDLA_GLB" and self.glb.csb_write(reg.name, value):
             return
+        if reg.unit in self.luts and reg.name == "S_LUT_ACCESS_DATA":
+            self.luts[reg.unit].access_data_write(value)
+            return
+        if reg.unit in self.luts and reg.name == "S_LUT_ACCESS_CFG":
+            self.luts[reg.unit].access_cfg(value)
         self.regs[reg.unit].write(reg, value)
         if reg.name == "D_OP_ENABLE" and value & 1:
             if reg.unit not in _MODELLED:
                 raise UnsupportedError(f"{reg.unit[6:]} operations are not modelled yet")
             if reg.unit in ("NVDLA_PDP", "NVDLA_PDP_RDMA"):
                 self._try_run_pdp()
+            elif reg.unit in ("NVDLA_CDP", "NVDLA_CDP_RDMA"):
+                self._try_run_cdp()
             else:
                 self._try_run()
 
@@ -63,6 +75,8 @@ class Dla:
         reg = by_address(addr)
         if reg is None:
             raise KeyError(f"no register at CSB address {addr:#x}")
+        if reg.unit in self.luts and reg.name == "S_LUT_ACCESS_DATA":
+            return self.luts[reg.unit].access_data_read()
         return self.regs[reg.unit].read(reg)
 
     def write_reg(self, symbol: str, value: int) -> None:
@@ -123,6 +137,14 @@ class Dla:
             return
         self.stats.append(pdp.run(g, self._exec("NVDLA_PDP_RDMA"), self.dram, self.cfg))
         self._complete(["NVDLA_PDP", "NVDLA_PDP_RDMA"], [("PDP", g.group)])
+
+    def _try_run_cdp(self) -> None:
+        if not (self._enabled("NVDLA_CDP") and self._enabled("NVDLA_CDP_RDMA")):
+            return
+        g = self._exec("NVDLA_CDP")
+        self.stats.append(cdp.run(g, self._exec("NVDLA_CDP_RDMA"), self.dram, self.cfg,
+                                  self.luts["NVDLA_CDP"]))
+        self._complete(["NVDLA_CDP", "NVDLA_CDP_RDMA"], [("CDP", g.group)])
 
     def _complete(self, units: list[str], interrupts: list[tuple[str, int]]) -> None:
         for unit in units:

@@ -1,6 +1,6 @@
 """NVDLA's own trace tests on the cmodel: golden CRCs of the output memory.
 
-Every nv_small direct-conv, SDP and PDP trace the model covers must pass; traces
+Every nv_small direct-conv, SDP, PDP and CDP trace the model covers must pass; traces
 whose input data is missing from the public repository, or which need units
 the config lacks (EW/LUT on nv_small), must be reported as skipped.
 """
@@ -25,7 +25,7 @@ def _names(preset: str, prefixes: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.conformance
-@pytest.mark.parametrize("name", _names("nv_small", ("dc_", "sdp_", "pdp_")))
+@pytest.mark.parametrize("name", _names("nv_small", ("dc_", "sdp_", "pdp_", "cdp_")))
 def test_nv_small_trace(name):
     res = run_trace(shared_path("nvdla", "traces", "nv_small", name))
     if name in MISSING_DATA:
@@ -39,7 +39,7 @@ def test_nv_small_trace(name):
 @pytest.mark.conformance
 @pytest.mark.parametrize("preset,name", [
     (p, n) for p in ("nv_large", "nv_medium_512")
-    for n in _names(p, ("dc_", "sdp_", "pdp_")) if "ew" not in n])
+    for n in _names(p, ("dc_", "sdp_", "pdp_", "cdp_")) if "ew" not in n])
 def test_other_preset_trace(preset, name):
     res = run_trace(shared_path("nvdla", "traces", preset, name))
     assert res.status == "pass", res.reason

@@ -1,0 +1,105 @@
+"""CDP + CDP_RDMA: cross-channel data processor (local response normalisation), int8.
+
+The int8 datapath of NVDLA's cmod (hw@master ``NV_NVDLA_cdp.cpp``
+``CdpDataPathSequence`` / ``lookup_lut_int8``, HLS ``cdp_icvt`` /
+``cdp_ocvt``), per element ``x[c, h, w]`` of the cube CDP_RDMA fetches:
+
+1. **channel padding**: lanes past ``C`` in the last atom, and the 4
+   channels before the first / after the last atom, read as
+   ``int8(DATIN_OFFSET)`` (the low byte of the 16-bit register).
+2. **input converter**: ``v = sat9(round((x - int8(DATIN_OFFSET)) * DATIN_SCALE
+   / 2**DATIN_SHIFTER))`` (round half away from zero).
+3. **square sum** over ``2n+1`` channels centred on ``c`` (``NORMALZ_LEN`` n =
+   1..4 for local sizes 3/5/7/9), exact integers; ``SQSUM_BYPASS`` passes
+   ``v`` instead.
+4. **LUT** on the sum (:func:`accel.cmod.lut.lookup_int`) -> int16 ``L``.
+5. **multiply**: ``L * v`` (25 bits); ``MUL_BYPASS`` passes ``L``.
+6. **output converter**: ``sat8(round((y - sext25(DATOUT_OFFSET)) * DATOUT_SCALE
+   / 2**DATOUT_SHIFTER))``; saturations are counted in ``D_OUT_SATURATION``
+   (a result more than 1 away from the floor shift, as the HLS flags it).
+
+The write DMA stores whole atoms with the destination strides, so the padded
+lanes of the last surface are written with what the datapath computed for them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accel.arith import saturate, shift_round, sign_extend
+from accel.cmod.csb import GroupView
+from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
+from accel.cmod.dram import Dram
+from accel.cmod.errors import UnsupportedError
+from accel.cmod.lut import LutRam, lookup_int, lut_config
+from accel.config import HwConfig
+
+UNIT = "CDP"
+HALO = 4  # channels of context on each side: (9 - 1) / 2
+
+
+def input_cvt(x: np.ndarray, offset: int, scale: int, shift: int) -> np.ndarray:
+    """9-bit converted lanes; ``offset`` is already the int8 the hardware uses."""
+    return saturate(shift_round((x - offset) * scale, shift), 9)
+
+
+def square_sum(v: np.ndarray, n: int, channels: int) -> np.ndarray:
+    """Sums of squares over ``2n+1`` neighbours for ``channels`` centres of ``v[HALO:]``."""
+    sq = v * v
+    out = np.zeros((channels,) + v.shape[1:], dtype=np.int64)
+    for j in range(-n, n + 1):  # at most 9 vectorized adds
+        out += sq[HALO + j:HALO + j + channels]
+    return out
+
+
+def output_cvt(y: np.ndarray, offset: int, scale: int, shift: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``(int8 values, saturation mask)`` of the output converter."""
+    prod = (y - offset) * scale
+    shift = min(shift, 62)  # |prod| < 2**42: any larger shift also gives 0
+    out = saturate(shift_round(prod, shift), 8)
+    floor = np.right_shift(prod, shift)
+    return out, np.abs(floor - out) > 1
+
+
+def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam) -> dict:
+    """Execute one CDP operation; return a stats record."""
+    if g("D_DATA_FORMAT", "INPUT_DATA_TYPE") != 0 or rdma("D_DATA_FORMAT", "INPUT_DATA") != 0:
+        raise UnsupportedError("CDP precision other than int8 is not modelled "
+                               f"(CDP D_DATA_FORMAT={g('D_DATA_FORMAT'):#x}, CDP_RDMA "
+                               f"D_DATA_FORMAT={rdma('D_DATA_FORMAT'):#x})")
+    w = rdma("D_DATA_CUBE_WIDTH", "WIDTH") + 1
+    h = rdma("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
+    c = rdma("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
+    a = cfg.atom_size
+    c_pad = padded_channels(c, a)
+    base = rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH")
+    x = read_int8_cube(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
+                       rdma("D_SRC_SURFACE_STRIDE"), "CDP_RDMA")
+    in_off = int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8))
+    ext = np.full((c_pad + 2 * HALO, h, w), in_off, dtype=np.int64)
+    ext[HALO:HALO + c] = x[:c]
+    v = input_cvt(ext, in_off, int(sign_extend(g("D_DATIN_SCALE"), 16)), g("D_DATIN_SHIFTER"))
+    centre = v[HALO:HALO + c_pad]
+    if g("D_FUNC_BYPASS", "SQSUM_BYPASS"):
+        s = centre
+    else:
+        s = square_sum(v, g("D_LRN_CFG", "NORMALZ_LEN") + 1, c_pad)
+    lut, counts = lookup_int(s, ram, lut_config(g))
+    y = lut if g("D_FUNC_BYPASS", "MUL_BYPASS") else lut * centre
+    out, sat = output_cvt(y, int(sign_extend(g("D_DATOUT_OFFSET"), 25)),
+                          int(sign_extend(g("D_DATOUT_SCALE"), 16)), g("D_DATOUT_SHIFTER"))
+    dst = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
+    write_int8_cube(dram, dst, out, a, g("D_DST_LINE_STRIDE"), g("D_DST_SURFACE_STRIDE"),
+                    "CDP_WDMA")
+    regs, grp = g.regs, g.group
+    regs.set_hw("D_OUT_SATURATION", int(np.count_nonzero(sat)), grp)  # all lanes, as the cmod
+    for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
+                     ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
+                     ("D_PERF_LUT_LO_HIT", "lo_hit")):
+        regs.set_hw(reg, counts[key], grp)
+    elems = c_pad * h * w
+    dma = 2 * elems // cfg.dma_bytes_per_cycle  # read + write of the int8 cube
+    return {"unit": "CDP", "shape": (c, h, w), "lut": counts,
+            "local_size": 2 * g("D_LRN_CFG", "NORMALZ_LEN") + 3,
+            "cycles": max(elems // max(1, cfg.cdp_throughput), dma)}

@@ -1,0 +1,72 @@
+"""CDP (LRN) programmed through the CSB against a hand-computed 3-channel case."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accel.cmod import Dla, Dram
+from accel.cmod.glb import status_bit
+from accel.config import get_preset
+
+SRC, DST = 0x1000, 0x2000
+
+
+def _program(dla: Dla, x: list[int], **regs) -> None:
+    dla.dram.map(SRC, 0x100)
+    dla.dram.map(DST, 0x100)
+    dla.dram.write(SRC, bytes(v & 0xFF for v in x))
+    w = dla.write_reg
+    w("NVDLA_CDP.S_LUT_CFG", 1)  # LE linear
+    w("NVDLA_CDP.S_LUT_LE_END_LOW", 64)
+    w("NVDLA_CDP.S_LUT_LO_END_LOW", 256)
+    w("NVDLA_CDP.S_LUT_ACCESS_CFG", 1 << 17)  # write LE from entry 0: L[i] = i
+    for i in range(65):
+        w("NVDLA_CDP.S_LUT_ACCESS_DATA", i)
+    base = {"D_DATA_FORMAT": 0, "D_DATIN_SCALE": 1, "D_DATOUT_SCALE": 1}
+    for name, value in {**base, **regs}.items():
+        w(f"NVDLA_CDP.{name}", value)
+    w("NVDLA_CDP.D_DST_BASE_ADDR_LOW", DST)
+    w("NVDLA_CDP.D_DST_LINE_STRIDE", 8)
+    w("NVDLA_CDP.D_DST_SURFACE_STRIDE", 8)
+    w("NVDLA_CDP_RDMA.D_DATA_FORMAT", 0)
+    w("NVDLA_CDP_RDMA.D_DATA_CUBE_CHANNEL", len(x) - 1)
+    w("NVDLA_CDP_RDMA.D_SRC_BASE_ADDR_LOW", SRC)
+    w("NVDLA_CDP_RDMA.D_SRC_LINE_STRIDE", 8)
+    w("NVDLA_CDP_RDMA.D_SRC_SURFACE_STRIDE", 8)
+    w("NVDLA_CDP_RDMA.D_OP_ENABLE", 1)
+    w("NVDLA_CDP.D_OP_ENABLE", 1)
+
+
+def test_lrn3_square_sum_lut_and_multiply():
+    dla = Dla(get_preset("nv_small"), Dram())
+    # lane 3 holds garbage: the hardware replaces lanes >= C with the input offset
+    dla.dram.map(SRC, 0x100)
+    dla.dram.write(SRC + 3, b"\x7f")
+    _program(dla, [1, 2, 3])
+    # squares 1 4 9; sums (0+1+4, 1+4+9, 4+9+0, 9+0+0, 0...) = 5 14 13 9 0 0 0 0
+    # L(s) = s for 0 < s < 64, L(0) = L[0] = 0 (underflow); times v = 1 2 3 0 ...
+    assert dla.dram.read(DST, 8).view(np.int8).tolist() == [5, 28, 39, 0, 0, 0, 0, 0]
+    # LE and LO both cover 1..63: hybrid hits; the zero sums underflow both tables
+    assert dla.read_reg("NVDLA_CDP.D_PERF_LUT_HYBRID") == 4
+    assert dla.read_reg("NVDLA_CDP.D_PERF_LUT_UFLOW") == 4
+    assert dla.glb.status & status_bit("CDP", 0)
+
+
+def test_converters_offset_scale_shift_and_output_saturation():
+    dla = Dla(get_preset("nv_small"), Dram())
+    # v = (x - 1) * 3 >> 1 = 0, 3, 6 (padded lanes read int8(offset) = 1 -> 0);
+    # square sum and multiply bypassed: y = L(v) = v (L(0) = L[0] = 0, an underflow)
+    # out = (y - 2) * 100 >> 3 = -25, 12.5 -> 13, 50
+    _program(dla, [1, 3, 5], D_DATIN_OFFSET=0xFF01, D_DATIN_SCALE=3, D_DATIN_SHIFTER=1,
+             D_FUNC_BYPASS=3, D_DATOUT_OFFSET=2, D_DATOUT_SCALE=100, D_DATOUT_SHIFTER=3)
+    assert dla.dram.read(DST, 8).view(np.int8).tolist() == [-25, 13, 50] + [-25] * 5
+    assert dla.read_reg("NVDLA_CDP.D_OUT_SATURATION") == 0
+
+
+def test_output_saturation_is_counted_on_every_lane():
+    dla = Dla(get_preset("nv_small"), Dram())
+    # scale 1000: -250 -> -128, 125, 500 -> 127; the 5 padded lanes also give -250
+    _program(dla, [1, 3, 5], D_DATIN_OFFSET=1, D_DATIN_SCALE=3, D_DATIN_SHIFTER=1,
+             D_FUNC_BYPASS=3, D_DATOUT_OFFSET=2, D_DATOUT_SCALE=1000, D_DATOUT_SHIFTER=3)
+    assert dla.dram.read(DST, 3).view(np.int8).tolist() == [-128, 125, 127]
+    assert dla.read_reg("NVDLA_CDP.D_OUT_SATURATION") == 7
