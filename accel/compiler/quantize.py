@@ -29,6 +29,7 @@ from accel.arith import shift_round
 INT16_MAX = (1 << 15) - 1
 MAX_SHIFT = 63          # 6-bit shift fields (BS_MUL_SHIFT_VALUE, BS_ALU_SHIFT_VALUE)
 MAX_CLIP_TRUNCATE = 16  # CACC D_CLIP_CFG documented range
+SCALE_FLOOR = 2.0 ** -8  # smallest per-channel weight scale, relative to the layer's largest
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
@@ -70,10 +71,21 @@ class ConvQuant:
 
 
 def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-output-channel symmetric int8 weights: ``(w_q int8, scale[K])``."""
+    """Per-output-channel symmetric int8 weights: ``(w_q int8, scale[K])``.
+
+    A channel's scale is ``max|w_k| / 127`` but never below
+    ``SCALE_FLOOR`` times the layer's largest scale.  Trained networks have
+    dead channels (weights of 1e-27 next to weights of 0.1): an unbounded
+    scale spread would make their bias, in accumulator units, dwarf every
+    other channel's and force a layer-wide ALU shift that wipes the other
+    biases out, and would leave their int16 multiplier with no precision.
+    At the floor, weights below ``max|w| / 2**16`` quantize to zero, as they
+    would (much sooner) with one scale per layer.
+    """
     w = np.asarray(w, dtype=np.float64)
     amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)
-    scale = np.where(amax > 0, amax / 127.0, 1.0)
+    top = float(amax.max()) if amax.size else 0.0
+    scale = np.maximum(amax, top * SCALE_FLOOR) / 127.0 if top > 0 else np.ones_like(amax)
     q = round_half_away(w / scale.reshape(-1, *([1] * (w.ndim - 1))))
     return np.clip(q, -127, 127).astype(np.int8), scale
 
@@ -100,16 +112,20 @@ def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: 
                          f"(> {MAX_CLIP_TRUNCATE}); the layer is too large for int8 on NVDLA")
     acc_scale = acc_scale * (1 << clip_truncate)
 
+    rescale = acc_scale / out_scale                     # per channel, > 0
     bias16, bias_shift = None, 0
     if b is not None:
-        b32 = round_half_away(np.asarray(b, dtype=np.float64) / acc_scale).astype(np.int64)
+        b32 = round_half_away(np.asarray(b, dtype=np.float64) / acc_scale)
+        # Beyond |acc| + 2**9 output steps the output saturates whatever the
+        # input, so clipping there changes no result and keeps the shift small.
+        reach = (worst >> clip_truncate) + np.ceil(2.0 ** 9 / rescale)
+        b32 = np.clip(b32, -reach, reach).astype(np.int64)
         peak = int(np.abs(b32).max()) if b32.size else 0
         bias_shift = max(0, peak.bit_length() - 15)
         if bias_shift > MAX_SHIFT:
             raise ValueError(f"{name}: bias needs an ALU shift of {bias_shift} (> {MAX_SHIFT})")
         bias16 = shift_round(b32, bias_shift).clip(-INT16_MAX - 1, INT16_MAX).astype(np.int16)
 
-    rescale = acc_scale / out_scale                     # per channel, > 0
     peak = float(rescale.max())
     mul_shift = min(MAX_SHIFT, math.floor(math.log2(INT16_MAX / peak)))
     if mul_shift < 0:

@@ -19,7 +19,8 @@ def test_round_half_away():
 def test_per_channel_weights_hand_case():
     w = np.array([[1.0, -0.5], [0.0, 0.0], [-2.54, 1.27]]).reshape(3, 2, 1, 1)
     q, s = quantize_weights(w)
-    assert s.tolist() == pytest.approx([1 / 127, 1.0, 2.54 / 127])
+    # the all-zero channel gets the floor scale (largest scale / 256)
+    assert s.tolist() == pytest.approx([1 / 127, 2.54 / 127 / 256, 2.54 / 127])
     assert q.reshape(3, 2).tolist() == [[127, -64], [0, 0], [-127, 64]]  # -63.5 -> -64
 
 
@@ -92,7 +93,29 @@ def test_multiplier_and_bias_by_hand():
 
 
 def test_large_bias_gets_an_alu_shift():
-    # b32 = 2**20 needs 21 bits -> shift 21 - 15 = 6, stored as 2**14
-    p = conv_quant(_weights_with_scales([0.125]), np.array([0.125 * 2**20]), 1.0, 1.0,
-                   relu=False)
+    # 4096 channels of weight 127 reach |acc| = 127*128*4096 ~ 2**26, so a bias of
+    # b32 = 2**20 matters; it needs 21 bits -> shift 21 - 15 = 6, stored as 2**14
+    w = np.full((1, 4096, 1, 1), 0.125 * 127)
+    p = conv_quant(w, np.array([0.125 * 2**20]), 1.0, 1.0, relu=False)
     assert p.bias_shift == 6 and p.bias.tolist() == [2**14]
+
+
+def test_dead_channel_does_not_wipe_out_the_other_biases():
+    """A trained layer's dead channel (weights 1e-27, bias -8e-15) next to live ones."""
+    w = np.array([[0.3, -0.2], [1e-27, -1e-27], [0.1, 0.05]]).reshape(3, 2, 1, 1)
+    b = np.array([0.25, -8e-15, -0.125])
+    p = conv_quant(w, b, 0.01, 0.02, relu=False)
+    assert p.bias_shift == 0
+    # live channels keep their bias exactly: b / (s_in * s_w)
+    s_w = np.array([0.3, 0.3 / 256, 0.1]) / 127
+    assert p.bias[[0, 2]].tolist() == [round(0.25 / (0.01 * s_w[0])),
+                                       -round(0.125 / (0.01 * s_w[2]))]
+    assert p.bias[1] == 0 and p.weight[1].tolist() == [[[0]], [[0]]]
+
+
+def test_bias_beyond_saturation_is_clipped_without_changing_results():
+    w = np.array([[0.5, 0.5]]).reshape(1, 2, 1, 1)
+    p = conv_quant(w, np.array([1e6]), 0.01, 0.01, relu=False)
+    assert p.bias_shift < 16
+    acc = np.array([-(127 * 128 * 2)])  # the most negative accumulator
+    assert _pipeline(acc, p) == [127]   # still saturated high, as the float layer is
