@@ -32,6 +32,7 @@ from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import UnsupportedError
 from accel.cmod.lut import LutRam, lookup_int, lut_config
+from accel.cmod.perf import cdp_cycles
 from accel.config import HwConfig
 
 UNIT = "CDP"
@@ -98,8 +99,6 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam) -
                      ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
                      ("D_PERF_LUT_LO_HIT", "lo_hit")):
         regs.set_hw(reg, counts[key], grp)
-    elems = c_pad * h * w
-    dma = 2 * elems // cfg.dma_bytes_per_cycle  # read + write of the int8 cube
     return {"unit": "CDP", "shape": (c, h, w), "lut": counts,
             "local_size": 2 * g("D_LRN_CFG", "NORMALZ_LEN") + 3,
-            "cycles": max(elems // max(1, cfg.cdp_throughput), dma)}
+            "cycles": cdp_cycles(cfg, c_pad * h * w)}

@@ -23,6 +23,7 @@ from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.glb import Glb
 from accel.cmod.lut import LutRam
+from accel.cmod.perf import conv_cycles
 from accel.config import HwConfig
 from accel.regs import by_address, lookup
 
@@ -117,7 +118,7 @@ class Dla:
                 return
             rec = self._run_conv(g_sdp, rdma)
         else:
-            rec = sdp.run(g_sdp, rdma, self.dram, self.cfg)
+            rec = sdp.run(g_sdp, rdma, self.dram, self.cfg, lut=self.luts["NVDLA_SDP"])
             self.stats.append(rec)
             self._complete(["NVDLA_SDP", "NVDLA_SDP_RDMA"], [("SDP", g_sdp.group)])
         if to_pdp:
@@ -175,12 +176,9 @@ class Dla:
         out, sat = cacc.clip_truncate(cacc.accumulate(psum), truncate)
         g_cacc.regs.set_hw("D_OUT_SATURATION", sat, g_cacc.group)
         rec = sdp.run(g_sdp, rdma, self.dram, self.cfg,
-                      out.reshape(geo.k, geo.out_h, geo.out_w))
-        cfg = self.cfg
-        atoms = (geo.out_h * geo.out_w * geo.r * geo.s * -(-geo.c // cfg.atomic_c)
-                 * -(-geo.k // cfg.atomic_k))
-        dma_bytes = int(x.size + w.size)
-        cycles = max(atoms, dma_bytes // cfg.dma_bytes_per_cycle, rec["cycles"])
+                      out.reshape(geo.k, geo.out_h, geo.out_w), lut=self.luts["NVDLA_SDP"])
+        cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), (geo.k, geo.c, geo.r, geo.s),
+                                    int(x.size + w.size), rec["cycles"])
         self.stats.append({"unit": "CONV", "shape": {"in": tuple(x.shape),
                                                      "kernel": (geo.k, geo.c, geo.r, geo.s),
                                                      "out": (geo.k, geo.out_h, geo.out_w)},

@@ -20,6 +20,7 @@ from accel.cmod.csb import GroupView
 from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.perf import pdp_cycles
 from accel.config import HwConfig
 
 UNIT = "PDP"
@@ -116,4 +117,4 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig,
                     g("D_DST_SURFACE_STRIDE"), "PDP_WDMA")
     return {"unit": "PDP", "shape": {"in": (c, h, w), "out": (c, oh, ow)},
             "method": ("avg", "max", "min")[method],
-            "cycles": c_pad * oh * ow * kern[0] * kern[1] // max(1, cfg.pdp_throughput * a)}
+            "cycles": pdp_cycles(cfg, c_pad * h * w, c_pad * oh * ow, off_flying)}

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from accel.arith import saturate, saturation_mask, shift_round, shift_round_sat, sign_extend
-from accel.cmod import sdp_rdma
+from accel.cmod import sdp_rdma, sdp_y
 from accel.cmod.csb import GroupView
 from accel.cmod.cube import padded_channels, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.lut import LutRam
+from accel.cmod.perf import sdp_cycles
 from accel.config import HwConfig
 
 UNIT = "SDP"
@@ -145,16 +147,17 @@ def check_supported(g: GroupView, cfg: HwConfig) -> None:
     ew_active = not g("D_DP_EW_CFG", "EW_BYPASS")
     if ew_active and not cfg.sdp_ew:
         raise UnsupportedError(f"SDP EW (Y) stage is programmed but {cfg.name} has no SDP_EW")
-    if ew_active:
-        raise UnsupportedError("SDP EW (Y) stage / LUT is not modelled yet")
+    if ew_active and not g("D_DP_EW_CFG", "EW_LUT_BYPASS") and not cfg.sdp_lut:
+        raise UnsupportedError(f"SDP LUT is programmed but {cfg.name} has no SDP_LUT")
 
 
 def run(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
-        x_in: np.ndarray | None = None) -> dict:
+        x_in: np.ndarray | None = None, lut: LutRam | None = None) -> dict:
     """Execute one SDP operation; return a stats record.
 
     ``x_in`` is the CACC result ``[K, H, W]`` in on-the-fly mode; otherwise the
-    input is read from memory through SDP_RDMA.
+    input is read from memory through SDP_RDMA.  ``lut`` holds the tables the
+    Y stage's LUT reads (zeros when omitted).
     """
     check_supported(g, cfg)
     w = g("D_DATA_CUBE_WIDTH", "WIDTH") + 1
@@ -174,12 +177,22 @@ def run(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
         st = stage_config(g, p)
         alu_op, mul_op = _stage_operands(g, rdma, dram, cfg, st, p, (c_pad, h, w))
         x = x_stage(x, st, alu_op, mul_op)
+    lut_counts = None
+    if not g("D_DP_EW_CFG", "EW_BYPASS"):
+        x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut if lut is not None else LutRam())
+    if lut_counts is not None and g("D_PERF_ENABLE", "PERF_LUT_EN"):
+        for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
+                         ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
+                         ("D_PERF_LUT_LO_HIT", "lo_hit")):
+            g.regs.set_hw(reg, lut_counts[key], g.group)
     out, sat = output_cvt(x, int(sign_extend(g("D_CVT_OFFSET"), 32)),
                           int(sign_extend(g("D_CVT_SCALE", "CVT_SCALE"), 16)),
                           g("D_CVT_SHIFT", "CVT_SHIFT"))
     g.regs.set_hw("D_PERF_OUT_SATURATION", int(np.count_nonzero(sat[:c])), g.group)
     rec = {"unit": "SDP", "shape": (c, h, w), "flying": x_in is not None,
-           "cycles": c_pad * h * w // max(1, cfg.sdp_bs_throughput)}
+           "cycles": sdp_cycles(g, cfg, c_pad, h, w, x_in is None)}
+    if lut_counts is not None:
+        rec["lut"] = lut_counts
     if g("D_FEATURE_MODE_CFG", "OUTPUT_DST"):  # streamed to PDP, not written
         rec["to_pdp"] = out
         return rec

@@ -25,7 +25,7 @@ from accel.cmod.dla import Dla
 from accel.cmod.dram import Dram, DramAccessError
 from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.glb import status_bit
-from accel.config import PRESETS, get_preset
+from accel.config import PRESETS, HwConfig, get_preset
 from accel.regs import UnknownRegisterError, lookup
 
 _STMT = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*;?\s*$")
@@ -204,8 +204,13 @@ class _Player:
     do_sync_wait = do_sync_notify
 
 
-def run_trace(path: str | Path, preset: str | None = None) -> TraceResult:
-    """Play the trace in directory ``path`` and check its golden CRC."""
+def run_trace(path: str | Path, preset: str | None = None,
+              hw: HwConfig | None = None) -> TraceResult:
+    """Play the trace in directory ``path`` and check its golden CRC.
+
+    ``hw`` overrides the configuration (e.g. a preset variant with an extra
+    unit); by default it is the preset named by ``preset`` or the directory.
+    """
     trace_dir = Path(path)
     t0 = time.perf_counter()
     name = trace_dir.name
@@ -218,7 +223,7 @@ def run_trace(path: str | Path, preset: str | None = None) -> TraceResult:
         for cmd in cmds:  # missing inputs make the trace meaningless: skip before running
             if cmd.name == "mem_load" and not (trace_dir / cmd.args[2]).exists():
                 raise _Skip(f"missing data: {cmd.args[2]}")
-        dla = Dla(get_preset(preset_name), Dram())
+        dla = Dla(hw if hw is not None else get_preset(preset_name), Dram())
         player = _Player(cfg_path, dla)
         player.run(cmds)
         if player.checks == 0:

@@ -240,5 +240,5 @@ def test_errors_name_unit_register_and_value():
         dla.write_reg(f"NVDLA_{u}.D_OP_ENABLE_0", 1)
     with pytest.raises(ConfigError, match=r"CACC.D_CLIP_CFG = 0x11: CLIP_TRUNCATE must be 0..16"):
         dla.write_reg("NVDLA_CDMA.D_OP_ENABLE_0", 1)
-    with pytest.raises(UnsupportedError, match="CDP operations are not modelled"):
-        dla.write_reg("NVDLA_CDP.D_OP_ENABLE_0", 1)
+    with pytest.raises(UnsupportedError, match="RBK operations are not modelled"):
+        dla.write_reg("NVDLA_RBK.D_OP_ENABLE_0", 1)

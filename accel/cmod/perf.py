@@ -1,0 +1,75 @@
+"""Cycle estimates of the register-level model: a throughput (roofline) model per op.
+
+The model is not cycle-accurate.  Each operation is bounded by its slowest
+resource, assuming the units of a fused pipeline overlap completely:
+
+* **DMA**: bytes moved / ``primary_memif_width / 8`` bytes per cycle (one
+  beat per cycle, latency hidden by outstanding requests).  Feature cubes
+  count whole atoms (padded channels included), as the DMAs move them.
+* **Convolution** (CDMA -> CSC -> CMAC -> CACC): one *MAC atom* per cycle, an
+  atom being ``ATOMIC_C`` input channels x ``ATOMIC_K`` kernels of one output
+  pixel and kernel tap: ``out_h * out_w * R * S * ceil(C / ATOMIC_C) *
+  ceil(K / ATOMIC_K)``; bounded below by the feature + weight fetch and by the
+  fused SDP.
+* **SDP**: ``c_pad * h * w`` elements at the throughput of the slowest
+  active stage (``SDP_BS/BN/EW_THROUGHPUT``; the BS throughput when all are
+  bypassed); from memory also bounded by the input + operand + output DMA.
+* **PDP**: one pass over the input cube at ``PDP_THROUGHPUT`` elements per
+  cycle (the line buffer reuses rows, so the kernel size does not multiply),
+  bounded by its input + output DMA.
+* **CDP**: ``c_pad * h * w`` elements at ``CDP_THROUGHPUT`` per cycle, bounded
+  by input + output DMA.
+
+What it does not count: DMA latency and bank conflicts, CBUF capacity
+stalls (the model assumes input and weights fit), CSB programming time,
+pipeline fill/drain, and interrupts.
+"""
+
+from __future__ import annotations
+
+from accel.config import HwConfig
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // max(1, b))
+
+
+def dma_cycles(cfg: HwConfig, nbytes: int) -> int:
+    """Cycles to move ``nbytes`` over the primary memory interface."""
+    return ceil_div(nbytes, cfg.dma_bytes_per_cycle)
+
+
+def conv_cycles(cfg: HwConfig, out_hw: tuple[int, int], kernel: tuple[int, int, int, int],
+                dma_bytes: int, sdp: int = 0) -> tuple[int, int]:
+    """``(cycles, mac_atoms)`` of a direct convolution; ``kernel`` is (K, C, R, S)."""
+    k, c, r, s = kernel
+    atoms = out_hw[0] * out_hw[1] * r * s * ceil_div(c, cfg.atomic_c) * ceil_div(k, cfg.atomic_k)
+    return max(atoms, dma_cycles(cfg, dma_bytes), sdp), atoms
+
+
+def sdp_cycles(g, cfg: HwConfig, c_pad: int, h: int, w: int, from_memory: bool) -> int:
+    """SDP op on a ``c_pad x h x w`` cube; ``g`` is its SDP register group view."""
+    rates = []
+    if not g("D_DP_BS_CFG", "BS_BYPASS"):
+        rates.append(cfg.sdp_bs_throughput)
+    if not g("D_DP_BN_CFG", "BN_BYPASS"):
+        rates.append(cfg.sdp_bn_throughput)
+    if not g("D_DP_EW_CFG", "EW_BYPASS"):
+        rates.append(cfg.sdp_ew_throughput)
+    rate = min(rates) if rates else cfg.sdp_bs_throughput
+    elems = c_pad * h * w
+    compute = ceil_div(elems, rate)
+    if not from_memory:
+        return compute
+    # input cube and output cube; operand cubes are at most another input each
+    return max(compute, dma_cycles(cfg, 2 * elems))
+
+
+def pdp_cycles(cfg: HwConfig, in_elems: int, out_elems: int, from_memory: bool) -> int:
+    compute = ceil_div(in_elems, cfg.pdp_throughput)
+    dma = dma_cycles(cfg, (in_elems if from_memory else 0) + out_elems)
+    return max(compute, dma)
+
+
+def cdp_cycles(cfg: HwConfig, elems: int) -> int:
+    return max(ceil_div(elems, cfg.cdp_throughput), dma_cycles(cfg, 2 * elems))
