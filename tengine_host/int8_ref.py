@@ -1,4 +1,6 @@
-"""Independent int8 reference for NVDLA convolution / fully-connected layers.
+"""Independent int8 reference for the ops NVDLA runs: convolution / fully-connected
+(CACC + SDP), max / min / average pooling (PDP) and element-wise sum / max / min
+(SDP X1 per-element).
 
 Plain NCHW numpy with int64 arithmetic, written from the pipeline description
 (NVDLA_FACTS section 3) and deliberately NOT sharing code with ``accel.arith``
@@ -14,7 +16,8 @@ bit for bit.  Given the parameters the compiler chose::
     a6  = sat17(round((a5 - cvt_offset) * cvt_scale / 2**cvt_shift))   output converter
     out = sat8(a6)
 
-``round`` is round half away from zero throughout.
+``round`` is round half away from zero throughout.  Pooling and element-wise
+ops are described at :func:`pool2d_int8` and :func:`eltwise_int8`.
 """
 
 from __future__ import annotations
@@ -175,3 +178,120 @@ def fc_int8(x: np.ndarray, w: np.ndarray, **params) -> np.ndarray:
         raise ValueError(f"fc weights must be [K, {x.shape[1]}], got {w.shape}")
     y = conv2d_int8(x[:, :, None, None], w[:, :, None, None], **params)
     return y[:, :, 0, 0]
+
+
+# --------------------------------------------------------------------------- PDP pooling
+
+#: PDP kernel sizes and strides (NVDLA_FACTS section 3: kernel 1..8, stride 1..16).
+PDP_MAX_KERNEL = 8
+PDP_MAX_STRIDE = 16
+POOL_KINDS = ("max", "min", "avg")
+
+
+def pdp_reciprocal(k: int) -> int:
+    """The firmware's 16.16 kernel reciprocal ``floor(65536 / k)`` (0x5555 for k=3)."""
+    if not 1 <= k <= PDP_MAX_KERNEL:
+        raise ValueError(f"pooling kernel size {k} outside 1..{PDP_MAX_KERNEL}")
+    return 65536 // k
+
+
+def pool2d_int8(x: np.ndarray, kind: str, kernel: int | Sequence[int], *,
+                stride: int | Sequence[int] = 1, pads: Sequence[int] = (0, 0, 0, 0),
+                pad_value: int = 0) -> np.ndarray:
+    """int8 max / min / average pooling as NVDLA's PDP computes it.
+
+    Parameters
+    ----------
+    x : int8 array [N, C, H, W]
+    kind : {"max", "min", "avg"}
+    kernel, stride : int or (h, w)
+        Kernel 1..8, stride 1..16 (the PDP's register ranges).
+    pads : (top, left, bottom, right)
+        ONNX order.  Max and min ignore padded positions.
+    pad_value : int
+        What one padded cell adds to an average's window sum (the firmware's
+        ``-offset * scale``; 0 for symmetric quantization).  The PDP always
+        counts padding in the average (no exclusive padding).
+
+    Returns
+    -------
+    int8 array [N, C, OH, OW]
+        Average: the window sum (saturated to 32 bits) times
+        ``floor(65536/kw)``, rounded half away from zero after ``>> 16``, then
+        times ``floor(65536/kh)``, rounded again; then saturated to int8.
+    """
+    if kind not in POOL_KINDS:
+        raise ValueError(f"pooling kind {kind!r} not in {', '.join(POOL_KINDS)}")
+    x = _check_int(x, -128, 127, "x")
+    kh, kw = _pair(kernel, "kernel")
+    sh, sw = _pair(stride, "stride")
+    recip_h, recip_w = pdp_reciprocal(kh), pdp_reciprocal(kw)
+    if not (1 <= sh <= PDP_MAX_STRIDE and 1 <= sw <= PDP_MAX_STRIDE):
+        raise ValueError(f"pooling stride {(sh, sw)} outside 1..{PDP_MAX_STRIDE}")
+    top, left, bottom, right = (int(p) for p in pads)
+    n, c, h, w = x.shape
+    oh = (h + top + bottom - kh) // sh + 1
+    ow = (w + left + right - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"pooling {kh}x{kw} over {h}x{w} with pads {tuple(pads)} is empty")
+    # Padded cells hold a value that can never win a max (min), or pad_value for averages.
+    fill = {"max": -(1 << 40), "min": 1 << 40, "avg": int(pad_value)}[kind]
+    xp = np.full((n, c, h + top + bottom, w + left + right), fill, dtype=np.int64)
+    xp[:, :, top:top + h, left:left + w] = x
+    taps = [xp[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+            for i in range(kh) for j in range(kw)]
+    if kind == "max":
+        return np.max(taps, axis=0).astype(np.int8)
+    if kind == "min":
+        return np.min(taps, axis=0).astype(np.int8)
+    total = saturate(np.sum(taps, axis=0), 32)
+    avg = round_shift(round_shift(total * recip_w, 16) * recip_h, 16)
+    return saturate(avg, 8).astype(np.int8)
+
+
+# ----------------------------------------------------------------- SDP X1 element-wise
+
+ELTWISE_OPS = ("sum", "max", "min")
+
+
+def eltwise_int8(a: np.ndarray, b: np.ndarray, op: str, *, alu_shift: int = 0,
+                 mul: int = 1, mul_shift: int = 0, relu: bool = False, cvt_offset: int = 0,
+                 cvt_scale: int = 1, cvt_shift: int = 0) -> np.ndarray:
+    """Element-wise ``a op b`` of two int8 tensors as SDP X1 computes it per element.
+
+    ``a`` is the main input (read by the SDP's M-RDMA), ``b`` the per-element
+    ALU operand (B-RDMA).  NVDLA's compiler gives both inputs one scale first,
+    so the ALU works on the raw integers::
+
+        op  = sat32(b << alu_shift)
+        s   = a + op | max(a, op) | min(a, op)            33 bits, not saturated
+        t   = sat32(round(s * mul / 2**mul_shift))         X1 MUL + truncate
+        t   = max(t, 0) if relu
+        out = sat8(sat17(round((t - cvt_offset) * cvt_scale / 2**cvt_shift)))
+
+    ``a`` and ``b`` must have the same shape.
+    """
+    if op not in ELTWISE_OPS:
+        raise ValueError(f"eltwise op {op!r} not in {', '.join(ELTWISE_OPS)}")
+    a = _check_int(a, -128, 127, "a")
+    b = _check_int(b, -128, 127, "b")
+    if a.shape != b.shape:
+        raise ValueError(f"eltwise operands differ in shape: {a.shape} vs {b.shape}")
+    for name, v in (("alu_shift", alu_shift), ("mul_shift", mul_shift), ("cvt_shift", cvt_shift)):
+        if not 0 <= v <= 63:
+            raise ValueError(f"{name} must be in [0, 63], got {v}")
+    for name, v in (("mul", mul), ("cvt_scale", cvt_scale)):
+        if not -32768 <= v <= 32767:
+            raise ValueError(f"{name} must be int16, got {v}")
+    operand = saturate(b << alu_shift, 32)
+    if op == "sum":
+        s = a + operand
+    elif op == "max":
+        s = np.maximum(a, operand)
+    else:
+        s = np.minimum(a, operand)
+    t = saturate(round_shift(s * int(mul), mul_shift), 32)
+    if relu:
+        t = np.maximum(t, 0)
+    t = saturate(round_shift((t - int(cvt_offset)) * int(cvt_scale), cvt_shift), 17)
+    return saturate(t, 8).astype(np.int8)
