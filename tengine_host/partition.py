@@ -2,13 +2,25 @@
 
 Each node goes to the first device (in priority order) that supports it;
 rejections by earlier devices are recorded as fallbacks with their reasons.
-Subgraphs are grown greedily over the ready set: the current device keeps
-absorbing every node whose producers have all run, and only when it has none
-left does execution switch to the device of the earliest ready node.  Every
-group formed this way is convex (no path leaves it and comes back), the
-groups run in sequence with all dependencies met (no cycles between them),
-and a device is left only when it has nothing runnable, which keeps the
-number of transitions low (greedy, not a proven minimum).
+Subgraphs are grown over the ready set: the current device keeps absorbing
+every node whose producers have all run, and only when it has none left does
+execution switch (to the device of the earliest ready node).  This is tried
+once per possible first device and the schedule with the fewest groups wins.
+
+Guarantees:
+
+* each group is a contiguous run of one topological order, hence convex (no
+  path leaves it and comes back), and the groups run in sequence with every
+  dependency met (no cycles between subgraphs);
+* each group is maximal: when it closes, its device has no runnable node left;
+* with two devices (DLA + CPU) the number of groups, hence of CPU<->DLA
+  transitions, is the minimum over all valid schedules.  Taking every ready
+  node of the current device can only enlarge the set of finished nodes, and
+  a larger finished set never needs more switches (drop the finished nodes
+  from any schedule: the device sequence only loses switches); with two
+  devices the device after a switch is forced, so only the first device is a
+  choice, and both are tried.  With three or more devices the choice at each
+  switch is greedy (earliest ready node), not a proven minimum.
 """
 
 from __future__ import annotations
@@ -39,9 +51,14 @@ class Partition:
     macs: dict[str, int] = field(default_factory=dict)
     ops: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def transitions(self) -> int:
+        """Device switches between consecutive subgraphs."""
+        return sum(a[0] is not b[0] for a, b in zip(self.parts, self.parts[1:], strict=False))
+
     def report(self) -> str:
         """A plain-text summary: subgraphs, ops and MACs per device, fallbacks."""
-        lines = [f"{len(self.parts)} subgraph(s)"]
+        lines = [f"{len(self.parts)} subgraph(s), {self.transitions} transition(s)"]
         for i, (dev, sub) in enumerate(self.parts):
             lines.append(f"  [{i}] {dev.name:<10} {len(sub.nodes):>4} ops  "
                          f"{', '.join(n.op_type for n in sub.nodes)}")
@@ -91,34 +108,9 @@ def partition(graph: Graph, devices: Sequence[Device]) -> Partition:
             detail = "; ".join(f"{n}: {r}" for n, r in reasons)
             raise ValueError(f"no device runs node {node.name!r} ({node.op_type}): {detail}")
 
-    nodes = graph.nodes
-    index = {id(n): i for i, n in enumerate(nodes)}
-    producer = {t: index[id(n)] for n in nodes for t in n.outputs if t}
-    users: list[list[int]] = [[] for _ in nodes]
-    pending = [0] * len(nodes)
-    for i, n in enumerate(nodes):
-        for j in {producer[t] for t in n.inputs if t in producer}:
-            users[j].append(i)
-            pending[i] += 1
-    dev_of = [owner[id(n)] for n in nodes]
-    # One heap of runnable node indices per device; the index keeps graph order.
-    ready: dict[int, list[int]] = {d: [] for d in range(len(devices))}
-    for i in range(len(nodes)):
-        if pending[i] == 0:
-            heapq.heappush(ready[dev_of[i]], i)
-    groups: list[tuple[int, list[Node]]] = []
-    while any(ready.values()):
-        d = min((h[0], dev) for dev, h in ready.items() if h)[1]
-        group: list[Node] = []
-        while ready[d]:
-            i = heapq.heappop(ready[d])
-            group.append(nodes[i])
-            for u in users[i]:
-                pending[u] -= 1
-                if pending[u] == 0:
-                    heapq.heappush(ready[dev_of[u]], u)
-        groups.append((d, group))
-
+    dev_of = [owner[id(n)] for n in graph.nodes]
+    groups = min((_grow(graph.nodes, dev_of, len(devices), first)
+                  for first in sorted(set(dev_of), key=dev_of.index)), key=len)
     parts = [(devices[d], graph.subgraph(nodes, name=f"{graph.name}_{i}_{devices[d].name}"))
              for i, (d, nodes) in enumerate(groups)]
     ops = {dev.name: 0 for dev in devices}
@@ -128,3 +120,40 @@ def partition(graph: Graph, devices: Sequence[Device]) -> Partition:
         ops[name] += 1
         macs[name] += node_macs(node, graph)
     return Partition(parts, fallbacks, macs, ops)
+
+
+def _grow(nodes: list[Node], dev_of: list[int], n_devices: int, first: int
+          ) -> list[tuple[int, list[Node]]]:
+    """Groups formed by exhausting one device's ready nodes before switching.
+
+    ``first`` is the device of the first group; after that execution switches
+    to the device of the earliest ready node.  Heaps keep each device's ready
+    nodes in graph order, so the work is O(E + V log V).
+    """
+    index = {id(n): i for i, n in enumerate(nodes)}
+    producer = {t: index[id(n)] for n in nodes for t in n.outputs if t}
+    users: list[list[int]] = [[] for _ in nodes]
+    pending = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        for j in {producer[t] for t in n.inputs if t in producer} - {i}:
+            users[j].append(i)
+            pending[i] += 1
+    ready: dict[int, list[int]] = {d: [] for d in range(n_devices)}
+    for i in range(len(nodes)):
+        if pending[i] == 0:
+            heapq.heappush(ready[dev_of[i]], i)
+    groups: list[tuple[int, list[Node]]] = []
+    d = first
+    while any(ready.values()):
+        if not ready[d]:
+            d = min((h[0], dev) for dev, h in ready.items() if h)[1]
+        group: list[Node] = []
+        while ready[d]:
+            i = heapq.heappop(ready[d])
+            group.append(nodes[i])
+            for u in users[i]:
+                pending[u] -= 1
+                if pending[u] == 0:
+                    heapq.heappush(ready[dev_of[u]], u)
+        groups.append((d, group))
+    return groups

@@ -74,3 +74,85 @@ def test_partitioned_run_equals_single_device_run():
 def test_unsupported_everywhere_names_node_and_reasons():
     with pytest.raises(ValueError, match=r"no device runs node 'pool' \(MaxPool\): convdev: "):
         partition(_diamond(), [ConvOnly()])
+
+
+class _ByName:
+    """A stand-in device that runs the nodes named in ``names``."""
+
+    def __init__(self, name, names=None):
+        self.name, self.names = name, names
+
+    def supports(self, node, graph):
+        ok = self.names is None or node.name in self.names
+        return (ok, "" if ok else "not mine")
+
+
+def _random_dag(rng, n):
+    from tengine_host.ir import Graph, Node, Tensor
+
+    nodes, tensors = [], {"x": Tensor("x", (1,), np.dtype(np.float32))}
+    for i in range(n):
+        preds = [f"t{j}" for j in range(i) if rng.random() < 0.3] or ["x"]
+        nodes.append(Node(f"n{i}", "Op", preds, [f"t{i}"]))
+        tensors[f"t{i}"] = Tensor(f"t{i}", (1,), np.dtype(np.float32))
+    return Graph("g", nodes, tensors, ["x"], [f"t{n - 1}"])
+
+
+def _fewest_groups(graph, on_dla):
+    """Exhaustive minimum over every topological order: DP over finished-node sets."""
+    names = [n.name for n in graph.nodes]
+    pos = {t: i for i, n in enumerate(graph.nodes) for t in n.outputs}
+    need = [sum(1 << pos[t] for t in n.inputs if t in pos) for n in graph.nodes]
+    colour = [n in on_dla for n in names]
+    best = {(0, None): 0}
+    for mask in range(1 << len(names)):  # masks grow, so predecessors come first
+        for last in (None, False, True):
+            cost = best.get((mask, last))
+            if cost is None:
+                continue
+            for i in range(len(names)):
+                if not mask >> i & 1 and need[i] & mask == need[i]:
+                    key = (mask | 1 << i, colour[i])
+                    c = cost + (colour[i] != last)
+                    if c < best.get(key, 1 << 30):
+                        best[key] = c
+    full = (1 << len(names)) - 1
+    return min(best.get((full, c), 1 << 30) for c in (False, True))
+
+
+def test_fewest_transitions_against_exhaustive_search():
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n = int(rng.integers(2, 10))
+        g = _random_dag(rng, n)
+        on_dla = {f"n{i}" for i in range(n) if rng.random() < 0.5}
+        part = partition(g, [_ByName("dla", on_dla), _ByName("cpu")])
+        order = [node.name for _, sub in part.parts for node in sub.nodes]
+        assert sorted(order) == sorted(node.name for node in g.nodes)
+        # every node runs after its producers (no cycles between subgraphs)
+        seen = {"x"}
+        for name in order:
+            node = g.node(name)
+            assert set(node.inputs) <= seen
+            seen.update(node.outputs)
+        # devices alternate, so each subgraph is maximal and transitions = groups - 1
+        devs = [dev.name for dev, _ in part.parts]
+        assert all(a != b for a, b in zip(devs, devs[1:], strict=False))
+        assert len(part.parts) == _fewest_groups(g, on_dla)
+        assert part.transitions == len(part.parts) - 1
+
+
+def test_starting_on_the_cpu_can_save_a_transition():
+    # n0 (cpu) -> n2 (dla); n1 (dla, graph order first among dla) -> n2.
+    # Earliest-node-first would run dla[n1], cpu[n0], dla[n2]: 3 groups; cpu first needs 2.
+    from tengine_host.ir import Graph, Node, Tensor
+
+    f32 = np.dtype(np.float32)
+    nodes = [Node("n1", "Op", ["x"], ["t1"]), Node("n0", "Op", ["x"], ["t0"]),
+             Node("n2", "Op", ["t0", "t1"], ["t2"])]
+    tensors = {t: Tensor(t, (1,), f32) for t in ("x", "t0", "t1", "t2")}
+    g = Graph("g", nodes, tensors, ["x"], ["t2"])
+    part = partition(g, [_ByName("dla", {"n1", "n2"}), _ByName("cpu")])
+    assert [(d.name, [n.name for n in s.nodes]) for d, s in part.parts] == \
+        [("cpu", ["n0"]), ("dla", ["n1", "n2"])]
+    assert "2 subgraph(s), 1 transition(s)" in part.report()
