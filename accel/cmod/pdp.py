@@ -7,8 +7,16 @@
   for its ``n`` padded columns, and the ``m`` padded rows add
   ``PAD_VALUE_<m>X * kernel_width``.  The sum is scaled by the 16.16
   reciprocals, width first then height, each with round half away from zero.
-* Split-width processing (``SPLIT_NUM``) computes the same cube as one pass,
-  so it is modelled as one pass.
+* Split-width mode (``SPLIT_NUM`` = n - 1 > 0) pools n vertical slices
+  independently, as the cmod's RDMA / pooling / WDMA sequences do: slice 0
+  reads ``PARTIAL_WIDTH_IN_FIRST`` columns from column 0 with the left
+  padding only; slice i > 0 starts at ``first + (i-1) * mid - (kernel_w -
+  stride_w)`` (the overlap the windows need) and reads ``mid`` (or ``last``)
+  plus that overlap, the last slice alone with the right padding.  Slice i
+  writes ``PARTIAL_WIDTH_OUT_*`` columns from output column ``out_first +
+  (i-1) * out_mid``.  With consistent partial widths this equals one pass;
+  inconsistent ones give what the slices compute, or a ConfigError when a
+  slice leaves the input cube or the output widths do not add up.
 """
 
 from __future__ import annotations
@@ -74,6 +82,34 @@ def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int]
     return shift_round(shift_round(total * recip[1], 16) * recip[0], 16)
 
 
+def split_plan(g: GroupView, kw: int, sw: int, w: int, ow: int
+               ) -> list[tuple[int, int, int, int, int]]:
+    """``(in_start, in_width, pad_left, out_start, out_width)`` of each width slice."""
+    pad_left = g("D_POOLING_PADDING_CFG", "PAD_LEFT")
+    n = g("D_OPERATION_MODE_CFG", "SPLIT_NUM") + 1
+    if n == 1:
+        return [(0, w, pad_left, 0, ow)]
+    win = [g("D_PARTIAL_WIDTH_IN", f"PARTIAL_WIDTH_IN_{k}") + 1 for k in ("FIRST", "MID", "LAST")]
+    wout = [g("D_PARTIAL_WIDTH_OUT", f"PARTIAL_WIDTH_OUT_{k}") + 1
+            for k in ("FIRST", "MID", "LAST")]
+    overlap = kw - sw  # may be negative: stride wider than the kernel skips columns
+    plan = [(0, win[0], pad_left, 0, wout[0])]
+    for i in range(1, n):
+        k = 2 if i == n - 1 else 1
+        in0 = win[0] + (i - 1) * win[1] - overlap
+        plan.append((in0, win[k] + overlap, 0, wout[0] + (i - 1) * wout[1], wout[k]))
+    for in0, in_w, *_ in plan:
+        if in0 < 0 or in_w <= 0 or in0 + in_w > w:
+            raise ConfigError(UNIT, "D_PARTIAL_WIDTH_IN", g("D_PARTIAL_WIDTH_IN"),
+                              f"split slice reads input columns [{in0}, {in0 + in_w}) outside "
+                              f"the {w}-wide input cube")
+    if plan[-1][3] + plan[-1][4] != ow:
+        raise ConfigError(UNIT, "D_PARTIAL_WIDTH_OUT", g("D_PARTIAL_WIDTH_OUT"),
+                          f"split output widths end at column {plan[-1][3] + plan[-1][4]}, "
+                          f"not at the output width {ow}")
+    return plan
+
+
 def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig,
         x_in: np.ndarray | None = None) -> dict:
     """Execute one PDP operation; return a stats record.
@@ -111,10 +147,15 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig,
               g("D_POOLING_KERNEL_CFG", "KERNEL_STRIDE_WIDTH") + 1)
     pad = (g("D_POOLING_PADDING_CFG", "PAD_TOP"), g("D_POOLING_PADDING_CFG", "PAD_LEFT"))
     recip = (g("D_RECIP_KERNEL_HEIGHT"), g("D_RECIP_KERNEL_WIDTH"))
-    out = pool(x, method, kern, stride, pad, (oh, ow), pad_values(g), recip)
+    splits = split_plan(g, kern[1], stride[1], w, ow)
+    pv = pad_values(g)
+    out = np.empty((c_pad, oh, ow), dtype=np.int64)
+    for in0, in_w, pad_left, out0, out_w in splits:
+        out[:, :, out0:out0 + out_w] = pool(x[:, :, in0:in0 + in_w], method, kern, stride,
+                                            (pad[0], pad_left), (oh, out_w), pv, recip)
     dst = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
     write_int8_cube(dram, dst, saturate(out, 8), a, g("D_DST_LINE_STRIDE"),
                     g("D_DST_SURFACE_STRIDE"), "PDP_WDMA")
     return {"unit": "PDP", "shape": {"in": (c, h, w), "out": (c, oh, ow)},
-            "method": ("avg", "max", "min")[method],
+            "method": ("avg", "max", "min")[method], "splits": len(splits),
             "cycles": pdp_cycles(cfg, c_pad * h * w, c_pad * oh * ow, off_flying)}

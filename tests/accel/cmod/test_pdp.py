@@ -44,3 +44,41 @@ def test_average_three_wide_uses_floor_reciprocal():
     # 900 * 0x5555 / 2**16 = 299.995 -> 300 ; 300 * 0x5555 / 2**16 = 99.998 -> 100
     out = pool(x, AVERAGE, (3, 3), (1, 1), (0, 0), (1, 1), None, (0x5555, 0x5555))
     assert out.tolist() == [[[100]]]
+
+
+def _pdp_split_regs(split_num, win, wout, pad_left=1, pad_right=1, method=MAX):
+    from accel.cmod.csb import make_register_file
+    from accel.regs import UNITS
+
+    regs = make_register_file()["NVDLA_PDP"]
+    r = UNITS["NVDLA_PDP"].registers
+    regs.write(r["D_OPERATION_MODE_CFG"], method | (split_num << 8))
+    regs.write(r["D_POOLING_PADDING_CFG"], pad_left | (pad_right << 8))
+    regs.write(r["D_PARTIAL_WIDTH_IN"], (win[0] - 1) | ((win[2] - 1) << 10) | ((win[1] - 1) << 20))
+    regs.write(r["D_PARTIAL_WIDTH_OUT"],
+               (wout[0] - 1) | ((wout[2] - 1) << 10) | ((wout[1] - 1) << 20))
+    return regs.group(0)
+
+
+def test_split_width_slices_overlap_and_pad_only_at_the_cube_edges():
+    from accel.cmod.pdp import split_plan
+
+    # 3-wide max, stride 1, pad 1 | 1 over 6 columns, split 2 + 2 + 2 in, 1 + 2 + 3 out:
+    # slice 0 reads [0, 2) with the left pad, slice 1 [0, 4) (2 overlap columns),
+    # slice 2 [2, 6) with the right pad
+    g = _pdp_split_regs(2, (2, 2, 2), (1, 2, 3))
+    assert split_plan(g, 3, 1, 6, 6) == [(0, 2, 1, 0, 1), (0, 4, 0, 1, 2), (2, 4, 0, 3, 3)]
+
+
+def test_split_output_widths_must_cover_the_output_cube():
+    import pytest
+
+    from accel.cmod.errors import ConfigError
+    from accel.cmod.pdp import split_plan
+
+    g = _pdp_split_regs(2, (2, 2, 2), (1, 2, 2))
+    with pytest.raises(ConfigError, match="D_PARTIAL_WIDTH_OUT"):
+        split_plan(g, 3, 1, 6, 6)
+    g = _pdp_split_regs(2, (2, 2, 9), (1, 2, 3))  # last slice runs past column 6
+    with pytest.raises(ConfigError, match="outside the 6-wide input cube"):
+        split_plan(g, 3, 1, 6, 6)
