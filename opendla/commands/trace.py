@@ -18,11 +18,32 @@ def add_parser(subparsers) -> None:
     r.add_argument("--preset", choices=list(PRESETS),
                    help="hardware preset (default: the trace's parent directory name)")
     r.add_argument("--json", action="store_true", help="print results as JSON")
+    r.add_argument("-v", "--ops", action="store_true",
+                   help="also list every operation with its cycle estimate "
+                        "(model: accel.cmod.perf)")
 
 
 def _row(res) -> str:
     reason = res.reason if len(res.reason) <= 90 else res.reason[:87] + "..."
     return f"{res.name:<46} {res.status:<5} {res.seconds:8.3f} {res.cycles:>10} {reason}"
+
+
+def _op_rows(res) -> list[str]:
+    rows = []
+    for op in res.stats:
+        shape = op.get("shape", "")
+        extra = {k: op[k] for k in ("mac_atoms", "method", "splits", "local_size", "lut")
+                 if k in op}
+        rows.append(f"    {op['unit']:<5} shape={shape} cycles={op['cycles']}"
+                    + "".join(f" {k}={v}" for k, v in extra.items()))
+    return rows
+
+
+def _op_json(op: dict) -> dict:
+    out = {k: v for k, v in op.items() if k not in ("to_pdp", "sdp")}
+    if "sdp" in op:
+        out["sdp"] = _op_json(op["sdp"])
+    return json.loads(json.dumps(out, default=str))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +52,12 @@ def run(args: argparse.Namespace) -> int:
     progress = None
     if not args.json:
         print(f"{'trace':<46} {'result':<5} {'seconds':>8} {'cycles':>10} reason")
-        progress = lambda res: print(_row(res), flush=True)  # noqa: E731
+        ops = getattr(args, "ops", False)
+
+        def progress(res) -> None:
+            print(_row(res), flush=True)
+            if ops and res.stats:
+                print("\n".join(_op_rows(res)), flush=True)
     try:
         results = run_traces(args.paths, preset=args.preset, progress=progress)
     except (FileNotFoundError, ValueError) as exc:
@@ -41,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"results": [
             {"name": r.name, "path": r.path, "preset": r.preset, "result": r.status,
-             "reason": r.reason, "seconds": round(r.seconds, 4), "cycles": r.cycles}
+             "reason": r.reason, "seconds": round(r.seconds, 4), "cycles": r.cycles,
+             "ops": [_op_json(op) for op in r.stats]}
             for r in results], "summary": counts}, indent=2))
     else:
         total = sum(r.seconds for r in results)
