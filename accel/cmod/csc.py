@@ -13,7 +13,7 @@ import numpy as np
 
 from accel.arith import sign_extend
 from accel.cmod.csb import GroupView
-from accel.cmod.errors import UnsupportedError
+from accel.cmod.errors import UnsupportedError, check_elements
 
 UNIT = "CSC"
 
@@ -69,6 +69,8 @@ def im2col(x: np.ndarray, geo: ConvGeometry) -> np.ndarray:
     R*S kernel taps only; each tap is one strided slice of the padded cube.
     """
     c, h, w = x.shape
+    check_elements("CSC", f"im2col of {c}x{geo.r}x{geo.s} taps by {geo.out_h}x{geo.out_w} "
+                          "outputs", c * geo.r * geo.s * geo.out_h * geo.out_w)
     need_h = (geo.out_h - 1) * geo.stride_y + (geo.r - 1) * geo.dil_y + 1
     need_w = (geo.out_w - 1) * geo.stride_x + (geo.s - 1) * geo.dil_x + 1
     padded = np.full((c, need_h, need_w), geo.pad_value, dtype=x.dtype)

@@ -18,11 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from accel.cmod.dram import Dram
+from accel.cmod.errors import check_elements
 
 
 def cube_offsets(c: int, h: int, w: int, atom: int, line_stride: int, surf_stride: int,
                  esize: int = 1) -> np.ndarray:
     """int64 ``[c, h, w]`` byte offsets of the first byte of every element."""
+    check_elements("DMA", f"a {c}x{h}x{w} (CxHxW) cube", c * h * w)
     ci = np.arange(c, dtype=np.int64)[:, None, None]
     hi = np.arange(h, dtype=np.int64)[None, :, None]
     wi = np.arange(w, dtype=np.int64)[None, None, :]

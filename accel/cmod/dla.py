@@ -46,7 +46,7 @@ class Dla:
         # the CBUF flush that follows reset has completed by the time software looks
         self.regs["NVDLA_CDMA"].set_hw("S_CBUF_FLUSH_STATUS", 1)
         self.stats: list[dict] = []
-        self.luts = {u: LutRam() for u in _LUT_UNITS}
+        self.luts = {u: LutRam(u[6:]) for u in _LUT_UNITS}
 
     # --- CSB -------------------------------------------------------------------------
     def csb_write(self, addr: int, value: int) -> None:

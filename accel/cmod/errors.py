@@ -16,3 +16,20 @@ class ConfigError(ValueError):
     def __init__(self, unit: str, register: str, value: int, why: str) -> None:
         super().__init__(f"{unit}.{register} = {value:#x}: {why}")
         self.unit, self.register, self.value = unit, register, value
+
+
+# Largest array (elements) one operation may materialise: 2**25 int64 = 256 MiB.
+# Register fields allow 8192 x 8192 x 8192 cubes; with zero strides such a cube
+# even fits a small memory region, so the size is checked before allocating.
+MAX_ELEMENTS = 1 << 25
+
+
+class ModelLimitError(UnsupportedError):
+    """The programmed operation is legal but larger than this model computes."""
+
+
+def check_elements(unit: str, what: str, n: int) -> None:
+    """Raise :class:`ModelLimitError` when ``n`` elements exceed :data:`MAX_ELEMENTS`."""
+    if n > MAX_ELEMENTS:
+        raise ModelLimitError(f"{unit}: {what} has {n} elements, more than the model's limit "
+                              f"of {MAX_ELEMENTS}")

@@ -46,7 +46,8 @@ LE_ENTRIES, LO_ENTRIES = 65, 257
 class LutRam:
     """The two int16 tables of one unit and their CSB access port."""
 
-    def __init__(self) -> None:
+    def __init__(self, unit: str = "LUT") -> None:
+        self.unit = unit
         # the cmod never initialises the tables; its module memory starts zeroed
         self.le = np.zeros(LE_ENTRIES, dtype=np.int64)
         self.lo = np.zeros(LO_ENTRIES, dtype=np.int64)
@@ -68,7 +69,7 @@ class LutRam:
         tab = self.lo if self.table else self.le
         if self.addr >= tab.size:  # the cmod would index past its array
             from accel.cmod.errors import ConfigError
-            raise ConfigError("LUT", "S_LUT_ACCESS_CFG", self.addr | (self.table << 16),
+            raise ConfigError(self.unit, "S_LUT_ACCESS_CFG", self.addr | (self.table << 16),
                               f"LUT_ADDR {self.addr} is past the last entry "
                               f"{tab.size - 1} of table {('LE', 'LO')[self.table]}")
         return tab

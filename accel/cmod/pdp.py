@@ -27,7 +27,7 @@ from accel.arith import saturate, shift_round, sign_extend
 from accel.cmod.csb import GroupView
 from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
 from accel.cmod.dram import Dram
-from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.perf import pdp_cycles
 from accel.config import HwConfig
 
@@ -62,6 +62,8 @@ def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int]
     """
     kh, kw = k
     c, h, w = x.shape
+    check_elements(UNIT, f"a {kh}x{kw} window over {out_hw[0]}x{out_hw[1]} outputs",
+                   c * out_hw[0] * out_hw[1] * kh * kw)
     rows, vrow = _taps(out_hw[0], stride[0], pad[0], kh, h)
     cols, vcol = _taps(out_hw[1], stride[1], pad[1], kw, w)
     win = x[:, rows[:, :, None, None], cols[None, None, :, :]]  # [C, OH, KH, OW, KW]

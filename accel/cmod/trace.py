@@ -84,8 +84,12 @@ def parse_dat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     text = Path(path).read_text()
     offs, chunks = [], []
     for m in _PACKET.finditer(text):
-        payload = bytes.fromhex(m.group(3).replace("0x", "").replace(",", " ").replace(" ", "")
-                                .replace("\n", ""))
+        hexdigits = "".join(m.group(3).replace("0x", "").replace(",", " ").split())
+        try:
+            payload = bytes.fromhex(hexdigits)
+        except ValueError as exc:
+            raise TraceError(f"{path}: packet at offset {m.group(1)}: bad payload "
+                             f"({exc})") from None
         if len(payload) != int(m.group(2)):
             raise TraceError(f"{path}: packet at offset {m.group(1)} declares size {m.group(2)} "
                              f"but carries {len(payload)} bytes")
@@ -141,6 +145,11 @@ class _Player:
                 raise TraceError(f"{self.where(cmd)}: {exc}") from None
             except (DramAccessError, ConfigError) as exc:
                 raise TraceError(f"{self.where(cmd)}: {exc}") from None
+            except (ValueError, IndexError, KeyError) as exc:
+                if cmd.name == "reg_write":  # raised by the model itself: a model bug
+                    raise
+                raise TraceError(f"{self.where(cmd)}: malformed {cmd.name}"
+                                 f"({', '.join(cmd.args)}): {exc}") from None
 
     def do_mem_init(self, cmd: Command) -> None:
         pattern = cmd.args[3] if len(cmd.args) > 3 else "ALL_ZERO"
@@ -161,7 +170,12 @@ class _Player:
         self.dram.scatter(base, offs, data, "host")
 
     def do_reg_write(self, cmd: Command) -> None:
-        self.dla.csb_write(lookup(cmd.args[0]).address, _int(cmd.args[1]))
+        try:
+            addr, value = lookup(cmd.args[0]).address, _int(cmd.args[1])
+        except (ValueError, IndexError) as exc:
+            raise TraceError(f"{self.where(cmd)}: malformed reg_write({', '.join(cmd.args)}): "
+                             f"{exc}") from None
+        self.dla.csb_write(addr, value)
 
     def do_reg_read(self, cmd: Command) -> None:
         value = self.dla.csb_read(lookup(cmd.args[0]).address)
