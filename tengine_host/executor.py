@@ -2,16 +2,25 @@
 
 >>> ex = Executor(graph, [get_device("cpu")])        # doctest: +SKIP
 >>> ex.prerun(); out = ex.run({"input": x}); ex.postrun()   # doctest: +SKIP
+
+Debugging (Tengine's ``TG_DEBUG_*``, see :mod:`tengine_host.debug`): the
+executor reads the environment unless given ``debug=``; GRAPH prints the
+graph at prerun, TIME prints the per-node table after each run, DATA dumps
+every node's inputs and outputs, REF is applied by the CPU device
+(``get_device("cpu", reference=True)``; ``opendla run --debug-ref`` and the
+environment variable do it).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
+from tengine_host.debug import DebugOptions, dump_node_data, format_graph, time_table
 from tengine_host.devices.base import Device
 from tengine_host.interpreter import check_feeds
 from tengine_host.ir import Graph
@@ -33,10 +42,15 @@ class Executor:
     """
 
     def __init__(self, graph: Graph, devices: Sequence[Device],
-                 quant_table: QuantTable | None = None) -> None:
+                 quant_table: QuantTable | None = None, *, debug: DebugOptions | None = None,
+                 log: TextIO | None = None) -> None:
         self.graph = graph
         self.devices = list(devices)
         self.quant_table = quant_table
+        self.debug = DebugOptions.from_env() if debug is None else debug
+        self.log = log if log is not None else sys.stderr
+        self.dumped: list[Any] = []
+        self.time_rows: list[tuple[str, str, str, float]] = []
         self.partition: Partition | None = None
         self._prepared: list[tuple[Device, Graph, Any]] = []
         self.subgraph_times: list[tuple[str, float]] = []
@@ -55,9 +69,14 @@ class Executor:
         """Partition the graph and prepare every subgraph on its device."""
         if self._prepared:
             raise RuntimeError("prerun() called twice without postrun()")
+        if self.debug.graph:
+            print(format_graph(self.graph), file=self.log)
         self.partition = partition(self.graph, self.devices)
         for dev, sub in self.partition.parts:
-            self._prepared.append((dev, sub, dev.prerun(sub, self.quant_table)))
+            handle = dev.prerun(sub, self.quant_table)
+            if self.debug.data and hasattr(handle, "keep_values"):
+                handle.keep_values = True
+            self._prepared.append((dev, sub, handle))
         return self.partition
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -66,15 +85,33 @@ class Executor:
             raise RuntimeError("run() before prerun()")
         env = check_feeds(self.graph, inputs)
         self.subgraph_times = []
+        self.node_times = {}
+        rows: list[tuple[str, str, str, float]] = []
         for i, (dev, sub, handle) in enumerate(self._prepared):
             start = time.perf_counter()
             outs = dev.run(handle, {t: env[t] for t in sub.inputs})
-            self.subgraph_times.append((f"[{i}] {dev.name}", time.perf_counter() - start))
+            elapsed = time.perf_counter() - start
+            self.subgraph_times.append((f"[{i}] {dev.name}", elapsed))
             missing = [t for t in sub.outputs if t not in outs]
             if missing:
                 raise RuntimeError(f"device {dev.name} did not return {missing} for {sub.name}")
             env.update(outs)
-            self.node_times.update(getattr(handle, "timings", {}))
+            if self.debug.data:
+                env.update(getattr(handle, "values", {}))
+            timings = getattr(handle, "timings", {})
+            self.node_times.update(timings)
+            if timings:
+                rows += [(n.name, n.op_type, dev.name, timings.get(n.name, 0.0))
+                         for n in sub.nodes]
+            else:  # a device that runs the subgraph as one unit (a DLA loadable)
+                rows.append((f"[{i}] {len(sub.nodes)} nodes", "subgraph", dev.name, elapsed))
+        self.time_rows = rows
+        if self.debug.time:
+            print(time_table(rows), file=self.log)
+        if self.debug.data:
+            self.dumped = dump_node_data(self.graph, env, self.debug.data_dir)
+            print(f"TG_DEBUG_DATA: {len(self.dumped)} tensors -> {self.debug.data_dir}/",
+                  file=self.log)
         return {t: env[t] for t in self.graph.outputs}
 
     def postrun(self) -> None:

@@ -1,4 +1,12 @@
-"""``opendla run MODEL --input NAME=x.npy``: inference on the host engine's devices."""
+"""``opendla run MODEL --input NAME=x.npy``: inference on the host engine's devices.
+
+Scriptable: ``--input-shape NAME=1,3,224,224`` fixes dynamic dimensions,
+``--input`` takes any batch size the model allows (a batch-1 model runs a
+larger batch sample by sample), ``--precision int8 --calib calib.json`` runs
+the DLA's ops through the int8 reference, ``--save-outputs DIR`` writes
+``DIR/<output>.npy``.  ``--debug-graph/-time/-data/-ref`` are Tengine's
+``TG_DEBUG_*`` switches (the environment variables work too).
+"""
 
 from __future__ import annotations
 
@@ -16,12 +24,39 @@ def add_parser(subparsers) -> None:
                    help="device to run on; ops it cannot run fall back to the CPU (default cpu)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input array (repeat per input; NAME= may be omitted for one input)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="fix the shape of an input with dynamic dimensions (repeatable)")
     p.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
-                   help="CPU precision (int8 runs Conv/Gemm through the int8 reference)")
+                   help="CPU precision (int8 runs the DLA's ops through the int8 reference)")
     p.add_argument("--calib", help="calibration table from 'opendla quantize' (for int8)")
     p.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<name>.npy")
     p.add_argument("--top-k", type=int, default=5, help="classes to list for 2-D outputs")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.add_argument("--debug-graph", action="store_true",
+                   help="print the graph after shape inference (TG_DEBUG_GRAPH)")
+    p.add_argument("--debug-time", action="store_true",
+                   help="print the per-node time table (TG_DEBUG_TIME)")
+    p.add_argument("--debug-data", nargs="?", const="output", metavar="DIR",
+                   help="dump every node's inputs/outputs as .npy to DIR (default ./output; "
+                        "TG_DEBUG_DATA)")
+    p.add_argument("--debug-ref", action="store_true",
+                   help="naive reference kernels instead of optimized ones (TG_DEBUG_REF)")
+
+
+def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    """``NAME=1,3,224,224`` strings -> ``{NAME: (1, 3, 224, 224)}``."""
+    shapes = {}
+    for spec in specs:
+        name, sep, dims = spec.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d <= 0 for d in shape):
+            raise ValueError(f"--input-shape {spec!r} must be NAME=D0,D1,... with positive "
+                             f"integers")
+        shapes[name] = shape
+    return shapes
 
 
 def parse_inputs(specs: list[str], graph_inputs: list[str]) -> dict:
@@ -38,11 +73,64 @@ def parse_inputs(specs: list[str], graph_inputs: list[str]) -> dict:
             name, path = graph_inputs[0], spec
         if name not in graph_inputs:
             raise ValueError(f"--input name {name!r} not in {', '.join(graph_inputs)}")
-        feeds[name] = np.load(path)
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise ValueError(f"--input {name}: cannot read {path!r} as .npy: {exc}") from None
     missing = [n for n in graph_inputs if n not in feeds]
     if missing:
         raise ValueError(f"missing --input for {', '.join(missing)}")
     return feeds
+
+
+def check_dtypes(graph, feeds: dict) -> dict:
+    """Cast feeds to the model's input dtypes when that loses nothing; else a clear error."""
+    import numpy as np
+
+    out = {}
+    for name, v in feeds.items():
+        want = np.dtype(graph.tensors[name].dtype)
+        got = v.dtype
+        same_kind = (np.issubdtype(got, np.floating) and np.issubdtype(want, np.floating)) or \
+            (np.issubdtype(got, np.integer) and np.issubdtype(want, np.integer))
+        if not same_kind:
+            raise ValueError(f"input {name!r} has dtype {got}, the model expects {want}")
+        out[name] = v.astype(want, copy=False)
+    return out
+
+
+def fit_batch(args: argparse.Namespace, graph, feeds: dict, shapes: dict):
+    """The graph to run ``feeds`` with, and whether to run them sample by sample.
+
+    Shapes that differ only in the batch dimension re-import the model with the
+    feed's batch; a model whose shapes fix batch 1 runs the batch one sample at
+    a time.  Any other difference is an error naming both shapes.
+    """
+    from tengine_host.frontend import OnnxImportError
+    from tengine_host.model import load_model
+
+    wrong = {}
+    for name, v in feeds.items():
+        want = graph.tensors[name].shape
+        if v.shape == want:
+            continue
+        if v.ndim != len(want) or v.shape[1:] != want[1:]:
+            raise ValueError(f"input {name!r} has shape {v.shape}, the model expects {want} "
+                             f"(the batch dimension may differ)")
+        wrong[name] = v.shape
+    if not wrong:
+        return graph, False
+    batches = {v.shape[0] for v in feeds.values()}
+    if len(batches) != 1:
+        raise ValueError(f"inputs disagree on the batch size: "
+                         f"{ {n: v.shape[0] for n, v in feeds.items()} }")
+    try:
+        return load_model(args.model, input_shapes={**shapes, **{n: v.shape
+                                                                 for n, v in feeds.items()}}), False
+    except OnnxImportError as exc:
+        if all(graph.tensors[n].shape[0] == 1 for n in feeds):
+            return graph, True
+        raise ValueError(f"the model does not accept batch {batches.pop()}: {exc}") from None
 
 
 def summarize(name: str, value, top_k: int) -> dict:
@@ -59,25 +147,50 @@ def summarize(name: str, value, top_k: int) -> dict:
     return out
 
 
+def _execute(ex, feeds: dict, per_sample: bool) -> dict:
+    import numpy as np
+
+    if not per_sample:
+        return ex.run(feeds)
+    batch = next(iter(feeds.values())).shape[0]
+    runs = [ex.run({n: v[i:i + 1] for n, v in feeds.items()}) for i in range(batch)]
+    return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}
+
+
 def run(args: argparse.Namespace) -> int:
+    from tengine_host.debug import DebugOptions
     from tengine_host.devices import get_device
     from tengine_host.executor import Executor
     from tengine_host.frontend import OnnxImportError
     from tengine_host.model import load_model
     from tengine_host.quant import load_table
+    from tengine_host.quant.table import check_table
 
+    debug = DebugOptions.from_env().merged(graph=args.debug_graph, time=args.debug_time,
+                                           data=args.debug_data is not None, ref=args.debug_ref)
+    if args.debug_data:
+        debug = DebugOptions(debug.graph, debug.time, debug.data, debug.ref, args.debug_data)
     try:
-        graph = load_model(args.model)
-        feeds = parse_inputs(args.input, graph.inputs)
+        shapes = parse_shapes(args.input_shape)
+        graph = load_model(args.model, input_shapes=shapes)
+        unknown = [n for n in shapes if n not in graph.inputs]
+        if unknown:
+            raise ValueError(f"--input-shape names {unknown}; the model's inputs are "
+                             f"{', '.join(graph.inputs)}")
+        feeds = check_dtypes(graph, parse_inputs(args.input, graph.inputs))
+        graph, per_sample = fit_batch(args, graph, feeds, shapes)
         table = load_table(args.calib) if args.calib else None
         if args.precision == "int8" and table is None:
             raise ValueError("--precision int8 needs --calib calib.json (opendla quantize)")
-        cpu = get_device("cpu", precision=args.precision)
+        if table is not None and (args.precision == "int8" or args.device != "cpu"):
+            check_table(table, graph, f"calibration table {args.calib!r}")
+        cpu = get_device("cpu", precision=args.precision, reference=debug.ref)
         devices = [cpu] if args.device == "cpu" else [get_device(args.device), cpu]
-        with Executor(graph, devices, table) as ex:
-            outputs = ex.run(feeds)
+        with Executor(graph, devices, table, debug=debug) as ex:
+            outputs = _execute(ex, feeds, per_sample)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
         return 2
 
     summaries = [summarize(n, v, args.top_k) for n, v in outputs.items()]

@@ -48,6 +48,26 @@ def load_table(path: str | Path) -> QuantTable:
     return table
 
 
+def check_table(table: QuantTable, graph, where: str = "calibration table") -> None:
+    """Raise ``ValueError`` unless ``table`` has an entry for every activation of ``graph``.
+
+    Activations are the graph inputs and node outputs that are float and not
+    constant; a table calibrated on another model (or before passes renamed
+    tensors) misses some and is rejected with the first few names.
+    """
+    import numpy as np
+
+    acts = [t for t in [*graph.inputs, *(o for n in graph.nodes for o in n.outputs)]
+            if t and not graph.is_constant(t)
+            and np.issubdtype(np.dtype(graph.tensors[t].dtype), np.floating)]
+    missing = [t for t in acts if t not in table]
+    if missing:
+        raise ValueError(f"{where} does not match model {graph.name!r}: {len(missing)} of "
+                         f"{len(acts)} activation tensors have no entry ("
+                         f"{', '.join(map(repr, missing[:5]))}{', ...' if len(missing) > 5 else ''}"
+                         f"); re-run 'opendla quantize' on this model")
+
+
 def scale_of(table: QuantTable, tensor: str) -> float:
     """The scale of ``tensor``; a missing entry is an error naming it."""
     try:
