@@ -1,13 +1,13 @@
 # Two entry points on a fresh Debian machine (as root):
 #   make demo   - set up .venv and run the LeNet demo on the simulated nv_small
-#   make test   - set up .venv (+ iverilog) and run every test tier
+#   make test   - set up .venv (+ iverilog, flatc) and run every test tier
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test test-fast lint clean setup iverilog
+.PHONY: demo test test-fast lint clean setup tools
 
 setup: $(STAMP)
 
@@ -17,15 +17,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-iverilog:
-	@command -v iverilog >/dev/null 2>&1 || { \
-	  echo "installing iverilog (apt-get)"; \
-	  apt-get update -qq && apt-get install -y -qq iverilog; }
+# Debian tools the test tiers use: Icarus Verilog (cocotb) and flatc (the
+# loadable schema's regeneration check); installed only when missing.
+tools:
+	@missing=""; \
+	command -v iverilog >/dev/null 2>&1 || missing="$$missing iverilog"; \
+	command -v flatc >/dev/null 2>&1 || missing="$$missing flatbuffers-compiler"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (apt-get)"; \
+	  apt-get update -qq && apt-get install -y -qq $$missing; \
+	fi
 
 demo: $(STAMP)
 	$(BIN)/opendla demo
 
-test: $(STAMP) iverilog
+test: $(STAMP) tools
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
