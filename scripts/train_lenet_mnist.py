@@ -91,11 +91,13 @@ def main() -> int:
             acc = (model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean()
         print(f"epoch {epoch + 1}: loss {loss.item():.4f} test accuracy {acc:.4f}")
 
-    # Softmax is part of the exported graph so the model outputs probabilities.
+    # Softmax is part of the exported graph so the model outputs probabilities;
+    # the batch dimension is symbolic so any batch runs.
     exported = nn.Sequential(model, nn.Softmax(dim=1)).eval()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.onnx.export(exported, torch.zeros(1, 1, 28, 28), str(args.out), opset_version=13,
-                      input_names=["input"], output_names=["probs"], dynamo=False)
+                      input_names=["input"], output_names=["probs"], dynamo=False,
+                      dynamic_axes={"input": {0: "batch"}, "probs": {0: "batch"}})
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
     return 0
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 import numpy as np
@@ -53,6 +54,7 @@ class Executor:
         self.time_rows: list[tuple[str, str, str, float]] = []
         self.partition: Partition | None = None
         self._prepared: list[tuple[Device, Graph, Any]] = []
+        self._split: list[bool] = []
         self.subgraph_times: list[tuple[str, float]] = []
         self.node_times: dict[str, float] = {}
 
@@ -72,11 +74,15 @@ class Executor:
         if self.debug.graph:
             print(format_graph(self.graph), file=self.log)
         self.partition = partition(self.graph, self.devices)
+        self._split = []
         for dev, sub in self.partition.parts:
-            handle = dev.prerun(sub, self.quant_table)
+            split = _batch(sub) > 1 and _max_batch(dev) is not None \
+                and _batch(sub) > _max_batch(dev)
+            handle = dev.prerun(_batch_one(sub) if split else sub, self.quant_table)
             if self.debug.data and hasattr(handle, "keep_values"):
                 handle.keep_values = True
             self._prepared.append((dev, sub, handle))
+            self._split.append(split)
         return self.partition
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -89,7 +95,13 @@ class Executor:
         rows: list[tuple[str, str, str, float]] = []
         for i, (dev, sub, handle) in enumerate(self._prepared):
             start = time.perf_counter()
-            outs = dev.run(handle, {t: env[t] for t in sub.inputs})
+            feeds = {t: env[t] for t in sub.inputs}
+            if self._split[i]:  # compiled for batch 1: one sample at a time
+                runs = [dev.run(handle, {t: v[n:n + 1] for t, v in feeds.items()})
+                        for n in range(_batch(sub))]
+                outs = {t: np.concatenate([r[t] for r in runs]) for t in runs[0]}
+            else:
+                outs = dev.run(handle, feeds)
             elapsed = time.perf_counter() - start
             self.subgraph_times.append((f"[{i}] {dev.name}", elapsed))
             missing = [t for t in sub.outputs if t not in outs]
@@ -132,3 +144,26 @@ class Executor:
         lines = [f"{label:<16} {sec * 1e3:9.3f} ms" for label, sec in self.subgraph_times]
         lines += [f"  {name:<40} {sec * 1e3:9.3f} ms" for name, sec in self.node_times.items()]
         return "\n".join(lines)
+
+
+def _max_batch(dev: Device) -> int | None:
+    """Largest batch ``dev`` prepares at once: its ``max_batch`` attribute if it has one,
+    else unlimited for the CPU and 1 for accelerators (loadables are compiled for batch 1)."""
+    from tengine_host.devices.cpu import CpuDevice
+
+    return getattr(dev, "max_batch", None if isinstance(dev, CpuDevice) else 1)
+
+
+def _batch(graph: Graph) -> int:
+    """The batch of a subgraph: the leading dimension of its inputs (1 without inputs)."""
+    dims = {graph.tensors[t].shape[0] for t in graph.inputs if graph.tensors[t].shape}
+    return dims.pop() if len(dims) == 1 else 1
+
+
+def _batch_one(graph: Graph) -> Graph:
+    """``graph`` with every activation's leading (batch) dimension set to 1."""
+    n = _batch(graph)
+    tensors = {name: t if t.data is not None or not t.shape or t.shape[0] != n
+               else replace(t, shape=(1, *t.shape[1:]))
+               for name, t in graph.tensors.items()}
+    return Graph(graph.name, graph.nodes, tensors, graph.inputs, graph.outputs)
