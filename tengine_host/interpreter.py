@@ -20,8 +20,16 @@ NodeFn = Callable[[list["np.ndarray | None"]], tuple[np.ndarray, ...]]
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Validate the runtime inputs: every graph input present with its shape."""
+    """Validate the runtime inputs: every graph input present with its shape and dtype.
+
+    A feed of the same kind (float, signed or unsigned integer, bool) but another
+    width is converted (float64 images into a float32 model); another kind is an error.
+    """
     env: dict[str, np.ndarray] = {}
+    unknown = sorted(set(feeds) - set(graph.inputs))
+    if unknown:
+        raise ValueError(f"inputs {unknown} are not inputs of graph {graph.name!r}; it needs "
+                         f"{', '.join(graph.inputs)}")
     for name in graph.inputs:
         if name not in feeds:
             raise ValueError(f"missing input {name!r}; the graph {graph.name!r} needs "
@@ -30,7 +38,10 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
         want = graph.tensors[name].shape
         if arr.shape != want:
             raise ValueError(f"input {name!r} has shape {arr.shape}, the graph expects {want}")
-        env[name] = arr.astype(graph.tensors[name].dtype, copy=False)
+        dtype = graph.tensors[name].dtype
+        if arr.dtype.kind != np.dtype(dtype).kind:
+            raise ValueError(f"input {name!r} has dtype {arr.dtype}, the graph expects {dtype}")
+        env[name] = arr.astype(dtype, copy=False)
     return env
 
 
@@ -68,7 +79,8 @@ def interpret(graph: Graph, feeds: Mapping[str, np.ndarray], *, keep_all: bool =
                 env[name] = value
     if keep_all:
         return env
-    return {name: env[name] for name in graph.outputs}
+    # An output may be a constant or a graph input passed straight through.
+    return {name: _value(graph, env, name) for name in graph.outputs}
 
 
 def _value(graph: Graph, env: dict[str, np.ndarray], name: str) -> np.ndarray | None:

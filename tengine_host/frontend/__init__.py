@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from tengine_host.frontend.onnx_import import OnnxImportError, load_onnx
+from tengine_host.frontend.constants import OnnxImportError
+from tengine_host.frontend.onnx_import import MAX_OPSET, MIN_OPSET, load_onnx
 
-__all__ = ["OnnxImportError", "load_onnx"]
+__all__ = ["MAX_OPSET", "MIN_OPSET", "OnnxImportError", "load_onnx"]

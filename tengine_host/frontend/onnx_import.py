@@ -1,5 +1,11 @@
 """ONNX -> Graph: constants from initializers and ``Constant`` nodes, attributes
-normalized by each op's definition, static shapes inferred node by node.
+normalized by each op's definition, static shapes and dtypes inferred node by node.
+
+Shape-deciding inputs (Reshape's ``shape``, Resize's ``scales``, ...) must be
+known at load time.  Besides constants, the importer knows every value that
+follows from constants and static shapes (``Shape -> Gather -> Concat ->
+Reshape`` chains): it evaluates such nodes on the spot.  The nodes stay in the
+graph (folding them away is a pass's job); only shape inference uses the values.
 
 >>> from tengine_host.frontend import load_onnx
 >>> g = load_onnx("tengine_host/models/lenet5_digits.onnx")   # doctest: +SKIP
@@ -14,51 +20,14 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from tengine_host.frontend.constants import OnnxImportError, attr_value, constant_value
+from tengine_host.frontend.shapes import input_tensor
 from tengine_host.ir import Graph, Node, Tensor
-from tengine_host.ops import OPS
+from tengine_host.ops import OPS, run_op
 
-
-class OnnxImportError(ValueError):
-    """The ONNX model cannot be imported (bad file, unsupported op, unknown shape)."""
-
-
-def _attr_value(attr: onnx.AttributeProto) -> Any:
-    value = onnx.helper.get_attribute_value(attr)
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, onnx.TensorProto):
-        return numpy_helper.to_array(value)
-    if isinstance(value, list):
-        return [v.decode() if isinstance(v, bytes) else v for v in value]
-    return value
-
-
-def _constant_value(node: onnx.NodeProto) -> np.ndarray:
-    """The value of a ``Constant`` node, whichever attribute carries it."""
-    (attr,) = node.attribute
-    value = _attr_value(attr)
-    if attr.name in ("value_float", "value_int"):
-        return np.array(value, dtype=np.float32 if attr.name == "value_float" else np.int64)
-    if attr.name in ("value_floats", "value_ints"):
-        return np.array(value, dtype=np.float32 if attr.name == "value_floats" else np.int64)
-    if attr.name == "value":
-        return value
-    raise OnnxImportError(f"Constant node {node.name!r}: attribute {attr.name!r} is not supported")
-
-
-def _static_shape(vi: onnx.ValueInfoProto, overrides: dict[str, tuple[int, ...]]
-                  ) -> tuple[int, ...]:
-    if vi.name in overrides:
-        return tuple(overrides[vi.name])
-    dims = vi.type.tensor_type.shape.dim
-    shape = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims)
-    if any(d <= 0 for d in shape):
-        # A symbolic batch dimension defaults to 1; any other unknown needs the caller.
-        if shape and shape[0] <= 0 and all(d > 0 for d in shape[1:]):
-            return (1, *shape[1:])
-        raise OnnxImportError(f"input {vi.name!r} has a dynamic shape "
-                           f"{[d.dim_param or d.dim_value for d in dims]}; pass input_shapes")
-    return shape
+#: Opsets whose semantics the ops follow (newer opsets load when an op's
+#: definition has not changed since; see :func:`load_onnx`).
+MIN_OPSET, MAX_OPSET = 7, 21
 
 
 def load_onnx(model: str | Path | bytes | onnx.ModelProto, *,
@@ -70,67 +39,57 @@ def load_onnx(model: str | Path | bytes | onnx.ModelProto, *,
     model : path, bytes or ModelProto
         The model.
     input_shapes : dict, optional
-        Shapes for inputs with dynamic dimensions (a dynamic batch alone defaults to 1).
+        Input name -> full shape, fixing dynamic dimensions (``--input-shape``).
+        A dynamic batch dimension alone defaults to 1; any other dynamic
+        dimension left open is an error naming the input.
 
     Raises
     ------
     OnnxImportError
-        The file is missing, truncated or not ONNX; an op has no host
-        implementation (the message names op type, node and opset); or a shape
-        cannot be inferred.
+        The file is missing, truncated or not ONNX; the opset is older than 7;
+        an op has no host implementation (the message names op type, node and
+        opset); a shape is left dynamic or cannot be inferred.
     """
     proto = _read(model)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None:
         raise OnnxImportError("model declares no default-domain (ai.onnx) opset")
+    if opset < MIN_OPSET:
+        raise OnnxImportError(f"opset {opset} is older than the oldest supported opset "
+                              f"{MIN_OPSET} (re-export the model or convert it with "
+                              f"onnx.version_converter)")
     g = proto.graph
-    overrides = dict(input_shapes or {})
+    overrides = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
     tensors: dict[str, Tensor] = {}
+    known: dict[str, np.ndarray] = {}  # values computable at load time
     for init in g.initializer:
-        data = numpy_helper.to_array(init)
+        try:
+            data = numpy_helper.to_array(init)
+        except Exception as exc:  # noqa: BLE001  (external data missing, bad raw size, ...)
+            raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from exc
         tensors[init.name] = Tensor(init.name, tuple(data.shape), data.dtype, data)
-    inputs = []
-    for vi in g.input:
-        if vi.name in tensors:  # old exporters list initializers as inputs too
-            continue
-        elem = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
-        tensors[vi.name] = Tensor(vi.name, _static_shape(vi, overrides), np.dtype(elem))
-        inputs.append(vi.name)
+        known[init.name] = data
+    graph_inputs = [vi for vi in g.input if vi.name not in tensors]
+    unknown = sorted(set(overrides) - {vi.name for vi in graph_inputs})
+    if unknown:
+        raise OnnxImportError(f"input_shapes names {unknown}, which are not model inputs; "
+                              f"inputs: {', '.join(vi.name for vi in graph_inputs)}")
+    for vi in graph_inputs:
+        tensors[vi.name] = input_tensor(vi, overrides.get(vi.name))
+    inputs = [vi.name for vi in graph_inputs]
 
     nodes: list[Node] = []
     for i, pn in enumerate(g.node):
         name = pn.name or f"{pn.op_type}_{i}"
         if pn.domain not in ("", "ai.onnx"):
-            raise OnnxImportError(f"node {name!r}: op {pn.domain}::{pn.op_type} (opset {opset}) "
-                               f"is not implemented on the host")
+            raise OnnxImportError(f"op {pn.domain}::{pn.op_type} (node {name!r}, opset {opset}) "
+                                  f"is not implemented on the host")
         if pn.op_type == "Constant":
-            data = _constant_value(pn)
+            data = constant_value(pn, name)
             tensors[pn.output[0]] = Tensor(pn.output[0], tuple(data.shape), data.dtype, data)
+            known[pn.output[0]] = data
             continue
-        op = OPS.get(pn.op_type)
-        if op is None:
-            raise OnnxImportError(f"op {pn.op_type!r} (node {name!r}, opset {opset}) is not "
-                               f"implemented on the host; implemented: {', '.join(sorted(OPS))}")
-        if opset < op.min_opset:
-            raise OnnxImportError(f"op {pn.op_type!r} (node {name!r}) at opset {opset} is older "
-                               f"than the supported opset {op.min_opset}")
-        ins = [tensors.get(t) if t else None for t in pn.input]
-        missing = [t for t, v in zip(pn.input, ins, strict=True) if t and v is None]
-        if missing:
-            raise OnnxImportError(f"node {name!r} ({pn.op_type}) reads {missing}, which no earlier "
-                               f"node, input or initializer defines (graph not topologically "
-                               f"sorted?)")
-        attrs = {a.name: _attr_value(a) for a in pn.attribute}
-        try:
-            attrs = op.normalize(attrs, ins, opset)
-            shapes = op.infer_shape(ins, **attrs)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise OnnxImportError(f"node {name!r} ({pn.op_type}, opset {opset}): {exc}") from exc
-        outs = list(pn.output)
-        for t, shape in zip(outs, shapes, strict=False):
-            if t:
-                tensors[t] = Tensor(t, tuple(int(d) for d in shape), np.dtype(np.float32))
-        nodes.append(Node(name, pn.op_type, list(pn.input), outs, attrs))
+        nodes.append(_import_node(pn, name, opset, tensors, known))
 
     outputs = [vi.name for vi in g.output]
     for t in outputs:
@@ -139,22 +98,91 @@ def load_onnx(model: str | Path | bytes | onnx.ModelProto, *,
     return Graph(g.name or "model", nodes, tensors, inputs, outputs)
 
 
+def _import_node(pn: onnx.NodeProto, name: str, opset: int, tensors: dict[str, Tensor],
+                 known: dict[str, np.ndarray]) -> Node:
+    """Normalize one node's attributes, infer its outputs, and evaluate it when possible."""
+    op = OPS.get(pn.op_type)
+    if op is None:
+        raise OnnxImportError(f"op {pn.op_type!r} (node {name!r}, opset {opset}) is not "
+                              f"implemented on the host; implemented: {', '.join(sorted(OPS))}")
+    if opset < op.min_opset:
+        raise OnnxImportError(f"op {pn.op_type!r} (node {name!r}) at opset {opset} is older "
+                              f"than the supported opset {op.min_opset}")
+    missing = [t for t in pn.input if t and t not in tensors]
+    if missing:
+        raise OnnxImportError(f"node {name!r} ({pn.op_type}) reads {missing}, which no earlier "
+                              f"node, input or initializer defines (graph not topologically "
+                              f"sorted?)")
+    # Shape inference sees load-time values, including computed ones.
+    ins = [_with_value(tensors[t], known.get(t)) if t else None for t in pn.input]
+    outs = list(pn.output)
+    where = f"node {name!r} ({pn.op_type}, opset {opset})"
+    try:
+        attrs: dict[str, Any] = {a.name: attr_value(a) for a in pn.attribute}
+        # Ops whose behaviour depends on how many outputs the node has (Split, MaxPool's
+        # Indices) read this during normalization; nothing else keeps it.
+        attrs["_n_outputs"] = len(outs)
+        attrs = op.normalize(attrs, ins, opset)
+        attrs.pop("_n_outputs", None)
+        shapes = [tuple(int(d) for d in s) for s in op.infer_shape(ins, **attrs)]
+        dtypes = op.output_dtypes(ins, attrs, len(outs))
+        values = _evaluate(op, ins, attrs)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise OnnxImportError(f"{where}: {exc}") from exc
+    if len(shapes) < len([t for t in outs if t]):
+        raise OnnxImportError(f"{where}: has {len(outs)} outputs, the op defines {len(shapes)}")
+    for j, t in enumerate(outs):
+        if not t:
+            continue
+        if values is not None:
+            v = np.asarray(values[j])
+            if v.shape != shapes[j]:
+                raise OnnxImportError(f"{where}: output {t!r} evaluates to shape {v.shape} but "
+                                      f"shape inference says {shapes[j]}")
+            known[t] = v
+            dtypes[j] = v.dtype
+        tensors[t] = Tensor(t, shapes[j], np.dtype(dtypes[j]))
+    return Node(name, pn.op_type, list(pn.input), outs, attrs)
+
+
+def _with_value(t: Tensor, value: np.ndarray | None) -> Tensor:
+    if value is None or t.data is not None:
+        return t
+    return Tensor(t.name, t.shape, t.dtype, value)
+
+
+def _evaluate(op: Any, ins: list[Tensor | None], attrs: dict[str, Any]
+              ) -> tuple[np.ndarray, ...] | None:
+    """Run the node now when its outputs are known at load time, else ``None``."""
+    present = [t for t in ins if t is not None]
+    if op.shape_only:
+        # Only the shape matters: a zero-stride view stands in for the activation.
+        args = [None if t is None else t.data if t.data is not None
+                else np.broadcast_to(np.zeros((), t.dtype), t.shape) for t in ins]
+    elif present and all(t.data is not None for t in present):
+        args = [None if t is None else t.data for t in ins]
+    else:
+        return None
+    return run_op(op.op_type, args, attrs)
+
+
 def _read(model: str | Path | bytes | onnx.ModelProto) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (str, Path)):
-        path = Path(model)
-        if not path.is_file():
-            raise OnnxImportError(f"ONNX model {str(path)!r} does not exist")
-        raw = path.read_bytes()
-        where = repr(str(path))
+        proto, where = model, "<ModelProto>"
     else:
-        raw, where = bytes(model), "<bytes>"
-    try:
-        proto = onnx.ModelProto.FromString(raw)
-    except Exception as exc:  # protobuf raises DecodeError or RuntimeWarning-ish errors
-        raise OnnxImportError(f"{where} is not a valid ONNX model (truncated or corrupt): "
-                           f"{exc}") from exc
-    if not proto.HasField("graph") or not proto.graph.node:
+        if isinstance(model, (str, Path)):
+            path = Path(model)
+            if not path.is_file():
+                raise OnnxImportError(f"ONNX model {str(path)!r} does not exist")
+            raw = path.read_bytes()
+            where = repr(str(path))
+        else:
+            raw, where = bytes(model), "<bytes>"
+        try:
+            proto = onnx.ModelProto.FromString(raw)
+        except Exception as exc:  # noqa: BLE001  protobuf's DecodeError and friends
+            raise OnnxImportError(f"{where} is not a valid ONNX model (truncated or corrupt): "
+                                  f"{exc}") from exc
+    if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
         raise OnnxImportError(f"{where} holds no ONNX graph (empty, truncated or not ONNX)")
     return proto

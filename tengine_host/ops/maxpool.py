@@ -1,4 +1,6 @@
-"""MaxPool (2-D): padded positions never win (they hold -inf); ``ceil_mode`` supported."""
+"""MaxPool (1-D/2-D/3-D): padded positions never win; ``ceil_mode``, dilations, auto_pad,
+and the optional ``Indices`` output (flat row-major index, or column-major over the
+spatial axes with ``storage_order=1``)."""
 
 from __future__ import annotations
 
@@ -7,60 +9,63 @@ from typing import Any
 import numpy as np
 
 from tengine_host.ops.registry import register
-
-
-def _out(size: int, k: int, s: int, p0: int, p1: int, d: int, ceil_mode: int) -> int:
-    span = size + p0 + p1 - d * (k - 1) - 1
-    out = (-(-span // s) if ceil_mode else span // s) + 1
-    # ONNX/PyTorch rule: the last window must start inside the input or left padding.
-    if ceil_mode and (out - 1) * s >= size + p0:
-        out -= 1
-    return out
+from tengine_host.ops.windows import geometry, out_shape, windows
 
 
 def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:
-    if "kernel_shape" not in attrs or len(attrs["kernel_shape"]) != 2:
-        raise ValueError(f"MaxPool supports 2-D kernels only, kernel_shape "
-                         f"{attrs.get('kernel_shape')}")
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if isinstance(auto_pad, bytes):
-        auto_pad = auto_pad.decode()
-    if auto_pad not in ("NOTSET", "VALID"):
-        raise ValueError(f"MaxPool auto_pad {auto_pad!r} not supported (NOTSET, VALID)")
-    if int(attrs.get("storage_order", 0)):
-        raise ValueError("MaxPool storage_order=1 (the Indices output) is not supported")
-    return {"kernel_shape": list(attrs["kernel_shape"]),
-            "strides": list(attrs.get("strides", [1, 1])),
-            "pads": list(attrs.get("pads", [0, 0, 0, 0])),
-            "dilations": list(attrs.get("dilations", [1, 1])),
-            "ceil_mode": int(attrs.get("ceil_mode", 0))}
+    if "kernel_shape" not in attrs:
+        raise ValueError("MaxPool needs kernel_shape")
+    out = geometry(attrs, tuple(inputs[0].shape[2:]), list(attrs["kernel_shape"]), "MaxPool")
+    out.update(ceil_mode=int(attrs.get("ceil_mode", 0)),
+               storage_order=int(attrs.get("storage_order", 0)),
+               # The Indices output costs an argmax; compute it only when the node has it.
+               with_indices=int(attrs.get("_n_outputs", 1) > 1))
+    return out
 
 
-def infer_shape(inputs, *, kernel_shape, strides, pads, dilations, ceil_mode
+def infer_shape(inputs, *, kernel_shape, strides, pads, dilations, ceil_mode, **_: Any
                 ) -> list[tuple[int, ...]]:
-    n, c, h, w = inputs[0].shape
-    return [(n, c,
-             _out(h, kernel_shape[0], strides[0], pads[0], pads[2], dilations[0], ceil_mode),
-             _out(w, kernel_shape[1], strides[1], pads[1], pads[3], dilations[1], ceil_mode))]
+    x = tuple(inputs[0].shape)
+    y = (*x[:2], *out_shape(x[2:], kernel_shape, strides, pads, dilations, ceil_mode))
+    return [y, y]
 
 
-def maxpool(x: np.ndarray, *, kernel_shape, strides, pads, dilations, ceil_mode
-            ) -> np.ndarray:
-    n, c, h, w = x.shape
-    (_, _, oh, ow), = infer_shape([x], kernel_shape=kernel_shape, strides=strides, pads=pads,
-                                  dilations=dilations, ceil_mode=ceil_mode)
-    r, s = kernel_shape
-    # Extra bottom/right padding covers the partial windows that ceil_mode adds.
-    need_h = (oh - 1) * strides[0] + dilations[0] * (r - 1) + 1
-    need_w = (ow - 1) * strides[1] + dilations[1] * (s - 1) + 1
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], max(0, need_h - h - pads[0])),
-                    (pads[1], max(0, need_w - w - pads[1]))), constant_values=-np.inf)
-    sn, sc, sh, sw = xp.strides
-    win = np.lib.stride_tricks.as_strided(
-        xp, (n, c, oh, ow, r, s),
-        (sn, sc, sh * strides[0], sw * strides[1], sh * dilations[0], sw * dilations[1]),
-        writeable=False)
-    return win.max(axis=(4, 5)).astype(x.dtype, copy=False)
+def _lowest(dtype: np.dtype):
+    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
 
 
-register("MaxPool", maxpool, infer_shape, normalize)
+def _indices(win, shape, kernel_shape, strides, pads, dilations, storage_order) -> np.ndarray:
+    nd = len(kernel_shape)
+    n, c = shape[:2]
+    spatial = shape[2:]
+    flat = win.reshape(*win.shape[:2 + nd], -1).argmax(axis=-1)
+    taps = np.unravel_index(flat, kernel_shape)
+    outs = win.shape[2:2 + nd]
+    coords = []
+    for i in range(nd):
+        o = np.arange(outs[i]).reshape([-1 if j == i else 1 for j in range(nd)])
+        coords.append(o * strides[i] - pads[i] + taps[i] * dilations[i])
+    if storage_order:
+        idx = np.zeros_like(flat)
+        mult = 1
+        for i in range(nd):
+            idx += coords[i] * mult
+            mult *= spatial[i]
+    else:
+        idx = np.ravel_multi_index(coords, spatial, mode="clip")
+    base = (np.arange(n * c).reshape(n, c, *([1] * nd)) * int(np.prod(spatial)))
+    return (base + idx).astype(np.int64)
+
+
+def maxpool_fp32(x: np.ndarray, **attrs: Any) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
+    win_attrs = {k: attrs[k] for k in ("kernel_shape", "strides", "pads", "dilations")}
+    win = windows(x, ceil_mode=attrs["ceil_mode"], pad_value=_lowest(x.dtype), **win_attrs)
+    nd = len(attrs["kernel_shape"])
+    y = win.max(axis=tuple(range(-nd, 0)))
+    if not attrs["with_indices"]:
+        return y
+    return y, _indices(win, x.shape, storage_order=attrs["storage_order"], **win_attrs)
+
+
+register("MaxPool", maxpool_fp32, infer_shape, normalize,
+         infer_dtype=lambda inputs, **_: [inputs[0].dtype, np.int64])

@@ -18,6 +18,7 @@ from tengine_host.ir import Tensor
 Fp32Fn = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
 ShapeFn = Callable[..., "list[tuple[int, ...]]"]
 NormalizeFn = Callable[[dict[str, Any], "list[Tensor | None]", int], dict[str, Any]]
+DtypeFn = Callable[..., "list[np.dtype]"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,16 @@ class OpDef:
         every later stage sees complete attributes.
     min_opset : int
         Oldest opset whose semantics this implementation follows.
+    infer_dtype : callable or None
+        ``infer_dtype(inputs, **attrs)`` -> one numpy dtype per output; ``None``
+        means every output has the dtype of the first input.
+    const_inputs : tuple of int
+        Positions of inputs that decide output shapes (Reshape's ``shape``,
+        Resize's ``scales``...).  The engine has static shapes, so the importer
+        needs their values: constants, or computed from constants and shapes.
+    shape_only : bool
+        The outputs depend on the input's shape alone (``Shape``), so the
+        importer knows their values even when the input is an activation.
     """
 
     op_type: str
@@ -46,6 +57,17 @@ class OpDef:
     infer_shape: ShapeFn
     normalize: NormalizeFn
     min_opset: int = 1
+    infer_dtype: DtypeFn | None = None
+    const_inputs: tuple[int, ...] = ()
+    shape_only: bool = False
+
+    def output_dtypes(self, inputs: list[Tensor | None], attrs: dict[str, Any], n: int
+                      ) -> list[np.dtype]:
+        """Dtypes of the ``n`` outputs for these inputs and normalized attributes."""
+        if self.infer_dtype is not None:
+            return [np.dtype(d) for d in self.infer_dtype(inputs, **attrs)]
+        first = next((t.dtype for t in inputs if t is not None), np.dtype(np.float32))
+        return [np.dtype(first)] * n
 
 
 OPS: dict[str, OpDef] = {}
@@ -56,11 +78,14 @@ def _keep(attrs: dict[str, Any], inputs: list[Tensor | None], opset: int) -> dic
 
 
 def register(op_type: str, fp32: Fp32Fn, infer_shape: ShapeFn,
-             normalize: NormalizeFn | None = None, min_opset: int = 1) -> OpDef:
+             normalize: NormalizeFn | None = None, min_opset: int = 1, *,
+             infer_dtype: DtypeFn | None = None, const_inputs: tuple[int, ...] = (),
+             shape_only: bool = False) -> OpDef:
     """Add ``op_type`` to the registry; registering a type twice is an error."""
     if op_type in OPS:
         raise ValueError(f"op {op_type!r} is already registered")
-    op = OpDef(op_type, fp32, infer_shape, normalize or _keep, min_opset)
+    op = OpDef(op_type, fp32, infer_shape, normalize or _keep, min_opset, infer_dtype,
+               tuple(const_inputs), shape_only)
     OPS[op_type] = op
     return op
 
@@ -88,3 +113,35 @@ def apply_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
     if activation == "Relu":
         return np.maximum(y, 0, out=y)
     raise ValueError(f"fused activation {activation!r} not in Relu")
+
+
+def same_shape(inputs: list[Tensor | None], **_: Any) -> list[tuple[int, ...]]:
+    """Shape inference of elementwise unary ops: the output has the input's shape."""
+    return [tuple(inputs[0].shape)]
+
+
+def broadcast_shape(inputs: list[Tensor | None], **_: Any) -> list[tuple[int, ...]]:
+    """Shape inference of multidirectional (numpy) broadcasting ops."""
+    shapes = [tuple(t.shape) for t in inputs if t is not None]
+    try:
+        return [tuple(int(d) for d in np.broadcast_shapes(*shapes))]
+    except ValueError:
+        raise ValueError(f"cannot broadcast shapes {shapes}") from None
+
+
+def norm_axis(axis: int, rank: int, what: str = "axis") -> int:
+    """``axis`` in ``[0, rank)``; negative counts from the end; out of range is an error."""
+    if not -rank <= axis < rank:
+        raise ValueError(f"{what} {axis} out of range for rank {rank} "
+                         f"(allowed {-rank}..{rank - 1})")
+    return axis % rank
+
+
+def const_value(t: Tensor | None, what: str) -> np.ndarray | None:
+    """The import-time value of an optional shape-deciding input (``None`` when omitted)."""
+    if t is None:
+        return None
+    if t.data is None:
+        raise ValueError(f"{what} input {t.name!r} must be known when the model is loaded "
+                         f"(a constant, or computed from constants and shapes)")
+    return np.asarray(t.data)

@@ -40,4 +40,4 @@ def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:
     return {"allowzero": int(attrs.get("allowzero", 0))}
 
 
-register("Reshape", reshape, infer_shape, normalize, min_opset=5)
+register("Reshape", reshape, infer_shape, normalize, min_opset=5, const_inputs=(1,))

@@ -17,7 +17,7 @@ def softmax(x: np.ndarray, *, axis: int, coerce_2d: bool) -> np.ndarray:
         x = x.reshape(int(np.prod(shape[:ax], dtype=np.int64)), -1)
         axis = 1
     e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return (e / e.sum(axis=axis, keepdims=True)).reshape(shape).astype(np.float32, copy=False)
+    return (e / e.sum(axis=axis, keepdims=True)).reshape(shape).astype(x.dtype, copy=False)
 
 
 def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:

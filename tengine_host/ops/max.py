@@ -1,0 +1,16 @@
+"""Max: elementwise maximum of any number of inputs, with broadcasting."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import numpy as np
+
+from tengine_host.ops.registry import broadcast_shape, register
+
+
+def max_(*xs: np.ndarray) -> np.ndarray:
+    return np.asarray(reduce(np.maximum, xs)).astype(xs[0].dtype, copy=False)
+
+
+register("Max", max_, broadcast_shape)
