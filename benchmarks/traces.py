@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{res.cycles:>9} {rate:>8}")
         if args.peer:
             line += f" {_io_only(t, args.repeat) * 1e3:10.1f}"
-        print(line + (f"  ({res.reason[:60]})" if res.status != "pass" else ""), flush=True)
+        why = res.reason if res.status != "pass" else res.note
+        print(line + (f"  ({why[:60]})" if why else ""), flush=True)
     grand = 0.0
     for preset, secs in totals.items():
         c = counts[preset]

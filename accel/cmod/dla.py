@@ -36,10 +36,19 @@ _LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
 
 
 class Dla:
-    """One NVDLA core of configuration ``cfg`` on the byte memory ``dram``."""
+    """One NVDLA core of configuration ``cfg`` on the byte memory ``dram``.
 
-    def __init__(self, cfg: HwConfig, dram: Dram | None = None) -> None:
+    ``model_y_stage`` runs an SDP Y stage (EW, LUT) that the program enables
+    even when ``cfg`` has none, instead of raising :class:`UnsupportedError`;
+    each distinct note of such ops is kept in :attr:`notes`.  ``cfg`` itself is unchanged
+    (the compiler's view of the preset stays without EW).
+    """
+
+    def __init__(self, cfg: HwConfig, dram: Dram | None = None, *,
+                 model_y_stage: bool = False) -> None:
         self.cfg = cfg
+        self.model_y_stage = model_y_stage
+        self.notes: list[str] = []
         self.dram = dram if dram is not None else Dram()
         self.regs = make_register_file()
         self.glb = Glb(self.regs["NVDLA_GLB"])
@@ -118,9 +127,12 @@ class Dla:
                 return
             rec = self._run_conv(g_sdp, rdma)
         else:
-            rec = sdp.run(g_sdp, rdma, self.dram, self.cfg, lut=self.luts["NVDLA_SDP"])
+            rec = sdp.run(g_sdp, rdma, self.dram, self.cfg, lut=self.luts["NVDLA_SDP"],
+                          model_y=self.model_y_stage)
             self.stats.append(rec)
             self._complete(["NVDLA_SDP", "NVDLA_SDP_RDMA"], [("SDP", g_sdp.group)])
+        if rec.get("note") and rec["note"] not in self.notes:
+            self.notes.append(rec["note"])
         if to_pdp:
             g_pdp = self._exec("NVDLA_PDP")
             self.stats.append(pdp.run(g_pdp, self._exec("NVDLA_PDP_RDMA"), self.dram,
@@ -158,7 +170,7 @@ class Dla:
     def _run_conv(self, g_sdp: GroupView, rdma: GroupView | None) -> dict:
         g_cdma, g_csc, g_cacc = (self._exec(u) for u in ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CACC"))
         cdma.check_supported(g_cdma)
-        sdp.check_supported(g_sdp, self.cfg)
+        sdp.check_supported(g_sdp, self.cfg, self.model_y_stage)
         geo = csc.geometry(g_csc)
         x = cdma.fetch_feature(g_cdma, self.dram, self.cfg)
         if x.shape[0] != geo.c:
@@ -176,7 +188,8 @@ class Dla:
         out, sat = cacc.clip_truncate(cacc.accumulate(psum), truncate)
         g_cacc.regs.set_hw("D_OUT_SATURATION", sat, g_cacc.group)
         rec = sdp.run(g_sdp, rdma, self.dram, self.cfg,
-                      out.reshape(geo.k, geo.out_h, geo.out_w), lut=self.luts["NVDLA_SDP"])
+                      out.reshape(geo.k, geo.out_h, geo.out_w), lut=self.luts["NVDLA_SDP"],
+                      model_y=self.model_y_stage)
         cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), (geo.k, geo.c, geo.r, geo.s),
                                     int(x.size + w.size), rec["cycles"])
         self.stats.append({"unit": "CONV", "shape": {"in": tuple(x.shape),

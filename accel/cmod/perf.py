@@ -55,7 +55,8 @@ def sdp_cycles(g, cfg: HwConfig, c_pad: int, h: int, w: int, from_memory: bool) 
     if not g("D_DP_BN_CFG", "BN_BYPASS"):
         rates.append(cfg.sdp_bn_throughput)
     if not g("D_DP_EW_CFG", "EW_BYPASS"):
-        rates.append(cfg.sdp_ew_throughput)
+        # a Y stage modelled on a config without one (trace goldens): 1 per cycle
+        rates.append(cfg.sdp_ew_throughput or 1)
     rate = min(rates) if rates else cfg.sdp_bs_throughput
     elems = c_pad * h * w
     compute = ceil_div(elems, rate)

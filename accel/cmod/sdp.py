@@ -135,8 +135,12 @@ def _stage_operands(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwCon
     return alu_op, mul_op
 
 
-def check_supported(g: GroupView, cfg: HwConfig) -> None:
-    """Reject SDP programming this model does not implement."""
+def check_supported(g: GroupView, cfg: HwConfig, model_y: bool = False) -> None:
+    """Reject SDP programming this model does not implement.
+
+    ``model_y`` lets the Y stage (EW and LUT) run on a configuration without
+    ``sdp_ew``/``sdp_lut`` (see :func:`y_note`).
+    """
     if g("D_DATA_FORMAT", "PROC_PRECISION") != 0 or g("D_DATA_FORMAT", "OUT_PRECISION") != 0:
         raise UnsupportedError(
             f"SDP precision other than int8 (D_DATA_FORMAT={g('D_DATA_FORMAT'):#x})")
@@ -145,21 +149,43 @@ def check_supported(g: GroupView, cfg: HwConfig) -> None:
     if g("D_FEATURE_MODE_CFG", "BATCH_NUMBER"):
         raise UnsupportedError("SDP batch > 1 is not modelled")
     ew_active = not g("D_DP_EW_CFG", "EW_BYPASS")
+    if model_y:
+        return
     if ew_active and not cfg.sdp_ew:
         raise UnsupportedError(f"SDP EW (Y) stage is programmed but {cfg.name} has no SDP_EW")
     if ew_active and not g("D_DP_EW_CFG", "EW_LUT_BYPASS") and not cfg.sdp_lut:
         raise UnsupportedError(f"SDP LUT is programmed but {cfg.name} has no SDP_LUT")
 
 
+def y_note(g: GroupView, cfg: HwConfig) -> str:
+    """Why this op's result needs a Y stage ``cfg`` lacks ("" when it does not).
+
+    NVIDIA's nv_small traces ``sdp_*_ew_*`` program the Y stage although
+    nv_small.spec has no SDP_EW; their golden CRCs are reproduced only with Y
+    modelled, so they come from a model with Y.  A player that models Y anyway
+    records this note with the result.
+    """
+    if g("D_DP_EW_CFG", "EW_BYPASS"):
+        return ""
+    lut_used = not g("D_DP_EW_CFG", "EW_LUT_BYPASS")
+    missing = [n for n, absent in (("SDP_EW", not cfg.sdp_ew),
+                                   ("SDP_LUT", lut_used and not cfg.sdp_lut)) if absent]
+    if not missing:
+        return ""
+    return f"Y stage modelled: {cfg.name} goldens include {'/'.join(missing)}"
+
+
 def run(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
-        x_in: np.ndarray | None = None, lut: LutRam | None = None) -> dict:
+        x_in: np.ndarray | None = None, lut: LutRam | None = None,
+        model_y: bool = False) -> dict:
     """Execute one SDP operation; return a stats record.
 
     ``x_in`` is the CACC result ``[K, H, W]`` in on-the-fly mode; otherwise the
     input is read from memory through SDP_RDMA.  ``lut`` holds the tables the
-    Y stage's LUT reads (zeros when omitted).
+    Y stage's LUT reads (zeros when omitted).  ``model_y`` runs a programmed Y
+    stage even when ``cfg`` has none; the record then carries a ``note``.
     """
-    check_supported(g, cfg)
+    check_supported(g, cfg, model_y)
     w = g("D_DATA_CUBE_WIDTH", "WIDTH") + 1
     h = g("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
     c = g("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
@@ -193,6 +219,9 @@ def run(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
            "cycles": sdp_cycles(g, cfg, c_pad, h, w, x_in is None)}
     if lut_counts is not None:
         rec["lut"] = lut_counts
+    note = y_note(g, cfg)
+    if note:
+        rec["note"] = note
     if g("D_FEATURE_MODE_CFG", "OUTPUT_DST"):  # streamed to PDP, not written
         rec["to_pdp"] = out
         return rec

@@ -18,13 +18,17 @@ def add_parser(subparsers) -> None:
     r.add_argument("--preset", choices=list(PRESETS),
                    help="hardware preset (default: the trace's parent directory name)")
     r.add_argument("--json", action="store_true", help="print results as JSON")
+    r.add_argument("--strict", action="store_true",
+                   help="skip traces that program units the preset lacks instead of modelling "
+                        "them (nv_small's SDP_EW traces)")
     r.add_argument("-v", "--ops", action="store_true",
                    help="also list every operation with its cycle estimate "
                         "(model: accel.cmod.perf)")
 
 
 def _row(res) -> str:
-    reason = res.reason if len(res.reason) <= 90 else res.reason[:87] + "..."
+    reason = res.reason or getattr(res, "note", "")
+    reason = reason if len(reason) <= 90 else reason[:87] + "..."
     return f"{res.name:<46} {res.status:<5} {res.seconds:8.3f} {res.cycles:>10} {reason}"
 
 
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     progress = None
     if not args.json:
-        print(f"{'trace':<46} {'result':<5} {'seconds':>8} {'cycles':>10} reason")
+        print(f"{'trace':<46} {'result':<5} {'seconds':>8} {'cycles':>10} reason/note")
         ops = getattr(args, "ops", False)
 
         def progress(res) -> None:
@@ -59,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             if ops and res.stats:
                 print("\n".join(_op_rows(res)), flush=True)
     try:
-        results = run_traces(args.paths, preset=args.preset, progress=progress)
+        results = run_traces(args.paths, preset=args.preset, progress=progress,
+                             strict=getattr(args, "strict", False))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -67,11 +72,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"results": [
             {"name": r.name, "path": r.path, "preset": r.preset, "result": r.status,
-             "reason": r.reason, "seconds": round(r.seconds, 4), "cycles": r.cycles,
+             "reason": r.reason, "note": r.note, "seconds": round(r.seconds, 4), "cycles": r.cycles,
              "ops": [_op_json(op) for op in r.stats]}
             for r in results], "summary": counts}, indent=2))
     else:
         total = sum(r.seconds for r in results)
-        print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
-              f"in {total:.2f} s")
+        noted = sum(bool(r.note) for r in results if r.status == "pass")
+        print(f"{counts['pass']} passed"
+              + (f" ({noted} with a note)" if noted else "")
+              + f", {counts['fail']} failed, {counts['skip']} skipped in {total:.2f} s")
     return 1 if counts["fail"] else 0

@@ -242,3 +242,31 @@ def test_errors_name_unit_register_and_value():
         dla.write_reg("NVDLA_CDMA.D_OP_ENABLE_0", 1)
     with pytest.raises(UnsupportedError, match="RBK operations are not modelled"):
         dla.write_reg("NVDLA_RBK.D_OP_ENABLE_0", 1)
+
+
+def test_model_y_stage_runs_ew_on_nv_small_with_a_note():
+    # EW: ALU SUM with register operand 5, MUL bypassed, LUT bypassed (EW_CFG: bypass bit 0
+    # clear, ALU_BYPASS bit 1 clear, ALU_ALGO bits 2-3 = 2 (sum), MUL_BYPASS bit 4, LUT_BYPASS
+    # bit 6).  Operand converters are identity (scale 1), so out = in + 5.
+    dla = Dla(get_preset("nv_small"), model_y_stage=True)
+    dla.dram.map(0x1000, 0x100)
+    dla.dram.write(0x1000, np.array([1, -7, 120, 0, 0, 0, 0, 0], np.int8).view(np.uint8))
+    wr = dla.write_reg
+    wr("NVDLA_SDP_RDMA.D_FEATURE_MODE_CFG_0", 0)
+    wr("NVDLA_SDP_RDMA.D_SRC_BASE_ADDR_LOW_0", 0x1000)
+    wr("NVDLA_SDP_RDMA.D_SRC_LINE_STRIDE_0", 8)
+    wr("NVDLA_SDP_RDMA.D_SRC_SURFACE_STRIDE_0", 8)
+    wr("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 0)
+    wr("NVDLA_SDP.D_DST_BASE_ADDR_LOW_0", 0x1080)
+    wr("NVDLA_SDP.D_DST_LINE_STRIDE_0", 8)
+    wr("NVDLA_SDP.D_DST_SURFACE_STRIDE_0", 8)
+    wr("NVDLA_SDP.D_DP_EW_CFG_0", (2 << 2) | (1 << 4) | (1 << 6))
+    wr("NVDLA_SDP.D_DP_EW_ALU_SRC_VALUE_0", 5)
+    wr("NVDLA_SDP.D_DP_EW_ALU_CVT_SCALE_VALUE_0", 1)
+    wr("NVDLA_SDP.D_DP_EW_MUL_CVT_SCALE_VALUE_0", 1)
+    wr("NVDLA_SDP.D_CVT_SCALE_0", 1)
+    wr("NVDLA_SDP.D_OP_ENABLE_0", 1)
+    wr("NVDLA_SDP_RDMA.D_OP_ENABLE_0", 1)
+    assert dla.dram.read(0x1080, 3).view(np.int8).tolist() == [6, -2, 125]
+    assert dla.notes == ["Y stage modelled: nv_small goldens include SDP_EW"]
+    assert not dla.cfg.sdp_ew

@@ -122,3 +122,28 @@ def test_official_pass_through_trace_crc():
     res = run_trace(d)
     assert res.status == "pass", res.reason
     assert np.isfinite(res.seconds)
+
+
+def test_y_stage_on_nv_small_passes_with_note_in_table_and_json(tmp_path, capsys):
+    # EW ALU SUM with register operand 3, identity operand converter: every byte + 3
+    ew = ("reg_write(NVDLA_SDP.D_DP_EW_CFG_0, 0x58);\n"  # ALU SUM, MUL and LUT bypassed
+          "reg_write(NVDLA_SDP.D_DP_EW_ALU_SRC_VALUE_0, 0x3);\n"
+          "reg_write(NVDLA_SDP.D_DP_EW_ALU_CVT_SCALE_VALUE_0, 0x1);\n"
+          "reg_write(NVDLA_SDP.D_DP_EW_MUL_CVT_SCALE_VALUE_0, 0x1);\n")
+    plus3 = bytes([4, 0x83, 0x7F, 6, 0x01, 8, 9, 10])  # 127+3 saturates to 127
+    text = PASS_THROUGH.format(crc=hex(zlib.crc32(plus3))).replace(
+        "reg_write(NVDLA_SDP.D_DP_EW_CFG_0, 0x1);\n", ew)
+    d = _make(tmp_path, text)
+    res = run_trace(d)
+    assert (res.status, res.reason) == ("pass", "")
+    assert res.note == "Y stage modelled: nv_small goldens include SDP_EW"
+    strict = run_trace(d, strict=True)
+    assert strict.status == "skip" and "nv_small has no SDP_EW" in strict.reason
+    args = argparse.Namespace(paths=[str(d)], preset=None, json=False)
+    assert trace_cmd.run(args) == 0
+    out = capsys.readouterr().out
+    assert "Y stage modelled: nv_small goldens include SDP_EW" in out
+    assert "1 passed (1 with a note)" in out
+    args = argparse.Namespace(paths=[str(d)], preset=None, json=True)
+    assert trace_cmd.run(args) == 0
+    assert '"note": "Y stage modelled: nv_small goldens include SDP_EW"' in capsys.readouterr().out
