@@ -57,3 +57,118 @@ def test_quantize_image_folder_needs_dims(tmp_path, capsys):
                  "-s", "0.0625", "--no-progress"]) == 0
     # one image of 128 * 1/16 = 8.0 everywhere
     assert json.loads(out.read_text())["input"]["min"] == 8.0
+
+
+MNIST = str(Path(__file__).resolve().parents[3] / "tengine_host" / "models" / "lenet5_mnist.onnx")
+
+
+def _ort(model, x):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model)
+    return np.concatenate([sess.run(None, {"input": x[i:i + 1]})[0] for i in range(len(x))])
+
+
+def test_kl_table_and_batches_through_the_cli(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    x = rng.random((12, 1, 28, 28), dtype=np.float32)
+    np.savez(tmp_path / "cal.npz", input=x[:8])
+    np.save(tmp_path / "x.npy", x[8:])
+    calib = tmp_path / "cal.json"
+    assert main(["quantize", MNIST, "-i", str(tmp_path / "cal.npz"), "-o", str(calib),
+                 "-a", "1", "--no-progress"]) == 0
+    assert "(kl)" in capsys.readouterr().out
+    table = json.loads(calib.read_text())
+    assert all(set(e) == {"scale", "min", "max"} for e in table.values())
+    # batch 4 on a dynamic-batch model, fp32 then int8
+    assert main(["run", MNIST, "--input", str(tmp_path / "x.npy"),
+                 "--save-outputs", str(tmp_path / "fp")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "fp" / "probs.npy"), _ort(MNIST, x[8:]),
+                               atol=1e-5)
+    assert main(["run", MNIST, "--input", str(tmp_path / "x.npy"), "--precision", "int8",
+                 "--calib", str(calib), "--save-outputs", str(tmp_path / "q")]) == 0
+    assert np.load(tmp_path / "q" / "probs.npy").shape == (4, 10)
+    assert "  [3] top-5:" in capsys.readouterr().out
+
+
+def test_batch_on_a_batch_one_model_runs_sample_by_sample(tmp_path):
+    d = load_digits()
+    x = (d.images[-5:] / 16.0).astype(np.float32)[:, None]
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", LENET, "--input", f"input={tmp_path / 'x.npy'}",
+                 "--save-outputs", str(tmp_path / "o")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "probs.npy"), _ort(LENET, x), atol=1e-5)
+
+
+def test_debug_flags(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 8, 8), np.float32))
+    assert main(["run", LENET, "--input", "x.npy", "--debug-graph", "--debug-time",
+                 "--debug-data", "--debug-ref"]) == 0
+    err = capsys.readouterr().err
+    assert "graph 'main_graph'" in err and "total" in err and "TG_DEBUG_DATA" in err
+    dumped = sorted(p.name for p in (tmp_path / "output").iterdir())
+    assert dumped[0].startswith("0000_") and any(".out0.probs.npy" in n for n in dumped)
+
+
+def test_run_bad_inputs_are_named(tmp_path, capsys):
+    np.save(tmp_path / "wrong.npy", np.zeros((1, 1, 9, 9), np.float32))
+    np.save(tmp_path / "ints.npy", np.zeros((1, 1, 8, 8), np.int64))
+    (tmp_path / "junk.npy").write_bytes(b"not numpy")
+    cases = [
+        (["--input", str(tmp_path / "wrong.npy")],
+         "input 'input' has shape (1, 1, 9, 9), the model expects (1, 1, 8, 8)"),
+        (["--input", str(tmp_path / "ints.npy")],
+         "input 'input' has dtype int64, the model expects float32"),
+        (["--input", str(tmp_path / "junk.npy")], "cannot read"),
+        (["--input", str(tmp_path / "ints.npy"), "--input-shape", "input=1,x"],
+         "--input-shape 'input=1,x' must be NAME=D0,D1,..."),
+        (["--input", str(tmp_path / "ints.npy"), "--input-shape", "nope=1,1,8,8"],
+         "names ['nope']"),
+    ]
+    for extra, message in cases:
+        assert main(["run", LENET, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+def test_table_of_another_model_is_rejected(tmp_path, capsys):
+    (tmp_path / "digits.json").write_text(json.dumps(
+        {"input": {"scale": 0.01}, "conv_out": {"min": -1.0, "max": 2.0}}))
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 28, 28), np.float32))
+    assert main(["run", MNIST, "--input", str(tmp_path / "x.npy"), "--precision", "int8",
+                 "--calib", str(tmp_path / "digits.json")]) == 2
+    err = capsys.readouterr().err
+    assert "does not match model" in err and "re-run 'opendla quantize'" in err
+    (tmp_path / "bad.json").write_text("{not json")
+    assert main(["run", MNIST, "--input", str(tmp_path / "x.npy"), "--precision", "int8",
+                 "--calib", str(tmp_path / "bad.json")]) == 2
+    assert "cannot read calibration table" in capsys.readouterr().err
+
+
+def test_quantize_bad_calibration_inputs(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "a.png").write_bytes(b"\x89PNG truncated")
+    (tmp_path / "t.npz").write_bytes(b"PK\x03\x04 truncated")
+    np.savez(tmp_path / "other.npz", image=np.zeros((2, 1, 8, 8), np.float32))
+    out = str(tmp_path / "c.json")
+    cases = [
+        (["-i", str(empty), "-g", "1,8,8"], "no images"),
+        (["-i", str(broken), "-g", "1,8,8"], "cannot read image"),
+        (["-i", str(tmp_path / "t.npz")], "cannot read calibration file"),
+        (["-i", str(tmp_path / "other.npz")], "missing model inputs ['input']"),
+        (["-i", str(tmp_path / "nothing")], "does not exist"),
+        (["-i", str(empty), "-g", "1,8,8", "-y", "4,4"], "-y 4,4 must match -g H,W = 8,8"),
+    ]
+    for extra, message in cases:
+        assert main(["quantize", LENET, "-o", out, "--no-progress", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["quantize", LENET, "-o", out, "-i", str(empty), "-a", "entropy"])
+    assert "algorithm 'entropy' not in minmax, kl, percentile" in capsys.readouterr().err

@@ -38,3 +38,56 @@ def test_image_folder_with_mean_and_scale(graph, tmp_path):
     np.testing.assert_allclose(s["img"].ravel(), [-0.51, 2.04, 0.0, 0.51], rtol=1e-6)
     with pytest.raises(ValueError, match="does not match input"):
         load_images(tmp_path, graph, (1, 3, 3))
+
+
+def _rgb_image(path):
+    # 4 wide, 2 high: R = 10 * column, G = 100, B = 200
+    arr = np.zeros((2, 4, 3), np.uint8)
+    arr[..., 0] = np.arange(4) * 10
+    arr[..., 1], arr[..., 2] = 100, 200
+    Image.fromarray(arr, "RGB").save(path)
+    return path
+
+
+def test_center_crop_swap_rb_and_letterbox(tmp_path):
+    from tengine_host.quant.dataset import load_image
+
+    p = _rgb_image(tmp_path / "a.png")
+    # center crop to 2x2: the shorter side (2) already fits, columns 1..2 remain
+    x = load_image(p, (3, 2, 2), (0.0,), (1.0,), center_crop=True)
+    assert x.shape == (1, 3, 2, 2)
+    assert x[0, 0].tolist() == [[10, 20], [10, 20]] and x[0, 2].max() == 200
+    # swap R and B: channel 0 is now blue
+    x = load_image(p, (3, 2, 2), (0.0,), (1.0,), center_crop=True, swap_rb=True)
+    assert x[0, 0].min() == 200 and x[0, 2].tolist() == [[10, 20], [10, 20]]
+    # letterbox into 4x4: the 4x2 image sits in rows 1..2; padding is 0 after normalization
+    x = load_image(p, (3, 4, 4), (5.0,), (0.5,), letterbox=True)
+    assert x[0, 1, [0, 3]].tolist() == [[0.0] * 4] * 2
+    assert x[0, 1, 1:3].tolist() == [[47.5] * 4] * 2          # (100 - 5) * 0.5
+    assert x[0, 0, 1].tolist() == [-2.5, 2.5, 7.5, 12.5]       # (10c - 5) * 0.5
+    with pytest.raises(ValueError, match="exclude each other"):
+        load_image(p, (3, 2, 2), (0.0,), (1.0,), center_crop=True, letterbox=True)
+
+
+def test_quantize_cli_passes_image_options(tmp_path):
+    import json
+
+    from opendla.cli import main
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    Image.fromarray(np.full((16, 8), 64, np.uint8), "L").save(folder / "a.png")
+    g = helper.make_graph([helper.make_node("Relu", ["img"], ["y"])], "g",
+                          [helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    import onnx
+
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+              tmp_path / "m.onnx")
+    out = tmp_path / "c.json"
+    # letterbox 16x8 into 4x4: a 2x4 band of 64 -> (64 - 32) / 32 = 1; padding 0
+    assert main(["quantize", str(tmp_path / "m.onnx"), "-i", str(folder), "-o", str(out),
+                 "-g", "1,4,4", "-w", "32", "-s", "0.03125", "-y", "4,4", "-a", "percentile",
+                 "--no-progress"]) == 0
+    t = json.loads(out.read_text())
+    assert (t["img"]["min"], t["img"]["max"]) == (0.0, 1.0)
