@@ -58,13 +58,14 @@ class Partition:
 
     def report(self) -> str:
         """A plain-text summary: subgraphs, ops and MACs per device, fallbacks."""
-        lines = [f"{len(self.parts)} subgraph(s), {self.transitions} transition(s)"]
+        lines = [f"{len(self.parts)} subgraph(s)"]
         for i, (dev, sub) in enumerate(self.parts):
             lines.append(f"  [{i}] {dev.name:<10} {len(sub.nodes):>4} ops  "
                          f"{', '.join(n.op_type for n in sub.nodes)}")
         lines.append("per device:")
         for name in self.ops:
             lines.append(f"  {name:<10} {self.ops[name]:>4} ops  {self.macs[name]:>12,} MACs")
+        lines.append(f"transitions: {self.transitions}")
         for fb in self.fallbacks:
             lines.append(f"fallback: {fb.node} ({fb.op_type}) -> {fb.runs_on}: "
                          f"{fb.device} declined: {fb.reason}")

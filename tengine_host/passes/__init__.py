@@ -6,12 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tengine_host.ir import Graph
-from tengine_host.passes import fuse_activation, remove_identity
+from tengine_host.passes import (
+    fold_batchnorm,
+    fold_constants,
+    fuse_activation,
+    fuse_bias,
+    remove_identity,
+)
 
 Pass = Callable[[Graph], bool]
 
-#: The default pipeline, in order.
-DEFAULT_PASSES: tuple[Pass, ...] = (remove_identity.apply, fuse_activation.apply)
+#: The default pipeline, in order: clean up, fold what is known, then shape the
+#: graph into the conv/FC + bias + ReLU layers NVDLA runs.
+DEFAULT_PASSES: tuple[Pass, ...] = (remove_identity.apply, fold_constants.apply,
+                                    fold_batchnorm.apply, fuse_bias.apply, fuse_activation.apply)
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
@@ -30,4 +38,5 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
     raise RuntimeError(f"passes did not settle after {max_rounds} rounds")
 
 
-__all__ = ["DEFAULT_PASSES", "Pass", "fuse_activation", "remove_identity", "run_passes"]
+__all__ = ["DEFAULT_PASSES", "Pass", "fold_batchnorm", "fold_constants", "fuse_activation",
+           "fuse_bias", "remove_identity", "run_passes"]

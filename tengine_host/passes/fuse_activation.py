@@ -1,23 +1,45 @@
-"""Fold a ``Relu`` into the Conv/Gemm/Add feeding it: ``attrs["activation"] = "Relu"``.
+"""Fold a ReLU into the Conv/Gemm/Add feeding it: ``attrs["activation"] = "Relu"``.
 
-NVDLA applies ReLU in the SDP right after the convolution, so the fused form
-is what the accelerator compiler lowers.  The producer takes over the Relu's
-output name (the pre-activation tensor disappears), which keeps graph outputs
-and the calibration table's names valid.
+NVDLA applies ReLU in the SDP right after the convolution (or the
+element-wise sum), so the fused form is what the accelerator compiler lowers.
+``Clip(x, 0)`` without an upper bound is a ReLU too.  The producer takes over
+the activation's output name (the pre-activation tensor disappears), which
+keeps graph outputs and the calibration table's names valid.
 """
 
 from __future__ import annotations
 
-from tengine_host.ir import Graph
+import math
+
+from tengine_host.ir import Graph, Node
+from tengine_host.passes.edit import constant
 
 FUSABLE_PRODUCERS = ("Conv", "Gemm", "Add")
-ACTIVATIONS = ("Relu",)
+
+
+def _bound(graph: Graph, node: Node, index: int, attr: str) -> float | None:
+    """A Clip bound (input ``index`` from opset 11, attribute ``attr`` before), or None."""
+    if len(node.inputs) > index and node.inputs[index]:
+        v = constant(graph, node.inputs[index])
+        return math.nan if v is None or v.size != 1 else float(v)
+    v = node.attrs.get(attr)
+    return None if v is None else float(v)
+
+
+def is_relu(graph: Graph, node: Node) -> bool:
+    """``Relu``, or a ``Clip`` with lower bound 0 and no (or an infinite) upper bound."""
+    if node.op_type == "Relu":
+        return True
+    if node.op_type != "Clip":
+        return False
+    lo, hi = _bound(graph, node, 1, "min"), _bound(graph, node, 2, "max")
+    return lo == 0.0 and (hi is None or hi == math.inf)
 
 
 def apply(graph: Graph) -> bool:
     """Fuse one activation at a time; True when any was fused."""
     for act in graph.nodes:
-        if act.op_type not in ACTIVATIONS:
+        if not is_relu(graph, act):
             continue
         src = act.inputs[0]
         producer = graph.producer(src)
@@ -25,7 +47,7 @@ def apply(graph: Graph) -> bool:
                 or producer.attrs.get("activation") is not None
                 or len(graph.consumers(src)) != 1 or src in graph.outputs):
             continue
-        producer.attrs["activation"] = act.op_type
+        producer.attrs["activation"] = "Relu"
         producer.outputs = [act.outputs[0] if t == src else t for t in producer.outputs]
         graph.nodes.remove(act)
         graph.tensors.pop(src, None)

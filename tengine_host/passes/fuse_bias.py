@@ -1,0 +1,86 @@
+"""Bias and MatMul fusions NVDLA's conv/FC pipeline needs.
+
+* ``Conv -> Add(per-channel constant)`` becomes the Conv's bias (added to an
+  existing one): the SDP adds a per-channel bias in X1 for free.
+* ``MatMul(x[N, F], W const [F, K])`` becomes ``Gemm`` (``transB=0``): the DLA
+  runs fully-connected layers as Gemm.
+* ``Gemm(no bias) -> Add(constant [K] or [1, K])`` becomes the Gemm's bias.
+
+The fused node takes over the Add's output name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tengine_host.ir import Graph, Node, Tensor
+from tengine_host.ops import get_op
+from tengine_host.passes.edit import absorb, constant, sole_consumer
+
+
+def _per_channel(value: np.ndarray, k: int, rank: int) -> np.ndarray | None:
+    """``value`` as a [K] vector when it broadcasts over axis 1 of a rank-``rank`` output."""
+    v = np.asarray(value)
+    if v.ndim > rank:
+        return None
+    shape = (1,) * (rank - v.ndim) + v.shape
+    if shape[0] != 1 or any(d != 1 for d in shape[2:]) or shape[1] not in (1, k):
+        return None
+    return np.broadcast_to(v.reshape(-1), (k,)).astype(np.float64)
+
+
+def _set_bias(graph: Graph, node: Node, add: np.ndarray) -> None:
+    old = constant(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    total = add if old is None else np.asarray(old, np.float64).reshape(-1) + add
+    name = f"{node.name}_fused_bias"
+    graph.tensors[name] = Tensor(name, total.shape, np.dtype(np.float32),
+                                 total.astype(np.float32))
+    node.inputs = [*node.inputs[:2], name]
+
+
+def _matmul_to_gemm(graph: Graph, node: Node) -> bool:
+    x = graph.tensors[node.inputs[0]]
+    w = constant(graph, node.inputs[1])
+    if w is None or w.ndim != 2 or len(x.shape) != 2 or x.dtype != np.float32:
+        return False
+    ins = [graph.tensors[t] for t in node.inputs]
+    node.op_type = "Gemm"
+    node.attrs = get_op("Gemm").normalize({}, ins, 13)
+    return True
+
+
+def _fuse_add(graph: Graph, node: Node) -> bool:
+    if node.attrs.get("activation") is not None:
+        return False
+    if len(node.inputs) > 2 and node.inputs[2] and constant(graph, node.inputs[2]) is None:
+        return False
+    if node.op_type == "Gemm" and (node.attrs.get("beta", 1.0) != 1.0):
+        return False
+    add = sole_consumer(graph, node.outputs[0])
+    if add is None or add.op_type != "Add" or len(add.inputs) != 2:
+        return False
+    other = add.inputs[1] if add.inputs[0] == node.outputs[0] else add.inputs[0]
+    value = constant(graph, other)
+    if value is None:
+        return False
+    out = graph.tensors[node.outputs[0]]
+    if graph.tensors[add.outputs[0]].shape != out.shape:
+        return False  # the constant would broadcast the output to a larger shape
+    vec = _per_channel(value, out.shape[1], len(out.shape))
+    if vec is None:
+        return False
+    _set_bias(graph, node, vec)
+    if add.attrs.get("activation") is not None:  # a ReLU already fused into the Add moves on
+        node.attrs["activation"] = add.attrs["activation"]
+    absorb(graph, node, add)
+    return True
+
+
+def apply(graph: Graph) -> bool:
+    """One fusion at a time; True when any was made."""
+    for node in graph.nodes:
+        if node.op_type == "MatMul" and _matmul_to_gemm(graph, node):
+            return True
+        if node.op_type in ("Conv", "Gemm") and _fuse_add(graph, node):
+            return True
+    return False
