@@ -61,3 +61,56 @@ def test_int8_without_table_or_entry_is_a_clear_error():
         Executor(g, [get_device("cpu", precision="int8")]).prerun()
     with pytest.raises(ValueError, match="'x' has no entry in the calibration table"):
         Executor(g, [get_device("cpu", precision="int8")], {}).prerun()
+
+
+def test_int8_pooling_and_add_run_the_dla_arithmetic():
+    # x -> MaxPool -> AveragePool(3x3, pads, count_include_pad) --\
+    #   \-----------------------------------------------> Add(... , Relu(x) pooled) -> y
+    nodes = [helper.make_node("MaxPool", ["x"], ["m"], name="max", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("AveragePool", ["m"], ["a"], name="avg", kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], count_include_pad=1),
+             helper.make_node("AveragePool", ["x"], ["b"], name="avg2", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    g = helper.make_graph(nodes, "pools",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    run_passes(graph)
+    rng = np.random.default_rng(8)
+    samples = [{"x": rng.standard_normal((1, 2, 6, 6)).astype(np.float32)} for _ in range(8)]
+    table = calibrate(graph, samples, progress=False)
+    s = table["x"]["scale"]
+    # DLA rules: pooling keeps its input's scale, and the Add's inputs share one
+    assert table["m"]["scale"] == table["a"]["scale"] == table["b"]["scale"] == s
+    with Executor(graph, [get_device("cpu", precision="int8")], table) as ex:
+        assert set(ex.prepared[0][2].overrides) == {"max", "avg", "avg2", "add"}
+        env = ex.run(samples[0])
+    with Executor(graph, [get_device("cpu")]) as ex:
+        ref = ex.run(samples[0])["y"]
+    step = table["y"]["scale"]
+    q = env["y"] / step
+    np.testing.assert_allclose(q, np.round(q), atol=1e-3)     # on the output's int8 grid
+    # input rounding (<= 1/2 step of s per value, averaged) + two PDP roundings + the
+    # Add's output rounding: a few steps at most
+    assert np.abs(env["y"] - ref).max() <= 2 * s + step
+
+
+def test_int8_max_pool_equals_fp32_pool_of_the_quantized_input():
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], name="max", kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "mp",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 7, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    x = np.random.default_rng(9).standard_normal((1, 3, 7, 7)).astype(np.float32)
+    table = calibrate(graph, [{"x": x}], progress=False)
+    s = table["x"]["scale"]
+    xq = (np.clip(np.sign(x / s) * np.floor(np.abs(x / s) + 0.5), -128, 127) * s
+          ).astype(np.float32)
+    with Executor(graph, [get_device("cpu")]) as ex:
+        want = ex.run({"x": xq})["y"]         # the fp32 op on the dequantized input
+    with Executor(graph, [get_device("cpu", precision="int8")], table) as ex:
+        got = ex.run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
