@@ -16,8 +16,9 @@ from tengine_host.passes.edit import absorb, constant, sole_consumer
 
 
 def apply(graph: Graph) -> bool:
-    """Fold one Conv -> BatchNormalization pair at a time; True when one was folded."""
-    for conv in graph.nodes:
+    """Fold every Conv -> BatchNormalization pair in one sweep; True when any was folded."""
+    changed = False
+    for conv in list(graph.nodes):
         if conv.op_type != "Conv" or conv.attrs.get("activation") is not None:
             continue
         w = constant(graph, conv.inputs[1])
@@ -44,5 +45,5 @@ def apply(graph: Graph) -> bool:
                                       new_b.astype(np.float32))
         conv.inputs = [conv.inputs[0], wname, bname]
         absorb(graph, conv, bn)
-        return True
-    return False
+        changed = True
+    return changed

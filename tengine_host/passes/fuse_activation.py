@@ -37,8 +37,9 @@ def is_relu(graph: Graph, node: Node) -> bool:
 
 
 def apply(graph: Graph) -> bool:
-    """Fuse one activation at a time; True when any was fused."""
-    for act in graph.nodes:
+    """Fuse every fusable activation in one sweep; True when any was fused."""
+    changed = False
+    for act in list(graph.nodes):
         if not is_relu(graph, act):
             continue
         src = act.inputs[0]
@@ -51,5 +52,5 @@ def apply(graph: Graph) -> bool:
         producer.outputs = [act.outputs[0] if t == src else t for t in producer.outputs]
         graph.nodes.remove(act)
         graph.tensors.pop(src, None)
-        return True
-    return False
+        changed = True
+    return changed

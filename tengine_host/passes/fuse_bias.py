@@ -77,10 +77,11 @@ def _fuse_add(graph: Graph, node: Node) -> bool:
 
 
 def apply(graph: Graph) -> bool:
-    """One fusion at a time; True when any was made."""
-    for node in graph.nodes:
-        if node.op_type == "MatMul" and _matmul_to_gemm(graph, node):
-            return True
-        if node.op_type in ("Conv", "Gemm") and _fuse_add(graph, node):
-            return True
-    return False
+    """Every fusion in one sweep; True when any was made."""
+    changed = False
+    for node in list(graph.nodes):
+        if node.op_type == "MatMul":
+            changed |= _matmul_to_gemm(graph, node)
+        if node.op_type in ("Conv", "Gemm"):
+            changed |= _fuse_add(graph, node)
+    return changed

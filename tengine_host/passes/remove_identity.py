@@ -29,8 +29,9 @@ def _rename(graph: Graph, old: str, new: str) -> None:
 
 
 def apply(graph: Graph) -> bool:
-    """Remove one pass-through node at a time; True when any was removed."""
-    for node in graph.nodes:
+    """Remove every removable pass-through node in one sweep; True when any was removed."""
+    changed = False
+    for node in list(graph.nodes):
         if not _removable(node, graph):
             continue
         src, dst = node.inputs[0], node.outputs[0]
@@ -47,5 +48,5 @@ def apply(graph: Graph) -> bool:
             graph.tensors.pop(dst, None)
         for t in node.outputs[1:]:
             graph.tensors.pop(t, None)
-        return True
-    return False
+        changed = True
+    return changed
