@@ -1,7 +1,8 @@
 """CDMA: convolution DMA - fetches the input feature cube and the direct-conv weights.
 
-Only the feature path of direct convolution is modelled: image (pixel) input,
-Winograd, compressed weights and int16/fp16 raise :class:`UnsupportedError`.
+Direct convolution with feature input; image (pixel) input is in
+:mod:`accel.cmod.cdma_image`.  Winograd, compressed weights and int16/fp16
+raise :class:`UnsupportedError`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ UNIT = "CDMA"
 
 
 def check_supported(g: GroupView) -> None:
-    """Reject programming outside the direct-conv int8 feature path."""
-    if g("D_DATAIN_FORMAT", "DATAIN_FORMAT") != 0:
-        raise UnsupportedError("CDMA image (pixel) input is not modelled")
+    """Reject programming outside the direct-conv int8 feature and image paths."""
     if g("D_MISC_CFG", "CONV_MODE") != 0:
         raise UnsupportedError("CDMA Winograd convolution is not modelled")
     if g("D_MISC_CFG", "IN_PRECISION") != 0 or g("D_MISC_CFG", "PROC_PRECISION") != 0:

@@ -3,17 +3,26 @@
 Turns the input cube into im2col patches: zero padding with the programmed pad
 value, convolution strides and dilation, exactly the atoms the CSC would feed
 to the MAC array, but as one array so CMAC can do one GEMM.
+
+Image input (``D_DATAIN_FORMAT = PIXEL``) uses *channel pre-extended* kernels
+(NVDLA_FACTS section 2): the programmed kernel is ``R x 1`` with
+``WEIGHT_CHANNEL_EXT + 1 = S * C`` channels, channel ``s * C + c`` weighting
+channel ``c`` of the ``s``-th pixel.  Output pixel ``x`` reads those ``S * C``
+consecutive elements of a padded image line from element ``x * stride_x * C``
+(cmod ``SendImageDataToMacSequencerConvCommon``); rows above/below the image
+read the pad value.  :func:`image_cube` lays these windows out as an ordinary
+``[S*C, H, out_w]`` cube so the direct path (im2col, one GEMM) does the rest.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from accel.arith import sign_extend
 from accel.cmod.csb import GroupView
-from accel.cmod.errors import UnsupportedError, check_elements
+from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 
 UNIT = "CSC"
 
@@ -35,12 +44,11 @@ class ConvGeometry:
     pad_top: int
     pad_left: int
     pad_value: int
+    image: bool = False
 
 
 def geometry(g: GroupView) -> ConvGeometry:
-    """Read the CSC registers of a direct int8 convolution."""
-    if g("D_DATAIN_FORMAT", "DATAIN_FORMAT") != 0:
-        raise UnsupportedError("CSC image (pixel) input is not modelled")
+    """Read the CSC registers of a direct int8 convolution (feature or image input)."""
     if g("D_MISC_CFG", "CONV_MODE") != 0:
         raise UnsupportedError("CSC Winograd convolution is not modelled")
     # int8 lanes pad with the low byte of the 16-bit PAD_VALUE field
@@ -59,7 +67,45 @@ def geometry(g: GroupView) -> ConvGeometry:
         pad_top=g("D_ZERO_PADDING", "PAD_TOP"),
         pad_left=g("D_ZERO_PADDING", "PAD_LEFT"),
         pad_value=pad_value,
+        image=bool(g("D_DATAIN_FORMAT", "DATAIN_FORMAT")),
     )
+
+
+def image_cube(lines: np.ndarray, channels: int, geo: ConvGeometry,
+               g: GroupView) -> tuple[np.ndarray, ConvGeometry]:
+    """Pre-extended image windows as a cube ``[S*C, H, out_w]`` and the geometry to run it.
+
+    ``lines`` are the CDMA's padded image lines ``[H, L * C]``; ``channels`` is
+    C.  The returned geometry is a ``R x 1`` kernel at x stride 1 without left
+    padding, so :func:`im2col` applies only the vertical stride and padding.
+    """
+    if geo.s != 1:
+        raise ConfigError(UNIT, "D_WEIGHT_SIZE_EXT_0", g("D_WEIGHT_SIZE_EXT_0"),
+                          f"image input needs a pre-extended kernel of width 1, not {geo.s}")
+    if geo.dil_x != 1 or geo.dil_y != 1:
+        raise ConfigError(UNIT, "D_DILATION_EXT", g("D_DILATION_EXT"),
+                          "image input does not support dilation")
+    if g("D_POST_Y_EXTENSION", "Y_EXTENSION"):
+        raise UnsupportedError("CSC image post-Y-extension (x2/x4 weights) is not modelled")
+    c_ext = g("D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT") + 1
+    if c_ext != channels:
+        raise ConfigError(UNIT, "D_DATAIN_SIZE_EXT_1", c_ext - 1,
+                          f"CSC image channels {c_ext} != CDMA pixel channels {channels}")
+    h_ext = g("D_DATAIN_SIZE_EXT_0", "DATAIN_HEIGHT_EXT") + 1
+    if h_ext != lines.shape[0]:
+        raise ConfigError(UNIT, "D_DATAIN_SIZE_EXT_0", g("D_DATAIN_SIZE_EXT_0"),
+                          f"CSC image height {h_ext} != CDMA image height {lines.shape[0]}")
+    check_elements(UNIT, f"image windows of {geo.c} by {lines.shape[0]}x{geo.out_w}",
+                   geo.c * lines.shape[0] * geo.out_w)
+    start = np.arange(geo.out_w, dtype=np.int64) * (geo.stride_x * channels)
+    if int(start[-1]) + geo.c > lines.shape[1]:
+        raise ConfigError(UNIT, "D_DATAOUT_SIZE_0", g("D_DATAOUT_SIZE_0"),
+                          f"output pixel {geo.out_w - 1} reads elements up to "
+                          f"{int(start[-1]) + geo.c} of a padded image line of {lines.shape[1]} "
+                          f"({lines.shape[1] // channels} pixels x {channels} channels)")
+    windows = lines[:, start[:, None] + np.arange(geo.c, dtype=np.int64)[None, :]]
+    return (np.ascontiguousarray(windows.transpose(2, 0, 1)),
+            replace(geo, s=1, stride_x=1, dil_x=1, pad_left=0))
 
 
 def im2col(x: np.ndarray, geo: ConvGeometry) -> np.ndarray:

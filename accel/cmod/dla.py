@@ -16,7 +16,7 @@ and GLB raises the done interrupts of the groups that ran.
 
 from __future__ import annotations
 
-from accel.cmod import cacc, cdma, cdp, csc, pdp, sdp
+from accel.cmod import cacc, cdma, cdma_image, cdp, csc, pdp, sdp
 from accel.cmod.cmac import conv_gemm
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.dram import Dram
@@ -172,7 +172,17 @@ class Dla:
         cdma.check_supported(g_cdma)
         sdp.check_supported(g_sdp, self.cfg, self.model_y_stage)
         geo = csc.geometry(g_csc)
-        x = cdma.fetch_feature(g_cdma, self.dram, self.cfg)
+        if geo.image != bool(g_cdma("D_DATAIN_FORMAT", "DATAIN_FORMAT")):
+            raise ConfigError("CSC", "D_DATAIN_FORMAT", int(geo.image),
+                              "CSC and CDMA disagree on feature/pixel input")
+        if geo.image:
+            lines, fmt = cdma_image.fetch_image(g_cdma, self.dram, self.cfg)
+            x, geo_run = csc.image_cube(lines, fmt.channels, geo, g_csc)
+            in_shape = (fmt.channels, lines.shape[0], g_cdma("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1)
+            in_bytes = cdma_image.image_bytes(fmt, in_shape[1], in_shape[2])
+        else:
+            x = cdma.fetch_feature(g_cdma, self.dram, self.cfg)
+            geo_run, in_shape, in_bytes = geo, tuple(x.shape), int(x.size)
         if x.shape[0] != geo.c:
             raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.c - 1,
                               f"kernel channels {geo.c} != CDMA input channels {x.shape[0]}")
@@ -180,7 +190,7 @@ class Dla:
         if w.shape[0] != geo.k:
             raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.k - 1,
                               f"CSC kernels {geo.k} != CDMA WEIGHT_KERNEL+1 {w.shape[0]}")
-        psum = conv_gemm(w.reshape(geo.k, -1), csc.im2col(x, geo))
+        psum = conv_gemm(w.reshape(geo.k, -1), csc.im2col(x, geo_run))
         truncate = g_cacc("D_CLIP_CFG", "CLIP_TRUNCATE")
         if truncate > cacc.MAX_TRUNCATE:
             raise ConfigError("CACC", "D_CLIP_CFG", truncate,
@@ -191,8 +201,8 @@ class Dla:
                       out.reshape(geo.k, geo.out_h, geo.out_w), lut=self.luts["NVDLA_SDP"],
                       model_y=self.model_y_stage)
         cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), (geo.k, geo.c, geo.r, geo.s),
-                                    int(x.size + w.size), rec["cycles"])
-        self.stats.append({"unit": "CONV", "shape": {"in": tuple(x.shape),
+                                    in_bytes + int(w.size), rec["cycles"])
+        self.stats.append({"unit": "CONV", "shape": {"in": in_shape,
                                                      "kernel": (geo.k, geo.c, geo.r, geo.s),
                                                      "out": (geo.k, geo.out_h, geo.out_w)},
                            "mac_atoms": atoms, "cacc_saturations": sat, "cycles": cycles,

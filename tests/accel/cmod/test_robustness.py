@@ -24,6 +24,8 @@ from accel.regs import UNITS
 OPS = {
     "conv": ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
              "NVDLA_SDP", "NVDLA_SDP_RDMA"),
+    "image": ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
+              "NVDLA_SDP", "NVDLA_SDP_RDMA"),
     "sdp": ("NVDLA_SDP", "NVDLA_SDP_RDMA"),
     "pdp": ("NVDLA_PDP", "NVDLA_PDP_RDMA"),
     "cdp": ("NVDLA_CDP", "NVDLA_CDP_RDMA"),
@@ -40,6 +42,14 @@ _CONV.update({("NVDLA_CSC", "D_MISC_CFG"): (0x3301, 0), ("NVDLA_CSC", "D_DATAIN_
               ("NVDLA_CSC", "D_BATCH_NUMBER"): (0x1F, 0)})
 ROUTE = {
     "conv": {**_SDP_MEM, **_CONV, ("NVDLA_SDP", "D_FEATURE_MODE_CFG"): (0x1F07, 0x1)},
+    # image input: A8B8G8R8 pitch-linear, 4 channels, pre-extended kernel width 1
+    "image": {**_SDP_MEM, **_CONV, ("NVDLA_SDP", "D_FEATURE_MODE_CFG"): (0x1F07, 0x1),
+              ("NVDLA_CDMA", "D_DATAIN_FORMAT"): (0x13F01, 0xC01),
+              ("NVDLA_CSC", "D_DATAIN_FORMAT"): (1, 1),
+              ("NVDLA_CDMA", "D_DATAIN_SIZE_1"): (0x1FFF, 3),
+              ("NVDLA_CSC", "D_DATAIN_SIZE_EXT_1"): (0x1FFF, 3),
+              ("NVDLA_CSC", "D_POST_Y_EXTENSION"): (3, 0),
+              ("NVDLA_CSC", "D_WEIGHT_SIZE_EXT_0"): (0x1F, 0)},
     "sdp": _SDP_MEM,
     "pdp": {("NVDLA_PDP", "D_OPERATION_MODE_CFG"): (0x10, 0x10),
             ("NVDLA_PDP", "D_DATA_FORMAT"): (0x3, 0)},
