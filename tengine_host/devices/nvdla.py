@@ -67,6 +67,9 @@ class NvdlaDevice:
     """
 
     name = "nvdla"
+    # Loadables are compiled for batch 1: the executor splits larger batches
+    # (run() also loops over a batch when called directly).
+    max_batch = 1
 
     def __init__(self, preset: str | HwConfig = DEFAULT_PRESET, backend: str = "cmod",
                  capture: bool = False) -> None:
