@@ -13,12 +13,12 @@ def clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = No
          min: float | None = None, max: float | None = None) -> np.ndarray:  # noqa: A002
     lo = min if lo is None else lo
     hi = max if hi is None else hi
-    y = x
-    if lo is not None:
-        y = np.maximum(y, np.asarray(lo, x.dtype))
-    if hi is not None:
-        y = np.minimum(y, np.asarray(hi, x.dtype))
-    return np.asarray(y, dtype=x.dtype)
+    if lo is None and hi is None:
+        return x.copy()
+    # One np.clip pass is several times faster than maximum followed by minimum.
+    lo = None if lo is None else np.asarray(lo, x.dtype)
+    hi = None if hi is None else np.asarray(hi, x.dtype)
+    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
 
 
 def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:

@@ -4,6 +4,7 @@ convolutions (one multiply-add per kernel tap over the whole tensor)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,8 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, kernel_sh
     outs = out_shape(x.shape[2:], kernel_shape, strides, pads, dilations)
     w = w.astype(x.dtype, copy=False)
     if group == c == k and w.shape[1] == 1 and len(kernel_shape) == 2:
-        y = _depthwise(x, w, kernel_shape, strides, pads, dilations, outs)
+        y = _depthwise(x, w, b, kernel_shape, strides, pads, dilations, outs)
+        b = None  # added by _depthwise
     elif (group == 1 and all(v == 1 for v in (*kernel_shape, *strides))
           and not any(pads)):
         y = np.matmul(w.reshape(k, c), x.reshape(n, c, -1))
@@ -77,22 +79,86 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, kernel_sh
     return apply_activation(y, activation)
 
 
-def _depthwise(x: np.ndarray, w: np.ndarray, kernel_shape, strides, pads, dilations, outs
-               ) -> np.ndarray:
-    """One channel per group: accumulate each kernel tap over the whole tensor."""
+def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, kernel_shape, strides,
+               pads, dilations, outs) -> np.ndarray:
+    """One channel per group: accumulate each kernel tap over the whole tensor.
+
+    numpy is slow on short inner loops (a 7x7 map has rows of 7), so each tap
+    is made one long contiguous run: the padded input is split into stride
+    phases (``xp[a::sh, b::sw]``), each phase flattened per channel, and a tap
+    is then a shifted slice of length ``oh * row`` of one phase.  The output is
+    computed on the phase's full row width and the extra columns cut at the end.
+    """
     n, c, h, wd = x.shape
     (r, s), (sh, sw), (dh, dw) = kernel_shape, strides, dilations
     oh, ow = outs
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], max(pads[2], 0)), (pads[1], max(pads[3], 0))))
-    y = np.zeros((n, c, oh, ow), dtype=x.dtype)
-    tmp = np.empty_like(y)
-    for i in range(r):
-        for j in range(s):
-            top, left = i * dh, j * dw
-            tap = xp[:, :, top:top + sh * (oh - 1) + 1:sh, left:left + sw * (ow - 1) + 1:sw]
-            np.multiply(tap, w[:, 0, i, j].reshape(1, c, 1, 1), out=tmp)
-            y += tmp
-    return y
+    # Enough bottom/right padding that every shifted run stays inside its phase.
+    need_h = (oh + 1) * sh + (r - 1) * dh
+    need_w = ow * sw + (s - 1) * dw
+    xp_shape = (n, c, pads[0] + h + max(need_h - h - pads[0], 0),
+                pads[1] + wd + max(need_w - wd - pads[1], 0))
+    # A cached padded buffer per geometry: only the interior is ever written, so its
+    # zero border survives, and no multi-MiB allocation (page faults) per call.
+    xp = _scratch(("xp", xp_shape, pads[0], pads[1]), xp_shape, x.dtype, zero=True)
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
+    phases = {}
+    for a in range(sh):
+        for b in range(sw):
+            taps = [(i, j) for i in range(r) for j in range(s)
+                    if (i * dh) % sh == a and (j * dw) % sw == b]
+            if taps:
+                view = xp[:, :, a::sh, b::sw]
+                if sh == sw == 1:
+                    phase = xp
+                else:
+                    phase = _scratch(("phase", a, b, view.shape), view.shape, x.dtype)
+                    phase[...] = view
+                phases[a, b] = (phase.reshape(n, c, -1), phase.shape[3], taps)
+    row = next(iter(phases.values()))[1]
+    length = oh * row
+    offsets = [(flat, (i * dh // sh) * row + j * dw // sw)
+               for flat, _, taps in phases.values() for i, j in taps]
+    # [C, 1, taps] with real strides: a stride-0 axis would keep matmul off BLAS.
+    wt = np.stack([w[:, 0, i, j] for _, _, taps in phases.values() for i, j in taps],
+                  axis=1).astype(x.dtype).reshape(c, 1, -1).copy()
+    y = _scratch(("y", n, c, length), (n, c, length), x.dtype)
+    # Channel blocks: each gathers its taps (im2col, cheap copies) into a buffer that
+    # stays in cache, then one batched matmul computes every channel's 1 x taps product.
+    block = min(c, max(1, _BLOCK_FLOATS // (len(offsets) * length)))
+    # One buffer for every block: a fresh multi-MiB array per block costs page faults.
+    buf = _scratch(("cols", block, len(offsets), length), (block, len(offsets), length),
+                   x.dtype)
+    for bn in range(n):
+        for c0 in range(0, c, block):
+            c1 = min(c, c0 + block)
+            cols = buf[:c1 - c0]
+            for t, (flat, start) in enumerate(offsets):
+                cols[:, t] = flat[bn, c0:c1, start:start + length]
+            np.matmul(wt[c0:c1], cols, out=y[bn, c0:c1, None, :])
+    if bias is not None:
+        y += bias.astype(x.dtype).reshape(1, c, 1)
+    # A copy: y is a scratch buffer.
+    return y.reshape(n, c, oh, row)[:, :, :, :ow].copy()
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(key: tuple, shape: tuple[int, ...], dtype: np.dtype, zero: bool = False
+             ) -> np.ndarray:
+    """A per-thread work buffer reused across calls (never returned to callers)."""
+    cache = getattr(_SCRATCH, "buffers", None)
+    if cache is None:
+        cache = _SCRATCH.buffers = {}
+    key = (*key, np.dtype(dtype).str)
+    buf = cache.get(key)
+    if buf is None:
+        buf = cache[key] = (np.zeros if zero else np.empty)(shape, dtype)
+    return buf
+
+
+#: Floats per depthwise im2col block (2 MiB): large enough for BLAS, small for cache.
+_BLOCK_FLOATS = 1 << 19
 
 
 register("Conv", conv, infer_shape, normalize)
