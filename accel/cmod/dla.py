@@ -8,7 +8,9 @@ enabling, as the hardware starts a pipeline once every unit in it has
   the fly (plus SDP_RDMA when the SDP fetches operands);
 * SDP from memory: SDP and SDP_RDMA;
 * PDP: PDP and PDP_RDMA from memory, or PDP fed on the fly by an SDP whose
-  ``OUTPUT_DST`` is PDP (both must be enabled).
+  ``OUTPUT_DST`` is PDP (both must be enabled);
+* BDMA (presets with ``bdma``): the transfers queued by ``CFG_OP`` run when a
+  ``CFG_LAUNCH0/1`` write launches their group (:mod:`accel.cmod.bdma`).
 
 On completion each unit clears its ``D_OP_ENABLE``, flips its consumer pointer,
 and GLB raises the done interrupts of the groups that ran.
@@ -17,6 +19,7 @@ and GLB raises the done interrupts of the groups that ran.
 from __future__ import annotations
 
 from accel.cmod import cacc, cdma, cdma_image, cdp, csc, pdp, sdp
+from accel.cmod.bdma import Bdma
 from accel.cmod.cmac import conv_gemm
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.dram import Dram
@@ -56,6 +59,7 @@ class Dla:
         self.regs["NVDLA_CDMA"].set_hw("S_CBUF_FLUSH_STATUS", 1)
         self.stats: list[dict] = []
         self.luts = {u: LutRam(u[6:]) for u in _LUT_UNITS}
+        self.bdma = Bdma(self.regs["NVDLA_BDMA"], self.dram, cfg, self.glb)
 
     # --- CSB -------------------------------------------------------------------------
     def csb_write(self, addr: int, value: int) -> None:
@@ -71,6 +75,11 @@ class Dla:
         if reg.unit in self.luts and reg.name == "S_LUT_ACCESS_CFG":
             self.luts[reg.unit].access_cfg(value)
         self.regs[reg.unit].write(reg, value)
+        if reg.unit == "NVDLA_BDMA":
+            rec = self.bdma.csb_write(reg.name, value)
+            if rec is not None:
+                self.stats.append(rec)
+            return
         if reg.name == "D_OP_ENABLE" and value & 1:
             if reg.unit not in _MODELLED:
                 raise UnsupportedError(f"{reg.unit[6:]} operations are not modelled yet")
