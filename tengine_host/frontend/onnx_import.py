@@ -117,6 +117,13 @@ def _import_node(pn: onnx.NodeProto, name: str, opset: int, tensors: dict[str, T
     ins = [_with_value(tensors[t], known.get(t)) if t else None for t in pn.input]
     outs = list(pn.output)
     where = f"node {name!r} ({pn.op_type}, opset {opset})"
+    for i in op.const_inputs:
+        t = ins[i] if i < len(ins) else None
+        if t is not None and t.data is None:
+            raise OnnxImportError(f"{where}: input {t.name!r} decides the output shape and "
+                                  f"must be known when the model is loaded (a constant, or "
+                                  f"computed from constants and shapes); this engine has "
+                                  f"static shapes")
     try:
         attrs: dict[str, Any] = {a.name: attr_value(a) for a in pn.attribute}
         # Ops whose behaviour depends on how many outputs the node has (Split, MaxPool's

@@ -20,7 +20,9 @@ def source_coords(mode: str, n_in: int, n_out: int, scale: float,
     """Source coordinate of every output position, and the out-of-range mask of
     ``tf_crop_and_resize`` (``None`` for the other modes)."""
     y = np.arange(n_out, dtype=np.float64)
-    width = scale * n_in  # the real-valued output length the formulas use
+    # ONNX's length_resized is scale * n_in, fractional when scales are (onnx's reference
+    # follows the spec; onnxruntime uses the integer length, so the two differ then).
+    width = scale * n_in
     if mode == "align_corners":
         return (np.zeros(n_out) if width == 1 else y * (n_in - 1) / (width - 1)), None
     if mode == "asymmetric":
