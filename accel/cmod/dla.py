@@ -10,7 +10,10 @@ enabling, as the hardware starts a pipeline once every unit in it has
 * PDP: PDP and PDP_RDMA from memory, or PDP fed on the fly by an SDP whose
   ``OUTPUT_DST`` is PDP (both must be enabled);
 * BDMA (presets with ``bdma``): the transfers queued by ``CFG_OP`` run when a
-  ``CFG_LAUNCH0/1`` write launches their group (:mod:`accel.cmod.bdma`).
+  ``CFG_LAUNCH0/1`` write launches their group (:mod:`accel.cmod.bdma`);
+* RUBIK (presets with ``rubik``): contract, split or merge of its register
+  group (:mod:`accel.cmod.rubik`); enabling it elsewhere is an
+  :class:`UnsupportedError`.
 
 On completion each unit clears its ``D_OP_ENABLE``, flips its consumer pointer,
 and GLB raises the done interrupts of the groups that ran.
@@ -18,7 +21,7 @@ and GLB raises the done interrupts of the groups that ran.
 
 from __future__ import annotations
 
-from accel.cmod import cacc, cdma, cdma_image, cdp, csc, pdp, sdp
+from accel.cmod import cacc, cdma, cdma_image, cdp, csc, pdp, rubik, sdp
 from accel.cmod.bdma import Bdma
 from accel.cmod.cmac import conv_gemm
 from accel.cmod.csb import GroupView, make_register_file
@@ -33,7 +36,7 @@ from accel.regs import by_address, lookup
 CONV_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC")
 _MODELLED = {"NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
              "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA",
-             "NVDLA_CDP", "NVDLA_CDP_RDMA"}
+             "NVDLA_CDP", "NVDLA_CDP_RDMA", "NVDLA_RBK"}
 # units with a LUT behind S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA
 _LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
 
@@ -87,6 +90,8 @@ class Dla:
                 self._try_run_pdp()
             elif reg.unit in ("NVDLA_CDP", "NVDLA_CDP_RDMA"):
                 self._try_run_cdp()
+            elif reg.unit == "NVDLA_RBK":
+                self._run_rubik()
             else:
                 self._try_run()
 
@@ -167,6 +172,15 @@ class Dla:
         self.stats.append(cdp.run(g, self._exec("NVDLA_CDP_RDMA"), self.dram, self.cfg,
                                   self.luts["NVDLA_CDP"]))
         self._complete(["NVDLA_CDP", "NVDLA_CDP_RDMA"], [("CDP", g.group)])
+
+    def _run_rubik(self) -> None:
+        if not self.cfg.rubik:
+            raise UnsupportedError(f"RUBIK is programmed but {self.cfg.name} has no Rubik")
+        # groups run in consumer order: an enable of the other group waits for this one
+        while self._enabled("NVDLA_RBK"):
+            g = self._exec("NVDLA_RBK")
+            self.stats.append(rubik.run(g, self.dram, self.cfg))
+            self._complete(["NVDLA_RBK"], [("RUBIK", g.group)])
 
     def _complete(self, units: list[str], interrupts: list[tuple[str, int]]) -> None:
         for unit in units:

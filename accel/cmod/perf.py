@@ -19,6 +19,9 @@ resource, assuming the units of a fused pipeline overlap completely:
   bounded by its input + output DMA.
 * **CDP**: ``c_pad * h * w`` elements at ``CDP_THROUGHPUT`` per cycle, bounded
   by input + output DMA.
+* **BDMA** and **RUBIK**: pure data movement, so DMA-bound: the bytes read plus
+  the bytes written (whole 32-byte atoms, padding included) over the memory
+  interface; Rubik's reordering buffer is assumed to keep up.
 
 What it does not count: DMA latency and bank conflicts, CBUF capacity
 stalls (the model assumes input and weights fit), CSB programming time,
@@ -74,3 +77,8 @@ def pdp_cycles(cfg: HwConfig, in_elems: int, out_elems: int, from_memory: bool) 
 
 def cdp_cycles(cfg: HwConfig, elems: int) -> int:
     return max(ceil_div(elems, cfg.cdp_throughput), dma_cycles(cfg, 2 * elems))
+
+
+def rubik_cycles(cfg: HwConfig, read_bytes: int, write_bytes: int) -> int:
+    """A Rubik op: its input and output DMA traffic over the memory interface."""
+    return dma_cycles(cfg, read_bytes + write_bytes)

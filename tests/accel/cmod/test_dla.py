@@ -240,7 +240,7 @@ def test_errors_name_unit_register_and_value():
         dla.write_reg(f"NVDLA_{u}.D_OP_ENABLE_0", 1)
     with pytest.raises(ConfigError, match=r"CACC.D_CLIP_CFG = 0x11: CLIP_TRUNCATE must be 0..16"):
         dla.write_reg("NVDLA_CDMA.D_OP_ENABLE_0", 1)
-    with pytest.raises(UnsupportedError, match="RBK operations are not modelled"):
+    with pytest.raises(UnsupportedError, match="RUBIK is programmed but nv_small has no Rubik"):
         dla.write_reg("NVDLA_RBK.D_OP_ENABLE_0", 1)
 
 
