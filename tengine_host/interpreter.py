@@ -67,7 +67,16 @@ def interpret(graph: Graph, feeds: Mapping[str, np.ndarray], *, keep_all: bool =
     """
     env = check_feeds(graph, feeds)
     overrides = overrides or {}
-    for node in graph.nodes:
+    # Drop each activation after its last reader: memory is then reused by the
+    # next outputs (fewer page faults, warmer caches) instead of growing per node.
+    last_use: dict[str, int] = {}
+    if not keep_all:
+        for i, node in enumerate(graph.nodes):
+            for t in node.inputs:
+                last_use[t] = i
+        for t in graph.outputs:
+            last_use[t] = len(graph.nodes)
+    for i, node in enumerate(graph.nodes):
         args = [_value(graph, env, t) for t in node.inputs]
         start = time.perf_counter()
         fn = overrides.get(node.name)
@@ -77,6 +86,10 @@ def interpret(graph: Graph, feeds: Mapping[str, np.ndarray], *, keep_all: bool =
         for name, value in zip(node.outputs, outs, strict=False):
             if name:
                 env[name] = value
+        if not keep_all:
+            for t in node.inputs:
+                if last_use.get(t) == i and t in env:
+                    del env[t]
     if keep_all:
         return env
     # An output may be a constant or a graph input passed straight through.

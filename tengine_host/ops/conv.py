@@ -27,7 +27,7 @@ def normalize(attrs: dict[str, Any], inputs: list[Tensor | None], opset: int) ->
         raise ValueError(f"Conv needs input and weight of equal rank >= 3, got "
                          f"{x.shape} and {None if w is None else w.shape}")
     kernel = list(attrs.get("kernel_shape", w.shape[2:]))
-    out = {k: v for k, v in attrs.items() if k == "activation"}
+    out = {k: v for k, v in attrs.items() if k in ("activation", "activation_max")}
     out.update(geometry(attrs, tuple(x.shape[2:]), kernel, "Conv"))
     out["group"] = int(attrs.get("group", 1))
     return out
@@ -58,7 +58,7 @@ def im2col(x: np.ndarray, kernel: tuple[int, ...], strides, pads, dilations,
 
 def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, kernel_shape, strides,
          pads, dilations, group: int = 1, activation: str | None = None,
-         **_: Any) -> np.ndarray:
+         activation_max: float | None = None, **_: Any) -> np.ndarray:
     n, c = x.shape[:2]
     k = w.shape[0]
     outs = out_shape(x.shape[2:], kernel_shape, strides, pads, dilations)
@@ -76,7 +76,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, kernel_sh
     y = y.reshape(n, k, *outs)
     if b is not None:
         y += b.astype(x.dtype).reshape(1, k, *([1] * len(outs)))
-    return apply_activation(y, activation)
+    return apply_activation(y, activation, activation_max)
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, kernel_shape, strides,
@@ -135,10 +135,12 @@ def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, kernel_sha
             for t, (flat, start) in enumerate(offsets):
                 cols[:, t] = flat[bn, c0:c1, start:start + length]
             np.matmul(wt[c0:c1], cols, out=y[bn, c0:c1, None, :])
-    if bias is not None:
-        y += bias.astype(x.dtype).reshape(1, c, 1)
-    # A copy: y is a scratch buffer.
-    return y.reshape(n, c, oh, row)[:, :, :, :ow].copy()
+    # y is a scratch buffer computed on the padded row width: the result is a
+    # fresh array, written in the same pass that adds the bias.
+    valid = y.reshape(n, c, oh, row)[:, :, :, :ow]
+    if bias is None:
+        return valid.copy()
+    return np.add(valid, bias.astype(x.dtype).reshape(1, c, 1, 1))
 
 
 _SCRATCH = threading.local()
@@ -157,8 +159,8 @@ def _scratch(key: tuple, shape: tuple[int, ...], dtype: np.dtype, zero: bool = F
     return buf
 
 
-#: Floats per depthwise im2col block (2 MiB): large enough for BLAS, small for cache.
-_BLOCK_FLOATS = 1 << 19
+#: Floats per depthwise im2col block (512 KiB): large enough for BLAS, small for L2.
+_BLOCK_FLOATS = 1 << 17
 
 
 register("Conv", conv, infer_shape, normalize)
