@@ -106,13 +106,22 @@ def run_op(op_type: str, inputs: list[np.ndarray | None], attrs: dict[str, Any]
     return out if isinstance(out, tuple) else (out,)
 
 
-def apply_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
-    """The activation fused into a producer by ``passes.fuse_activation``."""
+def apply_activation(y: np.ndarray, activation: str | None,
+                     activation_max: float | None = None) -> np.ndarray:
+    """The activation fused into a producer by ``passes.fuse_activation``, in place.
+
+    ``"Relu"`` is max(y, 0); ``"Clip"`` is min(max(y, 0), activation_max)
+    (ReLU6 and its kin: only a lower bound of 0 is fused).
+    """
     if activation is None:
         return y
     if activation == "Relu":
         return np.maximum(y, 0, out=y)
-    raise ValueError(f"fused activation {activation!r} not in Relu")
+    if activation == "Clip":
+        if activation_max is None:
+            raise ValueError("fused Clip needs activation_max")
+        return np.clip(y, y.dtype.type(0), y.dtype.type(activation_max), out=y)
+    raise ValueError(f"fused activation {activation!r} not in Relu, Clip")
 
 
 def same_shape(inputs: list[Tensor | None], **_: Any) -> list[tuple[int, ...]]:

@@ -1,10 +1,13 @@
-"""Fold a ReLU into the Conv/Gemm/Add feeding it: ``attrs["activation"] = "Relu"``.
+"""Fold an activation into the Conv/Gemm/Add feeding it.
 
 NVDLA applies ReLU in the SDP right after the convolution (or the
-element-wise sum), so the fused form is what the accelerator compiler lowers.
-``Clip(x, 0)`` without an upper bound is a ReLU too.  The producer takes over
-the activation's output name (the pre-activation tensor disappears), which
-keeps graph outputs and the calibration table's names valid.
+element-wise sum), so the fused form is what the accelerator compiler lowers:
+``attrs["activation"] = "Relu"``.  ``Clip(x, 0)`` without an upper bound is a
+ReLU too.  ``Clip(x, 0, hi)`` (ReLU6 and its kin) fuses into a Conv or Gemm as
+``activation = "Clip"`` with ``activation_max = hi``: the SDP's ReLU plus an
+X2 minimum.  The producer takes over the activation's output name (the
+pre-activation tensor disappears), which keeps graph outputs and the
+calibration table's names valid.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from tengine_host.ir import Graph, Node
 from tengine_host.passes.edit import constant
 
 FUSABLE_PRODUCERS = ("Conv", "Gemm", "Add")
+CLIP_PRODUCERS = ("Conv", "Gemm")
 
 
 def _bound(graph: Graph, node: Node, index: int, attr: str) -> float | None:
@@ -36,19 +40,35 @@ def is_relu(graph: Graph, node: Node) -> bool:
     return lo == 0.0 and (hi is None or hi == math.inf)
 
 
+def relu_cap(graph: Graph, node: Node) -> float | None:
+    """The upper bound ``hi`` of a ``Clip(x, 0, hi)`` with a finite, positive ``hi``."""
+    if node.op_type != "Clip":
+        return None
+    lo, hi = _bound(graph, node, 1, "min"), _bound(graph, node, 2, "max")
+    if lo == 0.0 and hi is not None and math.isfinite(hi) and hi > 0:
+        return hi
+    return None
+
+
 def apply(graph: Graph) -> bool:
     """Fuse every fusable activation in one sweep; True when any was fused."""
     changed = False
     for act in list(graph.nodes):
-        if not is_relu(graph, act):
+        cap = None if is_relu(graph, act) else relu_cap(graph, act)
+        if cap is None and not is_relu(graph, act):
             continue
         src = act.inputs[0]
         producer = graph.producer(src)
-        if (producer is None or producer.op_type not in FUSABLE_PRODUCERS
+        allowed = FUSABLE_PRODUCERS if cap is None else CLIP_PRODUCERS
+        if (producer is None or producer.op_type not in allowed
                 or producer.attrs.get("activation") is not None
                 or len(graph.consumers(src)) != 1 or src in graph.outputs):
             continue
-        producer.attrs["activation"] = "Relu"
+        if cap is None:
+            producer.attrs["activation"] = "Relu"
+        else:
+            producer.attrs["activation"] = "Clip"
+            producer.attrs["activation_max"] = cap
         producer.outputs = [act.outputs[0] if t == src else t for t in producer.outputs]
         graph.nodes.remove(act)
         graph.tensors.pop(src, None)

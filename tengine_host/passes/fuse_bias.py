@@ -72,6 +72,8 @@ def _fuse_add(graph: Graph, node: Node) -> bool:
     _set_bias(graph, node, vec)
     if add.attrs.get("activation") is not None:  # a ReLU already fused into the Add moves on
         node.attrs["activation"] = add.attrs["activation"]
+        if "activation_max" in add.attrs:
+            node.attrs["activation_max"] = add.attrs["activation_max"]
     absorb(graph, node, add)
     return True
 

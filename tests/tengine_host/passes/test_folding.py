@@ -144,15 +144,19 @@ def test_add_that_is_not_per_channel_stays():
     assert not fuse_bias.apply(g)
 
 
-@pytest.mark.parametrize("hi, fused", [(None, True), (6.0, False)])
-def test_clip_at_zero_is_a_relu(hi, fused):
-    ins = ["c", "zero"] + (["six"] if hi is not None else [])
+@pytest.mark.parametrize("lo, hi, fused", [(0.0, None, "Relu"), (0.0, 6.0, "Clip"),
+                                             (-1.0, 6.0, None)])
+def test_clip_at_zero_fuses(lo, hi, fused):
+    """Clip(0) is a ReLU; Clip(0, hi) fuses as a capped ReLU; other clips stay."""
+    ins = ["c", "lo"] + (["hi"] if hi is not None else [])
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Clip", ins, ["y"])]
     inits = [_const("w", RNG.standard_normal((4, 3, 1, 1)).astype(np.float32)),
-             _const("zero", np.array(0.0, np.float32)), _const("six", np.array(6.0, np.float32))]
+             _const("lo", np.array(lo, np.float32)), _const("hi", np.array(hi or 0, np.float32))]
     model = _model(nodes, inits, [1, 3, 2, 2])
     if fused:
         g = _check(model, fuse_activation.apply, (1, 3, 2, 2))
         assert [n.op_type for n in g.nodes] == ["Conv"] and g.nodes[0].outputs == ["y"]
+        assert g.nodes[0].attrs["activation"] == fused
+        assert g.nodes[0].attrs.get("activation_max") == hi
     else:
         assert not fuse_activation.apply(load_onnx(model))
