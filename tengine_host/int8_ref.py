@@ -101,8 +101,11 @@ def accumulate(x: np.ndarray, w: np.ndarray, *, stride, pads, dilation, group: i
 
 def sdp_int8(acc: np.ndarray, *, clip_truncate: int, bias: np.ndarray | None, bias_shift: int,
              mul: np.ndarray | None, mul_shift: int, relu: bool, cvt_offset: int,
-             cvt_scale: int, cvt_shift: int) -> np.ndarray:
-    """CACC truncate + SDP X1 (bias, multiplier, truncate, ReLU) + output converter.
+             cvt_scale: int, cvt_shift: int, clip_max: int | None = None) -> np.ndarray:
+    """CACC truncate + SDP X1 (bias, multiplier, truncate, ReLU) + X2 minimum + converter.
+
+    ``clip_max`` (int16, optional) is X2's ALU MIN with a per-layer operand: the
+    upper bound of a capped ReLU such as ReLU6, in output units.
 
     ``acc`` is [N, K, ...] with K on axis 1; returns int8 of the same shape.
     """
@@ -129,6 +132,8 @@ def sdp_int8(acc: np.ndarray, *, clip_truncate: int, bias: np.ndarray | None, bi
     a = saturate(round_shift(a, mul_shift), 32)
     if relu:
         a = np.maximum(a, 0)
+    if clip_max is not None:
+        a = np.minimum(a, int(_check_int(np.asarray(clip_max), -32768, 32767, "clip_max")))
     if not -32768 <= cvt_scale <= 32767:
         raise ValueError(f"cvt_scale must be int16, got {cvt_scale}")
     a = saturate(round_shift((a - int(cvt_offset)) * int(cvt_scale), cvt_shift), 17)
@@ -140,7 +145,8 @@ def conv2d_int8(x: np.ndarray, w: np.ndarray, *, stride: int | Sequence[int] = 1
                 group: int = 1, pad_value: int = 0, clip_truncate: int = 0,
                 bias: np.ndarray | None = None, bias_shift: int = 0,
                 mul: np.ndarray | None = None, mul_shift: int = 0, relu: bool = False,
-                cvt_offset: int = 0, cvt_scale: int = 1, cvt_shift: int = 0) -> np.ndarray:
+                cvt_offset: int = 0, cvt_scale: int = 1, cvt_shift: int = 0,
+                clip_max: int | None = None) -> np.ndarray:
     """int8 convolution through NVDLA's CACC + SDP pipeline (see the module docstring).
 
     Parameters
@@ -163,7 +169,7 @@ def conv2d_int8(x: np.ndarray, w: np.ndarray, *, stride: int | Sequence[int] = 1
                      pad_value=pad_value)
     return sdp_int8(acc, clip_truncate=clip_truncate, bias=bias, bias_shift=bias_shift, mul=mul,
                     mul_shift=mul_shift, relu=relu, cvt_offset=cvt_offset,
-                    cvt_scale=cvt_scale, cvt_shift=cvt_shift)
+                    cvt_scale=cvt_scale, cvt_shift=cvt_shift, clip_max=clip_max)
 
 
 def fc_int8(x: np.ndarray, w: np.ndarray, **params) -> np.ndarray:

@@ -50,10 +50,13 @@ from accel.loadable.descriptors import (
     OP_SDP,
     PRECISION_INT8,
     PRECISION_INT16,
+    SDP_ALU_OP_MIN,
     SDP_ALU_OP_SUM,
+    SDP_OP_ADD,
     SDP_OP_BOTH,
     SDP_OP_MUL,
     SDP_OP_PER_KERNEL,
+    SDP_OP_PER_LAYER,
     CommonOpDesc,
     Consumer,
     ConvOpDesc,
@@ -123,7 +126,7 @@ class CompiledSubgraph:
                 output=f"{g['k']}x{layer.out_hw[0]}x{layer.out_hw[1]}",
                 macs=layer.macs, data_banks=layer.data_banks, weight_banks=layer.weight_banks,
                 clip_truncate=q.clip_truncate, bias_shift=q.bias_shift, mul_shift=q.mul_shift,
-                relu=q.relu))
+                relu=q.relu, clip_max=q.clip_max))
         return rows
 
 
@@ -220,10 +223,16 @@ def _sdp_op(layer: ConvLayer) -> SdpOpDesc:
                shift_value=q.bias_shift, truncate=q.mul_shift, precision=PRECISION_INT16,
                alu_operand=0, mul_operand=0,
                cvt=SdpCvt(alu_cvt=_cvt(enable=0), mul_cvt=_cvt(enable=0)))
+    x2 = _disabled_sdp_op()
+    if q.clip_max is not None:  # capped ReLU: X2 ALU MIN with a per-layer operand
+        x2 = SdpOp(enable=1, alu_type=SDP_ALU_OP_MIN, type=SDP_OP_ADD, mode=SDP_OP_PER_LAYER,
+                   act=ACTIVATION_NONE, shift_value=0, truncate=0, precision=PRECISION_INT16,
+                   alu_operand=q.clip_max, mul_operand=1,
+                   cvt=SdpCvt(alu_cvt=_cvt(enable=0), mul_cvt=_cvt(enable=0)))
     return SdpOpDesc(src_precision=PRECISION_INT8, dst_precision=PRECISION_INT8, lut_index=-1,
                      out_cvt=_cvt(scale=q.cvt_scale, truncate=q.cvt_shift, offset=q.cvt_offset),
                      conv_mode=CONV_MODE_DIRECT, batch_num=1, reserved0=0, batch_stride=0,
-                     x1_op=x1, x2_op=_disabled_sdp_op(), y_op=_disabled_sdp_op())
+                     x1_op=x1, x2_op=x2, y_op=_disabled_sdp_op())
 
 
 def _operand_bytes(layer: ConvLayer, cfg: HwConfig) -> bytes:

@@ -102,8 +102,10 @@ def layer_quant(node: Node, graph: Graph, quant_table: dict) -> ConvQuant:
     src, dst = node.inputs[0], node.outputs[0]
     w, b = _weights_and_bias(node, graph)
     try:
+        act = node.attrs.get("activation")
         return conv_quant(w, b, tensor_scale(quant_table, src), tensor_scale(quant_table, dst),
-                          node.attrs.get("activation") == "Relu", name=node.name)
+                          act in ("Relu", "Clip"), name=node.name,
+                          relu_max=node.attrs.get("activation_max") if act == "Clip" else None)
     except ValueError as exc:
         raise CompileError(str(exc)) from None
 

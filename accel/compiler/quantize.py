@@ -8,7 +8,8 @@ The int8 pipeline of one layer (NVDLA_FACTS.md sections 3 and 5)::
     a3  = a2 * mul16[k]                       SDP X1 MUL (per-kernel operand)
     a4  = sat32(round(a3 / 2**mul_shift))     SDP X1 truncate
     a5  = max(a4, 0) if relu                  SDP X1 ReLU
-    q   = sat8(sat17(round((a5 - off) * cvt_scale / 2**cvt_shift)))   output converter
+    a6  = min(a5, clip_max)                   SDP X2 ALU MIN, per-layer operand (ReLU6 ...)
+    q   = sat8(sat17(round((a6 - off) * cvt_scale / 2**cvt_shift)))   output converter
 
 This is the compiler's PER_FILTER scheme: per-output-channel weight scales
 ``S_w[k]`` make the rescale ``S_in * S_w[k] / S_out`` differ per channel, so it
@@ -58,6 +59,7 @@ class ConvQuant:
     mul: np.ndarray           # int16 [K]
     mul_shift: int
     relu: bool
+    clip_max: int | None = None  # X2 MIN operand in output units (capped ReLU), None: off
     cvt_offset: int = 0
     cvt_scale: int = 1
     cvt_shift: int = 0
@@ -67,7 +69,7 @@ class ConvQuant:
         return dict(clip_truncate=self.clip_truncate, bias=self.bias,
                     bias_shift=self.bias_shift, mul=self.mul, mul_shift=self.mul_shift,
                     relu=self.relu, cvt_offset=self.cvt_offset, cvt_scale=self.cvt_scale,
-                    cvt_shift=self.cvt_shift)
+                    cvt_shift=self.cvt_shift, clip_max=self.clip_max)
 
 
 def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,11 +93,13 @@ def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: float,
-               relu: bool, name: str = "") -> ConvQuant:
+               relu: bool, name: str = "", relu_max: float | None = None) -> ConvQuant:
     """Choose the integer parameters of one conv/FC layer.
 
     ``w`` is the float KCRS weight, ``b`` the float bias (or None), and the
     scales are the per-tensor activation scales of the layer's input and output.
+    ``relu_max`` caps a ReLU (ReLU6: 6.0); it costs an X2 minimum only when the
+    cap falls inside the int8 output range, where saturation would not do it.
     """
     if not (in_scale > 0 and out_scale > 0):
         raise ValueError(f"{name}: activation scales must be positive "
@@ -136,9 +140,18 @@ def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: 
         mul = round_half_away(rescale * 2.0 ** mul_shift)
     mul = np.maximum(mul, 1).astype(np.int16)           # never zero a channel completely
 
+    clip_max = None
+    if relu_max is not None:
+        if not (relu and relu_max > 0):
+            raise ValueError(f"{name}: a ReLU cap needs a ReLU and a positive bound, got "
+                             f"relu={relu}, relu_max={relu_max!r}")
+        cap = int(round_half_away(np.float64(relu_max) / out_scale))
+        clip_max = cap if cap < 127 else None  # at >= 127 int8 saturation caps already
+
     return ConvQuant(weight=w_q, weight_scale=w_scale, in_scale=float(in_scale),
                      out_scale=float(out_scale), clip_truncate=clip_truncate, bias=bias16,
-                     bias_shift=bias_shift, mul=mul, mul_shift=mul_shift, relu=relu)
+                     bias_shift=bias_shift, mul=mul, mul_shift=mul_shift, relu=relu,
+                     clip_max=clip_max)
 
 
 def quantize_activation(x: np.ndarray, scale: float) -> np.ndarray:

@@ -25,7 +25,7 @@ MAX_PAD_END = 63
 MAX_DILATION = 32
 MAX_KERNEL = 32
 MAX_CUBE_DIM = 8192
-FUSABLE_ACTIVATIONS = (None, "Relu")
+FUSABLE_ACTIVATIONS = (None, "Relu", "Clip")  # Clip: ReLU capped (X2 MIN)
 
 Verdict = tuple[bool, str]
 
@@ -76,7 +76,10 @@ def _check_conv_like(node: Node, graph: Graph, cfg: HwConfig) -> Verdict:
         return False, "bias is not constant"
     act = node.attrs.get("activation")
     if act not in FUSABLE_ACTIVATIONS:
-        return False, f"fused activation {act!r} not in Relu"
+        return False, f"fused activation {act!r} not in Relu, Clip"
+    if act == "Clip" and not float(node.attrs.get("activation_max") or 0) > 0:
+        return False, (f"fused Clip needs a positive upper bound, got "
+                       f"{node.attrs.get('activation_max')!r}")
     g = conv_geometry(node, graph)
     if g["group"] != 1:
         return False, f"group={g['group']}: grouped convolution lands later (only group=1)"

@@ -105,7 +105,7 @@ def _int8_node(node: Node, graph: Graph, table: QuantTable) -> NodeFn:
     from tengine_host.devices.nvdla import quantize_node  # the accelerator stack, on demand
 
     a = node.attrs
-    if a.get("activation") not in (None, "Relu"):
+    if a.get("activation") not in (None, "Relu", "Clip"):
         raise ValueError(f"int8 {node.name!r}: fused activation {a['activation']!r} unsupported")
     for t in node.inputs[1:3]:
         if t and not graph.is_constant(t):

@@ -103,3 +103,11 @@ def test_accumulate_matches_onnxruntime(stride, pads, dilation, group):
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x.astype(np.float32)})
     got = accumulate(x, w, stride=stride, pads=pads, dilation=dilation, group=group)
     np.testing.assert_array_equal(got, want[0].astype(np.int64))
+
+
+def test_clip_max_caps_after_relu_before_the_converter():
+    # a: -5 -> relu 0; 40 stays; 300 -> min(300, 100) = 100; the converter then halves
+    acc = np.array([-5, 40, 300]).reshape(1, 3)
+    out = sdp_int8(acc, clip_truncate=0, bias=None, bias_shift=0, mul=None, mul_shift=0,
+                   relu=True, cvt_offset=0, cvt_scale=1, cvt_shift=1, clip_max=100)
+    assert out.tolist() == [[0, 20, 50]]

@@ -119,3 +119,13 @@ def test_bias_beyond_saturation_is_clipped_without_changing_results():
     assert p.bias_shift < 16
     acc = np.array([-(127 * 128 * 2)])  # the most negative accumulator
     assert _pipeline(acc, p) == [127]   # still saturated high, as the float layer is
+
+
+def test_relu_cap_needs_x2_only_inside_the_int8_range():
+    w = _weights_with_scales([0.25])
+    inside = conv_quant(w, None, 0.5, 6.0 / 100, relu=True, relu_max=6.0)
+    assert inside.clip_max == 100
+    outside = conv_quant(w, None, 0.5, 6.0 / 127, relu=True, relu_max=6.0)
+    assert outside.clip_max is None  # saturation at 127 is the cap already
+    with pytest.raises(ValueError, match="a ReLU cap needs a ReLU"):
+        conv_quant(w, None, 0.5, 0.1, relu=False, relu_max=6.0)

@@ -113,3 +113,35 @@ def test_unknown_preset_and_backend_list_the_choices():
         get_device("nvdla", preset="nv_huge")
     with pytest.raises(ValueError, match="backend 'fpga0' not in cmod"):
         get_device("nvdla", backend="fpga0")
+
+
+def test_relu6_runs_on_the_dla_with_an_x2_minimum(tmp_path):
+    """Conv + Clip(0, 6) fuses into one DLA layer; when the cap lies inside the int8
+    range (output scale 6/100 here) the SDP's X2 minimum clips at round(6/s) = 100."""
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.normal(0, 0.5, size=(8, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.normal(0, 1, size=8).astype(np.float32), "b")
+    lo = numpy_helper.from_array(np.array(0.0, np.float32), "lo")
+    hi = numpy_helper.from_array(np.array(6.0, np.float32), "hi")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["y"])]
+    g = helper.make_graph(nodes, "relu6",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])],
+                          [w, b, lo, hi])
+    path = tmp_path / "relu6.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    graph = load_model(path)
+    assert [(n.op_type, n.attrs.get("activation")) for n in graph.nodes] == [("Conv", "Clip")]
+    x = rng.normal(0, 2, size=(1, 3, 6, 6)).astype(np.float32)
+    table = {"x": {"scale": float(np.abs(x).max() / 127)}, "y": {"scale": 6.0 / 100}}
+    dla = get_device("nvdla", capture=True)
+    with Executor(graph, [dla, get_device("cpu")], table) as ex:
+        assert [dev.name for dev, _ in ex.partition.parts] == ["nvdla"]
+        y = ex.run({"x": x})["y"]
+        (cap,) = dla_handles(ex)[0].captures
+    assert cap.layer.quant.clip_max == 100
+    np.testing.assert_array_equal(cap.y_q, reference(cap))
+    assert (cap.y_q == 100).any() and cap.y_q.max() == 100 and cap.y_q.min() >= 0
+    # the float result is the quantized ReLU6 of the float convolution
+    assert np.abs(y).max() <= 6.0 + 1e-6
