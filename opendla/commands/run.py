@@ -22,6 +22,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("model", help="ONNX model")
     p.add_argument("--device", default="cpu",
                    help="device to run on; ops it cannot run fall back to the CPU (default cpu)")
+    p.add_argument("--preset", default="nv_small",
+                   help="hardware configuration of --device nvdla (accel.config.PRESETS; "
+                        "default nv_small)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input array (repeat per input; NAME= may be omitted for one input)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
@@ -185,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
         if table is not None and (args.precision == "int8" or args.device != "cpu"):
             check_table(table, graph, f"calibration table {args.calib!r}")
         cpu = get_device("cpu", precision=args.precision, reference=debug.ref)
-        devices = [cpu] if args.device == "cpu" else [get_device(args.device), cpu]
+        accel_opts = {"preset": args.preset} if args.device == "nvdla" else {}
+        devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
         with Executor(graph, devices, table, debug=debug) as ex:
             outputs = _execute(ex, feeds, per_sample)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:

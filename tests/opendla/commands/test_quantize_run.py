@@ -172,3 +172,24 @@ def test_quantize_bad_calibration_inputs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["quantize", LENET, "-o", out, "-i", str(empty), "-a", "entropy"])
     assert "algorithm 'entropy' not in minmax, kl, percentile" in capsys.readouterr().err
+
+
+def test_run_on_the_dla_matches_the_int8_cpu_path_on_any_preset(tmp_path, capsys):
+    """--device nvdla --preset P: the accelerator's outputs equal the CPU int8 golden's."""
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    np.savez(tmp_path / "cal.npz", input=x[:64])
+    np.save(tmp_path / "x.npy", x[-3:])
+    calib = str(tmp_path / "cal.json")
+    assert main(["quantize", LENET, "-i", str(tmp_path / "cal.npz"), "-o", calib,
+                 "--no-progress"]) == 0
+    common = ["run", LENET, "--input", f"input={tmp_path / 'x.npy'}", "--calib", calib]
+    assert main([*common, "--precision", "int8", "--save-outputs", str(tmp_path / "cpu")]) == 0
+    for preset in ("nv_small", "nv_large"):
+        assert main([*common, "--device", "nvdla", "--preset", preset,
+                     "--save-outputs", str(tmp_path / preset)]) == 0
+        np.testing.assert_allclose(np.load(tmp_path / preset / "probs.npy"),
+                                   np.load(tmp_path / "cpu" / "probs.npy"), rtol=1e-5, atol=1e-7)
+    capsys.readouterr()
+    assert main([*common, "--device", "nvdla", "--preset", "nv_tiny"]) == 2
+    assert "preset 'nv_tiny' not in nv_small" in capsys.readouterr().err
