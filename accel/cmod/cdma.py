@@ -1,8 +1,9 @@
 """CDMA: convolution DMA - fetches the input feature cube and the direct-conv weights.
 
 Direct convolution with feature input; image (pixel) input is in
-:mod:`accel.cmod.cdma_image`.  Winograd, compressed weights and int16/fp16
-raise :class:`UnsupportedError`.
+:mod:`accel.cmod.cdma_image` (which checks the precisions of pixel input).
+Winograd, compressed weights and int16/fp16 processing raise
+:class:`UnsupportedError`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def check_supported(g: GroupView) -> None:
     """Reject programming outside the direct-conv int8 feature and image paths."""
     if g("D_MISC_CFG", "CONV_MODE") != 0:
         raise UnsupportedError("CDMA Winograd convolution is not modelled")
-    if g("D_MISC_CFG", "IN_PRECISION") != 0 or g("D_MISC_CFG", "PROC_PRECISION") != 0:
+    pixel = g("D_DATAIN_FORMAT", "DATAIN_FORMAT")
+    if not pixel and (g("D_MISC_CFG", "IN_PRECISION") or g("D_MISC_CFG", "PROC_PRECISION")):
         raise UnsupportedError(f"CDMA precision other than int8 (D_MISC_CFG={g('D_MISC_CFG'):#x})")
     if g("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != 0:
         raise UnsupportedError("CDMA compressed weights are not modelled")

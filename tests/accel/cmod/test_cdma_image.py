@@ -74,8 +74,11 @@ def _read_out(dla, k, oh, ow):
 
 def _run(preset, fmt, plane0, wt, *, w, h, plane1=None, line=None, uv_line=None, x_off=0,
          sign=0, cvt=None, mean=None, pads=(0, 0, 0), pad_values=(0, 0), stride=(1, 1),
-         out_hw=None, channels=None):
-    """Program an image conv: ``wt[K, C, R, S]`` (plain layout), SDP identity."""
+         out_hw=None, channels=None, code=None, misc=0):
+    """Program an image conv: ``wt[K, C, R, S]`` (plain layout), SDP identity.
+
+    ``code`` overrides the PIXEL_FORMAT value of ``fmt``; ``misc`` is CDMA D_MISC_CFG.
+    """
     dla = Dla(get_preset(preset))
     a = dla.cfg.atom_size
     k, c, r, s = wt.shape
@@ -92,8 +95,9 @@ def _run(preset, fmt, plane0, wt, *, w, h, plane1=None, line=None, uv_line=None,
     oh, ow = out_hw
     osurf = oh * ow * a
     dla.dram.map(OUT, -(-k // a) * osurf)
-    wr("NVDLA_CDMA.D_MISC_CFG_0", 0)
-    wr("NVDLA_CDMA.D_DATAIN_FORMAT_0", 1 | (FORMAT_CODES[fmt] << 8) | (sign << 20))
+    wr("NVDLA_CDMA.D_MISC_CFG_0", misc)
+    code = FORMAT_CODES[fmt] if code is None else code
+    wr("NVDLA_CDMA.D_DATAIN_FORMAT_0", 1 | (code << 8) | (sign << 20))
     wr("NVDLA_CDMA.D_DATAIN_SIZE_0_0", (w - 1) | ((h - 1) << 16))
     wr("NVDLA_CDMA.D_DATAIN_SIZE_1_0", (channels or c) - 1)
     wr("NVDLA_CDMA.D_PIXEL_OFFSET_0", x_off)
@@ -175,7 +179,7 @@ def test_every_8bit_format_of_the_rdl_is_modelled():
     expected = {"T_R8", "T_A8B8G8R8", "T_A8R8G8B8", "T_B8G8R8A8", "T_R8G8B8A8", "T_X8B8G8R8",
                 "T_X8R8G8B8", "T_B8G8R8X8", "T_R8G8B8X8", "T_A8Y8U8V8", "T_V8U8Y8A8",
                 "T_Y8___U8V8_N444", "T_Y8___V8U8_N444"}
-    assert {f.name for f in PIXEL_FORMATS.values()} == expected
+    assert {f.name for f in PIXEL_FORMATS.values() if f.bits == 8} == expected
 
 
 def test_converter_rounding_and_saturation_by_hand():
@@ -304,7 +308,8 @@ def test_errors_name_unit_register_and_value():
     with pytest.raises(ConfigError, match=r"CDMA.D_DATAIN_SIZE_1 = 0x2: DATAIN_CHANNEL\+1=3 "
                                           r"but T_R8 has 1 channels"):
         _errors(channels=3)
-    with pytest.raises(UnsupportedError, match=r"pixel format T_R16 \(3\) is not modelled"):
+    with pytest.raises(UnsupportedError, match=r"PIXEL_FORMAT=T_R16: INT16 pixels need INT16 "
+                                               r"feature data, which nv_small does not have"):
         _errors(fmt="T_R16")
     with pytest.raises(ConfigError, match=r"CDMA.D_LINE_STRIDE = 0x8: a line of 6\+4 pixels"):
         _errors(x_off=6)
