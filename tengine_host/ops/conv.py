@@ -68,7 +68,16 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, kernel_sh
         b = None  # added by _depthwise
     elif (group == 1 and all(v == 1 for v in (*kernel_shape, *strides))
           and not any(pads)):
-        y = np.matmul(w.reshape(k, c), x.reshape(n, c, -1))
+        if b is not None and k > 2 * (c + 1):
+            # Expanding pointwise conv: the bias rides in the GEMM as an extra
+            # input row of ones, cheaper than a separate pass over the wide output.
+            xa = np.empty((n, c + 1, x[0, 0].size), x.dtype)
+            xa[:, :c] = x.reshape(n, c, -1)
+            xa[:, c] = 1
+            wa = np.concatenate([w.reshape(k, c), b.astype(x.dtype).reshape(k, 1)], axis=1)
+            y, b = np.matmul(wa, xa), None
+        else:
+            y = np.matmul(w.reshape(k, c), x.reshape(n, c, -1))
     else:
         cols = im2col(x, tuple(kernel_shape), strides, pads, dilations)
         cols = cols.reshape(n, group, -1, cols.shape[-1])
