@@ -15,8 +15,16 @@ graph, operation list and surface list from DRAM, and runs the graph:
 * completion comes from the GLB interrupt status (CACC done for conv, SDP
   done, ...), which the firmware clears by writing the bits back.
 
-Only CONV and SDP are programmed for now; other engine types raise
-:class:`FirmwareError` naming the op index and type.
+CONV, SDP, PDP and CDP are programmed; BDMA and RUBIK raise
+:class:`FirmwareError` naming the op index and type.  Engines with a
+read DMA that not every op uses (PDP: only when its input is in memory)
+keep a separate register-group pointer for that DMA, which advances only
+with the ops that run it.  A CDP op's LUT is read from the task's LUT list
+and loaded when the op is programmed; since the LUT RAM is shared by both
+CDP groups, an op whose table differs from the other group's waits until
+that op completes (NVIDIA's ``dla_cdp_is_ready``).  A fused pair names its
+upstream op as ``fused_parent``, which must be of the previous engine type
+(CONV for SDP, SDP for PDP on the fly).
 """
 
 from __future__ import annotations
@@ -37,15 +45,17 @@ from accel.loadable.descriptors import (
     EVENT_OP_ENABLED,
     EVENT_OP_PROGRAMMED,
     MEM_HW,
+    OP_CDP,
     OP_CONV,
     OP_NUM,
+    OP_PDP,
     OP_SDP,
     CommonOpDesc,
     NetworkDesc,
 )
 from accel.loadable.surfaces import INTERFACE_V12
 from accel.regs import field_get, lookup
-from accel.runtime import fw_conv, fw_sdp
+from accel.runtime import fw_cdp, fw_conv, fw_lut, fw_pdp, fw_sdp
 from accel.runtime.backend import Backend
 from accel.runtime.fw_conv import FirmwareError
 from accel.runtime.regwriter import RegWriter
@@ -54,11 +64,15 @@ __all__ = ["Firmware", "FirmwareError"]
 
 _STATUS = lookup("NVDLA_GLB.S_INTR_STATUS")
 # interrupt field whose bit (group 0/1) signals completion of an op of each engine
-_DONE_FIELD = {OP_CONV: "CACC_DONE_STATUS", OP_SDP: "SDP_DONE_STATUS"}
-SUPPORTED = (OP_CONV, OP_SDP)
+_DONE_FIELD = {OP_CONV: "CACC_DONE_STATUS", OP_SDP: "SDP_DONE_STATUS",
+               OP_PDP: "PDP_DONE_STATUS", OP_CDP: "CDP_DONE_STATUS"}
+SUPPORTED = (OP_CONV, OP_SDP, OP_PDP, OP_CDP)
 # the unit whose consumer pointer tells an engine's next register group (CACC
 # raises the conv completion; all conv sub-units flip together)
-_POINTER_UNIT = {OP_CONV: "NVDLA_CACC", OP_SDP: "NVDLA_SDP"}
+_POINTER_UNIT = {OP_CONV: "NVDLA_CACC", OP_SDP: "NVDLA_SDP", OP_PDP: "NVDLA_PDP",
+                 OP_CDP: "NVDLA_CDP"}
+# read DMAs whose group advances only with the ops that use them
+_RDMA_POINTER_UNIT = {OP_PDP: "NVDLA_PDP_RDMA"}
 
 
 def _done_bit(op_type: int, group: int) -> int:
@@ -73,6 +87,7 @@ class _Op:
     surf: object
     deps: int
     group: int | None = None
+    rdma_group: int | None = None
     programmed: bool = False
     enabled: bool = False
     completed: bool = False
@@ -96,6 +111,7 @@ class Firmware:
         # hardware, since another Firmware (an earlier loadable on the same
         # device) may have used the engine since.
         self._next_group = [0] * OP_NUM
+        self._next_rdma_group = [0] * OP_NUM
 
     # ------------------------------------------------------------ descriptors
     def _read(self, addresses: list[int], index: int, size: int, what: str) -> bytes:
@@ -129,6 +145,7 @@ class Firmware:
     def run(self, addresses: list[int]) -> None:
         """Run one task whose address list resolves to absolute ``addresses``."""
         net, ops = self.load(addresses)
+        self._net = net
         self._addresses = addresses
         self._ops = ops
         # per engine: next op index to program (-1 when the chain is exhausted)
@@ -159,6 +176,21 @@ class Firmware:
         for engine, unit in _POINTER_UNIT.items():
             value = self.regs.read(unit, "S_POINTER")
             self._next_group[engine] = field_get(value, f"{unit}.S_POINTER", "CONSUMER")
+        for engine, unit in _RDMA_POINTER_UNIT.items():
+            value = self.regs.read(unit, "S_POINTER")
+            self._next_rdma_group[engine] = field_get(value, f"{unit}.S_POINTER", "CONSUMER")
+
+    def _rdma_used(self, op: _Op) -> bool:
+        return op.common.op_type == OP_PDP and fw_pdp.rdma_needed(op.surf)
+
+    def _lut_blocked(self, engine: int, op: _Op, group: int) -> bool:
+        """A CDP op whose LUT would overwrite the table of the op in the other group."""
+        if engine != OP_CDP:
+            return False
+        other = self._busy[engine].get(group ^ 1)
+        return fw_cdp.lut_conflict(op.desc.lut_index,
+                                   None if other is None else other.desc.lut_index,
+                                   other is not None and other.enabled)
 
     def _program_ready(self, engine: int) -> None:
         """Program the engine's next ops while it has a free register group."""
@@ -168,15 +200,23 @@ class Firmware:
                 raise FirmwareError(f"{op_name(engine)} chain points at op {idx}, outside the "
                                     f"{len(self._ops)} ops")
             op = self._ops[idx]
-            nxt = op.common.consumers[engine].index
-            self._next[engine] = nxt
+            if op.common.op_type != engine:
+                raise FirmwareError(f"{op_name(engine)} chain reaches op {idx} of type "
+                                    f"{op_name(op.common.op_type)}")
             group = self._next_group[engine]
             if group in self._busy[engine]:
                 raise FirmwareError(f"{op_name(engine)} register group {group} is still busy "
                                     f"with op {self._busy[engine][group].index}")
+            if self._lut_blocked(engine, op, group):
+                self.events.append(f"wait {idx} {op_name(engine)} lut {op.desc.lut_index}")
+                return  # retried when the other group's op completes
+            self._next[engine] = op.common.consumers[engine].index
             self._next_group[engine] ^= 1
             self._busy[engine][group] = op
             op.group = group
+            op.rdma_group = self._next_rdma_group[engine]
+            if self._rdma_used(op):
+                self._next_rdma_group[engine] ^= 1
             self._program(op)
 
     def _address_of(self, cube: object, what: str) -> int:
@@ -188,15 +228,50 @@ class Firmware:
                                 f"{len(self._addresses)} addresses")
         return self._addresses[cube.address] + cube.offset
 
+    def _set_producer(self, op: _Op) -> None:
+        t = op.common.op_type
+        if t == OP_CONV:
+            fw_conv.set_producer(self.regs, op.group)
+        elif t == OP_SDP:
+            fw_sdp.set_producer(self.regs, op.group)
+        elif t == OP_PDP:
+            fw_pdp.set_producer(self.regs, op.group, op.rdma_group)
+        else:
+            fw_cdp.set_producer(self.regs, op.group)
+
+    def _check_fused_parent(self, op: _Op) -> None:
+        fp = op.common.fused_parent
+        if fp.index < 0:
+            return
+        if not 0 <= fp.index < len(self._ops):
+            raise FirmwareError(f"op {op.index}: fused_parent {fp.index} outside the "
+                                f"{len(self._ops)} ops")
+        t, parent = op.common.op_type, self._ops[fp.index].common.op_type
+        if parent != t - 1:
+            raise FirmwareError(f"op {op.index} ({op_name(t)}): fused_parent {fp.index} is "
+                                f"{op_name(parent)}, expected {op_name(t - 1)}")
+
+    def _lut_of(self, op: _Op):
+        if op.desc.lut_index < 0:
+            return None
+        net = self._net
+        return fw_lut.read_lut(self.backend.read_mem, self._addresses, net.lut_data_index,
+                               net.num_luts, op.desc.lut_index, f"cdp op {op.index}")
+
     def _program(self, op: _Op) -> None:
         t = op.common.op_type
         self.events.append(f"program {op.index} {op_name(t)} group {op.group}")
+        self._check_fused_parent(op)
+        self._set_producer(op)
         if t == OP_CONV:
-            fw_conv.set_producer(self.regs, op.group)
             fw_conv.program(self.regs, self.cfg, op.index, op.desc, op.surf, self._address_of)
-        else:
-            fw_sdp.set_producer(self.regs, op.group)
+        elif t == OP_SDP:
             fw_sdp.program(self.regs, op.index, op.desc, op.surf, self._address_of)
+        elif t == OP_PDP:
+            fw_pdp.program(self.regs, op.index, op.desc, op.surf, self._address_of)
+        else:
+            fw_cdp.program(self.regs, op.index, op.desc, op.surf, self._address_of,
+                           self._lut_of(op))
         op.programmed = True
         self._notify(op, EVENT_OP_PROGRAMMED)
         self._try_enable(op)
@@ -207,12 +282,15 @@ class Firmware:
         t = op.common.op_type
         self.events.append(f"enable {op.index} {op_name(t)}")
         op.enabled = True
+        self._set_producer(op)
         if t == OP_CONV:
-            fw_conv.set_producer(self.regs, op.group)
             fw_conv.enable(self.regs)
-        else:
-            fw_sdp.set_producer(self.regs, op.group)
+        elif t == OP_SDP:
             fw_sdp.enable(self.regs, op.desc, op.surf)
+        elif t == OP_PDP:
+            fw_pdp.enable(self.regs, op.surf)
+        else:
+            fw_cdp.enable(self.regs)
         # a fused SDP names its conv as fused_parent with OP_ENABLED: the conv
         # becomes enabled only after its downstream consumer is ready
         self._notify(op, EVENT_OP_ENABLED)

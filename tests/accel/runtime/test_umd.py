@@ -13,7 +13,6 @@ from accel.loadable.model import (
     MemoryListEntry,
     TensorDescListEntry,
 )
-from accel.runtime.firmware import FirmwareError
 from accel.runtime.umd import DRAM_BASE, MIN_ALIGN, Runtime
 from tests.accel.runtime.fake_backend import FakeBackend
 from tests.conftest import shared_path
@@ -76,11 +75,15 @@ def test_fused_conv_sdp_enables_sdp_first():
     assert log["NVDLA_CDMA.D_WEIGHT_BYTES_0"] == 36864
 
 
-def test_unsupported_engine_names_op_and_type():
-    rt = Runtime(CFG, FakeBackend())
-    rt.load(_official("PDP/PDP_L0_0_small_fbuf"))
-    with pytest.raises(FirmwareError, match=r"op 0: engine type 3 \(PDP\) is not supported"):
+def test_official_pdp_and_cdp_program_their_engines():
+    for name, unit in (("PDP/PDP_L0_0_small_fbuf", "NVDLA_PDP"),
+                       ("CDP/CDP_L0_0_small_fbuf", "NVDLA_CDP")):
+        rt = Runtime(CFG, be := FakeBackend())
+        rt.load(_official(name))
         rt.submit()
+        assert be.enables == [f"{unit}_RDMA", unit]
+        assert rt.firmware.events == [f"program 0 {unit[6:]} group 0", f"enable 0 {unit[6:]}",
+                                      f"complete 0 {unit[6:]}"]
 
 
 def test_submit_before_load():
