@@ -152,13 +152,3 @@ def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: 
                      out_scale=float(out_scale), clip_truncate=clip_truncate, bias=bias16,
                      bias_shift=bias_shift, mul=mul, mul_shift=mul_shift, relu=relu,
                      clip_max=clip_max)
-
-
-def quantize_activation(x: np.ndarray, scale: float) -> np.ndarray:
-    """fp32 -> int8 with round half away from zero and saturation."""
-    return np.clip(round_half_away(np.asarray(x, dtype=np.float64) / scale), -128, 127) \
-        .astype(np.int8)
-
-
-def dequantize_activation(q: np.ndarray, scale: float) -> np.ndarray:
-    return (np.asarray(q, dtype=np.float32) * np.float32(scale)).astype(np.float32)

@@ -177,17 +177,6 @@ def _add_fits_sdp(node: Node, graph: Graph) -> bool:
             and node.attrs.get("activation") in (None, "Relu"))
 
 
-def _rescale(ratio: float) -> tuple[int, int]:
-    """``ratio ~= scale / 2**shift`` with an int16 ``scale`` as large as fits (shift <= 63)."""
-    shift = 0
-    while shift < 63 and round(ratio * 2 ** (shift + 1)) <= 32767:
-        shift += 1
-    scale = int(round(ratio * 2 ** shift))
-    if not 1 <= scale <= 32767:
-        raise ValueError(f"rescale {ratio:g} does not fit an int16 multiplier")
-    return scale, shift
-
-
 def _int8_add(node: Node, table: QuantTable) -> NodeFn:
     """SDP X1 sum of the raw integers (inputs share one scale), converter to the output scale."""
     s_a, s_b = scale_of(table, node.inputs[0]), scale_of(table, node.inputs[1])
@@ -195,7 +184,9 @@ def _int8_add(node: Node, table: QuantTable) -> NodeFn:
     if not np.isclose(s_a, s_b, rtol=1e-6):
         raise ValueError(f"int8 Add {node.name!r}: inputs {node.inputs} have scales {s_a:g} and "
                          f"{s_b:g}; the DLA needs one (re-run 'opendla quantize')")
-    cvt_scale, cvt_shift = _rescale(s_a / s_out)
+    from tengine_host.devices.nvdla import output_converter  # the accelerator stack, on demand
+
+    cvt_scale, cvt_shift = output_converter(s_a / s_out)
     relu = node.attrs.get("activation") == "Relu"
 
     def run_add(args: list[np.ndarray | None]) -> tuple[np.ndarray, ...]:

@@ -17,13 +17,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accel.arith import scale_shift_factorize
 from accel.compiler import CompiledSubgraph, ConvLayer, compile_subgraph, layer_quant, supports
-from accel.compiler.quantize import ConvQuant, dequantize_activation, quantize_activation
+from accel.compiler.quantize import ConvQuant
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.backend import get_backend
 from accel.runtime.umd import Runtime
 from tengine_host.ir import Graph, Node
+from tengine_host.quant.weights import dequantize, quantize_activation
+
+
+def output_converter(ratio: float) -> tuple[int, int]:
+    """``ratio ~= scale / 2**shift`` with an int16 ``scale``: the NVDLA converter factors.
+
+    The ``cpu`` device's int8 element-wise ops use it for their output converter.
+    """
+    return scale_shift_factorize(ratio)
 
 
 def quantize_node(node: Node, graph: Graph, quant_table: dict) -> ConvQuant:
@@ -67,8 +77,7 @@ class NvdlaDevice:
     """
 
     name = "nvdla"
-    # Loadables are compiled for batch 1: the executor splits larger batches
-    # (run() also loops over a batch when called directly).
+    # Loadables are compiled for batch 1: the executor splits larger batches.
     max_batch = 1
 
     def __init__(self, preset: str | HwConfig = DEFAULT_PRESET, backend: str = "cmod",
@@ -92,32 +101,31 @@ class NvdlaDevice:
 
     def run(self, prepared: NvdlaPrepared, inputs: dict[str, np.ndarray]
             ) -> dict[str, np.ndarray]:
+        """One inference of batch 1 (the executor splits larger batches, ``max_batch``).
+
+        Inputs are quantized and outputs dequantized with the host's own
+        functions, the ones the CPU int8 path uses, so both paths agree.
+        """
         compiled, rt = prepared.compiled, prepared.runtime
-        batches = {np.asarray(v).shape[0] for v in inputs.values()}
-        if len(batches) != 1:
-            raise ValueError(f"inputs disagree on the batch size: {sorted(batches)}")
-        batch = batches.pop()
-        outs: dict[str, list[np.ndarray]] = {t.name: [] for t in compiled.outputs}
-        captures: list[LayerCapture] = []
-        cycles = 0
-        for n in range(batch):
-            n_stats = len(rt.backend.stats)
-            for t in compiled.inputs:
-                if t.name not in inputs:
-                    raise KeyError(f"input {t.name!r} missing (have {', '.join(inputs)})")
-                x = np.asarray(inputs[t.name][n], dtype=np.float32)
-                lay = t.layout
-                q = quantize_activation(x, t.scale).reshape(lay.channels, lay.height, lay.width)
-                rt.bind_input(t.name, pack_feature(q, lay).tobytes())
-            rt.submit()
-            for t in compiled.outputs:
-                q = unpack_feature(rt.read_output(t.name), t.layout)
-                outs[t.name].append(dequantize_activation(q, t.scale).reshape(t.host_shape[1:]))
-            cycles += sum(int(s.get("cycles", 0)) for s in rt.backend.stats[n_stats:])
-            if self.capture and n == batch - 1:
-                captures = [self._capture(prepared, layer) for layer in compiled.plan.layers]
-        prepared.captures, prepared.cycles = captures, cycles
-        return {name: np.stack(v) for name, v in outs.items()}
+        n_stats = len(rt.backend.stats)
+        for t in compiled.inputs:
+            if t.name not in inputs:
+                raise KeyError(f"input {t.name!r} missing (have {', '.join(inputs)})")
+            x = np.asarray(inputs[t.name], dtype=np.float32)
+            if x.shape != t.host_shape:
+                raise ValueError(f"input {t.name!r} has shape {x.shape}; the loadable was "
+                                 f"compiled for {t.host_shape}")
+            lay = t.layout
+            q = quantize_activation(x, t.scale).reshape(lay.channels, lay.height, lay.width)
+            rt.bind_input(t.name, pack_feature(q, lay).tobytes())
+        rt.submit()
+        outs = {t.name: dequantize(unpack_feature(rt.read_output(t.name), t.layout),
+                                   t.scale).reshape(t.host_shape)
+                for t in compiled.outputs}
+        prepared.cycles = sum(int(s.get("cycles", 0)) for s in rt.backend.stats[n_stats:])
+        prepared.captures = ([self._capture(prepared, layer) for layer in compiled.plan.layers]
+                             if self.capture else [])
+        return outs
 
     def _read_tensor(self, prepared: NvdlaPrepared, name: str) -> np.ndarray:
         compiled, rt = prepared.compiled, prepared.runtime

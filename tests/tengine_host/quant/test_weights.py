@@ -13,3 +13,8 @@ def test_round_half_away_differs_from_numpy_on_even_halves():
 def test_activation_uses_the_full_int8_range():
     q = quantize_activation(np.array([-300.0, -127.5, 126.5, 300.0]), 1.0)
     assert q.tolist() == [-128, -128, 127, 127]
+
+
+def test_activation_quantization_saturates_and_rounds_away():
+    q = quantize_activation(np.array([0.05, -0.05, 100.0, -100.0]), 0.1)
+    assert q.tolist() == [1, -1, 127, -128]
