@@ -131,8 +131,9 @@ class Graph:
         return Graph(name or f"{self.name}_sub", chosen, tensors, inputs, outputs)
 
 
-def _toposort(nodes: list[Node], graph: Graph) -> list[Node]:
-    """Stable topological sort (Kahn with a heap): the original order breaks ties."""
+def dependencies(nodes: list[Node]) -> tuple[list[list[int]], list[int]]:
+    """Node-index dependency lists: ``users[i]`` read an output of node ``i``, and
+    ``pending[i]`` counts the distinct nodes whose outputs node ``i`` reads."""
     producer = {t: i for i, n in enumerate(nodes) for t in n.outputs if t}
     users: list[list[int]] = [[] for _ in nodes]
     pending = [0] * len(nodes)
@@ -140,6 +141,12 @@ def _toposort(nodes: list[Node], graph: Graph) -> list[Node]:
         for j in {producer[t] for t in n.inputs if t in producer} - {i}:
             users[j].append(i)
             pending[i] += 1
+    return users, pending
+
+
+def _toposort(nodes: list[Node], graph: Graph) -> list[Node]:
+    """Stable topological sort (Kahn with a heap): the original order breaks ties."""
+    users, pending = dependencies(nodes)
     ready = [i for i, p in enumerate(pending) if p == 0]
     heapq.heapify(ready)
     order: list[Node] = []

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tengine_host.devices.base import Device
-from tengine_host.ir import Graph, Node
+from tengine_host.ir import Graph, Node, dependencies
 
 
 @dataclass
@@ -131,14 +131,7 @@ def _grow(nodes: list[Node], dev_of: list[int], n_devices: int, first: int
     to the device of the earliest ready node.  Heaps keep each device's ready
     nodes in graph order, so the work is O(E + V log V).
     """
-    index = {id(n): i for i, n in enumerate(nodes)}
-    producer = {t: index[id(n)] for n in nodes for t in n.outputs if t}
-    users: list[list[int]] = [[] for _ in nodes]
-    pending = [0] * len(nodes)
-    for i, n in enumerate(nodes):
-        for j in {producer[t] for t in n.inputs if t in producer} - {i}:
-            users[j].append(i)
-            pending[i] += 1
+    users, pending = dependencies(nodes)
     ready: dict[int, list[int]] = {d: [] for d in range(n_devices)}
     for i in range(len(nodes)):
         if pending[i] == 0:
