@@ -147,11 +147,9 @@ class Executor:
 
 
 def _max_batch(dev: Device) -> int | None:
-    """Largest batch ``dev`` prepares at once: its ``max_batch`` attribute if it has one,
-    else unlimited for the CPU and 1 for accelerators (loadables are compiled for batch 1)."""
-    from tengine_host.devices.cpu import CpuDevice
-
-    return getattr(dev, "max_batch", None if isinstance(dev, CpuDevice) else 1)
+    """Largest batch ``dev`` prepares at once (``None``: any): its ``max_batch``
+    attribute, else 1, since accelerator loadables are compiled for batch 1."""
+    return getattr(dev, "max_batch", 1)
 
 
 def _batch(graph: Graph) -> int:

@@ -53,6 +53,8 @@ class CpuDevice:
         Naive reference kernels for Conv/Gemm; by default from ``TG_DEBUG_REF``.
     """
 
+    max_batch = None  # any batch the graph's shapes allow
+
     def __init__(self, precision: str = "fp32", reference: bool | None = None) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r} not in {', '.join(PRECISIONS)}")
