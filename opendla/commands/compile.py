@@ -15,18 +15,6 @@ from pathlib import Path
 from typing import Any
 
 
-def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    name, sep, dims = text.partition("=")
-    try:
-        shape = tuple(int(d) for d in dims.split(","))
-    except ValueError:
-        shape = ()
-    if not sep or not name or not shape or min(shape) < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected NAME=D0,D1,... with positive integer dims, got {text!r}")
-    return name, shape
-
-
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("compile", help="compile the DLA parts of a model to loadables",
                               description=__doc__)
@@ -36,9 +24,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-o", "--output-dir", default=".", type=Path,
                    help="directory for the .nvdla loadables (default: current directory)")
     p.add_argument("--preset", default="nv_small", help="hardware configuration (default nv_small)")
-    p.add_argument("--input-shape", action="append", default=[], type=_input_shape,
-                   metavar="NAME=D0,D1,...", help="shape of an input with dynamic dimensions "
-                   "(repeat per input)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="shape of an input with dynamic dimensions (repeat per input)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
 
@@ -89,6 +76,7 @@ def missing_calibration(subgraphs: list[Any], table: dict[str, Any]) -> list[str
 
 def run(args: argparse.Namespace) -> int:
     from accel.config import get_preset
+    from opendla.commands.run import parse_shapes
     from tengine_host.devices import get_device
     from tengine_host.frontend import OnnxImportError
     from tengine_host.model import load_model
@@ -97,12 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = get_preset(args.preset)
-        shapes = dict(args.input_shape)
-        graph = load_model(args.model, input_shapes=shapes or None)
-        unknown = [n for n in shapes if n not in graph.inputs]
-        if unknown:
-            raise ValueError(f"--input-shape name(s) {', '.join(map(repr, unknown))} not in "
-                             f"the model inputs {', '.join(graph.inputs)}")
+        # the loader names unknown inputs and contradicting shapes
+        graph = load_model(args.model, input_shapes=parse_shapes(args.input_shape) or None)
         table = load_table(args.calib)
         parts = partition(graph, [get_device("nvdla", preset=args.preset), get_device("cpu")])
         dla = [(i, sub) for i, (dev, sub) in enumerate(parts.parts) if dev.name == "nvdla"]

@@ -175,11 +175,7 @@ def run(args: argparse.Namespace) -> int:
         debug = DebugOptions(debug.graph, debug.time, debug.data, debug.ref, args.debug_data)
     try:
         shapes = parse_shapes(args.input_shape)
-        graph = load_model(args.model, input_shapes=shapes)
-        unknown = [n for n in shapes if n not in graph.inputs]
-        if unknown:
-            raise ValueError(f"--input-shape names {unknown}; the model's inputs are "
-                             f"{', '.join(graph.inputs)}")
+        graph = load_model(args.model, input_shapes=shapes)  # names unknown inputs
         feeds = check_dtypes(graph, parse_inputs(args.input, graph.inputs))
         graph, per_sample = fit_batch(args, graph, feeds, shapes)
         table = load_table(args.calib) if args.calib else None
