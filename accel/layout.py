@@ -18,8 +18,10 @@ Worked example, nv_small (A = 8), a 10 x 1 x 2 cube (C=10, H=1, W=2), packed:
 line stride 16, surface stride 16, two surfaces; channel 9 of pixel w=1 sits at
 ``1*16 + 0*16 + 1*8 + 1 = 25``.
 
-Elements wider than a byte (``elem_bytes=2``, int16 SDP operands) keep the
-byte-level rule: an atom then holds A/2 channels.
+Elements wider than a byte (``elem_bytes=2``: int16 SDP operands, or two
+components per element) keep A elements per atom, which then spans
+``A * elem_bytes`` bytes; :func:`cube_offsets` is the one formula, and the
+cmodel's DMAs use it too (checked by NVDLA's ``sdp_*_mem`` traces).
 
 Direct-convolution weights (``format.rst``; sw ``WeightTranslationUnit.h``)
 -------------------------------------------------------------------------
@@ -47,9 +49,30 @@ def align_up(value: int, alignment: int) -> int:
     return ceil_div(value, alignment) * alignment
 
 
+def cube_offsets(c: int, h: int, w: int, atom: int, line_stride: int, surf_stride: int,
+                 esize: int = 1) -> np.ndarray:
+    """int64 ``[c, h, w]`` byte offsets of the first byte of every element.
+
+    ``atom`` elements of ``esize`` bytes form an atom::
+
+        (c // atom) * surf_stride + h * line_stride + w * atom * esize + (c % atom) * esize
+
+    >>> cube_offsets(3, 1, 2, atom=2, line_stride=8, surf_stride=16)[:, 0, :].tolist()
+    [[0, 2], [1, 3], [16, 18]]
+    """
+    ci = np.arange(c, dtype=np.int64)[:, None, None]
+    hi = np.arange(h, dtype=np.int64)[None, :, None]
+    wi = np.arange(w, dtype=np.int64)[None, None, :]
+    return (ci // atom) * surf_stride + hi * line_stride + wi * (atom * esize) + (ci % atom) * esize
+
+
 @dataclass(frozen=True)
 class CubeLayout:
-    """Geometry of one feature cube in memory (all sizes in bytes)."""
+    """Geometry of one feature cube in memory.
+
+    ``atom`` is the channels (elements) per atom, ``cfg.atom_size``; strides
+    and sizes are in bytes.
+    """
 
     channels: int
     height: int
@@ -61,7 +84,11 @@ class CubeLayout:
 
     @property
     def channels_per_atom(self) -> int:
-        return self.atom // self.elem_bytes
+        return self.atom
+
+    @property
+    def atom_bytes(self) -> int:
+        return self.atom * self.elem_bytes
 
     @property
     def surfaces(self) -> int:
@@ -70,22 +97,20 @@ class CubeLayout:
     @property
     def size(self) -> int:
         """Bytes from the cube's start to the end of its last atom."""
-        last_line_end = (self.height - 1) * self.line_stride + self.width * self.atom
+        last_line_end = (self.height - 1) * self.line_stride + self.width * self.atom_bytes
         return (self.surfaces - 1) * self.surf_stride + last_line_end
 
     def validate(self) -> None:
         if min(self.channels, self.height, self.width) <= 0:
             raise ValueError(f"cube {self.channels}x{self.height}x{self.width} must be non-empty")
-        if self.atom % self.elem_bytes:
-            raise ValueError(f"atom {self.atom} not a multiple of element size {self.elem_bytes}")
         for label, stride in (("line_stride", self.line_stride),
                               ("surf_stride", self.surf_stride)):
             if stride % self.atom:
                 raise ValueError(f"{label}={stride} is not a multiple of the atom size {self.atom}")
-        if self.line_stride < self.width * self.atom:
+        if self.line_stride < self.width * self.atom_bytes:
             raise ValueError(
-                f"line_stride={self.line_stride} < width*atom={self.width * self.atom}")
-        if self.surf_stride < (self.height - 1) * self.line_stride + self.width * self.atom:
+                f"line_stride={self.line_stride} < width*atom={self.width * self.atom_bytes}")
+        if self.surf_stride < (self.height - 1) * self.line_stride + self.width * self.atom_bytes:
             raise ValueError(f"surf_stride={self.surf_stride} overlaps lines of height "
                              f"{self.height} with line_stride {self.line_stride}")
 
@@ -95,7 +120,7 @@ def cube_layout(cfg: HwConfig, channels: int, height: int, width: int, *,
                 elem_bytes: int = 1) -> CubeLayout:
     """Layout of a cube, packed (no gaps) unless strides are given."""
     atom = cfg.atom_size
-    ls = width * atom if line_stride is None else line_stride
+    ls = width * atom * elem_bytes if line_stride is None else line_stride
     ss = height * ls if surf_stride is None else surf_stride
     layout = CubeLayout(channels, height, width, atom, ls, ss, elem_bytes)
     layout.validate()
@@ -104,12 +129,8 @@ def cube_layout(cfg: HwConfig, channels: int, height: int, width: int, *,
 
 def _byte_index(layout: CubeLayout) -> np.ndarray:
     """Byte offset of the first byte of every element, shape [C, H, W]."""
-    cpa = layout.channels_per_atom
-    c = np.arange(layout.channels)[:, None, None]
-    h = np.arange(layout.height)[None, :, None]
-    w = np.arange(layout.width)[None, None, :]
-    return ((c // cpa) * layout.surf_stride + h * layout.line_stride + w * layout.atom
-            + (c % cpa) * layout.elem_bytes)
+    return cube_offsets(layout.channels, layout.height, layout.width, layout.atom,
+                        layout.line_stride, layout.surf_stride, layout.elem_bytes)
 
 
 def _element_dtype(elem_bytes: int) -> np.dtype:

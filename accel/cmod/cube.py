@@ -1,34 +1,25 @@
-"""NVDLA feature-cube addressing (NVDLA_FACTS section 2), vectorized.
+"""NVDLA feature-cube DMA (NVDLA_FACTS section 2), vectorized.
 
-Byte offset of element ``(c, h, w)`` of a cube in memory, for elements of
-``esize`` bytes grouped ``atom`` channels per atom::
-
-    (c // atom) * surf_stride + h * line_stride + w * atom * esize + (c % atom) * esize
-
-With ``esize = 1`` this is the int8 feature layout; SDP operand cubes with two
-bytes or two (ALU, MUL) components per element use the same formula with a
-larger ``esize`` (the channel group is still ``atom`` elements).
-
->>> cube_offsets(3, 1, 2, atom=2, line_stride=8, surf_stride=16)[:, 0, :].tolist()
-[[0, 2], [1, 3], [16, 18]]
+The byte-offset formula is :func:`accel.layout.cube_offsets` (the compiler
+packs with the same one).  With ``esize = 1`` it is the int8 feature layout;
+SDP operand cubes with two bytes or two (ALU, MUL) components per element use
+a larger ``esize`` (the channel group is still ``atom`` elements).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from accel import layout
 from accel.cmod.dram import Dram
 from accel.cmod.errors import check_elements
 
 
 def cube_offsets(c: int, h: int, w: int, atom: int, line_stride: int, surf_stride: int,
                  esize: int = 1) -> np.ndarray:
-    """int64 ``[c, h, w]`` byte offsets of the first byte of every element."""
+    """int64 ``[c, h, w]`` byte offsets, after the model's size limit check."""
     check_elements("DMA", f"a {c}x{h}x{w} (CxHxW) cube", c * h * w)
-    ci = np.arange(c, dtype=np.int64)[:, None, None]
-    hi = np.arange(h, dtype=np.int64)[None, :, None]
-    wi = np.arange(w, dtype=np.int64)[None, None, :]
-    return (ci // atom) * surf_stride + hi * line_stride + wi * (atom * esize) + (ci % atom) * esize
+    return layout.cube_offsets(c, h, w, atom, line_stride, surf_stride, esize)
 
 
 def padded_channels(c: int, atom: int) -> int:

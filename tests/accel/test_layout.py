@@ -46,14 +46,15 @@ def test_offsets_follow_the_format_rule_with_gaps():
     assert buf[16:24].tolist() == [0] * 8
 
 
-def test_int16_elements_take_two_bytes_per_channel():
+def test_int16_elements_keep_atom_channels_in_twice_the_bytes():
+    # nv_small: 8 int16 channels per atom, 16 bytes; channel 8 opens the second surface
     cfg = get_preset("nv_small")
-    lay = cube_layout(cfg, 5, 1, 1, elem_bytes=2)
-    x = np.array([1, -2, 300, -32768, 32767]).reshape(5, 1, 1)
+    lay = cube_layout(cfg, 9, 1, 1, elem_bytes=2)
+    x = np.array([1, -2, 300, -32768, 32767, 5, 6, 7, 8]).reshape(9, 1, 1)
     buf = pack_feature(x, lay)
-    assert lay.channels_per_atom == 4 and lay.size == 16
-    assert buf[:8].view("<i2").tolist() == [1, -2, 300, -32768]
-    assert buf[8:10].view("<i2").tolist() == [32767]
+    assert lay.channels_per_atom == 8 and lay.line_stride == 16 and lay.size == 32
+    assert buf[:16].view("<i2").tolist() == [1, -2, 300, -32768, 32767, 5, 6, 7]
+    assert buf[16:18].view("<i2").tolist() == [8]
 
 
 @pytest.mark.parametrize("preset", PRESET_NAMES)
@@ -66,7 +67,7 @@ def test_feature_round_trip(preset, data):
     w = data.draw(st.integers(1, 6))
     eb = data.draw(st.sampled_from([1, 2]))
     gap_l = data.draw(st.integers(0, 2)) * cfg.atom_size
-    ls = w * cfg.atom_size + gap_l
+    ls = w * cfg.atom_size * eb + gap_l  # an atom spans atom_size elements of eb bytes
     ss = h * ls + data.draw(st.integers(0, 2)) * cfg.atom_size
     lay = cube_layout(cfg, c, h, w, line_stride=ls, surf_stride=ss, elem_bytes=eb)
     lo, hi = (-128, 127) if eb == 1 else (-32768, 32767)
