@@ -211,7 +211,8 @@ def pool2d_int8(x: np.ndarray, kind: str, kernel: int | Sequence[int], *,
     x : int8 array [N, C, H, W]
     kind : {"max", "min", "avg"}
     kernel, stride : int or (h, w)
-        Kernel 1..8, stride 1..16 (the PDP's register ranges).
+        For averages kernel 1..8 and stride 1..16 (the PDP's register ranges);
+        max and min take any window.
     pads : (top, left, bottom, right)
         ONNX order.  Max and min ignore padded positions.
     pad_value : int
@@ -231,9 +232,10 @@ def pool2d_int8(x: np.ndarray, kind: str, kernel: int | Sequence[int], *,
     x = _check_int(x, -128, 127, "x")
     kh, kw = _pair(kernel, "kernel")
     sh, sw = _pair(stride, "stride")
-    recip_h, recip_w = pdp_reciprocal(kh), pdp_reciprocal(kw)
-    if not (1 <= sh <= PDP_MAX_STRIDE and 1 <= sw <= PDP_MAX_STRIDE):
-        raise ValueError(f"pooling stride {(sh, sw)} outside 1..{PDP_MAX_STRIDE}")
+    if kind == "avg":   # max and min are plain window extrema, of any size
+        recip_h, recip_w = pdp_reciprocal(kh), pdp_reciprocal(kw)
+        if not (1 <= sh <= PDP_MAX_STRIDE and 1 <= sw <= PDP_MAX_STRIDE):
+            raise ValueError(f"pooling stride {(sh, sw)} outside 1..{PDP_MAX_STRIDE}")
     top, left, bottom, right = (int(p) for p in pads)
     n, c, h, w = x.shape
     oh = (h + top + bottom - kh) // sh + 1
@@ -301,3 +303,91 @@ def eltwise_int8(a: np.ndarray, b: np.ndarray, op: str, *, alu_shift: int = 0,
         t = np.maximum(t, 0)
     t = saturate(round_shift((t - int(cvt_offset)) * int(cvt_scale), cvt_shift), 17)
     return saturate(t, 8).astype(np.int8)
+
+
+# ----------------------------------------------------------------- SDP programs
+
+def _operand_values(op, x_shape: tuple[int, ...], inputs: Sequence[np.ndarray]) -> np.ndarray:
+    """The int64 values of one SDP operand, broadcastable against ``x`` [N, C, H, W]."""
+    c = x_shape[1]
+    if op.mode == "layer":
+        return np.int64(op.value)
+    if op.const is not None:
+        v = np.asarray(op.const, dtype=np.int64)
+    else:
+        v = _check_int(inputs[op.source], -128, 127, f"operand input {op.source}")
+        v = v.reshape(v.shape[1:]) if v.ndim == 4 else v
+    if op.mode == "kernel":
+        v = v.reshape(-1)
+        if v.size != c:
+            raise ValueError(f"per-kernel operand has {v.size} values, the data {c} channels")
+        return v.reshape(1, c, 1, 1)
+    if v.shape != tuple(x_shape[1:]):
+        raise ValueError(f"per-element operand of shape {v.shape}, the data is {x_shape[1:]}")
+    return v[None]
+
+
+def x_stage_int8(x: np.ndarray, stage, inputs: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """One SDP X stage (BS or BN) on int64 data [N, C, H, W]::
+
+        x = x op sat32(alu << alu_shift)            sum | max | min, not saturated
+        x = sat32(round(x * mul / 2**truncate))     also without a multiplier;
+                                                    PReLU: x >= 0 passes unchanged
+        x = max(x, 0) if relu
+    """
+    x = np.asarray(x, dtype=np.int64)
+    if stage.alu_op is not None:
+        operand = saturate(np.left_shift(_operand_values(stage.alu, x.shape, inputs),
+                                         min(stage.alu_shift, 40)), 32)
+        if stage.alu_op == "sum":
+            x = x + operand
+        elif stage.alu_op == "max":
+            x = np.maximum(x, operand)
+        elif stage.alu_op == "min":
+            x = np.minimum(x, operand)
+        else:
+            raise ValueError(f"ALU operation {stage.alu_op!r} not in sum, max, min")
+    if stage.mul is None:
+        x = saturate(round_shift(x, stage.truncate), 32)
+    else:
+        prod = saturate(round_shift(x * _operand_values(stage.mul, x.shape, inputs),
+                                    stage.truncate), 32)
+        x = np.where(x < 0, prod, saturate(x, 32)) if stage.prelu else prod
+    return np.maximum(x, 0) if stage.relu else x
+
+
+def sdp_program_int8(x: np.ndarray, program, inputs: Sequence[np.ndarray] = (),
+                     lut_eval=None) -> np.ndarray:
+    """An SDP program (``accel.compiler.program.SdpProgram``, read by attribute) on
+    32-bit data ``x`` [N, C, H, W]: X1, X2, the optional LUT, then the converter
+    ``sat8(sat17(round((x - offset) * scale / 2**shift)))``.
+
+    ``inputs`` are the node's int8 inputs, which operands name by index;
+    ``lut_eval(x) -> x`` evaluates the program's lookup table (it must be
+    given when the program has one).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    for stage in (program.x1, program.x2):
+        if stage is not None:
+            x = x_stage_int8(x, stage, inputs)
+    if program.lut is not None:
+        if lut_eval is None:
+            raise ValueError("the program has a lookup table but no lut_eval was given")
+        x = np.asarray(lut_eval(x), dtype=np.int64)
+    cvt = program.cvt
+    x = saturate(round_shift((x - int(cvt.offset)) * int(cvt.scale), cvt.shift), 17)
+    return saturate(x, 8).astype(np.int8)
+
+
+def conv_program_int8(x: np.ndarray, w: np.ndarray, program, *, stride=1,
+                      pads: Sequence[int] = (0, 0, 0, 0), dilation=1, group: int = 1,
+                      pad_value: int = 0, clip_truncate: int = 0,
+                      inputs: Sequence[np.ndarray] = (), lut_eval=None) -> np.ndarray:
+    """Convolution through CACC and an SDP program: exact sums saturated to 34 bits,
+    ``sat32(round(acc / 2**clip_truncate))``, then :func:`sdp_program_int8`."""
+    if not 0 <= clip_truncate <= 16:
+        raise ValueError(f"clip_truncate must be in [0, 16] (CACC), got {clip_truncate}")
+    acc = accumulate(x, w, stride=stride, pads=pads, dilation=dilation, group=group,
+                     pad_value=pad_value)
+    a = saturate(round_shift(saturate(acc, 34), clip_truncate), 32)
+    return sdp_program_int8(a, program, inputs, lut_eval)

@@ -152,3 +152,27 @@ def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: 
                      out_scale=float(out_scale), clip_truncate=clip_truncate, bias=bias16,
                      bias_shift=bias_shift, mul=mul, mul_shift=mul_shift, relu=relu,
                      clip_max=clip_max)
+
+
+def int16_factor(values: np.ndarray, max_shift: int = MAX_SHIFT) -> tuple[np.ndarray, int]:
+    """Real ``values`` as int16 ``q`` with one shift: ``values ~= q / 2**shift``.
+
+    The shift is the largest that keeps every ``|q|`` within int16 (at most
+    ``max_shift``); all-zero values give ``(0, 0)``.
+
+    >>> q, s = int16_factor(np.array([0.25, -0.1]))
+    >>> s, q.tolist()
+    (16, [16384, -6554])
+    """
+    v = np.asarray(values, dtype=np.float64)
+    peak = float(np.abs(v).max()) if v.size else 0.0
+    if peak == 0:
+        return np.zeros(v.shape, dtype=np.int64), 0
+    shift = min(max_shift, math.floor(math.log2(INT16_MAX / peak)))
+    if shift < 0:
+        raise ValueError(f"value {peak:g} exceeds the int16 multiplier range")
+    q = round_half_away(v * 2.0 ** shift)
+    while np.abs(q).max() > INT16_MAX:
+        shift -= 1
+        q = round_half_away(v * 2.0 ** shift)
+    return q.astype(np.int64), shift

@@ -140,3 +140,10 @@ class NvdlaDevice:
 
     def postrun(self, prepared: NvdlaPrepared) -> None:
         prepared.captures.clear()
+
+
+def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
+    """Scale ties and fixed scales of ``graph``'s DLA-capable ops (the op table's)."""
+    from accel.compiler.reference import scale_constraints as constraints
+
+    return constraints(graph)

@@ -79,7 +79,7 @@ def calibrate(graph: Graph, samples: Iterable[Mapping[str, np.ndarray]], *,
                 lo[name] = min(lo.get(name, np.inf), float(np.min(v)))
                 hi[name] = max(hi.get(name, -np.inf), float(np.max(v)))
             bar.update()
-        table = {name: entry(lo[name], hi[name]) for name in lo}
+        table = QuantTable({name: entry(lo[name], hi[name]) for name in lo})
         if algorithm != "minmax":
             hists = {n: AbsHistogram(max(abs(lo[n]), abs(hi[n])), BINS) for n in lo}
             for feeds in samples:

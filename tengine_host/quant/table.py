@@ -10,7 +10,18 @@ import json
 import math
 from pathlib import Path
 
-QuantTable = dict[str, dict[str, float]]
+
+class QuantTable(dict):
+    """``{tensor: {"scale": s, "min": lo, "max": hi}}``: the one object every scale question
+    goes to (:meth:`scale`), still a plain mapping for JSON and for code that reads entries."""
+
+    def scale(self, tensor: str) -> float:
+        """The scale of ``tensor``; a missing entry is an error naming it."""
+        try:
+            return float(self[tensor]["scale"])
+        except KeyError:
+            raise KeyError(f"tensor {tensor!r} has no entry in the calibration table "
+                           f"({len(self)} entries); re-run 'opendla quantize'") from None
 
 
 def entry(lo: float, hi: float) -> dict[str, float]:
@@ -33,7 +44,7 @@ def load_table(path: str | Path) -> QuantTable:
         raise ValueError(f"cannot read calibration table {str(path)!r}: {exc}") from exc
     if not isinstance(raw, dict):
         raise ValueError(f"calibration table {str(path)!r} must be a JSON object of tensors")
-    table: QuantTable = {}
+    table = QuantTable()
     for name, e in raw.items():
         if not isinstance(e, dict):
             raise ValueError(f"table entry {name!r} must be an object, got {e!r}")
@@ -69,9 +80,5 @@ def check_table(table: QuantTable, graph, where: str = "calibration table") -> N
 
 
 def scale_of(table: QuantTable, tensor: str) -> float:
-    """The scale of ``tensor``; a missing entry is an error naming it."""
-    try:
-        return float(table[tensor]["scale"])
-    except KeyError:
-        raise KeyError(f"tensor {tensor!r} has no entry in the calibration table "
-                       f"({len(table)} entries); re-run 'opendla quantize'") from None
+    """The scale of ``tensor`` in ``table`` (a :class:`QuantTable` or a plain mapping)."""
+    return QuantTable.scale(table, tensor)

@@ -1,0 +1,168 @@
+"""Activations and per-channel affine ops that did not fuse into a convolution, on the SDP.
+
+Each reads its input from memory and writes its output through the SDP
+(:func:`accel.compiler.ops.sdp_math.affine`):
+
+* Relu, LeakyRelu, PRelu (constant slopes per channel): the multiplier's PReLU
+  mode scales only negative values;
+* Clip(lo, hi): an ALU maximum (in input units) and minimum (in output units);
+* BatchNormalization (inference): ``A * x + B`` per channel;
+* HardSigmoid ``clip(alpha * x + beta, 0, 1)``: ReLU for the lower bound and
+  int8 saturation for the upper one, which needs the output scale 1/127
+  (calibration fixes it: ``fixed_scales``);
+* HardSwish ``x * HardSigmoid(x)``: the HardSigmoid into a temporary (scale
+  1/127), then a per-element product with the input - no lookup table, so on
+  every preset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.compiler.ops.sdp_math import (
+    SdpMathError,
+    SdpPlan,
+    SdpStep,
+    affine,
+    converter,
+    lower_steps,
+    reference_steps,
+    single,
+)
+from accel.compiler.program import Operand, SdpProgram, XStage
+from accel.compiler.quantize import round_half_away
+from accel.config import HwConfig
+from tengine_host.ir import Graph, Node
+
+UNIT_SCALE = 1.0 / 127.0        # outputs in [0, 1] use all of int8's positive range
+HARD_SIGMOID = {"alpha": 0.2, "beta": 0.5}
+HARD_SWISH = {"alpha": 1.0 / 6.0, "beta": 0.5}
+
+
+def _channels(graph: Graph, node: Node) -> int:
+    return int(graph.tensors[node.inputs[0]].shape[1])
+
+
+def _slopes(node: Node, graph: Graph) -> np.ndarray | None:
+    """PRelu slopes as one value per channel (or a scalar); None when they vary otherwise."""
+    v = constant(graph, node.inputs[1])
+    if v is None:
+        return None
+    c = _channels(graph, node)
+    if v.size == 1:
+        return v.reshape(1).astype(np.float64)
+    if v.size == c and v.reshape(-1).size == c and (v.ndim == 1 and len(
+            graph.tensors[node.inputs[0]].shape) == 2 or v.shape in ((c, 1, 1), (1, c, 1, 1))):
+        return v.reshape(c).astype(np.float64)
+    return None
+
+
+def _clip_bounds(node: Node, graph: Graph) -> tuple[float, float] | None:
+    lo, hi = -np.inf, np.inf
+    for idx, attr, default in ((1, "min", -np.inf), (2, "max", np.inf)):
+        if len(node.inputs) > idx and node.inputs[idx]:
+            v = constant(graph, node.inputs[idx])
+            if v is None or v.size != 1:
+                return None
+            val = float(v)
+        else:
+            val = node.attrs.get(attr)
+            val = default if val is None else float(val)
+        if idx == 1:
+            lo = val
+        else:
+            hi = val
+    return lo, hi
+
+
+def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
+    why = check_activation(graph, node.inputs[0])
+    if why:
+        return why
+    op = node.op_type
+    if op == "PRelu" and _slopes(node, graph) is None:
+        return "slopes are not constant per channel"
+    if op == "Clip":
+        b = _clip_bounds(node, graph)
+        if b is None:
+            return "bounds are not constant scalars"
+        if not b[0] < b[1]:
+            return f"empty range [{b[0]}, {b[1]}]"
+    if op == "BatchNormalization":
+        if any(not graph.is_constant(t) for t in node.inputs[1:5]):
+            return "statistics are not constant"
+        if len([o for o in node.outputs if o]) > 1:
+            return "training outputs (running mean/var) are not produced"
+    if op in ("HardSigmoid", "HardSwish"):
+        a = node.attrs.get("alpha", HARD_SIGMOID["alpha"])
+        if op == "HardSwish":
+            a = HARD_SWISH["alpha"]
+        if not a > 0:
+            return f"alpha={a} must be positive"
+    return None
+
+
+def _hard_sigmoid(node: Node, s_in: float, s_out: float) -> SdpProgram:
+    if round(1.0 / s_out) < 127:
+        raise SdpMathError(f"output scale {s_out:g} > 1/127: int8 saturation would not "
+                           f"clamp at 1 (calibration fixes it to 1/127)")
+    defaults = HARD_SWISH if node.op_type == "HardSwish" else HARD_SIGMOID
+    alpha = float(node.attrs.get("alpha", defaults["alpha"])) \
+        if node.op_type == "HardSigmoid" else defaults["alpha"]
+    beta = float(node.attrs.get("beta", defaults["beta"])) \
+        if node.op_type == "HardSigmoid" else defaults["beta"]
+    return affine(s_in, s_out, alpha, beta, relu=True)
+
+
+def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> SdpPlan:
+    op = node.op_type
+    x, out = node.inputs[0], node.outputs[0]
+    s_in, s_out = scales.scale(x), scales.scale(out)
+    shape = tuple(graph.tensors[out].shape)
+    try:
+        if op == "Relu":
+            return single(0, affine(s_in, s_out, 1.0, relu=True), shape)
+        if op == "LeakyRelu":
+            alpha = float(node.attrs.get("alpha", 0.01))
+            return single(0, affine(s_in, s_out, 1.0, prelu=alpha), shape)
+        if op == "PRelu":
+            return single(0, affine(s_in, s_out, 1.0, prelu=_slopes(node, graph)), shape)
+        if op == "Clip":
+            lo, hi = _clip_bounds(node, graph)
+            cap = None if np.isinf(hi) else hi
+            if lo == 0:
+                return single(0, affine(s_in, s_out, 1.0, relu=True, cap=cap), shape)
+            prog = affine(s_in, s_out, 1.0, cap=cap)
+            if not np.isinf(lo):    # an ALU maximum in input units before the multiplier
+                floor = int(np.clip(round_half_away(lo / s_in), -32768, 32767))
+                x1 = prog.x1
+                prog = SdpProgram(XStage("max", Operand.layer(floor), 0, x1.mul, False,
+                                         x1.truncate, False), prog.x2, prog.cvt)
+            return single(0, prog, shape)
+        if op == "BatchNormalization":
+            g, b, mean, var = (constant(graph, t).astype(np.float64).reshape(-1)
+                               for t in node.inputs[1:5])
+            a = g / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+            return single(0, affine(s_in, s_out, a, b - mean * a), shape)
+        if op == "HardSigmoid":
+            return single(0, _hard_sigmoid(node, s_in, s_out), shape)
+        if op == "HardSwish":
+            hs = _hard_sigmoid(node, s_in, UNIT_SCALE)
+            mul = SdpProgram(XStage(mul=Operand.input(1)),
+                             cvt=converter(s_in * UNIT_SCALE / s_out))
+            return SdpPlan((SdpStep(("in", 0), hs), SdpStep(("in", 0), mul,
+                                                             ((1, ("step", 0)),))), shape)
+    except SdpMathError as exc:
+        raise ValueError(str(exc)) from None
+    raise ValueError(f"op {op} has no SDP program")
+
+
+def fixed_scales(node: Node, graph: Graph) -> dict[str, float]:
+    """Output scales the lowering needs regardless of calibration."""
+    return {node.outputs[0]: UNIT_SCALE} if node.op_type == "HardSigmoid" else {}
+
+
+ENTRY = OpEntry(("Relu", "LeakyRelu", "PRelu", "Clip", "BatchNormalization", "HardSigmoid",
+                 "HardSwish"), check, plan, lower_steps, reference_steps,
+                fixed_scales=fixed_scales)

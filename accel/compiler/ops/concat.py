@@ -1,0 +1,195 @@
+"""Concat, Split and Slice in place: producers write into, consumers read from, views.
+
+* **Concat** along channels, rows or columns: each input is nested into its
+  slot of the output buffer (:meth:`accel.compiler.placement.Placement.nest`),
+  so its producer writes there directly.  A channel slot must start a surface:
+  every input but the last has a multiple of the atom's channels (the DMAs
+  write whole atoms).  An input that cannot be nested (a subgraph input, a
+  tensor already placed in another concat, an output) is copied into its slot
+  by an SDP pass-through.  All inputs and the output share one scale.
+* **Split / Slice** along channels (at surface boundaries), rows or columns
+  (step 1): every output is a view of the input; an output that must be a
+  buffer of its own (a subgraph output) is copied out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.config import HwConfig
+from tengine_host.ir import Graph, Node
+
+AXES = {1: "channels", 2: "rows", 3: "cols"}
+
+
+@dataclass(frozen=True)
+class Piece:
+    tensor: str
+    start: int
+    size: int
+
+
+@dataclass(frozen=True)
+class MovePlan:
+    axis: int                       # 1 channels, 2 rows, 3 columns
+    pieces: tuple[Piece, ...]       # concat inputs / split outputs along the axis
+    shapes: tuple[tuple[int, ...], ...]   # host shapes of the outputs
+    concat: bool = False
+
+
+def _view(region, axis: int, start: int, size: int):
+    return getattr(region, AXES[axis])(start, size)
+
+
+def _axis(node: Node, graph: Graph, tensor: str) -> int | str:
+    rank = len(graph.tensors[tensor].shape)
+    ax = int(node.attrs.get("axis", 0))
+    ax = ax + rank if ax < 0 else ax
+    if rank != 4 or ax not in AXES:
+        return (f"axis {node.attrs.get('axis')} of a rank-{rank} tensor (channels, rows or "
+                f"columns of NCHW)")
+    return ax
+
+
+def _slice_pieces(node: Node, graph: Graph) -> tuple[int, Piece] | str:
+    shape = tuple(graph.tensors[node.inputs[0]].shape)
+    if len(shape) != 4:
+        return f"input rank {len(shape)}"
+    a = node.attrs
+    vals = []
+    for i, name in ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps")):
+        v = constant(graph, node.inputs[i]) if len(node.inputs) > i and node.inputs[i] else None
+        v = a.get(name) if v is None else v
+        vals.append(None if v is None else [int(x) for x in np.asarray(v).reshape(-1)])
+    starts, ends, axes, steps = vals
+    if starts is None or ends is None:
+        return "starts/ends are not constant"
+    axes = list(range(len(starts))) if axes is None else [x + 4 if x < 0 else x for x in axes]
+    steps = steps or [1] * len(starts)
+    out = tuple(graph.tensors[node.outputs[0]].shape)
+    cut = [(ax, s, e) for ax, s, e, st in zip(axes, starts, ends, steps, strict=True)
+           if out[ax] != shape[ax] or st != 1]
+    if any(st != 1 for st in steps):
+        return f"steps {steps}: only step 1"
+    if len(cut) != 1 or cut[0][0] not in AXES:
+        return "slices more than one axis, or the batch"
+    ax, s, _ = cut[0]
+    s = s + shape[ax] if s < 0 else min(max(s, 0), shape[ax])
+    return ax, Piece(node.outputs[0], s, out[ax])
+
+
+def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
+    ins = [t for t in node.inputs if t]
+    main = ins[0] if node.op_type != "Concat" else None
+    for t in (ins if node.op_type == "Concat" else [main]):
+        if graph.is_constant(t):
+            return f"input {t!r} is a constant"
+        why = check_activation(graph, t)
+        if why:
+            return why
+    p = _plan(node, graph)
+    if isinstance(p, str):
+        return p
+    if p.axis == 1:
+        last = len(p.pieces) - 1
+        for i, piece in enumerate(p.pieces):
+            bad_start = piece.start % cfg.atom_size
+            bad_end = node.op_type == "Concat" and i < last and piece.size % cfg.atom_size
+            if bad_start or bad_end:
+                return (f"channel {'slot' if node.op_type == 'Concat' else 'slice'} of "
+                        f"{piece.tensor!r} at {piece.start}+{piece.size} does not start and end "
+                        f"on whole {cfg.atom_size}-channel atoms")
+    return None
+
+
+def _plan(node: Node, graph: Graph) -> MovePlan | str:
+    if node.op_type == "Concat":
+        ax = _axis(node, graph, node.outputs[0])
+        if isinstance(ax, str):
+            return ax
+        pieces, at = [], 0
+        for t in node.inputs:
+            n = int(graph.tensors[t].shape[ax])
+            pieces.append(Piece(t, at, n))
+            at += n
+        return MovePlan(ax, tuple(pieces), (tuple(graph.tensors[node.outputs[0]].shape),),
+                        concat=True)
+    if node.op_type == "Split":
+        ax = _axis(node, graph, node.inputs[0])
+        if isinstance(ax, str):
+            return ax
+        pieces, at = [], 0
+        for t in node.outputs:
+            n = int(graph.tensors[t].shape[ax])
+            pieces.append(Piece(t, at, n))
+            at += n
+        return MovePlan(ax, tuple(pieces),
+                        tuple(tuple(graph.tensors[t].shape) for t in node.outputs))
+    r = _slice_pieces(node, graph)
+    if isinstance(r, str):
+        return r
+    ax, piece = r
+    return MovePlan(ax, (piece,), (tuple(graph.tensors[node.outputs[0]].shape),))
+
+
+def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> MovePlan:
+    return _plan(node, graph)
+
+
+def place(lo, node: Node, p: MovePlan) -> None:
+    """Split/Slice: outputs are views of the input (forward pass)."""
+    if node.op_type == "Concat":
+        return
+    src = node.inputs[0]
+    for piece in p.pieces:
+        lo.placement.view(piece.tensor, src,
+                          lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
+
+
+def nest(lo, node: Node, p: MovePlan) -> None:
+    """Concat: inputs are written into their slots of the output (backward pass)."""
+    if node.op_type != "Concat":
+        return
+    out = node.outputs[0]
+    for piece in p.pieces:
+        lo.placement.nest(piece.tensor, out,
+                          lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
+
+
+def lower(lo, node: Node, p: MovePlan) -> None:
+    if node.op_type == "Concat":
+        whole = lo.region(node.outputs[0])
+        for piece in p.pieces:
+            slot = _view(whole, p.axis, piece.start, piece.size)
+            if lo.region(piece.tensor) != slot:
+                lo.copy(node, lo.region(piece.tensor), slot, f"copy{piece.start}")
+        return
+    src = lo.region(node.inputs[0])
+    for piece in p.pieces:
+        part = _view(src, p.axis, piece.start, piece.size)
+        if lo.region(piece.tensor) != part:
+            lo.copy(node, part, lo.region(piece.tensor), f"copy{piece.start}")
+
+
+def reference(p: MovePlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    if p.concat:
+        return [np.concatenate([np.asarray(x) for x in inputs], axis=p.axis)]
+    x = np.asarray(inputs[0])
+    out = []
+    for piece in p.pieces:
+        idx = [slice(None)] * 4
+        idx[p.axis] = slice(piece.start, piece.start + piece.size)
+        out.append(x[tuple(idx)].copy())
+    return out
+
+
+def ties(node: Node, graph: Graph) -> list[list[str]]:
+    ins = node.inputs if node.op_type == "Concat" else node.inputs[:1]
+    return [[t for t in (*ins, *node.outputs) if t]]
+
+
+ENTRY = OpEntry(("Concat", "Split", "Slice"), check, plan, lower, reference, ties=ties,
+                place=place, nest=nest)

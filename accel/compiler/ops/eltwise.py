@@ -1,0 +1,132 @@
+"""Add, Sub, Mul, Div, Max, Min on the SDP (X1/X2 from memory, :mod:`.sdp_math`).
+
+* two tensors of one shape: the second is a per-element operand read through
+  SDP_RDMA (NVDLA's element-wise scheme, X1 per-element; works without the
+  Y unit, so on nv_small).  Add/Sub/Max/Min inputs share one scale after
+  calibration (``ties``), so the ALU adds raw integers; Mul scales in the
+  converter.  Div of two tensors is refused.
+* a tensor and a per-channel activation ``[1, C, 1, 1]`` (squeeze-excite:
+  ``x * gate``): the gate is a per-kernel operand read from memory.
+* a tensor and a constant (scalar or per channel): an affine program with the
+  constant in registers or as per-kernel int16 operands.
+
+A fused ReLU (``attrs["activation"]``, from the host's fuse pass) is applied
+last, before the converter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.compiler.ops.sdp_math import SdpMathError, affine, binary, converter, single
+from accel.compiler.ops.sdp_math import lower_steps as lower
+from accel.compiler.ops.sdp_math import reference_steps as reference
+from accel.compiler.program import Operand, SdpProgram, XStage
+from accel.config import HwConfig
+from tengine_host.ir import Graph, Node
+
+OPS = {"Add": "sum", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
+TIED = ("Add", "Sub", "Max", "Min")
+
+
+def _per_channel(value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A constant as one value per channel of an NCHW tensor ``shape`` (None: not so)."""
+    v = np.asarray(value, dtype=np.float64)
+    c = shape[1]
+    if v.size == 1:
+        return v.reshape(1)
+    if len(shape) == 4 and v.shape in ((c,), (c, 1, 1), (1, c, 1, 1)) and v.size == c:
+        return v.reshape(c)
+    if len(shape) == 2 and v.shape in ((c,), (1, c)):
+        return v.reshape(c)
+    return None
+
+
+def _classify(node: Node, graph: Graph) -> tuple[str, int, int | None] | str:
+    """``(kind, main, other)``: kind tensor / channel (per-channel activation) / const."""
+    if len(node.inputs) != 2:
+        return f"{len(node.inputs)} inputs (two expected)"
+    a, b = node.inputs
+    shape = tuple(graph.tensors[node.outputs[0]].shape)
+    consts = [graph.is_constant(t) for t in (a, b)]
+    if all(consts):
+        return "both inputs are constants"
+    if any(consts):
+        i_c = consts.index(True)
+        if node.op_type in ("Sub", "Div") and i_c == 0:
+            return f"{node.op_type} with the constant first"
+        if node.op_type in ("Max", "Min"):
+            return f"{node.op_type} with a constant"
+        if tuple(graph.tensors[node.inputs[1 - i_c]].shape) != shape:
+            return "the tensor input is broadcast"
+        if _per_channel(constant(graph, node.inputs[i_c]), shape) is None:
+            return (f"constant of shape {tuple(graph.tensors[node.inputs[i_c]].shape)} is "
+                    f"neither a scalar nor per channel")
+        return "const", 1 - i_c, i_c
+    sa, sb = (tuple(graph.tensors[t].shape) for t in (a, b))
+    if sa == sb == shape:
+        if node.op_type == "Div":
+            return "Div of two tensors"
+        return "tensor", 0, 1
+    if node.op_type in ("Mul", "Add") and len(shape) == 4:
+        for main, other in ((0, 1), (1, 0)):
+            s_main, s_other = (sa, sb) if main == 0 else (sb, sa)
+            if s_main == shape and s_other == (1, shape[1], 1, 1):
+                return "channel", main, other
+    return f"input shapes {sa} and {sb} broadcast in a way the SDP does not"
+
+
+def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
+    for t in node.inputs:
+        if t and not graph.is_constant(t):
+            why = check_activation(graph, t)
+            if why:
+                return why
+    kind = _classify(node, graph)
+    if isinstance(kind, str):
+        return kind
+    act = node.attrs.get("activation")
+    if act not in (None, "Relu"):
+        return f"fused activation {act!r} (only Relu)"
+    return None
+
+
+def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
+    kind, main, other = _classify(node, graph)
+    relu = node.attrs.get("activation") == "Relu"
+    op = OPS[node.op_type]
+    out = node.outputs[0]
+    shape = tuple(graph.tensors[out].shape)
+    s_out = scales.scale(out)
+    try:
+        if kind == "const":
+            c = _per_channel(constant(graph, node.inputs[other]), shape)
+            s_in = scales.scale(node.inputs[main])
+            if op == "mul":
+                prog = affine(s_in, s_out, c, relu=relu)
+            elif op == "div":
+                prog = affine(s_in, s_out, 1.0 / c, relu=relu)
+            else:
+                prog = affine(s_in, s_out, np.ones_like(c), c if op == "sum" else -c, relu=relu)
+            return single(main, prog, shape)
+        s_main, s_other = scales.scale(node.inputs[main]), scales.scale(node.inputs[other])
+        mode = "element" if kind == "tensor" else "kernel"
+        if op == "mul":
+            prog = SdpProgram(XStage(mul=Operand.input(other, mode), relu=relu),
+                              cvt=converter(s_main * s_other / s_out))
+            return single(main, prog, shape)
+        first, prog = binary(op, (main, s_main), (other, s_other), s_out, relu=relu,
+                             mode=mode)
+        return single(first, prog, shape)
+    except SdpMathError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def ties(node: Node, graph: Graph) -> list[list[str]]:
+    if node.op_type in TIED and not any(graph.is_constant(t) for t in node.inputs):
+        return [list(node.inputs)]
+    return []
+
+
+ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties)

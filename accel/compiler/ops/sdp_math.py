@@ -1,0 +1,205 @@
+"""SDP programs for element-wise arithmetic on quantized tensors, and the SDP entry plumbing.
+
+All of them compute on int8 inputs ``q`` with scales ``s`` and produce
+``sat8(round(y / s_out))``:
+
+* :func:`affine` - ``y = A * x + B`` with per-layer or per-channel ``A`` and
+  ``B``: X1 multiplies into a *fine unit* ``u = s_out / 2**f`` (so the
+  addition keeps ``f`` fraction bits), X2 adds ``B / u`` (int16 << shift)
+  and applies ReLU / PReLU, the converter rounds ``f`` bits away.  Without
+  ``B`` the multiplier goes straight to output units (one rounding).
+* :func:`binary` - ``a op b`` of two tensors (sum, max, min; difference by
+  reading ``b`` as the main input, negated): with equal input scales the ALU
+  works on the raw integers (NVIDIA's scheme); otherwise X1 brings ``a`` onto
+  a fine grid of ``b``'s scale and X2's ALU adds ``b << f``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from accel.arith import scale_shift_factorize
+from accel.compiler.engine import SdpOp
+from accel.compiler.program import Converter, Operand, SdpProgram, XStage
+from accel.compiler.quantize import int16_factor, round_half_away
+from tengine_host.ir import Node
+
+INT16_MAX = (1 << 15) - 1
+FINE_BITS = 8          # fraction bits kept between X1 and the converter
+
+
+class SdpMathError(ValueError):
+    """A rescale the SDP cannot represent."""
+
+
+def converter(ratio: float) -> Converter:
+    """The output converter for ``x * ratio`` (int16 scale, 6-bit shift); 0 -> zeros."""
+    if ratio == 0:
+        return Converter(scale=0)
+    sign = -1 if ratio < 0 else 1
+    try:
+        scale, shift = scale_shift_factorize(abs(ratio), max_shift=63)
+    except ValueError as exc:
+        raise SdpMathError(str(exc)) from None
+    return Converter(scale=sign * scale, shift=shift)
+
+
+def _operand(values: np.ndarray) -> Operand:
+    v = np.asarray(values).reshape(-1)
+    return Operand.layer(int(v[0])) if v.size == 1 else Operand.kernel(v)
+
+
+def _fine_bits(peak_ratio: float) -> int:
+    """Fraction bits below the output unit that keep the X1 multiplier in int16."""
+    if peak_ratio <= 0:
+        return FINE_BITS
+    room = math.floor(math.log2(INT16_MAX / peak_ratio))
+    if room < 0:
+        raise SdpMathError(f"rescale {peak_ratio:g} exceeds the int16 multiplier")
+    return max(0, min(FINE_BITS, room))
+
+
+def affine(s_in: float, s_out: float, mult, bias=None, *, relu: bool = False,
+           prelu: np.ndarray | float | None = None, cap: float | None = None) -> SdpProgram:
+    """``y = mult * x + bias`` (scalars or per-channel arrays), then ReLU / PReLU / a cap.
+
+    ``prelu`` gives the negative slopes of a (Leaky)ReLU; ``cap`` an upper
+    bound (in real units) applied after a ReLU.
+    """
+    a = np.atleast_1d(np.asarray(mult, dtype=np.float64))
+    ratio = a * s_in / s_out
+    has_bias = bias is not None and np.any(np.asarray(bias) != 0)
+    f = _fine_bits(float(np.abs(ratio).max())) if (has_bias or prelu is not None
+                                                   or cap is not None) else 0
+    if np.all(ratio == 0):
+        m, t = np.zeros(a.shape, np.int64), 0
+    else:
+        m, t = int16_factor(ratio * 2.0 ** f)
+    x1 = XStage(mul=_operand(m), truncate=t, relu=relu and not has_bias)
+    x2 = None
+    unit = s_out / 2.0 ** f
+    if has_bias:
+        b = np.atleast_1d(np.asarray(bias, dtype=np.float64)) / unit
+        # beyond 2**(9+f) fine units the output saturates whatever x is
+        reach = 128 * float(np.abs(m).max()) / 2.0 ** t + 2.0 ** (9 + f)
+        b32 = np.clip(round_half_away(b), -reach, reach).astype(np.int64)
+        peak = int(np.abs(b32).max())
+        shift = max(0, peak.bit_length() - 15)
+        b16 = np.clip(round_half_away(b32 / 2.0 ** shift), -INT16_MAX - 1, INT16_MAX)
+        x2 = XStage(alu_op="sum", alu=_operand(b16.astype(np.int64)), alu_shift=shift,
+                    relu=relu)
+    if prelu is not None:
+        if x2 is not None:
+            raise SdpMathError("an affine op with a bias and a PReLU needs three stages")
+        q, tq = int16_factor(np.atleast_1d(np.asarray(prelu, dtype=np.float64)))
+        x2 = XStage(mul=_operand(q), prelu=True, truncate=tq)
+    if cap is not None:
+        capped = int(round_half_away(np.float64(cap) / unit))
+        if capped < 127 * 2 ** f:        # else int8 saturation caps already
+            if x2 is not None:
+                raise SdpMathError("an affine op with a bias and a cap needs three stages")
+            x2 = XStage(alu_op="min", alu=Operand.layer(min(capped, INT16_MAX)))
+    cvt = Converter(shift=f) if f else Converter()
+    return SdpProgram(x1, x2, cvt)
+
+
+def binary(op: str, a: tuple[int, float], b: tuple[int, float], s_out: float, *,
+           relu: bool = False, mode: str = "element") -> tuple[int, SdpProgram]:
+    """``a op b`` for op in sum, sub, max, min: ``(main input index, program)``.
+
+    ``a`` and ``b`` are ``(node input index, scale)``.  The main input
+    streams through the SDP's input DMA, the other is the ALU operand
+    (``mode`` element, or kernel for a per-channel ``b``).  A difference reads
+    ``b`` as the main input and negates it, so the ALU adds ``a``.
+    """
+    (main, s_main), (other, s_other) = (b, a) if op == "sub" else (a, b)
+    alu = "sum" if op in ("sum", "sub") else op
+    sign = -1 if op == "sub" else 1
+    if math.isclose(s_main, s_other, rel_tol=1e-9):
+        operand = Operand.input(other, mode)
+        if op == "sub":     # -b, then + a
+            x1 = XStage(mul=Operand.layer(-1))
+            x2 = XStage(alu_op=alu, alu=operand, relu=relu)
+        else:
+            x1, x2 = XStage(alu_op=alu, alu=operand, relu=relu), None
+        return main, SdpProgram(x1, x2, converter(s_other / s_out))
+    # fine grid u = s_other / 2**f: main * s_main / u in X1, then + other << f
+    ratio = s_main / s_other
+    f = _fine_bits(ratio)
+    m, t = int16_factor(np.array([sign * ratio * 2.0 ** f]))
+    x1 = XStage(mul=Operand.layer(int(m[0])), truncate=t)
+    x2 = XStage(alu_op=alu, alu=Operand.input(other, mode), alu_shift=f, relu=relu)
+    return main, SdpProgram(x1, x2, converter(s_other / (2.0 ** f * s_out)))
+
+
+@dataclass(frozen=True, eq=False)
+class SdpStep:
+    """One SDP operation of a node: main input, program, and where the result goes.
+
+    ``inputs`` maps program source indices to node inputs (``("in", i)``) or
+    to the result of an earlier step (``("step", j)``); ``out`` None is the
+    node's output, else the temporary's channel/height/width.
+    """
+
+    main: tuple[str, int]
+    program: SdpProgram
+    inputs: tuple[tuple[int, tuple[str, int]], ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class SdpPlan:
+    steps: tuple[SdpStep, ...]
+    out_shape: tuple[int, ...]
+
+
+def single(main: int, program: SdpProgram, out_shape: tuple[int, ...]) -> SdpPlan:
+    srcs = tuple((i, ("in", i)) for i in program.sources())
+    return SdpPlan((SdpStep(("in", main), program, srcs),), out_shape)
+
+
+def lower_steps(lo, node: Node, p: SdpPlan) -> None:
+    """Emit one SDP operation per step; intermediate steps write temporaries."""
+    results = []
+    dst_final = lo.region(node.outputs[0])
+
+    def resolve(ref: tuple[str, int]):
+        kind, i = ref
+        return lo.region(node.inputs[i]) if kind == "in" else results[i]
+
+    for j, step in enumerate(p.steps):
+        last = j == len(p.steps) - 1
+        src = resolve(step.main)
+        dst = dst_final if last else lo.temp(lo.label(node, f"s{j}"), *src.shape)
+        ops = {i: resolve(ref) for i, ref in step.inputs}
+        lo.emit(SdpOp(lo.label(node) if len(p.steps) == 1 else lo.label(node, f"s{j}"),
+                      node.name, src, dst, step.program, ops))
+        results.append(dst)
+
+
+def reference_steps(p: SdpPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    from tengine_host import int8_ref
+
+    results: list[np.ndarray] = []
+
+    def resolve(ref: tuple[str, int]) -> np.ndarray:
+        kind, i = ref
+        return np.asarray(inputs[i]) if kind == "in" else results[i]
+
+    for step in p.steps:
+        x = resolve(step.main)
+        shape4 = x.shape if x.ndim == 4 else (x.shape[0], x.shape[1], 1, 1)
+        srcs = {i: resolve(ref).reshape(-1, *resolve(ref).shape[1:]) for i, ref in step.inputs}
+        width = max(srcs, default=-1) + 1
+        operands = [srcs[i].reshape(_as4(srcs[i])) if i in srcs else None
+                    for i in range(width)]
+        y = int8_ref.sdp_program_int8(x.reshape(shape4).astype(np.int64), step.program,
+                                      operands)
+        results.append(y.reshape(x.shape))
+    return [results[-1].reshape(p.out_shape)]
+
+
+def _as4(a: np.ndarray) -> tuple[int, ...]:
+    return a.shape if a.ndim == 4 else (a.shape[0], a.shape[1], 1, 1)
