@@ -118,11 +118,22 @@ class Dla:
     def _enabled(self, unit: str) -> bool:
         return bool(self._exec(unit)("D_OP_ENABLE", "OP_EN"))
 
-    def _sdp_needs_rdma(self, g: GroupView) -> bool:
+    @staticmethod
+    def _sdp_needs_rdma(g: GroupView) -> bool:
+        """The SDP takes data from SDP_RDMA: its input (not on the fly), or an operand of an
+        active stage whose ALU or multiplier source is MEM.  Decided by the SDP's own
+        group, as the hardware does: an op without RDMA data leaves SDP_RDMA's register
+        groups alone (the firmware tracks that pointer apart)."""
         if not g("D_FEATURE_MODE_CFG", "FLYING_MODE"):
             return True
-        rd = self._exec("NVDLA_SDP_RDMA")
-        return any(not rd(f"D_{d}_CFG", f"{d}_DISABLE") for d in ("BRDMA", "NRDMA", "ERDMA"))
+        for p in ("BS", "BN", "EW"):
+            if g(f"D_DP_{p}_CFG", f"{p}_BYPASS"):
+                continue
+            if not g(f"D_DP_{p}_CFG", f"{p}_ALU_BYPASS") and g(f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC"):
+                return True
+            if not g(f"D_DP_{p}_CFG", f"{p}_MUL_BYPASS") and g(f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC"):
+                return True
+        return False
 
     def _try_run(self) -> None:
         if not self._enabled("NVDLA_SDP"):

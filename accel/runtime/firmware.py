@@ -17,9 +17,10 @@ graph, operation list and surface list from DRAM, and runs the graph:
 
 CONV, SDP, PDP and CDP are programmed; BDMA and RUBIK raise
 :class:`FirmwareError` naming the op index and type.  Engines with a
-read DMA that not every op uses (PDP: only when its input is in memory)
-keep a separate register-group pointer for that DMA, which advances only
-with the ops that run it.  A CDP op's LUT is read from the task's LUT list
+read DMA that not every op uses (PDP: only when its input is in memory; SDP:
+only for an input in memory or operands from memory) keep a separate
+register-group pointer for that DMA, which advances only with the ops that
+run it.  A CDP op's LUT is read from the task's LUT list
 and loaded when the op is programmed; since the LUT RAM is shared by both
 CDP groups, an op whose table differs from the other group's waits until
 that op completes (NVIDIA's ``dla_cdp_is_ready``).  A fused pair names its
@@ -72,7 +73,7 @@ SUPPORTED = (OP_CONV, OP_SDP, OP_PDP, OP_CDP)
 _POINTER_UNIT = {OP_CONV: "NVDLA_CACC", OP_SDP: "NVDLA_SDP", OP_PDP: "NVDLA_PDP",
                  OP_CDP: "NVDLA_CDP"}
 # read DMAs whose group advances only with the ops that use them
-_RDMA_POINTER_UNIT = {OP_PDP: "NVDLA_PDP_RDMA"}
+_RDMA_POINTER_UNIT = {OP_PDP: "NVDLA_PDP_RDMA", OP_SDP: "NVDLA_SDP_RDMA"}
 
 
 def _done_bit(op_type: int, group: int) -> int:
@@ -181,7 +182,11 @@ class Firmware:
             self._next_rdma_group[engine] = field_get(value, f"{unit}.S_POINTER", "CONSUMER")
 
     def _rdma_used(self, op: _Op) -> bool:
-        return op.common.op_type == OP_PDP and fw_pdp.rdma_needed(op.surf)
+        if op.common.op_type == OP_PDP:
+            return fw_pdp.rdma_needed(op.surf)
+        if op.common.op_type == OP_SDP:
+            return fw_sdp.rdma_needed(op.desc, op.surf)
+        return False
 
     def _lut_blocked(self, engine: int, op: _Op, group: int) -> bool:
         """A CDP op whose LUT would overwrite the table of the op in the other group."""
@@ -233,7 +238,7 @@ class Firmware:
         if t == OP_CONV:
             fw_conv.set_producer(self.regs, op.group)
         elif t == OP_SDP:
-            fw_sdp.set_producer(self.regs, op.group)
+            fw_sdp.set_producer(self.regs, op.group, op.rdma_group)
         elif t == OP_PDP:
             fw_pdp.set_producer(self.regs, op.group, op.rdma_group)
         else:

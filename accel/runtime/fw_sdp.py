@@ -49,9 +49,10 @@ def rdma_needed(op: SdpOpDesc, surf: object) -> bool:
     return (not fly) or any(o.enable and o.mode != SDP_OP_PER_LAYER for o in ops)
 
 
-def set_producer(w: RegWriter, group: int) -> None:
+def set_producer(w: RegWriter, group: int, rdma_group: int | None = None) -> None:
+    """Point SDP at ``group`` and SDP_RDMA at its own ``rdma_group`` (default: the same)."""
     w.write("NVDLA_SDP", "S_POINTER", PRODUCER=group)
-    w.write("NVDLA_SDP_RDMA", "S_POINTER", PRODUCER=group)
+    w.write("NVDLA_SDP_RDMA", "S_POINTER", PRODUCER=group if rdma_group is None else rdma_group)
 
 
 def enable(w: RegWriter, op: SdpOpDesc, surf: object) -> None:
@@ -119,15 +120,17 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
     winograd = "ON" if op.conv_mode == CONV_MODE_WINOGRAD else "OFF"
     proc = _proc_precision(op.src_precision, op.dst_precision)
 
-    w.write("NVDLA_SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="OFF")
-    w.write("NVDLA_SDP_RDMA", "D_BRDMA_CFG", BRDMA_DISABLE="YES")
-    w.write("NVDLA_SDP_RDMA", "D_NRDMA_CFG", NRDMA_DISABLE="YES")
-    w.write("NVDLA_SDP_RDMA", "D_ERDMA_CFG", ERDMA_DISABLE="YES")
-    w.write("NVDLA_SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if fly else "OFF",
-            WINOGRAD=winograd, IN_PRECISION=_PRECISION[op.src_precision],
-            OUT_PRECISION=_PRECISION[op.dst_precision], PROC_PRECISION=proc,
-            BATCH_NUMBER=op.batch_num - 1)
+    # SDP_RDMA's registers only for ops that use it: its register group advances
+    # with those ops alone (the firmware keeps its pointer apart)
     if rdma_needed(op, surf):
+        w.write("NVDLA_SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="OFF")
+        w.write("NVDLA_SDP_RDMA", "D_BRDMA_CFG", BRDMA_DISABLE="YES")
+        w.write("NVDLA_SDP_RDMA", "D_NRDMA_CFG", NRDMA_DISABLE="YES")
+        w.write("NVDLA_SDP_RDMA", "D_ERDMA_CFG", ERDMA_DISABLE="YES")
+        w.write("NVDLA_SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if fly else "OFF",
+                WINOGRAD=winograd, IN_PRECISION=_PRECISION[op.src_precision],
+                OUT_PRECISION=_PRECISION[op.dst_precision], PROC_PRECISION=proc,
+                BATCH_NUMBER=op.batch_num - 1)
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_WIDTH", src.width - 1)
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_HEIGHT", src.height - 1)
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_CHANNEL", src.channel - 1)
