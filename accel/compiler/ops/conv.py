@@ -228,7 +228,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ConvPlan:
                     tuple(graph.tensors[node.outputs[0]].shape))
 
 
-def _block_weights(w: np.ndarray, group: int, g0: int, g1: int) -> np.ndarray:
+def block_diagonal(w: np.ndarray, group: int, g0: int, g1: int) -> np.ndarray:
     """Block-diagonal dense weights of groups ``[g0, g1)`` from grouped ``w`` [K, C/G, R, S]."""
     kg = w.shape[0] // group
     cg = w.shape[1]
@@ -279,7 +279,7 @@ def lower(lo, node: Node, p: ConvPlan) -> None:
         bg = _block_geom(g, p.group, g1 - g0)
         tiles = plan_conv(bg, lo.cfg)
         lower_conv(lo, node, lo.label(node, f"g{g0}"), src.channels(g0 * cg, bg.c),
-                   dst.channels(g0 * kg, bg.k), bg, _block_weights(q.weight, p.group, g0, g1),
+                   dst.channels(g0 * kg, bg.k), bg, block_diagonal(q.weight, p.group, g0, g1),
                    q.clip_truncate, p.program.per_kernel_slice(g0 * kg, g1 * kg), tiles)
 
 

@@ -265,7 +265,7 @@ def lower(lo, node: Node, p: PoolPlan) -> None:
             bg = ConvGeom(g1 - g0, h, w, g1 - g0, h, w)
             conv_ops.lower_conv(lo, node, lo.label(node, f"g{g0}"), src.channels(g0, g1 - g0),
                                 dst.channels(g0, g1 - g0), bg,
-                                conv_ops._block_weights(ones, c, g0, g1), 0, program,
+                                conv_ops.block_diagonal(ones, c, g0, g1), 0, program,
                                 plan_conv(bg, lo.cfg))
         return
     shape = src.layout.height, src.layout.width
