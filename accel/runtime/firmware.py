@@ -30,6 +30,7 @@ upstream op as ``fused_parent``, which must be of the previous engine type
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accel.config import HwConfig
@@ -106,6 +107,9 @@ class Firmware:
 
     def __post_init__(self) -> None:
         self.regs = RegWriter(self.backend, self.trace)
+        # called with an op's index when its completion is taken, before anything that
+        # depends on it starts: a debugger's view of memory after each op
+        self.on_complete: Callable[[int], None] | None = None
         # The hardware consumes register groups alternately (each completion
         # flips the unit's consumer pointer), so the group an engine programs
         # next is state that outlives one task; run() re-reads it from the
@@ -319,6 +323,8 @@ class Firmware:
     def _complete(self, op: _Op) -> None:
         t = op.common.op_type
         self.events.append(f"complete {op.index} {op_name(t)}")
+        if self.on_complete is not None:
+            self.on_complete(op.index)
         op.completed = True
         del self._busy[t][op.group]
         self._notify(op, EVENT_OP_COMPLETED)
