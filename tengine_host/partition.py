@@ -56,19 +56,48 @@ class Partition:
         """Device switches between consecutive subgraphs."""
         return sum(a[0] is not b[0] for a, b in zip(self.parts, self.parts[1:], strict=False))
 
+    def subgraph_counts(self) -> dict[str, int]:
+        """Subgraphs per device name."""
+        counts = {name: 0 for name in self.ops}
+        for dev, _ in self.parts:
+            counts[dev.name] = counts.get(dev.name, 0) + 1
+        return counts
+
+    def share(self, device: str) -> tuple[float, float]:
+        """(fraction of ops, fraction of MACs) that run on ``device``."""
+        ops, macs = sum(self.ops.values()), sum(self.macs.values())
+        return (self.ops.get(device, 0) / ops if ops else 0.0,
+                self.macs.get(device, 0) / macs if macs else 0.0)
+
+    def fallback_reasons(self) -> list[tuple[int, str, str]]:
+        """``(count, op type, reason)`` of the fallbacks, most frequent first."""
+        counts: dict[tuple[str, str], int] = {}
+        for fb in self.fallbacks:
+            key = (fb.op_type, f"{fb.device} declined: {fb.reason}")
+            counts[key] = counts.get(key, 0) + 1
+        return sorted(((n, op, why) for (op, why), n in counts.items()),
+                      key=lambda r: (-r[0], r[1], r[2]))
+
     def report(self) -> str:
-        """A plain-text summary: subgraphs, ops and MACs per device, fallbacks."""
-        lines = [f"{len(self.parts)} subgraph(s)"]
+        """A plain-text summary: subgraphs, ops and MACs per device, fallbacks by reason."""
+        counts = self.subgraph_counts()
+        lines = [f"{len(self.parts)} subgraph(s) (" + ", ".join(
+            f"{n} {name}" for name, n in counts.items()) + f"), {self.transitions} transition(s)"]
         for i, (dev, sub) in enumerate(self.parts):
-            lines.append(f"  [{i}] {dev.name:<10} {len(sub.nodes):>4} ops  "
-                         f"{', '.join(n.op_type for n in sub.nodes)}")
+            kinds: dict[str, int] = {}
+            for n in sub.nodes:
+                kinds[n.op_type] = kinds.get(n.op_type, 0) + 1
+            lines.append(f"  [{i}] {dev.name:<10} {len(sub.nodes):>4} ops  " + ", ".join(
+                f"{op}" + (f" x{k}" if k > 1 else "") for op, k in kinds.items()))
         lines.append("per device:")
         for name in self.ops:
-            lines.append(f"  {name:<10} {self.ops[name]:>4} ops  {self.macs[name]:>12,} MACs")
-        lines.append(f"transitions: {self.transitions}")
-        for fb in self.fallbacks:
-            lines.append(f"fallback: {fb.node} ({fb.op_type}) -> {fb.runs_on}: "
-                         f"{fb.device} declined: {fb.reason}")
+            op_share, mac_share = self.share(name)
+            lines.append(f"  {name:<10} {self.ops[name]:>4} ops ({op_share:6.1%})  "
+                         f"{self.macs[name]:>14,} MACs ({mac_share:6.1%})")
+        reasons = self.fallback_reasons()
+        if reasons:
+            lines.append(f"fallbacks ({len(self.fallbacks)} nodes):")
+            lines += [f"  {n:>4} x {op}: {why}" for n, op, why in reasons]
         return "\n".join(lines)
 
 

@@ -1,22 +1,41 @@
-"""Accelerator compiler: host subgraph -> NVDLA loadable.
+"""Accelerator compiler: host subgraph -> NVDLA loadable, through one op table.
 
-``supports`` answers whether the DLA can run a node (the partitioner asks it,
-the compiler asserts it); ``compile_subgraph`` lowers a supported subgraph to
-conv + SDP ops with NVDLA's quantization arithmetic and emits a loadable.
+* :func:`supports` answers whether the DLA can run a node (the partitioner
+  asks it, the compiler asserts it) - :mod:`accel.compiler.ops`;
+* :func:`compile_subgraph` lowers a supported subgraph into engine operations
+  (:mod:`.lowering`, :mod:`.tiling`), plans its memory (:mod:`.memory`) and
+  emits a loadable (:mod:`.emitter`);
+* :func:`run_reference` is the int8 CPU golden of a compiled subgraph, the
+  op table's plain-numpy references on the same plans (:mod:`.reference`).
 """
 
 from __future__ import annotations
 
-from accel.compiler.emit import CompiledSubgraph, compile_subgraph
-from accel.compiler.lower import (
-    CompileError,
-    ConvLayer,
-    FeatureTensor,
-    LoweredSubgraph,
-    layer_quant,
-    lower,
-)
-from accel.compiler.support import supports
+from typing import Any
 
-__all__ = ["CompileError", "CompiledSubgraph", "ConvLayer", "FeatureTensor", "LoweredSubgraph",
-           "compile_subgraph", "layer_quant", "lower", "supports"]
+from accel.compiler.compile import CompiledSubgraph, compile_subgraph
+from accel.compiler.ops import TABLE, entry_for, supports
+from accel.compiler.reference import run_reference, scale_constraints
+from accel.compiler.scales import CompileError, as_scales
+from accel.config import HwConfig
+from tengine_host.ir import Graph, Node
+
+
+def make_plan(node: Node, graph: Graph, cfg: HwConfig, table: Any) -> Any:
+    """The op-table plan of one supported node (typed spec and integer parameters)."""
+    entry = entry_for(node)
+    reason = entry.check(node, graph, cfg)
+    if reason is not None:
+        raise CompileError(f"node {node.name!r} ({node.op_type}) cannot run on {cfg.name}: "
+                           f"{reason}")
+    try:
+        return entry.plan(node, graph, cfg, as_scales(table))
+    except CompileError:
+        raise
+    except (ValueError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise CompileError(f"node {node.name!r} ({node.op_type}): {msg}") from None
+
+
+__all__ = ["TABLE", "CompileError", "CompiledSubgraph", "as_scales", "compile_subgraph",
+           "entry_for", "make_plan", "run_reference", "scale_constraints", "supports"]

@@ -84,17 +84,9 @@ class Lowering:
 
     # ---------------------------------------------------------------- queries
     def _plan(self, node: Node) -> Any:
-        entry = entry_for(node)
-        reason = entry.check(node, self.graph, self.cfg)
-        if reason is not None:
-            raise CompileError(f"node {node.name!r} ({node.op_type}) cannot run on "
-                               f"{self.cfg.name}: {reason}")
-        try:
-            return entry.plan(node, self.graph, self.cfg, self.scales)
-        except CompileError:
-            raise
-        except ValueError as exc:
-            raise CompileError(f"node {node.name!r} ({node.op_type}): {exc}") from None
+        from accel.compiler import make_plan
+
+        return make_plan(node, self.graph, self.cfg, self.scales)
 
     def plan(self, node: Node) -> Any:
         return self.plans[node.name]

@@ -3,7 +3,10 @@
 The model is partitioned between the DLA and the CPU exactly as ``opendla run
 --device nvdla`` would (the compiler's own capability predicate decides), and
 every DLA subgraph is compiled to one loadable, ``OUTDIR/<model>_<i>.nvdla``,
-where ``i`` is the subgraph's index in the printed partition report.
+where ``i`` is the subgraph's index in the printed partition report.  Each
+loadable's operations are listed with their CBUF use, and its DLA memory by
+kind (weights, SDP operands, the activation arena after buffer reuse, bound
+inputs and outputs).
 """
 
 from __future__ import annotations
@@ -113,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
             path = args.output_dir / f"{stem}_{i}.nvdla"
             path.write_bytes(data)
             results.append({"subgraph": i, "name": sub.name, "path": str(path),
-                            "bytes": len(data), "layers": compiled.summary()})
+                            "bytes": len(data), "dram": compiled.dram_bytes,
+                            "layers": compiled.summary()})
     except CompileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -131,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
     if not results:
         print(f"no subgraph runs on the DLA ({cfg.name}); nothing written")
     for r in results:
-        print(f"[{r['subgraph']}] {r['name']} -> {r['path']} ({r['bytes']:,} bytes)")
+        dram = r["dram"]
+        print(f"[{r['subgraph']}] {r['name']} -> {r['path']} ({r['bytes']:,} bytes, "
+              f"{len(r['layers'])} operations); DLA memory "
+              f"{sum(dram.values()):,} bytes: " + ", ".join(f"{k} {v:,}" for k, v in dram.items()))
         print(format_table(r["layers"]))
     return 0

@@ -2,14 +2,14 @@
 
 The committed ``tengine_host/models/lenet5_digits.onnx`` (trained by
 ``scripts/train_lenet_digits.py``) is calibrated on training digits,
-partitioned (Conv/Gemm on the DLA, pooling/flatten/softmax on the CPU),
+partitioned (the whole network on the DLA, the softmax on the CPU),
 compiled for a hardware preset and run on the held-out digits on the
-register-level cmodel.  Every DLA layer's int8 output is checked bit for bit
-against the independent CPU reference (:func:`tengine_host.int8_ref.conv2d_int8`)
-fed with the same int8 input and the parameters the compiler chose, and its
-int8 input against a CPU-only int8 chain of the whole graph (which catches
-errors at the host/DLA boundaries).  The exit status is 0 only when every
-layer of every image matched (1 otherwise, 2 for bad options).
+register-level cmodel.  Every tensor the DLA computes is checked byte for
+byte against the int8 CPU reference of the same partition
+(:mod:`tengine_host.verify`: the op table's plain-numpy references with the
+compiler's parameters, fed by the reference path's own values).  The exit
+status is 0 only when every tensor of every image matched (1 otherwise, 2
+for bad options).
 """
 
 from __future__ import annotations
@@ -56,19 +56,17 @@ def load_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 @dataclass
 class LayerCheck:
-    """Bit-exactness tally of one DLA layer over all images."""
+    """Bit-exactness tally of one DLA tensor over all images."""
 
     name: str
+    node: str
     op_type: str
-    shape_in: tuple[int, ...]
-    shape_out: tuple[int, ...]
-    macs: int
+    shape: tuple[int, ...]
     images: int = 0
     bad_images: int = 0
     bad_bytes: int = 0
     total_bytes: int = 0
     max_abs_diff: int = 0
-    bad_inputs: int = 0   # images whose int8 input differs from the CPU int8 chain's
 
 
 @dataclass
@@ -88,81 +86,19 @@ class PathResult:
         return row
 
 
-def _conv_ref(x_q: np.ndarray, layer) -> np.ndarray:
-    from tengine_host import int8_ref
-
-    g = layer.geometry
-    # FC layers are 1x1 convolutions over a C x 1 x 1 cube.
-    x = np.asarray(x_q).reshape(1, g["c"], g["h"], g["w"])
-    return int8_ref.conv2d_int8(
-        x, layer.quant.weight, stride=g["stride"], dilation=g["dilation"],
-        pads=(g["pad_top"], g["pad_left"], g["pad_bottom"], g["pad_right"]),
-        group=g.get("group", 1), pad_value=getattr(layer, "pad_value", 0),
-        **layer.quant.reference_kwargs())
-
-
-def reference_output(cap) -> np.ndarray:
-    """The int8 CPU reference of one captured DLA layer, on the int8 input it read."""
-    return _conv_ref(cap.x_q, cap.layer)
-
-
-def int8_chain(graph, layers):
-    """The whole graph on the CPU, each DLA layer through ``int8_ref`` with its parameters.
-
-    Inputs are quantized with ``tengine_host.quant`` (not the device's code)
-    at each layer's input scale; other ops run in fp32.  Returns a function
-    ``x -> (probabilities, {layer name: int8 input it computed})``, so the
-    int8 input each DLA layer read (after the host's quantization, the CPU
-    subgraphs and the DLA's own earlier layers) can be checked too.
-    """
-    from tengine_host.interpreter import interpret
-    from tengine_host.quant.weights import dequantize, quantize_activation
-
-    seen: dict[str, np.ndarray] = {}
-
-    def override(layer):
-        g, shape = layer.geometry, graph.tensors[layer.dst].shape
-
-        def fn(args):
-            x_q = quantize_activation(args[0], layer.quant.in_scale)
-            seen[layer.name] = x_q.reshape(1, g["c"], g["h"], g["w"])
-            return (dequantize(_conv_ref(x_q, layer), layer.quant.out_scale).reshape(shape),)
-        return fn
-
-    overrides = {layer.name: override(layer) for layer in layers}
-
-    def run(x: np.ndarray):
-        seen.clear()
-        probs = interpret(graph, {graph.inputs[0]: x}, overrides=overrides)[graph.outputs[0]]
-        return probs, dict(seen)
-    return run
-
-
-def check_captures(captures, checks: dict[str, LayerCheck],
-                   inputs: dict[str, np.ndarray] | None = None) -> None:
-    """Tally in ``checks`` each captured layer output against :func:`reference_output`,
-    and its input against ``inputs[name]`` (the int8 chain's) when given."""
-    for cap in captures:
-        g = cap.layer.geometry
-        c = checks.setdefault(cap.name, LayerCheck(
-            cap.name, cap.layer.op_type, (g["c"], g["h"], g["w"]),
-            (g["k"], *cap.layer.out_hw), int(cap.layer.macs)))
-        ref = reference_output(cap)
-        got = np.asarray(cap.y_q)
-        if got.size != ref.size:
-            raise RuntimeError(f"layer {cap.name!r}: the DLA wrote {got.shape}, the reference "
-                               f"gives {ref.shape}")
-        diff = np.abs(got.reshape(ref.shape).astype(np.int64) - ref.astype(np.int64))
-        bad = int(np.count_nonzero(diff))
-        c.images += 1
-        c.bad_images += bad > 0
-        c.bad_bytes += bad
-        c.total_bytes += ref.size
-        c.max_abs_diff = max(c.max_abs_diff, int(diff.max(initial=0)))
-        if inputs is not None:
-            want = inputs.get(cap.name)
-            c.bad_inputs += want is None or not np.array_equal(
-                np.asarray(cap.x_q).reshape(want.shape), want)
+def tally(report, checks: dict[str, LayerCheck], sample: int) -> None:
+    """Add one image's verification (``tengine_host.verify.VerifyReport``) to ``checks``."""
+    bad = {m.tensor: m for m in report.mismatches if m.sample == sample}
+    for name, c in report.checked.items():
+        t = checks.setdefault(name, LayerCheck(name, c.node, c.op_type, c.shape))
+        size = int(np.prod(c.shape))
+        t.images += 1
+        t.total_bytes += size
+        m = bad.get(name)
+        if m is not None:
+            t.bad_images += 1
+            t.bad_bytes += m.differing
+            t.max_abs_diff = max(t.max_abs_diff, m.max_abs_diff)
 
 
 def _run_executor(graph, devices, table, xs, label: str, progress: bool, after=None
@@ -222,8 +158,11 @@ def _validate(args: argparse.Namespace, n_train: int) -> None:
 def evaluate(args: argparse.Namespace) -> dict:
     """Run every path and return the summary that :func:`run` prints."""
     from tengine_host.devices import get_device
+    from tengine_host.executor import Executor
     from tengine_host.model import load_model
     from tengine_host.quant import calibrate
+    from tengine_host.quant.progress import ProgressBar
+    from tengine_host.verify import VerifyReport, verify_run
 
     x_train, _, x_test, y_test = load_split()
     _validate(args, len(x_train))
@@ -241,23 +180,25 @@ def evaluate(args: argparse.Namespace) -> dict:
     checks: dict[str, LayerCheck] = {}
     cycles = np.zeros(len(xs), np.int64)
     ref = PathResult("int8 CPU reference", np.zeros(len(xs), np.int64))
-    chain = []
-
-    def after(i: int, ex) -> None:
-        handles = [h for dev, _, h in ex.prepared if dev is nvdla]
-        if not chain:  # the layers exist once the executor has compiled the subgraphs
-            chain.append(int8_chain(graph, [layer for h in handles
-                                            for layer in h.compiled.plan.layers]))
-        start = time.perf_counter()
-        probs, inputs = chain[0](xs[i][None])
-        ref.seconds.append(time.perf_counter() - start)
-        ref.pred[i] = int(np.argmax(probs))
-        for handle in handles:
-            check_captures(handle.captures, checks, inputs)
-            cycles[i] += int(handle.cycles)
-
-    dla = _run_executor(graph, [nvdla, get_device("cpu")], table, xs,
-                        f"int8 DLA {args.preset} cmodel", progress, after)
+    report = VerifyReport()
+    dla = PathResult(f"int8 DLA {args.preset} cmodel", np.zeros(len(xs), np.int64))
+    with Executor(graph, [nvdla, get_device("cpu")], table) as ex, \
+            ProgressBar(len(xs), dla.label, enabled=progress) as bar:
+        out = graph.outputs[0]
+        for i, x in enumerate(xs):
+            start = time.perf_counter()
+            probs, ref_probs, _ = verify_run(ex, {name: x[None]}, report)
+            total = time.perf_counter() - start
+            device = sum(sec for _, sec in ex.subgraph_times)
+            dla.seconds.append(device)
+            dla.dla_seconds.append(sum(sec for lab, sec in ex.subgraph_times
+                                       if lab.endswith(" nvdla")))
+            ref.seconds.append(total - device)
+            dla.pred[i], ref.pred[i] = int(np.argmax(probs[out])), int(np.argmax(ref_probs[out]))
+            cycles[i] = sum(int(h.cycles) for d, _, h in ex.prepared if d is nvdla)
+            tally(report, checks, i)
+            bar.update()
+    dla.partition = ex.partition
     part = dla.partition
     layers = [vars(c) for c in checks.values()]
     return {
@@ -271,8 +212,8 @@ def evaluate(args: argparse.Namespace) -> dict:
         "dla_subgraphs": sum(dev is nvdla for dev, _ in part.parts),
         "partition": part.report().splitlines(),
         "layers": layers,
-        "bit_exact": bool(layers) and all(c.bad_bytes == 0 and c.bad_inputs == 0
-                                          and c.images == len(xs) for c in checks.values()),
+        "bit_exact": bool(layers) and report.bit_exact
+        and all(c.images == len(xs) for c in checks.values()),
         "est_cycles_per_image": float(np.mean(cycles)),
         "clock_hz": CLOCK_HZ,
     }
@@ -293,18 +234,14 @@ def format_report(s: dict) -> str:
     lines.append(f"top-1 agreement: int8 DLA vs fp32 {s['dla_fp32_agree']}/{n}, "
                  f"vs int8 CPU reference {s['dla_int8_ref_agree']}/{n}; "
                  f"fp32 vs onnxruntime {s['fp32_onnxruntime_agree']}/{n}")
-    lines += ["", "DLA layers vs the int8 CPU reference (tengine_host.int8_ref):",
-              "  output: recomputed from the int8 input the DLA read; input: vs the CPU int8 chain",
-              f"  {'layer':<32} {'op':<5} {'in CxHxW':>9} {'out KxHxW':>10} {'MACs':>7} "
-              f"{'bad in':>8} {'bad out img':>11} {'bad out bytes':>14}"]
+    lines += ["", "DLA tensors vs the int8 CPU reference of the same partition:",
+              f"  {'tensor':<28} {'op':<10} {'shape':>12} {'bad img':>9} {'bad bytes':>14}"]
     for c in s["layers"]:
-        lines.append(f"  {c['name'][-32:]:<32} {c['op_type']:<5} "
-                     f"{'x'.join(map(str, c['shape_in'])):>9} "
-                     f"{'x'.join(map(str, c['shape_out'])):>10} {c['macs']:>7,} "
-                     f"{c['bad_inputs']:>4}/{c['images']:<3} "
-                     f"{c['bad_images']:>7}/{c['images']:<3} "
+        lines.append(f"  {c['name'][-28:]:<28} {c['op_type']:<10} "
+                     f"{'x'.join(map(str, c['shape'][1:])):>12} "
+                     f"{c['bad_images']:>5}/{c['images']:<3} "
                      f"{c['bad_bytes']:>7}/{c['total_bytes']}")
-    verdict = ("yes, every input and output byte of every layer and image" if s["bit_exact"] else
+    verdict = ("yes, every byte of every DLA tensor and image" if s["bit_exact"] else
                "NO" if s["layers"] else "NO: no layer ran on the DLA")
     lines.append(f"bit-exact: {verdict}")
     cyc = s["est_cycles_per_image"]
@@ -324,15 +261,8 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=1) if args.json else format_report(summary))
     if not summary["bit_exact"]:
         layers, n = summary["layers"], summary["images"]
-        bad_out = [c["name"] for c in layers if c["bad_bytes"] or c["images"] != n]
-        bad_in = [c["name"] for c in layers if c["bad_inputs"]]
-        msg = []
-        if bad_out:
-            msg.append(f"the DLA output differs from the int8 CPU reference in "
-                       f"{', '.join(bad_out)}")
-        if bad_in:
-            msg.append(f"the int8 input the DLA read differs from the CPU int8 chain's in "
-                       f"{', '.join(bad_in)}")
-        print("error: " + ("; ".join(msg) or "no layer ran on the DLA"), file=sys.stderr)
+        bad = [c["name"] for c in layers if c["bad_bytes"] or c["images"] != n]
+        print("error: " + (f"the DLA differs from the int8 CPU reference in {', '.join(bad)}"
+                           if bad else "no layer ran on the DLA"), file=sys.stderr)
         return 1
     return 0

@@ -1,5 +1,8 @@
 """``opendla run MODEL --input NAME=x.npy``: inference on the host engine's devices.
 
+``--verify`` (with ``--device nvdla``) checks every tensor the DLA computes
+against the int8 CPU reference of the same partition (:mod:`tengine_host.verify`).
+
 Scriptable: ``--input-shape NAME=1,3,224,224`` fixes dynamic dimensions,
 ``--input`` takes any batch size the model allows (a batch-1 model runs a
 larger batch sample by sample), ``--precision int8 --calib calib.json`` runs
@@ -31,6 +34,10 @@ def add_parser(subparsers) -> None:
                    help="fix the shape of an input with dynamic dimensions (repeatable)")
     p.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
                    help="CPU precision (int8 runs the DLA's ops through the int8 reference)")
+    p.add_argument("--verify", action="store_true",
+                   help="with --device nvdla: also run the int8 CPU reference of the same "
+                        "partition and check every DLA tensor byte for byte (exit 1 on a "
+                        "mismatch)")
     p.add_argument("--calib", help="calibration table from 'opendla quantize' (for int8)")
     p.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<name>.npy")
     p.add_argument("--top-k", type=int, default=5, help="classes to list for 2-D outputs")
@@ -150,14 +157,33 @@ def summarize(name: str, value, top_k: int) -> dict:
     return out
 
 
-def _execute(ex, feeds: dict, per_sample: bool) -> dict:
+def _execute(ex, feeds: dict, per_sample: bool, verify: bool = False):
+    """Outputs of ``feeds`` (and the verification report with ``verify``)."""
     import numpy as np
 
+    if verify:
+        from tengine_host.verify import VerifyReport, verify_run
+
+        report = VerifyReport()
+        batch = next(iter(feeds.values())).shape[0]
+        runs = [verify_run(ex, {n: v[i:i + 1] for n, v in feeds.items()}, report)[0]
+                for i in range(batch)]
+        return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}, report
     if not per_sample:
-        return ex.run(feeds)
+        return ex.run(feeds), None
     batch = next(iter(feeds.values())).shape[0]
     runs = [ex.run({n: v[i:i + 1] for n, v in feeds.items()}) for i in range(batch)]
-    return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}
+    return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}, None
+
+
+def _batch_one(args: argparse.Namespace, graph, feeds: dict, shapes: dict):
+    """The model for one sample of ``feeds`` (verification runs sample by sample)."""
+    from tengine_host.model import load_model
+
+    if all(graph.tensors[n].shape[0] == 1 for n in feeds):
+        return graph
+    return load_model(args.model, input_shapes={**shapes, **{n: (1, *v.shape[1:])
+                                                             for n, v in feeds.items()}})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -183,11 +209,17 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--precision int8 needs --calib calib.json (opendla quantize)")
         if table is not None and (args.precision == "int8" or args.device != "cpu"):
             check_table(table, graph, f"calibration table {args.calib!r}")
-        cpu = get_device("cpu", precision=args.precision, reference=debug.ref)
-        accel_opts = {"preset": args.preset} if args.device == "nvdla" else {}
+        if args.verify:
+            if args.device != "nvdla" or table is None:
+                raise ValueError("--verify needs --device nvdla and --calib calib.json")
+            graph = _batch_one(args, graph, feeds, shapes)
+        cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
+                         preset=args.preset)
+        accel_opts = {"preset": args.preset, "capture": args.verify} \
+            if args.device == "nvdla" else {}
         devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
         with Executor(graph, devices, table, debug=debug) as ex:
-            outputs = _execute(ex, feeds, per_sample)
+            outputs, report = _execute(ex, feeds, per_sample, args.verify)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {msg}", file=sys.stderr)
@@ -201,12 +233,23 @@ def run(args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, value in outputs.items():
             np.save(out_dir / f"{name.replace('/', '_')}.npy", value)
+    part = ex.partition
+    counts = part.subgraph_counts()
     if args.json:
-        print(json.dumps({"partition": ex.partition.report().splitlines(),
-                          "outputs": summaries,
-                          "subgraph_ms": {k: s * 1e3 for k, s in ex.subgraph_times}}, indent=1))
-        return 0
-    print(ex.partition.report())
+        doc = {"partition": part.report().splitlines(),
+               "subgraphs": {"nvdla": counts.get("nvdla", 0),
+                             "cpu": sum(n for d, n in counts.items() if d != "nvdla")},
+               "dla_mac_share": part.share("nvdla")[1],
+               "dla_op_share": part.share("nvdla")[0],
+               "outputs": summaries,
+               "subgraph_ms": {k: s * 1e3 for k, s in ex.subgraph_times}}
+        if report is not None:
+            doc.update(bit_exact=report.bit_exact, layers_checked=report.layers_checked,
+                       samples=report.samples,
+                       mismatches=[m.as_dict() for m in report.mismatches])
+        print(json.dumps(doc, indent=1))
+        return 1 if report is not None and not report.bit_exact else 0
+    print(part.report())
     for s in summaries:
         print(f"output {s['name']}: shape {tuple(s['shape'])} {s['dtype']} "
               f"min {s['min']:.6g} max {s['max']:.6g} mean {s['mean']:.6g}")
@@ -215,4 +258,10 @@ def run(args: argparse.Namespace) -> int:
     total = sum(sec for _, sec in ex.subgraph_times)
     print(f"time: {total * 1e3:.3f} ms (" + ", ".join(
         f"{k} {sec * 1e3:.3f} ms" for k, sec in ex.subgraph_times) + ")")
+    if report is not None:
+        print(report.summary())
+        for m in report.mismatches[:10]:
+            print(f"  {m.tensor} ({m.op_type} {m.node}, subgraph {m.subgraph}, sample "
+                  f"{m.sample}): {m.differing}/{m.total} differ, max |diff| {m.max_abs_diff}")
+        return 0 if report.bit_exact else 1
     return 0

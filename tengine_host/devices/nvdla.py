@@ -6,9 +6,10 @@ quantizes the fp32 inputs with their calibrated scales, packs them into
 NVDLA's feature layout, submits the task (the firmware programs the hardware
 register by register), and unpacks and dequantizes the outputs.
 
-With ``capture=True`` each run also records every layer's int8 input and
-output as the hardware read and wrote them, with the parameters the compiler
-chose, so they can be checked against the independent int8 CPU reference.
+With ``capture=True`` each run also records every activation of the subgraph
+as the hardware left it in memory, right after the operation that completed
+it (before any later operation could reuse the memory), so it can be checked
+against the int8 CPU reference of the same subgraph (:meth:`NvdlaDevice.reference`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accel.arith import scale_shift_factorize
-from accel.compiler import CompiledSubgraph, ConvLayer, compile_subgraph, layer_quant, supports
-from accel.compiler.quantize import ConvQuant
+from accel.compiler import CompiledSubgraph, compile_subgraph, run_reference, supports
+from accel.compiler.reference import scale_constraints as _scale_constraints
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.backend import get_backend
@@ -28,39 +28,24 @@ from tengine_host.ir import Graph, Node
 from tengine_host.quant.weights import dequantize, quantize_activation
 
 
-def output_converter(ratio: float) -> tuple[int, int]:
-    """``ratio ~= scale / 2**shift`` with an int16 ``scale``: the NVDLA converter factors.
-
-    The ``cpu`` device's int8 element-wise ops use it for their output converter.
-    """
-    return scale_shift_factorize(ratio)
-
-
-def quantize_node(node: Node, graph: Graph, quant_table: dict) -> ConvQuant:
-    """The NVDLA compiler's integer parameters for one Conv/Gemm node.
-
-    The ``cpu`` device's int8 mode calls this so that the CPU golden applies
-    exactly the parameters the accelerator runs with.
-    """
-    return layer_quant(node, graph, quant_table)
-
-
-@dataclass
-class LayerCapture:
-    """One layer of the last run: what the DLA read and wrote, and how."""
-
-    name: str
-    x_q: np.ndarray      # int8 [1, C, H, W]
-    y_q: np.ndarray      # int8 [1, K, OH, OW]
-    layer: ConvLayer
+def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
+    """Scale ties and fixed scales of ``graph``'s DLA-capable ops (the op table's)."""
+    return _scale_constraints(graph)
 
 
 @dataclass
 class NvdlaPrepared:
     compiled: CompiledSubgraph
     runtime: Runtime
-    captures: list[LayerCapture] = field(default_factory=list)
+    captured: dict[str, np.ndarray] = field(default_factory=dict)   # tensor -> int8
     cycles: int = 0      # estimated cycles of the last run (cmodel op records)
+
+
+def _check_finite(name: str, x: np.ndarray) -> None:
+    if not np.all(np.isfinite(x)):
+        bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
+        raise ValueError(f"input {name!r} has {bad} NaN/Inf value(s); the DLA quantizes to int8 "
+                         f"and cannot represent them")
 
 
 class NvdlaDevice:
@@ -68,12 +53,12 @@ class NvdlaDevice:
 
     Parameters
     ----------
-    preset : str
+    preset : str or HwConfig
         Hardware configuration (``accel.config.PRESETS``), nv_small by default.
     backend : str
         Runtime backend name (``accel.runtime.backend.BACKENDS``).
     capture : bool
-        Record per-layer int8 tensors on every run (see :class:`LayerCapture`).
+        Record every activation's int8 value on every run (:attr:`NvdlaPrepared.captured`).
     """
 
     name = "nvdla"
@@ -90,7 +75,7 @@ class NvdlaDevice:
     def supports(self, node: Node, graph: Graph) -> tuple[bool, str]:
         return supports(node, graph, self.cfg)
 
-    def prerun(self, subgraph: Graph, quant_table: dict | None) -> NvdlaPrepared:
+    def prerun(self, subgraph: Graph, quant_table) -> NvdlaPrepared:
         if quant_table is None:
             raise ValueError("the nvdla device runs int8 and needs a calibration table "
                              "(opendla quantize)")
@@ -98,6 +83,21 @@ class NvdlaDevice:
         runtime = Runtime(self.cfg, get_backend(self.backend_name, self.cfg))
         runtime.load(compiled.loadable)
         return NvdlaPrepared(compiled, runtime)
+
+    def quantize_inputs(self, compiled: CompiledSubgraph,
+                        inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The int8 values (host shapes) the DLA receives for fp32 ``inputs``."""
+        out = {}
+        for t in compiled.inputs:
+            if t.name not in inputs:
+                raise KeyError(f"input {t.name!r} missing (have {', '.join(inputs)})")
+            x = np.asarray(inputs[t.name], dtype=np.float32)
+            if x.shape != t.host_shape:
+                raise ValueError(f"input {t.name!r} has shape {x.shape}; the loadable was "
+                                 f"compiled for {t.host_shape}")
+            _check_finite(t.name, x)
+            out[t.name] = quantize_activation(x, t.scale)
+        return out
 
     def run(self, prepared: NvdlaPrepared, inputs: dict[str, np.ndarray]
             ) -> dict[str, np.ndarray]:
@@ -108,42 +108,93 @@ class NvdlaDevice:
         """
         compiled, rt = prepared.compiled, prepared.runtime
         n_stats = len(rt.backend.stats)
-        for t in compiled.inputs:
-            if t.name not in inputs:
-                raise KeyError(f"input {t.name!r} missing (have {', '.join(inputs)})")
-            x = np.asarray(inputs[t.name], dtype=np.float32)
-            if x.shape != t.host_shape:
-                raise ValueError(f"input {t.name!r} has shape {x.shape}; the loadable was "
-                                 f"compiled for {t.host_shape}")
-            lay = t.layout
-            q = quantize_activation(x, t.scale).reshape(lay.channels, lay.height, lay.width)
-            rt.bind_input(t.name, pack_feature(q, lay).tobytes())
-        rt.submit()
+        for name, q in self.quantize_inputs(compiled, inputs).items():
+            t = compiled.tensors[name]
+            rt.bind_input(name, pack_feature(q.reshape(t.region.shape), t.layout).tobytes())
+        prepared.captured = {}
+        if self.capture:
+            self._watch(prepared)
+        try:
+            rt.submit()
+        finally:
+            rt.firmware.on_complete = None
         outs = {t.name: dequantize(unpack_feature(rt.read_output(t.name), t.layout),
                                    t.scale).reshape(t.host_shape)
                 for t in compiled.outputs}
         prepared.cycles = sum(int(s.get("cycles", 0)) for s in rt.backend.stats[n_stats:])
-        prepared.captures = ([self._capture(prepared, layer) for layer in compiled.plan.layers]
-                             if self.capture else [])
         return outs
 
-    def _read_tensor(self, prepared: NvdlaPrepared, name: str) -> np.ndarray:
+    def _read(self, prepared: NvdlaPrepared, name: str) -> np.ndarray:
         compiled, rt = prepared.compiled, prepared.runtime
-        t = compiled.plan.tensors[name]
-        addr = rt.mem_address[compiled.tensor_memory[name]]
-        q = unpack_feature(rt.backend.read_mem(addr, t.layout.size), t.layout)
-        return q[None]
+        t = compiled.tensors[name]
+        mem, offset = compiled.location(name)
+        raw = rt.backend.read_mem(rt.mem_address[mem] + offset, t.layout.size)
+        return unpack_feature(raw, t.layout).reshape(t.host_shape)
 
-    def _capture(self, prepared: NvdlaPrepared, layer: ConvLayer) -> LayerCapture:
-        return LayerCapture(layer.name, self._read_tensor(prepared, layer.src),
-                            self._read_tensor(prepared, layer.dst), layer)
+    def _watch(self, prepared: NvdlaPrepared) -> None:
+        """Capture each tensor right after the firmware op that completes it."""
+        compiled = prepared.compiled
+        last_fw = {ops[-1]: j for j, ops in enumerate(compiled.fw_ops)}
+        due: dict[int, list[str]] = {}
+        for name, j in compiled.ready.items():
+            due.setdefault(j, []).append(name)
+        for name in due.pop(-1, []):        # bound inputs: as written
+            prepared.captured[name] = self._read(prepared, name)
+
+        def on_complete(fw_index: int) -> None:
+            j = last_fw.get(fw_index)
+            for name in due.get(j, []) if j is not None else []:
+                prepared.captured[name] = self._read(prepared, name)
+        prepared.runtime.firmware.on_complete = on_complete
+
+    def reference(self, prepared: NvdlaPrepared, inputs: dict[str, np.ndarray]
+                  ) -> dict[str, np.ndarray]:
+        """The int8 CPU golden of the same subgraph: every activation, from fp32 ``inputs``
+        quantized exactly as :meth:`run` does."""
+        compiled = prepared.compiled
+        return run_reference(compiled.graph, compiled.plans,
+                             self.quantize_inputs(compiled, inputs))
+
+    def dequantize_outputs(self, prepared: NvdlaPrepared,
+                           values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """fp32 outputs from int8 ``values`` (as :meth:`run` returns them)."""
+        return {t.name: dequantize(values[t.name], t.scale).reshape(t.host_shape)
+                for t in prepared.compiled.outputs}
 
     def postrun(self, prepared: NvdlaPrepared) -> None:
-        prepared.captures.clear()
+        prepared.captured.clear()
 
 
-def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
-    """Scale ties and fixed scales of ``graph``'s DLA-capable ops (the op table's)."""
-    from accel.compiler.reference import scale_constraints as constraints
+def int8_node(node: Node, graph: Graph, table, cfg: HwConfig):
+    """The CPU int8 golden of one node, as a function of its fp32 inputs (None when the
+    DLA of ``cfg`` does not run the node).
 
-    return constraints(graph)
+    Activation inputs are quantized with their scales, the node goes through its
+    op-table reference with the plan the compiler makes, and the int8 outputs are
+    dequantized; the ``cpu`` device's int8 precision is built from these.
+    """
+    from accel.compiler import CompileError, as_scales, entry_for, make_plan
+
+    ok, _ = supports(node, graph, cfg)
+    if not ok:
+        return None
+    try:
+        plan = make_plan(node, graph, cfg, table)
+    except CompileError as exc:
+        raise ValueError(str(exc)) from None
+    entry = entry_for(node)
+    table = as_scales(table)
+    scales = [None if not t or graph.is_constant(t) else table.scale(t) for t in node.inputs]
+    outs = [t for t in node.outputs if t]
+    out_scales = [table.scale(t) for t in outs]
+
+    def run(args: list[np.ndarray | None]) -> tuple[np.ndarray, ...]:
+        ins = [None if s is None or a is None else quantize_activation(a, s)
+               for a, s in zip(args, scales, strict=True)]
+        batch = next(a.shape[0] for a in ins if a is not None)
+        # the plan is for batch 1 (as the DLA runs it): one sample at a time
+        per = [entry.reference(plan, [None if a is None else a[n:n + 1] for a in ins])
+               for n in range(batch)]
+        return tuple(dequantize(np.concatenate([p[i] for p in per]), s)
+                     for i, s in enumerate(out_scales))
+    return run

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.ops.sdp_math import (
     SdpMathError,
     SdpPlan,
@@ -119,7 +119,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> SdpPlan:
     op = node.op_type
     x, out = node.inputs[0], node.outputs[0]
     s_in, s_out = scales.scale(x), scales.scale(out)
-    shape = tuple(graph.tensors[out].shape)
+    shape = out_shape(graph, out)
     try:
         if op == "Relu":
             return single(0, affine(s_in, s_out, 1.0, relu=True), shape)

@@ -59,11 +59,12 @@ class OpEntry:
 
 
 def cube_of(graph: Graph, tensor: str) -> tuple[int, int, int] | None:
-    """(C, H, W) of a batch-1 NCHW / NC activation, else None."""
+    """(C, H, W) of an NCHW / NC activation, else None.  The batch does not matter: the
+    executor runs larger batches through a batch-1 compilation, one sample at a time."""
     shape = tuple(graph.tensors[tensor].shape)
-    if len(shape) == 4 and shape[0] == 1:
+    if len(shape) == 4 and shape[0] >= 1:
         return int(shape[1]), int(shape[2]), int(shape[3])
-    if len(shape) == 2 and shape[0] == 1:
+    if len(shape) == 2 and shape[0] >= 1:
         return int(shape[1]), 1, 1
     return None
 
@@ -77,8 +78,8 @@ def check_activation(graph: Graph, tensor: str, what: str = "input") -> str | No
         return f"{what} {tensor!r} has dtype {np.dtype(t.dtype)}, not float32"
     cube = cube_of(graph, tensor)
     if cube is None:
-        return (f"{what} {tensor!r} has shape {tuple(t.shape)}; the DLA holds batch-1 NCHW or "
-                f"NC tensors")
+        return (f"{what} {tensor!r} has shape {tuple(t.shape)}; the DLA holds NCHW or NC "
+                f"tensors")
     if max(cube) > 8192:
         return f"{what} {tensor!r} has a dimension above 8192 (cube C x H x W = {cube})"
     return None
@@ -90,12 +91,11 @@ ALIAS_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"
 
 def alias_ok(cube: tuple[int, int, int], shape: tuple[int, ...]) -> bool:
     """Can a tensor of host ``shape`` be the bytes of ``cube`` unchanged?  Yes for the
-    same NCHW shape and for the flattened ``[1, C*H*W]`` / ``[1, C*H*W, 1, 1]`` (NVDLA's
+    same NCHW shape and for the flattened ``[N, C*H*W]`` / ``[N, C*H*W, 1, 1]`` (NVDLA's
     fully-connected layers read the cube directly)."""
     c, h, w = cube
-    shape = tuple(int(d) for d in shape)
-    return shape in ((1, c, h, w), (1, c * h * w), (1, c * h * w, 1, 1)) \
-        or (h == w == 1 and shape == (1, c))
+    rest = tuple(int(d) for d in shape[1:])
+    return rest in ((c, h, w), (c * h * w,), (c * h * w, 1, 1)) or (h == w == 1 and rest == (c,))
 
 
 def source_cube(graph: Graph, tensor: str) -> tuple[int, int, int] | None:
@@ -111,6 +111,12 @@ def source_cube(graph: Graph, tensor: str) -> tuple[int, int, int] | None:
             break
         return cube
     return cube_of(graph, tensor)
+
+
+def out_shape(graph: Graph, tensor: str) -> tuple[int, ...]:
+    """The host shape of ``tensor`` for one sample (plans describe batch 1, as the DLA runs)."""
+    shape = tuple(int(d) for d in graph.tensors[tensor].shape)
+    return (1, *shape[1:]) if shape else shape
 
 
 def constant(graph: Graph, tensor: str) -> np.ndarray | None:

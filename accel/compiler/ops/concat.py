@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -115,7 +115,7 @@ def _plan(node: Node, graph: Graph) -> MovePlan | str:
             n = int(graph.tensors[t].shape[ax])
             pieces.append(Piece(t, at, n))
             at += n
-        return MovePlan(ax, tuple(pieces), (tuple(graph.tensors[node.outputs[0]].shape),),
+        return MovePlan(ax, tuple(pieces), (out_shape(graph, node.outputs[0]),),
                         concat=True)
     if node.op_type == "Split":
         ax = _axis(node, graph, node.inputs[0])
@@ -127,12 +127,12 @@ def _plan(node: Node, graph: Graph) -> MovePlan | str:
             pieces.append(Piece(t, at, n))
             at += n
         return MovePlan(ax, tuple(pieces),
-                        tuple(tuple(graph.tensors[t].shape) for t in node.outputs))
+                        tuple(out_shape(graph, t) for t in node.outputs))
     r = _slice_pieces(node, graph)
     if isinstance(r, str):
         return r
     ax, piece = r
-    return MovePlan(ax, (piece,), (tuple(graph.tensors[node.outputs[0]].shape),))
+    return MovePlan(ax, (piece,), (out_shape(graph, node.outputs[0]),))
 
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> MovePlan:

@@ -29,7 +29,7 @@ import numpy as np
 
 from accel import cbuf
 from accel.compiler.engine import CbufPlan, ConvOp, Weights
-from accel.compiler.ops.base import OpEntry, check_activation, constant, source_cube
+from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape, source_cube
 from accel.compiler.program import Operand, SdpProgram, XStage
 from accel.compiler.quantize import ConvQuant, conv_quant, int16_factor
 from accel.compiler.tiling import OP_OVERHEAD, ConvGeom, TilePlan, plan_conv
@@ -225,7 +225,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ConvPlan:
         x2 = XStage(alu_op="min", alu=Operand.layer(quant.clip_max))
     block = choose_block(cfg, g, group)
     return ConvPlan(g, group, block, quant, SdpProgram(x1, x2),
-                    tuple(graph.tensors[node.outputs[0]].shape))
+                    out_shape(graph, node.outputs[0]))
 
 
 def block_diagonal(w: np.ndarray, group: int, g0: int, g1: int) -> np.ndarray:

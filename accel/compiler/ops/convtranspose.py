@@ -19,7 +19,7 @@ import numpy as np
 
 from accel.compiler.engine import SdpOp
 from accel.compiler.ops import conv as conv_ops
-from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.program import IDENTITY, Operand, SdpProgram, XStage
 from accel.compiler.quantize import ConvQuant, conv_quant
 from accel.compiler.tiling import ConvGeom, plan_conv
@@ -84,7 +84,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> DeconvPlan:
     c, h, wd = graph.tensors[node.inputs[0]].shape[1:]
     return DeconvPlan(tuple(int(v) for v in node.attrs.get("strides", (1, 1))), (c, h, wd),
                       int(w.shape[1]), q, SdpProgram(x1, x2),
-                      tuple(graph.tensors[node.outputs[0]].shape))
+                      out_shape(graph, node.outputs[0]))
 
 
 def lower(lo, node: Node, p: DeconvPlan) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.ops.sdp_math import SdpMathError, affine, binary, converter, single
 from accel.compiler.ops.sdp_math import lower_steps as lower
 from accel.compiler.ops.sdp_math import reference_steps as reference
@@ -72,7 +72,7 @@ def _classify(node: Node, graph: Graph) -> tuple[str, int, int | None] | str:
     if node.op_type in ("Mul", "Add") and len(shape) == 4:
         for main, other in ((0, 1), (1, 0)):
             s_main, s_other = (sa, sb) if main == 0 else (sb, sa)
-            if s_main == shape and s_other == (1, shape[1], 1, 1):
+            if s_main == shape and s_other == (shape[0], shape[1], 1, 1):
                 return "channel", main, other
     return f"input shapes {sa} and {sb} broadcast in a way the SDP does not"
 
@@ -97,7 +97,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
     relu = node.attrs.get("activation") == "Relu"
     op = OPS[node.op_type]
     out = node.outputs[0]
-    shape = tuple(graph.tensors[out].shape)
+    shape = out_shape(graph, out)
     s_out = scales.scale(out)
     try:
         if kind == "const":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accel.compiler.engine import SdpOp
-from accel.compiler.ops.base import OpEntry, check_activation, constant
+from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.program import Operand, SdpProgram, XStage
 from accel.compiler.quantize import round_half_away
 from accel.config import HwConfig
@@ -79,7 +79,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PadPlan:
     s = scales.scale(node.outputs[0])
     fill = int(np.clip(round_half_away(value / s), -128, 127))
     return PadPlan((pads[1], pads[2], pads[3]), tuple(shape[1:]),
-                   tuple(graph.tensors[node.outputs[0]].shape), value, fill)
+                   out_shape(graph, node.outputs[0]), value, fill)
 
 
 def _slot(region, p: PadPlan):

@@ -33,6 +33,7 @@ from accel import cbuf
 from accel.compiler.engine import PdpOp, PdpSplit
 from accel.compiler.ops import conv as conv_ops
 from accel.compiler.ops.base import OpEntry, check_activation
+from accel.compiler.ops.base import out_shape as batch1
 from accel.compiler.program import Operand, SdpProgram, XStage
 from accel.compiler.quantize import int16_factor
 from accel.compiler.tiling import ConvGeom, plan_conv
@@ -95,7 +96,7 @@ def _factors(n: int) -> list[int] | None:
 def _plan_geometry(node: Node, graph: Graph) -> PoolPlan | str:
     x = node.inputs[0]
     c, h, w = graph.tensors[x].shape[1:]
-    out_shape = tuple(graph.tensors[node.outputs[0]].shape)
+    out_shape = batch1(graph, node.outputs[0])
     method = METHODS[node.op_type]
     if node.op_type.startswith("Global"):
         if h <= MAX_KERNEL and w <= MAX_KERNEL:

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.compiler.ops.base import ALIAS_OPS, OpEntry, alias_ok, check_activation, source_cube
+from accel.compiler.ops.base import (
+    ALIAS_OPS,
+    OpEntry,
+    alias_ok,
+    check_activation,
+    out_shape,
+    source_cube,
+)
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -41,7 +48,7 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
 
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> AliasPlan:
-    return AliasPlan(tuple(graph.tensors[node.outputs[0]].shape))
+    return AliasPlan(out_shape(graph, node.outputs[0]))
 
 
 def place(lo, node: Node, p: AliasPlan) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from accel.compiler.engine import SdpOp
 from accel.compiler.ops import conv as conv_ops
-from accel.compiler.ops.base import OpEntry, check_activation
+from accel.compiler.ops.base import OpEntry, check_activation, out_shape
 from accel.compiler.program import IDENTITY, SdpProgram, XStage
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
@@ -96,7 +96,7 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ResizePlan:
     src = tuple(graph.tensors[node.inputs[0]].shape)
-    out = tuple(graph.tensors[node.outputs[0]].shape)
+    out = out_shape(graph, node.outputs[0])
     return ResizePlan(out[2] // src[2], out[3] // src[3], tuple(src[1:]), out,
                       node.attrs.get("mode", "nearest") == "linear")
 

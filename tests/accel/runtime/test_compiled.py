@@ -99,15 +99,14 @@ def _run_on_cmod(compiled, x_q: np.ndarray, backend=None) -> tuple[np.ndarray, R
 
     A fresh cmodel unless ``backend`` (a device already used) is given.
     """
-    plan = compiled.plan
-    (src,), (dst,) = plan.inputs, plan.outputs
+    (src,), (dst,) = compiled.inputs, compiled.outputs
     cfg = compiled.cfg
     rt = Runtime(cfg, backend or get_backend("cmod", cfg))
     rt.load(compiled.to_bytes())            # the flatbuffer, not the in-memory object
     (inp,), (out,) = rt.inputs, rt.outputs
-    rt.bind_input(inp.memory.bind_id, pack_feature(x_q[0], plan.tensors[src].layout))
+    rt.bind_input(inp.memory.bind_id, pack_feature(x_q[0], src.layout))
     rt.submit()
-    y = unpack_feature(rt.read_output(out.memory.bind_id), plan.tensors[dst].layout)
+    y = unpack_feature(rt.read_output(out.memory.bind_id), dst.layout)
     return y[None], rt
 
 
@@ -123,7 +122,7 @@ def test_conv_conv_bit_exact_on_cmod(setup, preset):
     assert [n.attrs.get("activation") for n in convs] == ["Relu", None]
     sub = graph.subgraph(convs, name="convs")
     compiled = compile_subgraph(sub, table, get_preset(preset))
-    la, lb = compiled.plan.layers
+    la, lb = (compiled.plans[n.name] for n in convs)
     assert (la.quant.relu, lb.quant.relu) == (True, False)
 
     x_q = quantize_activation(x, table["x"]["scale"])
@@ -143,7 +142,7 @@ def test_conv_conv_bit_exact_on_cmod(setup, preset):
     # atom (channels 36.. up to the atom), which the layout rule says the SDP writes as 0
     (out,) = rt.outputs
     raw = rt.read_output(out.memory.bind_id)
-    layout = compiled.plan.tensors[compiled.plan.outputs[0]].layout
+    layout = compiled.outputs[0].layout
     np.testing.assert_array_equal(raw, pack_feature(want[0], layout))
     # two conv ops ran, each with its SDP on the fly (per-op cmodel records)
     stats = rt.backend.stats
@@ -156,7 +155,7 @@ def test_fc_bit_exact_on_cmod(setup, preset):
     _, graph, table, _ = setup
     (fc,) = [n for n in graph.nodes if n.op_type == "Gemm"]
     compiled = compile_subgraph(graph.subgraph([fc], name="fc"), table, get_preset(preset))
-    (layer,) = compiled.plan.layers
+    layer = compiled.plans[fc.name]
     rng = np.random.default_rng(RNG_SEED + 1)
     feat = graph.tensors[fc.inputs[0]].shape[1]
     x_q = rng.integers(-128, 128, (1, feat), dtype=np.int8)
@@ -176,10 +175,10 @@ def test_compiled_chain_tracks_onnxruntime(setup):
     cf = compile_subgraph(graph.subgraph([fc], name="fc"), table, CFG)
     yb, _ = _run_on_cmod(cc, quantize_activation(x, table["x"]["scale"]))
     # the host flatten keeps values; requantize at the FC's input scale
-    flat = yb.reshape(1, -1).astype(np.float64) * cc.plan.tensors[cc.plan.outputs[0]].scale
-    fin = cf.plan.tensors[cf.plan.inputs[0]]
+    flat = yb.reshape(1, -1).astype(np.float64) * cc.outputs[0].scale
+    fin = cf.inputs[0]
     yf, _ = _run_on_cmod(cf, quantize_activation(flat, fin.scale)[:, :, None, None])
-    out = cf.plan.tensors[cf.plan.outputs[0]]
+    out = cf.outputs[0]
     got = yf[:, :, 0, 0].astype(np.float64) * out.scale
 
     (want,) = ort.InferenceSession(model.SerializeToString(),
@@ -200,12 +199,12 @@ def test_loadables_take_turns_on_one_device(setup):
     cc = compile_subgraph(graph.subgraph(convs, name="convs"), table, CFG)
     cf = compile_subgraph(graph.subgraph([fc], name="fc"), table, CFG)
     x_q = quantize_activation(x, table["x"]["scale"])
-    la, lb = cc.plan.layers
+    la, lb = (cc.plans[n.name] for n in convs)
     want_c = _conv_ref(_conv_ref(x_q, la, A), lb, B)
     fc_in = graph.tensors[fc.inputs[0]].shape[1]
     f_q = np.random.default_rng(RNG_SEED + 2).integers(-128, 128, (1, fc_in), dtype=np.int8)
-    want_f = fc_int8(f_q, cf.plan.layers[0].quant.weight[:, :, 0, 0],
-                     **cf.plan.layers[0].quant.reference_kwargs())
+    fq = cf.plans[fc.name].quant
+    want_f = fc_int8(f_q, fq.weight[:, :, 0, 0], **fq.reference_kwargs())
     backend = get_backend("cmod", CFG)
     for compiled, feed, want in ((cc, x_q, want_c), (cf, f_q.reshape(1, fc_in, 1, 1), want_f),
                                  (cc, x_q, want_c), (cf, f_q.reshape(1, fc_in, 1, 1), want_f)):

@@ -51,12 +51,17 @@ def test_compile_lenet_writes_loadables_that_parse_and_inspect(tmp_path, calib, 
         assert Path(r["path"]).stat().st_size == r["bytes"]
 
     # every Conv / Gemm of the ONNX file runs on the DLA (all fit nv_small) as one
-    # CONV op, so the loadables together hold exactly that many
+    # CONV op and each max pool as one PDP op (the flatten costs nothing)
     proto = onnx.load(LENET)
     convs = sum(n.op_type in ("Conv", "Gemm") for n in proto.graph.node)
-    assert convs == 5
+    pools = sum(n.op_type == "MaxPool" for n in proto.graph.node)
+    assert (convs, pools, len(loadables)) == (5, 2, 1)
     assert sum(_conv_ops(r["path"]) for r in loadables) == convs
-    assert sum(len(r["layers"]) for r in loadables) == convs
+    assert [row["engine"] for row in loadables[0]["layers"]] == [
+        "CONV", "PDP", "CONV", "PDP", "CONV", "CONV", "CONV"]
+    dram = loadables[0]["dram"]
+    assert dram["inputs"] == 8 * 8 * 8 and dram["outputs"] == 16   # 1x8x8 / 10 channels, atoms
+    assert dram["weights"] > 0 and dram["activations"] > 0
 
     # the first conv reads the 1x1x8x8 model input: some loadable has that tensor
     first = read_loadable(Path(loadables[0]["path"]).read_bytes())

@@ -8,7 +8,6 @@ architecture (scripts/train_lenet_digits.py), and hand-computed int8 sums.
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import onnxruntime as ort
@@ -18,8 +17,9 @@ from opendla.cli import main
 from opendla.commands import demo
 
 # LeNet-5 for 8x8 digits: conv 5x5 pad 2 -> 6x8x8, pool, conv 3x3 pad 1 -> 16x4x4, pool,
-# FC 64->120->84->10.  Output bytes each DLA layer writes per image:
-LAYER_OUT = {"Conv": [6 * 8 * 8, 16 * 4 * 4], "Gemm": [120, 84, 10]}
+# flatten, FC 64->120->84->10.  Values of each DLA tensor per image:
+LAYER_OUT = {"Conv": [6 * 8 * 8, 16 * 4 * 4], "MaxPool": [6 * 4 * 4, 16 * 2 * 2],
+             "Flatten": [64], "Gemm": [120, 84, 10]}
 
 
 def _held_out(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -46,18 +46,17 @@ def test_demo_json_limit_8_is_bit_exact(capsys):
     assert s["dla_fp32_agree"] >= 7  # int8 may flip a borderline digit, not several
     assert s["dla_int8_ref_agree"] == 8 and ref_row["correct"] == dla["correct"]
 
-    # Every Conv/Gemm ran on the DLA and was checked on every image, byte for byte.
+    # Every layer ran on the DLA and every tensor was checked on every image, byte for byte.
     ops = [c["op_type"] for c in s["layers"]]
-    assert ops == ["Conv", "Conv", "Gemm", "Gemm", "Gemm"]
+    assert ops == ["Conv", "MaxPool", "Conv", "MaxPool", "Flatten", "Gemm", "Gemm", "Gemm"]
     for op, sizes in LAYER_OUT.items():
         got = [c["total_bytes"] for c in s["layers"] if c["op_type"] == op]
         assert got == [8 * n for n in sizes]
-    assert all(c["images"] == 8 and c["bad_bytes"] == 0 and c["bad_inputs"] == 0
-               for c in s["layers"])
+    assert all(c["images"] == 8 and c["bad_bytes"] == 0 for c in s["layers"])
     assert s["bit_exact"] is True
-    # Softmax has no DLA lowering: at least one CPU subgraph follows the DLA.
-    assert s["subgraphs"] >= 2 and 1 <= s["dla_subgraphs"] < s["subgraphs"]
-    assert s["partition"][0] == f"{s['subgraphs']} subgraph(s)"
+    # Softmax has no DLA lowering: the whole network is one DLA subgraph, then the CPU.
+    assert (s["subgraphs"], s["dla_subgraphs"]) == (2, 1)
+    assert s["partition"][0] == "2 subgraph(s) (1 nvdla, 1 cpu), 1 transition(s)"
     assert s["est_cycles_per_image"] > 0
 
 
@@ -66,26 +65,34 @@ def test_demo_text_report(capsys):
     out = capsys.readouterr().out
     for text in ("2 held-out images, preset nv_small", "fp32 CPU", "onnxruntime",
                  "int8 DLA nv_small cmodel", "bit-exact: yes", "subgraphs:",
-                 "estimated DLA cycles per image", "fallback: /1/Softmax (Softmax) -> cpu"):
+                 "estimated DLA cycles per image",
+                 "1 x Softmax: nvdla declined: op Softmax has no NVDLA lowering"):
         assert text in out, text
 
 
 def test_demo_reports_a_mismatch_and_fails(monkeypatch, capsys):
-    real = demo.reference_output
+    from tengine_host.devices import nvdla
 
-    def off_by_one(cap):  # a reference that disagrees with the DLA in one byte per layer
-        ref = real(cap).copy()
-        ref.flat[0] = ref.flat[0] + 1 if ref.flat[0] < 127 else 126
-        return ref
+    real = nvdla.run_reference
 
-    monkeypatch.setattr(demo, "reference_output", off_by_one)
+    def off_by_one(graph, plans, feeds):  # a reference that differs in one byte per tensor
+        values = real(graph, plans, feeds)
+        for name, v in values.items():
+            if name not in feeds:
+                v = v.copy()
+                v.flat[0] = v.flat[0] + 1 if v.flat[0] < 127 else 126
+                values[name] = v
+        return values
+
+    monkeypatch.setattr(nvdla, "run_reference", off_by_one)
     assert main(["demo", "--limit", "2", "--calib-samples", "20", "--json", "--no-progress"]) == 1
     cap = capsys.readouterr()
     s = json.loads(cap.out)
     assert s["bit_exact"] is False
     assert all(c["bad_images"] == 2 and c["bad_bytes"] == 2 and c["max_abs_diff"] == 1
                for c in s["layers"])
-    assert "differs from the int8 CPU reference in /0/features/features.0/Conv" in cap.err
+    assert "differs from the int8 CPU reference in /0/features/features.1/Relu_output_0" \
+        in cap.err
 
 
 def test_demo_bad_options(capsys):
@@ -95,37 +102,22 @@ def test_demo_bad_options(capsys):
     assert "--limit 0 must be in 1..360" in capsys.readouterr().err
 
 
-def _fc_capture(x, y):
-    """A 1-kernel FC layer, w = [3, -4], with unit multiplier and no shifts."""
-    quant = SimpleNamespace(
-        weight=np.array([[[[3]], [[-4]]]], np.int8),
-        reference_kwargs=lambda: dict(clip_truncate=0, bias=np.array([5], np.int16),
-                                      bias_shift=1, mul=np.array([1], np.int16), mul_shift=0,
-                                      relu=False, cvt_offset=0, cvt_scale=1, cvt_shift=0))
-    layer = SimpleNamespace(op_type="Gemm", quant=quant, out_hw=(1, 1), macs=2, pad_value=0,
-                            geometry=dict(c=2, h=1, w=1, k=1, r=1, s=1, group=1, stride=(1, 1),
-                                          dilation=(1, 1), pad_top=0, pad_left=0,
-                                          pad_bottom=0, pad_right=0))
-    return SimpleNamespace(name="fc", x_q=np.array(x, np.int8), y_q=np.array(y, np.int8),
-                           layer=layer)
+def _report(mismatch: list[tuple[str, int, int, int]]):
+    from tengine_host.verify import Checked, Mismatch, VerifyReport
+
+    r = VerifyReport(samples=2, layers_checked=2)
+    r.checked = {"a": Checked("a", "conv", "Conv", (1, 2, 2, 2)),
+                 "b": Checked("b", "fc", "Gemm", (1, 3))}
+    r.mismatches = [Mismatch(t, "n", "Op", 0, sample, n, 8, d) for t, sample, n, d in mismatch]
+    return r
 
 
-def test_check_captures_counts_bytes():
-    # 10*3 + 2*(-4) + (5 << 1) = 32; an FC capture may come as [1, C] or [1, C, 1, 1].
+def test_tally_counts_images_and_bytes():
     checks: dict = {}
-    demo.check_captures([_fc_capture([[10, 2]], [[[[32]]]]),
-                         _fc_capture([[[[10]], [[2]]]], [[30]])], checks)
-    c = checks["fc"]
-    assert (c.images, c.bad_images, c.bad_bytes, c.total_bytes, c.max_abs_diff) == (2, 1, 1, 2, 2)
-    assert (c.shape_in, c.shape_out, c.macs) == ((2, 1, 1), (1, 1, 1), 2)
-    assert c.bad_inputs == 0  # no chain inputs given: not checked
-
-
-def test_check_captures_compares_inputs_with_the_chain():
-    checks: dict = {}
-    chain_x = np.array([[[[10]], [[2]]]], np.int8)
-    demo.check_captures([_fc_capture([[10, 2]], [[32]])], checks, {"fc": chain_x})
-    demo.check_captures([_fc_capture([[10, 3]], [[28]])], checks, {"fc": chain_x})
-    demo.check_captures([_fc_capture([[10, 2]], [[32]])], checks, {})  # layer not in the chain
-    c = checks["fc"]
-    assert (c.images, c.bad_images, c.bad_inputs) == (3, 0, 2)
+    report = _report([("a", 1, 3, 2), ("b", 1, 1, 5)])
+    demo.tally(report, checks, 0)        # sample 0: clean
+    demo.tally(report, checks, 1)        # sample 1: both tensors differ
+    a, b = checks["a"], checks["b"]
+    assert (a.images, a.bad_images, a.bad_bytes, a.total_bytes, a.max_abs_diff) == (2, 1, 3, 16, 2)
+    assert (b.images, b.bad_images, b.bad_bytes, b.total_bytes, b.max_abs_diff) == (2, 1, 1, 6, 5)
+    assert (a.node, a.op_type, a.shape) == ("conv", "Conv", (1, 2, 2, 2))
