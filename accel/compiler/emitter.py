@@ -5,7 +5,8 @@ Memories (NVDLA_FACTS section 4 for the task conventions):
 * memory 0 is a zero page, global address 0 a dummy;
 * the task's descriptors: ``addr0`` (``dla_network_desc``), the dependency
   graph, the operation list, the surface list and, when an op has a lookup
-  table, the LUT list (SET memories filled from ``task-0-*`` blobs);
+  table, the LUT list (``dla_lut_param`` entries, each distinct table once;
+  SET memories filled from ``task-0-*`` blobs);
 * ``weights`` (SET): every operation's packed weights, 256-byte aligned;
 * ``operands`` (SET): constant SDP operands (per-kernel / per-element int16);
 * ``arena`` (ALLOC): every internal buffer at the offset memory planning chose;
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.compiler.engine import ConvOp, EngineOp, PdpOp, SdpOp
+from accel.compiler.engine import CdpOp, ConvOp, EngineOp, PdpOp, SdpOp
 from accel.compiler.program import ALU_OPS, MODES, Operand, SdpProgram, XStage
 from accel.compiler.tensors import Region
 from accel.config import HwConfig
@@ -47,6 +48,7 @@ from accel.loadable.descriptors import (
     FORMAT_FEATURE,
     MEM_HW,
     MEM_MC,
+    OP_CDP,
     OP_CONV,
     OP_NUM,
     OP_PDP,
@@ -67,7 +69,7 @@ from accel.loadable.descriptors import (
     SdpOpDesc,
 )
 from accel.loadable.descriptors import SdpOp as SdpStageDesc
-from accel.loadable.descriptors_aux import PDP_PAD_VAL_NUM, PdpOpDesc
+from accel.loadable.descriptors_aux import PDP_PAD_VAL_NUM, CdpOpDesc, LutParam, PdpOpDesc
 from accel.loadable.model import (
     AddressListEntry,
     Blob,
@@ -88,6 +90,7 @@ from accel.loadable.model import (
 )
 from accel.loadable.surfaces import (
     INTERFACE_V12,
+    CdpSurfaceDesc,
     ConvSurfaceDesc,
     PdpSurfaceDesc,
     SdpSurfaceDesc,
@@ -177,6 +180,14 @@ class _Emitter:
         self.operand_blobs: list[tuple[str, bytes, int]] = []
         self.w_cursor = 0
         self.o_cursor = 0
+        self.luts: list[bytes] = []        # packed dla_lut_param, in lut_index order
+
+    def lut_index(self, lut: LutParam) -> int:
+        """Index of ``lut`` in the task's LUT list (each distinct table stored once)."""
+        data = lut.pack()
+        if data not in self.luts:
+            self.luts.append(data)
+        return self.luts.index(data)
 
     # -------------------------------------------------------------- cubes
     def cube(self, region: Region) -> DataCube:
@@ -330,7 +341,20 @@ class _Emitter:
         surf = PdpSurfaceDesc(src_data=self.cube(op.src), dst_data=self.cube(op.dst))
         return [(OP_PDP, desc, surf)]
 
+    def cdp(self, op: CdpOp) -> list[tuple[int, object, object]]:
+        (io, isc, ish), (oo, osc, osh) = op.in_cvt, op.out_cvt
+        desc = CdpOpDesc(in_precision=PRECISION_INT8, out_precision=PRECISION_INT8,
+                         lut_index=self.lut_index(op.lut),
+                         in_cvt=_cvt(scale=isc, truncate=ish, offset=io),
+                         out_cvt=_cvt(scale=osc, truncate=osh, offset=oo),
+                         local_size=op.local_size, bypass_sqsum=int(op.sqsum_bypass),
+                         bypass_out_mul=int(op.mul_bypass), reserved0=0)
+        surf = CdpSurfaceDesc(src_data=self.cube(op.src), dst_data=self.cube(op.dst))
+        return [(OP_CDP, desc, surf)]
+
     def lower(self, op: EngineOp) -> list[tuple[int, object, object]]:
+        if isinstance(op, CdpOp):
+            return self.cdp(op)
         if isinstance(op, ConvOp):
             return self.conv(op)
         if isinstance(op, SdpOp):
@@ -437,14 +461,19 @@ def emit(cfg: HwConfig, ops: list[EngineOp], buffers: dict, arena: dict[str, int
             task.fill(mem_id, name, data, off)
     task.memories[wmem].size = align_up(max(em.w_cursor, 1), PAGE)
     task.memories[omem].size = align_up(max(em.o_cursor, 1), PAGE)
+    lut_index = -1
+    if em.luts:
+        lut_mem = task.memory(0, MemoryFlags.ALLOC | MemoryFlags.SET)
+        lut_index = task.address(lut_mem)
+        desc_mems.append(lut_mem)
 
     head = [-1] * OP_NUM
     for i, t in reversed(list(enumerate(types))):
         head[t] = i
     net = NetworkDesc(operation_desc_index=2, surface_desc_index=3, dependency_graph_index=1,
-                      lut_data_index=-1, roi_array_index=-1, surface_index=-1,
+                      lut_data_index=lut_index, roi_array_index=-1, surface_index=-1,
                       stat_list_index=-1, reserved1=-1, op_head=head, num_rois=1,
-                      num_operations=len(types), num_luts=0,
+                      num_operations=len(types), num_luts=len(em.luts),
                       num_addresses=len(task.task_addresses), input_layer=0, dynamic_roi=0,
                       reserved0=0)
     dep = b"".join(d.pack() for d in dependencies(units, types))
@@ -452,6 +481,8 @@ def emit(cfg: HwConfig, ops: list[EngineOp], buffers: dict, arena: dict[str, int
                 (dep, BlobSubInterface.DEP_GRAPH, "dep_graph"),
                 (bytes(op_list), BlobSubInterface.OP_LIST, "op_list"),
                 (bytes(surf_list), BlobSubInterface.SURF_LIST, "surf_list")]
+    if em.luts:
+        contents.append((b"".join(em.luts), BlobSubInterface.LUT_LIST, "lut_list"))
     for mem_id, (data, sub, suffix) in zip(desc_mems, contents, strict=True):
         name = f"task-0-{suffix}"
         task.blobs.append(Blob(name=name, data=data, interface=Interface.DLA1, sub_interface=sub,
