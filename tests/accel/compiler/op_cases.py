@@ -1,0 +1,256 @@
+"""Small ONNX graphs, one per lowering feature of the op table (shared by the op tests).
+
+Each case builds a model with ``onnx.helper`` and seeded weights; the tests
+compile it for a preset, run it on the cmodel and compare (a) every DLA tensor
+with the int8 CPU reference and (b) the result with onnxruntime's fp32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 14
+
+
+class G:
+    """A tiny graph builder: every method returns its output name."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+        self.inputs: list = []
+        self.n = 0
+
+    def _name(self, kind: str) -> str:
+        self.n += 1
+        return f"{kind}{self.n}"
+
+    def input(self, shape: tuple[int, ...], name: str = "x") -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape)))
+        return name
+
+    def const(self, value) -> str:
+        """A constant: integer arrays stay int64 (shapes, pads), the rest float32."""
+        name = self._name("c")
+        v = np.asarray(value)
+        v = v.astype(np.int64 if v.dtype.kind in "iu" else np.float32)
+        self.inits.append(numpy_helper.from_array(v, name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], n_out: int = 1, **attrs) -> str:
+        name = self._name(op_type.lower())
+        outs = [f"{name}_y{i}" for i in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=name, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def conv(self, x: str, cin: int, cout: int, k: int = 3, stride: int = 1, pad: int | None = None,
+             group: int = 1, bias: bool = True) -> str:
+        w = self.rng.normal(0, np.sqrt(2.0 / (cin // group * k * k)), (cout, cin // group, k, k))
+        ins = [x, self.const(w)]
+        if bias:
+            ins.append(self.const(self.rng.normal(0, 0.1, cout)))
+        p = k // 2 if pad is None else pad
+        return self.op("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
+                       pads=[p] * 4, group=group)
+
+    def model(self, outputs: list[str]) -> onnx.ModelProto:
+        g = helper.make_graph(self.nodes, "case", self.inputs,
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                               for o in outputs], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8)
+        done = onnx.shape_inference.infer_shapes(m, data_prop=True).graph
+        inferred = {vi.name: vi for vi in (*done.value_info, *done.output)}
+        for out in m.graph.output:
+            vi = inferred.get(out.name)
+            if vi is not None and vi.type.tensor_type.HasField("shape"):
+                out.CopyFrom(vi)
+        onnx.checker.check_model(m)
+        return m
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    build: Callable[[], onnx.ModelProto]
+    cosine: float = 0.999          # DLA vs onnxruntime fp32, at least
+    lsb: float | None = None       # max |DLA - fp32| in output LSBs, when bounded per element
+    presets: tuple[str, ...] = ("nv_small", "nv_large")
+
+
+def _one(shape, f) -> Callable[[], onnx.ModelProto]:
+    def build() -> onnx.ModelProto:
+        g = G(1)
+        return g.model([f(g, g.input(shape))])
+    return build
+
+
+def _add_two(op: str, act: bool = False):
+    def f(g: G, x: str) -> str:
+        a = g.conv(x, 16, 32, 1)
+        b = g.conv(x, 16, 32, 3)
+        y = g.op(op, [a, b])
+        return g.op("Relu", [y]) if act else y
+    return f
+
+
+def _se(g: G, x: str) -> str:
+    gate = g.op("HardSigmoid", [g.conv(g.op("GlobalAveragePool", [x]), 32, 32, 1)],
+                alpha=0.2, beta=0.5)
+    return g.op("Mul", [x, gate])
+
+
+def _after_add(op: str, **attrs):
+    """The op on a sum, so it cannot fuse into a convolution."""
+    def f(g: G, x: str) -> str:
+        s = g.op("Add", [g.conv(x, 16, 32, 1), g.conv(x, 16, 32, 1)])
+        extra = []
+        if op == "PRelu":
+            extra = [g.const(g.rng.uniform(0.05, 0.3, (32, 1, 1)))]
+        if op == "BatchNormalization":
+            extra = [g.const(g.rng.uniform(0.5, 1.5, 32)), g.const(g.rng.normal(0, .2, 32)),
+                     g.const(g.rng.normal(0, .2, 32)), g.const(g.rng.uniform(0.5, 1.5, 32))]
+        if op == "Clip":
+            extra = [g.const(-1.0), g.const(2.0)]
+        return g.op(op, [s, *extra], **attrs)
+    return f
+
+
+def _concat(axis: int, with_input: bool = False):
+    def f(g: G, x: str) -> str:
+        a = g.op("Relu", [g.conv(x, 32, 32, 1)])
+        b = g.conv(x, 32, 32, 3)
+        parts = [a, b, x] if with_input else [a, b]
+        return g.conv(g.op("Concat", parts, axis=axis), 96 if with_input and axis == 1 else
+                      (64 if axis == 1 else 32), 32, 1)
+    return f
+
+
+def _split(g: G, x: str) -> str:
+    a, b = g.op("Split", [g.conv(x, 32, 64, 1), g.const(np.array([32, 32]))], n_out=2, axis=1)
+    return g.op("Add", [g.conv(a, 32, 32, 1), b])
+
+
+def _slice_rows(g: G, x: str) -> str:
+    y = g.conv(x, 32, 32, 1)
+    return g.op("Slice", [y, g.const(np.array([2])), g.const(np.array([9])),
+                          g.const(np.array([2]))])
+
+
+def _pad(pads):
+    def f(g: G, x: str) -> str:
+        y = g.op("Relu", [g.conv(x, 32, 32, 3)])
+        return g.op("Pad", [y, g.const(np.array(pads, np.int64))], mode="constant")
+    return f
+
+
+def _resize(scales, mode="nearest", coord="asymmetric"):
+    def f(g: G, x: str) -> str:
+        attrs = {"mode": mode, "coordinate_transformation_mode": coord}
+        if mode == "nearest":
+            attrs["nearest_mode"] = "floor"
+        y = g.conv(x, 32, 32, 1)
+        return g.op("Resize", [y, g.const(np.zeros(0)), g.const(np.array(scales, np.float32))],
+                    **attrs)
+    return f
+
+
+def _deconv(g: G, x: str) -> str:
+    w = g.const(g.rng.normal(0, 0.3, (32, 24, 2, 2)))
+    return g.op("Relu", [g.op("ConvTranspose", [g.conv(x, 32, 32, 1), w,
+                                                g.const(g.rng.normal(0, .1, 24))],
+                              kernel_shape=[2, 2], strides=[2, 2])])
+
+
+def _pool(op: str, c: int = 32, **attrs):
+    def f(g: G, x: str) -> str:
+        return g.op(op, [g.op("Relu", [g.conv(x, c, c, 3)])], **attrs)
+    return f
+
+
+def _flatten_fc(g: G, x: str) -> str:
+    y = g.op("Flatten", [g.op("MaxPool", [g.conv(x, 32, 16, 3)], kernel_shape=[2, 2],
+                              strides=[2, 2])], axis=1)
+    w = g.const(g.rng.normal(0, 0.05, (40, 16 * 6 * 5)))
+    return g.op("Gemm", [y, w, g.const(g.rng.normal(0, .1, 40))], transB=1)
+
+
+def _const_op(op: str, value):
+    def f(g: G, x: str) -> str:
+        return g.op(op, [g.conv(x, 32, 32, 1), g.const(value)])
+    return f
+
+
+CASES = [
+    # convolution tiling (sizes chosen against nv_small's 32 x 4 KiB CBUF)
+    Case("conv_rows_streamed", _one((1, 64, 48, 48), lambda g, x: g.conv(x, 64, 96, 3)),
+         presets=("nv_small",)),
+    Case("conv_rows_weights_reused", _one((1, 16, 96, 96), lambda g, x: g.conv(x, 16, 16, 3)),
+         presets=("nv_small",)),
+    Case("conv_kernel_slices", _one((1, 256, 8, 8), lambda g, x: g.conv(x, 256, 256, 3))),
+    Case("conv_stride_dilation", _one((1, 19, 21, 17), lambda g, x: g.op(
+        "Conv", [x, g.const(g.rng.normal(0, .2, (36, 19, 3, 2)))], kernel_shape=[3, 2],
+        strides=[2, 1], dilations=[2, 1], pads=[2, 0, 1, 1]))),
+    Case("depthwise_stride2", _one((1, 24, 20, 18), lambda g, x: g.conv(x, 24, 24, 3, 2,
+                                                                        group=24))),
+    Case("grouped_4", _one((1, 32, 12, 12), lambda g, x: g.conv(x, 32, 64, 3, group=4))),
+    Case("flatten_fc", _one((1, 32, 13, 11), _flatten_fc)),
+    Case("fc_streamed", _one((1, 2048), lambda g, x: g.op(
+        "Gemm", [x, g.const(g.rng.normal(0, 0.02, (1000, 2048)))], transB=1)),
+         presets=("nv_small",)),
+    # element-wise
+    Case("add_relu", _one((1, 16, 12, 10), _add_two("Add", True))),
+    Case("sub", _one((1, 16, 12, 10), _add_two("Sub"))),
+    Case("max", _one((1, 16, 12, 10), _add_two("Max"))),
+    Case("min", _one((1, 16, 12, 10), _add_two("Min"))),
+    Case("mul", _one((1, 16, 12, 10), _add_two("Mul"))),
+    Case("squeeze_excite", _one((1, 32, 9, 7), _se)),
+    Case("add_scalar", _one((1, 32, 6, 6), _const_op("Add", 0.7))),
+    Case("mul_channel", _one((1, 32, 6, 6), _const_op("Mul", np.linspace(-2, 2, 32).reshape(
+        32, 1, 1)))),
+    Case("div_scalar", _one((1, 32, 6, 6), _const_op("Div", 3.0))),
+    # activations that did not fuse
+    Case("relu", _one((1, 16, 8, 8), _after_add("Relu"))),
+    Case("clip", _one((1, 16, 8, 8), _after_add("Clip"))),
+    Case("prelu", _one((1, 16, 8, 8), _after_add("PRelu"))),
+    Case("leaky_relu", _one((1, 16, 8, 8), _after_add("LeakyRelu", alpha=0.1))),
+    Case("batchnorm", _one((1, 16, 8, 8), _after_add("BatchNormalization"))),
+    Case("hard_sigmoid", _one((1, 16, 8, 8), _after_add("HardSigmoid", alpha=0.2, beta=0.5))),
+    Case("hard_swish", _one((1, 16, 8, 8), _after_add("HardSwish"))),
+    # pooling
+    Case("maxpool_ceil", _one((1, 32, 13, 13), _pool("MaxPool", kernel_shape=[3, 3],
+                                                     strides=[2, 2], ceil_mode=1))),
+    Case("maxpool_same", _one((1, 32, 10, 9), _pool("MaxPool", kernel_shape=[3, 3],
+                                                    strides=[1, 1], pads=[1, 1, 1, 1]))),
+    Case("maxpool_13_chain", _one((1, 32, 14, 14), _pool("MaxPool", kernel_shape=[13, 13],
+                                                         strides=[1, 1], pads=[6, 6, 6, 6]))),
+    Case("maxpool_split_width", _one((1, 8, 3, 600), _pool("MaxPool", 8, kernel_shape=[3, 3],
+                                                           strides=[1, 1], pads=[1, 1, 1, 1])),
+         presets=("nv_small",)),
+    Case("avgpool_pads", _one((1, 32, 9, 9), _pool("AveragePool", kernel_shape=[3, 3],
+                                                   strides=[2, 2], pads=[1, 1, 1, 1],
+                                                   count_include_pad=1))),
+    Case("gap_7", _one((1, 32, 7, 7), _pool("GlobalAveragePool"))),
+    Case("gap_13_conv", _one((1, 32, 13, 13), _pool("GlobalAveragePool"))),
+    Case("gap_12x40_passes", _one((1, 32, 12, 40), _pool("GlobalAveragePool"))),
+    Case("gmp_20", _one((1, 32, 20, 20), _pool("GlobalMaxPool"))),
+    # data movement
+    Case("concat_channels", _one((1, 32, 8, 8), _concat(1))),
+    Case("concat_with_input", _one((1, 32, 8, 8), _concat(1, with_input=True))),
+    Case("concat_rows", _one((1, 32, 8, 8), _concat(2))),
+    Case("concat_cols", _one((1, 32, 8, 8), _concat(3))),
+    Case("split_channels", _one((1, 32, 8, 8), _split)),
+    Case("slice_rows", _one((1, 32, 12, 8), _slice_rows)),
+    Case("pad_channels", _one((1, 32, 6, 6), _pad([0, 0, 0, 0, 0, 32, 0, 0]))),
+    Case("pad_spatial", _one((1, 32, 6, 6), _pad([0, 0, 1, 2, 0, 0, 1, 0]))),
+    Case("resize_nearest_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2]))),
+    Case("resize_nearest_3x2", _one((1, 32, 6, 5), _resize([1, 1, 3, 2]))),
+    Case("resize_bilinear_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2], "linear",
+                                                            "half_pixel"))),
+    Case("convtranspose_2x2", _one((1, 32, 7, 6), _deconv)),
+]

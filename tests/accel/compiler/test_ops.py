@@ -1,0 +1,122 @@
+"""Every lowering feature of the op table, end to end on the cmodel.
+
+For each small graph of :mod:`op_cases` and preset: the whole graph must run
+on the DLA as one subgraph, every tensor the DLA computes must equal the
+int8 CPU reference of the op table byte for byte (``tengine_host.verify``),
+and the result must track onnxruntime's fp32 (the reference follows the op's
+meaning, not only the hardware's).  Structural expectations (tiles, weight
+reuse, split width, ...) are checked on the compiled operations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from accel.compiler.engine import ConvOp, PdpOp, SdpOp
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.model import load_model
+from tengine_host.quant import calibrate
+from tengine_host.verify import verify_run
+
+from .op_cases import CASES
+
+PARAMS = [pytest.param(c, p, id=f"{c.name}-{p}") for c in CASES for p in c.presets]
+
+
+def _run(case, preset, tmp_path):
+    model = case.build()
+    path = tmp_path / f"{case.name}.onnx"
+    onnx.save(model, path)
+    graph = load_model(path)
+    rng = np.random.default_rng(7)
+    shape = graph.tensors[graph.inputs[0]].shape
+    samples = [{graph.inputs[0]: rng.normal(0, 1, shape).astype(np.float32)} for _ in range(4)]
+    table = calibrate(graph, samples, progress=False)
+    dla = get_device("nvdla", preset=preset, capture=True)
+    with Executor(graph, [dla, get_device("cpu")], table) as ex:
+        out, _, report = verify_run(ex, samples[0])
+        parts = [(dev.name, len(sub.nodes)) for dev, sub in ex.partition.parts]
+        handle = next(h for d, _, h in ex.prepared if d.name == "nvdla")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, samples[0])
+    return graph, table, parts, report, handle.compiled, out, want
+
+
+@pytest.mark.parametrize("case, preset", PARAMS)
+def test_op_runs_on_the_dla_bit_exact_and_tracks_fp32(case, preset, tmp_path):
+    graph, table, parts, report, compiled, out, want = _run(case, preset, tmp_path)
+    assert parts == [("nvdla", len(graph.nodes))], parts
+    assert report.bit_exact, report.summary()
+    assert report.layers_checked == len({t for n in graph.nodes for t in n.outputs})
+    (name,) = graph.outputs
+    got, ref = out[name].ravel().astype(np.float64), want[0].ravel().astype(np.float64)
+    cos = float(got @ ref / (np.linalg.norm(got) * np.linalg.norm(ref)))
+    assert cos >= case.cosine, f"cosine {cos:.5f} to onnxruntime"
+    if case.lsb is not None:
+        err = np.abs(got - ref).max() / table[name]["scale"]
+        assert err <= case.lsb, f"max error {err:.2f} output LSBs"
+
+
+def _compiled(name: str, preset: str, tmp_path):
+    case = next(c for c in CASES if c.name == name)
+    return _run(case, preset, tmp_path)[4]
+
+
+def test_row_tiles_reuse_resident_weights(tmp_path):
+    ops = _compiled("conv_rows_weights_reused", "nv_small", tmp_path).ops
+    assert len(ops) > 1 and all(isinstance(op, ConvOp) for op in ops)
+    assert [op.cbuf.weight_reuse for op in ops] == [False] + [True] * (len(ops) - 1)
+    assert [op.cbuf.skip_weight_release for op in ops] == [True] * (len(ops) - 1) + [False]
+    # the tiles cover the output rows once, in order, each with its own padding
+    rows = [(op.dst.offset // op.dst.layout.line_stride, op.dst.layout.height) for op in ops]
+    assert sum(h for _, h in rows) == 96 and rows[0][0] == 0
+    assert ops[0].pads[0] == 1 and ops[-1].pads[2] == 1 and ops[0].pads[2] == 0
+
+
+def test_streamed_weights_are_fetched_per_tile(tmp_path):
+    """96 x 576-byte kernels need 14 of 32 banks; streaming them through 2 leaves room for
+    taller row tiles, and the plan with fewer operations wins."""
+    ops = _compiled("conv_rows_streamed", "nv_small", tmp_path).ops
+    assert len(ops) == 2 and not any(op.cbuf.weight_reuse for op in ops)
+    assert {op.cbuf.weight_banks for op in ops} == {2}
+
+
+def test_large_layer_is_cut_in_kernel_slices_or_streams(tmp_path):
+    ops = _compiled("conv_kernel_slices", "nv_small", tmp_path).ops
+    kernels = sorted({op.kernel[0] for op in ops})
+    banks = {op.cbuf.data_banks + op.cbuf.weight_banks for op in ops}
+    assert max(banks) <= 32 and sum(op.kernel[0] for op in ops if op.dst.offset == 0) >= 8
+    assert kernels and all(k % 8 == 0 for k in kernels)
+
+
+def test_depthwise_runs_as_atom_blocks(tmp_path):
+    ops = _compiled("depthwise_stride2", "nv_small", tmp_path).ops
+    convs = [op for op in ops if isinstance(op, ConvOp)]
+    # 24 channels in blocks of one 8-channel atom, each its own block-diagonal conv
+    assert [op.kernel for op in convs] == [(8, 8, 3, 3)] * 3
+
+
+def test_wide_max_pool_uses_split_width(tmp_path):
+    (pool,) = [op for op in _compiled("maxpool_split_width", "nv_small", tmp_path).ops
+               if isinstance(op, PdpOp)]
+    assert pool.split is not None and pool.split.n == 5   # 600 columns, 128 per slice
+
+
+def test_large_global_pools(tmp_path):
+    ops = _compiled("gap_13_conv", "nv_small", tmp_path).ops
+    assert sum(isinstance(op, ConvOp) and op.kernel[2:] == (13, 13) for op in ops) == 4
+    ops = _compiled("gap_12x40_passes", "nv_small", tmp_path).ops
+    assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(6, 8), (2, 5)]
+    ops = _compiled("maxpool_13_chain", "nv_small", tmp_path).ops
+    assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(8, 8), (6, 6)]
+
+
+def test_concat_writes_in_place_and_copies_only_the_bound_input(tmp_path):
+    ops = _compiled("concat_channels", "nv_small", tmp_path).ops
+    assert not any(isinstance(op, SdpOp) for op in ops)
+    ops = _compiled("concat_with_input", "nv_small", tmp_path).ops
+    assert sum(isinstance(op, SdpOp) for op in ops) == 1
