@@ -1,0 +1,34 @@
+"""Whole networks on the DLA: every zoo model on nv_small and nv_large.
+
+Goals of the whole-network compiler (README zoo table): on nv_small every
+zoo model runs as one DLA subgraph (YOLOX-nano at most two; a CPU tail such as
+Softmax allowed) with all of its MACs on the DLA; on both presets every
+tensor the DLA computes equals the int8 CPU reference byte for byte, and the
+output keeps a cosine of at least 0.99 to the fp32 host engine (onnxruntime
+agreement of the fp32 engine is tests/tengine_host/test_zoo.py's).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tengine_host.zoo import MODELS
+from tengine_host.zoo.report import evaluate
+
+pytestmark = pytest.mark.conformance
+
+MAX_DLA_SUBGRAPHS = {"yolox_nano": 2}
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_zoo_model_runs_whole_on_the_dla(model, preset):
+    row = evaluate(model, preset)
+    assert row.bit_exact, f"{row.layers_checked} tensors checked, not bit-exact"
+    assert row.cosine >= 0.99, f"cosine {row.cosine:.4f} to fp32"
+    assert row.dla_mac_share == 1.0, row.fallbacks
+    assert 1 <= row.dla_subgraphs <= MAX_DLA_SUBGRAPHS.get(model, 1), row.fallbacks
+    # what stays on the CPU is a tail (Softmax, YOLOX's decoding), never the middle
+    assert row.subgraphs <= row.dla_subgraphs + 1 + (model == "yolox_nano" and
+                                                     preset == "nv_large"), row.fallbacks
+    assert row.cycles > 0
