@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from accel import cbuf
 from accel.config import HwConfig
@@ -154,8 +155,18 @@ def _tiles(g: ConvGeom, cfg: HwConfig, k_slices: list[tuple[int, int]], weight_b
     return tiles
 
 
+def _slice_sizes(k: int, unit: int) -> list[int]:
+    """Kernel-slice sizes worth trying: ``k`` cut in 2..16 even parts, and powers of two
+    of the unit, all multiples of ``unit`` below ``k``."""
+    sizes = {unit << i for i in range(16) if unit << i < k}
+    sizes |= {-(-k // (n * unit)) * unit for n in range(2, 17)}
+    return sorted(kt for kt in sizes if unit <= kt < k)
+
+
+@lru_cache(maxsize=4096)
 def plan_conv(g: ConvGeom, cfg: HwConfig) -> TilePlan | str:
-    """The cheapest tiling of ``g`` on ``cfg``, or the reason none fits."""
+    """The cheapest tiling of ``g`` on ``cfg``, or the reason none fits (memoized: the
+    partitioner, the planner and the lowering ask for the same layers)."""
     bpk = g.bytes_per_kernel
     unit = math.lcm(cfg.atomic_k, cfg.atom_size)
     candidates: list[tuple[list[Tile], bool]] = []
@@ -172,7 +183,7 @@ def plan_conv(g: ConvGeom, cfg: HwConfig) -> TilePlan | str:
         if t:
             candidates.append((t, False))
     # kernel slices with resident weights
-    for kt in range(unit, g.k, unit):
+    for kt in _slice_sizes(g.k, unit):
         wb = cbuf.weight_banks_total(cfg, kt, bpk)
         if wb >= cfg.cbuf_bank_number:
             break

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -109,12 +110,17 @@ def _block_geom(g: ConvGeom, group: int, m: int) -> ConvGeom:
     return ConvGeom(cg * m, g.h, g.w, kg * m, g.r, g.s, g.stride, g.pads, g.dilation)
 
 
+@lru_cache(maxsize=1024)
 def choose_block(cfg: HwConfig, g: ConvGeom, group: int) -> int | str:
-    """Groups per block convolution, by estimated cycles; or why no blocking fits."""
+    """Groups per block convolution, by estimated cycles; or why no blocking fits.
+
+    Candidates: the smallest aligned block times powers of two, and all groups
+    in one (dense block-diagonal) convolution.
+    """
     if group == 1:
         return 1
     unit = block_unit(cfg, g.c // group, g.k // group)
-    sizes = sorted({m for m in range(unit, group, unit)} | {group})
+    sizes = sorted({unit << i for i in range(16) if unit << i < group} | {group})
     best: tuple[int, int] | None = None
     reason = ""
     for m in sizes:

@@ -120,3 +120,25 @@ def test_concat_writes_in_place_and_copies_only_the_bound_input(tmp_path):
     assert not any(isinstance(op, SdpOp) for op in ops)
     ops = _compiled("concat_with_input", "nv_small", tmp_path).ops
     assert sum(isinstance(op, SdpOp) for op in ops) == 1
+
+
+def test_compilation_is_deterministic(tmp_path):
+    """The same model and calibration give a byte-identical loadable."""
+    from accel.compiler import compile_subgraph
+    from accel.compiler.ops.conv import choose_block
+    from accel.compiler.tiling import plan_conv
+    from accel.config import get_preset
+
+    case = next(c for c in CASES if c.name == "concat_with_input")
+    path = tmp_path / "m.onnx"
+    onnx.save(case.build(), path)
+    graph = load_model(path)
+    rng = np.random.default_rng(3)
+    table = calibrate(graph, [{"x": rng.normal(size=(1, 32, 8, 8)).astype(np.float32)}],
+                      progress=False)
+    blobs = []
+    for _ in range(2):
+        plan_conv.cache_clear()
+        choose_block.cache_clear()
+        blobs.append(compile_subgraph(load_model(path), table, get_preset("nv_small")).to_bytes())
+    assert blobs[0] == blobs[1] and len(blobs[0]) > 1000
