@@ -14,7 +14,7 @@ import onnx
 from tengine_host.zoo.classic import lenet5, resnet18_cifar, squeezenet1_1
 from tengine_host.zoo.mobilenet import mobilenet_v1, mobilenet_v2
 from tengine_host.zoo.unet import unet_small
-from tengine_host.zoo.yolox import yolox_nano
+from tengine_host.zoo.yolox import yolox_nano, yolox_nano_silu
 
 MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "lenet5": lenet5,
@@ -23,6 +23,7 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
     "squeezenet1_1": squeezenet1_1,
     "yolox_nano": yolox_nano,
+    "yolox_nano_silu": yolox_nano_silu,
     "unet_small": unet_small,
 }
 

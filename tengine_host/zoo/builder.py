@@ -78,6 +78,10 @@ class NetBuilder:
     def relu(self, x: str) -> str:
         return self.node("Relu", [x])
 
+    def silu(self, x: str) -> str:
+        """``x * sigmoid(x)``, as exporters write it."""
+        return self.node("Mul", [x, self.node("Sigmoid", [x])])
+
     def relu6(self, x: str) -> str:
         lo = self.const(np.array(0.0, np.float32), "lo")
         hi = self.const(np.array(6.0, np.float32), "hi")
@@ -86,7 +90,8 @@ class NetBuilder:
     def conv_bn(self, x: str, cout: int, k: int = 3, stride: int = 1, group: int = 1,
                 act: str | None = "relu") -> str:
         y = self.bn(self.conv(x, cout, k, stride, group=group, bias=False))
-        return {"relu": self.relu, "relu6": self.relu6, None: lambda t: t}[act](y)
+        return {"relu": self.relu, "relu6": self.relu6, "silu": self.silu,
+                None: lambda t: t}[act](y)
 
     def maxpool(self, x: str, k: int, stride: int, pad: int = 0, ceil_mode: int = 0) -> str:
         return self.node("MaxPool", [x], kernel_shape=[k, k], strides=[stride, stride],
