@@ -114,8 +114,13 @@ def node_macs(node: Node, graph: Graph) -> int:
     return 0
 
 
-def partition(graph: Graph, devices: Sequence[Device]) -> Partition:
+def partition(graph: Graph, devices: Sequence[Device], merge_islands: bool = True) -> Partition:
     """Assign every node to a device and cut ``graph`` into ordered subgraphs.
+
+    With ``merge_islands``, a subgraph without multiply-accumulates that sits
+    between subgraphs of the last device (the CPU) is handed to that device
+    when this lowers the number of subgraphs: moving a few concatenations to
+    the accelerator and back costs two transitions and gains nothing.
 
     Raises ``ValueError`` naming the node and every device's reason when no
     device supports a node.
@@ -139,8 +144,32 @@ def partition(graph: Graph, devices: Sequence[Device]) -> Partition:
             raise ValueError(f"no device runs node {node.name!r} ({node.op_type}): {detail}")
 
     dev_of = [owner[id(n)] for n in graph.nodes]
-    groups = min((_grow(graph.nodes, dev_of, len(devices), first)
-                  for first in sorted(set(dev_of), key=dev_of.index)), key=len)
+    groups = _best_groups(graph.nodes, dev_of, len(devices))
+    # A group without multiply-accumulates (data movement, element-wise) between groups of
+    # the last device only adds transitions: hand it to the last device when that lowers
+    # the number of subgraphs and the last device runs all of its nodes.
+    last = len(devices) - 1
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    moved = merge_islands
+    while moved and len(groups) > 1:
+        moved = False
+        for d, nodes in groups:
+            if d == last or any(node_macs(n, graph) for n in nodes) \
+                    or not all(devices[last].supports(n, graph)[0] for n in nodes):
+                continue
+            trial = list(dev_of)
+            for n in nodes:
+                trial[index[id(n)]] = last
+            regrouped = _best_groups(graph.nodes, trial, len(devices))
+            if len(regrouped) < len(groups):
+                for n in nodes:
+                    owner[id(n)] = last
+                    fallbacks.append(Fallback(n.name, n.op_type, devices[d].name,
+                                              "moved to save transitions (no MACs between "
+                                              f"{devices[last].name} subgraphs)",
+                                              devices[last].name))
+                dev_of, groups, moved = trial, regrouped, True
+                break
     parts = [(devices[d], graph.subgraph(nodes, name=f"{graph.name}_{i}_{devices[d].name}"))
              for i, (d, nodes) in enumerate(groups)]
     ops = {dev.name: 0 for dev in devices}
@@ -150,6 +179,13 @@ def partition(graph: Graph, devices: Sequence[Device]) -> Partition:
         ops[name] += 1
         macs[name] += node_macs(node, graph)
     return Partition(parts, fallbacks, macs, ops)
+
+
+def _best_groups(nodes: list[Node], dev_of: list[int], n_devices: int
+                 ) -> list[tuple[int, list[Node]]]:
+    """The fewest groups over the possible first devices."""
+    return min((_grow(nodes, dev_of, n_devices, first)
+                for first in sorted(set(dev_of), key=dev_of.index)), key=len)
 
 
 def _grow(nodes: list[Node], dev_of: list[int], n_devices: int, first: int

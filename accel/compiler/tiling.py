@@ -31,8 +31,12 @@ from functools import lru_cache
 from accel import cbuf
 from accel.config import HwConfig
 from accel.layout import ceil_div
+from accel.regs import lookup
 
 OP_OVERHEAD = 64   # cycles per operation: programming and pipeline fill (an estimate)
+# an operation releases every input row it read from the CBUF (CSC D_RELEASE.RLS_SLICES + 1,
+# a 12-bit field): at most 4096 rows per operation
+MAX_ROWS = 1 << lookup("NVDLA_CSC.D_RELEASE").field("RLS_SLICES").width
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ def _row_split(g: ConvGeom, cfg: HwConfig, data_banks: int) -> list[tuple[int, i
     """Output-row ranges whose inputs each fit ``data_banks``, as even as possible."""
     oh = g.out_hw[0]
     eps = cbuf.entries_per_slice(cfg, g.c, g.w)
-    capacity = data_banks * cfg.cbuf_bank_depth
+    capacity = min(data_banks * cfg.cbuf_bank_depth, MAX_ROWS * eps)
     # the most output rows whose input rows (an upper bound: no clipping) fit
     sy, dy = g.stride[0], g.dilation[0]
     span = (g.r - 1) * dy + 1
@@ -109,7 +113,8 @@ def _row_split(g: ConvGeom, cfg: HwConfig, data_banks: int) -> list[tuple[int, i
         fits = True
         for o0, o1 in bounds:
             iy0, iy1, _, _ = _in_rows(g, o0, o1)
-            if iy1 <= iy0 or ceil_div(eps * (iy1 - iy0), cfg.cbuf_bank_depth) > data_banks:
+            if iy1 <= iy0 or ceil_div(eps * (iy1 - iy0), cfg.cbuf_bank_depth) > data_banks \
+                    or iy1 - iy0 > MAX_ROWS:
                 fits = False
                 break
         if fits:

@@ -130,7 +130,7 @@ def test_fewest_transitions_against_exhaustive_search():
         n = int(rng.integers(2, 10))
         g = _random_dag(rng, n)
         on_dla = {f"n{i}" for i in range(n) if rng.random() < 0.5}
-        part = partition(g, [_ByName("dla", on_dla), _ByName("cpu")])
+        part = partition(g, [_ByName("dla", on_dla), _ByName("cpu")], merge_islands=False)
         order = [node.name for _, sub in part.parts for node in sub.nodes]
         assert sorted(order) == sorted(node.name for node in g.nodes)
         # every node runs after its producers (no cycles between subgraphs)
@@ -143,6 +143,8 @@ def test_fewest_transitions_against_exhaustive_search():
         devs = [dev.name for dev, _ in part.parts]
         assert all(a != b for a, b in zip(devs, devs[1:], strict=False))
         assert len(part.parts) == _fewest_groups(g, on_dla)
+        merged = partition(g, [_ByName("dla", on_dla), _ByName("cpu")])
+        assert len(merged.parts) <= len(part.parts)
         assert part.transitions == len(part.parts) - 1
 
 
@@ -156,7 +158,32 @@ def test_starting_on_the_cpu_can_save_a_transition():
              Node("n2", "Op", ["t0", "t1"], ["t2"])]
     tensors = {t: Tensor(t, (1,), f32) for t in ("x", "t0", "t1", "t2")}
     g = Graph("g", nodes, tensors, ["x"], ["t2"])
-    part = partition(g, [_ByName("dla", {"n1", "n2"}), _ByName("cpu")])
+    part = partition(g, [_ByName("dla", {"n1", "n2"}), _ByName("cpu")], merge_islands=False)
     assert [(d.name, [n.name for n in s.nodes]) for d, s in part.parts] == \
         [("cpu", ["n0"]), ("dla", ["n1", "n2"])]
     assert part.report().startswith("2 subgraph(s) (1 dla, 1 cpu), 1 transition(s)\n")
+
+
+def test_a_mac_free_island_between_cpu_subgraphs_moves_to_the_cpu():
+    """conv (dla) -> sigmoid (cpu) -> concat(sigmoid, conv) (dla, no MACs) -> reshape (cpu):
+    four subgraphs as assigned; the concat on the CPU makes two."""
+    from tengine_host.ir import Graph, Node, Tensor
+
+    f32 = np.dtype(np.float32)
+    tensors = {t: Tensor(t, (1, 2, 3, 3), f32) for t in ("x", "c", "s", "y")}
+    tensors["w"] = Tensor("w", (2, 2, 1, 1), f32, np.ones((2, 2, 1, 1), np.float32))
+    tensors["cat"] = Tensor("cat", (1, 4, 3, 3), f32)
+    tensors["r"] = Tensor("r", (1, 36), f32)
+    nodes = [Node("conv", "Conv", ["x", "w"], ["c"]), Node("sig", "Sigmoid", ["c"], ["s"]),
+             Node("cat", "Concat", ["s", "c"], ["cat"], {"axis": 1}),
+             Node("flat", "Reshape", ["cat"], ["r"])]
+    g = Graph("g", nodes, tensors, ["x"], ["r"])
+    dla = _ByName("dla", {"conv", "cat"})
+    kept = partition(g, [dla, CpuDevice()], merge_islands=False)
+    assert [d.name for d, _ in kept.parts] == ["dla", "cpu", "dla", "cpu"]
+    part = partition(g, [dla, CpuDevice()])
+    assert [(d.name, [n.name for n in s.nodes]) for d, s in part.parts] == [
+        ("dla", ["conv"]), ("cpu", ["sig", "cat", "flat"])]
+    assert part.ops == {"dla": 1, "cpu": 3}
+    (moved,) = [f for f in part.fallbacks if f.node == "cat"]
+    assert moved.runs_on == "cpu" and "save transitions" in moved.reason

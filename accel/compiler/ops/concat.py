@@ -2,11 +2,17 @@
 
 * **Concat** along channels, rows or columns: each input is nested into its
   slot of the output buffer (:meth:`accel.compiler.placement.Placement.nest`),
-  so its producer writes there directly.  A channel slot must start a surface:
-  every input but the last has a multiple of the atom's channels (the DMAs
-  write whole atoms).  An input that cannot be nested (a subgraph input, a
-  tensor already placed in another concat, an output) is copied into its slot
-  by an SDP pass-through.  All inputs and the output share one scale.
+  so its producer writes there directly.  An input that cannot be nested (a
+  subgraph input, a tensor already placed in another concat, an output) is
+  copied into its slot by an SDP pass-through.  All inputs and the output
+  share one scale.
+* Channel slots that do not start and end on atoms share surfaces with their
+  neighbours, and the DMAs write whole atoms, so no producer can write its
+  slot alone.  Each run of inputs that shares surfaces is *merged*: a 1x1
+  convolution per input with 0/1 weights moves its channels to their lanes
+  of those surfaces (zeros elsewhere; the CACC sum is exact), and the SDP
+  adds the previous inputs' lanes read from memory (X2 element-wise sum),
+  the last merge writing the output.
 * **Split / Slice** along channels (at surface boundaries), rows or columns
   (step 1): every output is a view of the input; an output that must be a
   buffer of its own (a subgraph output) is copied out.
@@ -19,6 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
+from accel.compiler.ops.conv import lower_conv
+from accel.compiler.program import Operand, SdpProgram, XStage
+from accel.compiler.tensors import Region
+from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -93,16 +103,39 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     p = _plan(node, graph)
     if isinstance(p, str):
         return p
-    if p.axis == 1:
-        last = len(p.pieces) - 1
-        for i, piece in enumerate(p.pieces):
-            bad_start = piece.start % cfg.atom_size
-            bad_end = node.op_type == "Concat" and i < last and piece.size % cfg.atom_size
-            if bad_start or bad_end:
-                return (f"channel {'slot' if node.op_type == 'Concat' else 'slice'} of "
-                        f"{piece.tensor!r} at {piece.start}+{piece.size} does not start and end "
-                        f"on whole {cfg.atom_size}-channel atoms")
+    if p.axis == 1 and node.op_type != "Concat":
+        for piece in p.pieces:
+            if piece.start % cfg.atom_size:
+                return (f"channel slice of {piece.tensor!r} at {piece.start}+{piece.size} does "
+                        f"not start on a whole {cfg.atom_size}-channel atom")
+    if p.axis == 1 and node.op_type == "Concat":
+        h, w = graph.tensors[node.outputs[0]].shape[2:]
+        for group in _groups(p, cfg.atom_size):
+            if len(group) > 1:
+                k = _group_span(group, cfg.atom_size)[1]
+                for piece in group:
+                    why = plan_conv(ConvGeom(piece.size, h, w, k, 1, 1), cfg)
+                    if isinstance(why, str):
+                        return f"merging unaligned channels of {piece.tensor!r}: {why}"
     return None
+
+
+def _groups(p: MovePlan, atom: int) -> list[list[Piece]]:
+    """Runs of consecutive channel pieces that share a surface (single pieces own theirs)."""
+    groups: list[list[Piece]] = []
+    for piece in p.pieces:
+        if groups and piece.start % atom:      # starts inside the previous piece's last atom
+            groups[-1].append(piece)
+        else:
+            groups.append([piece])
+    return groups
+
+
+def _group_span(group: list[Piece], atom: int) -> tuple[int, int]:
+    """(first channel, channel count) of the whole surfaces a group covers."""
+    c0 = group[0].start - group[0].start % atom
+    end = group[-1].start + group[-1].size
+    return c0, end - c0
 
 
 def _plan(node: Node, graph: Graph) -> MovePlan | str:
@@ -154,15 +187,48 @@ def nest(lo, node: Node, p: MovePlan) -> None:
     if node.op_type != "Concat":
         return
     out = node.outputs[0]
-    for piece in p.pieces:
-        lo.placement.nest(piece.tensor, out,
-                          lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
+    groups = _groups(p, lo.cfg.atom_size) if p.axis == 1 else [[piece] for piece in p.pieces]
+    for group in groups:
+        if len(group) == 1:    # merged pieces keep buffers of their own
+            (piece,) = group
+            lo.placement.nest(piece.tensor, out,
+                              lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
+
+
+def _merge(lo, node: Node, group: list[Piece], whole) -> None:
+    """Channel pieces sharing surfaces, merged by 0/1 convolutions and SDP sums."""
+    c0, k = _group_span(group, lo.cfg.atom_size)
+    dst = whole.channels(c0, k)
+    _, h, w = dst.shape
+    prev = None
+    for i, piece in enumerate(group):
+        weight = np.zeros((k, piece.size, 1, 1), dtype=np.int8)
+        lanes = np.arange(piece.size)
+        weight[piece.start - c0 + lanes, lanes, 0, 0] = 1
+        last = i == len(group) - 1
+        out = dst if last else lo.temp(lo.label(node, f"merge{c0}.{i}"), k, h, w)
+        x2 = None if prev is None else XStage(alu_op="sum", alu=Operand.input(1))
+        program = SdpProgram(None, x2)
+        geom = ConvGeom(piece.size, h, w, k, 1, 1)
+        before = len(lo.ops)
+        lower_conv(lo, node, lo.label(node, f"merge{piece.start}"), lo.region(piece.tensor),
+                   out, geom, weight, 0, program, plan_conv(geom, lo.cfg))
+        if prev is not None:    # every tile adds the same part of the previous merge
+            for op in lo.ops[before:]:
+                op.operands[1] = Region(prev.buffer, prev.offset + op.dst.offset - out.offset,
+                                        op.dst.layout)
+        prev = out
 
 
 def lower(lo, node: Node, p: MovePlan) -> None:
     if node.op_type == "Concat":
         whole = lo.region(node.outputs[0])
-        for piece in p.pieces:
+        groups = _groups(p, lo.cfg.atom_size) if p.axis == 1 else [[q] for q in p.pieces]
+        for group in groups:
+            if len(group) > 1:
+                _merge(lo, node, group, whole)
+                continue
+            (piece,) = group
             slot = _view(whole, p.axis, piece.start, piece.size)
             if lo.region(piece.tensor) != slot:
                 lo.copy(node, lo.region(piece.tensor), slot, f"copy{piece.start}")

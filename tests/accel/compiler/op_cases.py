@@ -242,6 +242,9 @@ CASES = [
     # data movement
     Case("concat_channels", _one((1, 32, 8, 8), _concat(1))),
     Case("concat_with_input", _one((1, 32, 8, 8), _concat(1, with_input=True))),
+    Case("concat_unaligned", _one((1, 32, 8, 8), lambda g, x: g.conv(g.op("Concat", [
+        g.conv(x, 32, 12, 1), g.op("Relu", [g.conv(x, 32, 20, 3)]), g.conv(x, 32, 5, 1),
+        g.conv(x, 32, 40, 1)], axis=1), 77, 16, 1))),
     Case("concat_rows", _one((1, 32, 8, 8), _concat(2))),
     Case("concat_cols", _one((1, 32, 8, 8), _concat(3))),
     Case("split_channels", _one((1, 32, 8, 8), _split)),

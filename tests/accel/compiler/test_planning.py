@@ -136,3 +136,12 @@ def test_serialized_dependencies_count_every_event():
     assert (deps[1].fused_parent.index, deps[1].fused_parent.event) == (0, EVENT_OP_ENABLED)
     # incoming: conv 4 <- conv 0, PDP 3, its SDP 5 (enabled); SDP 5 <- SDP 2, conv 4
     assert [d.dependency_count for d in deps] == [1, 1, 1, 1, 3, 2]
+
+
+def test_an_operation_reads_at_most_4096_rows():
+    """CSC D_RELEASE.RLS_SLICES (12 bits) releases at most 4096 rows: a 6400-pixel column
+    (PP-OCR's 80 x 80 upsampling seen as one column) that fits the CBUF is still cut."""
+    g = ConvGeom(24, 6400, 1, 24, 1, 1)
+    assert cbuf.data_banks(get_preset("nv_large"), 24, 1, 6400) < 16
+    tiles = plan_conv(g, get_preset("nv_large")).tiles
+    assert len(tiles) == 2 and all(t.in_rows[1] - t.in_rows[0] <= 4096 for t in tiles)
