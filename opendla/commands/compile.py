@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             path.write_bytes(data)
             results.append({"subgraph": i, "name": sub.name, "path": str(path),
                             "bytes": len(data), "dram": compiled.dram_bytes,
+                            "activations_without_reuse": compiled.arena_without_reuse,
                             "layers": compiled.summary()})
     except CompileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -137,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         dram = r["dram"]
         print(f"[{r['subgraph']}] {r['name']} -> {r['path']} ({r['bytes']:,} bytes, "
-              f"{len(r['layers'])} operations); DLA memory "
-              f"{sum(dram.values()):,} bytes: " + ", ".join(f"{k} {v:,}" for k, v in dram.items()))
+              f"{len(r['layers'])} operations); peak DLA memory "
+              f"{sum(dram.values()):,} bytes: " + ", ".join(f"{k} {v:,}" for k, v in dram.items())
+              + f" (activations without buffer reuse: {r['activations_without_reuse']:,})")
         print(format_table(r["layers"]))
     return 0
