@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from sklearn.datasets import load_digits
@@ -191,3 +192,33 @@ def test_relu6_runs_on_the_dla_with_an_x2_minimum(tmp_path):
     assert (y_q == 100).any() and y_q.max() == 100 and y_q.min() >= 0
     # the float result is the quantized ReLU6 of the float convolution
     assert np.abs(y).max() <= 6.0 + 1e-6
+
+
+def test_a_layer_the_cbuf_cannot_hold_runs_on_the_cpu_with_the_reason(tmp_path):
+    """One input row of 8192 x 64 channels needs 65536 CBUF entries, nv_small has 16384:
+    the conv falls back with that reason, its neighbours stay on the DLA, the result is
+    still the model's."""
+    rng = np.random.default_rng(4)
+    w1 = numpy_helper.from_array(rng.normal(0, .3, (64, 8, 1, 1)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.normal(0, .1, (8, 64, 3, 3)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="wide_ok"),
+             helper.make_node("Conv", ["a", "w2"], ["b"], name="too_wide", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 8, 2, 8192])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 8, 2, 8192])], [w1, w2])
+    path = tmp_path / "wide.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
+              path)
+    graph = load_model(path)
+    x = rng.normal(size=(1, 8, 2, 8192)).astype(np.float32)
+    table = calibrate(graph, [{"x": x}], progress=False)
+    with Executor(graph, [get_device("nvdla"), get_device("cpu")], table) as ex:
+        y = ex.run({"x": x})["y"]
+        part = ex.partition
+    assert [d.name for d, _ in part.parts] == ["nvdla", "cpu"]
+    (fb,) = part.fallbacks
+    assert fb.node == "too_wide" and "CBUF has 32 banks of 512 entries" in fb.reason
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    assert np.abs(y - want).max() <= 0.05 * np.abs(want).max()
