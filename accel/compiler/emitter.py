@@ -38,6 +38,7 @@ from accel.config import HwConfig
 from accel.layout import align_up, cube_layout, pack_feature, pack_sdp_operand
 from accel.loadable.containers import pack_op_container, pack_surface_container
 from accel.loadable.descriptors import (
+    ACTIVATION_LUT,
     ACTIVATION_NONE,
     ACTIVATION_PRELU,
     ACTIVATION_RELU,
@@ -273,17 +274,22 @@ class _Emitter:
 
     def sdp(self, name: str, program: SdpProgram, src: DataCube, dst: Region,
             operands: dict[int, Region]) -> tuple[SdpOpDesc, object]:
-        if program.lut is not None:
-            raise ValueError(f"{name}: lookup tables are not emitted yet")
         c, h, w = dst.shape
         x1, x1_cube = self._stage(program.x1, f"sdp-x1-{name}", c, h, w, operands)
         x2, x2_cube = self._stage(program.x2, f"sdp-x2-{name}", c, h, w, operands)
         cvt = program.cvt
+        lut_index, y = -1, _disabled_stage()
+        if program.lut is not None:   # the Y stage: ALU and MUL bypassed, then the LUT
+            lut_index = self.lut_index(program.lut)
+            y = SdpStageDesc(enable=1, alu_type=0, type=SDP_OP_NONE, mode=0,
+                             act=ACTIVATION_LUT, shift_value=0, truncate=0,
+                             precision=PRECISION_INT16, alu_operand=0, mul_operand=0,
+                             cvt=SdpCvt(alu_cvt=_cvt(enable=0), mul_cvt=_cvt(enable=0)))
         desc = SdpOpDesc(src_precision=PRECISION_INT8, dst_precision=PRECISION_INT8,
-                         lut_index=-1,
+                         lut_index=lut_index,
                          out_cvt=_cvt(scale=cvt.scale, truncate=cvt.shift, offset=cvt.offset),
                          conv_mode=CONV_MODE_DIRECT, batch_num=1, reserved0=0, batch_stride=0,
-                         x1_op=x1, x2_op=x2, y_op=_disabled_stage())
+                         x1_op=x1, x2_op=x2, y_op=y)
         surf = SdpSurfaceDesc(src_data=src, x1_data=x1_cube, x2_data=x2_cube,
                               y_data=_no_cube(), dst_data=self.cube(dst))
         return desc, surf
