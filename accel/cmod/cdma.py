@@ -13,7 +13,7 @@ import numpy as np
 from accel.cmod.csb import GroupView
 from accel.cmod.cube import read_int8_cube
 from accel.cmod.dram import Dram
-from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.config import HwConfig
 
 UNIT = "CDMA"
@@ -69,14 +69,31 @@ def weight_offsets(k: int, c: int, r: int, s: int, atomic_k: int, atomic_c: int)
             + (ri * s + si) * kg * cw + kk * cw + cc)
 
 
-def fetch_weights(g: GroupView, dram: Dram, cfg: HwConfig, c: int, r: int, s: int) -> np.ndarray:
-    """The int8 weights ``[K, C, R, S]`` (int64) of a direct convolution."""
+def fetch_weight_bytes(g: GroupView, dram: Dram) -> np.ndarray:
+    """The ``K * BYTE_PER_KERNEL`` packed weight bytes (uint8) as the CBUF receives them."""
     k = g("D_WEIGHT_SIZE_1", "WEIGHT_KERNEL") + 1
+    bpk = g("D_WEIGHT_SIZE_0", "BYTE_PER_KERNEL") + 1
+    check_elements(UNIT, f"weights of {k} kernels x {bpk} bytes", k * bpk)
+    return dram.read(g.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"), k * bpk, UNIT)
+
+
+def check_kernels(g: GroupView, k: int, c: int, r: int, s: int) -> None:
+    """CDMA's weight size against the CSC's kernels ``k`` of ``r x s x c``."""
     bpk = g("D_WEIGHT_SIZE_0", "BYTE_PER_KERNEL") + 1
     if bpk != r * s * c:
         raise ConfigError(UNIT, "D_WEIGHT_SIZE_0", bpk - 1,
                           f"BYTE_PER_KERNEL+1={bpk} but the kernel is "
                           f"{r}x{s}x{c}={r * s * c} bytes")
-    base = g.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH")
+    kernels = g("D_WEIGHT_SIZE_1", "WEIGHT_KERNEL") + 1
+    if kernels != k:
+        raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", k - 1,
+                          f"CSC kernels {k} != CDMA WEIGHT_KERNEL+1 {kernels}")
+
+
+def unpack_weights(raw: np.ndarray, cfg: HwConfig, k: int, c: int, r: int, s: int) -> np.ndarray:
+    """The int8 weights ``[K, C, R, S]`` (int64) of the packed bytes ``raw``.
+
+    ``raw`` holds ``k * r * s * c`` bytes in :func:`weight_offsets` order.
+    """
     offs = weight_offsets(k, c, r, s, cfg.atomic_k, cfg.atomic_c)
-    return dram.gather(base, offs, UNIT).view(np.int8).astype(np.int64)
+    return raw[offs].view(np.int8).astype(np.int64)

@@ -5,7 +5,9 @@ enabling, as the hardware starts a pipeline once every unit in it has
 ``D_OP_ENABLE`` set in its consumer register group:
 
 * convolution: CDMA, CSC, CMAC_A, CMAC_B, CACC and the SDP consuming it on
-  the fly (plus SDP_RDMA when the SDP fetches operands);
+  the fly (plus SDP_RDMA when the SDP fetches operands); its CBUF programming
+  is checked first, and the CBUF keeps weights or input for the next
+  convolution (:mod:`accel.cmod.cbuf_state`);
 * SDP from memory: SDP and SDP_RDMA;
 * PDP: PDP and PDP_RDMA from memory, or PDP fed on the fly by an SDP whose
   ``OUTPUT_DST`` is PDP (both must be enabled);
@@ -21,7 +23,7 @@ and GLB raises the done interrupts of the groups that ran.
 
 from __future__ import annotations
 
-from accel.cmod import cacc, cdma, cdma_image, cdp, csc, pdp, rubik, sdp
+from accel.cmod import cacc, cbuf_state, cdma, cdma_image, cdp, csc, pdp, rubik, sdp
 from accel.cmod.bdma import Bdma
 from accel.cmod.cmac import conv_gemm
 from accel.cmod.csb import GroupView, make_register_file
@@ -63,6 +65,7 @@ class Dla:
         self.stats: list[dict] = []
         self.luts = {u: LutRam(u[6:]) for u in _LUT_UNITS}
         self.bdma = Bdma(self.regs["NVDLA_BDMA"], self.dram, cfg, self.glb)
+        self.cbuf = cbuf_state.Cbuf()  # what the CBUF keeps between convolutions
 
     # --- CSB -------------------------------------------------------------------------
     def csb_write(self, addr: int, value: int) -> None:
@@ -209,21 +212,27 @@ class Dla:
         if geo.image != bool(g_cdma("D_DATAIN_FORMAT", "DATAIN_FORMAT")):
             raise ConfigError("CSC", "D_DATAIN_FORMAT", int(geo.image),
                               "CSC and CDMA disagree on feature/pixel input")
+        use = cbuf_state.check(self.cfg, g_cdma, g_csc)
+        cdma.check_kernels(g_cdma, geo.k, geo.c, geo.r, geo.s)
+        kept_data = self.cbuf.reused_data(use)
+        kept_w, note = self.cbuf.reused_weights(use)
         if geo.image:
-            lines, fmt = cdma_image.fetch_image(g_cdma, self.dram, self.cfg)
+            if kept_data is not None:
+                lines, fmt = kept_data.value
+            else:
+                lines, fmt = cdma_image.fetch_image(g_cdma, self.dram, self.cfg)
             x, geo_run = csc.image_cube(lines, fmt.channels, geo, g_csc)
-            in_shape = (fmt.channels, lines.shape[0], g_cdma("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1)
-            in_bytes = cdma_image.image_bytes(fmt, in_shape[1], in_shape[2])
+            in_shape = (fmt.channels, lines.shape[0], use.width)
+            data, in_bytes = (lines, fmt), cdma_image.image_bytes(fmt, in_shape[1], in_shape[2])
         else:
-            x = cdma.fetch_feature(g_cdma, self.dram, self.cfg)
-            geo_run, in_shape, in_bytes = geo, tuple(x.shape), int(x.size)
+            x = kept_data.value if kept_data is not None else cdma.fetch_feature(
+                g_cdma, self.dram, self.cfg)
+            geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
         if x.shape[0] != geo.c:
             raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.c - 1,
                               f"kernel channels {geo.c} != CDMA input channels {x.shape[0]}")
-        w = cdma.fetch_weights(g_cdma, self.dram, self.cfg, geo.c, geo.r, geo.s)
-        if w.shape[0] != geo.k:
-            raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.k - 1,
-                              f"CSC kernels {geo.k} != CDMA WEIGHT_KERNEL+1 {w.shape[0]}")
+        raw = kept_w.raw if kept_w is not None else cdma.fetch_weight_bytes(g_cdma, self.dram)
+        w = cdma.unpack_weights(raw, self.cfg, geo.k, geo.c, geo.r, geo.s)
         psum = conv_gemm(w.reshape(geo.k, -1), csc.im2col(x, geo_run))
         truncate = g_cacc("D_CLIP_CFG", "CLIP_TRUNCATE")
         if truncate > cacc.MAX_TRUNCATE:
@@ -234,12 +243,19 @@ class Dla:
         rec = sdp.run(g_sdp, rdma, self.dram, self.cfg,
                       out.reshape(geo.k, geo.out_h, geo.out_w), lut=self.luts["NVDLA_SDP"],
                       model_y=self.model_y_stage)
+        self.cbuf.complete(use, raw, data)
+        # the CDMA fetches nothing it reuses; weights it fetches are WEIGHT_BYTES long
         cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), (geo.k, geo.c, geo.r, geo.s),
-                                    in_bytes + int(w.size), rec["cycles"])
+                                    0 if kept_data is not None else in_bytes,
+                                    0 if kept_w is not None else use.weight_bytes, rec["cycles"])
+        if note and note not in self.notes:
+            self.notes.append(note)
         self.stats.append({"unit": "CONV", "shape": {"in": in_shape,
                                                      "kernel": (geo.k, geo.c, geo.r, geo.s),
                                                      "out": (geo.k, geo.out_h, geo.out_w)},
                            "mac_atoms": atoms, "cacc_saturations": sat, "cycles": cycles,
+                           "cbuf": _cbuf_record(use, kept_data is not None, kept_w is not None,
+                                                note),
                            "sdp": rec})  # the fused SDP runs in the same pipeline
         units = list(CONV_UNITS) + ["NVDLA_SDP"] + (["NVDLA_SDP_RDMA"] if rdma is not None else [])
         groups = {u: self.regs[u].consumer for u in units}
@@ -247,6 +263,20 @@ class Dla:
                                ("CDMA_WT", groups["NVDLA_CDMA"]),
                                ("CACC", groups["NVDLA_CACC"]), ("SDP", groups["NVDLA_SDP"])])
         return rec
+
+
+def _cbuf_record(use: cbuf_state.ConvBuffers, data_reused: bool, weights_reused: bool,
+                 note: str) -> dict:
+    """The stats entry of a convolution's CBUF use."""
+    weights = ("reused" if weights_reused else "fetched" if use.weights_resident
+               else "streamed")
+    rec = {"data_banks": use.data_banks, "weight_banks": use.weight_banks,
+           "data": "reused" if data_reused else "fetched", "weights": weights,
+           "kept": [k for k, on in (("data", use.skip_data_rls),
+                                    ("weights", use.skip_weight_rls)) if on]}
+    if note:
+        rec["note"] = note
+    return rec
 
 
 def modelled_units() -> frozenset[str]:

@@ -9,8 +9,9 @@ resource, assuming the units of a fused pipeline overlap completely:
 * **Convolution** (CDMA -> CSC -> CMAC -> CACC): one *MAC atom* per cycle, an
   atom being ``ATOMIC_C`` input channels x ``ATOMIC_K`` kernels of one output
   pixel and kernel tap: ``out_h * out_w * R * S * ceil(C / ATOMIC_C) *
-  ceil(K / ATOMIC_K)``; bounded below by the feature + weight fetch and by the
-  fused SDP.
+  ceil(K / ATOMIC_K)``; bounded below by the fused SDP and by what the CDMA
+  fetches: the input and ``WEIGHT_BYTES`` of weights, nothing for an input or
+  weights reused from the CBUF (``DATA_REUSE`` / ``WEIGHT_REUSE``).
 * **SDP**: ``c_pad * h * w`` elements at the throughput of the slowest
   active stage (``SDP_BS/BN/EW_THROUGHPUT``; the BS throughput when all are
   bypassed); from memory also bounded by the input + operand + output DMA.
@@ -23,9 +24,10 @@ resource, assuming the units of a fused pipeline overlap completely:
   the bytes written (whole 32-byte atoms, padding included) over the memory
   interface; Rubik's reordering buffer is assumed to keep up.
 
-What it does not count: DMA latency and bank conflicts, CBUF capacity
-stalls (the model assumes input and weights fit), CSB programming time,
-pipeline fill/drain, and interrupts.
+What it does not count: DMA latency and bank conflicts, stalls of weights
+streaming through fewer banks than they need (the input always fits: the
+model refuses an op whose input does not), CSB programming time, pipeline
+fill/drain, and interrupts.
 """
 
 from __future__ import annotations
@@ -43,11 +45,15 @@ def dma_cycles(cfg: HwConfig, nbytes: int) -> int:
 
 
 def conv_cycles(cfg: HwConfig, out_hw: tuple[int, int], kernel: tuple[int, int, int, int],
-                dma_bytes: int, sdp: int = 0) -> tuple[int, int]:
-    """``(cycles, mac_atoms)`` of a direct convolution; ``kernel`` is (K, C, R, S)."""
+                data_bytes: int, weight_bytes: int, sdp: int = 0) -> tuple[int, int]:
+    """``(cycles, mac_atoms)`` of a direct convolution; ``kernel`` is (K, C, R, S).
+
+    ``data_bytes`` / ``weight_bytes`` are what the CDMA fetches from memory:
+    0 for an input / weights the CBUF kept from the previous convolution.
+    """
     k, c, r, s = kernel
     atoms = out_hw[0] * out_hw[1] * r * s * ceil_div(c, cfg.atomic_c) * ceil_div(k, cfg.atomic_k)
-    return max(atoms, dma_cycles(cfg, dma_bytes), sdp), atoms
+    return max(atoms, dma_cycles(cfg, data_bytes + weight_bytes), sdp), atoms
 
 
 def sdp_cycles(g, cfg: HwConfig, c_pad: int, h: int, w: int, from_memory: bool) -> int:

@@ -72,6 +72,22 @@ def _read_out(dla, k, oh, ow):
     return out
 
 
+def _program_cbuf(dla, weight_bytes, *, w, h, channels):
+    """CBUF registers of an image conv (CDMA and CSC): a padded line of ``w`` pixels is
+    ``w * channels`` int8 bytes in whole CBUF entries (NVIDIA's img_* traces: 51 x 4 bytes
+    in 26 entries of 8 bytes on nv_small); the weights padded to 128 bytes; data banks
+    for ``h`` lines, weight banks for all weights."""
+    cfg = dla.cfg
+    entries = -(-w * channels // cfg.cbuf_entry_bytes)
+    bank_bytes = cfg.cbuf_bank_depth * cfg.cbuf_entry_bytes
+    data_banks = -(-entries * h // cfg.cbuf_bank_depth)
+    weight_banks = -(-weight_bytes // bank_bytes)
+    for unit in ("CDMA", "CSC"):
+        dla.write_reg(f"NVDLA_{unit}.D_ENTRY_PER_SLICE_0", entries - 1)
+        dla.write_reg(f"NVDLA_{unit}.D_BANK_0", (data_banks - 1) | ((weight_banks - 1) << 16))
+        dla.write_reg(f"NVDLA_{unit}.D_WEIGHT_BYTES_0", -(-weight_bytes // 128) * 128)
+
+
 def _run(preset, fmt, plane0, wt, *, w, h, plane1=None, line=None, uv_line=None, x_off=0,
          sign=0, cvt=None, mean=None, pads=(0, 0, 0), pad_values=(0, 0), stride=(1, 1),
          out_hw=None, channels=None, code=None, misc=0):
@@ -120,6 +136,7 @@ def _run(preset, fmt, plane0, wt, *, w, h, plane1=None, line=None, uv_line=None,
     wr("NVDLA_CDMA.D_WEIGHT_ADDR_LOW_0", WT)
     wr("NVDLA_CDMA.D_WEIGHT_SIZE_0_0", r * s * c - 1)
     wr("NVDLA_CDMA.D_WEIGHT_SIZE_1_0", k - 1)
+    _program_cbuf(dla, k * r * s * c, w=left + w + right, h=h, channels=channels or c)
     wr("NVDLA_CSC.D_MISC_CFG_0", 0)
     wr("NVDLA_CSC.D_DATAIN_FORMAT_0", 1)
     wr("NVDLA_CSC.D_DATAIN_SIZE_EXT_0_0", (w - 1) | ((h - 1) << 16))

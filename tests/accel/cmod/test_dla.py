@@ -74,9 +74,20 @@ def _reference(x, wt, bias, p):
     return out
 
 
+# CBUF entries of one 7-pixel row of 11 channels: on nv_small two 8-byte atoms, each a
+# whole entry per pixel (14); on nv_medium_512 / nv_large one atom, half of a 32 / 64-byte
+# entry, two pixels per entry (ceil(7 / 2) = 4)
+ENTRIES = {"nv_small": 14, "nv_medium_512": 4, "nv_large": 4}
+
+
 def _program(dla: Dla, p, c, h, w, k, line, surf, oline, osurf):
     a = dla.cfg.atom_size
     wr = dla.write_reg
+    # CBUF: one data bank and one weight bank (D_BANK reset value 0) hold 6 rows and
+    # 13 x 66 = 858 weight bytes, padded to 896 (7 x 128)
+    for unit in ("CDMA", "CSC"):
+        wr(f"NVDLA_{unit}.D_ENTRY_PER_SLICE_0", ENTRIES[dla.cfg.name] - 1)
+        wr(f"NVDLA_{unit}.D_WEIGHT_BYTES_0", 896)
     wr("NVDLA_CDMA.D_DATAIN_SIZE_0_0", (w - 1) | ((h - 1) << 16))
     wr("NVDLA_CDMA.D_DATAIN_SIZE_1_0", c - 1)
     wr("NVDLA_CDMA.D_DAIN_ADDR_LOW_0_0", IN)
@@ -234,6 +245,8 @@ def test_errors_name_unit_register_and_value():
     dla.dram.map(0, 4096)
     dla.write_reg("NVDLA_CACC.D_CLIP_CFG_0", 17)
     dla.write_reg("NVDLA_CDMA.D_MISC_CFG_0", 0)
+    for unit in ("CDMA", "CSC"):  # one kernel of one byte, padded to 128
+        dla.write_reg(f"NVDLA_{unit}.D_WEIGHT_BYTES_0", 128)
     dla.write_reg("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 1)
     dla.write_reg("NVDLA_SDP.D_DP_EW_CFG_0", 1)
     for u in ("SDP", "CACC", "CMAC_A", "CMAC_B", "CSC"):

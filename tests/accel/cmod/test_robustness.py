@@ -2,10 +2,12 @@
 
 Each example writes random values to every software-writable register of the
 units of one operation (and the LUT port), maps a small memory region, and
-enables the operation.  Acceptable outcomes: the operation completes, or it
-raises ConfigError (names unit, register, value), UnsupportedError (names what
-is not modelled, including the model's size limit) or DramAccessError (names
-the unit and the byte range outside memory).  Any other exception, a hang or
+enables the operation (for convolutions, half the examples first get the CBUF
+registers their drawn sizes need, so that they get past the CBUF checks).
+Acceptable outcomes: the operation completes, or it raises ConfigError (names
+unit, register, value), UnsupportedError (names what is not modelled,
+including the model's size limit) or DramAccessError (names the unit and the
+byte range outside memory).  Any other exception, a hang or
 an access outside the mapped memory fails the test.
 """
 
@@ -17,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accel import cbuf
 from accel.cmod import ConfigError, Dla, Dram, DramAccessError, UnsupportedError
 from accel.config import get_preset
 from accel.regs import UNITS
@@ -76,7 +79,29 @@ def _values(units):
     return st.fixed_dictionaries({(u, n): (small if SMALL.search(n) else full) for u, n in names})
 
 
-def _play(op: str, preset: str, values: dict, lut: list[int]) -> None:
+def _fit_cbuf(dla: Dla) -> None:
+    """Program CDMA and CSC with the CBUF values the drawn sizes need (the rules of
+    accel.cbuf), so that examples get past the CBUF checks."""
+    cfg, rd, wr = dla.cfg, dla.read_reg, dla.write_reg
+    size0, c = rd("NVDLA_CDMA.D_DATAIN_SIZE_0_0"), (rd("NVDLA_CDMA.D_DATAIN_SIZE_1_0") & 0x1FFF) + 1
+    w, h = (size0 & 0x1FFF) + 1, ((size0 >> 16) & 0x1FFF) + 1
+    if rd("NVDLA_CDMA.D_DATAIN_FORMAT_0") & 1:
+        pads = rd("NVDLA_CDMA.D_ZERO_PADDING_0")
+        entries = cbuf.image_entries_per_slice(cfg, c, w + (pads & 0x1F) + ((pads >> 8) & 0x1F))
+    else:
+        entries = cbuf.entries_per_slice(cfg, c, w)
+    k = (rd("NVDLA_CDMA.D_WEIGHT_SIZE_1_0") & 0x1FFF) + 1
+    bpk = (rd("NVDLA_CDMA.D_WEIGHT_SIZE_0_0") & 0x3FFFF) + 1
+    data = min(cfg.cbuf_bank_number - 1, -(-entries * h // cfg.cbuf_bank_depth))
+    keep = rd("NVDLA_CDMA.D_MISC_CFG_0") & ((1 << 24) | (1 << 28))   # no reuse: nothing kept
+    for unit in ("NVDLA_CDMA", "NVDLA_CSC"):
+        wr(f"{unit}.D_ENTRY_PER_SLICE_0", entries - 1)
+        wr(f"{unit}.D_BANK_0", (data - 1) | ((cfg.cbuf_bank_number - data - 1) << 16))
+        wr(f"{unit}.D_WEIGHT_BYTES_0", cbuf.weight_bytes(k, bpk))
+        wr(f"{unit}.D_MISC_CFG_0", (rd(f"{unit}.D_MISC_CFG_0") & 0xFFFF) | keep)
+
+
+def _play(op: str, preset: str, values: dict, lut: list[int], fit_cbuf: bool = False) -> None:
     dla = Dla(get_preset(preset), Dram())
     dla.dram.map(*REGION, "all")
     before = {b: s for b, s, _ in dla.dram.regions}
@@ -84,6 +109,8 @@ def _play(op: str, preset: str, values: dict, lut: list[int]) -> None:
         for (unit, name), value in values.items():
             mask, forced = ROUTE[op].get((unit, name), (0, 0))
             dla.write_reg(f"{unit}.{name}", (value & ~mask) | forced)
+        if fit_cbuf and op in ("conv", "image"):
+            _fit_cbuf(dla)
         for unit in ("NVDLA_CDP", "NVDLA_SDP"):
             dla.write_reg(f"{unit}.S_LUT_ACCESS_CFG", 1 << 17)
             for v in lut:
@@ -102,8 +129,9 @@ def _play(op: str, preset: str, values: dict, lut: list[int]) -> None:
 def test_random_registers_give_output_or_clear_error(op, preset):
     @settings(max_examples=25, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(values=_values(OPS[op]), lut=st.lists(st.integers(0, 0xFFFF), max_size=300))
-    def check(values, lut):
-        _play(op, preset, values, lut)
+    @given(values=_values(OPS[op]), lut=st.lists(st.integers(0, 0xFFFF), max_size=300),
+           fit_cbuf=st.booleans())
+    def check(values, lut, fit_cbuf):
+        _play(op, preset, values, lut, fit_cbuf)
 
     check()
