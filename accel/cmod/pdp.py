@@ -17,12 +17,17 @@
   (i-1) * out_mid``.  With consistent partial widths this equals one pass;
   inconsistent ones give what the slices compute, or a ConfigError when a
   slice leaves the input cube or the output widths do not add up.
+* Limits: windows are 1..8 high and wide (the RDL encodes KERNEL_HEIGHT_1..8),
+  and one pass, or each split-width slice, writes at most
+  :func:`accel.cbuf.pdp_max_width` output columns (the line buffer); wider is a
+  ConfigError that points at split-width mode.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from accel import cbuf
 from accel.arith import saturate, shift_round, sign_extend
 from accel.cmod.csb import GroupView
 from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
@@ -30,11 +35,13 @@ from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.perf import pdp_cycles
 from accel.config import HwConfig
+from accel.regs import lookup
 
 UNIT = "PDP"
 AVERAGE, MAX, MIN = 0, 1, 2
 PAD_VALUE_BITS = (8, 9, 10, 10, 11, 11, 11)  # int8 width of PAD_VALUE_1X .. _7X
 _FAR = 1 << 40  # beyond any int8 value: neutral element for masked max/min
+_KERNEL_CFG = lookup("NVDLA_PDP.D_POOLING_KERNEL_CFG")
 
 
 def pad_values(g: GroupView) -> np.ndarray:
@@ -82,6 +89,36 @@ def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int]
              + kw * pv[n_v][:, None])
     total = saturate(total, 32)
     return shift_round(shift_round(total * recip[1], 16) * recip[0], 16)
+
+
+def check_kernel(g: GroupView, kern: tuple[int, int]) -> None:
+    """Pooling windows are 1..8 high and wide (the RDL's KERNEL_HEIGHT/WIDTH encodings)."""
+    for size, name in zip(kern, ("KERNEL_HEIGHT", "KERNEL_WIDTH"), strict=True):
+        most = len(_KERNEL_CFG.field(name).enums)
+        if size > most:
+            raise ConfigError(UNIT, "D_POOLING_KERNEL_CFG", g("D_POOLING_KERNEL_CFG"),
+                              f"{name}+1 = {size}: pooling windows are 1..{most}")
+
+
+def check_line_buffer(g: GroupView, cfg: HwConfig, kernel_h: int, stride_y: int,
+                      widths: list[int]) -> None:
+    """Each pass / split-width slice writes at most :func:`accel.cbuf.pdp_max_width` columns.
+
+    The PDP keeps the lines a window still needs in its line buffer, per output
+    column; a wider pass does not fit (NVIDIA's compiler splits such passes,
+    ``PDPNode.cpp`` ``calculateMaxWidth``, and asserts every slice is within it).
+    """
+    limit = cbuf.pdp_max_width(cfg, kernel_h, stride_y)
+    why = (f"the PDP line buffer holds {limit} output columns for a {kernel_h}-high window at "
+           f"stride {stride_y} on {cfg.name}")
+    if len(widths) == 1 and widths[0] > limit:
+        raise ConfigError(UNIT, "D_DATA_CUBE_OUT_WIDTH", g("D_DATA_CUBE_OUT_WIDTH"),
+                          f"{widths[0]} output columns in one pass, but {why}; use split-width "
+                          f"mode (SPLIT_NUM, D_PARTIAL_WIDTH_IN/OUT)")
+    if len(widths) > 1 and max(widths) > limit:
+        raise ConfigError(UNIT, "D_PARTIAL_WIDTH_OUT", g("D_PARTIAL_WIDTH_OUT"),
+                          f"a split-width slice writes {max(widths)} output columns, but {why}; "
+                          f"use more, narrower slices (SPLIT_NUM)")
 
 
 def split_plan(g: GroupView, kw: int, sw: int, w: int, ow: int
@@ -149,7 +186,9 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig,
               g("D_POOLING_KERNEL_CFG", "KERNEL_STRIDE_WIDTH") + 1)
     pad = (g("D_POOLING_PADDING_CFG", "PAD_TOP"), g("D_POOLING_PADDING_CFG", "PAD_LEFT"))
     recip = (g("D_RECIP_KERNEL_HEIGHT"), g("D_RECIP_KERNEL_WIDTH"))
+    check_kernel(g, kern)
     splits = split_plan(g, kern[1], stride[1], w, ow)
+    check_line_buffer(g, cfg, kern[0], stride[0], [s[4] for s in splits])
     pv = pad_values(g)
     out = np.empty((c_pad, oh, ow), dtype=np.int64)
     for in0, in_w, pad_left, out0, out_w in splits:

@@ -82,3 +82,100 @@ def test_split_output_widths_must_cover_the_output_cube():
     g = _pdp_split_regs(2, (2, 2, 9), (1, 2, 3))  # last slice runs past column 6
     with pytest.raises(ConfigError, match="outside the 6-wide input cube"):
         split_plan(g, 3, 1, 6, 6)
+
+
+# ----------------------------------------------------------- line buffer (accel.cbuf)
+IN, OUT = 0x1000_0000, 0x2000_0000
+
+
+def _pdp_from_memory(x, oh, ow, kernel, stride, split=None):
+    """Max-pool ``x[8, H, W]`` on nv_small from memory; ``split`` = (in widths, out widths)
+    of two slices.  Returns the output cube [8, oh, ow]."""
+    from accel.cmod import Dla
+    from accel.config import get_preset
+
+    dla = Dla(get_preset("nv_small"))
+    c, h, w = x.shape
+    data = x.astype(np.int8).transpose(1, 2, 0).tobytes()   # one 8-channel surface
+    dla.dram.map(IN, len(data))
+    dla.dram.write(IN, data)
+    dla.dram.map(OUT, oh * ow * 8)
+    wr = dla.write_reg
+    wr("NVDLA_PDP_RDMA.D_SRC_BASE_ADDR_LOW_0", IN)
+    wr("NVDLA_PDP_RDMA.D_SRC_LINE_STRIDE_0", w * 8)
+    wr("NVDLA_PDP_RDMA.D_SRC_SURFACE_STRIDE_0", w * h * 8)
+    wr("NVDLA_PDP.D_DATA_CUBE_IN_WIDTH_0", w - 1)
+    wr("NVDLA_PDP.D_DATA_CUBE_IN_HEIGHT_0", h - 1)
+    wr("NVDLA_PDP.D_DATA_CUBE_IN_CHANNEL_0", c - 1)
+    wr("NVDLA_PDP.D_DATA_CUBE_OUT_WIDTH_0", ow - 1)
+    wr("NVDLA_PDP.D_DATA_CUBE_OUT_HEIGHT_0", oh - 1)
+    wr("NVDLA_PDP.D_DATA_CUBE_OUT_CHANNEL_0", c - 1)
+    wr("NVDLA_PDP.D_POOLING_KERNEL_CFG_0", (kernel[1] - 1) | ((kernel[0] - 1) << 8)
+       | ((stride[1] - 1) << 16) | ((stride[0] - 1) << 20))
+    wr("NVDLA_PDP.D_OPERATION_MODE_CFG_0", MAX | (1 << 4) | ((1 if split else 0) << 8))
+    if split:
+        (in0, in1), (out0, out1) = split
+        wr("NVDLA_PDP.D_PARTIAL_WIDTH_IN_0", (in0 - 1) | ((in1 - 1) << 10))
+        wr("NVDLA_PDP.D_PARTIAL_WIDTH_OUT_0", (out0 - 1) | ((out1 - 1) << 10))
+    wr("NVDLA_PDP.D_DST_BASE_ADDR_LOW_0", OUT)
+    wr("NVDLA_PDP.D_DST_LINE_STRIDE_0", ow * 8)
+    wr("NVDLA_PDP.D_DST_SURFACE_STRIDE_0", oh * ow * 8)
+    wr("NVDLA_PDP.D_OP_ENABLE_0", 1)
+    wr("NVDLA_PDP_RDMA.D_OP_ENABLE_0", 1)
+    raw = dla.dram.read(OUT, oh * ow * 8).view(np.int8)
+    return raw.reshape(oh, ow, 8).transpose(2, 0, 1).astype(np.int64)
+
+
+def _max_2x2(x):
+    c, h, w = x.shape
+    return x[:, :h // 2 * 2, :w // 2 * 2].reshape(c, h // 2, 2, w // 2, 2).max(axis=(2, 4))
+
+
+def test_one_pass_writes_at_most_the_line_buffer_width():
+    import pytest
+
+    from accel.cmod.errors import ConfigError
+
+    # 2x2 windows at stride 2 on nv_small: 7 KiB / (1 line x 8 kernels x 14 bits) = 512
+    x = np.random.default_rng(5).integers(-128, 128, (8, 2, 1026))
+    assert np.array_equal(_pdp_from_memory(x[:, :, :1024], 1, 512, (2, 2), (2, 2)),
+                          _max_2x2(x[:, :, :1024]))
+    with pytest.raises(ConfigError, match=r"PDP.D_DATA_CUBE_OUT_WIDTH = 0x200: 513 output "
+                                          r"columns in one pass, but the PDP line buffer holds "
+                                          r"512 output columns for a 2-high window at stride 2 "
+                                          r"on nv_small; use split-width mode"):
+        _pdp_from_memory(x, 1, 513, (2, 2), (2, 2))
+    # the same 513 columns in two slices of 257 + 256 (514 + 512 input columns)
+    assert np.array_equal(_pdp_from_memory(x, 1, 513, (2, 2), (2, 2), ((514, 512), (257, 256))),
+                          _max_2x2(x))
+
+
+def test_each_split_slice_writes_at_most_the_line_buffer_width():
+    import pytest
+
+    from accel.cmod.errors import ConfigError
+
+    # 3-high windows at stride 1 keep 4 lines: 7 KiB / (4 x 8 x 14 bits) = 128 columns;
+    # 1-wide windows make input and output columns the same
+    x = np.random.default_rng(6).integers(-128, 128, (8, 3, 200))
+    expect = x.max(axis=1, keepdims=True)
+    assert np.array_equal(_pdp_from_memory(x, 1, 200, (3, 1), (1, 1), ((100, 100), (100, 100))),
+                          expect)
+    with pytest.raises(ConfigError, match=r"PDP.D_PARTIAL_WIDTH_OUT = 0x11880: a split-width "
+                                          r"slice writes 129 output columns, but the PDP line "
+                                          r"buffer holds 128 output columns for a 3-high window"):
+        # 128 | (70 << 10) = 0x11880
+        _pdp_from_memory(x, 1, 200, (3, 1), (1, 1), ((129, 71), (129, 71)))
+    with pytest.raises(ConfigError, match=r"D_DATA_CUBE_OUT_WIDTH = 0xc7: 200 output columns"):
+        _pdp_from_memory(x, 1, 200, (3, 1), (1, 1))
+
+
+def test_pooling_windows_are_1_to_8():
+    import pytest
+
+    from accel.cmod.errors import ConfigError
+
+    x = np.zeros((8, 9, 2), np.int64)
+    with pytest.raises(ConfigError, match=r"PDP.D_POOLING_KERNEL_CFG = 0x800: KERNEL_HEIGHT\+1 = "
+                                          r"9: pooling windows are 1..8"):
+        _pdp_from_memory(x, 1, 2, (9, 1), (1, 1))
