@@ -130,7 +130,8 @@ def dump_node_data(graph: Graph, values: Mapping[str, np.ndarray], out_dir: str 
 # ----------------------------------------------------------------- reference kernels
 
 def ref_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strides, pads,
-             dilations, group: int = 1, activation: str | None = None, **_: Any) -> np.ndarray:
+             dilations, group: int = 1, activation: str | None = None,
+             **attrs: Any) -> np.ndarray:
     """Direct 2-D convolution: one shifted window per kernel tap, float64 sums."""
     if x.ndim != 4:
         raise ValueError(f"reference Conv handles 2-D (NCHW) input, got rank {x.ndim}")
@@ -153,12 +154,12 @@ def ref_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strid
                                                        w[g * kg:(g + 1) * kg, :, i, j])
     if b is not None:
         y += np.asarray(b, np.float64).reshape(1, k, 1, 1)
-    return _activate(y, activation)
+    return _activate(y, activation, **attrs)
 
 
 def ref_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, alpha: float = 1.0,
              beta: float = 1.0, transA: int = 0, transB: int = 0,
-             activation: str | None = None, **_: Any) -> np.ndarray:
+             activation: str | None = None, **attrs: Any) -> np.ndarray:
     """``alpha * A' B' + beta * C`` as explicit float64 sums over the inner dimension."""
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
@@ -167,15 +168,32 @@ def ref_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, alpha
     y = np.sum(a[:, :, None] * b[None, :, :], axis=1) * alpha
     if c is not None:
         y = y + beta * np.asarray(c, np.float64)
-    return _activate(y, activation)
+    return _activate(y, activation, **attrs)
 
 
-def _activate(y: np.ndarray, activation: str | None) -> np.ndarray:
-    if activation is None:
-        return y.astype(np.float32)
+def _activate(y: np.ndarray, activation: str | None, activation_max: float | None = None,
+              activation_slope: np.ndarray | None = None,
+              activation_alpha: float | None = None, **_: Any) -> np.ndarray:
+    """A fused activation on float64 ``y`` (channels on axis 1), written out plainly."""
     if activation == "Relu":
-        return np.maximum(y, 0).astype(np.float32)
-    raise ValueError(f"reference kernels know fused activation Relu, not {activation!r}")
+        y = np.maximum(y, 0)
+    elif activation == "Clip":
+        if activation_max is None:
+            raise ValueError("reference fused Clip needs activation_max")
+        y = np.minimum(np.maximum(y, 0), float(activation_max))
+    elif activation == "PRelu":
+        if activation_slope is None:
+            raise ValueError("reference fused PRelu needs activation_slope")
+        slope = np.asarray(activation_slope, np.float64).reshape(-1)
+        slope = np.broadcast_to(slope, (y.shape[1],)).reshape(1, -1, *([1] * (y.ndim - 2)))
+        y = np.where(y < 0, y * slope, y)
+    elif activation == "LeakyRelu":
+        alpha = 0.01 if activation_alpha is None else float(activation_alpha)
+        y = np.where(y < 0, y * alpha, y)
+    elif activation is not None:
+        raise ValueError(f"reference kernels know fused activations Relu, Clip, PRelu and "
+                         f"LeakyRelu, not {activation!r}")
+    return y.astype(np.float32)
 
 
 #: op type -> naive kernel with the registered fp32 function's signature.

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tengine_host.ir import Tensor
-from tengine_host.ops.registry import apply_activation, register
+from tengine_host.ops.registry import ACTIVATION_ATTRS, apply_activation, register
 from tengine_host.ops.windows import geometry, out_shape, out_size, windows
 
 
@@ -27,7 +27,7 @@ def normalize(attrs: dict[str, Any], inputs: list[Tensor | None], opset: int) ->
         raise ValueError(f"Conv needs input and weight of equal rank >= 3, got "
                          f"{x.shape} and {None if w is None else w.shape}")
     kernel = list(attrs.get("kernel_shape", w.shape[2:]))
-    out = {k: v for k, v in attrs.items() if k in ("activation", "activation_max")}
+    out = {k: v for k, v in attrs.items() if k in ACTIVATION_ATTRS}
     out.update(geometry(attrs, tuple(x.shape[2:]), kernel, "Conv"))
     out["group"] = int(attrs.get("group", 1))
     return out
@@ -58,7 +58,8 @@ def im2col(x: np.ndarray, kernel: tuple[int, ...], strides, pads, dilations,
 
 def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, kernel_shape, strides,
          pads, dilations, group: int = 1, activation: str | None = None,
-         activation_max: float | None = None, **_: Any) -> np.ndarray:
+         activation_max: float | None = None, activation_slope: np.ndarray | None = None,
+         activation_alpha: float | None = None, **_: Any) -> np.ndarray:
     n, c = x.shape[:2]
     k = w.shape[0]
     outs = out_shape(x.shape[2:], kernel_shape, strides, pads, dilations)
@@ -85,7 +86,9 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, kernel_sh
     y = y.reshape(n, k, *outs)
     if b is not None:
         y += b.astype(x.dtype).reshape(1, k, *([1] * len(outs)))
-    return apply_activation(y, activation, activation_max)
+    return apply_activation(y, activation, activation_max,
+                            activation_slope=activation_slope,
+                            activation_alpha=activation_alpha)
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, kernel_shape, strides,

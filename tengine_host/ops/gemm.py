@@ -6,12 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from tengine_host.ops.registry import apply_activation, register
+from tengine_host.ops.registry import ACTIVATION_ATTRS, apply_activation, register
 
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, alpha: float = 1.0,
          beta: float = 1.0, transA: int = 0, transB: int = 0, activation: str | None = None,
-         activation_max: float | None = None, **_: Any) -> np.ndarray:
+         activation_max: float | None = None, activation_slope: np.ndarray | None = None,
+         activation_alpha: float | None = None, **_: Any) -> np.ndarray:
     a = a.T if transA else a
     b = b.T if transB else b
     y = np.matmul(a, b)
@@ -19,7 +20,9 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, alpha: fl
         y *= np.float32(alpha)
     if c is not None:
         y += np.float32(beta) * c if beta != 1.0 else c
-    return apply_activation(y.astype(np.float32, copy=False), activation, activation_max)
+    return apply_activation(y.astype(np.float32, copy=False), activation, activation_max,
+                            activation_slope=activation_slope,
+                            activation_alpha=activation_alpha)
 
 
 def infer_shape(inputs, *, transA: int, transB: int, **_: Any) -> list[tuple[int, ...]]:
@@ -35,7 +38,7 @@ def infer_shape(inputs, *, transA: int, transB: int, **_: Any) -> list[tuple[int
 
 
 def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:
-    out = {k: v for k, v in attrs.items() if k in ("activation", "activation_max")}
+    out = {k: v for k, v in attrs.items() if k in ACTIVATION_ATTRS}
     out.update(alpha=float(attrs.get("alpha", 1.0)), beta=float(attrs.get("beta", 1.0)),
                transA=int(attrs.get("transA", 0)), transB=int(attrs.get("transB", 0)))
     return out

@@ -107,11 +107,16 @@ def run_op(op_type: str, inputs: list[np.ndarray | None], attrs: dict[str, Any]
 
 
 def apply_activation(y: np.ndarray, activation: str | None,
-                     activation_max: float | None = None) -> np.ndarray:
-    """The activation fused into a producer by ``passes.fuse_activation``, in place.
+                     activation_max: float | None = None, *,
+                     activation_slope: np.ndarray | None = None,
+                     activation_alpha: float | None = None) -> np.ndarray:
+    """The activation fused into a producer by the passes, in place.
 
     ``"Relu"`` is max(y, 0); ``"Clip"`` is min(max(y, 0), activation_max)
-    (ReLU6 and its kin: only a lower bound of 0 is fused).
+    (ReLU6 and its kin, a folded HardSigmoid: only a lower bound of 0 is fused);
+    ``"PRelu"`` multiplies negative values by ``activation_slope``, one slope per
+    channel (axis 1 of ``y``; a single slope broadcasts); ``"LeakyRelu"`` by
+    ``activation_alpha`` (0.01 when absent, ONNX's default).
     """
     if activation is None:
         return y
@@ -121,7 +126,25 @@ def apply_activation(y: np.ndarray, activation: str | None,
         if activation_max is None:
             raise ValueError("fused Clip needs activation_max")
         return np.clip(y, y.dtype.type(0), y.dtype.type(activation_max), out=y)
-    raise ValueError(f"fused activation {activation!r} not in Relu, Clip")
+    if activation == "PRelu":
+        if activation_slope is None:
+            raise ValueError("fused PRelu needs activation_slope")
+        slope = np.asarray(activation_slope, y.dtype).reshape(-1)
+        if y.ndim < 2 or slope.size not in (1, y.shape[1]):
+            raise ValueError(f"fused PRelu has {slope.size} slopes for {y.shape} "
+                             f"(one, or one per channel on axis 1)")
+        slope = slope.reshape(1, -1, *([1] * (y.ndim - 2)))
+        np.copyto(y, y * slope, where=y < 0)
+        return y
+    if activation == "LeakyRelu":
+        alpha = 0.01 if activation_alpha is None else activation_alpha
+        np.copyto(y, y * y.dtype.type(alpha), where=y < 0)
+        return y
+    raise ValueError(f"fused activation {activation!r} not in Relu, Clip, PRelu, LeakyRelu")
+
+
+#: Attributes that describe a fused activation; producers keep them at normalization.
+ACTIVATION_ATTRS = ("activation", "activation_max", "activation_slope", "activation_alpha")
 
 
 def same_shape(inputs: list[Tensor | None], **_: Any) -> list[tuple[int, ...]]:
