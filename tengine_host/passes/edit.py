@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tengine_host.ir import Graph, Node
+import numpy as np
+
+from tengine_host.ir import Graph, Node, Tensor
 
 
 def sole_consumer(graph: Graph, tensor: str) -> Node | None:
@@ -36,3 +38,66 @@ def drop_unused(graph: Graph) -> None:
         used.update(n.outputs)
     for name in [t for t in graph.tensors if t not in used]:
         del graph.tensors[name]
+
+
+def fresh_name(graph: Graph, base: str) -> str:
+    """``base``, or ``base_1``, ``base_2``... : a tensor name the graph does not use yet."""
+    used = set(graph.tensors) | set(graph.inputs) | set(graph.outputs)
+    for n in graph.nodes:
+        used.update(n.inputs)
+        used.update(n.outputs)
+    name, i = base, 0
+    while name in used:
+        i += 1
+        name = f"{base}_{i}"
+    return name
+
+
+def fresh_node_name(graph: Graph, base: str) -> str:
+    """``base``, or ``base_1``, ``base_2``... : a node name the graph does not use yet."""
+    used = {n.name for n in graph.nodes}
+    name, i = base, 0
+    while name in used:
+        i += 1
+        name = f"{base}_{i}"
+    return name
+
+
+def add_constant(graph: Graph, base: str, value) -> str:
+    """Store ``value`` as a new float32 constant under a fresh name derived from ``base``.
+
+    Passes never write into an existing constant's array: it may be shared with
+    other nodes.  The replaced constant disappears with :func:`drop_unused` once
+    nothing reads it.
+    """
+    data = np.ascontiguousarray(value, dtype=np.float32)
+    name = fresh_name(graph, base)
+    graph.tensors[name] = Tensor(name, tuple(data.shape), np.dtype(np.float32), data)
+    return name
+
+
+def scalar(graph: Graph, tensor: str) -> float | None:
+    """The value of a one-element constant, else ``None``."""
+    v = constant(graph, tensor)
+    return None if v is None or v.size != 1 else float(np.asarray(v).reshape(-1)[0])
+
+
+def per_channel(value, k: int, rank: int) -> np.ndarray | None:
+    """``value`` as a float64 [K] vector when, broadcast ONNX-style (aligned at the last
+    axis) against a rank-``rank`` output with ``k`` channels on axis 1, it varies at most
+    along that axis; else ``None``.  A [K] vector is per channel for a Gemm's [M, K]
+    output but not for a conv's [N, K, H, W] one (it would align with W)."""
+    v = np.asarray(value)
+    if v.ndim > rank or rank < 2:
+        return None
+    shape = (1,) * (rank - v.ndim) + v.shape
+    if shape[0] != 1 or any(d != 1 for d in shape[2:]) or shape[1] not in (1, k):
+        return None
+    return np.broadcast_to(v.reshape(-1).astype(np.float64), (k,)).copy()
+
+
+def move_activation(src: Node, dst: Node) -> None:
+    """Give ``dst`` the activation fused into ``src`` (every ``activation*`` attribute)."""
+    for key, value in src.attrs.items():
+        if key.startswith("activation") and value is not None:
+            dst.attrs[key] = value

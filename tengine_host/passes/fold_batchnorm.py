@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph, Tensor
-from tengine_host.passes.edit import absorb, constant, sole_consumer
+from tengine_host.ir import Graph
+from tengine_host.passes.edit import absorb, add_constant, constant, sole_consumer
 
 
 def apply(graph: Graph) -> bool:
@@ -38,12 +38,8 @@ def apply(graph: Graph) -> bool:
         bias = np.zeros(w.shape[0]) if b is None else np.asarray(b, np.float64)
         new_w = (np.asarray(w, np.float64) * k.reshape(-1, *([1] * (w.ndim - 1))))
         new_b = (bias - mean) * k + beta
-        wname, bname = f"{conv.name}_bn_weight", f"{conv.name}_bn_bias"
-        graph.tensors[wname] = Tensor(wname, w.shape, np.dtype(np.float32),
-                                      new_w.astype(np.float32))
-        graph.tensors[bname] = Tensor(bname, (w.shape[0],), np.dtype(np.float32),
-                                      new_b.astype(np.float32))
-        conv.inputs = [conv.inputs[0], wname, bname]
+        conv.inputs = [conv.inputs[0], add_constant(graph, f"{conv.name}_bn_weight", new_w),
+                       add_constant(graph, f"{conv.name}_bn_bias", new_b)]
         absorb(graph, conv, bn)
         changed = True
     return changed

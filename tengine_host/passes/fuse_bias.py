@@ -13,29 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node, Tensor
+from tengine_host.ir import Graph, Node
 from tengine_host.ops import get_op
-from tengine_host.passes.edit import absorb, constant, sole_consumer
-
-
-def _per_channel(value: np.ndarray, k: int, rank: int) -> np.ndarray | None:
-    """``value`` as a [K] vector when it broadcasts over axis 1 of a rank-``rank`` output."""
-    v = np.asarray(value)
-    if v.ndim > rank:
-        return None
-    shape = (1,) * (rank - v.ndim) + v.shape
-    if shape[0] != 1 or any(d != 1 for d in shape[2:]) or shape[1] not in (1, k):
-        return None
-    return np.broadcast_to(v.reshape(-1), (k,)).astype(np.float64)
+from tengine_host.passes.edit import absorb, add_constant, constant, per_channel, sole_consumer
 
 
 def _set_bias(graph: Graph, node: Node, add: np.ndarray) -> None:
     old = constant(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     total = add if old is None else np.asarray(old, np.float64).reshape(-1) + add
-    name = f"{node.name}_fused_bias"
-    graph.tensors[name] = Tensor(name, total.shape, np.dtype(np.float32),
-                                 total.astype(np.float32))
-    node.inputs = [*node.inputs[:2], name]
+    node.inputs = [*node.inputs[:2], add_constant(graph, f"{node.name}_fused_bias", total)]
 
 
 def _matmul_to_gemm(graph: Graph, node: Node) -> bool:
@@ -66,7 +52,7 @@ def _fuse_add(graph: Graph, node: Node) -> bool:
     out = graph.tensors[node.outputs[0]]
     if graph.tensors[add.outputs[0]].shape != out.shape:
         return False  # the constant would broadcast the output to a larger shape
-    vec = _per_channel(value, out.shape[1], len(out.shape))
+    vec = per_channel(value, out.shape[1], len(out.shape))
     if vec is None:
         return False
     _set_bias(graph, node, vec)
