@@ -11,15 +11,18 @@ from tengine_host.passes import (
     fold_constants,
     fuse_activation,
     fuse_bias,
+    fuse_prelu,
     remove_identity,
 )
 
 Pass = Callable[[Graph], bool]
 
 #: The default pipeline, in order: clean up, fold what is known, then shape the
-#: graph into the conv/FC + bias + ReLU layers NVDLA runs.
-DEFAULT_PASSES: tuple[Pass, ...] = (remove_identity.apply, fold_constants.apply,
-                                    fold_batchnorm.apply, fuse_bias.apply, fuse_activation.apply)
+#: graph into the conv/FC + bias + activation layers NVDLA runs.
+DEFAULT_PASSES: tuple[Pass, ...] = (
+    remove_identity.apply, fold_constants.apply, fold_batchnorm.apply,
+    fuse_bias.apply,
+    fuse_activation.apply, fuse_prelu.apply)
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
@@ -38,5 +41,6 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
     raise RuntimeError(f"passes did not settle after {max_rounds} rounds")
 
 
-__all__ = ["DEFAULT_PASSES", "Pass", "fold_batchnorm", "fold_constants", "fuse_activation",
-           "fuse_bias", "remove_identity", "run_passes"]
+__all__ = ["DEFAULT_PASSES", "Pass", "fold_batchnorm", "fold_constants",
+           "fuse_activation", "fuse_bias", "fuse_prelu",
+           "remove_identity", "run_passes"]
