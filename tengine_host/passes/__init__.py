@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from tengine_host.ir import Graph
 from tengine_host.passes import (
+    fold_affine,
     fold_batchnorm,
     fold_constants,
     fuse_activation,
@@ -21,7 +22,7 @@ Pass = Callable[[Graph], bool]
 #: graph into the conv/FC + bias + activation layers NVDLA runs.
 DEFAULT_PASSES: tuple[Pass, ...] = (
     remove_identity.apply, fold_constants.apply, fold_batchnorm.apply,
-    fuse_bias.apply,
+    fold_affine.apply, fuse_bias.apply,
     fuse_activation.apply, fuse_prelu.apply)
 
 
@@ -41,6 +42,6 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
     raise RuntimeError(f"passes did not settle after {max_rounds} rounds")
 
 
-__all__ = ["DEFAULT_PASSES", "Pass", "fold_batchnorm", "fold_constants",
+__all__ = ["DEFAULT_PASSES", "Pass", "fold_affine", "fold_batchnorm", "fold_constants",
            "fuse_activation", "fuse_bias", "fuse_prelu",
            "remove_identity", "run_passes"]
