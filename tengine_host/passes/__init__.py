@@ -13,6 +13,7 @@ from tengine_host.passes import (
     fuse_activation,
     fuse_bias,
     fuse_prelu,
+    match_hard_activations,
     remove_identity,
 )
 
@@ -22,7 +23,7 @@ Pass = Callable[[Graph], bool]
 #: graph into the conv/FC + bias + activation layers NVDLA runs.
 DEFAULT_PASSES: tuple[Pass, ...] = (
     remove_identity.apply, fold_constants.apply, fold_batchnorm.apply,
-    fold_affine.apply, fuse_bias.apply,
+    match_hard_activations.apply, fold_affine.apply, fuse_bias.apply,
     fuse_activation.apply, fuse_prelu.apply)
 
 
@@ -44,4 +45,4 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
 
 __all__ = ["DEFAULT_PASSES", "Pass", "fold_affine", "fold_batchnorm", "fold_constants",
            "fuse_activation", "fuse_bias", "fuse_prelu",
-           "remove_identity", "run_passes"]
+           "match_hard_activations", "remove_identity", "run_passes"]

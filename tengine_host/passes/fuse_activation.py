@@ -21,6 +21,11 @@ FUSABLE_PRODUCERS = ("Conv", "Gemm", "Add")
 CLIP_PRODUCERS = ("Conv", "Gemm")
 
 
+def clip_bounds(graph: Graph, node: Node) -> tuple[float | None, float | None]:
+    """``(lo, hi)`` of a ``Clip``: None for an absent bound, NaN for a non-constant one."""
+    return _bound(graph, node, 1, "min"), _bound(graph, node, 2, "max")
+
+
 def _bound(graph: Graph, node: Node, index: int, attr: str) -> float | None:
     """A Clip bound (input ``index`` from opset 11, attribute ``attr`` before), or None."""
     if len(node.inputs) > index and node.inputs[index]:
@@ -36,7 +41,7 @@ def is_relu(graph: Graph, node: Node) -> bool:
         return True
     if node.op_type != "Clip":
         return False
-    lo, hi = _bound(graph, node, 1, "min"), _bound(graph, node, 2, "max")
+    lo, hi = clip_bounds(graph, node)
     return lo == 0.0 and (hi is None or hi == math.inf)
 
 
@@ -44,7 +49,7 @@ def relu_cap(graph: Graph, node: Node) -> float | None:
     """The upper bound ``hi`` of a ``Clip(x, 0, hi)`` with a finite, positive ``hi``."""
     if node.op_type != "Clip":
         return None
-    lo, hi = _bound(graph, node, 1, "min"), _bound(graph, node, 2, "max")
+    lo, hi = clip_bounds(graph, node)
     if lo == 0.0 and hi is not None and math.isfinite(hi) and hi > 0:
         return hi
     return None
