@@ -14,6 +14,7 @@ from accel.compiler.ops import (
     conv,
     convtranspose,
     eltwise,
+    lrn,
     pad,
     pool,
     reshape,
@@ -23,7 +24,7 @@ from accel.compiler.ops.base import OpEntry
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
-_MODULES = (conv, convtranspose, pool, eltwise, activation, concat, pad, resize, reshape)
+_MODULES = (conv, convtranspose, pool, eltwise, activation, concat, pad, resize, reshape, lrn)
 
 TABLE: dict[str, OpEntry] = {}
 for _module in _MODULES:
