@@ -10,6 +10,7 @@ from tengine_host.passes import (
     fold_affine,
     fold_batchnorm,
     fold_constants,
+    fold_hardsigmoid,
     fuse_activation,
     fuse_bias,
     fuse_prelu,
@@ -20,11 +21,15 @@ from tengine_host.passes import (
 Pass = Callable[[Graph], bool]
 
 #: The default pipeline, in order: clean up, fold what is known, then shape the
-#: graph into the conv/FC + bias + activation layers NVDLA runs.
+#: graph into the conv/FC + bias + activation layers NVDLA runs.  Spelled-out
+#: HardSigmoid / HardSwish are recognized before affine folding (which would
+#: otherwise take their ``+ 3`` into a convolution's bias), affine ops fold into
+#: convolutions before activations fuse into them (never across one), and a
+#: HardSigmoid folds into its convolution before the plain Clip/ReLU fusions.
 DEFAULT_PASSES: tuple[Pass, ...] = (
     remove_identity.apply, fold_constants.apply, fold_batchnorm.apply,
     match_hard_activations.apply, fold_affine.apply, fuse_bias.apply,
-    fuse_activation.apply, fuse_prelu.apply)
+    fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
@@ -44,5 +49,5 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
 
 
 __all__ = ["DEFAULT_PASSES", "Pass", "fold_affine", "fold_batchnorm", "fold_constants",
-           "fuse_activation", "fuse_bias", "fuse_prelu",
+           "fold_hardsigmoid", "fuse_activation", "fuse_bias", "fuse_prelu",
            "match_hard_activations", "remove_identity", "run_passes"]
