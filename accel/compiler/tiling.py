@@ -149,13 +149,16 @@ def _tiles(g: ConvGeom, cfg: HwConfig, k_slices: list[tuple[int, int]], weight_b
     if rows is None:
         return None
     eps = cbuf.entries_per_slice(cfg, g.c, g.w)
+    # every tile gets the banks of the tallest: kept weights stay in their banks only while
+    # DATA_BANK does not change (the hardware refetches them otherwise)
+    banks = max(ceil_div(eps * (i1 - i0), cfg.cbuf_bank_depth)
+                for i0, i1, _, _ in (_in_rows(g, o0, o1) for o0, o1 in rows))
     tiles = []
     for k0, k1 in k_slices:
         for i, (o0, o1) in enumerate(rows):
             iy0, iy1, pt, pb = _in_rows(g, o0, o1)
             keep = resident and i < len(rows) - 1
-            tiles.append(Tile((o0, o1), (k0, k1), (iy0, iy1), pt, pb,
-                              ceil_div(eps * (iy1 - iy0), cfg.cbuf_bank_depth), weight_banks,
+            tiles.append(Tile((o0, o1), (k0, k1), (iy0, iy1), pt, pb, banks, weight_banks,
                               eps, weight_reuse=resident and i > 0, skip_weight_release=keep))
     return tiles
 

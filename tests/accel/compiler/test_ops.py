@@ -41,6 +41,7 @@ def _run(case, preset, tmp_path):
         out, _, report = verify_run(ex, samples[0])
         parts = [(dev.name, len(sub.nodes)) for dev, sub in ex.partition.parts]
         handle = next(h for d, _, h in ex.prepared if d.name == "nvdla")
+        handle.compiled.stats = list(handle.runtime.backend.stats)   # the cmodel's op records
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, samples[0])
     return graph, table, parts, report, handle.compiled, out, want
@@ -67,7 +68,8 @@ def _compiled(name: str, preset: str, tmp_path):
 
 
 def test_row_tiles_reuse_resident_weights(tmp_path):
-    ops = _compiled("conv_rows_weights_reused", "nv_small", tmp_path).ops
+    compiled = _compiled("conv_rows_weights_reused", "nv_small", tmp_path)
+    ops = compiled.ops
     assert len(ops) > 1 and all(isinstance(op, ConvOp) for op in ops)
     assert [op.cbuf.weight_reuse for op in ops] == [False] + [True] * (len(ops) - 1)
     assert [op.cbuf.skip_weight_release for op in ops] == [True] * (len(ops) - 1) + [False]
@@ -75,6 +77,10 @@ def test_row_tiles_reuse_resident_weights(tmp_path):
     rows = [(op.dst.offset // op.dst.layout.line_stride, op.dst.layout.height) for op in ops]
     assert sum(h for _, h in rows) == 96 and rows[0][0] == 0
     assert ops[0].pads[0] == 1 and ops[-1].pads[2] == 1 and ops[0].pads[2] == 0
+    # the cmodel computed the later tiles with the weights kept in the CBUF (the last run's
+    # records: one per tile)
+    convs = [s["cbuf"]["weights"] for s in compiled.stats if s["unit"] == "CONV"][-len(ops):]
+    assert convs == ["fetched"] + ["reused"] * (len(ops) - 1)
 
 
 def test_streamed_weights_are_fetched_per_tile(tmp_path):
