@@ -16,11 +16,13 @@ has no converter, so a pooled tensor keeps its input's scale (``ties``).
   successive stride-1 pools: ``max`` over the union of windows is the
   ``max`` of maxima, and ``k = 1 + sum(k_i - 1)``.
 * Global max pooling of more than 8x8 is a chain of non-overlapping pools.
-* Global average pooling of more than 8x8 sums in the convolution pipeline
-  instead (a depthwise convolution with all-ones kernels, the CACC sum exact,
-  one rounding in the SDP), when the window fits a convolution kernel
-  (32 x 32); beyond, it is a chain of exact-partition PDP averages (each pass
-  rounds, and the reference computes the same passes).
+* Global average pooling sums in the convolution pipeline instead (a
+  depthwise convolution with all-ones kernels, the CACC sum exact, one
+  rounding in the SDP to the output's own scale - a mean spans far less than
+  its map), when the window fits a convolution kernel (32 x 32), directly or
+  with its pixels read as another map of the same size (12 x 48 as 24 x 24);
+  beyond, it is a chain of exact-partition PDP averages (each pass rounds, the
+  reference computes the same passes, the scale is the input's).
 """
 
 from __future__ import annotations
@@ -64,12 +66,29 @@ class PoolPlan:
     in_cube: tuple[int, int, int]
     out_shape: tuple[int, ...]
     passes: tuple[Pass, ...] = ()          # PDP passes, in order
-    sum_conv: object | None = None         # global average as a convolution: (geom, program)
+    # global average summed by a convolution: (window (h, w) it reads, block, program)
+    sum_conv: tuple | None = None
 
 
 def _out_size(n: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:
     span = n + p0 + p1 - k
     return (-(-span // s) if ceil else span // s) + 1
+
+
+def sum_window(h: int, w: int) -> tuple[int, int] | None:
+    """The kernel a convolution sums an ``h x w`` map with, or None.
+
+    The map itself when it fits a kernel (32 x 32); otherwise the pixels of a
+    surface are one run of atoms, so the same ``h * w`` pixels can be read as
+    any ``h2 x w2`` cube with ``h2 * w2 == h * w`` - the squarest that fits.
+    """
+    if h <= MAX_CONV_KERNEL and w <= MAX_CONV_KERNEL:
+        return h, w
+    n = h * w
+    for h2 in range(int(n ** 0.5), 0, -1):
+        if n % h2 == 0 and h2 <= MAX_CONV_KERNEL and n // h2 <= MAX_CONV_KERNEL:
+            return h2, n // h2
+    return None
 
 
 def _chain(k: int) -> list[int]:
@@ -99,6 +118,8 @@ def _plan_geometry(node: Node, graph: Graph) -> PoolPlan | str:
     out_shape = batch1(graph, node.outputs[0])
     method = METHODS[node.op_type]
     if node.op_type.startswith("Global"):
+        if method == "avg" and sum_window(h, w) is not None:
+            return PoolPlan(method, (c, h, w), out_shape, sum_conv=(sum_window(h, w),))
         if h <= MAX_KERNEL and w <= MAX_KERNEL:
             return PoolPlan(method, (c, h, w), out_shape, (Pass((h, w), (1, 1), (0,) * 4),))
         if method == "max":
@@ -110,8 +131,6 @@ def _plan_geometry(node: Node, graph: Graph) -> PoolPlan | str:
                                    (0, 0, (oh - 1) * sh + kh - hh, (ow - 1) * sw + kw - ww)))
                 hh, ww = oh, ow
             return PoolPlan(method, (c, h, w), out_shape, tuple(passes))
-        if h <= MAX_CONV_KERNEL and w <= MAX_CONV_KERNEL:
-            return PoolPlan(method, (c, h, w), out_shape, sum_conv=(h, w))
         fh, fw = _factors(h), _factors(w)
         if fh is None or fw is None:
             return (f"global average over {h}x{w}: larger than a convolution kernel "
@@ -204,7 +223,8 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
 
 
 def _sum_geom(p: PoolPlan) -> ConvGeom:
-    c, h, w = p.in_cube
+    c = p.in_cube[0]
+    h, w = p.sum_conv[0]
     return ConvGeom(c, h, w, c, h, w)
 
 
@@ -218,7 +238,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PoolPlan:
     mul, truncate = int16_factor(np.array([ratio]))
     program = SdpProgram(XStage(mul=Operand.layer(int(mul[0])), truncate=truncate))
     block = conv_ops.choose_block(cfg, _sum_geom(p), c)
-    return PoolPlan(p.method, p.in_cube, p.out_shape, sum_conv=(block, program))
+    return PoolPlan(p.method, p.in_cube, p.out_shape, sum_conv=(p.sum_conv[0], block, program))
 
 
 def _pass_out(shape: tuple[int, int], ps: Pass) -> tuple[int, int]:
@@ -258,8 +278,14 @@ def _emit_pass(lo, node: Node, label: str, src, dst, ps: Pass, method: str) -> N
 def lower(lo, node: Node, p: PoolPlan) -> None:
     src, dst = lo.region(node.inputs[0]), lo.region(node.outputs[0])
     if p.sum_conv is not None:
-        block, program = p.sum_conv
-        c, h, w = p.in_cube
+        (h, w), block, program = p.sum_conv
+        c = p.in_cube[0]
+        if (h, w) != tuple(p.in_cube[1:]):      # the same pixels seen as an h x w map
+            if not src.packed_lines:
+                packed = lo.temp(lo.label(node, "in"), *p.in_cube)
+                lo.copy(node, src, packed)
+                src = packed
+            src = src.column().strided(0, w * src.layout.atom_bytes, height=h, width=w)
         ones = np.ones((c, 1, h, w), dtype=np.int8)
         for g0 in range(0, c, block):
             g1 = min(c, g0 + block)
@@ -285,10 +311,10 @@ def reference(p: PoolPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
     x = np.asarray(inputs[0])
     if p.sum_conv is not None:
-        block, program = p.sum_conv
+        _, _, program = p.sum_conv
         c, h, w = p.in_cube
-        y = int8_ref.conv_program_int8(x, np.ones((c, 1, h, w), dtype=np.int8), program,
-                                       group=c)
+        y = int8_ref.conv_program_int8(x.reshape(1, c, h, w), np.ones((c, 1, h, w), np.int8),
+                                       program, group=c)
         return [y.reshape(p.out_shape)]
     if p.method == "max" and len(p.passes) > 1:
         # the whole window at once: evidence that the chain of passes is exact
@@ -311,6 +337,13 @@ def _direct_max(x: np.ndarray, passes: tuple[Pass, ...], out_shape) -> np.ndarra
 
 
 def ties(node: Node, graph: Graph) -> list[list[str]]:
+    """The PDP has no converter: a pooled tensor keeps its input's scale - except a global
+    average summed in the CACC, whose SDP rescales to a scale of its own (the mean of a
+    map spans far less than the map: squeeze-excite gates keep their precision)."""
+    if node.op_type == "GlobalAveragePool":
+        h, w = graph.tensors[node.inputs[0]].shape[2:]
+        if sum_window(int(h), int(w)) is not None:
+            return []
     return [[node.inputs[0], node.outputs[0]]]
 
 

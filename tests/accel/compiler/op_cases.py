@@ -237,7 +237,8 @@ CASES = [
                                                    count_include_pad=1))),
     Case("gap_7", _one((1, 32, 7, 7), _pool("GlobalAveragePool"))),
     Case("gap_13_conv", _one((1, 32, 13, 13), _pool("GlobalAveragePool"))),
-    Case("gap_12x40_passes", _one((1, 32, 12, 40), _pool("GlobalAveragePool"))),
+    Case("gap_12x40_reviewed", _one((1, 32, 12, 40), _pool("GlobalAveragePool"))),
+    Case("gap_40_passes", _one((1, 32, 40, 40), _pool("GlobalAveragePool"))),
     Case("gmp_20", _one((1, 32, 20, 20), _pool("GlobalMaxPool"))),
     # data movement
     Case("concat_channels", _one((1, 32, 8, 8), _concat(1))),

@@ -112,11 +112,16 @@ def test_wide_max_pool_uses_split_width(tmp_path):
     assert pool.split is not None and pool.split.n == 5   # 600 columns, 128 per slice
 
 
-def test_large_global_pools(tmp_path):
+def test_global_pools(tmp_path):
+    # averages sum in the CACC (one rounding, the output's own scale): 4 blocks of 8 channels
     ops = _compiled("gap_13_conv", "nv_small", tmp_path).ops
     assert sum(isinstance(op, ConvOp) and op.kernel[2:] == (13, 13) for op in ops) == 4
-    ops = _compiled("gap_12x40_passes", "nv_small", tmp_path).ops
-    assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(6, 8), (2, 5)]
+    # 12 x 40 pixels are read as a 20 x 24 map: one kernel covers them
+    ops = _compiled("gap_12x40_reviewed", "nv_small", tmp_path).ops
+    assert [op.kernel[2:] for op in ops if isinstance(op, ConvOp)][-4:] == [(20, 24)] * 4
+    # 1600 pixels fit no 32 x 32 kernel: exact-partition PDP averages
+    ops = _compiled("gap_40_passes", "nv_small", tmp_path).ops
+    assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(8, 8), (5, 5)]
     ops = _compiled("maxpool_13_chain", "nv_small", tmp_path).ops
     assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(8, 8), (6, 6)]
 
