@@ -9,8 +9,12 @@ import numpy as np
 from tengine_host.ops.registry import apply_activation, register
 
 
-def add(a: np.ndarray, b: np.ndarray, *, activation: str | None = None, **_: Any) -> np.ndarray:
-    return apply_activation(np.add(a, b), activation)
+def add(a: np.ndarray, b: np.ndarray, *, activation: str | None = None,
+        activation_max: float | None = None, activation_slope: np.ndarray | None = None,
+        activation_alpha: float | None = None, **_: Any) -> np.ndarray:
+    """``a + b``, then the activation a pass fused into the sum (Relu, PRelu, LeakyRelu)."""
+    return apply_activation(np.add(a, b), activation, activation_max,
+                            activation_slope=activation_slope, activation_alpha=activation_alpha)
 
 
 def infer_shape(inputs, **_: Any) -> list[tuple[int, ...]]:

@@ -1,4 +1,4 @@
-"""Fuse ``PRelu`` / ``LeakyRelu`` into the Conv/Gemm feeding it.
+"""Fuse ``PRelu`` / ``LeakyRelu`` into the Conv/Gemm/Add feeding it.
 
 NVDLA's SDP multiplier has a PReLU mode (negative values times a per-channel
 slope), so a convolution followed by a PReLU is one hardware operation.  The
@@ -20,7 +20,8 @@ import numpy as np
 from tengine_host.ir import Graph, Node
 from tengine_host.passes.edit import constant, drop_unused, per_channel, sole_consumer
 
-PRODUCERS = ("Conv", "Gemm")
+# an Add's PReLU runs in the SDP pass that sums (MediaPipe's residual blocks)
+PRODUCERS = ("Conv", "Gemm", "Add")
 
 
 def _fused_attrs(graph: Graph, act: Node, k: int, rank: int) -> dict | None:

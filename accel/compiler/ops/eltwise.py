@@ -23,6 +23,7 @@ from accel.compiler.ops.sdp_math import SdpMathError, affine, binary, converter,
 from accel.compiler.ops.sdp_math import lower_steps as lower
 from accel.compiler.ops.sdp_math import reference_steps as reference
 from accel.compiler.program import Operand, SdpProgram, XStage
+from accel.compiler.quantize import int16_factor
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -87,8 +88,12 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if isinstance(kind, str):
         return kind
     act = node.attrs.get("activation")
-    if act not in (None, "Relu"):
-        return f"fused activation {act!r} (only Relu)"
+    if act not in (None, "Relu", "PRelu", "LeakyRelu"):
+        return f"fused activation {act!r} (Relu, PRelu or LeakyRelu)"
+    if act in ("PRelu", "LeakyRelu") and (node.op_type not in ("Add", "Max", "Min")
+                                          or kind[0] == "const"):
+        return (f"fused {act} on {node.op_type} of two tensors only (Add, Max, Min): the "
+                f"SDP program of this one has no stage left for it")
     return None
 
 
@@ -118,9 +123,28 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
             return single(main, prog, shape)
         first, prog = binary(op, (main, s_main), (other, s_other), s_out, relu=relu,
                              mode=mode)
+        slopes = _prelu_slopes(node, shape[1])
+        if slopes is not None:      # negative sums times their slope, in X2 (free: tied scales)
+            if prog.x2 is not None:
+                raise SdpMathError(f"a fused {node.attrs['activation']} needs the inputs of "
+                                   f"{node.op_type} at one scale (got {s_main:g} and "
+                                   f"{s_other:g}); re-run 'opendla quantize'")
+            q, t = int16_factor(slopes)
+            mul = Operand.layer(int(q[0])) if q.size == 1 else Operand.kernel(q)
+            prog = SdpProgram(prog.x1, XStage(mul=mul, prelu=True, truncate=t), prog.cvt)
         return single(first, prog, shape)
     except SdpMathError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _prelu_slopes(node: Node, channels: int) -> np.ndarray | None:
+    a = node.attrs
+    if a.get("activation") == "LeakyRelu":
+        return np.array([float(a.get("activation_alpha", 0.01))])
+    if a.get("activation") == "PRelu":
+        v = np.asarray(a["activation_slope"], np.float64).reshape(-1)
+        return v if v.size in (1, channels) else np.broadcast_to(v, (channels,)).copy()
+    return None
 
 
 def ties(node: Node, graph: Graph) -> list[list[str]]:

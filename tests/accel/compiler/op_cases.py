@@ -205,6 +205,10 @@ CASES = [
          presets=("nv_small",)),
     # element-wise
     Case("add_relu", _one((1, 16, 12, 10), _add_two("Add", True))),
+    Case("add_prelu", _one((1, 16, 12, 10), lambda g, x: g.op("PRelu", [
+        _add_two("Add")(g, x), g.const(g.rng.uniform(0.05, 0.3, (32, 1, 1)))]))),
+    Case("add_leaky_relu", _one((1, 16, 12, 10), lambda g, x: g.op(
+        "LeakyRelu", [_add_two("Add")(g, x)], alpha=0.2))),
     Case("sub", _one((1, 16, 12, 10), _add_two("Sub"))),
     Case("max", _one((1, 16, 12, 10), _add_two("Max"))),
     Case("min", _one((1, 16, 12, 10), _add_two("Min"))),

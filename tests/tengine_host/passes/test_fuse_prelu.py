@@ -107,15 +107,20 @@ def test_prelu_after_an_activation_already_fused_stays():
     assert ops(g) == ["Conv", "PRelu"] and g.nodes[0].attrs["activation"] == "Relu"
 
 
-def test_prelu_after_add_stays_and_a_shared_slope_survives():
-    """face_landmark's residual PReLUs follow an Add: not fused (only Conv/Gemm)."""
+def test_prelu_after_add_fuses_and_a_shared_slope_survives():
+    """face_landmark's residual PReLUs follow an Add: they fuse into the sum (one SDP pass);
+    both take the slopes of the constant they shared."""
     nodes = [node("conv", "Conv", ["x", "w"], ["c"]), node("p1", "PRelu", ["c", "s"], ["p"]),
              node("add", "Add", ["p", "x"], ["a"]), node("p2", "PRelu", ["a", "s"], ["y"])]
-    m = model(nodes, [const("w", _w(3, 3, 1, 1)), const("s", RNG.uniform(0, 1, (1, 3, 1, 1)))],
-              [1, 3, 4, 4])
+    slope = RNG.uniform(0, 1, (1, 3, 1, 1))
+    m = model(nodes, [const("w", _w(3, 3, 1, 1)), const("s", slope)], [1, 3, 4, 4])
     g = check(m, fuse_prelu.apply)
-    assert ops(g) == ["Conv", "Add", "PRelu"] and g.nodes[2].inputs == ["a", "s"]
-    assert g.is_constant("s")
+    assert ops(g) == ["Conv", "Add"] and [n.attrs["activation"] for n in g.nodes] == [
+        "PRelu", "PRelu"]
+    assert g.nodes[1].outputs == ["y"]
+    for n in g.nodes:
+        np.testing.assert_array_equal(n.attrs["activation_slope"],
+                                      slope.reshape(3).astype(np.float32))
 
 
 def test_apply_activation_prelu_and_leaky_relu():
