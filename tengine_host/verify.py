@@ -71,8 +71,10 @@ class VerifyReport:
             return (f"verify: bit-exact - {self.layers_checked} DLA tensors x {self.samples} "
                     f"sample(s) equal the int8 CPU reference")
         first = self.mismatches[0]
-        return (f"verify: MISMATCH - {len(self.mismatches)} of {self.layers_checked} DLA "
-                f"tensors x {self.samples} sample(s) differ; first: {first.tensor!r} "
+        tensors = len({m.tensor for m in self.mismatches})
+        samples = len({m.sample for m in self.mismatches})
+        return (f"verify: MISMATCH - {tensors} of {self.layers_checked} DLA tensors differ "
+                f"(in {samples} of {self.samples} sample(s)); first: {first.tensor!r} "
                 f"({first.op_type} {first.node!r}, subgraph {first.subgraph}, sample "
                 f"{first.sample}): {first.differing}/{first.total} values, max |diff| "
                 f"{first.max_abs_diff}")

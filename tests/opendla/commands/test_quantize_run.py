@@ -193,3 +193,47 @@ def test_run_on_the_dla_matches_the_int8_cpu_path_on_any_preset(tmp_path, capsys
     capsys.readouterr()
     assert main([*common, "--device", "nvdla", "--preset", "nv_tiny"]) == 2
     assert "preset 'nv_tiny' not in nv_small" in capsys.readouterr().err
+
+
+def test_run_verify_checks_every_dla_tensor(tmp_path, capsys, monkeypatch):
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    np.savez(tmp_path / "cal.npz", input=x[:60])
+    np.save(tmp_path / "x.npy", x[-3:])                  # a batch: verified sample by sample
+    calib = tmp_path / "cal.json"
+    assert main(["quantize", LENET, "-i", str(tmp_path / "cal.npz"), "-o", str(calib),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    args = ["run", LENET, "--device", "nvdla", "--calib", str(calib), "--input",
+            str(tmp_path / "x.npy"), "--verify", "--json"]
+    assert main(args) == 0
+    s = json.loads(capsys.readouterr().out)
+    # LeNet: 8 DLA layers (convs, pools, flatten, FCs) then the softmax on the CPU
+    assert s["subgraphs"] == {"nvdla": 1, "cpu": 1} and s["dla_mac_share"] == 1.0
+    assert (s["bit_exact"], s["layers_checked"], s["samples"], s["mismatches"]) == \
+        (True, 8, 3, [])
+    assert [o["shape"] for o in s["outputs"]] == [[3, 10]]
+
+    # a reference that disagrees in one value of one tensor is reported, exit 1
+    from tengine_host.devices import nvdla
+
+    real = nvdla.run_reference
+
+    def off(graph, plans, feeds):
+        values = real(graph, plans, feeds)
+        name = next(t for t in values if t not in feeds)
+        values[name] = values[name].copy()
+        values[name].flat[3] ^= 1
+        return values
+
+    monkeypatch.setattr(nvdla, "run_reference", off)
+    assert main(args[:-1]) == 1
+    out = capsys.readouterr().out
+    assert "verify: MISMATCH - 1 of 8 DLA tensors differ (in 3 of 3 sample(s))" in out
+    assert "1/384 differ, max |diff| 1" in out
+
+
+def test_run_verify_needs_the_dla(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 8, 8), np.float32))
+    assert main(["run", LENET, "--input", str(tmp_path / "x.npy"), "--verify"]) == 2
+    assert "--verify needs --device nvdla and --calib" in capsys.readouterr().err
