@@ -20,12 +20,12 @@ CONV, SDP, PDP and CDP are programmed; BDMA and RUBIK raise
 read DMA that not every op uses (PDP: only when its input is in memory; SDP:
 only for an input in memory or operands from memory) keep a separate
 register-group pointer for that DMA, which advances only with the ops that
-run it.  A CDP op's LUT is read from the task's LUT list
-and loaded when the op is programmed; since the LUT RAM is shared by both
-CDP groups, an op whose table differs from the other group's waits until
-that op completes (NVIDIA's ``dla_cdp_is_ready``).  A fused pair names its
-upstream op as ``fused_parent``, which must be of the previous engine type
-(CONV for SDP, SDP for PDP on the fly).
+run it.  A CDP or SDP op's LUT is read from the task's LUT list
+and loaded when the op is programmed; since the engine's LUT RAM is shared by
+both of its groups, an op whose table differs from the other group's waits
+until that op completes (NVIDIA's ``dla_cdp_is_ready`` / ``dla_sdp_is_ready``).
+A fused pair names its upstream op as ``fused_parent``, which must be of the
+previous engine type (CONV for SDP, SDP for PDP on the fly).
 """
 
 from __future__ import annotations
@@ -193,8 +193,8 @@ class Firmware:
         return False
 
     def _lut_blocked(self, engine: int, op: _Op, group: int) -> bool:
-        """A CDP op whose LUT would overwrite the table of the op in the other group."""
-        if engine != OP_CDP:
+        """A CDP / SDP op whose LUT would overwrite the table of the op in the other group."""
+        if engine not in (OP_CDP, OP_SDP):
             return False
         other = self._busy[engine].get(group ^ 1)
         return fw_cdp.lut_conflict(op.desc.lut_index,
@@ -265,7 +265,8 @@ class Firmware:
             return None
         net = self._net
         return fw_lut.read_lut(self.backend.read_mem, self._addresses, net.lut_data_index,
-                               net.num_luts, op.desc.lut_index, f"cdp op {op.index}")
+                               net.num_luts, op.desc.lut_index,
+                               f"{op_name(op.common.op_type).lower()} op {op.index}")
 
     def _program(self, op: _Op) -> None:
         t = op.common.op_type
@@ -275,7 +276,8 @@ class Firmware:
         if t == OP_CONV:
             fw_conv.program(self.regs, self.cfg, op.index, op.desc, op.surf, self._address_of)
         elif t == OP_SDP:
-            fw_sdp.program(self.regs, op.index, op.desc, op.surf, self._address_of)
+            fw_sdp.program(self.regs, op.index, op.desc, op.surf, self._address_of,
+                           self._lut_of(op))
         elif t == OP_PDP:
             fw_pdp.program(self.regs, op.index, op.desc, op.surf, self._address_of)
         else:

@@ -1,8 +1,14 @@
 """Firmware: program SDP and SDP_RDMA for one op (sw kmd/firmware sdp.c order).
 
-X1 (BS) and X2 (BN) are programmed in full; the Y (EW) unit is bypassed and
-refused when enabled, since no supported configuration here has it (nv_small
-lacks it).  LUTs are refused as well.
+X1 (BS), X2 (BN) and Y (EW) are programmed in full.  Y's ALU and MUL
+operands come from the registers (per layer) or from memory through ERDMA,
+each through its operand converter; ``act`` LUT routes Y's result through the
+lookup table, which is loaded through the SDP's LUT port (:mod:`accel.runtime.fw_lut`)
+between the RDMA and the SDP registers, as NVIDIA's firmware does.  The LUT
+RAM is shared by both register groups: the scheduler keeps two ops with
+different tables apart (:func:`accel.runtime.fw_cdp.lut_conflict`, the same
+rule as the CDP's).  Whether the preset has the Y stage and the LUT is the
+hardware's business: the cmodel refuses a Y stage its configuration lacks.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accel.loadable.descriptors import (
+    ACTIVATION_LUT,
     ACTIVATION_PRELU,
     ACTIVATION_RELU,
     CONV_MODE_WINOGRAD,
@@ -22,11 +29,14 @@ from accel.loadable.descriptors import (
     SdpOp,
     SdpOpDesc,
 )
+from accel.loadable.descriptors_aux import LutParam
+from accel.runtime import fw_lut
 from accel.runtime.fw_conv import FirmwareError
 from accel.runtime.regwriter import RegWriter
 
 _PRECISION = ("INT8", "INT16", "FP16")
 _ALU = ("MAX", "MIN", "SUM")
+_ALU_Y = ("MAX", "MIN", "SUM", "EQL")
 _DATA_USE = ("MUL", "MUL", "ALU", "BOTH")  # indexed by SDP_OP_{NONE,MUL,ADD,BOTH}
 _DATA_MODE = ("PER_ELEMENT", "PER_KERNEL", "PER_ELEMENT")  # by SDP_OP_PER_{LAYER,KERNEL,POINT}
 _RAM = ("MC", "CV")
@@ -101,22 +111,57 @@ def _x_unit(w: RegWriter, unit: str, x: SdpOp) -> None:
                                                f"{p}_MUL_SHIFT_VALUE": x.truncate})
 
 
+def _y_unit(w: RegWriter, y: SdpOp) -> None:
+    """EW (Y): bypass bits, then the ALU and MUL sources with their operand converters."""
+    w.write("NVDLA_SDP", "D_DP_EW_CFG",
+            EW_BYPASS=_YESNO[bool(y.enable)],
+            EW_ALU_BYPASS=_YESNO[y.type not in (SDP_OP_MUL, SDP_OP_NONE)],
+            EW_ALU_ALGO=_ALU_Y[y.alu_type] if y.alu_type < 4 else 0,
+            EW_MUL_BYPASS=_YESNO[y.type not in (SDP_OP_ADD, SDP_OP_NONE)],
+            EW_MUL_PRELU="YES" if y.act == ACTIVATION_PRELU else "NO",
+            EW_LUT_BYPASS=_YESNO[y.act == ACTIVATION_LUT])
+    if not y.enable:
+        return
+    per_layer = y.mode == SDP_OP_PER_LAYER
+    src = "REG" if per_layer else "MEM"
+    for what, used, operand, cvt in (("ALU", (SDP_OP_ADD, SDP_OP_BOTH), y.alu_operand,
+                                      y.cvt.alu_cvt),
+                                     ("MUL", (SDP_OP_MUL, SDP_OP_BOTH), y.mul_operand,
+                                      y.cvt.mul_cvt)):
+        if y.type not in used:
+            continue
+        w.write("NVDLA_SDP", f"D_DP_EW_{what}_CFG", **{
+            f"EW_{what}_SRC": src, f"EW_{what}_CVT_BYPASS": _YESNO[bool(cvt.enable)]})
+        if per_layer:   # the full 32-bit operand
+            w.write("NVDLA_SDP", f"D_DP_EW_{what}_SRC_VALUE", operand & 0xFFFFFFFF)
+        else:
+            w.write("NVDLA_SDP", f"D_DP_EW_{what}_CVT_OFFSET_VALUE", cvt.offset & 0xFFFFFFFF)
+            w.write("NVDLA_SDP", f"D_DP_EW_{what}_CVT_SCALE_VALUE", cvt.scale & 0xFFFF)
+            w.write("NVDLA_SDP", f"D_DP_EW_{what}_CVT_TRUNCATE_VALUE", cvt.truncate)
+    w.write("NVDLA_SDP", "D_DP_EW_TRUNCATE_VALUE", y.truncate)
+
+
 def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
-            address_of: Callable[[object, str], int]) -> None:
-    """Write every D_ register of one SDP op into the current producer group."""
-    if op.y_op.enable:
-        raise FirmwareError(f"sdp op {index}: the Y (EW) unit is enabled; not supported")
-    if op.lut_index >= 0:
-        raise FirmwareError(f"sdp op {index}: LUT {op.lut_index} requested; not supported")
+            address_of: Callable[[object, str], int], lut: LutParam | None = None) -> None:
+    """Write every D_ register of one SDP op into the current producer group (and load
+    its LUT, when ``lut`` is given)."""
+    what = f"sdp op {index}"
+    if op.lut_index >= 0 and lut is None:
+        raise FirmwareError(f"{what}: lut_index {op.lut_index} but no LUT parameters")
+    if op.y_op.act == ACTIVATION_LUT and not op.y_op.enable:
+        raise FirmwareError(f"{what}: the Y stage is disabled but its act is LUT")
+    if op.y_op.enable and op.y_op.act == ACTIVATION_LUT and op.lut_index < 0:
+        raise FirmwareError(f"{what}: the Y stage's act is LUT but lut_index is -1")
     src, dst = surf.src_data, surf.dst_data
     fly = src.type == MEM_HW
     out_dma = dst.type != MEM_HW
     x_rdma = [x.enable and x.type != SDP_OP_NONE and x.mode != SDP_OP_PER_LAYER
-              for x in (op.x1_op, op.x2_op)]
+              for x in (op.x1_op, op.x2_op, op.y_op)]
     src_addr = 0 if fly else address_of(src, "src_data")
     dst_addr = address_of(dst, "dst_data") if out_dma else 0
     x1_addr = address_of(surf.x1_data, "x1_data") if x_rdma[0] else 0
     x2_addr = address_of(surf.x2_data, "x2_data") if x_rdma[1] else 0
+    y_addr = address_of(surf.y_data, "y_data") if x_rdma[2] else 0
     winograd = "ON" if op.conv_mode == CONV_MODE_WINOGRAD else "OFF"
     proc = _proc_precision(op.src_precision, op.dst_precision)
 
@@ -142,7 +187,9 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
             w.write("NVDLA_SDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=_RAM[src.type])
         _rdma_operand(w, "BRDMA", op.x1_op, surf.x1_data, x_rdma[0], x1_addr)
         _rdma_operand(w, "NRDMA", op.x2_op, surf.x2_data, x_rdma[1], x2_addr)
-        _rdma_operand(w, "ERDMA", op.y_op, surf.y_data, False, 0)
+        _rdma_operand(w, "ERDMA", op.y_op, surf.y_data, x_rdma[2], y_addr)
+    if op.lut_index >= 0:
+        fw_lut.load(w, "NVDLA_SDP", lut, op.src_precision, what)
 
     w.write("NVDLA_SDP", "D_DATA_CUBE_WIDTH", src.width - 1)
     w.write("NVDLA_SDP", "D_DATA_CUBE_HEIGHT", src.height - 1)
@@ -154,8 +201,7 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
         w.write("NVDLA_SDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
     _x_unit(w, "BS", op.x1_op)
     _x_unit(w, "BN", op.x2_op)
-    w.write("NVDLA_SDP", "D_DP_EW_CFG", EW_BYPASS="YES", EW_ALU_BYPASS="YES",
-            EW_MUL_BYPASS="YES", EW_LUT_BYPASS="YES")
+    _y_unit(w, op.y_op)
     w.write("NVDLA_SDP", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if fly else "OFF",
             OUTPUT_DST="MEM" if out_dma else "PDP", WINOGRAD=winograd,
             BATCH_NUMBER=op.batch_num - 1)
