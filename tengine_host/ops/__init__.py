@@ -55,6 +55,7 @@ from tengine_host.ops import (  # noqa: F401  (imported for their registration)
     sqrt,
     squeeze,
     sub,
+    swish,
     tanh,
     transpose,
     unsqueeze,

@@ -15,6 +15,7 @@ from tengine_host.passes import (
     fuse_bias,
     fuse_prelu,
     match_hard_activations,
+    match_swish,
     remove_identity,
 )
 
@@ -23,12 +24,13 @@ Pass = Callable[[Graph], bool]
 #: The default pipeline, in order: clean up, fold what is known, then shape the
 #: graph into the conv/FC + bias + activation layers NVDLA runs.  Spelled-out
 #: HardSigmoid / HardSwish are recognized before affine folding (which would
-#: otherwise take their ``+ 3`` into a convolution's bias), affine ops fold into
+#: otherwise take their ``+ 3`` into a convolution's bias), ``x * sigmoid(x)``
+#: becomes one Swish, affine ops fold into
 #: convolutions before activations fuse into them (never across one), and a
 #: HardSigmoid folds into its convolution before the plain Clip/ReLU fusions.
 DEFAULT_PASSES: tuple[Pass, ...] = (
     remove_identity.apply, fold_constants.apply, fold_batchnorm.apply,
-    match_hard_activations.apply, fold_affine.apply, fuse_bias.apply,
+    match_hard_activations.apply, match_swish.apply, fold_affine.apply, fuse_bias.apply,
     fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
 
 
@@ -50,4 +52,4 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
 
 __all__ = ["DEFAULT_PASSES", "Pass", "fold_affine", "fold_batchnorm", "fold_constants",
            "fold_hardsigmoid", "fuse_activation", "fuse_bias", "fuse_prelu",
-           "match_hard_activations", "remove_identity", "run_passes"]
+           "match_hard_activations", "match_swish", "remove_identity", "run_passes"]

@@ -15,6 +15,29 @@ def sole_consumer(graph: Graph, tensor: str) -> Node | None:
     return users[0]
 
 
+def private_producer(graph: Graph, tensor: str, reader: Node) -> Node | None:
+    """The producer of ``tensor`` when ``reader`` is its only reader (reading it once) and
+    it is no graph output - an intermediate a pattern may swallow - else ``None``."""
+    if sole_consumer(graph, tensor) is not reader or reader.inputs.count(tensor) != 1:
+        return None
+    return graph.producer(tensor)
+
+
+def replace_nodes(graph: Graph, nodes: list[Node], op_type: str, inputs: list[str],
+                  attrs: dict) -> Node:
+    """Put one ``op_type`` node reading ``inputs`` in place of ``nodes``: it writes the
+    last node's first output, at that node's position; returns the new node."""
+    last = nodes[-1]
+    new = Node(fresh_node_name(graph, f"{last.name}_{op_type.lower()}"), op_type,
+               list(inputs), [last.outputs[0]], attrs)
+    ids = {id(n) for n in nodes}
+    at = next(i for i, n in enumerate(graph.nodes) if n is last)
+    graph.nodes[at] = new
+    graph.nodes = [n for n in graph.nodes if id(n) not in ids or n is new]
+    drop_unused(graph)
+    return new
+
+
 def constant(graph: Graph, tensor: str):
     """The value of a constant tensor, or ``None`` (also for ``""``)."""
     t = graph.tensors.get(tensor) if tensor else None

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from tengine_host.ir import Graph, Node
-from tengine_host.passes.edit import drop_unused, fresh_node_name, scalar, sole_consumer
+from tengine_host.passes.edit import private_producer, replace_nodes, scalar
 from tengine_host.passes.fuse_activation import clip_bounds
 
 #: Relative tolerance of a constant: a few float32 ulps (1/6 is not exact in float32).
@@ -58,22 +58,15 @@ def _scaled_sixth(graph: Graph, node: Node) -> str | None:
     return None
 
 
-def _inner(graph: Graph, tensor: str, reader: Node) -> Node | None:
-    """The producer of ``tensor`` when ``reader`` is its only reader and it is no graph output."""
-    if sole_consumer(graph, tensor) is not reader or reader.inputs.count(tensor) != 1:
-        return None
-    return graph.producer(tensor)
-
-
 def _relu6_shift(graph: Graph, tensor: str, reader: Node) -> tuple[str, list[Node]] | None:
     """``(x, [add, clip])`` when ``tensor`` is ``Clip(Add(x, 3), 0, 6)`` read only by ``reader``."""
-    clip = _inner(graph, tensor, reader)
+    clip = private_producer(graph, tensor, reader)
     if clip is None or clip.op_type != "Clip":
         return None
     lo, hi = clip_bounds(graph, clip)
     if lo != 0.0 or not _is(hi, 6.0):
         return None
-    add = _inner(graph, clip.inputs[0], clip)
+    add = private_producer(graph, clip.inputs[0], clip)
     if add is None or add.op_type != "Add":
         return None
     xc = _split_const(graph, add)
@@ -95,7 +88,7 @@ def _hard_swish(graph: Graph, node: Node) -> tuple[str, list[Node]] | None:
     """``(x, nodes)``: ``node`` ends ``x * relu6(x + 3) / 6`` or ``x * HardSigmoid(x)``."""
     t = _scaled_sixth(graph, node)
     if t is not None:       # Div(Mul(x, relu6(x + 3)), 6)
-        mul = _inner(graph, t, node)
+        mul = private_producer(graph, t, node)
         if mul is None or mul.op_type != "Mul" or len(mul.inputs) != 2:
             return None
         for i in (0, 1):
@@ -106,23 +99,11 @@ def _hard_swish(graph: Graph, node: Node) -> tuple[str, list[Node]] | None:
     if node.op_type != "Mul" or len(node.inputs) != 2:
         return None
     for i in (0, 1):        # Mul(x, HardSigmoid(x))
-        hs = _inner(graph, node.inputs[1 - i], node)
+        hs = private_producer(graph, node.inputs[1 - i], node)
         if (hs is not None and hs.op_type == "HardSigmoid" and hs.inputs[0] == node.inputs[i]
                 and _is(hs.attrs.get("alpha"), SIXTH) and _is(hs.attrs.get("beta"), 0.5)):
             return hs.inputs[0], [hs, node]
     return None
-
-
-def _replace(graph: Graph, nodes: list[Node], op_type: str, x: str, attrs: dict) -> None:
-    """Put one ``op_type`` node, reading ``x``, in place of ``nodes`` (the last one's output)."""
-    last = nodes[-1]
-    new = Node(fresh_node_name(graph, f"{last.name}_{op_type.lower()}"), op_type, [x],
-               [last.outputs[0]], attrs)
-    ids = {id(n) for n in nodes}
-    at = next(i for i, n in enumerate(graph.nodes) if n is last)
-    graph.nodes[at] = new
-    graph.nodes = [n for n in graph.nodes if id(n) not in ids]
-    drop_unused(graph)
 
 
 def apply(graph: Graph) -> bool:
@@ -135,11 +116,12 @@ def apply(graph: Graph) -> bool:
             continue
         found = _hard_sigmoid(graph, node)
         if found is not None:
-            _replace(graph, found[1], "HardSigmoid", found[0], {"alpha": SIXTH, "beta": 0.5})
+            replace_nodes(graph, found[1], "HardSigmoid", [found[0]],
+                          {"alpha": SIXTH, "beta": 0.5})
             changed = True
             continue
         found = _hard_swish(graph, node)
         if found is not None:
-            _replace(graph, found[1], "HardSwish", found[0], {})
+            replace_nodes(graph, found[1], "HardSwish", [found[0]], {})
             changed = True
     return changed

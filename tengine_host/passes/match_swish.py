@@ -1,0 +1,37 @@
+"""Recognize Swish (SiLU) written out as ``Mul(x, Sigmoid(x))``.
+
+Detectors built on SiLU (YOLOX, YOLOv5-8) export it as a Sigmoid and a Mul.
+As one ``Swish(x, alpha=1)`` node it is one operation: on the DLA a single
+SDP lookup table computes ``x * sigmoid(x)`` from the int8 input with one
+rounding (:mod:`accel.compiler.ops.lookup`), where the spelled-out form needs
+a table, a product and a rounded intermediate.
+
+``Mul`` matches with its operands in either order; the Sigmoid's output must be
+read by the Mul alone (not by another node, not a graph output).  The Swish
+takes over the Mul's output name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tengine_host.ir import Graph
+from tengine_host.passes.edit import private_producer, replace_nodes
+
+
+def apply(graph: Graph) -> bool:
+    """Replace every ``Mul(x, Sigmoid(x))``; True when any was."""
+    changed = False
+    for node in list(graph.nodes):
+        if node.op_type != "Mul" or len(node.inputs) != 2 or not any(
+                n is node for n in graph.nodes):
+            continue
+        if graph.tensors[node.outputs[0]].dtype != np.float32:
+            continue
+        for i in (0, 1):
+            sig = private_producer(graph, node.inputs[1 - i], node)
+            if sig is not None and sig.op_type == "Sigmoid" and sig.inputs[0] == node.inputs[i]:
+                replace_nodes(graph, [sig, node], "Swish", [node.inputs[i]], {"alpha": 1.0})
+                changed = True
+                break
+    return changed
