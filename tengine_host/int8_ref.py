@@ -356,24 +356,77 @@ def x_stage_int8(x: np.ndarray, stage, inputs: Sequence[np.ndarray] = ()) -> np.
     return np.maximum(x, 0) if stage.relu else x
 
 
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _slope(dx: np.ndarray, slope) -> np.ndarray:
+    """``round(dx * scale / 2**shift)`` with the 5-bit signed shift (negative: left)."""
+    shift = _signed(slope.shifter, 5)
+    prod = dx * int(slope.scale)
+    if shift >= 0:
+        return round_shift(prod, shift)
+    return prod * (1 << -shift)
+
+
+def sdp_lut_int8(x: np.ndarray, lut) -> np.ndarray:
+    """The SDP Y stage's lookup table on 32-bit ``x`` for a ``dla_lut_param`` (read by
+    attribute) whose linear-only (LO) table is the one in use.
+
+    With the LO table's start ``a`` and end ``e`` (the SDP's 32-bit registers,
+    signed), index select ``k`` >= 0 and entries ``T[0..256]``, ``d = x - a``:
+
+    * ``d <= 0``: underflow, ``T[0] + round((x - a) * scale_u / 2**shift_u)``;
+    * ``d >> k >= 256``: overflow, ``T[256] + round((x - e) * scale_o / 2**shift_o)``;
+    * else ``i = d >> k``, ``r = d mod 2**k``:
+      ``round((T[i] * (2**k - r) + T[i + 1] * r) / 2**k)``,
+
+    the sum saturated to 32 bits.  The LE table must never be chosen: linear,
+    its start at the int32 maximum (every value underflows it) and the LO table
+    holding all three priorities - other tables raise ValueError.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    if not (lut.method == 1 and _signed(lut.linear_exp_start, 32) == (1 << 31) - 1
+            and lut.hybrid_priority == lut.underflow_priority == lut.overflow_priority == 1):
+        raise ValueError("only LO-table lookups are modelled: the LE table must be linear "
+                         "with start 2**31 - 1 and every priority must be LO")
+    k = _signed(lut.linear_only_offset, 8)
+    if not 0 <= k <= 31:
+        raise ValueError(f"LO index select {k} outside 0..31")
+    table = np.asarray(lut.linear_only_table, dtype=np.int64)
+    start = _signed(lut.linear_only_start, 32)
+    end = _signed(lut.linear_only_end, 32)
+    d = x - start
+    under = d <= 0
+    idx = np.where(under, 0, d) >> k
+    over = ~under & (idx >= 256)
+    hit = ~under & ~over
+    i = np.where(hit, idx, 0)
+    r = np.where(hit, d - (i << k), 0)
+    y = round_shift(table[i] * ((1 << k) - r) + table[np.minimum(i + 1, 256)] * r, k)
+    y = np.where(under, table[0] + _slope(x - start, lut.linear_only_underflow_slope), y)
+    y = np.where(over, table[256] + _slope(x - end, lut.linear_only_overflow_slope), y)
+    return saturate(y, 32)
+
+
 def sdp_program_int8(x: np.ndarray, program, inputs: Sequence[np.ndarray] = (),
                      lut_eval=None) -> np.ndarray:
     """An SDP program (``accel.compiler.program.SdpProgram``, read by attribute) on
     32-bit data ``x`` [N, C, H, W]: X1, X2, the optional LUT, then the converter
     ``sat8(sat17(round((x - offset) * scale / 2**shift)))``.
 
-    ``inputs`` are the node's int8 inputs, which operands name by index;
-    ``lut_eval(x) -> x`` evaluates the program's lookup table (it must be
-    given when the program has one).
+    ``inputs`` are the node's int8 inputs, which operands name by index; the
+    program's lookup table is evaluated by :func:`sdp_lut_int8`, or by
+    ``lut_eval(x) -> x`` when given.
     """
     x = np.asarray(x, dtype=np.int64)
     for stage in (program.x1, program.x2):
         if stage is not None:
             x = x_stage_int8(x, stage, inputs)
     if program.lut is not None:
-        if lut_eval is None:
-            raise ValueError("the program has a lookup table but no lut_eval was given")
-        x = np.asarray(lut_eval(x), dtype=np.int64)
+        x = np.asarray(lut_eval(x) if lut_eval is not None else sdp_lut_int8(x, program.lut),
+                       dtype=np.int64)
     cvt = program.cvt
     x = saturate(round_shift((x - int(cvt.offset)) * int(cvt.scale), cvt.shift), 17)
     return saturate(x, 8).astype(np.int8)

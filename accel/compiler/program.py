@@ -6,7 +6,7 @@ convolution, element-wise and activation ops, copies) is described by an
 (element-wise ALU/MUL and LUT, on presets with ``sdp_ew``), and the output
 converter.  The same value is read twice, by two independent interpreters:
 
-* :mod:`accel.compiler.emit` writes it into ``dla_sdp_op_desc`` descriptors
+* :mod:`accel.compiler.emitter` writes it into ``dla_sdp_op_desc`` descriptors
   (the firmware then programs the registers and the cmodel computes);
 * the op table's int8 CPU reference hands it to
   :func:`tengine_host.int8_ref.sdp_program_int8`, plain numpy written from
@@ -150,8 +150,11 @@ class Converter:
 class SdpProgram:
     """X1, X2 (each optional), the converter and, on presets with a LUT, a lookup table.
 
-    ``lut`` is an opaque table description the emitter and the reference both
-    understand (see :mod:`accel.compiler.lut`); None: no Y stage.
+    ``lut`` is the ``dla_lut_param`` of the Y stage's table
+    (:class:`accel.loadable.descriptors_aux.LutParam`, built by
+    :mod:`accel.compiler.lut`): the emitter stores it in the task's LUT list,
+    the reference evaluates it (:func:`tengine_host.int8_ref.sdp_lut_int8`);
+    None: no Y stage.
     """
 
     x1: XStage | None = None

@@ -14,6 +14,7 @@ from accel.compiler.ops import (
     conv,
     convtranspose,
     eltwise,
+    lookup,
     lrn,
     pad,
     pool,
@@ -24,7 +25,8 @@ from accel.compiler.ops.base import OpEntry
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
-_MODULES = (conv, convtranspose, pool, eltwise, activation, concat, pad, resize, reshape, lrn)
+_MODULES = (conv, convtranspose, pool, eltwise, activation, concat, pad, resize, reshape, lrn,
+            lookup)
 
 TABLE: dict[str, OpEntry] = {}
 for _module in _MODULES:

@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 14
+LUT_PRESETS = ("nv_large", "nv_small_256_full")
 
 
 class G:
@@ -119,6 +120,19 @@ def _after_add(op: str, **attrs):
             extra = [g.const(-1.0), g.const(2.0)]
         return g.op(op, [s, *extra], **attrs)
     return f
+
+
+def _silu(g: G, x: str) -> str:
+    """YOLOX's SiLU as exported: Mul(x, Sigmoid(x)) after a conv (one Swish on the host)."""
+    y = g.conv(x, 16, 32, 3)
+    return g.op("Mul", [y, g.op("Sigmoid", [y])])
+
+
+def _gelu(g: G, x: str) -> str:
+    """GELU as BERT-style exporters write it: x * 0.5 * (1 + erf(x / sqrt 2))."""
+    y = g.conv(x, 16, 32, 3)
+    e = g.op("Erf", [g.op("Div", [y, g.const(np.sqrt(2.0))])])
+    return g.op("Mul", [g.op("Mul", [y, g.const(0.5)]), g.op("Add", [e, g.const(1.0)])])
 
 
 def _concat(axis: int, with_input: bool = False):
@@ -226,6 +240,11 @@ CASES = [
     Case("batchnorm", _one((1, 16, 8, 8), _after_add("BatchNormalization"))),
     Case("hard_sigmoid", _one((1, 16, 8, 8), _after_add("HardSigmoid", alpha=0.2, beta=0.5))),
     Case("hard_swish", _one((1, 16, 8, 8), _after_add("HardSwish"))),
+    # lookup tables (presets with the SDP's Y stage and LUT)
+    Case("sigmoid", _one((1, 16, 8, 8), _after_add("Sigmoid")), presets=LUT_PRESETS),
+    Case("tanh", _one((1, 16, 8, 8), _after_add("Tanh")), presets=LUT_PRESETS),
+    Case("silu", _one((1, 16, 8, 8), _silu), presets=LUT_PRESETS),
+    Case("gelu_erf", _one((1, 16, 8, 8), _gelu), presets=LUT_PRESETS, cosine=0.998),
     # pooling
     Case("maxpool_ceil", _one((1, 32, 13, 13), _pool("MaxPool", kernel_shape=[3, 3],
                                                      strides=[2, 2], ceil_mode=1))),
