@@ -11,6 +11,7 @@ from typing import Any
 
 from accel.compiler.emitter import Emitted, Placed, emit
 from accel.compiler.engine import ConvOp, EngineOp, PdpOp, SdpOp
+from accel.compiler.fusion import fuse_lookups
 from accel.compiler.lowering import Buffer, DlaTensor, Lowering
 from accel.compiler.memory import lifetimes, plan_arena
 from accel.config import HwConfig
@@ -29,7 +30,7 @@ class CompiledSubgraph:
     cfg: HwConfig
     graph: Graph
     ops: list[EngineOp]
-    tensors: dict[str, DlaTensor]          # every activation of the subgraph
+    tensors: dict[str, DlaTensor]          # every activation the DLA stores
     buffers: dict[str, Buffer]
     placed: dict[str, Placed]              # buffer -> (memory id, offset)
     fw_ops: list[tuple[int, ...]]          # engine op -> firmware op indices
@@ -40,6 +41,7 @@ class CompiledSubgraph:
     arena_without_reuse: int = 0
     input_names: list[str] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
+    fused: dict[str, str] = field(default_factory=dict)   # tensor never stored -> fused into
 
     def to_bytes(self) -> bytes:
         return write_loadable(self.loadable)
@@ -90,6 +92,10 @@ class CompiledSubgraph:
                 row["kernel"] = f"{op.method} {op.kernel[0]}x{op.kernel[1]}"
             elif isinstance(op, SdpOp):
                 row["kernel"] = "sdp"
+            if getattr(op, "sdp", None) is not None and op.sdp.lut is not None:
+                row["kernel"] += " + lut"
+            elif isinstance(op, SdpOp) and op.program.lut is not None:
+                row["kernel"] = "sdp lut"
             rows.append(row)
         return rows
 
@@ -111,24 +117,39 @@ def _ready(ops: list[EngineOp], tensors: dict[str, DlaTensor],
 
 
 def compile_subgraph(graph: Graph, quant_table: Any, cfg: HwConfig,
-                     reuse_memory: bool = True) -> CompiledSubgraph:
+                     reuse_memory: bool = True, fuse: bool = True) -> CompiledSubgraph:
     """Lower and emit ``graph`` (every node DLA-supported) for ``cfg``.
 
     ``quant_table`` answers ``scale(tensor)`` or is a calibration mapping;
-    ``reuse_memory=False`` gives every internal buffer its own arena block.
+    ``reuse_memory=False`` gives every internal buffer its own arena block;
+    ``fuse=False`` keeps every lookup table in its own pass
+    (:mod:`accel.compiler.fusion`; the results are the same).
     """
     lo = Lowering(graph, quant_table, cfg)
     ops = lo.run()
+    fused_buffers: dict[str, str] = {}
+    if fuse:
+        ops, fused_buffers = fuse_lookups(ops, {n for n, b in lo.buffers.items()
+                                                if b.kind == "internal"})
+    buffers = {n: b for n, b in lo.buffers.items() if n not in fused_buffers}
     names = [t for t in dict.fromkeys([*graph.inputs, *(o for n in graph.nodes
                                                         for o in n.outputs if o)])]
-    tensors = {t: lo.tensor(t) for t in names if not graph.is_constant(t)}
-    internal = [b for b in lo.buffers.values() if b.kind == "internal"]
+    tensors, fused = {}, {}
+    for t in names:
+        if graph.is_constant(t):
+            continue
+        dla = lo.tensor(t)
+        if dla.region.buffer in fused_buffers:
+            fused[t] = fused_buffers[dla.region.buffer]
+        else:
+            tensors[t] = dla
+    internal = [b for b in buffers.values() if b.kind == "internal"]
     arena = plan_arena(internal, lifetimes(ops, [b.name for b in internal]), ARENA_ALIGN,
                        reuse=reuse_memory)
     inputs = {t: lo.region(t) for t in graph.inputs}
     outputs = {t: lo.region(t) for t in graph.outputs}
-    emitted = emit(cfg, ops, lo.buffers, arena.offsets, arena.size, inputs, outputs)
-    return CompiledSubgraph(graph.name, cfg, graph, ops, tensors, lo.buffers, emitted.buffers,
+    emitted = emit(cfg, ops, buffers, arena.offsets, arena.size, inputs, outputs)
+    return CompiledSubgraph(graph.name, cfg, graph, ops, tensors, buffers, emitted.buffers,
                             emitted.fw_ops, _ready(ops, tensors, list(graph.inputs)), lo.plans,
                             emitted.loadable, emitted, arena.total, list(graph.inputs),
-                            list(graph.outputs))
+                            list(graph.outputs), fused)

@@ -149,11 +149,14 @@ class NvdlaDevice:
 
     def reference(self, prepared: NvdlaPrepared, inputs: dict[str, np.ndarray]
                   ) -> dict[str, np.ndarray]:
-        """The int8 CPU golden of the same subgraph: every activation, from fp32 ``inputs``
-        quantized exactly as :meth:`run` does."""
+        """The int8 CPU golden of the same subgraph: every activation the DLA stores, from
+        fp32 ``inputs`` quantized exactly as :meth:`run` does.  An intermediate the
+        compiler fused away (``compiled.fused``: a convolution's output a lookup table
+        consumed on the fly) is never in memory and is left out."""
         compiled = prepared.compiled
-        return run_reference(compiled.graph, compiled.plans,
-                             self.quantize_inputs(compiled, inputs))
+        ref = run_reference(compiled.graph, compiled.plans,
+                            self.quantize_inputs(compiled, inputs))
+        return {t: v for t, v in ref.items() if t in compiled.tensors}
 
     def dequantize_outputs(self, prepared: NvdlaPrepared,
                            values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

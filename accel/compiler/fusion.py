@@ -1,0 +1,105 @@
+"""Engine-op fusion after lowering: a convolution and the lookup table after it, as one.
+
+A lookup op (:mod:`accel.compiler.ops.lookup`: Sigmoid, Tanh, Swish...) is an
+SDP pass that reads an int8 tensor and writes ``T[x + 128]``.  When that tensor
+is a convolution's output and nothing else reads it, the convolution's own SDP
+can apply the table on the way out - the Y stage runs after X1 and X2 - and
+the intermediate never reaches memory: one pass and one tensor's DRAM traffic
+less (every convolution of a SiLU network).
+
+The fused result is the unfused one bit for bit.  The convolution's output
+converter ``sat8(round(x * scale / 2**shift))`` (offset 0) moves into X2 as a
+multiplier with truncate ``shift`` - the same product and the same rounding -
+and the saturation to int8 is done by the table: it reads entry 0 for every
+value up to -128 and entry 256 (= entry 255) from 128 up
+(:mod:`accel.compiler.lut`), exactly what saturating first would give.  The
+converter then passes the table's output through.  So the op table's int8
+reference of the unfused nodes stays the golden; only the intermediate tensor
+is no longer in DLA memory to compare.
+
+Fused when: the lookup reads the whole of an internal buffer that only
+convolutions write (every tile and kernel slice of one node) and only it
+reads; each of those convolutions leaves X2 free, has converter offset 0 and
+shift <= 62 (the X truncate's range), and writes with the buffer's strides;
+no op in between touches the lookup's destination.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from accel.compiler.engine import ConvOp, EngineOp, SdpOp
+from accel.compiler.program import MAX_TRUNCATE, Converter, Operand, SdpProgram, XStage
+from accel.compiler.tensors import Region, RegionError
+
+
+def _is_lookup(op: EngineOp) -> bool:
+    p = getattr(op, "program", None)
+    return (isinstance(op, SdpOp) and p.lut is not None and p.x1 is None and p.x2 is None
+            and p.cvt == Converter() and not op.operands and op.reads_src)
+
+
+def _fusable_conv(op: EngineOp, whole: Region) -> bool:
+    if not isinstance(op, ConvOp) or op.sdp.lut is not None or op.sdp.x2 is not None:
+        return False
+    cvt, lay, ref = op.sdp.cvt, op.dst.layout, whole.layout
+    return (cvt.offset == 0 and cvt.shift <= MAX_TRUNCATE and lay.line_stride == ref.line_stride
+            and lay.surf_stride == ref.surf_stride and lay.atom == ref.atom)
+
+
+def _same_place(part: Region, whole: Region, dst: Region) -> Region | None:
+    """The view of ``dst`` at ``part``'s position inside ``whole`` (same shapes), or None."""
+    lay = whole.layout
+    delta = part.offset - whole.offset
+    surf, rest = divmod(delta, lay.surf_stride)
+    y0, rest = divmod(rest, lay.line_stride)
+    x0, rest = divmod(rest, lay.atom_bytes)
+    c, h, w = part.shape
+    if delta < 0 or rest:
+        return None
+    try:
+        view = dst.channels(surf * lay.atom, c) if (surf, c) != (0, dst.shape[0]) else dst
+        view = view.rows(y0, h) if (y0, h) != (0, dst.shape[1]) else view
+        return view.cols(x0, w) if (x0, w) != (0, dst.shape[2]) else view
+    except RegionError:
+        return None
+
+
+def _with_lut(program: SdpProgram, lut) -> SdpProgram:
+    cvt = program.cvt
+    return SdpProgram(program.x1, XStage(mul=Operand.layer(cvt.scale), truncate=cvt.shift),
+                      Converter(), lut)
+
+
+def fuse_lookups(ops: list[EngineOp], internal: set[str]) -> tuple[list[EngineOp], dict[str, str]]:
+    """``(ops, fused)``: the operations with every fusable conv + lookup pair merged, and
+    ``{buffer no longer written: the lookup op that read it}``.  ``internal`` names the
+    buffers that are neither subgraph inputs nor outputs."""
+    ops = list(ops)
+    fused: dict[str, str] = {}
+    for li in range(len(ops) - 1, -1, -1):
+        look = ops[li]
+        if not _is_lookup(look) or look.src.buffer not in internal:
+            continue
+        whole = look.src
+        touching = [i for i, op in enumerate(ops) if any(
+            r.buffer == whole.buffer for r in (*op.reads(), *op.writes()))]
+        writers = [i for i in touching if i != li]
+        if not writers or max(writers) > li or whole.offset != 0:
+            continue
+        if any(any(r.buffer == whole.buffer for r in ops[i].reads()) for i in writers):
+            continue
+        if not all(_fusable_conv(ops[i], whole) for i in writers):
+            continue
+        views = [_same_place(ops[i].dst, whole, look.dst) for i in writers]
+        if any(v is None for v in views):
+            continue
+        between = range(writers[0], li)
+        if any(any(r.overlaps(look.dst) for r in (*ops[i].reads(), *ops[i].writes()))
+               for i in between if i not in writers):
+            continue
+        for i, view in zip(writers, views, strict=True):
+            ops[i] = replace(ops[i], dst=view, sdp=_with_lut(ops[i].sdp, look.program.lut))
+        fused[whole.buffer] = look.name
+        del ops[li]
+    return ops, fused

@@ -1,0 +1,314 @@
+"""Sigmoid, Tanh, Swish (SiLU) and Erf by the SDP's lookup table.
+
+* the table builder and the reference's LUT evaluator on hand-computed values;
+* every one of the 256 int8 inputs through the compiled loadable on the cmodel
+  gives ``sat8(round(f(s_in * q) / s_out))`` with ``f`` from Python's ``math``
+  (the table is exact: one rounding) and equals the op table's reference;
+* presets without the SDP's Y stage or LUT never get a LUT op (the reason
+  names the preset); Exp stays on the CPU;
+* ``Mul(x, Sigmoid(x))`` becomes one Swish on the host, which agrees with
+  onnxruntime on the spelled-out graph;
+* a convolution and the lookup after it fuse into one pass
+  (:mod:`accel.compiler.fusion`) with the same output bytes as two passes,
+  fewer cycles and less memory, every tile included; not when the
+  intermediate is read elsewhere or X2 is taken.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from accel.compiler import compile_subgraph, supports
+from accel.compiler.engine import ConvOp, SdpOp
+from accel.compiler.lut import int8_table, lo_table_lut
+from accel.compiler.reference import run_reference
+from accel.config import PRESETS, get_preset
+from accel.layout import pack_feature, unpack_feature
+from accel.loadable.descriptors_aux import FloatData, LutParam
+from accel.runtime.backend import get_backend
+from accel.runtime.umd import Runtime
+from tengine_host.frontend import load_onnx
+from tengine_host.int8_ref import sdp_lut_int8
+from tengine_host.interpreter import interpret
+from tengine_host.passes import run_passes
+from tengine_host.quant import calibrate, quantize_activation
+
+SHAPE = (1, 16, 4, 4)          # 256 elements: one per int8 value
+
+
+def _sigmoid(v: float) -> float:
+    return 1.0 / (1.0 + math.exp(-v))
+
+
+FUNCTIONS = {
+    "Sigmoid": _sigmoid,
+    "Tanh": math.tanh,
+    "Swish": lambda v: v * _sigmoid(v),
+    "Erf": math.erf,
+}
+
+
+def _round_half_away(v: float) -> int:
+    return int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+
+# ------------------------------------------------------------------ the table
+
+def test_table_hand_computed():
+    sig = int8_table(lambda x: 1 / (1 + np.exp(-x)), 0.05, 1 / 127)
+    assert sig.shape == (256,)
+    assert sig[128] == 64            # sigmoid(0) * 127 = 63.5: halves away from zero
+    assert sig[0] == 0               # sigmoid(-6.4) * 127 = 0.21
+    assert sig[148] == 93            # sigmoid(1.0) * 127 = 92.84
+    assert sig[255] == 127           # sigmoid(6.35) * 127 = 126.78
+    tanh = int8_table(np.tanh, 0.02, 1 / 127)
+    assert (tanh[178], tanh[78], tanh[128]) == (97, -97, 0)     # tanh(+-1) * 127 = +-96.72
+    # outputs beyond the int8 range saturate, infinities too
+    big = int8_table(np.exp, 10.0, 1.0)
+    assert big[128] == 1 and big[129] == 127 and big[255] == 127 and big[0] == 0
+
+
+def test_table_refuses_undefined_functions_and_bad_scales():
+    with pytest.raises(ValueError, match=r"undefined \(NaN\) at 128 of the 256 int8 inputs"):
+        int8_table(np.log, 0.1, 0.1)
+    with pytest.raises(ValueError, match="scales must be positive"):
+        int8_table(np.tanh, 0.0, 0.1)
+    with pytest.raises(ValueError, match="256 entries, got 10"):
+        lo_table_lut(np.zeros(10))
+    with pytest.raises(ValueError, match="int16"):
+        lo_table_lut(np.full(256, 40000))
+
+
+def test_lut_parameters_index_the_lo_table_by_the_int8_value():
+    lut = lo_table_lut(np.arange(256) * 3 - 300)
+    assert lut.method == 1 and lut.linear_only_offset == 0
+    assert (lut.hybrid_priority, lut.underflow_priority, lut.overflow_priority) == (1, 1, 1)
+    assert lut.linear_only_start == 2**64 - 128            # -128 as the u64 field
+    assert lut.linear_exp_start == 2**31 - 1               # every value underflows LE
+    assert lut.linear_only_table[256] == lut.linear_only_table[255] == 255 * 3 - 300
+    x = np.array([-(2**31), -129, -128, -127, 0, 126, 127, 128, 2**31 - 1])
+    # -128 is not above the start (underflow, entry 0); 128 and up overflow (entry 256)
+    assert sdp_lut_int8(x, lut).tolist() == [-300, -300, -300, -297, 84, 462, 465, 465, 465]
+
+
+def _hand_lut() -> LutParam:
+    """LO table T[i] = 10 i from start 0, index select 2, slopes under 3/2**1, over 5/2**2."""
+    flat = FloatData(scale=0, shifter=0)
+    return LutParam(linear_exp_table=[0] * 65, linear_only_table=[10 * i for i in range(257)],
+                    linear_exp_offset=0, linear_only_offset=2, linear_exp_start=2**31 - 1,
+                    linear_exp_end=2**31 - 1, linear_only_start=0, linear_only_end=1024,
+                    linear_exp_underflow_slope=flat, linear_exp_overflow_slope=flat,
+                    linear_only_underflow_slope=FloatData(scale=3, shifter=1),
+                    linear_only_overflow_slope=FloatData(scale=5, shifter=2),
+                    hybrid_priority=1, underflow_priority=1, overflow_priority=1, method=1)
+
+
+def test_reference_lut_interpolates_and_extrapolates_hand_computed():
+    x = np.array([0, 5, 6, 7, 8, -3, -4, 1030, 1023])
+    # 5: i 1, r 1 -> (10*3 + 20*1) / 4 = 12.5 -> 13;  6: (10*2 + 20*2) / 4 = 15;
+    # 7: 17.5 -> 18;  8: 20;  0: underflow T[0] + 0;  -3: 0 + round(-9 / 2) = -5;
+    # -4: -6;  1030: overflow (index 257) T[256] + round(6 * 5 / 4) = 2560 + 8;
+    # 1023: i 255, r 3 -> (2550 * 1 + 2560 * 3) / 4 = 2557.5 -> 2558
+    assert sdp_lut_int8(x, _hand_lut()).tolist() == [0, 13, 15, 18, 20, -5, -6, 2568, 2558]
+
+
+def test_reference_refuses_tables_it_does_not_model():
+    lut = _hand_lut()
+    lut.linear_exp_start = 0            # the LE table could now be chosen
+    with pytest.raises(ValueError, match="only LO-table lookups"):
+        sdp_lut_int8(np.zeros(3, np.int64), lut)
+
+
+# ------------------------------------------------------- on the DLA (cmodel)
+
+def _model(op: str, opset: int = 14, **attrs) -> onnx.ModelProto:
+    node = helper.make_node(op, ["x"], ["y"], name=op.lower(), **attrs)
+    g = helper.make_graph([node], op, [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(SHAPE))], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, list(SHAPE))])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _run(compiled, x_q: np.ndarray) -> np.ndarray:
+    cfg = compiled.cfg
+    (src,), (dst,) = compiled.inputs, compiled.outputs
+    rt = Runtime(cfg, get_backend("cmod", cfg))
+    rt.load(compiled.to_bytes())
+    (inp,), (out,) = rt.inputs, rt.outputs
+    rt.bind_input(inp.memory.bind_id, pack_feature(x_q[0], src.layout))
+    rt.submit()
+    return unpack_feature(rt.read_output(out.memory.bind_id), dst.layout)[None]
+
+
+@pytest.mark.parametrize("preset", ["nv_large", "nv_small_256_full"])
+@pytest.mark.parametrize("op", sorted(FUNCTIONS))
+def test_every_int8_input_gives_the_function_rounded_once(op, preset):
+    model = _model(op, opset=24 if op == "Swish" else 14)
+    graph = load_onnx(model)
+    rng = np.random.default_rng(3)
+    samples = [{"x": rng.normal(0, 2, SHAPE).astype(np.float32)} for _ in range(4)]
+    table = calibrate(graph, samples, progress=False)
+    compiled = compile_subgraph(graph, table, get_preset(preset))
+    x_q = (np.arange(256) - 128).reshape(SHAPE).astype(np.int8)
+    got = _run(compiled, x_q)
+    s_in, s_out = table["x"]["scale"], table["y"]["scale"]
+    f = FUNCTIONS[op]
+    want = np.array([min(127, max(-128, _round_half_away(f(s_in * q) / s_out)))
+                     for q in range(-128, 128)]).reshape(SHAPE)
+    np.testing.assert_array_equal(got, want)
+    ref = run_reference(graph, compiled.plans, {"x": x_q})["y"]
+    np.testing.assert_array_equal(got, ref)
+    (op_,) = compiled.ops
+    assert op_.program.lut is not None
+
+
+@pytest.mark.parametrize("preset", sorted(n for n, c in PRESETS.items()
+                                          if not (c.sdp_lut and c.sdp_ew)))
+def test_presets_without_the_lut_never_get_one(preset):
+    graph = load_onnx(_model("Sigmoid"))
+    ok, reason = supports(graph.nodes[0], graph, get_preset(preset))
+    assert not ok
+    assert f"preset {preset} lacks" in reason and "SDP_LUT" in reason
+
+
+def test_exp_stays_on_the_cpu():
+    graph = load_onnx(_model("Exp"))
+    ok, reason = supports(graph.nodes[0], graph, get_preset("nv_large"))
+    assert not ok and "Exp" in reason
+
+
+# ------------------------------------------------------------------ the host
+
+def _silu_model(extra_reader: bool) -> onnx.ModelProto:
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+             helper.make_node("Mul", ["s", "x"], ["y"], name="mul")]   # operands swapped
+    outs = ["y"]
+    if extra_reader:
+        nodes.append(helper.make_node("Relu", ["s"], ["r"], name="relu"))
+        outs.append("r")
+    g = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(SHAPE))], [helper.make_tensor_value_info(
+            o, TensorProto.FLOAT, list(SHAPE)) for o in outs])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def test_spelled_out_silu_becomes_one_swish_and_agrees_with_onnxruntime():
+    model = _silu_model(False)
+    graph = load_onnx(model)
+    run_passes(graph)
+    assert [(n.op_type, n.inputs, n.outputs, n.attrs) for n in graph.nodes] == [
+        ("Swish", ["x"], ["y"], {"alpha": 1.0})]
+    x = np.random.default_rng(0).normal(0, 3, SHAPE).astype(np.float32)
+    got = interpret(graph, {"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_sigmoid_read_elsewhere_is_kept():
+    graph = load_onnx(_silu_model(True))
+    run_passes(graph)
+    assert sorted(n.op_type for n in graph.nodes) == ["Mul", "Relu", "Sigmoid"]
+
+
+# ------------------------------------------------- conv + lookup in one pass
+
+def _conv_then(ops: list[str], cin=16, cout=32, hw=8, seed=0, extra_reader=False,
+               prelu=False) -> onnx.ModelProto:
+    """x -> Conv (3x3) [-> PRelu] -> each op of ``ops`` in turn; optionally the conv's
+    output also feeds an Add with the last result."""
+    rng = np.random.default_rng(seed)
+    inits = [onnx.numpy_helper.from_array(
+        rng.normal(0, np.sqrt(2 / (9 * cin)), (cout, cin, 3, 3)).astype(np.float32), "w"),
+        onnx.numpy_helper.from_array(rng.normal(0, 0.1, cout).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4)]
+    t = "c"
+    if prelu:
+        inits.append(onnx.numpy_helper.from_array(
+            np.linspace(0.05, 0.3, cout).astype(np.float32).reshape(cout, 1, 1), "slope"))
+        nodes.append(helper.make_node("PRelu", [t, "slope"], ["p"], name="prelu"))
+        t = "p"
+    for i, op in enumerate(ops):
+        if op == "SiLU":
+            nodes += [helper.make_node("Sigmoid", [t], [f"s{i}"], name=f"sig{i}"),
+                      helper.make_node("Mul", [t, f"s{i}"], [f"y{i}"], name=f"mul{i}")]
+        else:
+            nodes.append(helper.make_node(op, [t], [f"y{i}"], name=f"{op.lower()}{i}"))
+        t = f"y{i}"
+    if extra_reader:
+        nodes.append(helper.make_node("Add", [t, "c"], ["sum"], name="add"))
+        t = "sum"
+    g = helper.make_graph(nodes, "conv_lut", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, cin, hw, hw])], [helper.make_tensor_value_info(
+            t, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def _compile_both(model, preset):
+    graph = load_onnx(model)
+    run_passes(graph)
+    rng = np.random.default_rng(1)
+    shape = graph.tensors["x"].shape
+    samples = [{"x": rng.normal(0, 1, shape).astype(np.float32)} for _ in range(4)]
+    table = calibrate(graph, samples, progress=False)
+    cfg = get_preset(preset)
+    return (graph, table, compile_subgraph(graph, table, cfg),
+            compile_subgraph(graph, table, cfg, fuse=False))
+
+
+def _run_full(compiled, x_q):
+    """Output and the cmodel's SDP cycle records of one run."""
+    cfg = compiled.cfg
+    (src,), (dst,) = compiled.inputs, compiled.outputs
+    be = get_backend("cmod", cfg)
+    rt = Runtime(cfg, be)
+    rt.load(compiled.to_bytes())
+    (inp,), (out,) = rt.inputs, rt.outputs
+    rt.bind_input(inp.memory.bind_id, pack_feature(x_q[0], src.layout))
+    rt.submit()
+    y = unpack_feature(rt.read_output(out.memory.bind_id), dst.layout)[None]
+    return y, sum(int(s.get("cycles", 0)) for s in be.stats)
+
+
+@pytest.mark.parametrize("ops", [["SiLU"], ["Sigmoid"], ["Tanh"]])
+def test_conv_and_lookup_fuse_into_one_pass_with_the_same_bytes(ops):
+    graph, table, fused, plain = _compile_both(_conv_then(ops), "nv_large")
+    assert [type(op) for op in plain.ops] == [ConvOp, SdpOp]
+    (conv,) = fused.ops
+    assert isinstance(conv, ConvOp) and conv.sdp.lut is not None
+    assert fused.fused == {"c": plain.ops[1].name}
+    assert "c" not in fused.tensors and "c" in plain.tensors
+    x = np.random.default_rng(2).normal(0, 1, graph.tensors["x"].shape).astype(np.float32)
+    x_q = quantize_activation(x, table["x"]["scale"])
+    (out,) = graph.outputs
+    y_fused, cyc_fused = _run_full(fused, x_q)
+    y_plain, cyc_plain = _run_full(plain, x_q)
+    np.testing.assert_array_equal(y_fused, y_plain)
+    np.testing.assert_array_equal(y_fused, run_reference(graph, fused.plans, {"x": x_q})[out])
+    assert cyc_fused < cyc_plain
+    assert fused.dram_bytes["activations"] < plain.dram_bytes["activations"]
+
+
+def test_every_tile_of_a_sliced_conv_takes_the_table():
+    graph, table, fused, plain = _compile_both(_conv_then(["Sigmoid"], 64, 96, 48),
+                                               "nv_small_256_full")
+    convs = [op for op in fused.ops if isinstance(op, ConvOp)]
+    assert len(convs) > 1 and all(op.sdp.lut is not None for op in convs)
+    assert len(fused.ops) == len(convs)
+    x = np.random.default_rng(3).normal(0, 1, graph.tensors["x"].shape).astype(np.float32)
+    x_q = quantize_activation(x, table["x"]["scale"])
+    np.testing.assert_array_equal(_run_full(fused, x_q)[0], _run_full(plain, x_q)[0])
+
+
+@pytest.mark.parametrize("kw", [dict(extra_reader=True), dict(prelu=True)],
+                         ids=["output-read-twice", "x2-taken-by-prelu"])
+def test_no_fusion_when_the_intermediate_is_needed_or_x2_is_busy(kw):
+    graph, table, fused, plain = _compile_both(_conv_then(["Sigmoid"], **kw), "nv_large")
+    assert fused.fused == {}
+    assert any(isinstance(op, SdpOp) and op.program.lut is not None for op in fused.ops)
