@@ -30,7 +30,6 @@ from accel.compiler.lut import int8_table, lo_table_lut
 from accel.compiler.reference import run_reference
 from accel.config import PRESETS, get_preset
 from accel.layout import pack_feature, unpack_feature
-from accel.loadable.descriptors_aux import FloatData, LutParam
 from accel.runtime.backend import get_backend
 from accel.runtime.umd import Runtime
 from tengine_host.frontend import load_onnx
@@ -38,6 +37,7 @@ from tengine_host.int8_ref import sdp_lut_int8
 from tengine_host.interpreter import interpret
 from tengine_host.passes import run_passes
 from tengine_host.quant import calibrate, quantize_activation
+from tests.accel.runtime.task_builder import hand_lo_lut
 
 SHAPE = (1, 16, 4, 4)          # 256 elements: one per int8 value
 
@@ -97,29 +97,17 @@ def test_lut_parameters_index_the_lo_table_by_the_int8_value():
     assert sdp_lut_int8(x, lut).tolist() == [-300, -300, -300, -297, 84, 462, 465, 465, 465]
 
 
-def _hand_lut() -> LutParam:
-    """LO table T[i] = 10 i from start 0, index select 2, slopes under 3/2**1, over 5/2**2."""
-    flat = FloatData(scale=0, shifter=0)
-    return LutParam(linear_exp_table=[0] * 65, linear_only_table=[10 * i for i in range(257)],
-                    linear_exp_offset=0, linear_only_offset=2, linear_exp_start=2**31 - 1,
-                    linear_exp_end=2**31 - 1, linear_only_start=0, linear_only_end=1024,
-                    linear_exp_underflow_slope=flat, linear_exp_overflow_slope=flat,
-                    linear_only_underflow_slope=FloatData(scale=3, shifter=1),
-                    linear_only_overflow_slope=FloatData(scale=5, shifter=2),
-                    hybrid_priority=1, underflow_priority=1, overflow_priority=1, method=1)
-
-
 def test_reference_lut_interpolates_and_extrapolates_hand_computed():
     x = np.array([0, 5, 6, 7, 8, -3, -4, 1030, 1023])
     # 5: i 1, r 1 -> (10*3 + 20*1) / 4 = 12.5 -> 13;  6: (10*2 + 20*2) / 4 = 15;
     # 7: 17.5 -> 18;  8: 20;  0: underflow T[0] + 0;  -3: 0 + round(-9 / 2) = -5;
     # -4: -6;  1030: overflow (index 257) T[256] + round(6 * 5 / 4) = 2560 + 8;
     # 1023: i 255, r 3 -> (2550 * 1 + 2560 * 3) / 4 = 2557.5 -> 2558
-    assert sdp_lut_int8(x, _hand_lut()).tolist() == [0, 13, 15, 18, 20, -5, -6, 2568, 2558]
+    assert sdp_lut_int8(x, hand_lo_lut()).tolist() == [0, 13, 15, 18, 20, -5, -6, 2568, 2558]
 
 
 def test_reference_refuses_tables_it_does_not_model():
-    lut = _hand_lut()
+    lut = hand_lo_lut()
     lut.linear_exp_start = 0            # the LE table could now be chosen
     with pytest.raises(ValueError, match="only LO-table lookups"):
         sdp_lut_int8(np.zeros(3, np.int64), lut)

@@ -13,7 +13,7 @@ import numpy as np
 from accel.loadable.containers import pack_op_container, pack_surface_container
 from accel.loadable.cstruct import CStruct
 from accel.loadable.descriptors import OP_NUM, CommonOpDesc, Consumer, DataCube, NetworkDesc
-from accel.loadable.descriptors_aux import LutParam
+from accel.loadable.descriptors_aux import FloatData, LutParam
 
 BASE = 0x4000_0000
 PAGE = 4096
@@ -75,3 +75,17 @@ def write_task(backend, ops: list[TaskOp], regions: list[bytes | int],
             backend.write_mem(addr, np.frombuffer(blob, np.uint8))
         addresses.append(addr)
     return addresses
+
+
+def hand_lo_lut(step: int = 10) -> LutParam:
+    """LO T[i] = step * i from 0, index select 2 (4 inputs per entry), end 1024; under
+    slope 3 / 2**1, over 5 / 2**2; the LE table is never chosen (start at the int32
+    maximum, every priority LO)."""
+    flat = FloatData(scale=0, shifter=0)
+    return LutParam(linear_exp_table=[0] * 65, linear_only_table=[step * i for i in range(257)],
+                    linear_exp_offset=0, linear_only_offset=2, linear_exp_start=2**31 - 1,
+                    linear_exp_end=2**31 - 1, linear_only_start=0, linear_only_end=1024,
+                    linear_exp_underflow_slope=flat, linear_exp_overflow_slope=flat,
+                    linear_only_underflow_slope=FloatData(scale=3, shifter=1),
+                    linear_only_overflow_slope=FloatData(scale=5, shifter=2),
+                    hybrid_priority=1, underflow_priority=1, overflow_priority=1, method=1)

@@ -27,13 +27,13 @@ from accel.loadable.descriptors import (
     SdpOp,
     SdpOpDesc,
 )
-from accel.loadable.descriptors_aux import FloatData, LutParam
+from accel.loadable.descriptors_aux import LutParam
 from accel.loadable.surfaces import SdpSurfaceDesc
 from accel.runtime import fw_sdp
 from accel.runtime.firmware import Firmware, FirmwareError
 from accel.runtime.regwriter import RegWriter
 from tests.accel.runtime.fake_backend import FakeBackend
-from tests.accel.runtime.task_builder import DATA0, TaskOp, cube, write_task
+from tests.accel.runtime.task_builder import DATA0, TaskOp, cube, hand_lo_lut, write_task
 
 CFG = get_preset("nv_large")
 ATOM = CFG.atom_size
@@ -88,22 +88,8 @@ def _surf(y_data=None, dst=1):
                           y_data=y_data or empty, dst_data=cube(dst, C, H, W, atom=ATOM))
 
 
-def _hand_lut(step: int = 10) -> LutParam:
-    """LO T[i] = step * i from 0, index select 2 (4 inputs per entry), end 1024; under
-    slope 3 / 2**1, over 5 / 2**2; the LE table is never chosen (start at the int32
-    maximum, every priority LO)."""
-    flat = FloatData(scale=0, shifter=0)
-    return LutParam(linear_exp_table=[0] * 65, linear_only_table=[step * i for i in range(257)],
-                    linear_exp_offset=0, linear_only_offset=2, linear_exp_start=2**31 - 1,
-                    linear_exp_end=2**31 - 1, linear_only_start=0, linear_only_end=1024,
-                    linear_exp_underflow_slope=flat, linear_exp_overflow_slope=flat,
-                    linear_only_underflow_slope=FloatData(scale=3, shifter=1),
-                    linear_only_overflow_slope=FloatData(scale=5, shifter=2),
-                    hybrid_priority=1, underflow_priority=1, overflow_priority=1, method=1)
-
-
 def _hand_lookup(x: int, step: int = 10) -> int:
-    """:func:`_hand_lut` at ``x``: interpolation between entries 4 apart, slopes outside."""
+    """:func:`hand_lo_lut` at ``x``: interpolation between entries 4 apart, slopes outside."""
     if x <= 0:
         return _rha(x * 3 / 2)
     i, r = x >> 2, x & 3
@@ -127,7 +113,7 @@ def test_lut_interpolates_between_entries_and_extrapolates_outside(backend):
     x = _all_int8(1)
     op = _op(x1=_stage(enable=1, type=SDP_OP_MUL, mode=SDP_OP_PER_LAYER, mul_operand=13),
              y=_stage(enable=1, act=ACTIVATION_LUT), lut_index=0, out=(1, 5, 0))
-    addrs = write_task(backend, [TaskOp(OP_SDP, op, _surf())], [_pack(x), 4096], [_hand_lut()])
+    addrs = write_task(backend, [TaskOp(OP_SDP, op, _surf())], [_pack(x), 4096], [hand_lo_lut()])
     Firmware(CFG, backend).run(addrs)
     want = np.vectorize(lambda q: _sat(_rha(_hand_lookup(13 * int(q)) / 32), 8))(x)
     np.testing.assert_array_equal(_read(backend, addrs, 1), want)
@@ -175,7 +161,7 @@ def test_sdp_ops_with_different_luts_take_turns(backend):
     ops = [TaskOp(OP_SDP, _op(x1=x1, y=lut_op, lut_index=0, out=(1, 5, 0)), _surf(dst=1),
                   consumers={OP_SDP: (1, 0)}),
            TaskOp(OP_SDP, _op(x1=x1, y=lut_op, lut_index=1, out=(1, 5, 0)), _surf(dst=2))]
-    addrs = write_task(backend, ops, [_pack(x), 4096, 4096], [_hand_lut(10), _hand_lut(-7)])
+    addrs = write_task(backend, ops, [_pack(x), 4096, 4096], [hand_lo_lut(10), hand_lo_lut(-7)])
     fw = Firmware(CFG, backend)
     fw.run(addrs)
     ev = fw.events
@@ -196,7 +182,7 @@ def _program(op: SdpOpDesc, lut: LutParam | None) -> RegWriter:
 
 
 def test_lut_op_registers_hand_computed():
-    w = _program(_op(y=_stage(enable=1, act=ACTIVATION_LUT), lut_index=0), _hand_lut())
+    w = _program(_op(y=_stage(enable=1, act=ACTIVATION_LUT), lut_index=0), hand_lo_lut())
     syms = [s for s, _, _ in w.log]
     r = {s: v for s, _, v in w.log}
     # EW_BYPASS NO [0], ALU_BYPASS YES [1], ALU_ALGO MAX [3:2], MUL_BYPASS YES [4],
@@ -250,7 +236,7 @@ def test_y_memory_operand_registers_hand_computed():
 @pytest.mark.parametrize("op, lut, message", [
     (_op(y=_stage(enable=1, act=ACTIVATION_LUT), lut_index=-1), None,
      "sdp op 3: the Y stage's act is LUT but lut_index is -1"),
-    (_op(y=_stage(enable=0, act=ACTIVATION_LUT), lut_index=0), _hand_lut(),
+    (_op(y=_stage(enable=0, act=ACTIVATION_LUT), lut_index=0), hand_lo_lut(),
      "sdp op 3: the Y stage is disabled but its act is LUT"),
     (_op(y=_stage(enable=1, act=ACTIVATION_LUT), lut_index=0), None,
      "sdp op 3: lut_index 0 but no LUT parameters"),
@@ -263,6 +249,6 @@ def test_inconsistent_lut_descriptors_are_refused(op, lut, message):
 def test_sdp_lut_index_outside_the_lut_list():
     op = _op(y=_stage(enable=1, act=ACTIVATION_LUT), lut_index=2)
     be = FakeBackend()
-    addrs = write_task(be, [TaskOp(OP_SDP, op, _surf())], [4096, 4096], [_hand_lut()])
+    addrs = write_task(be, [TaskOp(OP_SDP, op, _surf())], [4096, 4096], [hand_lo_lut()])
     with pytest.raises(FirmwareError, match=r"sdp op 0: lut_index 2 outside the task's 1 LUTs"):
         Firmware(CFG, be).run(addrs)
