@@ -25,10 +25,16 @@ def sat_bounds(bits: int) -> tuple[int, int]:
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 
-def saturate(x: np.ndarray, bits: int) -> np.ndarray:
-    """Clamp ``x`` to the signed ``bits``-wide range."""
+try:   # numpy >= 2: the ufunc behind np.clip, without np.clip's Python-level dispatch
+    from numpy._core.umath import clip as _clip
+except ImportError:  # pragma: no cover - older numpy
+    _clip = np.clip
+
+
+def saturate(x: np.ndarray, bits: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Clamp ``x`` to the signed ``bits``-wide range (into ``out`` when given)."""
     lo, hi = sat_bounds(bits)
-    return np.clip(np.asarray(x, dtype=np.int64), lo, hi)
+    return _clip(np.asarray(x, dtype=np.int64), lo, hi, out=out)
 
 
 def saturation_mask(x: np.ndarray, bits: int) -> np.ndarray:
@@ -38,28 +44,61 @@ def saturation_mask(x: np.ndarray, bits: int) -> np.ndarray:
     return (x < lo) | (x > hi)
 
 
-def shift_round(x: np.ndarray, shift: int | np.ndarray) -> np.ndarray:
+def count_saturated(x: np.ndarray, bits: int) -> int:
+    """How many elements of ``x`` lie outside the signed ``bits`` range."""
+    if x.size == 0:
+        return 0
+    lo, hi = sat_bounds(bits)
+    if x.min() >= lo and x.max() <= hi:   # the usual case: two reductions, no mask
+        return 0
+    return int(np.count_nonzero((x < lo) | (x > hi)))
+
+
+def shift_round(x: np.ndarray, shift: int | np.ndarray,
+                out: np.ndarray | None = None) -> np.ndarray:
     """Arithmetic right shift by ``shift`` with round half away from zero.
 
     ``shift`` may be a scalar or an array broadcastable against ``x``; a shift
     of 0 returns ``x`` unchanged.  Negative shifts are rejected: NVDLA's
-    shifters are unsigned fields.
+    shifters are unsigned fields.  For a scalar shift ``s > 0`` the result is
+    ``(x + 2**(s-1) - (x < 0)) >> s`` (floor shift): for ``x >= 0`` that is
+    ``floor(x / 2**s + 1/2)``, for ``x < 0`` ``ceil(x / 2**s - 1/2)``, i.e. the
+    halves go away from zero.  ``out`` may be ``x`` itself (in place).
     """
     x = np.asarray(x, dtype=np.int64)
-    s = np.asarray(shift, dtype=np.int64)
-    if np.any(s < 0):
+    if isinstance(shift, (int, np.integer)):
+        s = int(shift)
+        if s < 0:
+            raise ValueError(f"shift must be >= 0, got {shift!r}")
+        if s > 62:
+            raise ValueError(f"shift must be <= 62 for int64 arithmetic, got {shift!r}")
+        if s == 0:
+            if out is None or out is x:
+                return x
+            out[...] = x
+            return out
+        neg = x < 0
+        y = np.add(x, 1 << (s - 1), out=out)
+        np.subtract(y, neg, out=y)
+        return np.right_shift(y, s, out=y)
+    sh = np.asarray(shift, dtype=np.int64)
+    if np.any(sh < 0):
         raise ValueError(f"shift must be >= 0, got {shift!r}")
-    if np.any(s > 62):
+    if np.any(sh > 62):
         raise ValueError(f"shift must be <= 62 for int64 arithmetic, got {shift!r}")
-    mag = np.abs(x)
-    half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
-    rounded = np.right_shift(mag + half, s)
-    return np.where(x < 0, -rounded, rounded)
+    half = np.where(sh > 0, np.left_shift(np.int64(1), np.maximum(sh - 1, 0)), 0)
+    y = np.right_shift(x + half - ((x < 0) & (sh > 0)), sh)
+    if out is not None:
+        out[...] = y
+        return out
+    return y
 
 
-def shift_round_sat(x: np.ndarray, shift: int | np.ndarray, bits: int) -> np.ndarray:
+def shift_round_sat(x: np.ndarray, shift: int | np.ndarray, bits: int,
+                    out: np.ndarray | None = None) -> np.ndarray:
     """Right shift with round half away from zero, then saturate to ``bits``."""
-    return saturate(shift_round(x, shift), bits)
+    y = shift_round(x, shift, out=out)
+    return saturate(y, bits, out=y if (out is not None or y is not x) else None)
 
 
 def sign_extend(value: np.ndarray | int, bits: int) -> np.ndarray:

@@ -15,19 +15,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.arith import saturate, saturation_mask, shift_round
+from accel.arith import count_saturated, saturate, shift_round
 
 PARSUM_BITS = 34
 MAX_TRUNCATE = 16  # documented range of CLIP_TRUNCATE; the NVDLA cmod fails above it
 
 
-def accumulate(psum: np.ndarray) -> np.ndarray:
-    """Saturate exact sums of products to the 34-bit accumulator range."""
-    return saturate(psum, PARSUM_BITS)
+def accumulate(psum: np.ndarray, terms: int | None = None) -> np.ndarray:
+    """Saturate exact sums of products to the 34-bit accumulator range (in place).
+
+    ``terms`` products of int8 values are at most ``terms * 2**14`` in magnitude:
+    below 2**19 terms no sum can leave the range and nothing is done.
+    """
+    if terms is not None and terms < (1 << (PARSUM_BITS - 1 - 14)):
+        return psum
+    return saturate(psum, PARSUM_BITS, out=psum)
 
 
 def clip_truncate(acc: np.ndarray, truncate: int) -> tuple[np.ndarray, int]:
-    """``(int32 result, saturation count)`` of the channel-end scaling."""
-    shifted = shift_round(acc, truncate)
-    sat = int(np.count_nonzero(saturation_mask(shifted, 32)))
-    return saturate(shifted, 32), sat
+    """``(int32 result, saturation count)`` of the channel-end scaling (overwrites ``acc``)."""
+    shifted = shift_round(acc, truncate, out=acc)
+    sat = count_saturated(shifted, 32)
+    return (saturate(shifted, 32, out=shifted) if sat else shifted), sat

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import read_int8_cube
+from accel.cmod.cube import read_int8_raw
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.config import HwConfig
@@ -32,8 +32,8 @@ def check_supported(g: GroupView) -> None:
         raise UnsupportedError("CDMA batch > 1 is not modelled")
 
 
-def fetch_feature(g: GroupView, dram: Dram, cfg: HwConfig) -> np.ndarray:
-    """The int8 input cube ``[C, H, W]`` (int64) read through the line/surface strides."""
+def feature_source(g: GroupView, cfg: HwConfig) -> tuple[int, int, int, int, int, int]:
+    """``(base, C, H, W, line stride, surface stride)`` of the input feature cube, checked."""
     w = g("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
     h = g("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
     c = g("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
@@ -44,7 +44,19 @@ def fetch_feature(g: GroupView, dram: Dram, cfg: HwConfig) -> np.ndarray:
                         ("D_DAIN_ADDR_LOW_0", base)):
         if value % a:
             raise ConfigError(UNIT, name, value, f"must be a multiple of the {a}-byte atom")
-    return read_int8_cube(dram, base, c, h, w, a, line, surf, UNIT)
+    return base, c, h, w, line, surf
+
+
+def read_feature(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, int, int, int]
+                 ) -> np.ndarray:
+    """The int8 input cube ``[C, H, W]`` (int8) of a :func:`feature_source`."""
+    base, c, h, w, line, surf = source
+    return read_int8_raw(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT)
+
+
+def fetch_feature(g: GroupView, dram: Dram, cfg: HwConfig) -> np.ndarray:
+    """The int8 input cube ``[C, H, W]`` (int64) read through the line/surface strides."""
+    return read_feature(dram, cfg, feature_source(g, cfg)).astype(np.int64)
 
 
 def weight_offsets(k: int, c: int, r: int, s: int, atomic_k: int, atomic_c: int) -> np.ndarray:

@@ -46,6 +46,29 @@ def mac_atoms(data: np.ndarray, weights: np.ndarray,
     return d @ w.T
 
 
+#: int8 x int8 products are at most 2**14 in magnitude ((-128) * (-128)), so any partial sum
+#: of 1024 of them stays within 2**24, where float32 holds every integer exactly
+EXACT_F32_TERMS = 1 << 10
+
+
+def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
+    """Exact ``weights[K, R] @ patches[R, N]`` of int8 values (any dtype holding them), int64.
+
+    float32 GEMMs over chunks of :data:`EXACT_F32_TERMS` reduction terms: every
+    partial sum of a chunk, in whatever order BLAS adds, is an integer of at most
+    2**24 and so exact in float32; the chunk results are summed in int64.
+    """
+    w = weights if weights.dtype == np.float32 else weights.astype(np.float32)
+    p = patches if patches.dtype == np.float32 else patches.astype(np.float32)
+    r = w.shape[1]
+    if r <= EXACT_F32_TERMS:
+        return (w @ p).astype(np.int64)
+    out = np.zeros((w.shape[0], p.shape[1]), dtype=np.int64)
+    for r0 in range(0, r, EXACT_F32_TERMS):
+        out += (w[:, r0:r0 + EXACT_F32_TERMS] @ p[r0:r0 + EXACT_F32_TERMS]).astype(np.int64)
+    return out
+
+
 def conv_gemm(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
     """Exact sums of products ``weights[K, CRS] @ patches[CRS, N]`` as int64.
 

@@ -26,6 +26,24 @@ class UnitRegs:
             for store in target:
                 store[reg.offset] = reg.reset
             self._wmask[reg.offset] = sum(f.mask for f in reg.fields if "w" in f.access)
+        op_enable = unit.registers.get("D_OP_ENABLE")
+        self._op_enable = op_enable.offset if op_enable is not None else None
+
+    @property
+    def groups(self) -> tuple[dict[int, int], dict[int, int]]:
+        """The two ``D_`` register groups (offset -> value): what the hardware executes from."""
+        return self._groups
+
+    def enabled(self) -> bool:
+        """``D_OP_ENABLE.OP_EN`` of the consumer group: its op may start."""
+        return self._op_enable is not None and bool(
+            self._groups[self.consumer][self._op_enable] & 1)
+
+    def finish(self) -> None:
+        """An op completed: clear its enable and move the consumer to the other group."""
+        if self._op_enable is not None:
+            self._groups[self.consumer][self._op_enable] = 0
+        self.flip_consumer()
 
     # --- group pointers --------------------------------------------------------------
     def _pointer(self) -> int:
@@ -44,6 +62,14 @@ class UnitRegs:
             self._single[4] ^= 1 << 16
 
     # --- CSB access ------------------------------------------------------------------
+    def store_of(self, reg: Register, group: int) -> dict[int, int]:
+        """The dict holding ``reg`` (a ``D_`` register: in ``group``), keyed by offset."""
+        return self._groups[group] if reg.name.startswith("D_") else self._single
+
+    def write_mask(self, reg: Register) -> int:
+        """The software-writable bits of ``reg``."""
+        return self._wmask[reg.offset]
+
     def _store(self, reg: Register, group: int | None) -> dict[int, int]:
         if not reg.name.startswith("D_"):
             return self._single

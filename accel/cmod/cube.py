@@ -27,15 +27,44 @@ def padded_channels(c: int, atom: int) -> int:
     return -(-c // atom) * atom
 
 
+def _atoms(c: int, h: int, w: int, atom: int, line_stride: int, surf_stride: int):
+    """Shape and byte strides of a cube as ``[surface, lane, row, column]``."""
+    return (-(-c // atom), atom, h, w), (surf_stride, 1, line_stride, atom)
+
+
+def read_int8_raw(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
+                  line_stride: int, surf_stride: int, unit: str) -> np.ndarray:
+    """Signed int8 cube ``[c, h, w]`` (int8): a strided view of memory copied once, or a
+    gather when the cube's whole atoms leave the region (the gather then names the
+    address)."""
+    check_elements("DMA", f"a {c}x{h}x{w} (CxHxW) cube", c * h * w)
+    shape, strides = _atoms(c, h, w, atom, line_stride, surf_stride)
+    view = dram.strided(base, shape, strides, unit)
+    if view is None:
+        offs = cube_offsets(c, h, w, atom, line_stride, surf_stride)
+        return dram.gather(base, offs, unit).view(np.int8)
+    return view.reshape(shape[0] * atom, h, w)[:c].view(np.int8)
+
+
 def read_int8_cube(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
                    line_stride: int, surf_stride: int, unit: str) -> np.ndarray:
     """Signed int8 cube ``[c, h, w]`` as int64."""
-    offs = cube_offsets(c, h, w, atom, line_stride, surf_stride)
-    return dram.gather(base, offs, unit).view(np.int8).astype(np.int64)
+    return read_int8_raw(dram, base, c, h, w, atom, line_stride, surf_stride,
+                         unit).astype(np.int64)
 
 
 def write_int8_cube(dram: Dram, base: int, data: np.ndarray, atom: int,
                     line_stride: int, surf_stride: int, unit: str) -> None:
     """Write ``data[c, h, w]`` (already saturated to int8) at its NVDLA addresses."""
     c, h, w = data.shape
-    dram.scatter(base, cube_offsets(c, h, w, atom, line_stride, surf_stride), data, unit)
+    shape, strides = _atoms(c, h, w, atom, line_stride, surf_stride)
+    # whole atoms, lines that do not overlap, surfaces that do not overlap
+    disjoint = (c % atom == 0 and line_stride >= w * atom
+                and (shape[0] == 1 or surf_stride >= (h - 1) * line_stride + w * atom))
+    view = dram.strided(base, shape, strides, unit, "write") if disjoint else None
+    if view is None:
+        dram.scatter(base, cube_offsets(c, h, w, atom, line_stride, surf_stride), data, unit)
+        return
+    view[...] = np.asarray(data).reshape(shape).astype(np.uint8, copy=False) \
+        if np.asarray(data).dtype != np.uint8 else np.asarray(data).reshape(shape)
+    dram.touched(base)

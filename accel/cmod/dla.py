@@ -23,12 +23,16 @@ and GLB raises the done interrupts of the groups that ran.
 
 from __future__ import annotations
 
-from accel.cmod import cacc, cbuf_state, cdma, cdma_image, cdp, csc, pdp, rubik, sdp
+from collections.abc import Callable
+
+import numpy as np
+
+from accel.cmod import cacc, cbuf_state, cdma, cdma_image, cdp, conv, csc, pdp, rubik, sdp
 from accel.cmod.bdma import Bdma
-from accel.cmod.cmac import conv_gemm
+from accel.cmod.cmac import gemm_int8
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.dram import Dram
-from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.glb import Glb
 from accel.cmod.lut import LutRam
 from accel.cmod.perf import conv_cycles
@@ -41,6 +45,7 @@ _MODELLED = {"NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_C
              "NVDLA_CDP", "NVDLA_CDP_RDMA", "NVDLA_RBK"}
 # units with a LUT behind S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA
 _LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
+MAX_PLANS = 8192   # decoded ops kept (a loadable's ops, several loadables)
 
 
 class Dla:
@@ -66,6 +71,9 @@ class Dla:
         self.luts = {u: LutRam(u[6:]) for u in _LUT_UNITS}
         self.bdma = Bdma(self.regs["NVDLA_BDMA"], self.dram, cfg, self.glb)
         self.cbuf = cbuf_state.Cbuf()  # what the CBUF keeps between convolutions
+        self._plans: dict[tuple, object] = {}                  # register values -> decoded op
+        self._raw_weights: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
+        self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
     # --- CSB -------------------------------------------------------------------------
     def csb_write(self, addr: int, value: int) -> None:
@@ -119,7 +127,23 @@ class Dla:
         return regs.group(regs.consumer)
 
     def _enabled(self, unit: str) -> bool:
-        return bool(self._exec(unit)("D_OP_ENABLE", "OP_EN"))
+        return self.regs[unit].enabled()
+
+    def _plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
+        """The decoded op of ``kind`` whose units' consumer groups hold what they hold now.
+
+        Decoding reads and checks every register once; an op with the same register
+        values (the next inference of a loadable) reuses the result.
+        """
+        regs = self.regs
+        key = (kind, *(tuple(regs[u].groups[regs[u].consumer].values()) for u in units))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = decode()
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = plan
+        return plan
 
     @staticmethod
     def _sdp_needs_rdma(g: GroupView) -> bool:
@@ -138,34 +162,63 @@ class Dla:
                 return True
         return False
 
+    def _sdp_mode(self) -> tuple[bool, bool, bool]:
+        """``(needs SDP_RDMA, output to PDP, input on the fly)`` of the SDP's next op."""
+        def decode() -> tuple[bool, bool, bool]:
+            g = self._exec("NVDLA_SDP")
+            return (self._sdp_needs_rdma(g), bool(g("D_FEATURE_MODE_CFG", "OUTPUT_DST")),
+                    bool(g("D_FEATURE_MODE_CFG", "FLYING_MODE")))
+        return self._plan("sdp-mode", ("NVDLA_SDP",), decode)
+
     def _try_run(self) -> None:
         if not self._enabled("NVDLA_SDP"):
             return
-        g_sdp = self._exec("NVDLA_SDP")
-        needs_rdma = self._sdp_needs_rdma(g_sdp)
+        needs_rdma, to_pdp, flying = self._sdp_mode()
         if needs_rdma and not self._enabled("NVDLA_SDP_RDMA"):
             return
-        rdma = self._exec("NVDLA_SDP_RDMA") if needs_rdma else None
-        to_pdp = bool(g_sdp("D_FEATURE_MODE_CFG", "OUTPUT_DST"))
         if to_pdp and not self._enabled("NVDLA_PDP"):
             return
-        flying = bool(g_sdp("D_FEATURE_MODE_CFG", "FLYING_MODE"))
         if flying:
             if not all(self._enabled(u) for u in CONV_UNITS):
                 return
-            rec = self._run_conv(g_sdp, rdma)
+            rec, streamed = self._run_conv(needs_rdma)
         else:
-            rec = sdp.run(g_sdp, rdma, self.dram, self.cfg, lut=self.luts["NVDLA_SDP"],
-                          model_y=self.model_y_stage)
-            self.stats.append(rec)
-            self._complete(["NVDLA_SDP", "NVDLA_SDP_RDMA"], [("SDP", g_sdp.group)])
+            rec, streamed = self._run_sdp(needs_rdma)
         if rec.get("note") and rec["note"] not in self.notes:
             self.notes.append(rec["note"])
         if to_pdp:
-            g_pdp = self._exec("NVDLA_PDP")
-            self.stats.append(pdp.run(g_pdp, self._exec("NVDLA_PDP_RDMA"), self.dram,
-                                      self.cfg, x_in=rec.pop("to_pdp")))
-            self._complete(["NVDLA_PDP"], [("PDP", g_pdp.group)])
+            plan = self._plan("pdp-fed", ("NVDLA_PDP", "NVDLA_PDP_RDMA"), lambda: pdp.decode(
+                self._exec("NVDLA_PDP"), self._exec("NVDLA_PDP_RDMA"), self.cfg, fed=True))
+            group = self.regs["NVDLA_PDP"].consumer
+            self.stats.append(plan.execute(self.dram, self.cfg, streamed))
+            self._complete(["NVDLA_PDP"], [("PDP", group)])
+
+    def _sdp_units(self, needs_rdma: bool) -> tuple[str, ...]:
+        return ("NVDLA_SDP", "NVDLA_SDP_RDMA") if needs_rdma else ("NVDLA_SDP",)
+
+    def _y_group(self, plan: sdp.SdpPlan, needs_rdma: bool) -> tuple | None:
+        """What a Y stage reads as it runs: the SDP's groups and its LUT."""
+        if not plan.y_stage:
+            return None
+        return (self._exec("NVDLA_SDP"), self._exec("NVDLA_SDP_RDMA") if needs_rdma else None,
+                self.luts["NVDLA_SDP"])
+
+    def _finish_sdp(self, rec: dict, saturations: int) -> None:
+        regs = self.regs["NVDLA_SDP"]
+        regs.set_hw("D_PERF_OUT_SATURATION", saturations, regs.consumer)
+
+    def _run_sdp(self, needs_rdma: bool) -> tuple[dict, np.ndarray | None]:
+        """An SDP op reading its input from memory."""
+        plan = self._plan(f"sdp{int(needs_rdma)}", self._sdp_units(needs_rdma), lambda: sdp.decode(
+            self._exec("NVDLA_SDP"), self._exec("NVDLA_SDP_RDMA") if needs_rdma else None,
+            self.cfg, flying=False, model_y=self.model_y_stage))
+        group = self.regs["NVDLA_SDP"].consumer
+        rec, streamed, sat = plan.execute(self.dram, self.cfg,
+                                          y_group=self._y_group(plan, needs_rdma))
+        self._finish_sdp(rec, sat)
+        self.stats.append(rec)
+        self._complete(list(self._sdp_units(needs_rdma)), [("SDP", group)])
+        return rec, streamed
 
     def _try_run_pdp(self) -> None:
         if not self._enabled("NVDLA_PDP"):
@@ -174,9 +227,11 @@ class Dla:
         if not g("D_OPERATION_MODE_CFG", "FLYING_MODE"):  # fed by SDP on the fly
             self._try_run()
             return
-        if g("D_OPERATION_MODE_CFG", "FLYING_MODE") and not self._enabled("NVDLA_PDP_RDMA"):
+        if not self._enabled("NVDLA_PDP_RDMA"):
             return
-        self.stats.append(pdp.run(g, self._exec("NVDLA_PDP_RDMA"), self.dram, self.cfg))
+        plan = self._plan("pdp", ("NVDLA_PDP", "NVDLA_PDP_RDMA"), lambda: pdp.decode(
+            g, self._exec("NVDLA_PDP_RDMA"), self.cfg, fed=False))
+        self.stats.append(plan.execute(self.dram, self.cfg))
         self._complete(["NVDLA_PDP", "NVDLA_PDP_RDMA"], [("PDP", g.group)])
 
     def _try_run_cdp(self) -> None:
@@ -198,71 +253,91 @@ class Dla:
 
     def _complete(self, units: list[str], interrupts: list[tuple[str, int]]) -> None:
         for unit in units:
-            regs = self.regs[unit]
-            regs.set_hw("D_OP_ENABLE", 0, regs.consumer)
-            regs.flip_consumer()
+            self.regs[unit].finish()
         for source, group in interrupts:
             self.glb.raise_done(source, group)
 
-    def _run_conv(self, g_sdp: GroupView, rdma: GroupView | None) -> dict:
-        g_cdma, g_csc, g_cacc = (self._exec(u) for u in ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CACC"))
-        cdma.check_supported(g_cdma)
-        sdp.check_supported(g_sdp, self.cfg, self.model_y_stage)
-        geo = csc.geometry(g_csc)
-        if geo.image != bool(g_cdma("D_DATAIN_FORMAT", "DATAIN_FORMAT")):
-            raise ConfigError("CSC", "D_DATAIN_FORMAT", int(geo.image),
-                              "CSC and CDMA disagree on feature/pixel input")
-        use = cbuf_state.check(self.cfg, g_cdma, g_csc)
-        cdma.check_kernels(g_cdma, geo.k, geo.c, geo.r, geo.s)
+    # --- convolution -----------------------------------------------------------------
+    def _weights(self, plan: conv.ConvPlan) -> np.ndarray:
+        """The packed weight bytes of ``plan`` (read again only when their memory changed)."""
+        key = (plan.weight_addr, plan.weight_size)
+        version = self.dram.version(plan.weight_addr)
+        hit = self._raw_weights.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        check_elements("CDMA", f"weights of {plan.use.kernels} kernels x "
+                               f"{plan.use.bytes_per_kernel} bytes", plan.weight_size)
+        raw = self.dram.read(plan.weight_addr, plan.weight_size, "CDMA")
+        self._raw_weights[key] = (version, raw)
+        return raw
+
+    def _weight_matrix(self, raw: np.ndarray, plan: conv.ConvPlan) -> np.ndarray:
+        """``float32 [K, C*R*S]`` of the packed bytes ``raw`` (kept per bytes object)."""
+        key = (id(raw), plan.kernel)
+        hit = self._matrices.get(key)
+        if hit is not None and hit[0] is raw:
+            return hit[1]
+        m = raw[plan.weight_order].view(np.int8).astype(np.float32)
+        if len(self._matrices) >= MAX_PLANS:
+            self._matrices.pop(next(iter(self._matrices)))
+        self._matrices[key] = (raw, m)
+        return m
+
+    def _run_conv(self, needs_rdma: bool) -> tuple[dict, np.ndarray | None]:
+        units = CONV_UNITS + self._sdp_units(needs_rdma)
+        plan = self._plan(f"conv{int(needs_rdma)}", units, lambda: conv.decode(
+            self.cfg, self._exec("NVDLA_CDMA"), self._exec("NVDLA_CSC"),
+            self._exec("NVDLA_CACC"), self._exec("NVDLA_SDP"),
+            self._exec("NVDLA_SDP_RDMA") if needs_rdma else None, self.model_y_stage))
+        geo, use = plan.geo, plan.use
         kept_data = self.cbuf.reused_data(use)
         kept_w, note = self.cbuf.reused_weights(use)
         if geo.image:
+            g_cdma = self._exec("NVDLA_CDMA")
             if kept_data is not None:
                 lines, fmt = kept_data.value
             else:
                 lines, fmt = cdma_image.fetch_image(g_cdma, self.dram, self.cfg)
-            x, geo_run = csc.image_cube(lines, fmt.channels, geo, g_csc)
+            x, geo_run = csc.image_cube(lines, fmt.channels, geo, self._exec("NVDLA_CSC"))
             in_shape = (fmt.channels, lines.shape[0], use.width)
             data, in_bytes = (lines, fmt), cdma_image.image_bytes(fmt, in_shape[1], in_shape[2])
         else:
-            x = kept_data.value if kept_data is not None else cdma.fetch_feature(
-                g_cdma, self.dram, self.cfg)
+            x = kept_data.value if kept_data is not None else cdma.read_feature(
+                self.dram, self.cfg, plan.feature)
             geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
-        if x.shape[0] != geo.c:
-            raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.c - 1,
-                              f"kernel channels {geo.c} != CDMA input channels {x.shape[0]}")
-        raw = kept_w.raw if kept_w is not None else cdma.fetch_weight_bytes(g_cdma, self.dram)
-        w = cdma.unpack_weights(raw, self.cfg, geo.k, geo.c, geo.r, geo.s)
-        psum = conv_gemm(w.reshape(geo.k, -1), csc.im2col(x, geo_run))
-        truncate = g_cacc("D_CLIP_CFG", "CLIP_TRUNCATE")
-        if truncate > cacc.MAX_TRUNCATE:
-            raise ConfigError("CACC", "D_CLIP_CFG", truncate,
-                              f"CLIP_TRUNCATE must be 0..{cacc.MAX_TRUNCATE}")
-        out, sat = cacc.clip_truncate(cacc.accumulate(psum), truncate)
-        g_cacc.regs.set_hw("D_OUT_SATURATION", sat, g_cacc.group)
-        rec = sdp.run(g_sdp, rdma, self.dram, self.cfg,
-                      out.reshape(geo.k, geo.out_h, geo.out_w), lut=self.luts["NVDLA_SDP"],
-                      model_y=self.model_y_stage)
+        raw = kept_w.raw if kept_w is not None else self._weights(plan)
+        psum = gemm_int8(self._weight_matrix(raw, plan), csc.im2col(x, geo_run))
+        out, sat = cacc.clip_truncate(cacc.accumulate(psum, psum_terms(plan)), plan.truncate)
+        groups = {u: self.regs[u].consumer for u in units}
+        self.regs["NVDLA_CACC"].set_hw("D_OUT_SATURATION", sat, groups["NVDLA_CACC"])
+        rec, streamed, sdp_sat = plan.sdp.execute(
+            self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
+            y_group=self._y_group(plan.sdp, needs_rdma))
+        self._finish_sdp(rec, sdp_sat)
         self.cbuf.complete(use, raw, data)
         # the CDMA fetches nothing it reuses; weights it fetches are WEIGHT_BYTES long
-        cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), (geo.k, geo.c, geo.r, geo.s),
+        cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), plan.kernel,
                                     0 if kept_data is not None else in_bytes,
                                     0 if kept_w is not None else use.weight_bytes, rec["cycles"])
         if note and note not in self.notes:
             self.notes.append(note)
-        self.stats.append({"unit": "CONV", "shape": {"in": in_shape,
-                                                     "kernel": (geo.k, geo.c, geo.r, geo.s),
+        self.stats.append({"unit": "CONV", "shape": {"in": in_shape, "kernel": plan.kernel,
                                                      "out": (geo.k, geo.out_h, geo.out_w)},
                            "mac_atoms": atoms, "cacc_saturations": sat, "cycles": cycles,
                            "cbuf": _cbuf_record(use, kept_data is not None, kept_w is not None,
                                                 note),
                            "sdp": rec})  # the fused SDP runs in the same pipeline
-        units = list(CONV_UNITS) + ["NVDLA_SDP"] + (["NVDLA_SDP_RDMA"] if rdma is not None else [])
-        groups = {u: self.regs[u].consumer for u in units}
-        self._complete(units, [("CDMA_DAT", groups["NVDLA_CDMA"]),
-                               ("CDMA_WT", groups["NVDLA_CDMA"]),
-                               ("CACC", groups["NVDLA_CACC"]), ("SDP", groups["NVDLA_SDP"])])
-        return rec
+        self._complete(list(units), [("CDMA_DAT", groups["NVDLA_CDMA"]),
+                                     ("CDMA_WT", groups["NVDLA_CDMA"]),
+                                     ("CACC", groups["NVDLA_CACC"]),
+                                     ("SDP", groups["NVDLA_SDP"])])
+        return rec, streamed
+
+
+def psum_terms(plan: conv.ConvPlan) -> int:
+    """Products summed into each output of ``plan``."""
+    k, c, r, s = plan.kernel
+    return c * r * s
 
 
 def _cbuf_record(use: cbuf_state.ConvBuffers, data_reused: bool, weights_reused: bool,

@@ -30,6 +30,7 @@ class _Region:
     base: int
     data: np.ndarray  # uint8
     name: str
+    version: int = 0  # counts the writes into the region (host and DMA)
 
     @property
     def end(self) -> int:
@@ -57,6 +58,7 @@ class Dram:
         if len(touching) == 1 and touching[0].base <= base and end <= touching[0].end:
             r = touching[0]
             r.data[base - r.base:end - r.base] = 0
+            r.version += 1
             return
         lo = min([base] + [r.base for r in touching])
         hi = max([end] + [r.end for r in touching])
@@ -65,7 +67,9 @@ class Dram:
             data[r.base - lo:r.end - lo] = r.data
             self._regions.remove(r)
         data[base - lo:end - lo] = 0
-        self._regions.append(_Region(lo, data, name or (touching[0].name if touching else "")))
+        version = 1 + max((r.version for r in touching), default=0)
+        self._regions.append(_Region(lo, data, name or (touching[0].name if touching else ""),
+                                     version))
         self._regions.sort(key=lambda r: r.base)
         self._bases = [r.base for r in self._regions]
 
@@ -73,6 +77,17 @@ class Dram:
     def regions(self) -> list[tuple[int, int, str]]:
         """``(base, size, name)`` of every mapped region, by address."""
         return [(r.base, r.data.size, r.name) for r in self._regions]
+
+    def version(self, addr: int) -> int:
+        """How many times the region holding ``addr`` has been written (-1: unmapped).
+
+        Anything derived from memory contents (a decoded descriptor, unpacked
+        weights) stays valid while the version of its region does not change.
+        """
+        i = bisect.bisect_right(self._bases, addr) - 1
+        if i >= 0 and addr < self._regions[i].end:
+            return self._regions[i].version
+        return -1
 
     def _region(self, addr: int, size: int, unit: str, what: str) -> _Region:
         i = bisect.bisect_right(self._bases, addr) - 1
@@ -85,12 +100,32 @@ class Dram:
             f"{unit}: {what} of {size} bytes at [{addr:#x}, {addr + size:#x}) is outside the "
             f"mapped DRAM regions ({mapped})")
 
+    def strided(self, base: int, shape: tuple[int, ...], strides: tuple[int, ...],
+                unit: str, what: str = "read") -> np.ndarray | None:
+        """A uint8 view ``[i, j, ...] -> base + sum(index * stride)`` of one region, or None
+        when the span leaves the region holding ``base`` (callers then gather, which
+        names the bad address).  Strides are non-negative byte counts."""
+        span = sum((n - 1) * st for n, st in zip(shape, strides, strict=True)) + 1
+        i = bisect.bisect_right(self._bases, base) - 1
+        if i < 0 or min(shape) <= 0:
+            return None
+        r = self._regions[i]
+        if base + span > r.end:
+            return None
+        return np.lib.stride_tricks.as_strided(r.data[base - r.base:], shape, strides,
+                                               writeable=what == "write")
+
+    def touched(self, base: int) -> None:
+        """Count a write made through a :meth:`strided` view into the region of ``base``."""
+        self._region(base, 0, "host", "write").version += 1
+
     def write(self, addr: int, data, unit: str = "host") -> None:
         """Write ``data`` (bytes or a uint8 array) at ``addr``."""
         buf = np.frombuffer(bytes(data), dtype=np.uint8) if isinstance(
             data, (bytes, bytearray, memoryview)) else np.asarray(data, dtype=np.uint8).ravel()
         r = self._region(addr, buf.size, unit, "write")
         r.data[addr - r.base:addr - r.base + buf.size] = buf
+        r.version += 1
 
     def read(self, addr: int, size: int, unit: str = "host") -> np.ndarray:
         """Copy of ``size`` bytes at ``addr`` as a uint8 array."""
@@ -114,3 +149,4 @@ class Dram:
         lo, hi = int(offsets.min()), int(offsets.max())
         r = self._region(base + lo, hi - lo + 1, unit, "write")
         r.data[offsets + (base - r.base)] = np.asarray(values).astype(np.uint8)
+        r.version += 1

@@ -25,6 +25,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from accel import cbuf
@@ -149,54 +151,87 @@ def split_plan(g: GroupView, kw: int, sw: int, w: int, ow: int
     return plan
 
 
-def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig,
-        x_in: np.ndarray | None = None) -> dict:
-    """Execute one PDP operation; return a stats record.
+@dataclass(frozen=True)
+class PdpPlan:
+    """One PDP operation decoded and checked from its registers (see :func:`decode`)."""
 
-    ``x_in`` is the SDP output cube ``[C_pad, H, W]`` in on-the-fly mode;
-    otherwise the input is read from memory through PDP_RDMA.
-    """
+    c: int
+    h: int
+    w: int
+    oh: int
+    ow: int
+    c_pad: int
+    src: tuple[int, int, int] | None      # from memory: base, line, surface stride
+    method: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad_top: int
+    recip: tuple[int, int]
+    splits: tuple[tuple[int, int, int, int, int], ...]
+    pad_values: np.ndarray
+    dst: tuple[int, int, int]
+    cycles: int
+
+    def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None) -> dict:
+        """Pool (``x_in``: the SDP's output on the fly) and write; return the record."""
+        a, c_pad, h, w = cfg.atom_size, self.c_pad, self.h, self.w
+        if self.src is not None:
+            base, line, surf = self.src
+            x = read_int8_cube(dram, base, c_pad, h, w, a, line, surf, "PDP_RDMA")
+        else:
+            if x_in.shape[1:] != (h, w) or x_in.shape[0] < self.c:
+                raise ConfigError(UNIT, "D_DATA_CUBE_IN_CHANNEL", self.c - 1,
+                                  f"PDP input {self.c}x{h}x{w} (CxHxW) does not match the SDP "
+                                  f"output {'x'.join(map(str, x_in.shape))}")
+            x = np.zeros((c_pad, h, w), dtype=np.int64)
+            n = min(c_pad, x_in.shape[0])
+            x[:n] = x_in[:n]
+        out = np.empty((c_pad, self.oh, self.ow), dtype=np.int64)
+        for in0, in_w, pad_left, out0, out_w in self.splits:
+            out[:, :, out0:out0 + out_w] = pool(x[:, :, in0:in0 + in_w], self.method,
+                                                self.kernel, self.stride,
+                                                (self.pad_top, pad_left), (self.oh, out_w),
+                                                self.pad_values, self.recip)
+        base, line, surf = self.dst
+        write_int8_cube(dram, base, saturate(out, 8), a, line, surf, "PDP_WDMA")
+        return {"unit": "PDP", "shape": {"in": (self.c, h, w), "out": (self.c, self.oh, self.ow)},
+                "method": ("avg", "max", "min")[self.method], "splits": len(self.splits),
+                "cycles": self.cycles}
+
+
+def decode(g: GroupView, rdma: GroupView, cfg: HwConfig, fed: bool) -> PdpPlan:
+    """Read and check one PDP operation's registers; ``fed``: an SDP streams its output
+    to this op (on the fly), otherwise PDP_RDMA reads the input from memory."""
     if g("D_DATA_FORMAT", "INPUT_DATA") != 0:
         raise UnsupportedError("PDP precision other than int8 is not modelled")
     off_flying = bool(g("D_OPERATION_MODE_CFG", "FLYING_MODE"))
-    if not off_flying and x_in is None:
+    if not off_flying and not fed:
         raise ConfigError(UNIT, "D_OPERATION_MODE_CFG", g("D_OPERATION_MODE_CFG"),
                           "on-the-fly PDP needs an SDP with OUTPUT_DST=PDP")
     c = g("D_DATA_CUBE_IN_CHANNEL") + 1
     h, w = g("D_DATA_CUBE_IN_HEIGHT") + 1, g("D_DATA_CUBE_IN_WIDTH") + 1
     oh, ow = g("D_DATA_CUBE_OUT_HEIGHT") + 1, g("D_DATA_CUBE_OUT_WIDTH") + 1
-    a = cfg.atom_size
-    c_pad = padded_channels(c, a)
+    c_pad = padded_channels(c, cfg.atom_size)
+    src = None
     if off_flying:
-        base = rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH")
-        x = read_int8_cube(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
-                           rdma("D_SRC_SURFACE_STRIDE"), "PDP_RDMA")
-    else:
-        if x_in.shape[1:] != (h, w) or x_in.shape[0] < c:
-            raise ConfigError(UNIT, "D_DATA_CUBE_IN_CHANNEL", c - 1,
-                              f"PDP input {c}x{h}x{w} (CxHxW) does not match the SDP output "
-                              f"{'x'.join(map(str, x_in.shape))}")
-        x = np.zeros((c_pad, h, w), dtype=np.int64)
-        n = min(c_pad, x_in.shape[0])
-        x[:n] = x_in[:n]
+        src = (rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+               rdma("D_SRC_LINE_STRIDE"), rdma("D_SRC_SURFACE_STRIDE"))
     method = g("D_OPERATION_MODE_CFG", "POOLING_METHOD")
     kern = (g("D_POOLING_KERNEL_CFG", "KERNEL_HEIGHT") + 1,
             g("D_POOLING_KERNEL_CFG", "KERNEL_WIDTH") + 1)
     stride = (g("D_POOLING_KERNEL_CFG", "KERNEL_STRIDE_HEIGHT") + 1,
               g("D_POOLING_KERNEL_CFG", "KERNEL_STRIDE_WIDTH") + 1)
-    pad = (g("D_POOLING_PADDING_CFG", "PAD_TOP"), g("D_POOLING_PADDING_CFG", "PAD_LEFT"))
-    recip = (g("D_RECIP_KERNEL_HEIGHT"), g("D_RECIP_KERNEL_WIDTH"))
     check_kernel(g, kern)
     splits = split_plan(g, kern[1], stride[1], w, ow)
     check_line_buffer(g, cfg, kern[0], stride[0], [s[4] for s in splits])
-    pv = pad_values(g)
-    out = np.empty((c_pad, oh, ow), dtype=np.int64)
-    for in0, in_w, pad_left, out0, out_w in splits:
-        out[:, :, out0:out0 + out_w] = pool(x[:, :, in0:in0 + in_w], method, kern, stride,
-                                            (pad[0], pad_left), (oh, out_w), pv, recip)
-    dst = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
-    write_int8_cube(dram, dst, saturate(out, 8), a, g("D_DST_LINE_STRIDE"),
-                    g("D_DST_SURFACE_STRIDE"), "PDP_WDMA")
-    return {"unit": "PDP", "shape": {"in": (c, h, w), "out": (c, oh, ow)},
-            "method": ("avg", "max", "min")[method], "splits": len(splits),
-            "cycles": pdp_cycles(cfg, c_pad * h * w, c_pad * oh * ow, off_flying)}
+    if method not in (AVERAGE, MAX, MIN):
+        raise ConfigError(UNIT, "D_OPERATION_MODE_CFG", g("D_OPERATION_MODE_CFG"),
+                          f"POOLING_METHOD={method} is not AVERAGE=0, MAX=1, MIN=2")
+    return PdpPlan(
+        c=c, h=h, w=w, oh=oh, ow=ow, c_pad=c_pad, src=src, method=method, kernel=kern,
+        stride=stride, pad_top=g("D_POOLING_PADDING_CFG", "PAD_TOP"),
+        recip=(g("D_RECIP_KERNEL_HEIGHT"), g("D_RECIP_KERNEL_WIDTH")),
+        splits=tuple(splits), pad_values=pad_values(g),
+        dst=(g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), g("D_DST_LINE_STRIDE"),
+             g("D_DST_SURFACE_STRIDE")),
+        cycles=pdp_cycles(cfg, c_pad * h * w, c_pad * oh * ow, off_flying))

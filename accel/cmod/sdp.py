@@ -24,13 +24,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.arith import saturate, saturation_mask, shift_round, shift_round_sat, sign_extend
+from accel.arith import (
+    count_saturated,
+    saturate,
+    saturation_mask,
+    shift_round,
+    shift_round_sat,
+    sign_extend,
+)
 from accel.cmod import sdp_rdma, sdp_y
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import padded_channels, write_int8_cube
+from accel.cmod.cube import cube_offsets, padded_channels, read_int8_cube, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
-from accel.cmod.lut import LutRam
 from accel.cmod.perf import sdp_cycles
 from accel.config import HwConfig
 
@@ -73,36 +79,46 @@ def stage_config(g: GroupView, p: str) -> StageConfig:
     )
 
 
-def alu_operand_shifted(op: np.ndarray | int, shift: int) -> np.ndarray:
+def alu_operand_shifted(op: np.ndarray | int, shift: int) -> np.ndarray | int:
     """int16 operand << shift, saturated to int32 (shifts past 40 saturate alike)."""
+    if isinstance(op, (int, np.integer)):
+        return min(max(int(op) << min(shift, 40), -(1 << 31)), (1 << 31) - 1)
     return saturate(np.left_shift(np.asarray(op, dtype=np.int64), min(shift, 40)), 32)
 
 
-def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op) -> np.ndarray:
-    """One X stage (BS or BN) on int64 data; ``alu_op``/``mul_op`` broadcast against x."""
+def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = False) -> np.ndarray:
+    """One X stage (BS or BN) on int64 data; ``alu_op``/``mul_op`` broadcast against x.
+
+    ``inplace`` lets the stage overwrite ``x`` (the caller owns it); otherwise
+    ``x`` is left as it is.
+    """
     if st.bypass:
         return x
+    y = x if inplace else None      # the array the stage may write into
     if not st.alu_bypass:
         op = alu_operand_shifted(alu_op, st.alu_shift)
         if st.alu_algo == ALU_MAX:
-            x = np.maximum(x, op)
+            y = np.maximum(x, op, out=y)
         elif st.alu_algo == ALU_MIN:
-            x = np.minimum(x, op)
+            y = np.minimum(x, op, out=y)
         elif st.alu_algo == ALU_SUM:
-            x = x + op
+            y = np.add(x, op, out=y)
         else:
             raise ConfigError(UNIT, "D_DP_X_CFG", st.alu_algo, "ALU_ALGO must be MAX/MIN/SUM")
+    src = x if y is None else y
     shift = min(st.mul_shift, _MAX_SHIFT)
     if st.mul_bypass:
-        y = shift_round_sat(x, shift, 32)
+        y = shift_round(src, shift, out=y)
+        y = saturate(y, 32, out=None if y is x and not inplace else y)
     elif st.prelu:
-        neg = x < 0
-        y = np.where(neg, shift_round_sat(x * np.asarray(mul_op, np.int64), shift, 32),
-                     saturate(x, 32))
+        neg = shift_round_sat(src * np.asarray(mul_op, np.int64), shift, 32)
+        y = np.where(src < 0, neg, saturate(src, 32))
     else:
-        y = shift_round_sat(x * np.asarray(mul_op, np.int64), shift, 32)
+        y = np.multiply(src, mul_op, out=y)
+        shift_round(y, shift, out=y)
+        saturate(y, 32, out=y)
     if not st.relu_bypass:
-        y = np.maximum(y, 0)
+        y = np.maximum(y, 0, out=None if y is x and not inplace else y)
     return y
 
 
@@ -114,25 +130,73 @@ def output_cvt(x: np.ndarray, offset: int, scale: int, shift: int) -> tuple[np.n
     return saturate(saturate(y, 17), 8), sat
 
 
-def _stage_operands(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
-                    st: StageConfig, p: str, shape: tuple[int, int, int]):
+def convert_inplace(x: np.ndarray, offset: int, scale: int, shift: int, c: int
+                    ) -> tuple[np.ndarray, int]:
+    """:func:`output_cvt` overwriting ``x``: ``(int8 values, saturations among the first c
+    channels)``."""
+    if offset:
+        np.subtract(x, offset, out=x)
+    np.multiply(x, scale, out=x)
+    shift_round(x, min(shift, _MAX_SHIFT), out=x)
+    sat = count_saturated(x[:c], 17)
+    return saturate(x, 8, out=x), sat
+
+
+@dataclass(frozen=True)
+class OperandRead:
+    """Where one X stage's memory operands come from (SDP_RDMA BRDMA / NRDMA)."""
+
+    base: int
+    offsets: np.ndarray        # int64 [c_pad, h, w] or [c_pad, 1, 1]: first byte of each
+    nbytes: int                # 1 or 2 per component
+    comps: tuple[int, ...]     # sdp_rdma.USE_ALU / USE_MUL, in memory order
+
+    def read(self, dram: Dram) -> dict[int, np.ndarray]:
+        out = {}
+        for i, comp in enumerate(self.comps):
+            lo = dram.gather(self.base, self.offsets + i * self.nbytes, sdp_rdma.UNIT)
+            if self.nbytes == 1:
+                out[comp] = lo.view(np.int8).astype(np.int64)
+            else:
+                hi = dram.gather(self.base, self.offsets + i * self.nbytes + 1, sdp_rdma.UNIT)
+                out[comp] = (lo.astype(np.uint16) | (hi.astype(np.uint16) << 8)).view(
+                    np.int16).astype(np.int64)
+        return out
+
+
+def _operand_read(g: GroupView, rdma: GroupView | None, cfg: HwConfig, st: StageConfig,
+                  p: str, shape: tuple[int, int, int]) -> OperandRead | None:
+    """Decode (and check) the memory operands of stage ``p``; None when it reads none."""
     need_alu = not st.bypass and not st.alu_bypass and st.alu_src_mem
     need_mul = not st.bypass and not st.mul_bypass and st.mul_src_mem
-    alu_op, mul_op = st.alu_operand, st.mul_operand
-    if need_alu or need_mul:
-        dma = sdp_rdma.DMA_OF_STAGE[p][0]
-        ops = sdp_rdma.read_operands(rdma, dram, cfg, p, *shape) if rdma is not None else {}
-        for need, comp, what in ((need_alu, sdp_rdma.USE_ALU, "ALU"),
-                                 (need_mul, sdp_rdma.USE_MUL, "MUL")):
-            if need and comp not in ops:
-                reg = f"D_{dma}_CFG"
-                value = rdma(reg) if rdma is not None else 0
-                raise ConfigError("SDP_RDMA", reg, value,
-                                  f"SDP {p} {what} operand comes from memory but {dma} does not "
-                                  f"deliver it (disabled or DATA_USE mismatch)")
-        alu_op = ops.get(sdp_rdma.USE_ALU, alu_op) if need_alu else alu_op
-        mul_op = ops.get(sdp_rdma.USE_MUL, mul_op) if need_mul else mul_op
-    return alu_op, mul_op
+    if not (need_alu or need_mul):
+        return None
+    dma, pre = sdp_rdma.DMA_OF_STAGE[p]
+    reg = f"D_{dma}_CFG"
+    comps: list[int] = []
+    if rdma is not None and not rdma(reg, f"{dma}_DISABLE"):
+        use = rdma(reg, f"{dma}_DATA_USE")
+        if use not in (sdp_rdma.USE_MUL, sdp_rdma.USE_ALU, sdp_rdma.USE_BOTH):
+            raise ConfigError("SDP_RDMA", reg, rdma(reg),
+                              f"{dma}_DATA_USE={use} is not MUL/ALU/BOTH")
+        comps = [sdp_rdma.USE_ALU, sdp_rdma.USE_MUL] if use == sdp_rdma.USE_BOTH else [use]
+    for need, comp, what in ((need_alu, sdp_rdma.USE_ALU, "ALU"),
+                             (need_mul, sdp_rdma.USE_MUL, "MUL")):
+        if need and comp not in comps:
+            value = rdma(reg) if rdma is not None else 0
+            raise ConfigError("SDP_RDMA", reg, value,
+                              f"SDP {p} {what} operand comes from memory but {dma} does not "
+                              f"deliver it (disabled or DATA_USE mismatch)")
+    nbytes = 2 if rdma(reg, f"{dma}_DATA_SIZE") else 1
+    esize = nbytes * len(comps)
+    c_pad, h, w = shape
+    if rdma(reg, f"{dma}_DATA_MODE"):   # per element
+        offs = cube_offsets(c_pad, h, w, cfg.atom_size, rdma(f"D_{pre}_LINE_STRIDE"),
+                            rdma(f"D_{pre}_SURFACE_STRIDE"), esize)
+    else:                               # per kernel: a packed 1x1xC cube
+        offs = np.arange(c_pad, dtype=np.int64)[:, None, None] * esize
+    return OperandRead(rdma.addr(f"D_{pre}_BASE_ADDR_LOW", f"D_{pre}_BASE_ADDR_HIGH"), offs,
+                       nbytes, tuple(comps))
 
 
 def check_supported(g: GroupView, cfg: HwConfig, model_y: bool = False) -> None:
@@ -175,57 +239,104 @@ def y_note(g: GroupView, cfg: HwConfig) -> str:
     return f"Y stage modelled: {cfg.name} goldens include {'/'.join(missing)}"
 
 
-def run(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
-        x_in: np.ndarray | None = None, lut: LutRam | None = None,
-        model_y: bool = False) -> dict:
-    """Execute one SDP operation; return a stats record.
+@dataclass(frozen=True)
+class SdpPlan:
+    """One SDP operation decoded and checked from its registers (see :func:`decode`)."""
 
-    ``x_in`` is the CACC result ``[K, H, W]`` in on-the-fly mode; otherwise the
-    input is read from memory through SDP_RDMA.  ``lut`` holds the tables the
-    Y stage's LUT reads (zeros when omitted).  ``model_y`` runs a programmed Y
-    stage even when ``cfg`` has none; the record then carries a ``note``.
+    c: int
+    h: int
+    w: int
+    c_pad: int
+    flying: bool
+    src: tuple[int, int, int] | None          # base, line, surface stride (from memory)
+    stages: tuple[tuple[StageConfig, OperandRead | None], ...]
+    y_stage: bool
+    lut_perf: bool
+    cvt: tuple[int, int, int]                 # offset, scale, shift
+    to_pdp: bool
+    dst: tuple[int, int, int] | None          # base, line, surface stride
+    cycles: int
+    note: str
+
+    def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None,
+                y_group: tuple | None = None) -> tuple[dict, np.ndarray | None, int]:
+        """Run the op: ``(record, output streamed to PDP or None, saturations)``.
+
+        ``x_in`` (on the fly: the CACC result, int64) becomes the op's own and is
+        overwritten.  ``y_group`` is ``(g, rdma, lut)`` for an op with a Y stage,
+        which reads its registers as it runs.
+        """
+        c_pad, h, w = self.c_pad, self.h, self.w
+        if x_in is not None and x_in.shape[0] == c_pad:
+            x = x_in        # the CACC's result, which this op now owns
+        elif x_in is not None:
+            x = np.zeros((c_pad, h, w), dtype=np.int64)  # disabled MAC cells deliver 0
+            x[:x_in.shape[0]] = x_in
+        else:
+            base, line, surf = self.src
+            x = read_int8_cube(dram, base, c_pad, h, w, cfg.atom_size, line, surf,
+                               sdp_rdma.UNIT)
+        for st, operands in self.stages:
+            alu_op, mul_op = st.alu_operand, st.mul_operand
+            if operands is not None:
+                got = operands.read(dram)
+                alu_op = got.get(sdp_rdma.USE_ALU, alu_op) if st.alu_src_mem else alu_op
+                mul_op = got.get(sdp_rdma.USE_MUL, mul_op) if st.mul_src_mem else mul_op
+            x = x_stage(x, st, alu_op, mul_op, inplace=True)
+        rec = {"unit": "SDP", "shape": (self.c, h, w), "flying": x_in is not None,
+               "cycles": self.cycles}
+        if self.y_stage:
+            g, rdma, lut = y_group
+            x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut)
+            if lut_counts is not None:
+                rec["lut"] = lut_counts
+                if self.lut_perf:
+                    for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
+                                     ("D_PERF_LUT_HYBRID", "hybrid"),
+                                     ("D_PERF_LUT_LE_HIT", "le_hit"),
+                                     ("D_PERF_LUT_LO_HIT", "lo_hit")):
+                        g.regs.set_hw(reg, lut_counts[key], g.group)
+        out, saturations = convert_inplace(x, *self.cvt, self.c)
+        if self.note:
+            rec["note"] = self.note
+        if self.to_pdp:  # streamed to PDP, not written
+            return rec, out, saturations
+        base, line, surf = self.dst
+        write_int8_cube(dram, base, out, cfg.atom_size, line, surf, "SDP_WDMA")
+        return rec, None, saturations
+
+
+def decode(g: GroupView, rdma: GroupView | None, cfg: HwConfig, flying: bool,
+           model_y: bool = False) -> SdpPlan:
+    """Read and check one SDP operation's registers (its consumer groups ``g`` / ``rdma``).
+
+    ``flying``: the input is the CACC result; otherwise SDP_RDMA reads it from
+    memory.  ``model_y`` runs a programmed Y stage even when ``cfg`` has none;
+    the record then carries a ``note``.
     """
     check_supported(g, cfg, model_y)
     w = g("D_DATA_CUBE_WIDTH", "WIDTH") + 1
     h = g("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
     c = g("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
     c_pad = padded_channels(c, cfg.atom_size)
-    if x_in is not None:
-        if x_in.shape[1:] != (h, w) or x_in.shape[0] > c_pad:
-            raise ConfigError(UNIT, "D_DATA_CUBE_CHANNEL", c - 1,
-                              f"SDP cube {c}x{h}x{w} (CxHxW) does not match the CACC output "
-                              f"{'x'.join(map(str, x_in.shape))}")
-        x = np.zeros((c_pad, h, w), dtype=np.int64)  # disabled MAC cells deliver 0
-        x[:x_in.shape[0]] = x_in
-    else:
-        x = sdp_rdma.read_input(rdma, dram, cfg, c_pad, h, w)
+    src = None
+    if not flying:
+        if rdma("D_FEATURE_MODE_CFG", "IN_PRECISION") != 0:
+            raise UnsupportedError("SDP_RDMA input precision other than int8 is not modelled")
+        src = (rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+               rdma("D_SRC_LINE_STRIDE"), rdma("D_SRC_SURFACE_STRIDE"))
+    stages = []
     for p in ("BS", "BN"):
         st = stage_config(g, p)
-        alu_op, mul_op = _stage_operands(g, rdma, dram, cfg, st, p, (c_pad, h, w))
-        x = x_stage(x, st, alu_op, mul_op)
-    lut_counts = None
-    if not g("D_DP_EW_CFG", "EW_BYPASS"):
-        x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut if lut is not None else LutRam())
-    if lut_counts is not None and g("D_PERF_ENABLE", "PERF_LUT_EN"):
-        for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
-                         ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
-                         ("D_PERF_LUT_LO_HIT", "lo_hit")):
-            g.regs.set_hw(reg, lut_counts[key], g.group)
-    out, sat = output_cvt(x, int(sign_extend(g("D_CVT_OFFSET"), 32)),
-                          int(sign_extend(g("D_CVT_SCALE", "CVT_SCALE"), 16)),
-                          g("D_CVT_SHIFT", "CVT_SHIFT"))
-    g.regs.set_hw("D_PERF_OUT_SATURATION", int(np.count_nonzero(sat[:c])), g.group)
-    rec = {"unit": "SDP", "shape": (c, h, w), "flying": x_in is not None,
-           "cycles": sdp_cycles(g, cfg, c_pad, h, w, x_in is None)}
-    if lut_counts is not None:
-        rec["lut"] = lut_counts
-    note = y_note(g, cfg)
-    if note:
-        rec["note"] = note
-    if g("D_FEATURE_MODE_CFG", "OUTPUT_DST"):  # streamed to PDP, not written
-        rec["to_pdp"] = out
-        return rec
-    base = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
-    write_int8_cube(dram, base, out, cfg.atom_size, g("D_DST_LINE_STRIDE"),
-                    g("D_DST_SURFACE_STRIDE"), "SDP_WDMA")
-    return rec
+        stages.append((st, _operand_read(g, rdma, cfg, st, p, (c_pad, h, w))))
+    to_pdp = bool(g("D_FEATURE_MODE_CFG", "OUTPUT_DST"))
+    dst = None if to_pdp else (g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"),
+                               g("D_DST_LINE_STRIDE"), g("D_DST_SURFACE_STRIDE"))
+    return SdpPlan(
+        c=c, h=h, w=w, c_pad=c_pad, flying=flying, src=src, stages=tuple(stages),
+        y_stage=not g("D_DP_EW_CFG", "EW_BYPASS"),
+        lut_perf=bool(g("D_PERF_ENABLE", "PERF_LUT_EN")),
+        cvt=(int(sign_extend(g("D_CVT_OFFSET"), 32)),
+             int(sign_extend(g("D_CVT_SCALE", "CVT_SCALE"), 16)), g("D_CVT_SHIFT", "CVT_SHIFT")),
+        to_pdp=to_pdp, dst=dst, cycles=sdp_cycles(g, cfg, c_pad, h, w, not flying),
+        note=y_note(g, cfg))
