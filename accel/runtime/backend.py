@@ -15,12 +15,9 @@ import numpy as np
 
 from accel.config import HwConfig
 from accel.regs import address
+from accel.runtime.errors import InterruptTimeout
 
 INTR_STATUS = address("NVDLA_GLB.S_INTR_STATUS")
-
-
-class InterruptTimeout(RuntimeError):
-    """Waiting for interrupt bits that no running operation will ever raise."""
 
 
 @runtime_checkable
@@ -60,6 +57,7 @@ class CmodBackend:
     """
 
     name = "cmod"
+    deterministic = True    # the same register writes raise the same interrupts
 
     def __init__(self, cfg: HwConfig, dla: Any = None) -> None:
         if dla is None:
@@ -67,6 +65,20 @@ class CmodBackend:
             dla = Dla(cfg)
         self.cfg = cfg
         self.dla = dla
+
+    def memory_version(self, addr: int) -> int:
+        """Changes whenever the DRAM region holding ``addr`` is written."""
+        return self.dla.dram.version(addr)
+
+    def prepare_replay(self, events: list[tuple]) -> Any:
+        from accel.cmod import replay
+        return replay.prepare(self.dla, events)
+
+    def replay(self, prepared: Any, on_complete: Any = None) -> bool:
+        """Play a prepared recording (see :mod:`accel.cmod.replay`); False if the model's
+        state is not the one it was prepared for."""
+        from accel.cmod import replay
+        return replay.run(self.dla, prepared, on_complete)
 
     def write_reg(self, addr: int, value: int) -> None:
         self.dla.csb_write(addr, value & 0xFFFFFFFF)

@@ -26,6 +26,11 @@ both of its groups, an op whose table differs from the other group's waits
 until that op completes (NVIDIA's ``dla_cdp_is_ready`` / ``dla_sdp_is_ready``).
 A fused pair names its upstream op as ``fused_parent``, which must be of the
 previous engine type (CONV for SDP, SDP for PDP on the fly).
+
+The first run of a task is recorded and later runs replay the recording while
+its descriptors are unchanged (:mod:`accel.runtime.replay`), unless registers
+are traced or logged (``trace`` / ``log_regs``), which needs every write made
+by name.
 """
 
 from __future__ import annotations
@@ -57,9 +62,9 @@ from accel.loadable.descriptors import (
 )
 from accel.loadable.surfaces import INTERFACE_V12
 from accel.regs import field_get, lookup
-from accel.runtime import fw_cdp, fw_conv, fw_lut, fw_pdp, fw_sdp
+from accel.runtime import fw_cdp, fw_conv, fw_lut, fw_pdp, fw_sdp, replay
 from accel.runtime.backend import Backend
-from accel.runtime.fw_conv import FirmwareError
+from accel.runtime.errors import FirmwareError
 from accel.runtime.regwriter import RegWriter
 
 __all__ = ["Firmware", "FirmwareError"]
@@ -69,6 +74,7 @@ _STATUS = lookup("NVDLA_GLB.S_INTR_STATUS")
 _DONE_FIELD = {OP_CONV: "CACC_DONE_STATUS", OP_SDP: "SDP_DONE_STATUS",
                OP_PDP: "PDP_DONE_STATUS", OP_CDP: "CDP_DONE_STATUS"}
 SUPPORTED = (OP_CONV, OP_SDP, OP_PDP, OP_CDP)
+MAX_RECORDINGS = 4   # per task: one per engine state it starts from
 # the unit whose consumer pointer tells an engine's next register group (CACC
 # raises the conv completion; all conv sub-units flip together)
 _POINTER_UNIT = {OP_CONV: "NVDLA_CACC", OP_SDP: "NVDLA_SDP", OP_PDP: "NVDLA_PDP",
@@ -97,16 +103,24 @@ class _Op:
 
 @dataclass
 class Firmware:
-    """Executes DLA1 tasks on a :class:`Backend`, keeping a register-write log."""
+    """Executes DLA1 tasks on a :class:`Backend`.
+
+    ``events`` describes the last run (program / enable / complete per op);
+    ``trace`` prints every register write, ``log_regs`` keeps them in
+    ``regs.log``.
+    """
 
     cfg: HwConfig
     backend: Backend
     interface_version: tuple[int, int, int] = INTERFACE_V12
     trace: bool = False
+    log_regs: bool = False
     events: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.regs = RegWriter(self.backend, self.trace)
+        self.regs = RegWriter(self.backend, self.trace, keep_log=self.log_regs)
+        self._io = self.backend          # the backend, or the recorder in front of it
+        self._recordings: dict[tuple[int, ...], list[replay.Recording]] = {}
         # called with an op's index when its completion is taken, before anything that
         # depends on it starts: a debugger's view of memory after each op
         self.on_complete: Callable[[int], None] | None = None
@@ -123,7 +137,7 @@ class Firmware:
         if not 0 <= index < len(addresses):
             raise FirmwareError(f"{what}: address-list index {index} outside the task's "
                                 f"{len(addresses)} addresses")
-        return self.backend.read_mem(addresses[index], size).tobytes()
+        return self._io.read_mem(addresses[index], size).tobytes()
 
     def load(self, addresses: list[int]) -> tuple[NetworkDesc, list[_Op]]:
         """Read the network descriptor and every op of a task from DRAM."""
@@ -148,7 +162,51 @@ class Firmware:
 
     # ---------------------------------------------------------------- running
     def run(self, addresses: list[int]) -> None:
-        """Run one task whose address list resolves to absolute ``addresses``."""
+        """Run one task whose address list resolves to absolute ``addresses``: replay a
+        recorded run that is still valid, else run (and record) it in full.
+
+        A task that leaves an engine's group pointers elsewhere than it found
+        them starts the next run from another state (an odd number of convolutions
+        flips the CACC's): each starting state gets its own recording.
+        """
+        key = tuple(addresses)
+        recs = self._recordings.setdefault(key, [])
+        for rec in list(recs):
+            if not replay.still_valid(self.backend, rec):
+                continue
+            if self._replay(rec):
+                return
+            recs.remove(rec)
+        if self.trace or self.log_regs or not replay.can_replay(self.backend):
+            self._run(addresses)
+            return
+        recorder = replay.Recorder(self.backend)
+        self._io = self.regs.backend = recorder
+        try:
+            self._run(addresses)
+        finally:
+            self._io = self.regs.backend = self.backend
+        recorder.recording.fw_events = list(self.events)
+        recs[:] = [r for r in recs if r.preamble() != recorder.recording.preamble()]
+        recs.append(recorder.recording)
+        del recs[:-MAX_RECORDINGS]
+
+    def _replay(self, rec: replay.Recording) -> bool:
+        """Play ``rec``; False when the backend finds its state differs from the one the
+        recording was prepared for (nothing has been written then)."""
+        fast = getattr(self.backend, "replay", None)
+        if fast is not None:
+            if rec.prepared is None:
+                rec.prepared = self.backend.prepare_replay(rec.events)
+            if not fast(rec.prepared, self.on_complete):
+                return False
+        else:
+            replay.replay(self.backend, rec, self.on_complete)
+        self.events = list(rec.fw_events)
+        return True
+
+    def _run(self, addresses: list[int]) -> None:
+        self.events = []
         net, ops = self.load(addresses)
         self._net = net
         self._addresses = addresses
@@ -156,11 +214,13 @@ class Firmware:
         # per engine: next op index to program (-1 when the chain is exhausted)
         self._next = {t: net.op_head[t] for t in range(OP_NUM)}
         self._busy: dict[int, dict[int, _Op]] = {t: {} for t in range(OP_NUM)}
+        self._running: dict[int, _Op] = {}      # enabled, not yet completed, by index
+        self._left = len(ops)
         self._sync_groups()
         for t in range(OP_NUM):
             self._program_ready(t)
-        while not all(op.completed for op in ops):
-            running = [op for op in ops if op.enabled and not op.completed]
+        while self._left:
+            running = list(self._running.values())
             if not running:
                 waiting = [f"{op.index}({op_name(op.common.op_type)}, deps={op.deps}, "
                            f"programmed={op.programmed})" for op in ops if not op.completed]
@@ -169,8 +229,8 @@ class Firmware:
             mask = 0
             for op in running:
                 mask |= _done_bit(op.common.op_type, op.group)
-            status = self.backend.wait_interrupt(mask)
-            self.backend.write_reg(_STATUS.address, status)  # write-1-to-clear
+            status = self._io.wait_interrupt(mask)
+            self._io.write_reg(_STATUS.address, status)  # write-1-to-clear
             for op in running:
                 if status & _done_bit(op.common.op_type, op.group):
                     self._complete(op)
@@ -264,7 +324,7 @@ class Firmware:
         if op.desc.lut_index < 0:
             return None
         net = self._net
-        return fw_lut.read_lut(self.backend.read_mem, self._addresses, net.lut_data_index,
+        return fw_lut.read_lut(self._io.read_mem, self._addresses, net.lut_data_index,
                                net.num_luts, op.desc.lut_index,
                                f"{op_name(op.common.op_type).lower()} op {op.index}")
 
@@ -293,6 +353,7 @@ class Firmware:
         t = op.common.op_type
         self.events.append(f"enable {op.index} {op_name(t)}")
         op.enabled = True
+        self._running[op.index] = op
         self._set_producer(op)
         if t == OP_CONV:
             fw_conv.enable(self.regs)
@@ -325,9 +386,13 @@ class Firmware:
     def _complete(self, op: _Op) -> None:
         t = op.common.op_type
         self.events.append(f"complete {op.index} {op_name(t)}")
+        if self._io is not self.backend:
+            self._io.completed(op.index)
         if self.on_complete is not None:
             self.on_complete(op.index)
         op.completed = True
+        del self._running[op.index]
+        self._left -= 1
         del self._busy[t][op.group]
         self._notify(op, EVENT_OP_COMPLETED)
         self._program_ready(t)

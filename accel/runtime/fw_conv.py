@@ -18,6 +18,7 @@ from accel.loadable.descriptors import (
     MEM_HW,
     ConvOpDesc,
 )
+from accel.runtime.errors import FirmwareError
 from accel.runtime.regwriter import RegWriter
 
 CONV_UNITS = ("NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CSC", "NVDLA_CDMA")
@@ -25,10 +26,6 @@ _PRECISION = ("INT8", "INT16", "FP16")
 _CONV_MODE = ("DIRECT", "WINOGRAD")
 _WEIGHT_FORMAT = ("UNCOMPRESSED", "COMPRESSED")
 _RAM = ("MCIF", "CVIF")
-
-
-class FirmwareError(RuntimeError):
-    """A descriptor the firmware refuses (the message names op and field)."""
 
 
 def set_producer(w: RegWriter, group: int) -> None:

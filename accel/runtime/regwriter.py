@@ -2,8 +2,9 @@
 
 Firmware code writes ``w.write("NVDLA_SDP", "D_DP_BS_CFG", BS_BYPASS="NO",
 BS_ALU_ALGO="SUM")``: fields by name, values as numbers or RDL enum names, so
-no shift or mask is written by hand.  Every write is appended to ``log`` as
-``(symbol, address, value)`` for ``--trace-regs`` style debugging.
+no shift or mask is written by hand.  With ``keep_log`` every write is
+appended to ``log`` as ``(symbol, address, value)``; ``trace`` prints it
+(``--trace-regs``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from accel.runtime.backend import Backend
 class RegWriter:
     """Writes registers of a :class:`Backend` by symbol and keeps a log."""
 
-    def __init__(self, backend: Backend, trace: bool = False) -> None:
+    def __init__(self, backend: Backend, trace: bool = False, keep_log: bool = False) -> None:
         self.backend = backend
         self.trace = trace
+        self.keep_log = keep_log
         self.log: list[tuple[str, int, int]] = []
 
     def write(self, unit: str, reg: str, value: int | None = None, **fields: int | str) -> int:
@@ -29,7 +31,8 @@ class RegWriter:
                 raise ValueError(f"{r.symbol}.{name}={fv} is negative; fields are unsigned")
             v = field_set(v, r, name, fv)
         self.backend.write_reg(r.address, v)
-        self.log.append((r.symbol, r.address, v))
+        if self.keep_log:
+            self.log.append((r.symbol, r.address, v))
         if self.trace:
             print(f"reg_write({r.symbol}, {v:#010x})")
         return v

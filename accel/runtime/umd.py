@@ -32,14 +32,11 @@ from accel.loadable.model import (
 )
 from accel.loadable.surfaces import INTERFACE_V12
 from accel.runtime.backend import Backend
+from accel.runtime.errors import RuntimeUsageError
 from accel.runtime.firmware import Firmware
 
 DRAM_BASE = 0x8000_0000
 MIN_ALIGN = 4096  # one page per memory, as the KMD's DMA buffers
-
-
-class RuntimeUsageError(RuntimeError):
-    """Misuse of the runtime (unknown tensor, wrong size, nothing loaded)."""
 
 
 @dataclass
@@ -63,11 +60,12 @@ class Runtime:
     """Runs loadables on one backend; see the module docstring."""
 
     def __init__(self, cfg: HwConfig, backend: Backend, dram_base: int = DRAM_BASE,
-                 trace_regs: bool = False) -> None:
+                 trace_regs: bool = False, log_regs: bool = False) -> None:
         self.cfg = cfg
         self.backend = backend
         self.dram_base = dram_base
         self.trace_regs = trace_regs
+        self.log_regs = log_regs
         self.loadable: Loadable | None = None
         self.mem_address: dict[int, int] = {}
         self.firmware: Firmware | None = None
@@ -100,7 +98,7 @@ class Runtime:
                     self.backend.write_mem(cursor + off, data)
             cursor += mem.size
         self.firmware = Firmware(self.cfg, self.backend, self._interface_version(),
-                                 trace=self.trace_regs)
+                                 trace=self.trace_regs, log_regs=self.log_regs)
 
     def _interface_version(self) -> tuple[int, int, int]:
         """Firmware interface of the DLA1 descriptor blobs (their Blob.version)."""

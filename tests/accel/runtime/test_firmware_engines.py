@@ -151,7 +151,7 @@ def test_sdp_relu_fused_into_pdp_on_the_fly(backend):
                  PdpSurfaceDesc(src_data=hw, dst_data=cube(1, 16, 3, 4)),
                  fused_parent=(0, EVENT_OP_ENABLED))
     addrs = write_task(backend, [sdp, pdp], [_pack(x), 4096])
-    fw = Firmware(CFG, backend)
+    fw = Firmware(CFG, backend, log_regs=True)
     fw.run(addrs)
     assert fw.events.index("enable 1 PDP") < fw.events.index("enable 0 SDP")
     log = {s: v for s, _, v in fw.regs.log}

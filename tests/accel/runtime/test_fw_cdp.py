@@ -41,7 +41,7 @@ def _surf() -> CdpSurfaceDesc:
 
 
 def _program(op: CdpOpDesc, lut: LutParam | None) -> RegWriter:
-    w = RegWriter(FakeBackend())
+    w = RegWriter(FakeBackend(), keep_log=True)
     addr = {"src_data": 0x8000_0000, "dst_data": 0x8010_0000}
     fw_cdp.program(w, 2, op, _surf(), lambda c, what: addr[what], lut)
     return w

@@ -30,7 +30,7 @@ def _surf(fly: bool = False) -> PdpSurfaceDesc:
 
 
 def _program(op: PdpOpDesc, surf: PdpSurfaceDesc) -> dict[str, int]:
-    w = RegWriter(FakeBackend())
+    w = RegWriter(FakeBackend(), keep_log=True)
     addr = {"src_data": SRC_ADDR, "dst_data": DST_ADDR}
     fw_pdp.program(w, 7, op, surf, lambda c, what: addr[what])
     return {sym: v for sym, _, v in w.log}
@@ -111,7 +111,7 @@ def test_on_the_fly_source_programs_no_rdma():
 
 def test_enable_order_and_producer():
     be = FakeBackend()
-    w = RegWriter(be)
+    w = RegWriter(be, keep_log=True)
     fw_pdp.set_producer(w, 1, 0)
     fw_pdp.enable(w, _surf())
     assert [s for s, _, _ in w.log] == ["NVDLA_PDP.S_POINTER_0", "NVDLA_PDP_RDMA.S_POINTER_0",

@@ -131,7 +131,7 @@ def test_y_multiplier_reads_its_operand_from_memory_through_its_converter(backen
     op = _op(y=y, out=(1, 7, 0))
     surf = _surf(y_data=cube(2, C, H, W, atom=ATOM))
     addrs = write_task(backend, [TaskOp(OP_SDP, op, surf)], [_pack(x), 4096, _pack(o)])
-    fw = Firmware(CFG, backend)
+    fw = Firmware(CFG, backend, log_regs=True)
     fw.run(addrs)
 
     def one(q, p):
@@ -175,7 +175,7 @@ def test_sdp_ops_with_different_luts_take_turns(backend):
 # ------------------------------------------------------ registers, refusals
 
 def _program(op: SdpOpDesc, lut: LutParam | None) -> RegWriter:
-    w = RegWriter(FakeBackend())
+    w = RegWriter(FakeBackend(), keep_log=True)
     addr = {"src_data": 0x8000_0000, "dst_data": 0x8010_0000, "y_data": 0x8020_0000}
     fw_sdp.program(w, 3, op, _surf(), lambda c, what: addr[what], lut)
     return w
@@ -212,7 +212,7 @@ def test_y_memory_operand_registers_hand_computed():
                cvt=SdpCvt(alu_cvt=OFF, mul_cvt=CvtParam(scale=-2, truncate=4, enable=1,
                                                         offset=-70000)))
     op = _op(y=y)
-    w = RegWriter(FakeBackend())
+    w = RegWriter(FakeBackend(), keep_log=True)
     addr = {"src_data": 0x8000_0000, "dst_data": 0x8010_0000, "y_data": 0x1_8020_0040}
     fw_sdp.program(w, 3, op, _surf(y_data=cube(2, C, H, W, atom=ATOM)),
                    lambda c, what: addr[what], None)

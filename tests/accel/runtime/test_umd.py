@@ -57,7 +57,7 @@ def test_set_memories_filled_and_addresses_absolute():
 
 
 def test_fused_conv_sdp_enables_sdp_first():
-    rt = Runtime(CFG, be := FakeBackend())
+    rt = Runtime(CFG, be := FakeBackend(), log_regs=True)
     rt.load(_official("CONV/CONV_D_L0_0_small_fbuf"))
     rt.submit()
     ev = rt.firmware.events
@@ -78,7 +78,7 @@ def test_fused_conv_sdp_enables_sdp_first():
 def test_official_pdp_and_cdp_program_their_engines():
     for name, unit in (("PDP/PDP_L0_0_small_fbuf", "NVDLA_PDP"),
                        ("CDP/CDP_L0_0_small_fbuf", "NVDLA_CDP")):
-        rt = Runtime(CFG, be := FakeBackend())
+        rt = Runtime(CFG, be := FakeBackend(), log_regs=True)
         rt.load(_official(name))
         rt.submit()
         assert be.enables == [f"{unit}_RDMA", unit]

@@ -1,0 +1,125 @@
+"""Decode once, replay fast: a task's firmware run recorded and played back.
+
+The firmware's work for one task - decoding descriptors, walking the
+dependency graph, turning each op into register values - depends only on the
+descriptors in DRAM and on the engines' state when the task starts.  The
+first :meth:`~accel.runtime.firmware.Firmware.run` of a task goes through a
+:class:`Recorder` that logs every register write and read, every interrupt
+wait (with the bits it returned) and where the completion hook ran; later
+runs replay that log.  A recording is reused only while:
+
+* the backend is deterministic (``backend.deterministic``: the same writes
+  give the same interrupts; the cmodel is, an RTL simulator need not be) and
+  can tell whether memory changed (``backend.memory_version``);
+* every DRAM region the firmware read (network, dependency graph, operation,
+  surface and LUT lists) still has the version it had - a host or DMA write
+  into descriptor memory invalidates the recording;
+* the registers read before the first write (the engines' group pointers)
+  hold the recorded values.
+
+During a replay every interrupt wait must return the recorded bits; a
+difference stops with :class:`ReplayDiverged` instead of programming on from a
+wrong assumption.  A backend may run a recording its own faster way
+(``prepare_replay`` / ``replay``, see :class:`accel.runtime.backend.CmodBackend`);
+:func:`replay` is the plain loop every backend supports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from accel.runtime.errors import RuntimeFault
+
+WRITE, READ, WAIT, CALL = "w", "r", "i", "c"
+
+
+class ReplayDiverged(RuntimeFault):
+    """A replayed task saw other interrupts than the recorded run."""
+
+
+@dataclass
+class Recording:
+    """The backend interaction of one task's firmware run (see the module docstring)."""
+
+    events: list[tuple] = field(default_factory=list)
+    versions: dict[int, int] = field(default_factory=dict)   # read address -> region version
+    fw_events: list[str] = field(default_factory=list)       # the firmware's events log
+    prepared: Any = None          # the backend's own form, from prepare_replay
+
+    def preamble(self) -> list[tuple[int, int]]:
+        """``(address, value)`` of the register reads before the first write."""
+        out = []
+        for ev in self.events:
+            if ev[0] != READ:
+                break
+            out.append((ev[1], ev[2]))
+        return out
+
+
+class Recorder:
+    """A backend proxy that forwards everything and logs the firmware's side of it."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.recording = Recording()
+        self._version = getattr(backend, "memory_version", None)
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    def write_reg(self, addr: int, value: int) -> None:
+        self.recording.events.append((WRITE, addr, value & 0xFFFFFFFF))
+        self.backend.write_reg(addr, value)
+
+    def read_reg(self, addr: int) -> int:
+        value = self.backend.read_reg(addr)
+        self.recording.events.append((READ, addr, value))
+        return value
+
+    def wait_interrupt(self, mask: int) -> int:
+        status = self.backend.wait_interrupt(mask)
+        self.recording.events.append((WAIT, mask, status))
+        return status
+
+    def read_mem(self, addr: int, size: int):
+        if self._version is not None:
+            self.recording.versions.setdefault(addr, self._version(addr))
+        return self.backend.read_mem(addr, size)
+
+    def completed(self, index: int) -> None:
+        """Mark where the firmware took op ``index``'s completion (the hook's place)."""
+        self.recording.events.append((CALL, index))
+
+    def __getattr__(self, name: str) -> Any:      # map_memory, write_mem, stats, ...
+        return getattr(self.backend, name)
+
+
+def can_replay(backend: Any) -> bool:
+    return bool(getattr(backend, "deterministic", False)) and callable(
+        getattr(backend, "memory_version", None))
+
+
+def still_valid(backend: Any, rec: Recording) -> bool:
+    """The descriptors are unchanged and the engines start from the recorded state."""
+    version = backend.memory_version
+    if any(version(addr) != v for addr, v in rec.versions.items()):
+        return False
+    return all(backend.read_reg(addr) == value for addr, value in rec.preamble())
+
+
+def replay(backend: Any, rec: Recording, on_complete: Callable[[int], None] | None) -> None:
+    """Play ``rec`` on any backend, one call per event (the preamble already checked)."""
+    for ev in rec.events:
+        kind = ev[0]
+        if kind == WRITE:
+            backend.write_reg(ev[1], ev[2])
+        elif kind == WAIT:
+            status = backend.wait_interrupt(ev[1])
+            if status != ev[2]:
+                raise ReplayDiverged(f"interrupt wait on mask {ev[1]:#x} returned {status:#x}, "
+                                     f"the recorded run {ev[2]:#x}")
+        elif kind == CALL and on_complete is not None:
+            on_complete(ev[1])
