@@ -1,0 +1,204 @@
+"""Simulated-DLA inference speed against onnxruntime, measured in the same run.
+
+Usage::
+
+    python benchmarks/dla_models.py [MODEL ...] [--preset nv_small] [--repeat 10]
+                                    [--rss N] [--ops N]
+
+For each zoo model (default: resnet18_cifar, mobilenet_v2, yolox_nano): the
+model is calibrated on seeded random inputs and partitioned between the
+``nvdla`` device (the bit-accurate cmodel behind the firmware) and the CPU, as
+``opendla run --device nvdla`` does.  Timed warm, median of ``--repeat``
+inferences after one warm-up, every engine on one thread (numpy's BLAS
+through threadpoolctl, onnxruntime's intra-op pool), which compares the work
+rather than the schedulers and keeps ratios stable on a shared machine:
+
+* ``nvdla``: the whole ``--device nvdla`` inference (DLA subgraphs on the
+  cmodel, the rest on the host engine) and its DLA part alone;
+* onnxruntime fp32 on the same model;
+* onnxruntime int8: the model quantized by onnxruntime (QDQ, per-channel int8
+  weights, int8 activations) on the same calibration inputs.
+
+Goals (issue 9): ``nvdla`` / ort fp32 <= 1.5 for resnet18_cifar, <= 3.0 for
+mobilenet_v2 and yolox_nano.  ``--ops N`` times a chain of N small
+conv+SDP operations (1x1, 8 -> 8 channels, 4x4) in one loadable and prints the
+fixed cost per operation (goal <= 0.1 ms).  ``--rss N`` runs N inferences of
+the first model and prints the resident memory after 1 and after N (goal:
+within 5 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from threadpoolctl import threadpool_limits
+
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.model import load_model
+from tengine_host.quant import calibrate
+from tengine_host.zoo import MODELS, build
+from tengine_host.zoo.report import random_samples
+
+DEFAULT_MODELS = ("resnet18_cifar", "mobilenet_v2", "yolox_nano")
+GOALS = {"resnet18_cifar": 1.5, "mobilenet_v2": 3.0, "yolox_nano": 3.0}
+
+
+def _median(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _session(path: str | Path) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _ort_int8(src: Path, dst: Path, samples: list[dict]) -> Path:
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self._it = iter(samples)
+
+        def get_next(self):
+            return next(self._it, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    return dst
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    import os
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def bench_model(name: str, preset: str, repeat: int, tmp: Path) -> dict:
+    path = tmp / f"{name}.onnx"
+    onnx.save(build(name), path)
+    graph = load_model(path)
+    calib = random_samples(graph, 8)
+    sample = random_samples(graph, 1, seed=99)[0]
+    table = calibrate(graph, calib, progress=False)
+    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")], table) as ex:
+        total = _median(lambda: ex.run(sample), repeat)
+        dla = []
+        for _ in range(repeat):
+            ex.run(sample)
+            dla.append(sum(t for label, t in ex.subgraph_times if "nvdla" in label))
+        dla_part = statistics.median(dla)
+        counts = ex.partition.subgraph_counts()
+    fp32 = _session(path)
+    t_fp32 = _median(lambda: fp32.run(None, sample), repeat)
+    q = _session(_ort_int8(path, tmp / f"{name}_qdq.onnx", calib))
+    t_int8 = _median(lambda: q.run(None, sample), repeat)
+    return dict(model=name, nvdla=total, dla_part=dla_part, fp32=t_fp32, int8=t_int8,
+                subgraphs=counts)
+
+
+def _conv_chain(n: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    nodes, inits, t = [], [], "x"
+    for i in range(n):
+        inits += [numpy_helper.from_array(rng.normal(0, 0.3, (8, 8, 1, 1)).astype(np.float32),
+                                          f"w{i}"),
+                  numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), f"b{i}")]
+        nodes.append(helper.make_node("Conv", [t, f"w{i}", f"b{i}"], [f"y{i}"], name=f"c{i}"))
+        t = f"y{i}"
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 8, 4, 4])], [helper.make_tensor_value_info(
+            t, TensorProto.FLOAT, [1, 8, 4, 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def bench_ops(n: int, preset: str, repeat: int, tmp: Path) -> tuple[float, float]:
+    """(seconds per conv+SDP op, seconds of the whole chain)."""
+    path = tmp / "chain.onnx"
+    onnx.save(_conv_chain(n), path)
+    graph = load_model(path)
+    table = calibrate(graph, random_samples(graph, 4), progress=False)
+    sample = random_samples(graph, 1, seed=5)[0]
+    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")], table) as ex:
+        assert ex.partition.subgraph_counts() == {"nvdla": 1, "cpu": 0}
+        times = []
+        _median(lambda: ex.run(sample), 1)
+        for _ in range(repeat):
+            ex.run(sample)
+            times.append(ex.subgraph_times[0][1])
+        t = statistics.median(times)
+    return t / n, t
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("models", nargs="*", default=list(DEFAULT_MODELS),
+                   help=f"zoo models (default {' '.join(DEFAULT_MODELS)}; all: "
+                        f"{', '.join(MODELS)})")
+    p.add_argument("--preset", default="nv_small")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--ops", type=int, default=40, help="conv+SDP chain length (0: skip)")
+    p.add_argument("--rss", type=int, default=0, help="inferences for the memory check")
+    args = p.parse_args(argv)
+    for m in args.models:
+        if m not in MODELS:
+            p.error(f"model {m!r} not in the zoo ({', '.join(MODELS)})")
+    with threadpool_limits(limits=1), tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        print(f"{'model':16s} {'nvdla ms':>9s} {'DLA part':>9s} {'ort fp32':>9s} "
+              f"{'ort int8':>9s} {'nvdla/fp32':>10s} {'DLA/int8':>9s} {'goal':>5s}")
+        for name in args.models:
+            r = bench_model(name, args.preset, args.repeat, tmp)
+            goal = GOALS.get(name)
+            print(f"{name:16s} {r['nvdla'] * 1e3:9.1f} {r['dla_part'] * 1e3:9.1f} "
+                  f"{r['fp32'] * 1e3:9.1f} {r['int8'] * 1e3:9.1f} "
+                  f"{r['nvdla'] / r['fp32']:10.2f} {r['dla_part'] / r['int8']:9.2f} "
+                  f"{'<=' + format(goal, '.1f') if goal else '':>5s}   {r['subgraphs']}",
+                  flush=True)
+        if args.ops:
+            per, whole = bench_ops(args.ops, args.preset, args.repeat, tmp)
+            print(f"fixed cost of one small conv+SDP op: {per * 1e3:.3f} ms "
+                  f"({args.ops} ops in {whole * 1e3:.1f} ms; goal <= 0.1 ms)")
+        if args.rss:
+            path = tmp / f"{args.models[0]}.onnx"
+            onnx.save(build(args.models[0]), path)
+            graph = load_model(path)
+            table = calibrate(graph, random_samples(graph, 4), progress=False)
+            sample = random_samples(graph, 1, seed=3)[0]
+            with Executor(graph, [get_device("nvdla", preset=args.preset),
+                                  get_device("cpu")], table) as ex:
+                ex.run(sample)
+                first = _rss_mib()
+                for _ in range(args.rss - 1):
+                    ex.run(sample)
+                last = _rss_mib()
+            print(f"RSS {args.models[0]}: {first:.1f} MiB after 1 inference, {last:.1f} MiB "
+                  f"after {args.rss} ({last - first:+.1f} MiB; goal within 5 MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
