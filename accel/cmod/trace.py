@@ -38,6 +38,10 @@ _PACKET = re.compile(r"\{\s*offset\s*:\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*size\s*:\s*(
                      r"\s*payload\s*:\s*([^}]*)\}")
 
 
+TRACE_BACKENDS = ("cmod", "rtl")
+"""Where :func:`run_trace` plays a trace: the cmodel, or the Amaranth RTL in simulation."""
+
+
 class TraceError(Exception):
     """A malformed or failing trace statement; the message starts with ``file:line``."""
 
@@ -228,14 +232,27 @@ class _Player:
     do_sync_wait = do_sync_notify
 
 
+def _model(backend: str, cfg: HwConfig, strict: bool):
+    """The DLA a trace plays on: the cmodel's :class:`Dla`, or the RTL's stand-in with
+    the same surface (``csb_write``, ``csb_read``, ``dram``, ``glb``, ``stats``, ``notes``)."""
+    if backend == "cmod":
+        return Dla(cfg, Dram(), model_y_stage=not strict)
+    if backend == "rtl":
+        from accel.rtl.trace_player import RtlDla
+        return RtlDla(cfg, Dram(), model_y_stage=not strict)
+    raise ValueError(f"trace backend {backend!r} is not one of {', '.join(TRACE_BACKENDS)}")
+
+
 def run_trace(path: str | Path, preset: str | None = None,
-              hw: HwConfig | None = None, strict: bool = False) -> TraceResult:
+              hw: HwConfig | None = None, strict: bool = False,
+              backend: str = "cmod") -> TraceResult:
     """Play the trace in directory ``path`` and check its golden CRC.
 
     ``hw`` overrides the configuration (e.g. a preset variant with an extra
     unit); by default it is the preset named by ``preset`` or the directory.
     ``strict`` refuses a Y stage the configuration lacks (the trace is then
-    skipped as unsupported) instead of modelling it with a note.
+    skipped as unsupported) instead of modelling it with a note.  ``backend`` is one of
+    :data:`TRACE_BACKENDS`.
     """
     trace_dir = Path(path)
     t0 = time.perf_counter()
@@ -249,8 +266,7 @@ def run_trace(path: str | Path, preset: str | None = None,
         for cmd in cmds:  # missing inputs make the trace meaningless: skip before running
             if cmd.name == "mem_load" and not (trace_dir / cmd.args[2]).exists():
                 raise _Skip(f"missing data: {cmd.args[2]}")
-        dla = Dla(hw if hw is not None else get_preset(preset_name), Dram(),
-                  model_y_stage=not strict)
+        dla = _model(backend, hw if hw is not None else get_preset(preset_name), strict)
         player = _Player(cfg_path, dla)
         player.run(cmds)
         if player.checks == 0:
@@ -287,11 +303,13 @@ def find_traces(paths: Iterable[str | Path]) -> list[Path]:
 
 def run_traces(paths: Iterable[str | Path], preset: str | None = None,
                progress: Callable[[TraceResult], None] | None = None,
-               strict: bool = False) -> list[TraceResult]:
-    """Run every trace under ``paths``; ``progress`` is called after each one."""
+               strict: bool = False, backend: str = "cmod") -> list[TraceResult]:
+    """Run every trace under ``paths`` on ``backend``; ``progress`` is called after each one."""
+    if backend not in TRACE_BACKENDS:
+        raise ValueError(f"trace backend {backend!r} is not one of {', '.join(TRACE_BACKENDS)}")
     results = []
     for trace_dir in find_traces(paths):
-        res = run_trace(trace_dir, preset, strict=strict)
+        res = run_trace(trace_dir, preset, strict=strict, backend=backend)
         results.append(res)
         if progress is not None:
             progress(res)
