@@ -36,7 +36,6 @@ class ConvPlan:
     feature: tuple[int, int, int, int, int, int] | None
     weight_addr: int
     weight_size: int
-    weight_order: np.ndarray     # int64 [K, C*R*S]: byte of each weight, im2col order
     truncate: int
     sdp: sdp.SdpPlan
 
@@ -44,6 +43,12 @@ class ConvPlan:
     def kernel(self) -> tuple[int, int, int, int]:
         g = self.geo
         return g.k, g.c, g.r, g.s
+
+    def weight_order(self, cfg: HwConfig) -> np.ndarray:
+        """int64 ``[K, C*R*S]``: the byte of each weight in im2col order.  Computed when a
+        weight matrix is built, not kept: it is 8 bytes per weight."""
+        g = self.geo
+        return cdma.weight_offsets(g.k, g.c, g.r, g.s, cfg.atomic_k, cfg.atomic_c).reshape(g.k, -1)
 
 
 def decode(cfg: HwConfig, g_cdma: GroupView, g_csc: GroupView, g_cacc: GroupView,
@@ -73,8 +78,7 @@ def decode(cfg: HwConfig, g_cdma: GroupView, g_csc: GroupView, g_cacc: GroupView
         raise ConfigError("SDP", "D_DATA_CUBE_CHANNEL", plan_sdp.c - 1,
                           f"SDP cube {plan_sdp.c}x{plan_sdp.h}x{plan_sdp.w} (CxHxW) does not "
                           f"match the CACC output {geo.k}x{geo.out_h}x{geo.out_w}")
-    order = cdma.weight_offsets(geo.k, geo.c, geo.r, geo.s, cfg.atomic_k, cfg.atomic_c)
     return ConvPlan(geo=geo, use=use, feature=feature,
                     weight_addr=g_cdma.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"),
                     weight_size=use.kernels * use.bytes_per_kernel,
-                    weight_order=order.reshape(geo.k, -1), truncate=truncate, sdp=plan_sdp)
+                    truncate=truncate, sdp=plan_sdp)

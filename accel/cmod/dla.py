@@ -277,7 +277,7 @@ class Dla:
         hit = self._matrices.get(key)
         if hit is not None and hit[0] is raw:
             return hit[1]
-        m = raw[plan.weight_order].view(np.int8).astype(np.float32)
+        m = raw[plan.weight_order(self.cfg)].view(np.int8).astype(np.float32)
         if len(self._matrices) >= MAX_PLANS:
             self._matrices.pop(next(iter(self._matrices)))
         self._matrices[key] = (raw, m)
