@@ -46,7 +46,11 @@ class Backend(Protocol):
 
     @property
     def stats(self) -> list[Any]:
-        """Per-operation records (unit, cycles, ...) in execution order."""
+        """Per-operation records (unit, cycles, ...) in execution order, since the last
+        :meth:`reset_stats` (the runtime resets them at each submit)."""
+
+    def reset_stats(self) -> None:
+        """Forget the operation records (nothing accumulates across inferences)."""
 
 
 class CmodBackend:
@@ -108,7 +112,10 @@ class CmodBackend:
 
     @property
     def stats(self) -> list[Any]:
-        return list(getattr(self.dla, "stats", []))
+        return list(self.dla.stats)
+
+    def reset_stats(self) -> None:
+        self.dla.stats.clear()
 
 
 BACKENDS: dict[str, type] = {"cmod": CmodBackend}

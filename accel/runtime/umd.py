@@ -171,9 +171,13 @@ class Runtime:
         return out
 
     def submit(self) -> None:
-        """Run the submit list in order; each entry's tasks one after another."""
+        """Run the submit list in order; each entry's tasks one after another.  The
+        backend's ``stats`` then hold the operations of this submit alone."""
         if self.loadable is None or self.firmware is None:
             raise RuntimeUsageError("no loadable loaded; call load() first")
+        reset = getattr(self.backend, "reset_stats", None)
+        if reset is not None:
+            reset()
         tasks = {t.id: t for t in self.loadable.task_list}
         for entry in self.loadable.submit_list:
             for tid in entry.task_id:
