@@ -10,6 +10,8 @@ fields hold values the hardware sets (``set_hw``).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from accel.regs import UNITS, Register, Unit
 
 
@@ -28,6 +30,17 @@ class UnitRegs:
             self._wmask[reg.offset] = sum(f.mask for f in reg.fields if "w" in f.access)
         op_enable = unit.registers.get("D_OP_ENABLE")
         self._op_enable = op_enable.offset if op_enable is not None else None
+        #: ``D_`` registers software programs (read-only ones, e.g. the perf counters the
+        #: hardware sets after each op, are results, not configuration)
+        self.config_offsets = tuple(off for off in self._groups[0] if self._wmask[off])
+        offs = self.config_offsets
+        # itemgetter of several keys gives a tuple; of one, the bare value
+        self._config = (itemgetter(*offs) if len(offs) > 1
+                        else lambda store: tuple(store[o] for o in offs))
+
+    def config(self, group: int) -> tuple:
+        """The values of the configuration registers of ``group``, in a fixed order."""
+        return self._config(self._groups[group])
 
     @property
     def groups(self) -> tuple[dict[int, int], dict[int, int]]:

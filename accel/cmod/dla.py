@@ -24,6 +24,7 @@ and GLB raises the done interrupts of the groups that ran.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,6 +47,21 @@ _MODELLED = {"NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_C
 # units with a LUT behind S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA
 _LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
 MAX_PLANS = 8192   # decoded ops kept (a loadable's ops, several loadables)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A pipeline start decided from the registers: what :meth:`Dla.launch` runs.
+
+    ``kind`` is "conv" (a convolution and the SDP on the fly), "sdp" (an SDP
+    reading memory) or "pdp" (a PDP reading memory); ``pdp_plan`` is a PDP fed
+    on the fly by the SDP.
+    """
+
+    kind: str
+    plan: object
+    needs_rdma: bool = False
+    pdp_plan: object = None
 
 
 class Dla:
@@ -74,6 +90,7 @@ class Dla:
         self._plans: dict[tuple, object] = {}                  # register values -> decoded op
         self._raw_weights: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
         self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self.launched: Launch | None = None    # the last pipeline started (replay learns it)
 
     # --- CSB -------------------------------------------------------------------------
     def csb_write(self, addr: int, value: int) -> None:
@@ -130,13 +147,13 @@ class Dla:
         return self.regs[unit].enabled()
 
     def _plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
-        """The decoded op of ``kind`` whose units' consumer groups hold what they hold now.
+        """The decoded op of ``kind`` whose units' consumer groups are programmed as now.
 
         Decoding reads and checks every register once; an op with the same register
         values (the next inference of a loadable) reuses the result.
         """
         regs = self.regs
-        key = (kind, *(tuple(regs[u].groups[regs[u].consumer].values()) for u in units))
+        key = (kind, *(regs[u].config(regs[u].consumer) for u in units))
         plan = self._plans.get(key)
         if plan is None:
             plan = decode()
@@ -171,6 +188,8 @@ class Dla:
         return self._plan("sdp-mode", ("NVDLA_SDP",), decode)
 
     def _try_run(self) -> None:
+        """Start the SDP pipeline (a convolution feeding it, or its memory input; a PDP it
+        feeds) once every unit it needs is enabled."""
         if not self._enabled("NVDLA_SDP"):
             return
         needs_rdma, to_pdp, flying = self._sdp_mode()
@@ -181,16 +200,45 @@ class Dla:
         if flying:
             if not all(self._enabled(u) for u in CONV_UNITS):
                 return
-            rec, streamed = self._run_conv(needs_rdma)
+            plan = self._plan(f"conv{int(needs_rdma)}", CONV_UNITS + self._sdp_units(needs_rdma),
+                              lambda: conv.decode(
+                                  self.cfg, self._exec("NVDLA_CDMA"), self._exec("NVDLA_CSC"),
+                                  self._exec("NVDLA_CACC"), self._exec("NVDLA_SDP"),
+                                  self._exec("NVDLA_SDP_RDMA") if needs_rdma else None,
+                                  self.model_y_stage))
         else:
-            rec, streamed = self._run_sdp(needs_rdma)
+            plan = self._plan(f"sdp{int(needs_rdma)}", self._sdp_units(needs_rdma),
+                              lambda: sdp.decode(
+                                  self._exec("NVDLA_SDP"),
+                                  self._exec("NVDLA_SDP_RDMA") if needs_rdma else None,
+                                  self.cfg, flying=False, model_y=self.model_y_stage))
+        pdp_plan = None
+        if to_pdp:
+            pdp_plan = self._plan("pdp-fed", ("NVDLA_PDP", "NVDLA_PDP_RDMA"), lambda: pdp.decode(
+                self._exec("NVDLA_PDP"), self._exec("NVDLA_PDP_RDMA"), self.cfg, fed=True))
+        self.launch(Launch("conv" if flying else "sdp", plan, needs_rdma, pdp_plan))
+
+    def launch(self, op: Launch) -> None:
+        """Run ``op`` from the consumer groups, complete its units and raise its interrupts.
+
+        The units must be enabled with the registers ``op`` was decoded from (a
+        replay of a recorded task calls this directly; see :mod:`accel.cmod.replay`).
+        """
+        self.launched = op
+        if op.kind == "pdp":
+            group = self.regs["NVDLA_PDP"].consumer
+            self.stats.append(op.plan.execute(self.dram, self.cfg))
+            self._complete(["NVDLA_PDP", "NVDLA_PDP_RDMA"], [("PDP", group)])
+            return
+        if op.kind == "conv":
+            rec, streamed = self._run_conv(op.needs_rdma, op.plan)
+        else:
+            rec, streamed = self._run_sdp(op.needs_rdma, op.plan)
         if rec.get("note") and rec["note"] not in self.notes:
             self.notes.append(rec["note"])
-        if to_pdp:
-            plan = self._plan("pdp-fed", ("NVDLA_PDP", "NVDLA_PDP_RDMA"), lambda: pdp.decode(
-                self._exec("NVDLA_PDP"), self._exec("NVDLA_PDP_RDMA"), self.cfg, fed=True))
+        if op.pdp_plan is not None:
             group = self.regs["NVDLA_PDP"].consumer
-            self.stats.append(plan.execute(self.dram, self.cfg, streamed))
+            self.stats.append(op.pdp_plan.execute(self.dram, self.cfg, streamed))
             self._complete(["NVDLA_PDP"], [("PDP", group)])
 
     def _sdp_units(self, needs_rdma: bool) -> tuple[str, ...]:
@@ -207,11 +255,8 @@ class Dla:
         regs = self.regs["NVDLA_SDP"]
         regs.set_hw("D_PERF_OUT_SATURATION", saturations, regs.consumer)
 
-    def _run_sdp(self, needs_rdma: bool) -> tuple[dict, np.ndarray | None]:
+    def _run_sdp(self, needs_rdma: bool, plan: sdp.SdpPlan) -> tuple[dict, np.ndarray | None]:
         """An SDP op reading its input from memory."""
-        plan = self._plan(f"sdp{int(needs_rdma)}", self._sdp_units(needs_rdma), lambda: sdp.decode(
-            self._exec("NVDLA_SDP"), self._exec("NVDLA_SDP_RDMA") if needs_rdma else None,
-            self.cfg, flying=False, model_y=self.model_y_stage))
         group = self.regs["NVDLA_SDP"].consumer
         rec, streamed, sat = plan.execute(self.dram, self.cfg,
                                           y_group=self._y_group(plan, needs_rdma))
@@ -231,8 +276,7 @@ class Dla:
             return
         plan = self._plan("pdp", ("NVDLA_PDP", "NVDLA_PDP_RDMA"), lambda: pdp.decode(
             g, self._exec("NVDLA_PDP_RDMA"), self.cfg, fed=False))
-        self.stats.append(plan.execute(self.dram, self.cfg))
-        self._complete(["NVDLA_PDP", "NVDLA_PDP_RDMA"], [("PDP", g.group)])
+        self.launch(Launch("pdp", plan))
 
     def _try_run_cdp(self) -> None:
         if not (self._enabled("NVDLA_CDP") and self._enabled("NVDLA_CDP_RDMA")):
@@ -283,12 +327,8 @@ class Dla:
         self._matrices[key] = (raw, m)
         return m
 
-    def _run_conv(self, needs_rdma: bool) -> tuple[dict, np.ndarray | None]:
+    def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan) -> tuple[dict, np.ndarray | None]:
         units = CONV_UNITS + self._sdp_units(needs_rdma)
-        plan = self._plan(f"conv{int(needs_rdma)}", units, lambda: conv.decode(
-            self.cfg, self._exec("NVDLA_CDMA"), self._exec("NVDLA_CSC"),
-            self._exec("NVDLA_CACC"), self._exec("NVDLA_SDP"),
-            self._exec("NVDLA_SDP_RDMA") if needs_rdma else None, self.model_y_stage))
         geo, use = plan.geo, plan.use
         kept_data = self.cbuf.reused_data(use)
         kept_w, note = self.cbuf.reused_weights(use)
