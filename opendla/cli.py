@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from opendla.errors import CliError
+
 # subcommand -> module under opendla.commands (imported only when used, so
 # `opendla trace` does not pay for onnxruntime or amaranth imports)
 COMMANDS: dict[str, str] = {
@@ -53,9 +55,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(_module(args.command).run(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        # the reader went away (`opendla ... | head`): stop quietly, as Unix tools do
+        _silence_stdout()
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":
