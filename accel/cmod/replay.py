@@ -14,6 +14,17 @@ writable: the bits the write does not set are unused and stay zero, so the
 stored value is ``value & writable_mask`` whatever the register held.  Other
 registers (read-only fields the hardware sets) keep the masked
 read-modify-write of the ordinary path.
+
+The first run of a prepared recording also *learns* what each op enable did
+(:func:`_learn`): an enable that started a pipeline becomes a store followed by
+:meth:`accel.cmod.dla.Dla.launch` of the very op it started, one that did not
+becomes a store, and a pointer write becomes a masked store.  Later runs play
+the learned steps, with no CSB decoding, no readiness checks and no plan
+lookups.  What the learned launches read beyond the recording's own writes is
+checked before each learned run (:attr:`Learned.inherited`: configuration
+registers the recording leaves as it found them, and every op enable bit); if
+any differs, the run takes the unlearned steps, which decide everything
+again.
 """
 
 from __future__ import annotations
@@ -25,11 +36,29 @@ from accel.regs import by_address
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
 _ACTING_UNITS = {"NVDLA_GLB", "NVDLA_BDMA"}
-BULK, WRITE, WAIT, CALL, READ = range(5)
+BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH = range(7)
+
+#: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
+#: Rubik and BDMA keep their writes)
+_LEARNED_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
+                  "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
 
 
 class ReplayError(RuntimeError):
     """A recording the cmodel cannot prepare."""
+
+
+@dataclass
+class Learned:
+    """Steps with the op enables resolved (see the module docstring): the steps of
+    :class:`Prepared` plus ``(STORE, store, offset, keep, bits)`` (a masked store) and
+    ``(LAUNCH, store, offset, keep, bits, launch)`` (a store, then ``dla.launch``)."""
+
+    steps: list[tuple]
+    #: ``(store, offset, value)`` the launches read and the recording does not write
+    inherited: list[tuple[dict, int, int]]
+    #: op enable bit of both groups of every learned unit at the start
+    enables: tuple[int, ...]
 
 
 @dataclass
@@ -39,6 +68,11 @@ class Prepared:
 
     steps: list[tuple] = field(default_factory=list)
     pointers: dict[str, int] = field(default_factory=dict)   # unit -> producer at the start
+    learned: Learned | None = None    # after the first run (see :func:`_learn`)
+    #: runs by kind: "learning" (the first), "learned" (the fast steps) and "unlearned"
+    #: (the prepared steps, when the learned ones' state did not hold)
+    runs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("learning", "learned", "unlearned"), 0))
 
 
 def _plain(reg) -> bool:
@@ -92,30 +126,130 @@ def prepare(dla, events: list[tuple]) -> Prepared:
     return out
 
 
+def _enables(dla) -> tuple[int, ...]:
+    out = []
+    for name in _LEARNED_UNITS:
+        regs = dla.regs[name]
+        off = regs.unit.registers["D_OP_ENABLE"].offset
+        out += [regs.groups[0][off] & 1, regs.groups[1][off] & 1]
+    return tuple(out)
+
+
+def _diverged(message: str) -> Exception:
+    from accel.runtime.replay import ReplayDiverged
+    return ReplayDiverged(message)
+
+
 def run(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> bool:
     """Play ``prepared`` on ``dla`` (the one it was prepared against).  False, before
-    anything is written, when a unit's producer pointer differs from the prepared one."""
+    anything is written, when a unit's producer pointer differs from the prepared one.
+
+    The first run learns (:func:`_learn`); later runs play the learned steps when the
+    state they depend on is the learned one, else the prepared steps."""
     regs = dla.regs
     if any(regs[name].producer != p for name, p in prepared.pointers.items()):
         return False
-    for step in prepared.steps:
+    learned = prepared.learned
+    if learned is None:
+        prepared.runs["learning"] += 1
+        prepared.learned = _learn(dla, prepared, on_complete)
+    elif (_enables(dla) != learned.enables
+            or any(store[off] != value for store, off, value in learned.inherited)):
+        prepared.runs["unlearned"] += 1
+        _play(dla, prepared.steps, on_complete)
+    else:
+        prepared.runs["learned"] += 1
+        _play(dla, learned.steps, on_complete)
+    return True
+
+
+def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) -> None:
+    glb = dla.glb
+    for step in steps:
         kind = step[0]
         if kind == BULK:
             for store, updates in step[1]:
                 store.update(updates)
+        elif kind == STORE:
+            _, store, off, keep, bits = step
+            store[off] = (store[off] & keep) | bits
+        elif kind == LAUNCH:
+            _, store, off, keep, bits, launch = step
+            store[off] = (store[off] & keep) | bits
+            dla.launch(launch)
         elif kind == WRITE:
             dla.csb_write(step[1], step[2])
         elif kind == WAIT:
-            status = dla.glb.status & step[1]
+            status = glb.status & step[1]
             if status != step[2]:
-                from accel.runtime.replay import ReplayDiverged
-                raise ReplayDiverged(f"interrupt wait on mask {step[1]:#x} found {status:#x}, "
-                                     f"the recorded run {step[2]:#x}")
+                raise _diverged(f"interrupt wait on mask {step[1]:#x} found {status:#x}, "
+                                f"the recorded run {step[2]:#x}")
         elif kind == CALL:
             if on_complete is not None:
                 on_complete(step[1])
-        elif dla.csb_read(step[1]) != step[2]:
-            from accel.runtime.replay import ReplayDiverged
-            raise ReplayDiverged(f"register {step[1]:#x} reads {dla.csb_read(step[1]):#x}, the "
-                                 f"recorded run {step[2]:#x}")
-    return True
+        elif (value := dla.csb_read(step[1])) != step[2]:
+            raise _diverged(f"register {step[1]:#x} reads {value:#x}, the recorded run "
+                            f"{step[2]:#x}")
+
+
+def _launch_units(launch) -> tuple[str, ...]:
+    """The units whose registers ``launch`` was decided from."""
+    from accel.cmod.dla import CONV_UNITS
+    if launch.kind == "pdp":
+        units = ("NVDLA_PDP", "NVDLA_PDP_RDMA")
+    else:
+        units = ("NVDLA_SDP", "NVDLA_SDP_RDMA") if launch.needs_rdma else ("NVDLA_SDP",)
+        if launch.kind == "conv":
+            units = CONV_UNITS + units
+        if launch.pdp_plan is not None:
+            units += ("NVDLA_PDP", "NVDLA_PDP_RDMA")
+    return units
+
+
+def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> Learned:
+    """Run the prepared steps on ``dla`` and resolve what each op enable and pointer
+    write did; return the learned steps with the state they depend on."""
+    regs = dla.regs
+    enables = _enables(dla)
+    learned: list[tuple] = []
+    written: set[tuple[int, int]] = set()      # (id(store), offset) the recording has set
+    inherited: dict[tuple[int, int], tuple[dict, int, int]] = {}
+    for step in prepared.steps:
+        kind = step[0]
+        if kind == BULK:
+            for store, updates in step[1]:
+                written.update((id(store), off) for off in updates)
+        if kind != WRITE:
+            _play(dla, [step], on_complete)
+            learned.append(step)
+            continue
+        addr, value = step[1], step[2]
+        reg = by_address(addr)
+        if reg.unit not in _LEARNED_UNITS or reg.name not in ("D_OP_ENABLE", "S_POINTER"):
+            _play(dla, [step], on_complete)
+            learned.append(step)
+            continue
+        unit = regs[reg.unit]
+        store = unit.store_of(reg, unit.producer)
+        mask = unit.write_mask(reg)
+        consumers = {name: regs[name].consumer for name in _LEARNED_UNITS}
+        dla.launched, n_stats = None, len(dla.stats)
+        dla.csb_write(addr, value)
+        written.add((id(store), reg.offset))
+        store_step = (store, reg.offset, ~mask & 0xFFFFFFFF, value & mask)
+        launch = dla.launched
+        if launch is None:
+            if len(dla.stats) != n_stats:   # something ran that cannot be replayed as a launch
+                learned.append(step)
+            else:
+                learned.append((STORE, *store_step))
+            continue
+        learned.append((LAUNCH, *store_step, launch))
+        for name in _launch_units(launch):   # the groups it ran from
+            u = regs[name]
+            g = u.groups[consumers[name]]
+            for off in u.config_offsets:
+                key = (id(g), off)
+                if key not in written and key not in inherited:
+                    inherited[key] = (g, off, g[off])
+    return Learned(learned, list(inherited.values()), enables)

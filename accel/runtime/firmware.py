@@ -121,6 +121,8 @@ class Firmware:
         self.regs = RegWriter(self.backend, self.trace, keep_log=self.log_regs)
         self._io = self.backend          # the backend, or the recorder in front of it
         self._recordings: dict[tuple[int, ...], list[replay.Recording]] = {}
+        #: how tasks ran: "full" (decoding descriptors; recorded when possible) or "replayed"
+        self.run_counts = {"full": 0, "replayed": 0}
         # called with an op's index when its completion is taken, before anything that
         # depends on it starts: a debugger's view of memory after each op
         self.on_complete: Callable[[int], None] | None = None
@@ -175,8 +177,10 @@ class Firmware:
             if not replay.still_valid(self.backend, rec):
                 continue
             if self._replay(rec):
+                self.run_counts["replayed"] += 1
                 return
             recs.remove(rec)
+        self.run_counts["full"] += 1
         if self.trace or self.log_regs or not replay.can_replay(self.backend):
             self._run(addresses)
             return

@@ -1,0 +1,160 @@
+"""Recorded and learned replays of a task give the bytes a full run gives.
+
+The firmware records a task's first run and replays it later
+(:mod:`accel.runtime.replay`); the cmodel learns, on the first replay, which
+op enable started which pipeline and afterwards launches the ops directly
+(:mod:`accel.cmod.replay`).  These tests check the replays against
+independent references on a network with every kind of op a replay resolves
+(convolutions with their SDP, a PDP pool, an SDP reading a second tensor, a
+fully-connected layer): the int8 CPU reference of each DLA tensor, bit for
+bit, over many inferences with different inputs; and check that a state the
+learned steps did not see (descriptor memory rewritten, a register the
+recording leaves alone changed) is not replayed from the old assumptions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from accel.cmod import replay as cmod_replay
+from accel.regs import by_address
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.frontend import load_onnx
+from tengine_host.passes import run_passes
+from tengine_host.quant import calibrate
+from tengine_host.verify import verify_run
+
+SHAPE = (1, 8, 12, 12)
+
+
+def _graph():
+    rng = np.random.default_rng(11)
+    inits = {"w1": rng.normal(0, 0.3, (16, 8, 3, 3)), "b1": rng.normal(0, 0.2, 16),
+             "w2": rng.normal(0, 0.3, (16, 16, 1, 1)), "b2": rng.normal(0, 0.2, 16),
+             "wf": rng.normal(0, 0.3, (10, 16)), "bf": rng.normal(0, 0.2, 10)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"]),
+        helper.make_node("Add", ["c2", "p1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "replay", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    graph = load_onnx(model)
+    run_passes(graph)
+    return graph
+
+
+def _samples(n: int, seed: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(0, 1, SHAPE).astype(np.float32)} for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def model():
+    graph = _graph()
+    return graph, calibrate(graph, _samples(6, 1), progress=False)
+
+
+def _executor(graph, table) -> Executor:
+    return Executor(graph, [get_device("nvdla", preset="nv_small", capture=True),
+                            get_device("cpu")], table)
+
+
+def _handle(ex: Executor):
+    (handle,) = [h for d, _, h in ex.prepared if d.name == "nvdla"]
+    return handle
+
+
+def _prepared(handle) -> list[cmod_replay.Prepared]:
+    recs = handle.runtime.firmware._recordings
+    return [r.prepared for rs in recs.values() for r in rs if r.prepared is not None]
+
+
+def test_learned_replays_are_bit_exact_over_many_inputs(model):
+    graph, table = model
+    with _executor(graph, table) as ex:
+        assert [d.name for d, _ in ex.partition.parts] == ["nvdla"]
+        handle = _handle(ex)
+        report = None
+        for sample in _samples(10, 2):
+            _, _, report = verify_run(ex, sample, report)
+            assert report.bit_exact, report.summary()
+        fw = handle.runtime.firmware
+        prepared = _prepared(handle)
+        kinds = {u for s in handle.runtime.backend.stats for u in [s["unit"]]}
+    assert report.layers_checked >= 5
+    assert kinds >= {"CONV", "PDP", "SDP"}, kinds
+    # one full run per starting state of the group pointers, then replays; each
+    # replay after the first one of its recording ran the learned steps
+    assert fw.run_counts["replayed"] >= 6, fw.run_counts
+    runs = {k: sum(p.runs[k] for p in prepared) for k in ("learning", "learned", "unlearned")}
+    assert runs["learning"] == len(prepared) >= 1
+    assert runs["learned"] == fw.run_counts["replayed"] - runs["learning"] > 0
+    assert runs["unlearned"] == 0
+    # the learned steps launch ops directly: no op enable of the pipelines is played as
+    # a CSB write any more
+    steps = prepared[0].learned.steps
+    assert sum(s[0] == cmod_replay.LAUNCH for s in steps) >= 4
+    for s in steps:
+        if s[0] == cmod_replay.WRITE:
+            reg = by_address(s[1])
+            assert not (reg.name == "D_OP_ENABLE" and reg.unit in cmod_replay._LEARNED_UNITS)
+
+
+def test_rewritten_descriptors_are_decoded_again(model):
+    graph, table = model
+    samples = _samples(4, 3)
+    with _executor(graph, table) as ex:
+        handle = _handle(ex)
+        rt = handle.runtime
+        for s in samples[:3]:
+            verify_run(ex, s)
+        fw = rt.firmware
+        full = fw.run_counts["full"]
+        # write the network descriptor's own bytes back: same content, new version
+        (addrs,) = fw._recordings
+        first = addrs[0]
+        rt.backend.write_mem(first, rt.backend.read_mem(first, 16))
+        _, _, report = verify_run(ex, samples[3])
+        assert report.bit_exact, report.summary()
+        assert fw.run_counts["full"] == full + 1
+
+
+def test_a_changed_inherited_register_is_not_replayed_from_the_learned_steps(model):
+    graph, table = model
+    samples = _samples(10, 4)
+    with _executor(graph, table) as ex:
+        handle = _handle(ex)
+        # each starting state of the group pointers has its recording (three here): run
+        # until every one has been learned
+        for s in samples[:9]:
+            verify_run(ex, s)
+        prepared = _prepared(handle)
+        assert prepared and all(p.learned is not None for p in prepared)
+        inherited = [i for p in prepared for i in p.learned.inherited]
+        assert inherited, "the firmware writes every configuration register the ops read"
+        # a register the recording never writes, e.g. a performance-counter enable:
+        # changed behind the firmware's back, the learned launches cannot assume it
+        before = {id(p): dict(p.runs) for p in prepared}
+        for store, off, value in inherited:
+            store[off] = value ^ 1
+        _, _, report = verify_run(ex, samples[9])
+        for store, off, value in inherited:
+            store[off] = value
+        assert report.bit_exact, report.summary()
+        after = {id(p): dict(p.runs) for p in prepared}
+        changed = [k for k in after if after[k] != before[k]]
+        assert changed and all(after[k]["unlearned"] == before[k]["unlearned"] + 1
+                               for k in changed)
