@@ -28,6 +28,8 @@ class UnitRegs:
             for store in target:
                 store[reg.offset] = reg.reset
             self._wmask[reg.offset] = sum(f.mask for f in reg.fields if "w" in f.access)
+        self._d_offsets = frozenset(self._groups[0])
+        self._has_pointer = "S_POINTER" in unit.registers
         op_enable = unit.registers.get("D_OP_ENABLE")
         self._op_enable = op_enable.offset if op_enable is not None else None
         #: ``D_`` registers software programs (read-only ones, e.g. the perf counters the
@@ -59,32 +61,29 @@ class UnitRegs:
         self.flip_consumer()
 
     # --- group pointers --------------------------------------------------------------
-    def _pointer(self) -> int:
-        return self._single.get(4, 0) if "S_POINTER" in self.unit.registers else 0
-
     @property
     def producer(self) -> int:
-        return self._pointer() & 1
+        return self._single[4] & 1 if self._has_pointer else 0
 
     @property
     def consumer(self) -> int:
-        return (self._pointer() >> 16) & 1
+        return (self._single[4] >> 16) & 1 if self._has_pointer else 0
 
     def flip_consumer(self) -> None:
-        if "S_POINTER" in self.unit.registers:
+        if self._has_pointer:
             self._single[4] ^= 1 << 16
 
     # --- CSB access ------------------------------------------------------------------
     def store_of(self, reg: Register, group: int) -> dict[int, int]:
         """The dict holding ``reg`` (a ``D_`` register: in ``group``), keyed by offset."""
-        return self._groups[group] if reg.name.startswith("D_") else self._single
+        return self._groups[group] if reg.offset in self._d_offsets else self._single
 
     def write_mask(self, reg: Register) -> int:
         """The software-writable bits of ``reg``."""
         return self._wmask[reg.offset]
 
     def _store(self, reg: Register, group: int | None) -> dict[int, int]:
-        if not reg.name.startswith("D_"):
+        if reg.offset not in self._d_offsets:
             return self._single
         return self._groups[self.producer if group is None else group]
 

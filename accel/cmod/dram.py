@@ -112,8 +112,11 @@ class Dram:
         r = self._regions[i]
         if base + span > r.end:
             return None
-        return np.lib.stride_tricks.as_strided(r.data[base - r.base:], shape, strides,
-                                               writeable=what == "write")
+        view = np.ndarray(shape, np.uint8, buffer=r.data, offset=base - r.base,
+                          strides=strides)   # (np.ndarray is as_strided without its overhead)
+        if what != "write":
+            view.flags.writeable = False
+        return view
 
     def touched(self, base: int) -> None:
         """Count a write made through a :meth:`strided` view into the region of ``base``."""

@@ -6,6 +6,8 @@ unless ``S_INTR_MASK`` masks it; software clears status bits by writing 1s.
 
 from __future__ import annotations
 
+import functools
+
 from accel.cmod.csb import UnitRegs
 from accel.regs import UNITS
 
@@ -19,6 +21,7 @@ SOURCES = {"SDP": "SDP_DONE", "CDP": "CDP_DONE", "PDP": "PDP_DONE", "BDMA": "BDM
            "CACC": "CACC_DONE"}
 
 
+@functools.cache
 def status_bit(source: str, group: int) -> int:
     """Bit mask of ``<source>_DONE_STATUS<group>`` (source as in :data:`SOURCES`)."""
     try:
@@ -33,15 +36,16 @@ class Glb:
 
     def __init__(self, regs: UnitRegs) -> None:
         self.regs = regs
+        self._single = regs.store_of(_STATUS, 0)   # GLB's registers are all single
 
     @property
     def status(self) -> int:
-        return self.regs.read(_STATUS)
+        return self._single[_STATUS.offset]
 
     def raise_done(self, source: str, group: int) -> None:
         bit = status_bit(source, group)
-        if not self.regs.read(_MASK) & bit:
-            self.regs.set_hw("S_INTR_STATUS", self.status | bit)
+        if not self._single[_MASK.offset] & bit:
+            self._single[_STATUS.offset] |= bit
 
     def csb_write(self, name: str, value: int) -> bool:
         """Handle writes with side effects; return False to let the caller store it."""

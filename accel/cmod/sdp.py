@@ -20,7 +20,7 @@ are computed and written like the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -150,8 +150,22 @@ class OperandRead:
     offsets: np.ndarray        # int64 [c_pad, h, w] or [c_pad, 1, 1]: first byte of each
     nbytes: int                # 1 or 2 per component
     comps: tuple[int, ...]     # sdp_rdma.USE_ALU / USE_MUL, in memory order
+    #: the last read, ``[region version, operands]``: bias and scale tables are read
+    #: again only when their memory was written
+    last: list = field(default_factory=lambda: [None, None], compare=False, repr=False)
 
     def read(self, dram: Dram) -> dict[int, np.ndarray]:
+        """``{component: int64 operands}`` (shared with later reads: do not modify)."""
+        version = dram.version(self.base)
+        if self.last[0] == version:
+            return self.last[1]
+        out = self._read(dram)
+        for a in out.values():
+            a.flags.writeable = False
+        self.last[:] = [version, out]
+        return out
+
+    def _read(self, dram: Dram) -> dict[int, np.ndarray]:
         out = {}
         for i, comp in enumerate(self.comps):
             lo = dram.gather(self.base, self.offsets + i * self.nbytes, sdp_rdma.UNIT)
