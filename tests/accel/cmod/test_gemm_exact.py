@@ -1,0 +1,85 @@
+"""``gemm_int8`` (float32 GEMMs over chunks of reduction terms) is exact.
+
+The largest int8 product is (-128) * (-128) = 2**14, so a chunk of 1024 such
+products sums to 2**24, the last integer from which float32 still holds every
+smaller one.  The operands here are the extremes (+127 / -128) in adversarial
+sign patterns, with reduction lengths on both sides of every chunk boundary;
+the reference is the plain int64 matrix product.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accel.cmod.cmac import EXACT_F32_TERMS, gemm_int8
+
+BOUNDARY_R = sorted({n * EXACT_F32_TERMS + d for n in (1, 2, 3) for d in (-1, 0, 1)} | {1, 7})
+
+
+def _reference(w: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return w.astype(np.int64) @ p.astype(np.int64)
+
+
+@pytest.mark.parametrize("r", BOUNDARY_R)
+def test_all_minus_128_sums_hit_two_to_the_24_per_chunk(r):
+    w = np.full((3, r), -128, dtype=np.int8)
+    p = np.full((r, 5), -128, dtype=np.int8)
+    got = gemm_int8(w, p)
+    assert got.dtype == np.int64
+    assert (got == r * 16384).all()           # hand-computed: every product is 2**14
+    np.testing.assert_array_equal(got, _reference(w, p))
+
+
+@pytest.mark.parametrize("r", BOUNDARY_R)
+def test_chunks_of_opposite_extreme_sums(r):
+    # kernel 0: +2**14 products for the first half, -(127*128) for the rest; kernel 1 the
+    # mirror: partial sums swing to both extremes around the chunk boundaries
+    w = np.empty((2, r), dtype=np.int8)
+    half = r // 2
+    w[0, :half], w[0, half:] = -128, 127
+    w[1, :half], w[1, half:] = 127, -128
+    p = np.full((r, 1), -128, dtype=np.int8)
+    got = gemm_int8(w, p)
+    want = np.array([[half * 16384 - (r - half) * 127 * 128],
+                     [-half * 127 * 128 + (r - half) * 16384]])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, _reference(w, p))
+
+
+@pytest.mark.parametrize("r", BOUNDARY_R)
+def test_same_sign_products_with_odd_sums(r):
+    """Products of 2**14 and 127*127 (odd), all positive: every chunk's partial sums climb
+    to about 2**24 with odd values, the first ones float32 would round."""
+    rng = np.random.default_rng(r)
+    pick = rng.integers(0, 2, (2, r)).astype(bool)       # per kernel, per term
+    w = np.where(pick, np.int8(127), np.int8(-128))
+    p = np.where(pick[0], np.int8(127), np.int8(-128))[:, None]
+    got = gemm_int8(w, p)
+    want0 = int(pick[0].sum()) * 127 * 127 + int((~pick[0]).sum()) * 16384
+    assert got[0, 0] == want0
+    np.testing.assert_array_equal(got, _reference(w, p))
+
+
+@settings(max_examples=60, deadline=None)
+@given(r=st.sampled_from(BOUNDARY_R), k=st.integers(1, 4), n=st.integers(1, 4),
+       seed=st.integers(0, 2**32 - 1), dense=st.booleans())
+def test_random_extreme_operands(r, k, n, seed, dense):
+    rng = np.random.default_rng(seed)
+    values = np.array([-128, 127], dtype=np.int8) if dense else np.arange(-128, 128,
+                                                                          dtype=np.int16)
+    w = rng.choice(values, (k, r)).astype(np.int8)
+    p = rng.choice(values, (r, n)).astype(np.int8)
+    if dense:     # align the signs of kernel 0 and column 0: all their products positive
+        p[:, 0] = np.where(w[0] < 0, np.int8(-128), np.int8(127))
+    np.testing.assert_array_equal(gemm_int8(w, p), _reference(w, p))
+
+
+def test_float32_operands_are_taken_as_they_are():
+    """The convolution path hands in float32 weight matrices it keeps."""
+    rng = np.random.default_rng(3)
+    w = rng.choice(np.array([-128, 127]), (4, 2 * EXACT_F32_TERMS + 5)).astype(np.float32)
+    p = rng.choice(np.array([-128, 127]), (w.shape[1], 6)).astype(np.int8)
+    np.testing.assert_array_equal(gemm_int8(w, p), _reference(w.astype(np.int64), p))
