@@ -41,9 +41,13 @@ from accel.config import HwConfig
 from accel.regs import by_address, lookup
 
 CONV_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC")
-_MODELLED = {"NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
-             "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA",
-             "NVDLA_CDP", "NVDLA_CDP_RDMA", "NVDLA_RBK"}
+# unit -> the Dla method an op enable of that unit calls: it starts the unit's pipeline
+# once every unit the pipeline needs is enabled (BDMA starts from its own registers)
+_ON_ENABLE = {**dict.fromkeys(CONV_UNITS + ("NVDLA_SDP", "NVDLA_SDP_RDMA"), "_try_run"),
+              "NVDLA_PDP": "_try_run_pdp", "NVDLA_PDP_RDMA": "_try_run_pdp",
+              "NVDLA_CDP": "_try_run_cdp", "NVDLA_CDP_RDMA": "_try_run_cdp",
+              "NVDLA_RBK": "_run_rubik"}
+_MODELLED = frozenset(_ON_ENABLE)
 # units with a LUT behind S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA
 _LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
 MAX_PLANS = 8192   # decoded ops kept (a loadable's ops, several loadables)
@@ -112,16 +116,10 @@ class Dla:
                 self.stats.append(rec)
             return
         if reg.name == "D_OP_ENABLE" and value & 1:
-            if reg.unit not in _MODELLED:
+            start = _ON_ENABLE.get(reg.unit)
+            if start is None:
                 raise UnsupportedError(f"{reg.unit[6:]} operations are not modelled yet")
-            if reg.unit in ("NVDLA_PDP", "NVDLA_PDP_RDMA"):
-                self._try_run_pdp()
-            elif reg.unit in ("NVDLA_CDP", "NVDLA_CDP_RDMA"):
-                self._try_run_cdp()
-            elif reg.unit == "NVDLA_RBK":
-                self._run_rubik()
-            else:
-                self._try_run()
+            getattr(self, start)()
 
     def csb_read(self, addr: int) -> int:
         reg = by_address(addr)

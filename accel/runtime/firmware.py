@@ -70,21 +70,65 @@ from accel.runtime.regwriter import RegWriter
 __all__ = ["Firmware", "FirmwareError"]
 
 _STATUS = lookup("NVDLA_GLB.S_INTR_STATUS")
-# interrupt field whose bit (group 0/1) signals completion of an op of each engine
-_DONE_FIELD = {OP_CONV: "CACC_DONE_STATUS", OP_SDP: "SDP_DONE_STATUS",
-               OP_PDP: "PDP_DONE_STATUS", OP_CDP: "CDP_DONE_STATUS"}
-SUPPORTED = (OP_CONV, OP_SDP, OP_PDP, OP_CDP)
 MAX_RECORDINGS = 4   # per task: one per engine state it starts from
-# the unit whose consumer pointer tells an engine's next register group (CACC
-# raises the conv completion; all conv sub-units flip together)
-_POINTER_UNIT = {OP_CONV: "NVDLA_CACC", OP_SDP: "NVDLA_SDP", OP_PDP: "NVDLA_PDP",
-                 OP_CDP: "NVDLA_CDP"}
-# read DMAs whose group advances only with the ops that use them
-_RDMA_POINTER_UNIT = {OP_PDP: "NVDLA_PDP_RDMA", OP_SDP: "NVDLA_SDP_RDMA"}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How the firmware drives one engine type: the same small protocol for each.
+
+    ``pointer_unit`` is the unit whose consumer pointer names the engine's next
+    register group (for CONV the CACC, which raises its completion; all conv
+    sub-units flip together); ``rdma_unit`` a read DMA whose group advances
+    only with the ops that use it (``rdma_needed``); ``done_field`` the GLB
+    interrupt field (``<field><group>``) of a completion; ``lut`` says its ops
+    may load the engine's LUT, which both register groups share.
+    """
+
+    name: str
+    pointer_unit: str
+    rdma_unit: str | None
+    done_field: str
+    lut: bool
+    set_producer: Callable[[RegWriter, _Op], None]
+    program: Callable[[Firmware, _Op], None]
+    enable: Callable[[RegWriter, _Op], None]
+    rdma_needed: Callable[[_Op], bool] = lambda op: False
+
+
+ENGINES: dict[int, Engine] = {
+    OP_CONV: Engine(
+        "CONV", "NVDLA_CACC", None, "CACC_DONE_STATUS", False,
+        set_producer=lambda w, op: fw_conv.set_producer(w, op.group),
+        program=lambda fw, op: fw_conv.program(fw.regs, fw.cfg, op.index, op.desc, op.surf,
+                                               fw._address_of),
+        enable=lambda w, op: fw_conv.enable(w)),
+    OP_SDP: Engine(
+        "SDP", "NVDLA_SDP", "NVDLA_SDP_RDMA", "SDP_DONE_STATUS", True,
+        set_producer=lambda w, op: fw_sdp.set_producer(w, op.group, op.rdma_group),
+        program=lambda fw, op: fw_sdp.program(fw.regs, op.index, op.desc, op.surf,
+                                              fw._address_of, fw._lut_of(op)),
+        enable=lambda w, op: fw_sdp.enable(w, op.desc, op.surf),
+        rdma_needed=lambda op: fw_sdp.rdma_needed(op.desc, op.surf)),
+    OP_PDP: Engine(
+        "PDP", "NVDLA_PDP", "NVDLA_PDP_RDMA", "PDP_DONE_STATUS", False,
+        set_producer=lambda w, op: fw_pdp.set_producer(w, op.group, op.rdma_group),
+        program=lambda fw, op: fw_pdp.program(fw.regs, op.index, op.desc, op.surf,
+                                              fw._address_of),
+        enable=lambda w, op: fw_pdp.enable(w, op.surf),
+        rdma_needed=lambda op: fw_pdp.rdma_needed(op.surf)),
+    OP_CDP: Engine(
+        "CDP", "NVDLA_CDP", None, "CDP_DONE_STATUS", True,
+        set_producer=lambda w, op: fw_cdp.set_producer(w, op.group),
+        program=lambda fw, op: fw_cdp.program(fw.regs, op.index, op.desc, op.surf,
+                                              fw._address_of, fw._lut_of(op)),
+        enable=lambda w, op: fw_cdp.enable(w)),
+}
+SUPPORTED = tuple(ENGINES)
 
 
 def _done_bit(op_type: int, group: int) -> int:
-    return _STATUS.field(f"{_DONE_FIELD[op_type]}{group}").mask
+    return _STATUS.field(f"{ENGINES[op_type].done_field}{group}").mask
 
 
 @dataclass
@@ -242,23 +286,16 @@ class Firmware:
     def _sync_groups(self) -> None:
         """Between tasks every engine is idle: its next op runs from the group its
         consumer pointer (``S_POINTER.CONSUMER``, read-only) names."""
-        for engine, unit in _POINTER_UNIT.items():
-            value = self.regs.read(unit, "S_POINTER")
-            self._next_group[engine] = field_get(value, f"{unit}.S_POINTER", "CONSUMER")
-        for engine, unit in _RDMA_POINTER_UNIT.items():
-            value = self.regs.read(unit, "S_POINTER")
-            self._next_rdma_group[engine] = field_get(value, f"{unit}.S_POINTER", "CONSUMER")
-
-    def _rdma_used(self, op: _Op) -> bool:
-        if op.common.op_type == OP_PDP:
-            return fw_pdp.rdma_needed(op.surf)
-        if op.common.op_type == OP_SDP:
-            return fw_sdp.rdma_needed(op.desc, op.surf)
-        return False
+        for t, engine in ENGINES.items():
+            for unit, groups in ((engine.pointer_unit, self._next_group),
+                                 (engine.rdma_unit, self._next_rdma_group)):
+                if unit is not None:
+                    value = self.regs.read(unit, "S_POINTER")
+                    groups[t] = field_get(value, f"{unit}.S_POINTER", "CONSUMER")
 
     def _lut_blocked(self, engine: int, op: _Op, group: int) -> bool:
         """A CDP / SDP op whose LUT would overwrite the table of the op in the other group."""
-        if engine not in (OP_CDP, OP_SDP):
+        if not ENGINES[engine].lut:
             return False
         other = self._busy[engine].get(group ^ 1)
         return fw_cdp.lut_conflict(op.desc.lut_index,
@@ -288,7 +325,7 @@ class Firmware:
             self._busy[engine][group] = op
             op.group = group
             op.rdma_group = self._next_rdma_group[engine]
-            if self._rdma_used(op):
+            if ENGINES[engine].rdma_needed(op):
                 self._next_rdma_group[engine] ^= 1
             self._program(op)
 
@@ -300,17 +337,6 @@ class Firmware:
             raise FirmwareError(f"{what}: address-list index {cube.address} outside the task's "
                                 f"{len(self._addresses)} addresses")
         return self._addresses[cube.address] + cube.offset
-
-    def _set_producer(self, op: _Op) -> None:
-        t = op.common.op_type
-        if t == OP_CONV:
-            fw_conv.set_producer(self.regs, op.group)
-        elif t == OP_SDP:
-            fw_sdp.set_producer(self.regs, op.group, op.rdma_group)
-        elif t == OP_PDP:
-            fw_pdp.set_producer(self.regs, op.group, op.rdma_group)
-        else:
-            fw_cdp.set_producer(self.regs, op.group)
 
     def _check_fused_parent(self, op: _Op) -> None:
         fp = op.common.fused_parent
@@ -336,17 +362,9 @@ class Firmware:
         t = op.common.op_type
         self.events.append(f"program {op.index} {op_name(t)} group {op.group}")
         self._check_fused_parent(op)
-        self._set_producer(op)
-        if t == OP_CONV:
-            fw_conv.program(self.regs, self.cfg, op.index, op.desc, op.surf, self._address_of)
-        elif t == OP_SDP:
-            fw_sdp.program(self.regs, op.index, op.desc, op.surf, self._address_of,
-                           self._lut_of(op))
-        elif t == OP_PDP:
-            fw_pdp.program(self.regs, op.index, op.desc, op.surf, self._address_of)
-        else:
-            fw_cdp.program(self.regs, op.index, op.desc, op.surf, self._address_of,
-                           self._lut_of(op))
+        engine = ENGINES[t]
+        engine.set_producer(self.regs, op)
+        engine.program(self, op)
         op.programmed = True
         self._notify(op, EVENT_OP_PROGRAMMED)
         self._try_enable(op)
@@ -358,15 +376,9 @@ class Firmware:
         self.events.append(f"enable {op.index} {op_name(t)}")
         op.enabled = True
         self._running[op.index] = op
-        self._set_producer(op)
-        if t == OP_CONV:
-            fw_conv.enable(self.regs)
-        elif t == OP_SDP:
-            fw_sdp.enable(self.regs, op.desc, op.surf)
-        elif t == OP_PDP:
-            fw_pdp.enable(self.regs, op.surf)
-        else:
-            fw_cdp.enable(self.regs)
+        engine = ENGINES[t]
+        engine.set_producer(self.regs, op)
+        engine.enable(self.regs, op)
         # a fused SDP names its conv as fused_parent with OP_ENABLED: the conv
         # becomes enabled only after its downstream consumer is ready
         self._notify(op, EVENT_OP_ENABLED)

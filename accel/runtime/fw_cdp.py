@@ -101,20 +101,14 @@ def program(w: RegWriter, index: int, op: CdpOpDesc, surf: object,
     w.write("NVDLA_CDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=src.width - 1)
     w.write("NVDLA_CDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=src.height - 1)
     w.write("NVDLA_CDP_RDMA", "D_DATA_CUBE_CHANNEL", CHANNEL=src.channel - 1)
-    w.write("NVDLA_CDP_RDMA", "D_SRC_BASE_ADDR_LOW", src_addr & 0xFFFFFFFF)
-    w.write("NVDLA_CDP_RDMA", "D_SRC_BASE_ADDR_HIGH", src_addr >> 32)
-    w.write("NVDLA_CDP_RDMA", "D_SRC_LINE_STRIDE", src.line_stride)
-    w.write("NVDLA_CDP_RDMA", "D_SRC_SURFACE_STRIDE", src.surf_stride)
+    w.cube("NVDLA_CDP_RDMA", "SRC", src_addr, src.line_stride, src.surf_stride)
     w.write("NVDLA_CDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=_RAM[src.type])
     w.write("NVDLA_CDP_RDMA", "D_DATA_FORMAT", INPUT_DATA=precision)
 
     if op.lut_index >= 0:
         fw_lut.load(w, "NVDLA_CDP", lut, op.in_precision, f"cdp op {index}")
 
-    w.write("NVDLA_CDP", "D_DST_BASE_ADDR_LOW", dst_addr & 0xFFFFFFFF)
-    w.write("NVDLA_CDP", "D_DST_BASE_ADDR_HIGH", dst_addr >> 32)
-    w.write("NVDLA_CDP", "D_DST_LINE_STRIDE", dst.line_stride)
-    w.write("NVDLA_CDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
+    w.cube("NVDLA_CDP", "DST", dst_addr, dst.line_stride, dst.surf_stride)
     w.write("NVDLA_CDP", "D_DST_DMA_CFG", DST_RAM_TYPE=_RAM[dst.type])
     w.write("NVDLA_CDP", "D_DATA_FORMAT", INPUT_DATA_TYPE=precision)
     w.write("NVDLA_CDP", "D_LRN_CFG", NORMALZ_LEN=(op.local_size - 1) // 2 - 1)

@@ -81,10 +81,7 @@ def _rdma_operand(w: RegWriter, prefix: str, x: SdpOp, cube: object, enabled: bo
         f"{prefix}_DATA_MODE": _DATA_MODE[x.mode],
         f"{prefix}_RAM_TYPE": _RAM[cube.type] if cube.type < 2 else "MC"})
     if enabled:
-        w.write("NVDLA_SDP_RDMA", f"D_{base}_BASE_ADDR_LOW", addr & 0xFFFFFFFF)
-        w.write("NVDLA_SDP_RDMA", f"D_{base}_BASE_ADDR_HIGH", addr >> 32)
-        w.write("NVDLA_SDP_RDMA", f"D_{base}_LINE_STRIDE", cube.line_stride)
-        w.write("NVDLA_SDP_RDMA", f"D_{base}_SURFACE_STRIDE", cube.surf_stride)
+        w.cube("NVDLA_SDP_RDMA", base, addr, cube.line_stride, cube.surf_stride)
 
 
 def _x_unit(w: RegWriter, unit: str, x: SdpOp) -> None:
@@ -180,10 +177,7 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_HEIGHT", src.height - 1)
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_CHANNEL", src.channel - 1)
         if not fly:
-            w.write("NVDLA_SDP_RDMA", "D_SRC_BASE_ADDR_LOW", src_addr & 0xFFFFFFFF)
-            w.write("NVDLA_SDP_RDMA", "D_SRC_BASE_ADDR_HIGH", src_addr >> 32)
-            w.write("NVDLA_SDP_RDMA", "D_SRC_LINE_STRIDE", src.line_stride)
-            w.write("NVDLA_SDP_RDMA", "D_SRC_SURFACE_STRIDE", src.surf_stride)
+            w.cube("NVDLA_SDP_RDMA", "SRC", src_addr, src.line_stride, src.surf_stride)
             w.write("NVDLA_SDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=_RAM[src.type])
         _rdma_operand(w, "BRDMA", op.x1_op, surf.x1_data, x_rdma[0], x1_addr)
         _rdma_operand(w, "NRDMA", op.x2_op, surf.x2_data, x_rdma[1], x2_addr)
@@ -195,10 +189,7 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
     w.write("NVDLA_SDP", "D_DATA_CUBE_HEIGHT", src.height - 1)
     w.write("NVDLA_SDP", "D_DATA_CUBE_CHANNEL", src.channel - 1)
     if out_dma:
-        w.write("NVDLA_SDP", "D_DST_BASE_ADDR_HIGH", dst_addr >> 32)
-        w.write("NVDLA_SDP", "D_DST_BASE_ADDR_LOW", dst_addr & 0xFFFFFFFF)
-        w.write("NVDLA_SDP", "D_DST_LINE_STRIDE", dst.line_stride)
-        w.write("NVDLA_SDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
+        w.cube("NVDLA_SDP", "DST", dst_addr, dst.line_stride, dst.surf_stride)
     _x_unit(w, "BS", op.x1_op)
     _x_unit(w, "BN", op.x2_op)
     _y_unit(w, op.y_op)

@@ -37,5 +37,16 @@ class RegWriter:
             print(f"reg_write({r.symbol}, {v:#010x})")
         return v
 
+    def cube(self, unit: str, prefix: str, address: int | None, line_stride: int,
+             surf_stride: int) -> None:
+        """A cube's place in memory: ``D_<prefix>_BASE_ADDR_LOW/HIGH`` (unless ``address`` is
+        None: a unit that reads the strides only), ``D_<prefix>_LINE_STRIDE`` and
+        ``D_<prefix>_SURFACE_STRIDE``."""
+        if address is not None:
+            self.write(unit, f"D_{prefix}_BASE_ADDR_LOW", address & 0xFFFFFFFF)
+            self.write(unit, f"D_{prefix}_BASE_ADDR_HIGH", address >> 32)
+        self.write(unit, f"D_{prefix}_LINE_STRIDE", line_stride)
+        self.write(unit, f"D_{prefix}_SURFACE_STRIDE", surf_stride)
+
     def read(self, unit: str, reg: str) -> int:
         return self.backend.read_reg(lookup(f"{unit}.{reg}").address)
