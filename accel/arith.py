@@ -77,9 +77,9 @@ def shift_round(x: np.ndarray, shift: int | np.ndarray,
                 return x
             out[...] = x
             return out
-        neg = x < 0
+        minus_one = np.right_shift(x, 63)     # -1 where x < 0, else 0 (int64, no bools)
         y = np.add(x, 1 << (s - 1), out=out)
-        np.subtract(y, neg, out=y)
+        np.add(y, minus_one, out=y)
         return np.right_shift(y, s, out=y)
     sh = np.asarray(shift, dtype=np.int64)
     if np.any(sh < 0):

@@ -119,11 +119,17 @@ def im2col(x: np.ndarray, geo: ConvGeometry) -> np.ndarray:
                           "outputs", c * geo.r * geo.s * geo.out_h * geo.out_w)
     need_h = (geo.out_h - 1) * geo.stride_y + (geo.r - 1) * geo.dil_y + 1
     need_w = (geo.out_w - 1) * geo.stride_x + (geo.s - 1) * geo.dil_x + 1
-    padded = np.full((c, need_h, need_w), geo.pad_value, dtype=x.dtype)
-    # the input occupies rows [pad_top, pad_top + h) of the padded frame, clipped to it
     y0, x0 = geo.pad_top, geo.pad_left
-    hh, ww = max(0, min(h, need_h - y0)), max(0, min(w, need_w - x0))
-    padded[:, y0:y0 + hh, x0:x0 + ww] = x[:, :hh, :ww]
+    if y0 == x0 == 0 and need_h <= h and need_w <= w:
+        padded = x           # every window lies inside the input: no padded copy
+        if geo.r == geo.s == 1:   # 1x1: the patches are the (subsampled) pixels themselves
+            return x[:, :need_h:geo.stride_y, :need_w:geo.stride_x].reshape(
+                c, geo.out_h * geo.out_w)
+    else:
+        padded = np.full((c, need_h, need_w), geo.pad_value, dtype=x.dtype)
+        # the input occupies rows [pad_top, pad_top + h) of the padded frame, clipped to it
+        hh, ww = max(0, min(h, need_h - y0)), max(0, min(w, need_w - x0))
+        padded[:, y0:y0 + hh, x0:x0 + ww] = x[:, :hh, :ww]
     cols = np.empty((c, geo.r, geo.s, geo.out_h, geo.out_w), dtype=x.dtype)
     ye = (geo.out_h - 1) * geo.stride_y + 1
     xe = (geo.out_w - 1) * geo.stride_x + 1
