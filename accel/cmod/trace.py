@@ -94,8 +94,37 @@ def parse_cfg(path: Path) -> list[Command]:
 
 
 def parse_dat(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """A ``.dat`` packet file as ``(offsets, bytes)``: byte i goes to offset ``offsets[i]``."""
+    """A ``.dat`` packet file as ``(offsets, bytes)``: byte i goes to offset ``offsets[i]``.
+
+    NVIDIA's files write every payload byte as ``0x..``: when each packet holds as
+    many of those as its size says, all payloads are decoded in one pass; anything
+    else goes packet by packet (:func:`_parse_packets`), which names a bad packet.
+    """
     text = Path(path).read_text()
+    packets = _PACKET.findall(text)
+    if not packets:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8)
+    sizes = np.array([int(size) for _, size, _ in packets], dtype=np.int64)
+    if any(payload.count("0x") != n for (_, _, payload), n in zip(packets, sizes.tolist(),
+                                                                  strict=True)):
+        return _parse_packets(path, text)
+    hexdigits = "".join(payload for _, _, payload in packets).replace("0x", "")
+    try:
+        data = bytes.fromhex(hexdigits.replace(",", " "))
+    except ValueError:
+        return _parse_packets(path, text)
+    if len(data) != int(sizes.sum()):
+        return _parse_packets(path, text)
+    starts = np.array([int(off, 0) for off, _, _ in packets], dtype=np.int64)
+    # byte j of packet i lands at starts[i] + j: the packet's start minus the bytes
+    # before it, repeated over its bytes, plus the running byte index
+    first = np.cumsum(sizes) - sizes
+    offsets = np.repeat(starts - first, sizes) + np.arange(len(data), dtype=np.int64)
+    return offsets, np.frombuffer(data, dtype=np.uint8)
+
+
+def _parse_packets(path: Path, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`parse_dat` one packet at a time, checking each packet's size."""
     offs, chunks = [], []
     for m in _PACKET.finditer(text):
         hexdigits = "".join(m.group(3).replace("0x", "").replace(",", " ").split())

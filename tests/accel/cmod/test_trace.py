@@ -7,8 +7,9 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from accel.cmod.trace import parse_cfg, parse_dat, run_trace
+from accel.cmod.trace import TraceError, parse_cfg, parse_dat, run_trace
 from opendla.commands import trace as trace_cmd
 from tests.conftest import shared_path
 
@@ -63,6 +64,22 @@ def test_parse_dat_packets(tmp_path):
                  "payload:0x80}\n}\n")
     offs, data = parse_dat(p)
     assert offs.tolist() == [4, 5, 0] and data.tolist() == [1, 255, 128]
+
+
+def test_parse_dat_checks_every_packet_size(tmp_path):
+    # the totals agree (2 + 1 bytes declared, 1 + 2 carried): the packet at 0x4 is named
+    p = tmp_path / "a.dat"
+    p.write_text("{\n{offset:0x4, size:2, payload:0x01} ,\n{offset:0x0, size:1, "
+                 "payload:0x80 0x81}\n}\n")
+    with pytest.raises(TraceError, match=r"offset 0x4 declares size 2 but carries 1"):
+        parse_dat(p)
+
+
+def test_parse_dat_without_0x_prefixes(tmp_path):
+    p = tmp_path / "a.dat"
+    p.write_text("{offset:16, size:3, payload:01,ff,7e}")
+    offs, data = parse_dat(p)
+    assert offs.tolist() == [16, 17, 18] and data.tolist() == [1, 255, 126]
 
 
 def test_hand_made_trace_passes_with_independent_crc(tmp_path):
