@@ -104,18 +104,18 @@ def parse_dat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     packets = _PACKET.findall(text)
     if not packets:
         return np.zeros(0, np.int64), np.zeros(0, np.uint8)
-    sizes = np.array([int(size) for _, size, _ in packets], dtype=np.int64)
-    if any(payload.count("0x") != n for (_, _, payload), n in zip(packets, sizes.tolist(),
-                                                                  strict=True)):
+    offs, sizes, payloads = zip(*packets, strict=True)
+    sizes = np.array(sizes, dtype=np.int64)
+    if not np.array_equal(np.array([p.count("0x") for p in payloads]), sizes):
         return _parse_packets(path, text)
-    hexdigits = "".join(payload for _, _, payload in packets).replace("0x", "")
+    hexdigits = "".join(payloads).replace("0x", "")
     try:
         data = bytes.fromhex(hexdigits.replace(",", " "))
     except ValueError:
         return _parse_packets(path, text)
     if len(data) != int(sizes.sum()):
         return _parse_packets(path, text)
-    starts = np.array([int(off, 0) for off, _, _ in packets], dtype=np.int64)
+    starts = np.array([int(off, 0) for off in offs], dtype=np.int64)
     # byte j of packet i lands at starts[i] + j: the packet's start minus the bytes
     # before it, repeated over its bytes, plus the running byte index
     first = np.cumsum(sizes) - sizes
