@@ -37,6 +37,12 @@ def saturate(x: np.ndarray, bits: int, out: np.ndarray | None = None) -> np.ndar
     return _clip(np.asarray(x, dtype=np.int64), lo, hi, out=out)
 
 
+def clamp(x: np.ndarray, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``x`` limited to ``[lo, hi]`` (into ``out`` when given), e.g. a saturation and a
+    ReLU in one pass: ``clamp(x, 0, 2**31 - 1)``."""
+    return _clip(x, lo, hi, out=out)
+
+
 def saturation_mask(x: np.ndarray, bits: int) -> np.ndarray:
     """Boolean mask of the elements of ``x`` outside the signed ``bits`` range."""
     lo, hi = sat_bounds(bits)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accel.arith import (
+    clamp,
     count_saturated,
     saturate,
     saturation_mask,
@@ -86,17 +87,19 @@ def alu_operand_shifted(op: np.ndarray | int, shift: int) -> np.ndarray | int:
     return saturate(np.left_shift(np.asarray(op, dtype=np.int64), min(shift, 40)), 32)
 
 
-def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = False) -> np.ndarray:
+def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = False,
+            alu_shifted: bool = False) -> np.ndarray:
     """One X stage (BS or BN) on int64 data; ``alu_op``/``mul_op`` broadcast against x.
 
     ``inplace`` lets the stage overwrite ``x`` (the caller owns it); otherwise
-    ``x`` is left as it is.
+    ``x`` is left as it is.  ``alu_shifted``: ``alu_op`` already went through
+    :func:`alu_operand_shifted`.
     """
     if st.bypass:
         return x
     y = x if inplace else None      # the array the stage may write into
     if not st.alu_bypass:
-        op = alu_operand_shifted(alu_op, st.alu_shift)
+        op = alu_op if alu_shifted else alu_operand_shifted(alu_op, st.alu_shift)
         if st.alu_algo == ALU_MAX:
             y = np.maximum(x, op, out=y)
         elif st.alu_algo == ALU_MIN:
@@ -116,6 +119,8 @@ def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = Fals
     else:
         y = np.multiply(src, mul_op, out=y)
         shift_round(y, shift, out=y)
+        if not st.relu_bypass:    # saturate and ReLU in one clip: [0, 2**31 - 1]
+            return clamp(y, 0, (1 << 31) - 1, out=y)
         saturate(y, 32, out=y)
     if not st.relu_bypass:
         y = np.maximum(y, 0, out=None if y is x and not inplace else y)
@@ -164,6 +169,16 @@ class OperandRead:
             a.flags.writeable = False
         self.last[:] = [version, out]
         return out
+
+    def alu_shifted(self, dram: Dram, shift: int) -> np.ndarray:
+        """The ALU operands through :func:`alu_operand_shifted` (kept with the read)."""
+        ops = self.read(dram)
+        key = ("alu<<", shift)
+        if key not in ops:
+            shifted = np.asarray(alu_operand_shifted(ops[sdp_rdma.USE_ALU], shift))
+            shifted.flags.writeable = False
+            ops[key] = shifted
+        return ops[key]
 
     def _read(self, dram: Dram) -> dict[int, np.ndarray]:
         out = {}
@@ -291,12 +306,13 @@ class SdpPlan:
             x = read_int8_cube(dram, base, c_pad, h, w, cfg.atom_size, line, surf,
                                sdp_rdma.UNIT)
         for st, operands in self.stages:
-            alu_op, mul_op = st.alu_operand, st.mul_operand
+            alu_op, mul_op, shifted = st.alu_operand, st.mul_operand, False
             if operands is not None:
                 got = operands.read(dram)
-                alu_op = got.get(sdp_rdma.USE_ALU, alu_op) if st.alu_src_mem else alu_op
+                if st.alu_src_mem and sdp_rdma.USE_ALU in got:
+                    alu_op, shifted = operands.alu_shifted(dram, st.alu_shift), True
                 mul_op = got.get(sdp_rdma.USE_MUL, mul_op) if st.mul_src_mem else mul_op
-            x = x_stage(x, st, alu_op, mul_op, inplace=True)
+            x = x_stage(x, st, alu_op, mul_op, inplace=True, alu_shifted=shifted)
         rec = {"unit": "SDP", "shape": (self.c, h, w), "flying": x_in is not None,
                "cycles": self.cycles}
         if self.y_stage:
