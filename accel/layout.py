@@ -139,11 +139,21 @@ def _element_dtype(elem_bytes: int) -> np.dtype:
     return np.dtype("<i2") if elem_bytes == 2 else np.dtype(np.int8)
 
 
+def _atom_view(buf: np.ndarray, layout: CubeLayout) -> np.ndarray:
+    """``buf`` seen as the elements ``[surface, lane, row, column]`` of ``layout`` (a view:
+    lanes of an atom are adjacent, atoms of a line ``atom_bytes`` apart, lines
+    ``line_stride``, surfaces ``surf_stride``; :meth:`CubeLayout.validate` keeps them apart)."""
+    eb = layout.elem_bytes
+    return np.ndarray((layout.surfaces, layout.atom, layout.height, layout.width),
+                      _element_dtype(eb), buffer=buf,
+                      strides=(layout.surf_stride, eb, layout.line_stride, layout.atom * eb))
+
+
 def pack_feature(x: np.ndarray, layout: CubeLayout, pad_value: int = 0) -> np.ndarray:
     """Pack a [C, H, W] integer cube into a uint8 buffer of ``layout.size`` bytes.
 
     Padded lanes of the last surface hold ``pad_value``; bytes in stride gaps
-    are 0.
+    are 0.  Values are stored modulo 2**(8 * elem_bytes), as ``astype`` does.
     """
     x = np.asarray(x)
     shape = (layout.channels, layout.height, layout.width)
@@ -151,16 +161,11 @@ def pack_feature(x: np.ndarray, layout: CubeLayout, pad_value: int = 0) -> np.nd
         raise ValueError(f"cube shape {x.shape} does not match layout {shape}")
     dtype = _element_dtype(layout.elem_bytes)
     buf = np.zeros(layout.size, dtype=np.uint8)
-    cpa = layout.channels_per_atom
-    padded_c = layout.surfaces * cpa
-    full = np.full((padded_c, layout.height, layout.width), pad_value, dtype=np.int64)
-    full[: layout.channels] = x
-    padded = CubeLayout(padded_c, layout.height, layout.width, layout.atom,
-                        layout.line_stride, layout.surf_stride, layout.elem_bytes)
-    idx = _byte_index(padded)
-    raw = full.astype(dtype).view(np.uint8).reshape(*full.shape, layout.elem_bytes)
-    for b in range(layout.elem_bytes):
-        buf[idx + b] = raw[..., b]
+    view = _atom_view(buf, layout)
+    full = np.empty((view.shape[0] * view.shape[1], *shape[1:]), dtype=dtype)
+    full[:layout.channels] = x.astype(dtype, copy=False)
+    full[layout.channels:] = np.array(pad_value).astype(dtype)
+    view[...] = full.reshape(view.shape)
     return buf
 
 
@@ -170,9 +175,9 @@ def unpack_feature(buf: np.ndarray | bytes, layout: CubeLayout) -> np.ndarray:
         else np.asarray(buf, dtype=np.uint8)
     if data.size < layout.size:
         raise ValueError(f"buffer of {data.size} bytes is smaller than the cube ({layout.size})")
-    idx = _byte_index(layout)
-    raw = np.stack([data[idx + b] for b in range(layout.elem_bytes)], axis=-1)
-    return raw.copy().view(_element_dtype(layout.elem_bytes))[..., 0]
+    view = _atom_view(np.ascontiguousarray(data), layout)
+    cube = view.reshape(-1, layout.height, layout.width)   # a copy when strides leave gaps
+    return np.array(cube[:layout.channels])
 
 
 def dc_weight_order(k: int, c: int, r: int, s: int, cfg: HwConfig) -> np.ndarray:
