@@ -43,6 +43,9 @@ class Dram:
     def __init__(self) -> None:
         self._regions: list[_Region] = []  # sorted by base
         self._bases: list[int] = []
+        # (base, shape, strides, writeable) -> view: the same cube is read or written on
+        # every inference; views stay valid until a merge replaces a region's array
+        self._views: dict[tuple, np.ndarray] = {}
 
     def map(self, base: int, size: int, name: str = "") -> None:
         """Map ``size`` zero bytes at ``base``.
@@ -60,6 +63,7 @@ class Dram:
             r.data[base - r.base:end - r.base] = 0
             r.version += 1
             return
+        self._views.clear()
         lo = min([base] + [r.base for r in touching])
         hi = max([end] + [r.end for r in touching])
         data = np.zeros(hi - lo, dtype=np.uint8)
@@ -105,6 +109,10 @@ class Dram:
         """A uint8 view ``[i, j, ...] -> base + sum(index * stride)`` of one region, or None
         when the span leaves the region holding ``base`` (callers then gather, which
         names the bad address).  Strides are non-negative byte counts."""
+        key = (base, shape, strides, what == "write")
+        view = self._views.get(key)
+        if view is not None:
+            return view
         span = sum((n - 1) * st for n, st in zip(shape, strides, strict=True)) + 1
         i = bisect.bisect_right(self._bases, base) - 1
         if i < 0 or min(shape) <= 0:
@@ -116,6 +124,9 @@ class Dram:
                           strides=strides)   # (np.ndarray is as_strided without its overhead)
         if what != "write":
             view.flags.writeable = False
+        if len(self._views) >= 4096:
+            self._views.clear()
+        self._views[key] = view
         return view
 
     def touched(self, base: int) -> None:

@@ -53,3 +53,18 @@ def test_gather_scatter_wrap_negative_values_to_bytes():
     d.scatter(0x40, np.array([[0, 7]]), np.array([[-1, -128]]), "SDP_WDMA")
     assert d.read(0x40, 8).tolist() == [255, 0, 0, 0, 0, 0, 0, 128]
     assert d.gather(0x40, np.array([7, 0]), "x").view(np.int8).tolist() == [-128, -1]
+
+
+def test_strided_views_follow_a_region_merge():
+    """A view handed out before a merge must not show the old region's array."""
+    d = Dram()
+    d.map(0x100, 8, "a")
+    d.write(0x100, bytes(range(8)))
+    before = d.strided(0x100, (2, 2), (4, 1), "t")
+    assert before.tolist() == [[0, 1], [4, 5]]
+    d.map(0x104, 16, "b")             # overlaps "a": one merged region, a new array
+    d.write(0x100, bytes([9] * 8))
+    assert d.strided(0x100, (2, 2), (4, 1), "t").tolist() == [[9, 9], [9, 9]]
+    w = d.strided(0x100, (2, 2), (4, 1), "t", "write")
+    w[...] = 7
+    assert d.read(0x100, 8).tolist() == [7, 7, 9, 9, 7, 7, 9, 9]
