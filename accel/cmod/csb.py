@@ -56,9 +56,14 @@ class UnitRegs:
 
     def finish(self) -> None:
         """An op completed: clear its enable and move the consumer to the other group."""
+        if not self._has_pointer:
+            if self._op_enable is not None:
+                self._groups[0][self._op_enable] = 0
+            return
+        pointer = self._single[4]
         if self._op_enable is not None:
-            self._groups[self.consumer][self._op_enable] = 0
-        self.flip_consumer()
+            self._groups[(pointer >> 16) & 1][self._op_enable] = 0
+        self._single[4] = pointer ^ (1 << 16)
 
     # --- group pointers --------------------------------------------------------------
     @property
