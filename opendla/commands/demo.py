@@ -105,12 +105,12 @@ def _run_executor(graph, devices, table, xs, label: str, progress: bool, after=N
                   ) -> PathResult:
     """Run ``xs`` one image at a time; ``after(i, executor)`` runs outside the timed region."""
     from tengine_host.executor import Executor
-    from tengine_host.quant.progress import ProgressBar
+    from tengine_host.quant.progress import progress_bar
 
     res = PathResult(label, np.zeros(len(xs), np.int64))
     dla = any(d.name == "nvdla" for d in devices)
     with Executor(graph, devices, table) as ex, \
-            ProgressBar(len(xs), label, enabled=progress) as bar:
+            progress_bar(len(xs), label, enabled=progress) as bar:
         name, out = graph.inputs[0], graph.outputs[0]
         for i, x in enumerate(xs):
             start = time.perf_counter()
@@ -130,12 +130,12 @@ def _run_executor(graph, devices, table, xs, label: str, progress: bool, after=N
 def _run_onnxruntime(xs, progress: bool) -> PathResult:
     import onnxruntime as ort
 
-    from tengine_host.quant.progress import ProgressBar
+    from tengine_host.quant.progress import progress_bar
 
     sess = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
     res = PathResult("onnxruntime", np.zeros(len(xs), np.int64))
-    with ProgressBar(len(xs), "onnxruntime", enabled=progress) as bar:
+    with progress_bar(len(xs), "onnxruntime", enabled=progress) as bar:
         for i, x in enumerate(xs):
             start = time.perf_counter()
             (probs,) = sess.run(None, {name: x[None]})
@@ -161,7 +161,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     from tengine_host.executor import Executor
     from tengine_host.model import load_model
     from tengine_host.quant import calibrate
-    from tengine_host.quant.progress import ProgressBar
+    from tengine_host.quant.progress import progress_bar
     from tengine_host.verify import VerifyReport, verify_run
 
     x_train, _, x_test, y_test = load_split()
@@ -183,7 +183,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     report = VerifyReport()
     dla = PathResult(f"int8 DLA {args.preset} cmodel", np.zeros(len(xs), np.int64))
     with Executor(graph, [nvdla, get_device("cpu")], table) as ex, \
-            ProgressBar(len(xs), dla.label, enabled=progress) as bar:
+            progress_bar(len(xs), dla.label, enabled=progress) as bar:
         out = graph.outputs[0]
         for i, x in enumerate(xs):
             start = time.perf_counter()

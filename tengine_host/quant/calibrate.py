@@ -18,7 +18,7 @@ import numpy as np
 
 from tengine_host.interpreter import interpret
 from tengine_host.ir import Graph
-from tengine_host.quant.progress import ProgressBar
+from tengine_host.quant.progress import progress_bar
 from tengine_host.quant.rules import apply_dla_rules
 from tengine_host.quant.table import QuantTable, entry
 from tengine_host.quant.thresholds import (
@@ -72,7 +72,7 @@ def calibrate(graph: Graph, samples: Iterable[Mapping[str, np.ndarray]], *,
     passes = 1 if algorithm == "minmax" else 2
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
-    with ProgressBar(len(samples) * passes, "calibrate",
+    with progress_bar(len(samples) * passes, "calibrate",
                      enabled=progress) as bar:
         for feeds in samples:
             for name, v in _activations(graph, interpret(graph, feeds, keep_all=True)):
