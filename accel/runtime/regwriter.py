@@ -3,11 +3,13 @@
 Firmware code writes ``w.write("NVDLA_SDP", "D_DP_BS_CFG", BS_BYPASS="NO",
 BS_ALU_ALGO="SUM")``: fields by name, values as numbers or RDL enum names, so
 no shift or mask is written by hand.  With ``keep_log`` every write is
-appended to ``log`` as ``(symbol, address, value)``; ``trace`` prints it
-(``--trace-regs``).
+appended to ``log`` as ``(symbol, address, value)``; ``trace`` prints it on
+stderr (``--trace-regs``).
 """
 
 from __future__ import annotations
+
+import sys
 
 from accel.regs import field_set, lookup
 from accel.runtime.backend import Backend
@@ -34,7 +36,7 @@ class RegWriter:
         if self.keep_log:
             self.log.append((r.symbol, r.address, v))
         if self.trace:
-            print(f"reg_write({r.symbol}, {v:#010x})")
+            print(f"reg_write({r.symbol}, {v:#010x})", file=sys.stderr)
         return v
 
     def cube(self, unit: str, prefix: str, address: int | None, line_stride: int,

@@ -1,35 +1,76 @@
-"""``opendla run MODEL --input NAME=x.npy``: inference on the host engine's devices.
+"""``opendla run MODEL``: inference on the host engine's devices, or of a compiled loadable.
 
-``--verify`` (with ``--device nvdla``) checks every tensor the DLA computes
-against the int8 CPU reference of the same partition (:mod:`tengine_host.verify`).
+MODEL is an ONNX model or an NVDLA loadable (``opendla compile``'s ``.nvdla``,
+or NVIDIA's).  Inputs come from ``--input [NAME=]FILE`` (``.npy``, or
+``.npz`` with arrays named after the inputs) or ``--image FILE`` with the
+preprocessing options of ``opendla quantize`` (``-g -w -s -b -c -y``).
 
-Scriptable: ``--input-shape NAME=1,3,224,224`` fixes dynamic dimensions,
-``--input`` takes any batch size the model allows (a batch-1 model runs a
-larger batch sample by sample), ``--precision int8 --calib calib.json`` runs
-the DLA's ops through the int8 reference, ``--save-outputs DIR`` writes
-``DIR/<output>.npy``.  ``--debug-graph/-time/-data/-ref`` are Tengine's
-``TG_DEBUG_*`` switches (the environment variables work too).
+ONNX models: ``--device nvdla`` runs what the DLA supports on the simulated
+NVDLA (int8, needs ``--calib`` from ``opendla quantize``) and the rest on the
+CPU; ``--verify`` checks every tensor the DLA computes against the int8 CPU
+reference of the same partition (:mod:`tengine_host.verify`).
+``--input-shape NAME=1,3,224,224`` fixes dynamic dimensions (arrays that fix
+them need no option); a batch-1 model runs a larger batch sample by sample;
+``--precision int8`` runs the DLA's ops through the int8 reference.
+
+Loadables take and give int8 NCHW arrays (inputs quantized with the input
+tensor's scale); a batch runs one sample at a time.
+
+``--repeat N --warmup W`` times N runs after W untimed ones and prints the
+min/median/mean per inference (as Tengine's benchmark tool does);
+``--labels FILE`` names the top-k classes; ``--save-outputs DIR`` writes
+``DIR/<output>.npy``; ``--trace-regs`` prints every register write on stderr.
+``--debug-graph/-time/-data/-ref`` are Tengine's ``TG_DEBUG_*`` switches (the
+environment variables work too).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accel.config import DEFAULT_PRESET, PRESETS
+from opendla.commands._inputs import (
+    add_image_options,
+    check_finite,
+    image_dims,
+    image_options,
+    load_image_batch,
+    load_labels,
+    parse_inputs,
+)
+from opendla.errors import CheckFailed, UsageError
+
+DEVICE_CHOICES = ("cpu", "nvdla")
+LOADABLE_SUFFIXES = (".nvdla", ".fbuf")
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("run", help="run an ONNX model (cpu, or nvdla with CPU fallback)",
-                              description=__doc__)
-    p.add_argument("model", help="ONNX model")
-    p.add_argument("--device", default="cpu",
-                   help="device to run on; ops it cannot run fall back to the CPU (default cpu)")
-    p.add_argument("--preset", default="nv_small",
-                   help="hardware configuration of --device nvdla (accel.config.PRESETS; "
-                        "default nv_small)")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="an input array (repeat per input; NAME= may be omitted for one input)")
+    p = subparsers.add_parser("run", help="run an ONNX model (cpu, or nvdla with CPU fallback) "
+                                          "or a compiled loadable",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="ONNX model, or NVDLA loadable (.nvdla from 'opendla compile')")
+    p.add_argument("--device", default="cpu", choices=DEVICE_CHOICES,
+                   help="device for an ONNX model; ops it cannot run fall back to the CPU "
+                        "(default cpu)")
+    p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
+                   help=f"hardware configuration of the NVDLA (default {DEFAULT_PRESET})")
+    p.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
+                   help="input arrays: .npy, or .npz with arrays named after the inputs "
+                        "(repeat per input; NAME= may be omitted for one input or an .npz)")
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="an image for a one-input ONNX model (repeat for a batch); see the "
+                        "preprocessing options")
+    add_image_options(p)
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="fix the shape of an input with dynamic dimensions (repeatable)")
     p.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
@@ -40,7 +81,15 @@ def add_parser(subparsers) -> None:
                         "mismatch)")
     p.add_argument("--calib", help="calibration table from 'opendla quantize' (for int8)")
     p.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<name>.npy")
-    p.add_argument("--top-k", type=int, default=5, help="classes to list for 2-D outputs")
+    p.add_argument("--top-k", type=int, default=5, metavar="K",
+                   help="classes to list for 2-D outputs (default 5)")
+    p.add_argument("--labels", metavar="FILE", help="class names, one per line, for the top-k")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run the inputs N times and print min/median/mean (default 1)")
+    p.add_argument("--warmup", type=int, default=0, metavar="W",
+                   help="untimed runs before the timed ones (default 0)")
+    p.add_argument("--trace-regs", action="store_true",
+                   help="print every NVDLA register write on stderr")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--debug-graph", action="store_true",
                    help="print the graph after shape inference (TG_DEBUG_GRAPH)")
@@ -53,6 +102,7 @@ def add_parser(subparsers) -> None:
                    help="naive reference kernels instead of optimized ones (TG_DEBUG_REF)")
 
 
+# ------------------------------------------------------------------ helpers
 def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     """``NAME=1,3,224,224`` strings -> ``{NAME: (1, 3, 224, 224)}``."""
     shapes = {}
@@ -63,40 +113,42 @@ def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             shape = ()
         if not sep or not name or not shape or any(d <= 0 for d in shape):
-            raise ValueError(f"--input-shape {spec!r} must be NAME=D0,D1,... with positive "
+            raise UsageError(f"--input-shape {spec!r} must be NAME=D0,D1,... with positive "
                              f"integers")
         shapes[name] = shape
     return shapes
 
 
-def parse_inputs(specs: list[str], graph_inputs: list[str]) -> dict:
-    """``NAME=path.npy`` pairs -> arrays; a bare path feeds a single-input model."""
-    import numpy as np
+def is_loadable(path: str | Path) -> bool:
+    """An NVDLA loadable rather than an ONNX model: by suffix, else by content (an ONNX
+    ModelProto starts with a protobuf field tag, a loadable with its root table offset)."""
+    path = Path(path)
+    if path.suffix == ".onnx":
+        return False
+    if path.suffix in LOADABLE_SUFFIXES or path.name.endswith("_fbuf"):
+        return True
+    try:
+        head = path.open("rb").read(8)
+    except OSError:
+        return False
+    return len(head) == 8 and head[0] not in (0x08, 0x0A, 0x12, 0x1A, 0x22, 0x3A, 0x42)
 
-    feeds = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep:
-            if len(graph_inputs) != 1:
-                raise ValueError(f"--input {spec!r} needs NAME=FILE: the model has inputs "
-                                 f"{', '.join(graph_inputs)}")
-            name, path = graph_inputs[0], spec
-        if name not in graph_inputs:
-            raise ValueError(f"--input name {name!r} not in {', '.join(graph_inputs)}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise ValueError(f"--input {name}: cannot read {path!r} as .npy: {exc}") from None
-    missing = [n for n in graph_inputs if n not in feeds]
-    if missing:
-        raise ValueError(f"missing --input for {', '.join(missing)}")
-    return feeds
+
+def onnx_input_names(path: str | Path) -> list[str]:
+    """Graph inputs of an ONNX file (initializers excluded), without importing the model."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - onnx raises protobuf's DecodeError and others
+        raise UsageError(f"{str(path)!r} is not a valid ONNX model or NVDLA loadable: "
+                         f"{exc}") from None
+    init = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in init]
 
 
 def check_dtypes(graph, feeds: dict) -> dict:
     """Cast feeds to the model's input dtypes when that loses nothing; else a clear error."""
-    import numpy as np
-
     out = {}
     for name, v in feeds.items():
         want = np.dtype(graph.tensors[name].dtype)
@@ -104,12 +156,12 @@ def check_dtypes(graph, feeds: dict) -> dict:
         same_kind = (np.issubdtype(got, np.floating) and np.issubdtype(want, np.floating)) or \
             (np.issubdtype(got, np.integer) and np.issubdtype(want, np.integer))
         if not same_kind:
-            raise ValueError(f"input {name!r} has dtype {got}, the model expects {want}")
+            raise UsageError(f"input {name!r} has dtype {got}, the model expects {want}")
         out[name] = v.astype(want, copy=False)
     return out
 
 
-def fit_batch(args: argparse.Namespace, graph, feeds: dict, shapes: dict):
+def fit_batch(model: str, graph, feeds: dict, shapes: dict):
     """The graph to run ``feeds`` with, and whether to run them sample by sample.
 
     Shapes that differ only in the batch dimension re-import the model with the
@@ -125,28 +177,26 @@ def fit_batch(args: argparse.Namespace, graph, feeds: dict, shapes: dict):
         if v.shape == want:
             continue
         if v.ndim != len(want) or v.shape[1:] != want[1:]:
-            raise ValueError(f"input {name!r} has shape {v.shape}, the model expects {want} "
+            raise UsageError(f"input {name!r} has shape {v.shape}, the model expects {want} "
                              f"(the batch dimension may differ)")
         wrong[name] = v.shape
     if not wrong:
         return graph, False
     batches = {v.shape[0] for v in feeds.values()}
     if len(batches) != 1:
-        raise ValueError(f"inputs disagree on the batch size: "
+        raise UsageError(f"inputs disagree on the batch size: "
                          f"{ {n: v.shape[0] for n, v in feeds.items()} }")
     try:
-        return load_model(args.model, input_shapes={**shapes, **{n: v.shape
-                                                                 for n, v in feeds.items()}}), False
+        return load_model(model, input_shapes={**shapes, **{n: v.shape
+                                                            for n, v in feeds.items()}}), False
     except OnnxImportError as exc:
         if all(graph.tensors[n].shape[0] == 1 for n in feeds):
             return graph, True
-        raise ValueError(f"the model does not accept batch {batches.pop()}: {exc}") from None
+        raise UsageError(f"the model does not accept batch {batches.pop()}: {exc}") from None
 
 
-def summarize(name: str, value, top_k: int) -> dict:
+def summarize(name: str, value, top_k: int, labels: list[str] | None = None) -> dict:
     """Shape, range and, for [N, classes] outputs, the top-k classes of each row."""
-    import numpy as np
-
     v = np.asarray(value)
     out = {"name": name, "shape": list(v.shape), "dtype": str(v.dtype),
            "min": float(v.min()), "max": float(v.max()), "mean": float(v.mean())}
@@ -154,44 +204,244 @@ def summarize(name: str, value, top_k: int) -> dict:
         k = min(top_k, v.shape[1])
         idx = np.argsort(-v, axis=1, kind="stable")[:, :k]
         out["top_k"] = [[[int(i), float(row[i])] for i in r] for row, r in zip(v, idx, strict=True)]
+        if labels:
+            out["top_k_labels"] = [[labels[int(i)] if int(i) < len(labels) else str(int(i))
+                                    for i in r] for r in idx]
     return out
 
 
+@dataclass
+class Timing:
+    """Wall time of each timed run of the whole input batch."""
+
+    batch: int
+    runs: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        ms = [s * 1e3 for s in self.runs]
+        return {"batch": self.batch, "repeat": len(ms), "total_ms": ms[-1],
+                "per_sample_ms": ms[-1] / self.batch, "min_ms": min(ms),
+                "median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms)}
+
+    def lines(self) -> list[str]:
+        d = self.as_dict()
+        per = "" if self.batch == 1 else f" for {self.batch} samples"
+        out = [f"time: {d['total_ms']:.3f} ms{per}"
+               + (f" ({d['per_sample_ms']:.3f} ms per sample)" if self.batch > 1 else "")]
+        if len(self.runs) > 1:
+            out.append(f"repeat {len(self.runs)}: min {d['min_ms']:.3f} ms, median "
+                       f"{d['median_ms']:.3f} ms, mean {d['mean_ms']:.3f} ms per inference{per}")
+        return out
+
+
+def timed(fn: Callable[[], Any], batch: int, repeat: int, warmup: int) -> tuple[Any, Timing]:
+    """``fn()`` run ``warmup`` times untimed, then ``repeat`` times timed; the last result."""
+    result = None
+    for _ in range(warmup):
+        fn()
+    timing = Timing(batch)
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        timing.runs.append(time.perf_counter() - start)
+    return result, timing
+
+
+def save_outputs(directory: str, outputs: dict[str, np.ndarray]) -> None:
+    out_dir = Path(directory)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--save-outputs {directory!r} is a file; give a directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            np.save(out_dir / f"{name.replace('/', '_')}.npy", value)
+    except OSError as exc:
+        raise UsageError(f"--save-outputs {directory!r}: cannot write: {exc}") from None
+
+
+def print_outputs(summaries: list[dict]) -> None:
+    for s in summaries:
+        print(f"output {s['name']}: shape {tuple(s['shape'])} {s['dtype']} "
+              f"min {s['min']:.6g} max {s['max']:.6g} mean {s['mean']:.6g}")
+        names = s.get("top_k_labels")
+        for row, top in enumerate(s.get("top_k", [])):
+            items = [f"{i}:{p:.4f}" + (f" {names[row][j]}" if names else "")
+                     for j, (i, p) in enumerate(top)]
+            print(f"  [{row}] top-{len(top)}: " + ", ".join(items))
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat} must be at least 1")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup {args.warmup} must be 0 or more")
+    if args.top_k < 1:
+        raise UsageError(f"--top-k {args.top_k} must be at least 1")
+    if args.input and args.image:
+        raise UsageError("give --input arrays or --image files, not both")
+    if not args.input and not args.image and not is_loadable(args.model):
+        raise UsageError("no input: give --input [NAME=]FILE.npy|.npz or --image FILE")
+    if not Path(args.model).is_file():
+        raise UsageError(f"model {args.model!r} does not exist (an .onnx model or an .nvdla "
+                         f"loadable)")
+
+
+# ------------------------------------------------------------------ loadables
+def _loadable_feeds(args: argparse.Namespace, inputs) -> tuple[list[dict[str, np.ndarray]], int]:
+    """Per-sample int8 feeds of a loadable's ``inputs`` and the batch size."""
+    names = [t.name for t in inputs]
+    if not names:
+        if args.input:
+            raise UsageError(f"{args.model!r} binds no input tensor (its input comes from its "
+                             f"own data); drop --input")
+        return [{}], 1
+    feeds = parse_inputs(args.input, names)
+    samples: dict[str, np.ndarray] = {}
+    for t in inputs:
+        x = feeds[t.name]
+        x = x[None] if x.ndim == 3 else x
+        if x.ndim != 4 or x.shape[1:] != t.shape[1:]:
+            raise UsageError(f"input {t.name!r} has shape {feeds[t.name].shape}; the loadable "
+                             f"takes int8 [N, {', '.join(map(str, t.shape[1:]))}]")
+        if x.dtype != np.int8:
+            raise UsageError(f"input {t.name!r} has dtype {x.dtype}; a loadable takes int8 "
+                             f"arrays (the input quantized with its calibration scale)")
+        samples[t.name] = x
+    batches = {v.shape[0] for v in samples.values()}
+    if len(batches) != 1:
+        raise UsageError(f"inputs disagree on the batch size: "
+                         f"{ {n: v.shape[0] for n, v in samples.items()} }")
+    batch = batches.pop()
+    return [{n: v[i:i + 1] for n, v in samples.items()} for i in range(batch)], batch
+
+
+def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
+    from accel.config import get_preset
+    from accel.loadable.io import LoadableError
+    from accel.runtime.errors import RuntimeFault
+    from accel.runtime.session import LoadableSession
+
+    onnx_only = {"--calib": args.calib, "--verify": args.verify, "--image": args.image,
+                 "--precision int8": args.precision == "int8", "--device nvdla":
+                 args.device == "nvdla", "--input-shape": args.input_shape}
+    given = [opt for opt, value in onnx_only.items() if value]
+    if given:
+        raise UsageError(f"{', '.join(given)} apply to ONNX models; {args.model!r} is an NVDLA "
+                         f"loadable (int8 in, int8 out)")
+    try:
+        sess = LoadableSession(Path(args.model).read_bytes(), get_preset(args.preset),
+                               trace_regs=args.trace_regs)
+        samples, batch = _loadable_feeds(args, sess.inputs)
+
+        def once() -> dict[str, np.ndarray]:
+            runs = [sess.run(s) for s in samples]
+            return {n: np.concatenate([r[n] for r in runs]) for n in runs[0]}
+
+        outputs, timing = timed(once, batch, args.repeat, args.warmup)
+    except (LoadableError, RuntimeFault, OSError) as exc:
+        raise UsageError(f"cannot run loadable {args.model!r}: {exc}") from None
+    if args.save_outputs:
+        save_outputs(args.save_outputs, outputs)
+    summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
+    if args.json:
+        print(json.dumps({"loadable": args.model, "preset": args.preset,
+                          "inputs": [{"name": t.name, "shape": list(t.shape)}
+                                     for t in sess.inputs],
+                          "outputs": summaries, "time": timing.as_dict(),
+                          "cycles": sess.cycles}, indent=1))
+        return 0
+    bound = ", ".join(f"input {t.name} {'x'.join(map(str, t.shape))} int8"
+                      for t in sess.inputs) or "no bound input (it reads its own data)"
+    print(f"loadable {args.model} on {args.preset}: {bound}")
+    print_outputs(summaries)
+    print("\n".join(timing.lines()))
+    print(f"estimated DLA cycles per sample: {sess.cycles:,} (cmodel op statistics)")
+    return 0
+
+
+# ------------------------------------------------------------------ ONNX models
 def _execute(ex, feeds: dict, per_sample: bool, verify: bool = False):
-    """Outputs of ``feeds`` (and the verification report with ``verify``)."""
-    import numpy as np
+    """Outputs of ``feeds``, the verification report (with ``verify``) and each
+    subgraph's seconds summed over the samples."""
+    batch = next(iter(feeds.values())).shape[0]
+    times: dict[str, float] = {}
+
+    def add_times() -> None:
+        for label, sec in ex.subgraph_times:
+            times[label] = times.get(label, 0.0) + sec
 
     if verify:
         from tengine_host.verify import VerifyReport, verify_run
 
         report = VerifyReport()
-        batch = next(iter(feeds.values())).shape[0]
-        runs = [verify_run(ex, {n: v[i:i + 1] for n, v in feeds.items()}, report)[0]
-                for i in range(batch)]
-        return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}, report
+        runs = []
+        for i in range(batch):
+            runs.append(verify_run(ex, {n: v[i:i + 1] for n, v in feeds.items()}, report)[0])
+            add_times()
+        return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}, report, times
     if not per_sample:
-        return ex.run(feeds), None
-    batch = next(iter(feeds.values())).shape[0]
-    runs = [ex.run({n: v[i:i + 1] for n, v in feeds.items()}) for i in range(batch)]
-    return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}, None
+        outputs = ex.run(feeds)
+        add_times()
+        return outputs, None, times
+    runs = []
+    for i in range(batch):
+        runs.append(ex.run({n: v[i:i + 1] for n, v in feeds.items()}))
+        add_times()
+    return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}, None, times
 
 
-def _batch_one(args: argparse.Namespace, graph, feeds: dict, shapes: dict):
+def _batch_one(model: str, graph, feeds: dict, shapes: dict):
     """The model for one sample of ``feeds`` (verification runs sample by sample)."""
     from tengine_host.model import load_model
 
     if all(graph.tensors[n].shape[0] == 1 for n in feeds):
         return graph
-    return load_model(args.model, input_shapes={**shapes, **{n: (1, *v.shape[1:])
-                                                             for n, v in feeds.items()}})
+    return load_model(model, input_shapes={**shapes, **{n: (1, *v.shape[1:])
+                                                        for n, v in feeds.items()}})
 
 
-def run(args: argparse.Namespace) -> int:
+def load_onnx_feeds(args: argparse.Namespace):
+    """The graph and its feeds from ``--input``/``--image``; dynamic input shapes are
+    taken from the data when no ``--input-shape`` fixes them."""
+    from tengine_host.frontend import OnnxImportError
+    from tengine_host.model import load_model
+
+    shapes = parse_shapes(args.input_shape)
+    names = onnx_input_names(args.model)
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise UsageError(f"--input-shape names {', '.join(unknown)}, not a model input "
+                         f"({', '.join(names)})")
+    try:
+        graph = load_model(args.model, input_shapes=shapes)
+        dynamic = None
+    except OnnxImportError as exc:
+        graph, dynamic = None, exc
+    if args.image:
+        if len(names) != 1:
+            raise UsageError(f"--image feeds a one-input model; this one has inputs "
+                             f"{', '.join(names)}: use --input NAME=FILE")
+        shape = graph.tensors[names[0]].shape if graph is not None else None
+        dims = image_dims(args, shape)
+        feeds = {names[0]: load_image_batch(args.image, image_options(args, dims))}
+    else:
+        feeds = parse_inputs(args.input, names)
+    if graph is None:   # dynamic dimensions: the data fixes them
+        try:
+            graph = load_model(args.model, input_shapes={**{n: v.shape for n, v in
+                                                            feeds.items()}, **shapes})
+        except OnnxImportError as exc:
+            raise UsageError(f"{dynamic}; the input data (shapes "
+                             f"{ {n: v.shape for n, v in feeds.items()} }) does not fix them "
+                             f"either: {exc}") from None
+    return graph, check_dtypes(graph, feeds), shapes
+
+
+def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
     from tengine_host.debug import DebugOptions
     from tengine_host.devices import get_device
     from tengine_host.executor import Executor
     from tengine_host.frontend import OnnxImportError
-    from tengine_host.model import load_model
     from tengine_host.quant import load_table
     from tengine_host.quant.table import check_table
 
@@ -199,40 +449,40 @@ def run(args: argparse.Namespace) -> int:
                                            data=args.debug_data is not None, ref=args.debug_ref)
     if args.debug_data:
         debug = DebugOptions(debug.graph, debug.time, debug.data, debug.ref, args.debug_data)
+    if args.precision == "int8" and not args.calib:
+        raise UsageError("--precision int8 needs --calib calib.json (opendla quantize)")
+    if args.verify and (args.device != "nvdla" or not args.calib):
+        raise UsageError("--verify needs --device nvdla and --calib calib.json")
+    if args.device == "nvdla" and not args.calib:
+        raise UsageError("--device nvdla runs int8 and needs --calib calib.json "
+                         "(opendla quantize)")
     try:
-        shapes = parse_shapes(args.input_shape)
-        graph = load_model(args.model, input_shapes=shapes)  # names unknown inputs
-        feeds = check_dtypes(graph, parse_inputs(args.input, graph.inputs))
-        graph, per_sample = fit_batch(args, graph, feeds, shapes)
+        graph, feeds, shapes = load_onnx_feeds(args)
+        if args.device == "nvdla":
+            check_finite(feeds, "--device nvdla (int8)")
+        graph, per_sample = fit_batch(args.model, graph, feeds, shapes)
         table = load_table(args.calib) if args.calib else None
-        if args.precision == "int8" and table is None:
-            raise ValueError("--precision int8 needs --calib calib.json (opendla quantize)")
         if table is not None and (args.precision == "int8" or args.device != "cpu"):
             check_table(table, graph, f"calibration table {args.calib!r}")
         if args.verify:
-            if args.device != "nvdla" or table is None:
-                raise ValueError("--verify needs --device nvdla and --calib calib.json")
-            graph = _batch_one(args, graph, feeds, shapes)
+            graph = _batch_one(args.model, graph, feeds, shapes)
         cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
                          preset=args.preset)
-        accel_opts = {"preset": args.preset, "capture": args.verify} \
-            if args.device == "nvdla" else {}
+        accel_opts = {"preset": args.preset, "capture": args.verify,
+                      "trace_regs": args.trace_regs} if args.device == "nvdla" else {}
         devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
+        batch = next(iter(feeds.values())).shape[0]
         with Executor(graph, devices, table, debug=debug) as ex:
-            outputs, report = _execute(ex, feeds, per_sample, args.verify)
+            (outputs, report, times), timing = timed(
+                lambda: _execute(ex, feeds, per_sample, args.verify), batch, args.repeat,
+                args.warmup)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+        raise UsageError(str(msg)) from None
 
-    summaries = [summarize(n, v, args.top_k) for n, v in outputs.items()]
+    summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
     if args.save_outputs:
-        import numpy as np
-
-        out_dir = Path(args.save_outputs)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, value in outputs.items():
-            np.save(out_dir / f"{name.replace('/', '_')}.npy", value)
+        save_outputs(args.save_outputs, outputs)
     part = ex.partition
     counts = part.subgraph_counts()
     if args.json:
@@ -241,27 +491,34 @@ def run(args: argparse.Namespace) -> int:
                              "cpu": sum(n for d, n in counts.items() if d != "nvdla")},
                "dla_mac_share": part.share("nvdla")[1],
                "dla_op_share": part.share("nvdla")[0],
-               "outputs": summaries,
-               "subgraph_ms": {k: s * 1e3 for k, s in ex.subgraph_times}}
+               "outputs": summaries, "time": timing.as_dict(),
+               "subgraph_ms": {k: s * 1e3 for k, s in times.items()}}
         if report is not None:
             doc.update(bit_exact=report.bit_exact, layers_checked=report.layers_checked,
                        samples=report.samples,
                        mismatches=[m.as_dict() for m in report.mismatches])
         print(json.dumps(doc, indent=1))
-        return 1 if report is not None and not report.bit_exact else 0
+        if report is not None and not report.bit_exact:
+            raise CheckFailed(report.summary())
+        return 0
     print(part.report())
-    for s in summaries:
-        print(f"output {s['name']}: shape {tuple(s['shape'])} {s['dtype']} "
-              f"min {s['min']:.6g} max {s['max']:.6g} mean {s['mean']:.6g}")
-        for row, top in enumerate(s.get("top_k", [])):
-            print(f"  [{row}] top-{len(top)}: " + ", ".join(f"{i}:{p:.4f}" for i, p in top))
-    total = sum(sec for _, sec in ex.subgraph_times)
-    print(f"time: {total * 1e3:.3f} ms (" + ", ".join(
-        f"{k} {sec * 1e3:.3f} ms" for k, sec in ex.subgraph_times) + ")")
+    print_outputs(summaries)
+    print("\n".join(timing.lines()))
+    print("subgraphs (last run): " + ", ".join(f"{k} {sec * 1e3:.3f} ms"
+                                               for k, sec in times.items()))
     if report is not None:
         print(report.summary())
         for m in report.mismatches[:10]:
             print(f"  {m.tensor} ({m.op_type} {m.node}, subgraph {m.subgraph}, sample "
                   f"{m.sample}): {m.differing}/{m.total} differ, max |diff| {m.max_abs_diff}")
-        return 0 if report.bit_exact else 1
+        if not report.bit_exact:
+            raise CheckFailed("the DLA differs from the int8 CPU reference (see above)")
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    labels = load_labels(args.labels) if args.labels else None
+    if is_loadable(args.model):
+        return run_loadable(args, labels)
+    return run_onnx(args, labels)

@@ -66,10 +66,11 @@ class NvdlaDevice:
     max_batch = 1
 
     def __init__(self, preset: str | HwConfig = DEFAULT_PRESET, backend: str = "cmod",
-                 capture: bool = False) -> None:
+                 capture: bool = False, trace_regs: bool = False) -> None:
         self.cfg = preset if isinstance(preset, HwConfig) else get_preset(preset)
         self.backend_name = backend
         self.capture = capture
+        self.trace_regs = trace_regs  # print every register write (--trace-regs)
         get_backend(backend, self.cfg)  # fail early on an unknown backend name
 
     def supports(self, node: Node, graph: Graph) -> tuple[bool, str]:
@@ -80,7 +81,8 @@ class NvdlaDevice:
             raise ValueError("the nvdla device runs int8 and needs a calibration table "
                              "(opendla quantize)")
         compiled = compile_subgraph(subgraph, quant_table, self.cfg)
-        runtime = Runtime(self.cfg, get_backend(self.backend_name, self.cfg))
+        runtime = Runtime(self.cfg, get_backend(self.backend_name, self.cfg),
+                          trace_regs=self.trace_regs)
         runtime.load(compiled.loadable)
         return NvdlaPrepared(compiled, runtime)
 
