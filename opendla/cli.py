@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "run": "run",
     "quantize": "quantize",
+    "compare": "compare",
     "compile": "compile",
     "inspect": "inspect",
     "trace": "trace",

@@ -84,19 +84,33 @@ def _producers(ex: Executor) -> dict[str, tuple[str, str]]:
     return {t: (n.name, n.op_type) for n in ex.graph.nodes for t in n.outputs if t}
 
 
-def verify_run(ex: Executor, feeds: Mapping[str, np.ndarray],
-               report: VerifyReport | None = None
-               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], VerifyReport]:
+@dataclass
+class DlaValue:
+    """One DLA tensor of one run: the int8 reference's value and the device's."""
+
+    tensor: str
+    node: str
+    op_type: str
+    subgraph: int
+    scale: float                  # int8 -> real: value * scale
+    reference: np.ndarray         # int8, host shape
+    device: np.ndarray | None     # int8 as the hardware left it (None: never captured)
+
+    @property
+    def equal(self) -> bool:
+        return (self.device is not None and self.device.shape == self.reference.shape
+                and np.array_equal(self.device, self.reference))
+
+
+def run_both(ex: Executor, feeds: Mapping[str, np.ndarray]
+             ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[DlaValue]]:
     """Run batch-1 ``feeds`` through ``ex`` (prepared, nvdla device with ``capture=True``)
     and through the reference path; returns the device outputs, the reference path's
-    outputs and the report (``report`` accumulates over calls)."""
-    report = report if report is not None else VerifyReport()
+    outputs and every DLA tensor of both paths, in execution order."""
     outputs = ex.run(feeds)
-    sample = report.samples
-    report.samples += 1
     producers = _producers(ex)
     env = check_feeds(ex.graph, feeds)
-    checked = 0
+    values: list[DlaValue] = []
     for i, (dev, sub, handle) in enumerate(ex.prepared):
         sub_feeds = {t: env[t] for t in sub.inputs}
         if not callable(getattr(dev, "reference", None)):
@@ -108,17 +122,33 @@ def verify_run(ex: Executor, feeds: Mapping[str, np.ndarray],
         for name, want in ref.items():
             if name in sub.inputs:
                 continue
-            got = handle.captured.get(name)
-            checked += 1
             node, op_type = producers.get(name, ("?", "?"))
-            report.checked.setdefault(name, Checked(name, node, op_type, tuple(want.shape)))
-            if got is None or got.shape != want.shape or not np.array_equal(got, want):
-                diff = (np.abs(got.astype(np.int64) - want.astype(np.int64))
-                        if got is not None and got.shape == want.shape else None)
-                report.mismatches.append(Mismatch(
-                    name, node, op_type, i, sample,
-                    int(np.count_nonzero(diff)) if diff is not None else int(want.size),
-                    int(want.size), int(diff.max()) if diff is not None else -1))
+            values.append(DlaValue(name, node, op_type, i, handle.compiled.tensors[name].scale,
+                                   want, handle.captured.get(name)))
         env.update(dev.dequantize_outputs(handle, ref))
-    report.layers_checked = max(report.layers_checked, checked)
-    return outputs, {t: env[t] for t in ex.graph.outputs}, report
+    return outputs, {t: env[t] for t in ex.graph.outputs}, values
+
+
+def verify_run(ex: Executor, feeds: Mapping[str, np.ndarray],
+               report: VerifyReport | None = None
+               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], VerifyReport]:
+    """:func:`run_both` and the comparison of every DLA tensor; returns the device
+    outputs, the reference path's outputs and the report (``report`` accumulates over
+    calls)."""
+    report = report if report is not None else VerifyReport()
+    outputs, ref_outputs, values = run_both(ex, feeds)
+    sample = report.samples
+    report.samples += 1
+    for v in values:
+        want, got = v.reference, v.device
+        report.checked.setdefault(v.tensor, Checked(v.tensor, v.node, v.op_type,
+                                                    tuple(want.shape)))
+        if not v.equal:
+            diff = (np.abs(got.astype(np.int64) - want.astype(np.int64))
+                    if got is not None and got.shape == want.shape else None)
+            report.mismatches.append(Mismatch(
+                v.tensor, v.node, v.op_type, v.subgraph, sample,
+                int(np.count_nonzero(diff)) if diff is not None else int(want.size),
+                int(want.size), int(diff.max()) if diff is not None else -1))
+    report.layers_checked = max(report.layers_checked, len(values))
+    return outputs, ref_outputs, report
