@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "run": "run",
     "quantize": "quantize",
     "compare": "compare",
+    "eval": "eval",
     "compile": "compile",
     "inspect": "inspect",
     "trace": "trace",

@@ -1,0 +1,167 @@
+"""``opendla eval``: accuracy of fp32 and the int8 DLA path, in-process and on Dask.
+
+The Dask test starts a real ``dask scheduler`` and two ``dask worker``
+processes on localhost, as a user's cluster would run; the results must be
+identical to the in-process run and to a local cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from opendla.cli import main
+from tengine_host.model import load_model
+from tengine_host.quant import calibrate, save_table
+
+LENET = str(Path(__file__).resolve().parents[3] / "tengine_host" / "models" / "lenet5_digits.onnx")
+COUNT = 90
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    root = tmp_path_factory.mktemp("eval")
+    table = calibrate(load_model(LENET), [{"input": s[None]} for s in x[:64]], progress=False)
+    save_table(table, root / "calib.json")
+    np.savez(root / "digits.npz", x=x[-COUNT:], y=d.target[-COUNT:])
+    return root, x[-COUNT:], d.target[-COUNT:]
+
+
+def _ort_top(x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(LENET, providers=["CPUExecutionProvider"])
+    return np.array([int(np.argmax(sess.run(None, {"input": s[None]})[0])) for s in x])
+
+
+def _eval(capsys, *extra: str) -> dict:
+    assert main(["eval", LENET, *extra, "--json", "--no-progress"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"samples", "top1", "top5", "agreement", "seconds"}
+    return doc
+
+
+def _same(a: dict, b: dict) -> None:
+    assert {k: v for k, v in a.items() if k != "seconds"} == \
+        {k: v for k, v in b.items() if k != "seconds"}
+
+
+def test_in_process_matches_onnxruntime_and_the_int8_reference(data, capsys):
+    root, x, y = data
+    common = ["--data", str(root / "digits.npz"), "--calib", str(root / "calib.json"),
+              "--workers", "0"]
+    doc = _eval(capsys, *common)
+    assert doc["samples"] == COUNT
+    # fp32 top-1 as onnxruntime computes it on the same samples
+    assert doc["top1"]["fp32"] == pytest.approx(float(np.mean(_ort_top(x) == y)))
+    # the DLA path equals the int8 CPU reference (plain numpy), so their accuracy does too
+    ref = _eval(capsys, *common, "--device", "cpu")
+    assert doc["top1"]["nvdla"] == ref["top1"]["int8_cpu"]
+    assert doc["top5"]["nvdla"] == ref["top5"]["int8_cpu"]
+    assert doc["agreement"] == ref["agreement"] > 0.9
+    limited = _eval(capsys, *common, "--limit", "10", "--chunk-size", "3")
+    assert limited["samples"] == 10
+
+
+def test_image_folder_layout(data, tmp_path, capsys):
+    """DIR/<class>/<image>: labels from sorted folder names; the fp32 top-1 of the
+    preprocessed PNGs (pixel * 1/16) equals onnxruntime's on the original digits."""
+    from PIL import Image
+
+    root, x, y = data
+    for i, (img, label) in enumerate(zip(x[:30, 0], y[:30], strict=True)):
+        folder = tmp_path / f"class_{label}"
+        folder.mkdir(exist_ok=True)
+        Image.fromarray(np.round(img * 16).astype(np.uint8), "L").save(folder / f"{i}.png")
+    # every digit 0..9 occurs in 30 samples, so folder i is class i
+    assert len(list(tmp_path.iterdir())) == 10
+    doc = _eval(capsys, "--data", str(tmp_path), "--calib", str(root / "calib.json"),
+                "--workers", "0", "-s", "0.0625")
+    assert doc["samples"] == 30
+    assert doc["top1"]["fp32"] == pytest.approx(float(np.mean(_ort_top(x[:30]) == y[:30])))
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """A real ``dask scheduler`` and two ``dask worker`` processes on localhost."""
+    from distributed import Client
+
+    root = tmp_path_factory.mktemp("dask")
+    dask = str(Path(sys.executable).with_name("dask"))
+    sched_file = root / "scheduler.json"
+    log = (root / "dask.log").open("w")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(sched_file)],
+                              stdout=log, stderr=subprocess.STDOUT, env=env)]
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        for _ in range(2):
+            procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1",
+                                           "--no-dashboard", "--host", "127.0.0.1"],
+                                          stdout=log, stderr=subprocess.STDOUT, env=env))
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=90)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        log.close()
+
+
+def test_two_external_workers_and_a_local_cluster_agree_with_one_process(data, dask_cluster,
+                                                                         capsys):
+    root, _, _ = data
+    common = ["--data", str(root / "digits.npz"), "--calib", str(root / "calib.json"),
+              "--chunk-size", "8"]
+    alone = _eval(capsys, *common, "--workers", "0")
+    on_cluster = _eval(capsys, *common, "--scheduler", dask_cluster)
+    _same(alone, on_cluster)
+    local = _eval(capsys, *common, "--workers", "2")
+    _same(alone, local)
+    assert main(["eval", LENET, *common, "--scheduler", dask_cluster, "--no-progress"]) == 0
+    assert "2 workers" in capsys.readouterr().out
+
+
+def test_eval_errors(data, tmp_path, capsys):
+    root, x, _ = data
+    calib = str(root / "calib.json")
+    cases = [
+        (["--data", str(tmp_path / "none.npz")], "does not exist"),
+        (["--data", str(root / "digits.npz"), "--workers", "-1"], "--workers -1"),
+        (["--data", str(root / "digits.npz"), "--scheduler", "tcp://127.0.0.1:9",
+          "--workers", "2"], "--workers sizes a local cluster"),
+    ]
+    np.savez(tmp_path / "nolabels.npz", x=x)
+    cases.append((["--data", str(tmp_path / "nolabels.npz")], "needs x (inputs) and y"))
+    np.savez(tmp_path / "badlabel.npz", x=x[:2], y=np.array([3, 10]))
+    cases.append((["--data", str(tmp_path / "badlabel.npz"), "--workers", "0"],
+                  "label 10 (sample 0+) is outside the model's 10 classes"))
+    nan = x[:2].copy()
+    nan[1, 0, 0, 0] = np.nan
+    np.savez(tmp_path / "nan.npz", x=nan, y=np.array([1, 2]))
+    cases.append((["--data", str(tmp_path / "nan.npz"), "--workers", "0"], "NaN/Inf"))
+    (tmp_path / "empty").mkdir()
+    cases.append((["--data", str(tmp_path / "empty")], "no class sub-folders"))
+    for extra, message in cases:
+        assert main(["eval", LENET, "--calib", calib, "--no-progress", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and "Traceback" not in err, err
