@@ -69,7 +69,8 @@ def accumulate(x: np.ndarray, w: np.ndarray, *, stride, pads, dilation, group: i
     """Exact int64 convolution sums [N, K, OH, OW] of int8 ``x`` and ``w`` (before CACC).
 
     ``pads`` are ONNX-ordered ``(top, left, bottom, right)``.  One shifted-window
-    product per kernel tap (R*S steps), each a tensordot over input channels.
+    product per kernel tap (R*S steps), each a contraction over the input channels
+    of every group at once.
     """
     x = _check_int(x, -128, 127, "x")
     w = _check_int(w, -128, 127, "w")
@@ -86,17 +87,17 @@ def accumulate(x: np.ndarray, w: np.ndarray, *, stride, pads, dilation, group: i
     oh = (h + top + bottom - dh * (r - 1) - 1) // sh + 1
     ow = (wd + left + right - dw * (s - 1) - 1) // sw + 1
     kg = k // group
-    acc = np.zeros((n, k, oh, ow), dtype=np.int64)
-    for g in range(group):
-        xg = xp[:, g * cg:(g + 1) * cg]
-        wg = w[g * kg:(g + 1) * kg]
-        for i in range(r):
-            for j in range(s):
-                win = xg[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                         j * dw:j * dw + (ow - 1) * sw + 1:sw]
-                # [N, Cg, OH, OW] x [Kg, Cg] -> [N, Kg, OH, OW]
-                acc[:, g * kg:(g + 1) * kg] += np.einsum("nchw,kc->nkhw", win, wg[:, :, i, j])
-    return acc
+    # all groups at once: x as [N, G, Cg, H, W], w as [G, Kg, Cg, R, S]
+    xg = xp.reshape(n, group, cg, *xp.shape[2:])
+    wg = w.reshape(group, kg, cg, r, s)
+    acc = np.zeros((n, group, kg, oh, ow), dtype=np.int64)
+    for i in range(r):
+        for j in range(s):
+            win = xg[..., i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                     j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            # [N, G, Cg, OH, OW] x [G, Kg, Cg] -> [N, G, Kg, OH, OW]
+            acc += np.einsum("ngchw,gkc->ngkhw", win, wg[..., i, j])
+    return acc.reshape(n, k, oh, ow)
 
 
 def sdp_int8(acc: np.ndarray, *, clip_truncate: int, bias: np.ndarray | None, bias_shift: int,
