@@ -6,9 +6,10 @@ DATA is an ``.npz`` with arrays ``x`` (inputs, one sample per row) and ``y``
 sorted by WordNet id), preprocessed with the options of ``opendla quantize``.
 
 The int8 path is ``--device nvdla`` (the simulated NVDLA with CPU fallback,
-the default) or ``--device cpu`` (the int8 CPU reference: same numbers,
-faster).  The samples are cut into chunks that run on Dask: by default a
-local cluster with one single-threaded worker process per core
+the default) or ``--device cpu`` (the int8 CPU reference: the same numbers
+without the register-level model).  The samples are cut into chunks that
+run on Dask: by default a local cluster with one single-threaded worker
+process per core
 (``--workers N`` to choose, ``--workers 0`` for this process alone), or an
 existing cluster with ``--scheduler tcp://HOST:PORT``.  Each worker prepares
 (compiles) the model once; results are identical for any number of workers.
@@ -161,6 +162,25 @@ def _validate(args: argparse.Namespace) -> None:
         raise UsageError(f"model {args.model!r} does not exist")
 
 
+def _shapes_from_data(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """Batch-1 input shapes the data fixes, for models with dynamic dimensions: ``-g``
+    for an image folder, ``x``'s rows for an ``.npz`` (nothing when neither tells)."""
+    from opendla.commands._inputs import read_arrays
+    from opendla.commands.run import onnx_input_names
+
+    names = onnx_input_names(args.model)
+    path = Path(args.data)
+    if len(names) != 1:
+        return {}
+    if path.is_dir() and args.dims is not None:
+        return {names[0]: (1, *args.dims)}
+    if path.is_file():
+        x = read_arrays(path).get("x")
+        if x is not None and x.ndim >= 2:
+            return {names[0]: (1, *x.shape[1:])}
+    return {}
+
+
 def _prepare(args: argparse.Namespace):
     """The spec workers prepare, the data and the classifier's class count."""
     from opendla.commands.run import parse_shapes
@@ -170,13 +190,15 @@ def _prepare(args: argparse.Namespace):
     from tengine_host.quant import load_table
     from tengine_host.quant.table import check_table
 
-    shapes = parse_shapes(args.input_shape)
+    shapes = parse_shapes(args.input_shape) or _shapes_from_data(args)
     try:
         graph = load_model(args.model, input_shapes=shapes)
         table = load_table(args.calib)
         check_table(table, graph, f"calibration table {args.calib!r}")
     except (OnnxImportError, ValueError, OSError) as exc:
-        raise UsageError(str(exc)) from None
+        hint = (" (for an image folder -g C,H,W fixes them)"
+                if "dynamic" in str(exc) and Path(args.data).is_dir() else "")
+        raise UsageError(f"{exc}{hint}") from None
     if len(graph.inputs) != 1:
         raise UsageError(f"eval feeds one-input classifiers; this model has inputs "
                          f"{', '.join(graph.inputs)}")

@@ -43,5 +43,5 @@ def input_tensor(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> T
         return Tensor(vi.name, (1, *dims[1:]), dtype)
     if any(d is None for d in dims):
         raise OnnxImportError(f"input {vi.name!r} has dynamic dimensions [{shown}]; fix them with "
-                              f"--input-shape {vi.name}=d0,d1,... (input_shapes= in Python)")
+                              f"--input-shape {vi.name}=d0,d1,...")
     return Tensor(vi.name, tuple(dims), dtype)

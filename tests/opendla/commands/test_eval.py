@@ -165,3 +165,55 @@ def test_eval_errors(data, tmp_path, capsys):
         assert main(["eval", LENET, "--calib", calib, "--no-progress", *extra]) == 2, extra
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and "Traceback" not in err, err
+
+
+def _orientation_set(root: Path, count: int) -> Path:
+    """Upright and upside-down text lines of skimage's book page (scripts/)."""
+    import importlib.util
+
+    import skimage.data
+    from PIL import Image
+
+    script = Path(__file__).resolve().parents[3] / "scripts" / "text_orientation_set.py"
+    spec = importlib.util.spec_from_file_location("text_orientation_set", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    crops = module.text_crops(skimage.data.page())[:count]
+    for label, flip in (("0", False), ("180", True)):
+        (root / label).mkdir(parents=True)
+        for i, crop in enumerate(crops):
+            Image.fromarray(np.ascontiguousarray(crop[::-1, ::-1] if flip else crop)).save(
+                root / label / f"{i:03d}.png")
+    return root
+
+
+def test_real_text_orientation_classifier(tmp_path, capsys):
+    """PaddleOCR's trained direction classifier (dynamic input, -g fixes it) on real text
+    lines: eval's fp32 top-1 equals onnxruntime's on the same preprocessing, and the
+    DLA's int8 top-1 agrees with fp32 on nearly every line."""
+    import onnxruntime as ort
+    from PIL import Image
+
+    from tests.conftest import shared_path
+
+    model = shared_path("models", "ppocr_mobile_v2_cls_48x192.onnx")
+    data = _orientation_set(tmp_path / "lines", 12)
+    prep = ["-g", "3,48,192", "-w", "127.5", "-s", str(1 / 127.5)]
+    calib = tmp_path / "cls.json"
+    assert main(["quantize", str(model), "-i", str(data / "0"), "-o", str(calib),
+                 "--input-shape", "x=1,3,48,192", *prep[2:], "-g", "3,48,192"]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(model), "--data", str(data), "--calib", str(calib), *prep,
+                 "--workers", "0", "--json", "--no-progress"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    correct = 0
+    for label, folder in enumerate(("0", "180")):
+        for f in sorted((data / folder).iterdir()):
+            img = np.asarray(Image.open(f).convert("RGB").resize((192, 48), Image.BILINEAR),
+                             np.float32)
+            x = ((img - 127.5) / 127.5).transpose(2, 0, 1)[None]
+            correct += int(np.argmax(sess.run(None, {"x": x})[0]) == label)
+    assert doc["samples"] == 24
+    assert doc["top1"]["fp32"] == pytest.approx(correct / 24)
+    assert doc["top1"]["fp32"] >= 0.8 and doc["agreement"] >= 0.9
