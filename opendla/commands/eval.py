@@ -323,8 +323,9 @@ def evaluate(args: argparse.Namespace) -> tuple[dict, int]:
 def run(args: argparse.Namespace) -> int:
     _validate(args)
     doc, workers = evaluate(args)
-    where = (f"Dask cluster {args.scheduler} ({workers} workers)" if args.scheduler else
-             f"local Dask cluster ({workers} workers)" if workers else "this process")
+    count = f"{workers} worker{'s' if workers != 1 else ''}"
+    where = (f"Dask cluster {args.scheduler} ({count})" if args.scheduler else
+             f"local Dask cluster ({count})" if workers else "this process")
     if args.json:
         print(json.dumps(doc, indent=1))
         return 0
