@@ -3,7 +3,8 @@
 Algorithms (Tengine's quant tool ``-a``):
 
 * ``minmax``: ``scale = max(|min|, |max|) / 127`` over all samples;
-* ``kl``: TensorRT's entropy calibration on a 2048-bin histogram of ``|x|``;
+* ``kl``: entropy calibration on a 2048-bin histogram of ``|x|`` (TensorRT's, with
+  exact zeros set apart and clipped mass charged: :mod:`~tengine_host.quant.thresholds`);
 * ``percentile``: the 99.99th percentile of ``|x|`` on the same histogram.
 
 Histogram algorithms run the samples twice (ranges first, then histograms).
@@ -12,6 +13,7 @@ The DLA's scale rules (:mod:`tengine_host.quant.rules`) are applied last.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sized
 
 import numpy as np
@@ -29,6 +31,34 @@ from tengine_host.quant.thresholds import (
 )
 
 ALGORITHMS = ("minmax", "kl", "percentile")
+
+#: a histogram method whose threshold clips more than this share of a tensor's
+#: values warns (min-max clips none; a sound KL threshold clips well under 0.1%)
+CLIP_WARN = 0.01
+
+
+class CalibrationWarning(UserWarning):
+    """Thresholds that clip far more than min-max would: accuracy may suffer."""
+
+
+def _check_finite(sample: int, name: str, v: np.ndarray, what: str) -> None:
+    if not np.all(np.isfinite(v)):
+        bad = int(np.count_nonzero(~np.isfinite(v)))
+        raise ValueError(f"calibration sample {sample}: {what} {name!r} has {bad} NaN/Inf "
+                         f"value(s) of {np.size(v)}; calibration needs finite values")
+
+
+def _warn_clipping(algorithm: str, clipped: dict[str, tuple[float, float]]) -> None:
+    """One warning naming the tensors whose threshold clips more than CLIP_WARN."""
+    heavy = sorted(((f, r, n) for n, (f, r) in clipped.items() if f > CLIP_WARN), reverse=True)
+    if not heavy:
+        return
+    worst = ", ".join(f"{n} ({f:.1%}, threshold {r:.2f}x the range)" for f, r, n in heavy[:5])
+    warnings.warn(CalibrationWarning(
+        f"{algorithm} thresholds clip more than {CLIP_WARN:.0%} of the values of {len(heavy)} "
+        f"tensor(s), where min-max clips none: {worst}"
+        + (" ..." if len(heavy) > 5 else "") + "; compare accuracy with -a minmax"),
+        stacklevel=3)
 
 
 def _activations(graph: Graph, values: Mapping[str, np.ndarray]):
@@ -66,6 +96,8 @@ def calibrate(graph: Graph, samples: Iterable[Mapping[str, np.ndarray]], *,
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"calibration algorithm {algorithm!r} not in {', '.join(ALGORITHMS)}")
+    if algorithm == "percentile" and not 0 < percentile <= 100:
+        raise ValueError(f"percentile {percentile} must be in (0, 100]")
     samples = samples if isinstance(samples, Sized) else list(samples)
     if len(samples) == 0:
         raise ValueError("calibration needs at least one input sample")
@@ -73,11 +105,17 @@ def calibrate(graph: Graph, samples: Iterable[Mapping[str, np.ndarray]], *,
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     with progress_bar(len(samples) * passes, "calibrate",
-                     enabled=progress) as bar:
-        for feeds in samples:
+                      enabled=progress) as bar:
+        for i, feeds in enumerate(samples):
+            for name, v in feeds.items():
+                if np.issubdtype(np.asarray(v).dtype, np.floating):
+                    _check_finite(i, name, v, "input")
             for name, v in _activations(graph, interpret(graph, feeds, keep_all=True)):
-                lo[name] = min(lo.get(name, np.inf), float(np.min(v)))
-                hi[name] = max(hi.get(name, -np.inf), float(np.max(v)))
+                lo_v, hi_v = float(np.min(v)), float(np.max(v))
+                if not (np.isfinite(lo_v) and np.isfinite(hi_v)):
+                    _check_finite(i, name, v, "tensor")
+                lo[name] = min(lo.get(name, np.inf), lo_v)
+                hi[name] = max(hi.get(name, -np.inf), hi_v)
             bar.update()
         table = QuantTable({name: entry(lo[name], hi[name]) for name in lo})
         if algorithm != "minmax":
@@ -86,8 +124,11 @@ def calibrate(graph: Graph, samples: Iterable[Mapping[str, np.ndarray]], *,
                 for name, v in _activations(graph, interpret(graph, feeds, keep_all=True)):
                     hists[name].add(v)
                 bar.update()
+            clipped = {}
             for name, h in hists.items():
                 t = kl_threshold(h) if algorithm == "kl" else percentile_threshold(h, percentile)
                 if t > 0:
                     table[name]["scale"] = t / 127.0
+                    clipped[name] = (h.clipped_fraction(t), t / h.amax)
+            _warn_clipping(algorithm, clipped)
     return apply_dla_rules(graph, table) if dla_rules else table

@@ -3,6 +3,30 @@
 Both see the activation through a histogram of absolute values over
 ``[0, amax]`` with :data:`BINS` bins, accumulated over every calibration
 sample (:class:`AbsHistogram`).  The int8 scale is then ``threshold / 127``.
+
+Why TensorRT's entropy calibration, taken literally, ruins real networks
+(measured on PaddleOCR's MobileNetV3 direction classifier with real text
+lines: scales 0.12-0.6x min-max, int8 top-1 at chance, 50%), and the two
+changes made here (the same network: 93.7% against fp32's 93.4%):
+
+1. **The spike at zero.**  Post-ReLU tensors hold 20-65% exact zeros and
+   softmax outputs mostly near-zero probabilities, all in bin 0.  The
+   candidate distribution Q merges ``i / 128`` bins into one level and
+   spreads the level's total evenly over them, so bin 0's spike is smeared
+   over its neighbours and KL charges about ``P(0) * log(i / 128)`` for it:
+   every threshold above the smallest candidates looks expensive, and the
+   threshold collapses to 6-20% of the range, clipping 5-10% of the values.
+   But bin 0 lies in the lowest level of every candidate (each level spans
+   at least one bin) and rounds to 0 at any of their scales, with an error
+   below one bin width: it says nothing about the threshold.  Exact zeros
+   are counted apart (:attr:`AbsHistogram.zeros`) and bin 0 is left out of KL.
+2. **Clipped mass.**  TensorRT renormalizes Q after dropping the outliers,
+   so the mass clipping removes is never charged.  On a tensor with no
+   values near 0 (HardSigmoid gates live in [0.15, 0.82]) the candidate just
+   above the smallest value keeps one non-empty bin: P and the renormalized
+   Q are the same single spike, KL is 0, and the threshold clips 99.9% of
+   the values.  Here Q keeps P's normalization, so the clipped mass is
+   missing from Q and costs what it should.
 """
 
 from __future__ import annotations
@@ -14,11 +38,26 @@ LEVELS = 128         # int8 magnitudes 0..127
 
 
 class AbsHistogram:
-    """A fixed-range histogram of ``|x|`` over ``[0, amax]`` with ``bins`` bins."""
+    """A fixed-range histogram of ``|x|`` over ``[0, amax]`` with ``bins`` bins; exact
+    zeros are counted in :attr:`zeros`, not in bin 0 (see the module docstring)."""
 
     def __init__(self, amax: float, bins: int = BINS) -> None:
         self.amax = float(amax)
         self.counts = np.zeros(bins, dtype=np.int64)
+        self.zeros = 0
+
+    @property
+    def total(self) -> int:
+        """Every value counted, zeros included."""
+        return int(self.counts.sum()) + self.zeros
+
+    def clipped_fraction(self, threshold: float) -> float:
+        """Share of the values whose ``|x|`` lies beyond ``threshold`` (to bin resolution:
+        the bins wholly above it)."""
+        if self.amax <= 0 or threshold >= self.amax or self.total == 0:
+            return 0.0
+        first = int(np.ceil(threshold / self.width))
+        return float(self.counts[first:].sum()) / self.total
 
     @property
     def width(self) -> float:
@@ -27,10 +66,12 @@ class AbsHistogram:
     def add(self, x: np.ndarray) -> None:
         """Count ``|x|``; values beyond ``amax`` land in the last bin."""
         a = np.abs(np.asarray(x, dtype=np.float64)).ravel()
+        nonzero = a[a != 0]
+        self.zeros += a.size - nonzero.size
         if self.amax <= 0:
-            self.counts[0] += a.size
+            self.counts[0] += nonzero.size
             return
-        idx = np.minimum((a / self.width).astype(np.int64), len(self.counts) - 1)
+        idx = np.minimum((nonzero / self.width).astype(np.int64), len(self.counts) - 1)
         self.counts += np.bincount(idx, minlength=len(self.counts))
 
 
@@ -50,39 +91,22 @@ def _expand(counts: np.ndarray, nonzero: np.ndarray, levels: int) -> np.ndarray:
     return np.where(nonzero, share[which], 0.0)
 
 
-def _smooth(p: np.ndarray, eps: float = 1e-4) -> np.ndarray:
-    """Give empty bins a tiny mass ``eps`` and renormalize (keeps KL finite)."""
-    if np.all(p > 0):
-        return p
-    p = np.where(p > 0, p, eps)
-    return p / p.sum()
-
-
-def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
-    """``sum p log(p/q)`` over ``p > 0`` of the normalized distributions (``q`` smoothed)."""
-    p = p / p.sum()
-    qs = q.sum()
-    if qs <= 0:
-        return float("inf")
-    q = _smooth(q / qs)
-    m = p > 0
-    return float(np.sum(p[m] * np.log(p[m] / q[m])))
-
-
-def kl_threshold(hist: AbsHistogram, levels: int = LEVELS) -> float:
-    """TensorRT's entropy calibration: the clip threshold minimizing KL(P || Q).
+def kl_threshold(hist: AbsHistogram, levels: int = LEVELS, eps: float = 1e-4) -> float:
+    """Entropy calibration: the clip threshold minimizing KL(P || Q).
 
     For every candidate ``i`` in ``levels .. bins``: P is the first ``i`` bins
     with the outliers beyond them added to bin ``i-1``; Q is those ``i`` bins
     (without the outliers) quantized to ``levels`` levels and expanded back
-    over P's non-empty bins, then smoothed where it has no mass.
-    The threshold is the upper edge of the best ``i``'s middle: ``(i + 0.5) * width``.
+    over P's non-empty bins.  Both are divided by the same total, so Q lacks
+    the clipped mass (TensorRT renormalizes Q; see the module docstring), and
+    a bin where P has mass and Q none gets ``eps / i``.  Exact zeros and bin 0
+    take no part.  The threshold is ``(i + 0.5) * width`` of the best ``i``.
     """
-    counts = hist.counts.astype(np.float64)
+    counts = hist.counts.astype(np.float64)      # a copy
+    counts[0] = 0.0                              # rounds to 0 at every candidate
     n = len(counts)
-    if hist.amax <= 0 or counts[1:].sum() == 0:
-        return hist.amax
-    if n <= levels:
+    total = counts.sum()
+    if hist.amax <= 0 or total == 0 or n <= levels:
         return hist.amax
     tail = np.cumsum(counts[::-1])[::-1]                 # tail[i] = counts[i:].sum()
     best_i, best_kl = n, float("inf")
@@ -90,10 +114,13 @@ def kl_threshold(hist: AbsHistogram, levels: int = LEVELS) -> float:
         p = counts[:i].copy()
         if i < n:
             p[i - 1] += tail[i]
-        if p.sum() == 0:
-            continue
         q = _expand(counts[:i], p > 0, levels)
-        kl = kl_divergence(p, q)
+        if q.sum() == 0:
+            continue
+        m = p > 0
+        pm = p[m] / total
+        qm = np.maximum(q[m] / total, eps / i)
+        kl = float(np.sum(pm * np.log(pm / qm)))
         if kl < best_kl:
             best_i, best_kl = i, kl
     return min((best_i + 0.5) * hist.width, hist.amax)
@@ -103,9 +130,9 @@ def percentile_threshold(hist: AbsHistogram, percentile: float = 99.99) -> float
     """The upper edge of the bin where the cumulative share of ``|x|`` reaches ``percentile``."""
     if not 0 < percentile <= 100:
         raise ValueError(f"percentile {percentile} must be in (0, 100]")
-    total = hist.counts.sum()
+    total = hist.total
     if hist.amax <= 0 or total == 0:
         return hist.amax
-    cum = np.cumsum(hist.counts)
+    cum = hist.zeros + np.cumsum(hist.counts)       # zeros lie below every threshold
     i = int(np.searchsorted(cum, total * percentile / 100.0))
     return min((i + 1) * hist.width, hist.amax)

@@ -49,17 +49,19 @@ def test_run_errors_are_reported_not_raised(tmp_path, capsys):
     assert "invalid choice: 'tpu' (choose from 'cpu', 'nvdla')" in capsys.readouterr().err
 
 
-def test_quantize_image_folder_needs_dims(tmp_path, capsys):
+def test_quantize_image_folder_dims_default_to_the_model_input(tmp_path, capsys):
     from PIL import Image
 
     Image.fromarray(np.full((8, 8), 128, np.uint8), "L").save(tmp_path / "a.png")
     out = tmp_path / "c.json"
-    assert main(["quantize", LENET, "-i", str(tmp_path), "-o", str(out)]) == 2
-    assert "needs -g C,H,W" in capsys.readouterr().err
-    assert main(["quantize", LENET, "-i", str(tmp_path), "-o", str(out), "-g", "1,8,8",
-                 "-s", "0.0625", "--no-progress"]) == 0
-    # one image of 128 * 1/16 = 8.0 everywhere
-    assert json.loads(out.read_text())["input"]["min"] == 8.0
+    for dims in ([], ["-g", "1,8,8"]):
+        out.unlink(missing_ok=True)
+        assert main(["quantize", LENET, "-i", str(tmp_path), "-o", str(out), *dims,
+                     "-s", "0.0625", "--no-progress"]) == 0
+        # one image of 128 * 1/16 = 8.0 everywhere
+        assert json.loads(out.read_text())["input"]["min"] == 8.0
+    assert main(["quantize", LENET, "-i", str(tmp_path), "-o", str(out), "-g", "1,9,9"]) == 2
+    assert "does not match input 'input'" in capsys.readouterr().err
 
 
 MNIST = str(Path(__file__).resolve().parents[3] / "tengine_host" / "models" / "lenet5_mnist.onnx")
@@ -161,10 +163,10 @@ def test_quantize_bad_calibration_inputs(tmp_path, capsys):
     cases = [
         (["-i", str(empty), "-g", "1,8,8"], "no images"),
         (["-i", str(broken), "-g", "1,8,8"], "cannot read image"),
-        (["-i", str(tmp_path / "t.npz")], "cannot read calibration file"),
+        (["-i", str(tmp_path / "t.npz")], "cannot read"),
         (["-i", str(tmp_path / "other.npz")], "missing model inputs ['input']"),
         (["-i", str(tmp_path / "nothing")], "does not exist"),
-        (["-i", str(empty), "-g", "1,8,8", "-y", "4,4"], "-y 4,4 must match -g H,W = 8,8"),
+        (["-i", str(empty), "-g", "1,8,8", "-y", "4,4"], "-y 4,4 must match the image H,W = 8,8"),
     ]
     for extra, message in cases:
         assert main(["quantize", LENET, "-o", out, "--no-progress", *extra]) == 2, extra

@@ -18,6 +18,6 @@ def test_min_max_over_samples_for_every_activation(capsys):
     table = calibrate(g, samples)
     assert table["x"] == {"scale": pytest.approx(5 / 127), "min": -3.0, "max": 5.0}
     assert table["y"] == {"scale": pytest.approx(5 / 127), "min": 0.0, "max": 5.0}
-    assert "calibrate [" in capsys.readouterr().err
+    assert capsys.readouterr().err == ""   # progress bars only on a terminal
     with pytest.raises(ValueError, match="at least one"):
         calibrate(g, [])
