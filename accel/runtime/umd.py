@@ -37,6 +37,8 @@ from accel.runtime.firmware import Firmware
 
 DRAM_BASE = 0x8000_0000
 MIN_ALIGN = 4096  # one page per memory, as the KMD's DMA buffers
+#: the most DLA memory a loadable may ask for: the 32-bit DMA address space above DRAM_BASE
+MAX_MEMORY = 1 << 31
 
 
 @dataclass
@@ -75,6 +77,11 @@ class Runtime:
         """Allocate every memory of ``loadable`` and fill the SET ones from blobs."""
         if not isinstance(loadable, Loadable):
             loadable = read_loadable(loadable)
+        total = sum(max(m.size, 1) + max(m.alignment, MIN_ALIGN) for m in loadable.memory_list)
+        if total > MAX_MEMORY:
+            raise RuntimeUsageError(f"the loadable asks for {total:,} bytes of DLA memory in "
+                                    f"{len(loadable.memory_list)} memories; at most "
+                                    f"{MAX_MEMORY:,} fit the DLA's address space")
         self.loadable = loadable
         self.mem_address = {}
         cursor = self.dram_base
@@ -85,16 +92,17 @@ class Runtime:
             self.backend.map_memory(cursor, max(mem.size, 1), f"mem{mem.id}")
             if mem.flags & MemoryFlags.SET:
                 if len(mem.offsets) not in (0, len(mem.contents)):
-                    raise ValueError(f"memory {mem.id}: {len(mem.contents)} contents but "
-                                     f"{len(mem.offsets)} offsets")
+                    raise RuntimeUsageError(f"memory {mem.id}: {len(mem.contents)} contents "
+                                            f"but {len(mem.offsets)} offsets")
                 for k, name in enumerate(mem.contents):
                     if not name:
                         continue
                     off = mem.offsets[k] if mem.offsets else 0
                     data = loadable.blob(name).data
                     if off + len(data) > mem.size:
-                        raise ValueError(f"blob {name!r} ({len(data)} bytes at offset {off}) "
-                                         f"overflows memory {mem.id} of {mem.size} bytes")
+                        raise RuntimeUsageError(
+                            f"blob {name!r} ({len(data)} bytes at offset {off}) overflows "
+                            f"memory {mem.id} of {mem.size} bytes")
                     self.backend.write_mem(cursor + off, data)
             cursor += mem.size
         self.firmware = Firmware(self.cfg, self.backend, self._interface_version(),

@@ -4,14 +4,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import struct
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 from accel.loadable.containers import decode_dep_graph, decode_op, decode_surface, op_name
 from accel.loadable.descriptors import NetworkDesc
 from accel.loadable.io import LoadableError, read_loadable
-from accel.loadable.model import BlobSubInterface, Interface, Loadable, MemoryFlags
+from accel.loadable.model import (
+    BlobSubInterface,
+    DataCategory,
+    DataFormat,
+    DataType,
+    EventOp,
+    Interface,
+    Loadable,
+    MemoryDomain,
+    MemoryFlags,
+    PixelFormat,
+)
 from accel.loadable.surfaces import INTERFACE_V12
+from opendla.errors import UsageError
+
+#: the errors a malformed loadable raises while its descriptors are decoded
+DECODE_ERRORS = (LoadableError, KeyError, ValueError, IndexError, struct.error)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -24,6 +41,14 @@ def add_parser(subparsers: Any) -> None:
 
 def _flags(v: int) -> str:
     return "|".join(f.name for f in MemoryFlags if f and v & f) or "NONE"
+
+
+def _name(enum: type[IntEnum], v: int) -> str:
+    """The enum member's name, or the number with a note when the schema has none."""
+    try:
+        return enum(v).name
+    except ValueError:
+        return f"{v} (not a {enum.__name__})"
 
 
 def _task_ops(ld: Loadable, task_address_list: list[int]) -> dict[str, Any] | None:
@@ -60,25 +85,37 @@ def describe(ld: Loadable, with_ops: bool = True) -> dict[str, Any]:
     """A JSON-able summary of ``ld``."""
     out: dict[str, Any] = {
         "version": list(ld.version),
-        "memories": [{"id": m.id, "flags": _flags(m.flags), "domain": m.domain, "size": m.size,
+        "memories": [{"id": m.id, "flags": _flags(m.flags),
+                      "domain": _name(MemoryDomain, m.domain), "size": m.size,
                       "alignment": m.alignment, "contents": m.contents, "offsets": m.offsets,
                       "bind_id": m.bind_id, "tensor_desc_id": m.tensor_desc_id}
                      for m in ld.memory_list],
         "addresses": [vars(a) for a in ld.address_list],
-        "blobs": [{"name": b.name, "size": b.size, "interface": b.interface,
-                   "sub_interface": b.sub_interface, "version": list(b.version)}
+        "blobs": [{"name": b.name, "size": b.size, "interface": _name(Interface, b.interface),
+                   "sub_interface": _name(BlobSubInterface, b.sub_interface),
+                   "version": list(b.version)}
                   for b in ld.blobs],
-        "tensors": [{**{k: v for k, v in vars(t).items()}} for t in ld.tensor_desc_list],
-        "events": [vars(e) for e in ld.event_list],
+        "tensors": [{**vars(t), "data_format": _name(DataFormat, t.data_format),
+                     "data_type": _name(DataType, t.data_type),
+                     "data_category": _name(DataCategory, t.data_category),
+                     "pixel_format": _name(PixelFormat, t.pixel_format)}
+                    for t in ld.tensor_desc_list],
+        "events": [{**vars(e), "op": _name(EventOp, e.op)} for e in ld.event_list],
         "submit": [vars(s) for s in ld.submit_list],
         "tasks": [],
     }
     for t in ld.task_list:
-        task: dict[str, Any] = {"id": t.id, "interface": t.interface, "instance": t.instance,
+        task: dict[str, Any] = {"id": t.id, "interface": _name(Interface, t.interface),
+                                "instance": t.instance,
                                 "address_list": t.address_list, "pre_actions": t.pre_actions,
                                 "post_actions": t.post_actions}
         if with_ops and t.interface == Interface.DLA1:
-            task["dla"] = _task_ops(ld, t.address_list)
+            try:
+                task["dla"] = _task_ops(ld, t.address_list)
+            except DECODE_ERRORS as exc:
+                msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+                raise LoadableError(f"task {t.id}: cannot decode its descriptors: {msg}") \
+                    from None
         out["tasks"].append(task)
     return out
 
@@ -92,24 +129,31 @@ def _fmt_struct(d: dict[str, Any]) -> str:
     return flat(d)
 
 
+def _shorten(names: list[str], keep: int = 4) -> str:
+    """The first ``keep`` names and how many more (``--json`` lists them all)."""
+    more = f", ... (+{len(names) - keep} more)" if len(names) > keep else ""
+    return ", ".join(names[:keep]) + more
+
+
 def _print_text(path: Path, d: dict[str, Any]) -> None:
     print(f"{path}: loadable {'.'.join(map(str, d['version']))}")
     print(f"memories ({len(d['memories'])}):")
     print(f"  {'id':>3} {'flags':<16} {'size':>8} {'bind':>4} {'tdesc':>5}  contents")
     for m in d["memories"]:
         print(f"  {m['id']:>3} {m['flags']:<16} {m['size']:>8} {m['bind_id']:>4} "
-              f"{m['tensor_desc_id']:>5}  {', '.join(c for c in m['contents'] if c)}")
+              f"{m['tensor_desc_id']:>5}  {_shorten([c for c in m['contents'] if c])}")
     print(f"blobs ({len(d['blobs'])}):")
     for b in d["blobs"]:
-        print(f"  {b['name']:<24} {b['size']:>8} B  if={b['interface']} "
-              f"sub={b['sub_interface']} v{'.'.join(map(str, b['version']))}")
+        print(f"  {b['name']:<24} {b['size']:>8} B  {b['interface']}/{b['sub_interface']} "
+              f"v{'.'.join(map(str, b['version']))}")
     print("tensors:")
     for t in d["tensors"]:
         print(f"  {t['id']} {t['name']} mem={t['mem_id']} {t['n']}x{t['c']}x{t['h']}x{t['w']} "
-              f"size={t['size']} fmt={t['pixel_format']} strides={t['strides'][:3]}")
+              f"{t['data_type']} {t['data_format']} {t['pixel_format']} size={t['size']} "
+              f"strides={t['strides'][:3]}")
     print(f"submit: {[s['task_id'] for s in d['submit']]}")
     for t in d["tasks"]:
-        print(f"task {t['id']}: interface={t['interface']} addresses={t['address_list']}")
+        print(f"task {t['id']}: {t['interface']} addresses={t['address_list']}")
         dla = t.get("dla")
         if not dla:
             continue
@@ -132,10 +176,9 @@ def _print_text(path: Path, d: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         ld = read_loadable(args.loadable.read_bytes())
+        d = describe(ld, with_ops=not args.no_ops)
     except (OSError, LoadableError) as exc:
-        print(f"opendla inspect: {exc}")
-        return 1
-    d = describe(ld, with_ops=not args.no_ops)
+        raise UsageError(f"{args.loadable}: {exc}") from None
     if args.json:
         print(json.dumps(d, indent=1, default=int))
     else:

@@ -338,8 +338,11 @@ def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
             return {n: np.concatenate([r[n] for r in runs]) for n in runs[0]}
 
         outputs, timing = timed(once, batch, args.repeat, args.warmup)
-    except (LoadableError, RuntimeFault, OSError) as exc:
-        raise UsageError(f"cannot run loadable {args.model!r}: {exc}") from None
+    except (LoadableError, RuntimeFault, OSError, KeyError, ValueError, IndexError,
+            OverflowError, MemoryError) as exc:
+        # a malformed loadable (descriptors, memory list, blobs) surfaces as any of these
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise UsageError(f"cannot run loadable {args.model!r}: {msg}") from None
     if args.save_outputs:
         save_outputs(args.save_outputs, outputs)
     summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
