@@ -14,7 +14,9 @@ run synthesis, place-and-route and packing.  Two deliberate options:
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from accel.config import HwConfig
@@ -31,9 +33,33 @@ from fpga.top import CmacSelfTest
 #: Name of the generated top (file names in the build directory derive from it).
 TOP_NAME = "top"
 
+#: The flow's stages, each with the file whose appearance ends it (amaranth's build script
+#: writes the yosys netlist, then nextpnr's placed design, then ecppack's bitstream).
+STAGES = (("synthesis (yosys)", f"{TOP_NAME}.json"),
+          ("place and route (nextpnr)", f"{TOP_NAME}.config"),
+          ("bitstream (ecppack)", f"{TOP_NAME}.bit"))
+
+
+class _StageWatcher(threading.Thread):
+    """Calls ``report(stage)`` as each stage of :data:`STAGES` starts, watching the
+    build directory for the file that ends the one before."""
+
+    def __init__(self, out: Path, report: Callable[[str], None], poll_s: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.out, self.report, self.poll_s = out, report, poll_s
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        for stage, product in STAGES:
+            self.report(stage)
+            while not (self.out / product).exists():
+                if self.done.wait(self.poll_s):
+                    return
+
 
 def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float = 100.0,
-          seed: int = 1, leds: int = 8) -> BuildReport:
+          seed: int = 1, leds: int = 8,
+          progress: Callable[[str], None] | None = None) -> BuildReport:
     """Synthesize, place, route and pack the CMAC self-test for ``board``.
 
     Parameters
@@ -51,6 +77,9 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
         nextpnr placement seed (Fmax varies a few percent between seeds).
     leds : int
         Board LEDs the checksum drives.
+    progress : callable, optional
+        Called with each stage's name as it starts (elaboration, then
+        :data:`STAGES`).
 
     Returns
     -------
@@ -59,12 +88,24 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     platform = get_board(board)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for _, product in STAGES:        # a rebuild must not see the last run's products
+        (out / product).unlink(missing_ok=True)
+    if progress is not None:
+        progress("elaboration (amaranth)")
     top = CmacSelfTest(cfg, target_hz=target_mhz * 1e6, leds=leds)
     start = time.perf_counter()
+    watcher = _StageWatcher(out, progress) if progress is not None else None
     with yowasp_env():
-        platform.build(top, name=TOP_NAME, build_dir=str(out), do_program=False,
-                       synth_opts="-dff",
-                       nextpnr_opts=f"--timing-allow-fail --seed {seed}")
+        plan = platform.prepare(top, name=TOP_NAME, synth_opts="-dff",
+                                nextpnr_opts=f"--timing-allow-fail --seed {seed}")
+        try:
+            if watcher is not None:
+                watcher.start()
+            plan.execute_local(str(out))
+        finally:
+            if watcher is not None:
+                watcher.done.set()
+                watcher.join()
     elapsed = time.perf_counter() - start
     report = read_report(out, board=board, cfg=cfg, target_mhz=target_mhz, build_s=elapsed)
     report.write(out)

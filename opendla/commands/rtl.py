@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from pathlib import Path
 
 from accel.config import DEFAULT_PRESET, PRESETS, HwConfig, get_preset
+from opendla.errors import CheckFailed, UsageError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     t = sub.add_parser("test", help="simulate the CMAC against the cmodel with cocotb")
     t.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
                    help=f"hardware configuration (default {DEFAULT_PRESET})")
-    t.add_argument("--simulator", default="icarus", help="cocotb simulator (default icarus)")
+    t.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"),
+                   help="cocotb simulator (default icarus)")
     t.add_argument("--seed", type=int, default=1, help="seed of the random stimulus")
     t.add_argument("-o", "--out", default=None,
                    help="build directory (default build/rtl/<preset>)")
@@ -33,6 +35,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = get_preset(args.preset)
     out = args.out or f"build/rtl/{cfg.name}"
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {out!r}: cannot create the output directory: {exc}") from None
     if args.rtl_command == "generate":
         return _generate(cfg, out, args.json)
     return _test(cfg, out, args)
@@ -58,15 +64,14 @@ def _test(cfg: HwConfig, out: str, args: argparse.Namespace) -> int:
     from accel.rtl.sim import SIMULATORS, SimulationFailed, run_cocotb
 
     if args.simulator not in SIMULATORS:
-        print(f"error: simulator {args.simulator!r} not in {', '.join(SIMULATORS)}",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"--simulator {args.simulator!r} not in {', '.join(SIMULATORS)}")
     try:
         summary = run_cocotb(cfg, out, simulator=args.simulator, seed=args.seed,
                              waves=args.waves)
-    except (SimulationFailed, FileNotFoundError) as err:
-        print(f"FAILED: {err}", file=sys.stderr)
-        return 1
+    except FileNotFoundError as err:
+        raise UsageError(f"--simulator {args.simulator}: {err}") from None
+    except SimulationFailed as err:
+        raise CheckFailed(f"the cocotb test failed: {err}") from None
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
