@@ -154,7 +154,7 @@ def _preset_of(trace_dir: Path, preset: str | None) -> str:
     name = trace_dir.parent.name
     if name not in PRESETS:
         raise ValueError(f"cannot tell the preset of {trace_dir}: parent directory {name!r} is "
-                         f"not in {', '.join(PRESETS)}; pass preset=")
+                         f"not in {', '.join(PRESETS)}; give --preset NAME")
     return name
 
 
@@ -321,12 +321,19 @@ def find_traces(paths: Iterable[str | Path]) -> list[Path]:
     """Trace directories: each path is a trace dir or a directory of trace dirs."""
     out = []
     for p in map(Path, paths):
+        if not p.exists():
+            raise FileNotFoundError(f"trace path {str(p)!r} does not exist")
         if not p.is_dir():
-            raise FileNotFoundError(f"trace path {p} is not a directory")
+            raise FileNotFoundError(f"trace path {str(p)!r} is not a directory (give a trace "
+                                    f"directory or a directory of them)")
         if any(p.glob("*.cfg")):
             out.append(p)
-        else:
-            out.extend(sorted(d for d in p.iterdir() if d.is_dir() and any(d.glob("*.cfg"))))
+            continue
+        found = sorted(d for d in p.iterdir() if d.is_dir() and any(d.glob("*.cfg")))
+        if not found:
+            raise FileNotFoundError(f"no trace under {str(p)!r}: neither it nor its "
+                                    f"sub-directories hold a .cfg file")
+        out.extend(found)
     return out
 
 

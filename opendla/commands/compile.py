@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+from accel.config import PRESETS
+from opendla.errors import UsageError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -26,7 +28,8 @@ def add_parser(subparsers: Any) -> None:
                    help="calibration table from 'opendla quantize' (JSON)")
     p.add_argument("-o", "--output-dir", default=".", type=Path,
                    help="directory for the .nvdla loadables (default: current directory)")
-    p.add_argument("--preset", default="nv_small", help="hardware configuration (default nv_small)")
+    p.add_argument("--preset", default="nv_small", choices=list(PRESETS),
+                   help="hardware configuration (default nv_small)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="shape of an input with dynamic dimensions (repeat per input)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -101,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
                              f"DLA needs: {shown}; re-run 'opendla quantize' on this model "
                              f"(the table must come from the same graph)")
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise UsageError(str(msg)) from None
 
     from accel.compiler import CompileError, compile_subgraph
 
@@ -120,12 +123,9 @@ def run(args: argparse.Namespace) -> int:
                             "activations_without_reuse": compiled.arena_without_reuse,
                             "layers": compiled.summary()})
     except CompileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     except OSError as exc:
-        print(f"error: cannot write loadables to {str(args.output_dir)!r}: {exc}",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"-o {str(args.output_dir)!r}: cannot write loadables: {exc}") from None
 
     if args.json:
         print(json.dumps({"model": args.model, "preset": cfg.name,

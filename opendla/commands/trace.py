@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import textwrap
 
 from accel.config import PRESETS
+from opendla.errors import CheckFailed, UsageError
 
 
 def add_parser(subparsers) -> None:
@@ -27,9 +28,12 @@ def add_parser(subparsers) -> None:
 
 
 def _row(res) -> str:
+    """The result line; a long reason or note continues, whole, on indented lines."""
     reason = res.reason or getattr(res, "note", "")
-    reason = reason if len(reason) <= 90 else reason[:87] + "..."
-    return f"{res.name:<46} {res.status:<5} {res.seconds:8.3f} {res.cycles:>10} {reason}"
+    head = f"{res.name:<46} {res.status:<5} {res.seconds:8.3f} {res.cycles:>10}"
+    if len(reason) <= 60:
+        return f"{head} {reason}".rstrip()
+    return head + "\n" + textwrap.indent(textwrap.fill(reason, 96), "    ")
 
 
 def _op_rows(res) -> list[str]:
@@ -51,8 +55,12 @@ def _op_json(op: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accel.cmod.trace import run_traces
+    from accel.cmod.trace import find_traces, run_traces
 
+    try:
+        traces = find_traces(args.paths)       # a path with no trace is an error, not a pass
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
     progress = None
     if not args.json:
         print(f"{'trace':<46} {'result':<5} {'seconds':>8} {'cycles':>10} reason/note")
@@ -63,11 +71,10 @@ def run(args: argparse.Namespace) -> int:
             if ops and res.stats:
                 print("\n".join(_op_rows(res)), flush=True)
     try:
-        results = run_traces(args.paths, preset=args.preset, progress=progress,
+        results = run_traces(traces, preset=args.preset, progress=progress,
                              strict=getattr(args, "strict", False))
     except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
     if args.json:
         print(json.dumps({"results": [
@@ -81,4 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{counts['pass']} passed"
               + (f" ({noted} with a note)" if noted else "")
               + f", {counts['fail']} failed, {counts['skip']} skipped in {total:.2f} s")
-    return 1 if counts["fail"] else 0
+    if counts["fail"]:
+        raise CheckFailed(f"{counts['fail']} trace(s) failed: "
+                          + ", ".join(r.name for r in results if r.status == "fail"))
+    return 0

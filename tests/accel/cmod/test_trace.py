@@ -11,6 +11,7 @@ import pytest
 
 from accel.cmod.trace import TraceError, parse_cfg, parse_dat, run_trace
 from opendla.commands import trace as trace_cmd
+from opendla.errors import CheckFailed
 from tests.conftest import shared_path
 
 PASS_THROUGH = """\
@@ -129,7 +130,8 @@ def test_cli_table_and_exit_code(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "t_0" in out and "pass" in out and "1 passed, 0 failed, 0 skipped" in out
     bad = _make(tmp_path / "b", PASS_THROUGH.format(crc="0x1"))
-    assert trace_cmd.run(argparse.Namespace(paths=[str(bad)], preset="nv_small", json=True)) == 1
+    with pytest.raises(CheckFailed, match="1 trace"):       # exit status 1 in opendla.cli
+        trace_cmd.run(argparse.Namespace(paths=[str(bad)], preset="nv_small", json=True))
     assert '"result": "fail"' in capsys.readouterr().out
 
 
