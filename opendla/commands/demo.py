@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from accel.config import PRESETS
+from opendla.errors import CheckFailed, UsageError
 
 MODEL = Path(__file__).resolve().parents[2] / "tengine_host" / "models" / "lenet5_digits.onnx"
 # The split of scripts/train_lenet_digits.py (not imported: it needs torch):
@@ -34,8 +36,8 @@ CLOCK_HZ = 100e6  # only to express the cycle estimate as a latency
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("demo", help="LeNet-5 digits: fp32 vs onnxruntime vs int8 NVDLA",
                               description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="nv_small",
-                   help="hardware preset (accel.config.PRESETS; default nv_small)")
+    p.add_argument("--preset", default="nv_small", choices=list(PRESETS),
+                   help="hardware preset (default nv_small)")
     p.add_argument("--limit", type=int, default=TEST_COUNT, metavar="N",
                    help=f"evaluate the first N held-out digits (default all {TEST_COUNT})")
     p.add_argument("--calib-samples", type=int, default=200, metavar="N",
@@ -256,13 +258,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = evaluate(args)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     print(json.dumps(summary, indent=1) if args.json else format_report(summary))
     if not summary["bit_exact"]:
         layers, n = summary["layers"], summary["images"]
         bad = [c["name"] for c in layers if c["bad_bytes"] or c["images"] != n]
-        print("error: " + (f"the DLA differs from the int8 CPU reference in {', '.join(bad)}"
-                           if bad else "no layer ran on the DLA"), file=sys.stderr)
-        return 1
+        raise CheckFailed(f"the DLA differs from the int8 CPU reference in {', '.join(bad)}"
+                          if bad else "no layer ran on the DLA")
     return 0

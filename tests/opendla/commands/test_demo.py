@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 from sklearn.datasets import load_digits
 
 from opendla.cli import main
@@ -96,8 +97,10 @@ def test_demo_reports_a_mismatch_and_fails(monkeypatch, capsys):
 
 
 def test_demo_bad_options(capsys):
-    assert main(["demo", "--preset", "nv_tiny", "--no-progress"]) == 2
-    assert "preset 'nv_tiny' not in nv_small, " in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:       # argparse lists the presets
+        main(["demo", "--preset", "nv_tiny", "--no-progress"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'nv_tiny' (choose from 'nv_small', " in capsys.readouterr().err
     assert main(["demo", "--limit", "0", "--no-progress"]) == 2
     assert "--limit 0 must be in 1..360" in capsys.readouterr().err
 
