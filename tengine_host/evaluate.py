@@ -53,6 +53,11 @@ class EvalSpec:
 _PREPARED: dict[str, tuple] = {}
 
 
+def prepared_models() -> int:
+    """How many models this process has prepared (a worker: one per distinct spec)."""
+    return len(_PREPARED)
+
+
 def _executors(spec: EvalSpec):
     """The prepared executors of ``spec`` in this process (built on first use)."""
     prepared = _PREPARED.get(spec.key)

@@ -139,6 +139,14 @@ def test_two_external_workers_and_a_local_cluster_agree_with_one_process(data, d
     _same(alone, local)
     assert main(["eval", LENET, *common, "--scheduler", dask_cluster, "--no-progress"]) == 0
     assert "2 workers" in capsys.readouterr().out
+    # 12 chunks twice over two workers: each prepared (compiled) the model at most once
+    from distributed import Client
+
+    from tengine_host.evaluate import prepared_models
+
+    with Client(dask_cluster, timeout="30s") as client:
+        counts = client.run(prepared_models)
+    assert len(counts) == 2 and set(counts.values()) <= {0, 1} and sum(counts.values()) >= 1
 
 
 def test_eval_errors(data, tmp_path, capsys):
