@@ -71,6 +71,21 @@ def add_image_options(p: argparse.ArgumentParser) -> None:
                    help="keep the aspect ratio and pad to ROWS,COLS (must match H,W)")
 
 
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    """``--input``, ``--image`` with the image options, and ``--input-shape``."""
+    p.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
+                   help="input arrays: .npy, or .npz with arrays named after the inputs "
+                        "(repeat per input; NAME= may be omitted for one input or an .npz); "
+                        "a batch runs sample by sample")
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="an image for a one-input model (repeat for a batch); see the "
+                        "preprocessing options")
+    add_image_options(p)
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="fix the shape of an input with dynamic dimensions the data does not "
+                        "fix (repeatable)")
+
+
 def image_dims(args: argparse.Namespace, shape: Sequence[int] | None) -> tuple[int, int, int]:
     """``-g`` or, without it, C,H,W of the model input ``shape`` ([1, C, H, W])."""
     if args.dims is not None:

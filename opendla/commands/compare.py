@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 
 from accel.config import DEFAULT_PRESET, PRESETS
-from opendla.commands._inputs import add_image_options
+from opendla.commands._inputs import add_input_options
 from opendla.errors import CheckFailed, UsageError
 
 
@@ -40,14 +40,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--calib", required=True, help="calibration table from 'opendla quantize'")
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
                    help=f"hardware configuration (default {DEFAULT_PRESET})")
-    p.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
-                   help="input arrays (.npy, or .npz named after the inputs); a batch compares "
-                        "every sample")
-    p.add_argument("--image", action="append", default=[], metavar="FILE",
-                   help="an image for a one-input model (repeatable)")
-    add_image_options(p)
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                   help="fix the shape of an input with dynamic dimensions (repeatable)")
+    add_input_options(p)
     p.add_argument("--plot", metavar="PNG", help="draw per-layer cosine and error to PNG")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

@@ -39,7 +39,7 @@ import numpy as np
 
 from accel.config import DEFAULT_PRESET, PRESETS
 from opendla.commands._inputs import (
-    add_image_options,
+    add_input_options,
     check_finite,
     image_dims,
     image_options,
@@ -64,15 +64,7 @@ def add_parser(subparsers) -> None:
                         "(default cpu)")
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
                    help=f"hardware configuration of the NVDLA (default {DEFAULT_PRESET})")
-    p.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
-                   help="input arrays: .npy, or .npz with arrays named after the inputs "
-                        "(repeat per input; NAME= may be omitted for one input or an .npz)")
-    p.add_argument("--image", action="append", default=[], metavar="FILE",
-                   help="an image for a one-input ONNX model (repeat for a batch); see the "
-                        "preprocessing options")
-    add_image_options(p)
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                   help="fix the shape of an input with dynamic dimensions (repeatable)")
+    add_input_options(p)
     p.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
                    help="CPU precision (int8 runs the DLA's ops through the int8 reference)")
     p.add_argument("--verify", action="store_true",
