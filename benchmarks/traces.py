@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         sec, res = _median_time(lambda t=t: run_trace(t), args.repeat)
         counts[res.preset][res.status] += 1
         rate = ""
-        macs = sum(s.get("mac_atoms", 0) for s in res.stats)
+        macs = sum(op.details.get("mac_atoms", 0) for op in res.stats)
         if macs:
             rate = f"{macs * get_preset(res.preset).mac_count / sec / 1e6:8.1f}"
         if res.status != "skip":

@@ -29,6 +29,7 @@ from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.glb import Glb
 from accel.cmod.perf import dma_cycles
+from accel.cmod.records import OpRecord
 from accel.config import HwConfig
 
 UNIT = "BDMA"
@@ -45,8 +46,8 @@ class Bdma:
         self.regs, self.dram, self.cfg, self.glb = regs, dram, cfg, glb
         self.queue: list[dict[str, int]] = []
 
-    def csb_write(self, name: str, value: int) -> dict | None:
-        """Act on a write already stored in the register file; a launch returns its stats."""
+    def csb_write(self, name: str, value: int) -> OpRecord | None:
+        """Act on a write already stored in the register file; a launch returns its record."""
         rec = None
         if not self.cfg.bdma:
             if name in ("CFG_OP", "CFG_LAUNCH0", "CFG_LAUNCH1") and value & 1:
@@ -79,12 +80,12 @@ class Bdma:
         value = ((FIFO_DEPTH - len(self.queue)) << slot.lsb) | ((not self.queue) << idle.lsb)
         self.regs.set_hw("STATUS", value)
 
-    def _launch(self, ops: list[dict[str, int]], group: int) -> dict:
+    def _launch(self, ops: list[dict[str, int]], group: int) -> OpRecord:
         moved = 0
         for i, op in enumerate(ops):
             moved += self._transfer(op, i)
-        return {"unit": "BDMA", "group": group, "transfers": len(ops), "bytes": moved,
-                "shape": (len(ops), moved), "cycles": dma_cycles(self.cfg, 2 * moved)}
+        return OpRecord("BDMA", dma_cycles(self.cfg, 2 * moved), (len(ops), moved),
+                        {"group": group, "transfers": len(ops), "bytes": moved})
 
     def _transfer(self, op: dict[str, int], index: int) -> int:
         for side in ("SRC", "DST"):

@@ -33,6 +33,7 @@ from accel.cmod.dram import Dram
 from accel.cmod.errors import UnsupportedError
 from accel.cmod.lut import LutRam, lookup_int, lut_config
 from accel.cmod.perf import cdp_cycles
+from accel.cmod.records import OpRecord
 from accel.config import HwConfig
 
 UNIT = "CDP"
@@ -63,8 +64,9 @@ def output_cvt(y: np.ndarray, offset: int, scale: int, shift: int
     return out, np.abs(floor - out) > 1
 
 
-def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam) -> dict:
-    """Execute one CDP operation; return a stats record."""
+def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam
+        ) -> OpRecord:
+    """Execute one CDP operation; return its record."""
     if g("D_DATA_FORMAT", "INPUT_DATA_TYPE") != 0 or rdma("D_DATA_FORMAT", "INPUT_DATA") != 0:
         raise UnsupportedError("CDP precision other than int8 is not modelled "
                                f"(CDP D_DATA_FORMAT={g('D_DATA_FORMAT'):#x}, CDP_RDMA "
@@ -99,6 +101,5 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam) -
                      ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
                      ("D_PERF_LUT_LO_HIT", "lo_hit")):
         regs.set_hw(reg, counts[key], grp)
-    return {"unit": "CDP", "shape": (c, h, w), "lut": counts,
-            "local_size": 2 * g("D_LRN_CFG", "NORMALZ_LEN") + 3,
-            "cycles": cdp_cycles(cfg, c_pad * h * w)}
+    return OpRecord("CDP", cdp_cycles(cfg, c_pad * h * w), (c, h, w),
+                    {"lut": counts, "local_size": 2 * g("D_LRN_CFG", "NORMALZ_LEN") + 3})

@@ -37,6 +37,7 @@ from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.glb import Glb
 from accel.cmod.lut import LutRam
 from accel.cmod.perf import conv_cycles
+from accel.cmod.records import OpRecord
 from accel.config import HwConfig
 from accel.regs import by_address, lookup
 
@@ -87,7 +88,7 @@ class Dla:
         self.glb = Glb(self.regs["NVDLA_GLB"])
         # the CBUF flush that follows reset has completed by the time software looks
         self.regs["NVDLA_CDMA"].set_hw("S_CBUF_FLUSH_STATUS", 1)
-        self.stats: list[dict] = []
+        self.stats: list[OpRecord] = []
         self.luts = {u: LutRam(u[6:]) for u in _LUT_UNITS}
         self.bdma = Bdma(self.regs["NVDLA_BDMA"], self.dram, cfg, self.glb)
         self.cbuf = cbuf_state.Cbuf()  # what the CBUF keeps between convolutions
@@ -232,8 +233,8 @@ class Dla:
             rec, streamed = self._run_conv(op.needs_rdma, op.plan)
         else:
             rec, streamed = self._run_sdp(op.needs_rdma, op.plan)
-        if rec.get("note") and rec["note"] not in self.notes:
-            self.notes.append(rec["note"])
+        if rec.note and rec.note not in self.notes:
+            self.notes.append(rec.note)
         if op.pdp_plan is not None:
             group = self.regs["NVDLA_PDP"].consumer
             self.stats.append(op.pdp_plan.execute(self.dram, self.cfg, streamed))
@@ -249,11 +250,12 @@ class Dla:
         return (self._exec("NVDLA_SDP"), self._exec("NVDLA_SDP_RDMA") if needs_rdma else None,
                 self.luts["NVDLA_SDP"])
 
-    def _finish_sdp(self, rec: dict, saturations: int) -> None:
+    def _finish_sdp(self, rec: OpRecord, saturations: int) -> None:
         regs = self.regs["NVDLA_SDP"]
         regs.set_hw("D_PERF_OUT_SATURATION", saturations, regs.consumer)
 
-    def _run_sdp(self, needs_rdma: bool, plan: sdp.SdpPlan) -> tuple[dict, np.ndarray | None]:
+    def _run_sdp(self, needs_rdma: bool, plan: sdp.SdpPlan
+                 ) -> tuple[OpRecord, np.ndarray | None]:
         """An SDP op reading its input from memory."""
         group = self.regs["NVDLA_SDP"].consumer
         rec, streamed, sat = plan.execute(self.dram, self.cfg,
@@ -325,7 +327,8 @@ class Dla:
         self._matrices[key] = (raw, m)
         return m
 
-    def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan) -> tuple[dict, np.ndarray | None]:
+    def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan
+                  ) -> tuple[OpRecord, np.ndarray | None]:
         units = CONV_UNITS + self._sdp_units(needs_rdma)
         geo, use = plan.geo, plan.use
         kept_data = self.cbuf.reused_data(use)
@@ -356,15 +359,15 @@ class Dla:
         # the CDMA fetches nothing it reuses; weights it fetches are WEIGHT_BYTES long
         cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), plan.kernel,
                                     0 if kept_data is not None else in_bytes,
-                                    0 if kept_w is not None else use.weight_bytes, rec["cycles"])
+                                    0 if kept_w is not None else use.weight_bytes, rec.cycles)
         if note and note not in self.notes:
             self.notes.append(note)
-        self.stats.append({"unit": "CONV", "shape": {"in": in_shape, "kernel": plan.kernel,
-                                                     "out": (geo.k, geo.out_h, geo.out_w)},
-                           "mac_atoms": atoms, "cacc_saturations": sat, "cycles": cycles,
-                           "cbuf": _cbuf_record(use, kept_data is not None, kept_w is not None,
-                                                note),
-                           "sdp": rec})  # the fused SDP runs in the same pipeline
+        self.stats.append(OpRecord(
+            "CONV", cycles, {"in": in_shape, "kernel": plan.kernel,
+                             "out": (geo.k, geo.out_h, geo.out_w)},
+            {"mac_atoms": atoms, "cacc_saturations": sat,
+             "cbuf": _cbuf_record(use, kept_data is not None, kept_w is not None, note)},
+            sdp=rec))  # the fused SDP runs in the same pipeline
         self._complete(list(units), [("CDMA_DAT", groups["NVDLA_CDMA"]),
                                      ("CDMA_WT", groups["NVDLA_CDMA"]),
                                      ("CACC", groups["NVDLA_CACC"]),

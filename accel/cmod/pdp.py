@@ -36,6 +36,7 @@ from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.perf import pdp_cycles
+from accel.cmod.records import OpRecord
 from accel.config import HwConfig
 from accel.regs import lookup
 
@@ -172,7 +173,8 @@ class PdpPlan:
     dst: tuple[int, int, int]
     cycles: int
 
-    def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None) -> dict:
+    def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None
+                ) -> OpRecord:
         """Pool (``x_in``: the SDP's output on the fly) and write; return the record."""
         a, c_pad, h, w = cfg.atom_size, self.c_pad, self.h, self.w
         if self.src is not None:
@@ -194,9 +196,10 @@ class PdpPlan:
                                                 self.pad_values, self.recip)
         base, line, surf = self.dst
         write_int8_cube(dram, base, saturate(out, 8), a, line, surf, "PDP_WDMA")
-        return {"unit": "PDP", "shape": {"in": (self.c, h, w), "out": (self.c, self.oh, self.ow)},
-                "method": ("avg", "max", "min")[self.method], "splits": len(self.splits),
-                "cycles": self.cycles}
+        return OpRecord("PDP", self.cycles,
+                        {"in": (self.c, h, w), "out": (self.c, self.oh, self.ow)},
+                        {"method": ("avg", "max", "min")[self.method],
+                         "splits": len(self.splits)})
 
 
 def decode(g: GroupView, rdma: GroupView, cfg: HwConfig, fed: bool) -> PdpPlan:

@@ -58,6 +58,7 @@ from accel.cmod.csb import GroupView
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.perf import rubik_cycles
+from accel.cmod.records import OpRecord
 from accel.config import HwConfig
 
 UNIT = "RUBIK"
@@ -94,8 +95,8 @@ def check_supported(g: GroupView, cfg: HwConfig) -> tuple[str, int]:
     return mode, PRECISIONS[prec][1]
 
 
-def run(g: GroupView, dram: Dram, cfg: HwConfig) -> dict:
-    """Execute the operation of register group ``g``; return its stats record."""
+def run(g: GroupView, dram: Dram, cfg: HwConfig) -> OpRecord:
+    """Execute the operation of register group ``g``; return its record."""
     mode, esize = check_supported(g, cfg)
     w = g("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
     h = g("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
@@ -109,9 +110,9 @@ def run(g: GroupView, dram: Dram, cfg: HwConfig) -> dict:
         shape, read_bytes, write_bytes = _split(g, dram, src, dst, w, h, per_atom, esize)
     else:
         shape, read_bytes, write_bytes = _merge(g, dram, src, dst, w, h, per_atom, esize)
-    return {"unit": "RUBIK", "mode": mode, "group": g.group, "precision": esize,
-            "shape": shape, "bytes": {"read": read_bytes, "write": write_bytes},
-            "cycles": rubik_cycles(cfg, read_bytes, write_bytes)}
+    return OpRecord("RUBIK", rubik_cycles(cfg, read_bytes, write_bytes), shape,
+                    {"mode": mode, "group": g.group, "precision": esize,
+                     "bytes": {"read": read_bytes, "write": write_bytes}})
 
 
 def _contract(g: GroupView, dram: Dram, src: int, dst: int, w: int, h: int,

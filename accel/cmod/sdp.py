@@ -39,6 +39,7 @@ from accel.cmod.cube import cube_offsets, padded_channels, read_int8_cube, write
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.perf import sdp_cycles
+from accel.cmod.records import OpRecord
 from accel.config import HwConfig
 
 UNIT = "SDP"
@@ -288,7 +289,7 @@ class SdpPlan:
     note: str
 
     def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None,
-                y_group: tuple | None = None) -> tuple[dict, np.ndarray | None, int]:
+                y_group: tuple | None = None) -> tuple[OpRecord, np.ndarray | None, int]:
         """Run the op: ``(record, output streamed to PDP or None, saturations)``.
 
         ``x_in`` (on the fly: the CACC result, int64) becomes the op's own and is
@@ -313,13 +314,12 @@ class SdpPlan:
                     alu_op, shifted = operands.alu_shifted(dram, st.alu_shift), True
                 mul_op = got.get(sdp_rdma.USE_MUL, mul_op) if st.mul_src_mem else mul_op
             x = x_stage(x, st, alu_op, mul_op, inplace=True, alu_shifted=shifted)
-        rec = {"unit": "SDP", "shape": (self.c, h, w), "flying": x_in is not None,
-               "cycles": self.cycles}
+        rec = OpRecord("SDP", self.cycles, (self.c, h, w), {"flying": x_in is not None})
         if self.y_stage:
             g, rdma, lut = y_group
             x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut)
             if lut_counts is not None:
-                rec["lut"] = lut_counts
+                rec.details["lut"] = lut_counts
                 if self.lut_perf:
                     for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
                                      ("D_PERF_LUT_HYBRID", "hybrid"),
@@ -328,7 +328,7 @@ class SdpPlan:
                         g.regs.set_hw(reg, lut_counts[key], g.group)
         out, saturations = convert_inplace(x, *self.cvt, self.c)
         if self.note:
-            rec["note"] = self.note
+            rec.note = self.note
         if self.to_pdp:  # streamed to PDP, not written
             return rec, out, saturations
         base, line, surf = self.dst

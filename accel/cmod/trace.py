@@ -30,6 +30,7 @@ from accel.cmod.dla import Dla
 from accel.cmod.dram import Dram, DramAccessError
 from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.glb import status_bit
+from accel.cmod.records import OpRecord
 from accel.config import PRESETS, HwConfig, get_preset
 from accel.regs import UnknownRegisterError, lookup
 
@@ -74,7 +75,7 @@ class TraceResult:
     reason: str = ""
     seconds: float = 0.0
     cycles: int = 0
-    stats: list = field(default_factory=list)
+    stats: list[OpRecord] = field(default_factory=list)   # every operation run
     note: str = ""
 
 
@@ -311,7 +312,7 @@ def run_trace(path: str | Path, preset: str | None = None,
         result.reason = f"{type(exc).__name__}: {exc}"
     if dla is not None:
         result.stats = dla.stats
-        result.cycles = int(sum(s.get("cycles", 0) for s in dla.stats))
+        result.cycles = int(sum(op.cycles for op in dla.stats))
         result.note = "; ".join(dla.notes)
     result.seconds = time.perf_counter() - t0
     return result

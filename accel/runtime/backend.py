@@ -46,8 +46,9 @@ class Backend(Protocol):
 
     @property
     def stats(self) -> list[Any]:
-        """Per-operation records (unit, cycles, ...) in execution order, since the last
-        :meth:`reset_stats` (the runtime resets them at each submit)."""
+        """:class:`~accel.cmod.records.OpRecord` of each operation (unit, cycles, shape,
+        details) in execution order, since the last :meth:`reset_stats` (the runtime
+        resets them at each submit)."""
 
     def reset_stats(self) -> None:
         """Forget the operation records (nothing accumulates across inferences)."""

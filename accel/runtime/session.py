@@ -121,8 +121,7 @@ class LoadableSession:
     @property
     def cycles(self) -> int:
         """The cmodel's cycle estimate of the last run (0 on backends without one)."""
-        return sum(int(s.get("cycles", 0))
-                   for s in self.runtime.backend.stats)
+        return sum(op.cycles for op in self.runtime.backend.stats)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One inference: ``feeds`` maps every input name to an int8 ``[1, C, H, W]``

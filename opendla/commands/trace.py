@@ -39,19 +39,11 @@ def _row(res) -> str:
 def _op_rows(res) -> list[str]:
     rows = []
     for op in res.stats:
-        shape = op.get("shape", "")
-        extra = {k: op[k] for k in ("mac_atoms", "method", "splits", "local_size", "lut")
-                 if k in op}
-        rows.append(f"    {op['unit']:<5} shape={shape} cycles={op['cycles']}"
+        extra = {k: op.details[k] for k in ("mac_atoms", "method", "splits", "local_size", "lut")
+                 if k in op.details}
+        rows.append(f"    {op.unit:<5} shape={op.shape} cycles={op.cycles}"
                     + "".join(f" {k}={v}" for k, v in extra.items()))
     return rows
-
-
-def _op_json(op: dict) -> dict:
-    out = {k: v for k, v in op.items() if k not in ("to_pdp", "sdp")}
-    if "sdp" in op:
-        out["sdp"] = _op_json(op["sdp"])
-    return json.loads(json.dumps(out, default=str))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"results": [
             {"name": r.name, "path": r.path, "preset": r.preset, "result": r.status,
              "reason": r.reason, "note": r.note, "seconds": round(r.seconds, 4), "cycles": r.cycles,
-             "ops": [_op_json(op) for op in r.stats]}
+             "ops": [op.as_dict() for op in r.stats]}
             for r in results], "summary": counts}, indent=2))
     else:
         total = sum(r.seconds for r in results)

@@ -122,7 +122,7 @@ class NvdlaDevice:
         outs = {t.name: dequantize(unpack_feature(rt.read_output(t.name), t.layout),
                                    t.scale).reshape(t.host_shape)
                 for t in compiled.outputs}
-        prepared.cycles = sum(int(s.get("cycles", 0)) for s in rt.backend.stats)
+        prepared.cycles = sum(op.cycles for op in rt.backend.stats)
         return outs
 
     def _read(self, prepared: NvdlaPrepared, name: str) -> np.ndarray:

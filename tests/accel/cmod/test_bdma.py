@@ -75,9 +75,9 @@ def test_two_transfers_with_line_and_surface_repeats_then_launch_group0():
     status = dla.read_reg("NVDLA_BDMA.STATUS_0")
     assert status & 0xFF == 20 and status >> 8 & 1  # FIFO empty, idle
     rec = dla.stats[-1]
-    assert (rec["unit"], rec["group"], rec["transfers"], rec["bytes"]) == ("BDMA", 0, 2,
-                                                                          64 * 3 * 2 + 32)
-    assert rec["cycles"] == -(-2 * rec["bytes"] // 64)  # read + write over a 512-bit bus
+    assert (rec.unit, rec.details["group"], rec.details["transfers"],
+            rec.details["bytes"]) == ("BDMA", 0, 2, 64 * 3 * 2 + 32)
+    assert rec.cycles == -(-2 * rec.details["bytes"] // 64)  # read + write over a 512-bit bus
 
 
 def test_group1_runs_only_transfers_queued_since_the_last_launch_in_order():
@@ -93,7 +93,7 @@ def test_group1_runs_only_transfers_queued_since_the_last_launch_in_order():
     assert out[:32].tolist() == list(range(32, 64))
     assert out[64:96].tolist() == list(range(32, 64))
     assert dla.read_reg("NVDLA_GLB.S_INTR_STATUS_0") == BDMA1
-    assert [r["transfers"] for r in dla.stats] == [1, 2]
+    assert [r.details["transfers"] for r in dla.stats] == [1, 2]
 
 
 def test_masked_interrupt_is_not_raised():

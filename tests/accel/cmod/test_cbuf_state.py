@@ -78,7 +78,7 @@ def _conv(dla: Dla, *, c=8, h=2, w=3, k=8, x=X1, wt=W1, misc=0, banks=(1, 1), en
     n = len(dla.stats)
     for u in UNITS[::-1]:                            # CDMA last starts the pipeline
         wr(f"NVDLA_{u}.D_OP_ENABLE_0", 1)
-    assert len(dla.stats) == n + 1 and dla.stats[-1]["unit"] == "CONV"
+    assert len(dla.stats) == n + 1 and dla.stats[-1].unit == "CONV"
     return dla.stats[-1]
 
 
@@ -102,7 +102,7 @@ def test_legal_conv_runs_and_records_its_cbuf_use():
     dla = _dla({X1: XA, W1: WA})
     rec = _conv(dla)
     assert np.array_equal(_out(dla), _ref(XA, WA))
-    assert rec["cbuf"] == {"data_banks": 1, "weight_banks": 1, "data": "fetched",
+    assert rec.details["cbuf"] == {"data_banks": 1, "weight_banks": 1, "data": "fetched",
                            "weights": "fetched", "kept": []}
 
 
@@ -167,7 +167,7 @@ def test_weight_banks_hold_at_least_one_kernel_group():
     dla = _dla({X1: x, W1: wt})
     kw = dict(c=1024, h=1, w=1, k=16, banks=(1, 2))   # a row is 128 entries
     rec = _conv(dla, **kw)                             # 16 kernels (4 banks) stream through 2
-    assert rec["cbuf"]["weights"] == "streamed"
+    assert rec.details["cbuf"]["weights"] == "streamed"
     raw = dla.dram.read(OUT, 16).view(np.int8)  # two surfaces of 8 kernels, 1 pixel each
     assert np.array_equal(raw, _ref(x, wt)[:, 0, 0])
     with pytest.raises(ConfigError, match=r"WEIGHT_BANK\+1 = 1 banks cannot hold one kernel "
@@ -184,7 +184,7 @@ def test_kept_weights_must_fit_their_banks():
                                           r"the weights, but 16 kernels x 1024 bytes need 4 "
                                           r"banks and stream through WEIGHT_BANK\+1 = 2"):
         _conv(dla, **kw, banks=(1, 2), misc=KEEP_WEIGHTS)
-    assert _conv(dla, **kw, banks=(1, 4), misc=KEEP_WEIGHTS)["cbuf"]["kept"] == ["weights"]
+    assert _conv(dla, **kw, banks=(1, 4), misc=KEEP_WEIGHTS).details["cbuf"]["kept"] == ["weights"]
 
 
 def _trace_regs(preset: str, name: str) -> list[tuple[str, int]]:
@@ -234,9 +234,9 @@ def test_cbuf_registers_of_traces_without_data_pass_the_checks(preset, name):
 # --------------------------------------------------------------------- reuse
 def test_kept_weights_are_used_instead_of_memory():
     dla = _dla({X1: XA, X2: XB, W1: WA, W2: WB})
-    assert _conv(dla, misc=KEEP_WEIGHTS)["cbuf"]["kept"] == ["weights"]
+    assert _conv(dla, misc=KEEP_WEIGHTS).details["cbuf"]["kept"] == ["weights"]
     rec = _conv(dla, x=X2, wt=W2, misc=REUSE_WEIGHTS)     # memory at W2 holds other weights
-    assert rec["cbuf"]["weights"] == "reused"
+    assert rec.details["cbuf"]["weights"] == "reused"
     assert np.array_equal(_out(dla), _ref(XB, WA))        # the CBUF's (WA), not memory's
     assert not np.array_equal(_ref(XB, WA), _ref(XB, WB))
     with pytest.raises(ConfigError, match="WEIGHT_REUSE=1 but no weights are kept"):
@@ -278,16 +278,16 @@ def test_a_changed_data_bank_refetches_the_weights_as_the_hardware_does():
     dla = _dla({X1: XA, W1: WA, W2: WB})
     _conv(dla, misc=KEEP_WEIGHTS)
     rec = _conv(dla, wt=W2, misc=REUSE_WEIGHTS, banks=(2, 1))
-    assert rec["cbuf"]["weights"] == "fetched"
-    assert "DATA_BANK+1 changed 1 -> 2" in rec["cbuf"]["note"]
+    assert rec.details["cbuf"]["weights"] == "fetched"
+    assert "DATA_BANK+1 changed 1 -> 2" in rec.details["cbuf"]["note"]
     assert np.array_equal(_out(dla), _ref(XA, WB))        # fetched from memory again
 
 
 def test_kept_input_is_used_instead_of_memory():
     dla = _dla({X1: XA, X2: XB, W1: WA, W2: WB})
-    assert _conv(dla, misc=KEEP_DATA)["cbuf"]["kept"] == ["data"]
+    assert _conv(dla, misc=KEEP_DATA).details["cbuf"]["kept"] == ["data"]
     rec = _conv(dla, x=X2, wt=W2, misc=REUSE_DATA)
-    assert rec["cbuf"]["data"] == "reused"
+    assert rec.details["cbuf"]["data"] == "reused"
     assert np.array_equal(_out(dla), _ref(XA, WB))        # the CBUF's input (XA)
     with pytest.raises(ConfigError, match=r"CDMA.D_MISC_CFG = 0x10000: DATA_REUSE=1 but no input "
                                           r"is kept"):
@@ -342,7 +342,7 @@ def test_non_conv_ops_leave_the_kept_weights_alone():
     wr("NVDLA_SDP.D_CVT_SCALE_0", 1)
     wr("NVDLA_SDP.D_OP_ENABLE_0", 1)
     wr("NVDLA_SDP_RDMA.D_OP_ENABLE_0", 1)
-    assert dla.stats[-1]["unit"] == "SDP" and np.array_equal(_out(dla), XB)
+    assert dla.stats[-1].unit == "SDP" and np.array_equal(_out(dla), XB)
     _conv(dla, x=X2, wt=W2, misc=REUSE_WEIGHTS)
     assert np.array_equal(_out(dla), _ref(XB, WA))
 
@@ -355,9 +355,9 @@ def test_cycle_estimate_of_reused_weights_has_no_weight_dma():
     dla = _dla({X1: x, W1: wt})
     kw = dict(c=1024, h=1, w=1, k=16, banks=(1, 4))
     first = _conv(dla, **kw, misc=KEEP_WEIGHTS)
-    assert (first["mac_atoms"], first["cycles"]) == (256, 2048 + 128)
+    assert (first.details["mac_atoms"], first.cycles) == (256, 2048 + 128)
     reused = _conv(dla, **kw, misc=REUSE_WEIGHTS)
-    assert (reused["cbuf"]["weights"], reused["cycles"]) == ("reused", 256)
+    assert (reused.details["cbuf"]["weights"], reused.cycles) == ("reused", 256)
     kept_data = _conv(dla, **kw, misc=KEEP_DATA)
-    assert kept_data["cycles"] == 2048 + 128
-    assert _conv(dla, **kw, misc=REUSE_DATA)["cycles"] == 2048   # weights only
+    assert kept_data.cycles == 2048 + 128
+    assert _conv(dla, **kw, misc=REUSE_DATA).cycles == 2048   # weights only

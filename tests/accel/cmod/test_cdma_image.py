@@ -250,8 +250,8 @@ def test_mean_cvt_1x1_conv_on_4x3_a8b8g8r8(preset):
                     acc += v * int(wt[k, c, 0, 0])
                 want[k, y, x] = _sat(acc, 8)
     assert np.array_equal(out, want)
-    conv = next(s for s in dla.stats if s["unit"] == "CONV")
-    assert conv["shape"]["in"] == (4, h, w) and conv["shape"]["kernel"] == (2, 4, 1, 1)
+    conv = next(s for s in dla.stats if s.unit == "CONV")
+    assert conv.shape["in"] == (4, h, w) and conv.shape["kernel"] == (2, 4, 1, 1)
 
 
 def test_x_offset_padding_stride_and_pre_extended_3x2_kernel():

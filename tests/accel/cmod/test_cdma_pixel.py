@@ -114,8 +114,8 @@ def test_new_format_channels_through_the_converter_on_nv_full(name, sign):
             chans = _channels(name, pix[y][x])
             want = [_cvt(v, bool(sign), mean[i], scale, trunc) for i, v in enumerate(chans)]
             assert out[:, y, x].tolist() == want, (name, y, x)
-    conv = next(s for s in dla.stats if s["unit"] == "CONV")
-    assert conv["shape"]["in"] == (c, h, w)
+    conv = next(s for s in dla.stats if s.unit == "CONV")
+    assert conv.shape["in"] == (c, h, w)
 
 
 def test_packed_10bit_by_hand():

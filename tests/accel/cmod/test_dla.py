@@ -160,8 +160,8 @@ def test_conv_bias_relu_matches_plain_reference(preset):
         dla.write_reg(f"NVDLA_{unit}.D_OP_ENABLE_0", 1)
         assert not dla.stats, f"ran before CDMA was enabled (after {unit})"
     dla.write_reg("NVDLA_CDMA.D_OP_ENABLE_0", 1)
-    assert [s["unit"] for s in dla.stats] == ["CONV"]
-    assert dla.stats[0]["sdp"]["flying"]
+    assert [s.unit for s in dla.stats] == ["CONV"]
+    assert dla.stats[0].sdp.details["flying"]
 
     expect = _reference(x, wt, bias, p)
     raw = dram.read(OUT, -(-k // a) * osurf).view(np.int8)

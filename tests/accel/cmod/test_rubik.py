@@ -87,10 +87,10 @@ def test_split_10_channel_3x2_cube_into_planes():
     assert _mem(dla, DST + 7 * planar + out_line, 4).tolist() == [117, 118, 119, 0]
     assert dla.read_reg("NVDLA_GLB.S_INTR_STATUS_0") == RBK0
     rec = dla.stats[-1]
-    assert (rec["unit"], rec["mode"], rec["shape"]["out"]) == ("RUBIK", "SPLIT", (10, 2, 3))
+    assert (rec.unit, rec.details["mode"], rec.shape["out"]) == ("RUBIK", "SPLIT", (10, 2, 3))
     # reads 1 surface x 2 lines x 3 atoms, writes 10 planes x 2 lines x 32 B; 64 B/cycle
-    assert rec["bytes"] == {"read": 192, "write": 640}
-    assert rec["cycles"] == -(-(192 + 640) // 64)
+    assert rec.details["bytes"] == {"read": 192, "write": 640}
+    assert rec.cycles == -(-(192 + 640) // 64)
 
 
 def _feature_cube_bytes(vals, line, surf, esize, size):
@@ -133,7 +133,7 @@ def test_split_then_merge_round_trips_int16_over_two_surfaces():
     assert _mem(dla, SRC, 2 * surf).tobytes() == bytes(
         _feature_cube_bytes(vals, line, surf, 2, 2 * surf))
     assert dla.read_reg("NVDLA_GLB.S_INTR_STATUS_0") == RBK0 | RBK1
-    assert [r["mode"] for r in dla.stats] == ["SPLIT", "MERGE"]
+    assert [r.details["mode"] for r in dla.stats] == ["SPLIT", "MERGE"]
 
 
 def test_merge_writes_zero_padding_lanes_and_reads_only_the_planes_asked_for():
@@ -196,7 +196,7 @@ def test_contract_of_a_stride_2x2_deconvolution_equals_the_deconvolution():
                 assert out[yy * out_line + xx * 32 + o] == deconv[o][yy][xx], (o, yy, xx)
     assert dla.read_reg("NVDLA_GLB.S_INTR_STATUS_0") == RBK0
     rec = dla.stats[-1]
-    assert rec["shape"]["out"] == (3, 4, 6) and rec["bytes"]["write"] == 4 * 6 * 32
+    assert rec.shape["out"] == (3, 4, 6) and rec.details["bytes"]["write"] == 4 * 6 * 32
 
 
 @pytest.mark.parametrize("sx,sy,c_out,w,h", [(3, 2, 40, 2, 2), (10, 1, 4, 2, 1)])
@@ -234,7 +234,8 @@ def test_groups_run_in_consumer_order_and_flip():
     assert dla.read_reg("NVDLA_GLB.S_INTR_STATUS_0") == 0 and not dla.stats
     dla.write_reg("NVDLA_RBK.S_POINTER_0", 0)
     _program(dla, MERGE, 1, 1, 1, 1, out_line=32, out_surf=32, in_line=32, in_planar=32)
-    assert [(r["mode"], r["group"]) for r in dla.stats] == [("MERGE", 0), ("SPLIT", 1)]
+    assert [(r.details["mode"], r.details["group"]) for r in dla.stats] == \
+        [("MERGE", 0), ("SPLIT", 1)]
     assert dla.read_reg("NVDLA_GLB.S_INTR_STATUS_0") == RBK0 | RBK1
     assert dla.read_reg("NVDLA_RBK.S_POINTER_0") >> 16 & 1 == 0  # flipped twice
     for group in (0, 1):
@@ -308,4 +309,4 @@ def test_random_registers_give_output_or_clear_error(values, small_mode):
         assert (dla.dram.read(0, 1 << 16) == before).all()  # failed before writing
     else:
         assert dla.read_reg("NVDLA_GLB.S_INTR_STATUS_0") == RBK0
-        assert dla.stats[-1]["cycles"] > 0
+        assert dla.stats[-1].cycles > 0

@@ -80,7 +80,7 @@ def test_row_tiles_reuse_resident_weights(tmp_path):
     assert ops[0].pads[0] == 1 and ops[-1].pads[2] == 1 and ops[0].pads[2] == 0
     # the cmodel computed the later tiles with the weights kept in the CBUF (the last run's
     # records: one per tile)
-    convs = [s["cbuf"]["weights"] for s in compiled.stats if s["unit"] == "CONV"][-len(ops):]
+    convs = [s.details["cbuf"]["weights"] for s in compiled.stats if s.unit == "CONV"][-len(ops):]
     assert convs == ["fetched"] + ["reused"] * (len(ops) - 1)
 
 

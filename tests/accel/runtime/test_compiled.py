@@ -146,8 +146,8 @@ def test_conv_conv_bit_exact_on_cmod(setup, preset):
     np.testing.assert_array_equal(raw, pack_feature(want[0], layout))
     # two conv ops ran, each with its SDP on the fly (per-op cmodel records)
     stats = rt.backend.stats
-    assert [s["unit"] for s in stats] == ["CONV", "CONV"]
-    assert all(s["sdp"]["flying"] for s in stats)
+    assert [s.unit for s in stats] == ["CONV", "CONV"]
+    assert all(s.sdp.details["flying"] for s in stats)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))

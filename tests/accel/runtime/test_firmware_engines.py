@@ -127,7 +127,7 @@ def test_pdp_split_width_equals_one_pass(backend):
     Firmware(CFG, backend).run(addrs)
     want = _windows(x, (3, 3), (2, 2), (1, 1, 0, 0), -1000).max(axis=(3, 4))
     np.testing.assert_array_equal(_read(backend, addrs, 1, 8, 3, 10), want)
-    assert [s["splits"] for s in backend.stats if s["unit"] == "PDP"] == [3]
+    assert [s.details["splits"] for s in backend.stats if s.unit == "PDP"] == [3]
 
 
 def _relu_sdp() -> SdpOpDesc:

@@ -117,8 +117,8 @@ def test_lut_interpolates_between_entries_and_extrapolates_outside(backend):
     Firmware(CFG, backend).run(addrs)
     want = np.vectorize(lambda q: _sat(_rha(_hand_lookup(13 * int(q)) / 32), 8))(x)
     np.testing.assert_array_equal(_read(backend, addrs, 1), want)
-    (rec,) = [s for s in backend.stats if s["unit"] == "SDP"]
-    assert rec.get("note", "") == ""       # nv_large has the Y stage: nothing modelled extra
+    (rec,) = [s for s in backend.stats if s.unit == "SDP"]
+    assert rec.note == ""       # nv_large has the Y stage: nothing modelled extra
 
 
 def test_y_multiplier_reads_its_operand_from_memory_through_its_converter(backend):

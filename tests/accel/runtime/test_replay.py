@@ -93,7 +93,7 @@ def test_learned_replays_are_bit_exact_over_many_inputs(model):
             assert report.bit_exact, report.summary()
         fw = handle.runtime.firmware
         prepared = _prepared(handle)
-        kinds = {u for s in handle.runtime.backend.stats for u in [s["unit"]]}
+        kinds = {u for s in handle.runtime.backend.stats for u in [s.unit]}
     assert report.layers_checked >= 5
     assert kinds >= {"CONV", "PDP", "SDP"}, kinds
     # one full run per starting state of the group pointers, then replays; each
