@@ -21,11 +21,13 @@ from amaranth.lib import wiring
 
 from accel.config import HwConfig
 from accel.rtl.cmac import Cmac
+from accel.rtl.postproc import PostProcessor
 from accel.rtl.toolchain import yowasp_env
 
 #: Top-level component name -> constructor from a config.
 TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cmac": Cmac,
+    "postproc": PostProcessor,
 }
 
 
