@@ -20,6 +20,7 @@ from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
 from accel.config import HwConfig
+from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac
 from accel.rtl.postproc import PostProcessor
 from accel.rtl.toolchain import yowasp_env
@@ -28,6 +29,7 @@ from accel.rtl.toolchain import yowasp_env
 TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cmac": Cmac,
     "postproc": PostProcessor,
+    "cacc": Accumulator,
 }
 
 

@@ -1,0 +1,102 @@
+"""CACC's accumulation: partial sums of the MAC array gathered into 34-bit saturating sums.
+
+A direct convolution produces each output point's sum over all input channels
+and kernel taps as a sequence of MAC-array results, one per (channel group,
+tap) atom pair; NVDLA's CACC adds them up in its assembly buffer, one entry
+of ``atomic_k`` 34-bit lanes per output point of the stripe in flight
+(``CACC_PARSUM_WIDTH``), saturating at every addition as the cmodel's
+:func:`accel.cmod.cacc.accumulate` does, and hands each point on when its
+last partial sum arrives.  (With ``mac_result_bits``-wide partial sums the
+34-bit range holds at least 2**15 of them exactly, so saturating at each
+addition and saturating the exact total, as the cmodel does, agree.)
+
+Each ``psum`` beat names its entry (``point``) and whether it is the point's
+first partial sum (the entry starts from it) and last (the sum goes out on
+``sum``).  One beat per cycle; the entry is read, added and written in the
+same cycle (the buffer is registers, sized by ``points``), and a beat whose
+``last`` result cannot leave because ``sum`` is stalled holds ``psum``.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.config import HwConfig
+from accel.rtl.postproc import ACC_BITS, saturate
+
+
+class PsumLayout(data.StructLayout):
+    """A MAC-array result for output point ``point`` with its place in the sequence."""
+
+    def __init__(self, cfg: HwConfig, points: int) -> None:
+        super().__init__({"data": data.ArrayLayout(signed(cfg.mac_result_bits), cfg.atomic_k),
+                          "point": range(points), "first": 1, "last": 1})
+
+
+class SumLayout(data.ArrayLayout):
+    """The finished 34-bit sums of one output point, ``atomic_k`` lanes."""
+
+    def __init__(self, cfg: HwConfig) -> None:
+        super().__init__(signed(ACC_BITS), cfg.atomic_k)
+
+
+class Accumulator(wiring.Component):
+    """The assembly buffer of ``points`` entries; see the module docstring.
+
+    Attributes
+    ----------
+    psum : ``In(stream.Signature(PsumLayout(cfg, points)))``
+    sum : ``Out(stream.Signature(SumLayout(cfg)))``
+    """
+
+    def __init__(self, cfg: HwConfig, points: int = 16) -> None:
+        if points < 1:
+            raise ValueError(f"points={points} must be at least 1")
+        self.hw, self.points = cfg, points
+        super().__init__({
+            "psum": In(stream.Signature(PsumLayout(cfg, points))),
+            "sum": Out(stream.Signature(SumLayout(cfg))),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        beat = self.psum.payload
+        lanes = self.hw.atomic_k
+        entries = [[Signal(signed(ACC_BITS), name=f"entry{p}_{k}") for k in range(lanes)]
+                   for p in range(self.points)]
+        # the selected entry and its new value
+        current = [Signal(signed(ACC_BITS), name=f"current{k}") for k in range(lanes)]
+        added = [Signal(signed(ACC_BITS), name=f"added{k}") for k in range(lanes)]
+        with m.Switch(beat.point):
+            for p in range(self.points):
+                with m.Case(p):
+                    m.d.comb += [current[k].eq(entries[p][k]) for k in range(lanes)]
+        for k in range(lanes):
+            with m.If(beat.first):
+                m.d.comb += added[k].eq(beat.data[k])
+            with m.Else():
+                m.d.comb += added[k].eq(saturate(beat.data[k] + current[k], ACC_BITS))
+
+        # output register: a finished sum waits here until taken
+        out_valid = Signal()
+        out_data = [Signal(signed(ACC_BITS), name=f"out{k}") for k in range(lanes)]
+        take = Signal()
+        m.d.comb += [self.sum.valid.eq(out_valid),
+                     take.eq(self.psum.valid & self.psum.ready)]
+        m.d.comb += [self.sum.payload[k].eq(out_data[k]) for k in range(lanes)]
+        # a last beat needs the output register free (or being emptied this cycle)
+        out_free = ~out_valid | self.sum.ready
+        m.d.comb += self.psum.ready.eq(~beat.last | out_free)
+        with m.If(self.sum.ready):
+            m.d.sync += out_valid.eq(0)
+        with m.If(take):
+            with m.Switch(beat.point):
+                for p in range(self.points):
+                    with m.Case(p):
+                        m.d.sync += [entries[p][k].eq(added[k]) for k in range(lanes)]
+            with m.If(beat.last):
+                m.d.sync += [out_valid.eq(1)] + [out_data[k].eq(added[k])
+                                                   for k in range(lanes)]
+        return m
