@@ -22,6 +22,7 @@ from amaranth.lib import wiring
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac
+from accel.rtl.conv_core import ConvCore
 from accel.rtl.postproc import PostProcessor
 from accel.rtl.toolchain import yowasp_env
 
@@ -30,6 +31,7 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cmac": Cmac,
     "postproc": PostProcessor,
     "cacc": Accumulator,
+    "conv": ConvCore,
 }
 
 
