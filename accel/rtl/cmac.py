@@ -17,6 +17,13 @@ cycle *t*.  To keep that exact while the atom waits in the input register, the
 while the input stage is stalled), so a producer sends an atom together with
 (or after) the last kernel it needs.
 
+With ``shadow=True`` (NVDLA's CMAC keeps a shadow copy of the kernels) the
+weight beats fill a second bank while the first one computes, and an atom
+whose ``swap`` bit is set makes the shadow bank, as loaded by the beats of
+the cycles before, the active one for itself and the atoms after it: the
+next kernels load while the current ones are in use, so loading costs no
+cycles once an atom stream is at least ``atomic_k`` atoms long.
+
 Pipeline (latency ``2 + log2(atomic_c)`` cycles when not stalled)::
 
     data -> [mask, input reg] -> [x weights[k], products reg] -> [adder level 1 reg]
@@ -59,11 +66,12 @@ class DataAtomLayout(data.StructLayout):
     ``[8*i, 8*i+8)`` of ``data``.
     """
 
-    def __init__(self, cfg: HwConfig) -> None:
-        super().__init__({
-            "data": data.ArrayLayout(signed(OPERAND_BITS), cfg.atomic_c),
-            "mask": unsigned(cfg.atomic_c),
-        })
+    def __init__(self, cfg: HwConfig, shadow: bool = False) -> None:
+        fields = {"data": data.ArrayLayout(signed(OPERAND_BITS), cfg.atomic_c),
+                  "mask": unsigned(cfg.atomic_c)}
+        if shadow:
+            fields["swap"] = 1   # this atom and the next use the shadow kernels
+        super().__init__(fields)
 
 
 class WeightLayout(data.StructLayout):
@@ -103,20 +111,20 @@ class CmacSignature(wiring.Signature):
         Sums out; ``valid``/``payload`` are outputs, ``ready`` an input.
     """
 
-    def __init__(self, cfg: HwConfig) -> None:
+    def __init__(self, cfg: HwConfig, shadow: bool = False) -> None:
         _check_int8(cfg)
-        self.cfg = cfg
+        self.cfg, self.shadow = cfg, shadow
         super().__init__({
-            "data": In(stream.Signature(DataAtomLayout(cfg))),
+            "data": In(stream.Signature(DataAtomLayout(cfg, shadow))),
             "weight": In(stream.Signature(WeightLayout(cfg))),
             "result": Out(stream.Signature(ResultLayout(cfg))),
         })
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.cfg == self.cfg
+        return type(other) is type(self) and (other.cfg, other.shadow) == (self.cfg, self.shadow)
 
     def __hash__(self) -> int:
-        return hash((type(self), self.cfg))
+        return hash((type(self), self.cfg, self.shadow))
 
 
 def pipeline_depth(cfg: HwConfig) -> int:
@@ -142,9 +150,9 @@ class Cmac(wiring.Component):
         Cell sums (:class:`ResultLayout`).
     """
 
-    def __init__(self, cfg: HwConfig) -> None:
-        self.cfg = cfg
-        super().__init__(CmacSignature(cfg))
+    def __init__(self, cfg: HwConfig, shadow: bool = False) -> None:
+        self.cfg, self.shadow = cfg, shadow
+        super().__init__(CmacSignature(cfg, shadow))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -171,10 +179,18 @@ class Cmac(wiring.Component):
         weights = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
                    for k in range(n_k)]
         wbeat = self.weight.payload
+        # With shadow kernels, weight beats fill the shadow bank while the active one
+        # computes; an atom with ``swap`` makes the shadow (as loaded by the beats of
+        # earlier cycles) active for itself and the atoms after it.
+        loaded = [Signal.like(weights[k], name=f"shadow_{k}") for k in range(n_k)] \
+            if self.shadow else weights
         for k in range(n_k):
             with m.If(self.weight.valid & enable[0] & (wbeat.kernel == k)):
-                m.d.sync += [weights[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
+                m.d.sync += [loaded[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
                              for c in range(n_c)]
+        if self.shadow:
+            with m.If(self.data.valid & enable[0] & self.data.payload.swap):
+                m.d.sync += [weights[k].eq(loaded[k]) for k in range(n_k)]
 
         # Stage 0: the atom with masked lanes zeroed.
         atom = self.data.payload

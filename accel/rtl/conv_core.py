@@ -10,7 +10,8 @@ sequencer walks them (NVDLA's CBUF banks hold the same atoms):
   past ``K`` and channels past ``C`` hold zeros.
 
 For every kernel group, the output points are taken in raster order in
-stripes of at most ``points`` (the CACC's entries).  For every (channel
+stripes of at most ``points`` (the CACC's entries), balanced
+(:func:`stripe_points`).  For every (channel
 group, kernel tap) of a stripe the sequencer loads the group's ``atomic_k``
 kernels into the MAC array, then sends one feature atom per point: the input
 pixel ``(oy * SY + r * DY - PAD_TOP, ox * SX + s * DX - PAD_LEFT)``, or the pad
@@ -27,7 +28,7 @@ wired yet: the SDP_RDMA path).
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -40,8 +41,10 @@ SIZE_BITS = 12
 
 
 class ConvConfigLayout(data.StructLayout):
-    """The operation's registers: cube and kernel sizes, strides, dilation, padding,
-    group counts (``ceil(C / atomic_c)``, ``ceil(K / atomic_k)``) and the post-processing."""
+    """The operation's registers: cube and kernel sizes, strides, dilation, padding, the
+    post-processing, and three values the register decode derives: the group counts
+    (``ceil(C / atomic_c)``, ``ceil(K / atomic_k)``) and the stripe length
+    (:func:`stripe_points`)."""
 
     def __init__(self) -> None:
         size = unsigned(SIZE_BITS)
@@ -49,9 +52,17 @@ class ConvConfigLayout(data.StructLayout):
             "c": size, "h": size, "w": size, "k": size, "r": 4, "s": 4,
             "stride_x": 4, "stride_y": 4, "dilation_x": 4, "dilation_y": 4,
             "pad_left": 4, "pad_top": 4, "out_w": size, "out_h": size,
-            "channel_groups": size, "kernel_groups": size, "pad_value": signed(8),
+            "channel_groups": size, "kernel_groups": size, "stripe_points": size,
+            "pad_value": signed(8),
             "post": ConfigLayout(),
         })
+
+
+def stripe_points(out_points: int, points: int) -> int:
+    """Output points per stripe: at most ``points`` (the CACC's entries), and balanced so
+    that no stripe is short: a short stripe's rounds would wait for the next kernels."""
+    stripes = -(-out_points // points)
+    return -(-out_points // stripes)
 
 
 def write_layout(cfg: HwConfig, entries: int) -> data.StructLayout:
@@ -88,7 +99,7 @@ class ConvCore(wiring.Component):
         m = Module()
         hw, cfg = self.hw, self.cfg
         n_c, n_k = hw.atomic_c, hw.atomic_k
-        m.submodules.cmac = cmac = Cmac(hw)
+        m.submodules.cmac = cmac = Cmac(hw, shadow=True)
         m.submodules.cacc = cacc = Accumulator(hw, self.points)
         m.submodules.post = post = PostProcessor(hw)
         atom = data.ArrayLayout(signed(8), n_c)
@@ -101,122 +112,123 @@ class ConvCore(wiring.Component):
             m.d.comb += [wr.addr.eq(port.addr), wr.data.eq(port.data), wr.en.eq(port.en)]
         f_rd, w_rd = fmem.read_port(), wmem.read_port()
 
-        # ---- stage A: the sequencer ------------------------------------------------
-        kg, cg = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        r, s = Signal(4), Signal(4)
-        k = Signal(range(n_k))
-        p = Signal(range(self.points))
-        stripe, stripe_y, stripe_x = (Signal(2 * SIZE_BITS), Signal(SIZE_BITS),
-                                      Signal(SIZE_BITS))
-        oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        loading = Signal()                 # sending the kernels of this round
-        running = Signal()
         total = Signal(2 * SIZE_BITS)
         m.d.comb += total.eq(cfg.out_w * cfg.out_h)
-        in_stripe = Signal(range(self.points + 1))
-        m.d.comb += in_stripe.eq(Mux(total - stripe > self.points, self.points,
-                                     total - stripe))
+        running = Signal()
+        rounds_loaded = Signal(32)        # rounds whose kernels are all in the shadow bank
+        rounds_started = Signal(32)       # rounds whose first atom (the swap) was accepted
 
-        # ---- stage B: the memory read and the command beside it -----------------------
-        b_valid, b_weight = Signal(), Signal()
-        b_pad, b_mask, b_kernel = Signal(), Signal(n_c), Signal(range(n_k))
-        b_point, b_first, b_last = Signal(range(self.points)), Signal(), Signal()
-        b_free = Signal()
-        m.d.comb += b_free.eq(~b_valid | cmac.data.ready)   # weight.ready == data.ready
-        a_fire = Signal()
-        m.d.comb += a_fire.eq(running & b_free)
-        m.d.comb += [f_rd.en.eq(a_fire), w_rd.en.eq(a_fire)]
-
-        iy = Signal(signed(2 * SIZE_BITS + 2))
-        ix = Signal(signed(2 * SIZE_BITS + 2))
-        m.d.comb += [iy.eq(oy * cfg.stride_y + r * cfg.dilation_y - cfg.pad_top),
-                     ix.eq(ox * cfg.stride_x + s * cfg.dilation_x - cfg.pad_left)]
-        inside = Signal()
-        m.d.comb += inside.eq((iy >= 0) & (iy < cfg.h) & (ix >= 0) & (ix < cfg.w))
-        m.d.comb += f_rd.addr.eq((cg * cfg.h + iy) * cfg.w + ix)
-        m.d.comb += w_rd.addr.eq((((kg * cfg.channel_groups + cg) * cfg.r + r) * cfg.s + s)
-                                 * n_k + k)
-        remaining = Signal(signed(SIZE_BITS + 2))
-        m.d.comb += remaining.eq(cfg.c - cg * n_c)
-        mask = Signal(n_c)
-        m.d.comb += [mask[i].eq(remaining > i) for i in range(n_c)]
-        first_round = (cg == 0) & (r == 0) & (s == 0)
-        last_round = (cg == cfg.channel_groups - 1) & (r == cfg.r - 1) & (s == cfg.s - 1)
-
-        with m.If(b_free):
-            m.d.sync += b_valid.eq(a_fire)
-            with m.If(a_fire):
-                m.d.sync += [b_weight.eq(loading), b_pad.eq(~inside), b_mask.eq(mask),
-                             b_kernel.eq(k), b_point.eq(p), b_first.eq(first_round),
-                             b_last.eq(last_round)]
-
-        # advancing the loops
-        with m.If(self.start & ~running):
-            m.d.sync += [running.eq(1), loading.eq(1), kg.eq(0), cg.eq(0), r.eq(0), s.eq(0),
-                         k.eq(0), p.eq(0), stripe.eq(0), stripe_y.eq(0), stripe_x.eq(0),
-                         oy.eq(0), ox.eq(0)]
-        with m.Elif(a_fire & loading):
+        # ---- the kernel loader: the next round's kernels into the shadow bank --------------
+        lw = _Rounds(m, "load", cfg, total, self.points)
+        k = Signal(range(n_k))
+        load_round = Signal(32)
+        loading = Signal()                # the loader has rounds left
+        w_valid, w_kernel = Signal(), Signal(range(n_k))
+        w_free = Signal()
+        m.d.comb += w_free.eq(~w_valid | cmac.weight.ready)
+        w_fire = Signal()
+        m.d.comb += w_fire.eq(loading & w_free & (load_round <= rounds_started))
+        m.d.comb += [w_rd.en.eq(w_fire),
+                     w_rd.addr.eq((((lw.kg * cfg.channel_groups + lw.cg) * cfg.r + lw.r)
+                                   * cfg.s + lw.s) * n_k + k)]
+        with m.If(w_free):
+            m.d.sync += w_valid.eq(w_fire)
+            with m.If(w_fire):
+                m.d.sync += w_kernel.eq(k)
+        with m.If(w_fire):
             m.d.sync += k.eq(k + 1)
             with m.If(k == n_k - 1):
-                m.d.sync += [k.eq(0), loading.eq(0), p.eq(0), oy.eq(stripe_y),
-                             ox.eq(stripe_x)]
-        with m.Elif(a_fire):
-            # next point of the stripe, in raster order
+                m.d.sync += [k.eq(0), load_round.eq(load_round + 1)]
+                lw.advance(m, loading)
+        with m.If(cmac.weight.valid & cmac.weight.ready & (w_kernel == n_k - 1)):
+            m.d.sync += rounds_loaded.eq(rounds_loaded + 1)
+
+        # ---- the atom sender: one atom per point of the stripe and round ------------------
+        sd = _Rounds(m, "send", cfg, total, self.points)
+        p = Signal(range(self.points))
+        oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        send_round = Signal(32)
+        d_valid, d_pad, d_mask = Signal(), Signal(), Signal(n_c)
+        d_point, d_first, d_last, d_swap = (Signal(range(self.points)), Signal(), Signal(),
+                                            Signal())
+        d_free = Signal()
+        m.d.comb += d_free.eq(~d_valid | cmac.data.ready)
+        d_fire = Signal()
+        m.d.comb += d_fire.eq(running & d_free & (send_round < rounds_loaded))
+        iy = Signal(signed(2 * SIZE_BITS + 2))
+        ix = Signal(signed(2 * SIZE_BITS + 2))
+        m.d.comb += [iy.eq(oy * cfg.stride_y + sd.r * cfg.dilation_y - cfg.pad_top),
+                     ix.eq(ox * cfg.stride_x + sd.s * cfg.dilation_x - cfg.pad_left)]
+        inside = Signal()
+        m.d.comb += inside.eq((iy >= 0) & (iy < cfg.h) & (ix >= 0) & (ix < cfg.w))
+        m.d.comb += [f_rd.en.eq(d_fire), f_rd.addr.eq((sd.cg * cfg.h + iy) * cfg.w + ix)]
+        remaining = Signal(signed(SIZE_BITS + 2))
+        m.d.comb += remaining.eq(cfg.c - sd.cg * n_c)
+        mask = Signal(n_c)
+        m.d.comb += [mask[i].eq(remaining > i) for i in range(n_c)]
+        with m.If(d_free):
+            m.d.sync += d_valid.eq(d_fire)
+            with m.If(d_fire):
+                m.d.sync += [d_pad.eq(~inside), d_mask.eq(mask), d_point.eq(p),
+                             d_first.eq(sd.first_round), d_last.eq(sd.last_round),
+                             d_swap.eq(p == 0)]
+        with m.If(d_fire):
             with m.If(ox == cfg.out_w - 1):
                 m.d.sync += [ox.eq(0), oy.eq(oy + 1)]
             with m.Else():
                 m.d.sync += ox.eq(ox + 1)
             m.d.sync += p.eq(p + 1)
-            with m.If(p == in_stripe - 1):          # the round is over
-                m.d.sync += [p.eq(0), loading.eq(1)]
-                with m.If(s != cfg.s - 1):
-                    m.d.sync += s.eq(s + 1)
-                with m.Elif(r != cfg.r - 1):
-                    m.d.sync += [s.eq(0), r.eq(r + 1)]
-                with m.Elif(cg != cfg.channel_groups - 1):
-                    m.d.sync += [s.eq(0), r.eq(0), cg.eq(cg + 1)]
-                with m.Else():                      # the stripe is over
-                    m.d.sync += [s.eq(0), r.eq(0), cg.eq(0)]
-                    with m.If(stripe + in_stripe < total):
-                        m.d.sync += [stripe.eq(stripe + in_stripe),
-                                     stripe_y.eq(Mux(ox == cfg.out_w - 1, oy + 1, oy)),
-                                     stripe_x.eq(Mux(ox == cfg.out_w - 1, 0, ox + 1))]
-                    with m.Else():                  # the kernel group is over
-                        m.d.sync += [stripe.eq(0), stripe_y.eq(0), stripe_x.eq(0)]
-                        with m.If(kg == cfg.kernel_groups - 1):
-                            m.d.sync += running.eq(0)
-                        with m.Else():
-                            m.d.sync += kg.eq(kg + 1)
-        m.d.comb += self.busy.eq(running | b_valid)
+            with m.If(p == sd.in_stripe - 1):            # the round is over
+                m.d.sync += [p.eq(0), send_round.eq(send_round + 1)]
+                last_of_stripe = sd.advance(m, running)
+                # the next round starts at the stripe's first point, or past its last
+                with m.If(last_of_stripe):
+                    m.d.sync += [sd.stripe_y.eq(Mux(ox == cfg.out_w - 1, oy + 1, oy)),
+                                 sd.stripe_x.eq(Mux(ox == cfg.out_w - 1, 0, ox + 1)),
+                                 oy.eq(Mux(ox == cfg.out_w - 1, oy + 1, oy)),
+                                 ox.eq(Mux(ox == cfg.out_w - 1, 0, ox + 1))]
+                    with m.If(sd.stripe + sd.in_stripe >= total):   # a new kernel group
+                        m.d.sync += [sd.stripe_y.eq(0), sd.stripe_x.eq(0), oy.eq(0), ox.eq(0)]
+                with m.Else():
+                    m.d.sync += [oy.eq(sd.stripe_y), ox.eq(sd.stripe_x)]
+        with m.If(cmac.data.valid & cmac.data.ready & cmac.data.payload.swap):
+            m.d.sync += rounds_started.eq(rounds_started + 1)
+
+        with m.If(self.start & ~running):
+            m.d.sync += [running.eq(1), loading.eq(1), k.eq(0), p.eq(0), oy.eq(0), ox.eq(0),
+                         load_round.eq(0), send_round.eq(0), rounds_loaded.eq(0),
+                         rounds_started.eq(0)]
+            lw.reset(m)
+            sd.reset(m)
+        m.d.comb += self.busy.eq(running | d_valid | loading | w_valid)
 
         # ---- into the MAC array ------------------------------------------------------
         m.d.comb += [
-            cmac.weight.valid.eq(b_valid & b_weight),
+            cmac.weight.valid.eq(w_valid),
             cmac.weight.payload.data.eq(w_rd.data),
             cmac.weight.payload.mask.eq((1 << n_c) - 1),
-            cmac.weight.payload.kernel.eq(b_kernel),
-            cmac.data.valid.eq(b_valid & ~b_weight),
-            cmac.data.payload.mask.eq(b_mask),
+            cmac.weight.payload.kernel.eq(w_kernel),
+            cmac.data.valid.eq(d_valid),
+            cmac.data.payload.mask.eq(d_mask),
+            cmac.data.payload.swap.eq(d_swap),
         ]
         for i in range(n_c):
-            m.d.comb += cmac.data.payload.data[i].eq(Mux(b_pad, cfg.pad_value, f_rd.data[i]))
+            m.d.comb += cmac.data.payload.data[i].eq(Mux(d_pad, cfg.pad_value, f_rd.data[i]))
 
         # the point and its place in the sum travel beside the MAC pipeline
         m.submodules.meta = meta = fifo.SyncFIFOBuffered(
-            width=len(b_point) + 2, depth=pipeline_depth(hw) + 2)
-        m.d.comb += [meta.w_data.eq(b_point | (b_first << len(b_point))
-                                    | (b_last << (len(b_point) + 1))),
+            width=len(d_point) + 2, depth=pipeline_depth(hw) + 2)
+        m.d.comb += [meta.w_data.eq(d_point | (d_first << len(d_point))
+                                    | (d_last << (len(d_point) + 1))),
                      meta.w_en.eq(cmac.data.valid & cmac.data.ready)]
-        taken = Signal()
         m.d.comb += [
             cacc.psum.payload.data.eq(cmac.result.payload),
-            cacc.psum.payload.point.eq(meta.r_data[:len(b_point)]),
-            cacc.psum.payload.first.eq(meta.r_data[len(b_point)]),
-            cacc.psum.payload.last.eq(meta.r_data[len(b_point) + 1]),
+            cacc.psum.payload.point.eq(meta.r_data[:len(d_point)]),
+            cacc.psum.payload.first.eq(meta.r_data[len(d_point)]),
+            cacc.psum.payload.last.eq(meta.r_data[len(d_point) + 1]),
             cacc.psum.valid.eq(cmac.result.valid & meta.r_rdy),
             cmac.result.ready.eq(cacc.psum.ready & meta.r_rdy),
-            taken.eq(cmac.result.valid & cmac.result.ready),
-            meta.r_en.eq(taken),
+            meta.r_en.eq(cmac.result.valid & cmac.result.ready),
         ]
         # ---- CACC -> SDP -> out ------------------------------------------------------
         m.d.comb += [
@@ -227,3 +239,51 @@ class ConvCore(wiring.Component):
         m.d.comb += [post.inp.payload.acc[i].eq(cacc.sum.payload[i]) for i in range(n_k)]
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
+
+
+class _Rounds:
+    """The round counters one generator walks: kernel group, stripe of output points,
+    channel group, kernel tap; ``advance`` steps to the next round."""
+
+    def __init__(self, m: Module, name: str, cfg, total: Signal, points: int) -> None:
+        self.cfg, self.total = cfg, total
+        self.kg = Signal(SIZE_BITS, name=f"{name}_kg")
+        self.cg = Signal(SIZE_BITS, name=f"{name}_cg")
+        self.r = Signal(4, name=f"{name}_r")
+        self.s = Signal(4, name=f"{name}_s")
+        self.stripe = Signal(2 * SIZE_BITS, name=f"{name}_stripe")     # its first point
+        self.stripe_y = Signal(SIZE_BITS, name=f"{name}_stripe_y")
+        self.stripe_x = Signal(SIZE_BITS, name=f"{name}_stripe_x")
+        self.in_stripe = Signal(range(points + 1), name=f"{name}_points")
+        size = Mux(cfg.stripe_points > points, points, cfg.stripe_points)
+        m.d.comb += self.in_stripe.eq(Mux(total - self.stripe > size, size,
+                                          total - self.stripe))
+        self.first_round = (self.cg == 0) & (self.r == 0) & (self.s == 0)
+        self.last_round = ((self.cg == cfg.channel_groups - 1) & (self.r == cfg.r - 1)
+                           & (self.s == cfg.s - 1))
+
+    def reset(self, m: Module) -> None:
+        m.d.sync += [self.kg.eq(0), self.cg.eq(0), self.r.eq(0), self.s.eq(0),
+                     self.stripe.eq(0), self.stripe_y.eq(0), self.stripe_x.eq(0)]
+
+    def advance(self, m: Module, active: Signal) -> Value:
+        """Step to the next round (clearing ``active`` after the last); returns whether
+        this round was the last of its stripe."""
+        cfg = self.cfg
+        with m.If(self.s != cfg.s - 1):
+            m.d.sync += self.s.eq(self.s + 1)
+        with m.Elif(self.r != cfg.r - 1):
+            m.d.sync += [self.s.eq(0), self.r.eq(self.r + 1)]
+        with m.Elif(self.cg != cfg.channel_groups - 1):
+            m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(self.cg + 1)]
+        with m.Else():                                  # the stripe is over
+            m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(0)]
+            with m.If(self.stripe + self.in_stripe < self.total):
+                m.d.sync += self.stripe.eq(self.stripe + self.in_stripe)
+            with m.Else():                              # the kernel group is over
+                m.d.sync += self.stripe.eq(0)
+                with m.If(self.kg == cfg.kernel_groups - 1):
+                    m.d.sync += active.eq(0)
+                with m.Else():
+                    m.d.sync += self.kg.eq(self.kg + 1)
+        return self.last_round

@@ -25,10 +25,11 @@ from postproc_tb import _bits, random_stage, stage_config
 from accel.cmod.cacc import clip_truncate
 from accel.cmod.sdp import output_cvt, x_stage
 from accel.config import HwConfig
-from accel.rtl.conv_core import ConvConfigLayout, write_layout
+from accel.rtl.conv_core import ConvConfigLayout, stripe_points, write_layout
 from tengine_host.int8_ref import accumulate
 
 CLOCK_NS = 10
+POINTS = 16                     # the core's CACC entries (ConvCore's default)
 CONFIGS = int(os.environ.get("OPENDLA_CONV_CONFIGS", "50"))
 
 
@@ -84,14 +85,83 @@ def expected(conv: dict, post: dict, sums: np.ndarray) -> np.ndarray:
     return out
 
 
-@cocotb.test()
-async def random_convolutions(dut) -> None:
-    hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
+async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarray,
+                       rng: np.random.Generator | None, case: int) -> dict:
+    """Write the memories, start the core, check every output (``rng``: stall the output
+    at random; None: always ready).  Returns counts and the cycles from start to the
+    last output."""
     n_c, n_k = hw.atomic_c, hw.atomic_k
-    rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
-    layout = ConvConfigLayout()
     entries = int(os.environ.get("OPENDLA_CONV_ENTRIES", "2048"))
     write = write_layout(hw, entries)
+    cgs, kgs = -(-conv["c"] // n_c), -(-conv["k"] // n_k)
+    xp = np.zeros((cgs * n_c, conv["h"], conv["w"]), np.int64)
+    xp[:conv["c"]] = conv["x"][0]
+    for cg in range(cgs):
+        for y in range(conv["h"]):
+            for x in range(conv["w"]):
+                addr = (cg * conv["h"] + y) * conv["w"] + x
+                dut.feature_write.value = pack(write, {
+                    "addr": addr, "en": 1, "data": xp[cg * n_c:(cg + 1) * n_c, y, x]})
+                await RisingEdge(dut.clk)
+    wp = np.zeros((kgs * n_k, cgs * n_c, conv["r"], conv["s"]), np.int64)
+    wp[:conv["k"], :conv["c"]] = conv["wt"]
+    for kg in range(kgs):
+        for cg in range(cgs):
+            for r in range(conv["r"]):
+                for s in range(conv["s"]):
+                    for kk in range(n_k):
+                        addr = (((kg * cgs + cg) * conv["r"] + r) * conv["s"] + s) * n_k + kk
+                        dut.weight_write.value = pack(write, {
+                            "addr": addr, "en": 1,
+                            "data": wp[kg * n_k + kk, cg * n_c:(cg + 1) * n_c, r, s]})
+                        await RisingEdge(dut.clk)
+    dut.feature_write.value = 0
+    dut.weight_write.value = 0
+    regs = {key: conv[key] for key in ("c", "h", "w", "k", "r", "s", "stride_x", "stride_y",
+                                       "dilation_x", "dilation_y", "pad_left", "pad_top",
+                                       "out_w", "out_h", "pad_value")}
+    regs.update(channel_groups=cgs, kernel_groups=kgs, post=post,
+                stripe_points=stripe_points(conv["out_h"] * conv["out_w"], POINTS))
+    dut.cfg.value = pack(ConvConfigLayout(), regs)
+    dut.start.value = 1
+    await RisingEdge(dut.clk)
+    dut.start.value = 0
+
+    # outputs: kernel group, then point in raster order; atomic_k lanes each
+    total = conv["out_h"] * conv["out_w"]
+    got = checked = stalled = cycles = 0
+    while got < kgs * total:
+        ready = rng is None or rng.random() < 0.75
+        dut.out__ready.value = int(ready)
+        await ReadOnly()
+        cycles += 1
+        if dut.out__valid.value == 1:
+            if ready:
+                raw = int(dut.out__payload.value)
+                kg, point = divmod(got, total)
+                oy, ox = divmod(point, conv["out_w"])
+                for kk in range(n_k):
+                    kernel = kg * n_k + kk
+                    if kernel >= conv["k"]:
+                        continue
+                    v = (raw >> (8 * kk)) & 0xFF
+                    v = v - 256 if v > 127 else v
+                    assert v == want[kernel, oy, ox], (
+                        f"config {case} ({ {k: v for k, v in regs.items() if k != 'post'} }): "
+                        f"kernel {kernel} point ({oy}, {ox}) got {v}, want "
+                        f"{want[kernel, oy, ox]}")
+                    checked += 1
+                got += 1
+            else:
+                stalled += 1
+        await RisingEdge(dut.clk)
+    for _ in range(4):                      # nothing may follow the last beat
+        await RisingEdge(dut.clk)
+        assert dut.out__valid.value == 0 and dut.busy.value == 0, case
+    return {"checked": checked, "stalled": stalled, "cycles": cycles}
+
+
+async def reset(dut) -> None:
     cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
     dut.start.value = 0
@@ -102,91 +172,72 @@ async def random_convolutions(dut) -> None:
         await RisingEdge(dut.clk)
     dut.rst.value = 0
 
-    checked = stalled = compute_cycles = 0
-    saturated = 0
+
+def reference(conv: dict) -> np.ndarray:
+    pads = (conv["pad_top"], conv["pad_left"], conv["pad_top"], conv["pad_left"])
+    return accumulate(conv["x"], conv["wt"], stride=(conv["stride_y"], conv["stride_x"]),
+                      pads=pads, dilation=(conv["dilation_y"], conv["dilation_x"]),
+                      pad_value=conv["pad_value"])[0]          # [K, OH, OW]
+
+
+def _write_summary(update: dict) -> None:
+    path = os.environ.get("OPENDLA_RTL_SUMMARY")
+    if not path:
+        return
+    summary = json.loads(open(path).read()) if os.path.exists(path) else {}
+    summary.update(update)
+    with open(path, "w") as f:
+        json.dump(summary, f)
+
+
+@cocotb.test()
+async def random_convolutions(dut) -> None:
+    hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
+    rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
+    await reset(dut)
+    checked = stalled = saturated = 0
     for case in range(CONFIGS):
-        conv = random_conv(rng, n_c, n_k)
-        cgs, kgs = -(-conv["c"] // n_c), -(-conv["k"] // n_k)
-        pads = (conv["pad_top"], conv["pad_left"], conv["pad_top"], conv["pad_left"])
-        sums = accumulate(conv["x"], conv["wt"], stride=(conv["stride_y"], conv["stride_x"]),
-                          pads=pads, dilation=(conv["dilation_y"], conv["dilation_x"]),
-                          pad_value=conv["pad_value"])[0]          # [K, OH, OW]
+        conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
+        sums = reference(conv)
         post = post_config(rng, sums)
         want = expected(conv, post, sums)
         saturated += int(np.sum(np.abs(want) == 127) + np.sum(want == -128))
+        res = await load_and_run(dut, hw, conv, post, want, rng, case)
+        checked += res["checked"]
+        stalled += res["stalled"]
+    _write_summary({"config": hw.name, "convolutions": CONFIGS, "vectors": checked,
+                    "saturated_outputs": saturated, "stalled_cycles": stalled,
+                    "sim_time_ns": get_sim_time("ns"), "clock_ns": CLOCK_NS})
 
-        # the memories, one atom per cycle (write port layout: addr, data, en)
-        xp = np.zeros((cgs * n_c, conv["h"], conv["w"]), np.int64)
-        xp[:conv["c"]] = conv["x"][0]
-        for cg in range(cgs):
-            for y in range(conv["h"]):
-                for x in range(conv["w"]):
-                    addr = (cg * conv["h"] + y) * conv["w"] + x
-                    dut.feature_write.value = pack(
-                        write, {"addr": addr, "en": 1,
-                                                    "data": xp[cg * n_c:(cg + 1) * n_c, y, x]})
-                    await RisingEdge(dut.clk)
-        wp = np.zeros((kgs * n_k, cgs * n_c, conv["r"], conv["s"]), np.int64)
-        wp[:conv["k"], :conv["c"]] = conv["wt"]
-        for kg in range(kgs):
-            for cg in range(cgs):
-                for r in range(conv["r"]):
-                    for s in range(conv["s"]):
-                        for kk in range(n_k):
-                            addr = (((kg * cgs + cg) * conv["r"] + r) * conv["s"] + s) * n_k + kk
-                            dut.weight_write.value = pack(write, {
-                                "addr": addr, "en": 1,
-                                "data": wp[kg * n_k + kk, cg * n_c:(cg + 1) * n_c, r, s]})
-                            await RisingEdge(dut.clk)
-        dut.feature_write.value = 0
-        dut.weight_write.value = 0
-        regs = {key: conv[key] for key in ("c", "h", "w", "k", "r", "s", "stride_x",
-                                           "stride_y", "dilation_x", "dilation_y",
-                                           "pad_left", "pad_top", "out_w", "out_h",
-                                           "pad_value")}
-        regs.update(channel_groups=cgs, kernel_groups=kgs, post=post)
-        dut.cfg.value = pack(layout, regs)
-        dut.start.value = 1
-        await RisingEdge(dut.clk)
-        dut.start.value = 0
 
-        # outputs: kernel group, then point in raster order; atomic_k lanes each
-        total = conv["out_h"] * conv["out_w"]
-        expected_beats = kgs * total
-        got = 0
-        while got < expected_beats:
-            ready = rng.random() < 0.75
-            dut.out__ready.value = int(ready)
-            await ReadOnly()
-            if dut.out__valid.value == 1:
-                if ready:
-                    raw = int(dut.out__payload.value)
-                    kg, point = divmod(got, total)
-                    oy, ox = divmod(point, conv["out_w"])
-                    for kk in range(n_k):
-                        kernel = kg * n_k + kk
-                        if kernel >= conv["k"]:
-                            continue
-                        v = (raw >> (8 * kk)) & 0xFF
-                        v = v - 256 if v > 127 else v
-                        assert v == want[kernel, oy, ox], (
-                            f"config {case} ({ {k: v for k, v in regs.items() if k != 'post'} }"
-                            f"): kernel {kernel} point ({oy}, {ox}) got {v}, want "
-                            f"{want[kernel, oy, ox]}")
-                        checked += 1
-                    got += 1
-                else:
-                    stalled += 1
-            await RisingEdge(dut.clk)
-            compute_cycles += 1
-        for _ in range(4):                  # nothing may follow the last beat
-            await RisingEdge(dut.clk)
-            assert dut.out__valid.value == 0 and dut.busy.value == 0, case
-    path = os.environ.get("OPENDLA_RTL_SUMMARY")
-    if path:
-        with open(path, "w") as f:
-            json.dump({"config": hw.name, "convolutions": CONFIGS, "vectors": checked,
-                       "saturated_outputs": saturated, "stalled_cycles": stalled,
-                       "compute_cycles": compute_cycles, "sim_time_ns": get_sim_time("ns"),
-                       "clock_ns": CLOCK_NS}, f)
+#: (C, K, H, W, R, S, stride, pad) of the timed convolutions, in atoms of nv_small
+TIMED = ((16, 16, 8, 8, 3, 3, 1, 1), (8, 8, 12, 12, 3, 3, 1, 1), (32, 8, 6, 6, 3, 3, 1, 1),
+         (16, 16, 8, 8, 1, 1, 1, 0), (8, 16, 9, 9, 3, 3, 2, 1))
 
+
+@cocotb.test()
+async def cycles_against_the_cmodel(dut) -> None:
+    """Cycles from start to the last output (output never stalled) against the cmodel's
+    estimate (accel.cmod.perf.conv_cycles: one MAC atom per cycle), and MAC use."""
+    from accel.cmod.perf import conv_cycles
+
+    hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
+    rng = np.random.default_rng(7)
+    await reset(dut)
+    rows = []
+    for case, (c, k, h, w, r, s, stride, pad) in enumerate(TIMED):
+        oh = (h + 2 * pad - r) // stride + 1
+        ow = (w + 2 * pad - s) // stride + 1
+        conv = {"c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride_y": stride,
+                "stride_x": stride, "dilation_y": 1, "dilation_x": 1, "pad_top": pad,
+                "pad_left": pad, "out_h": oh, "out_w": ow, "pad_value": 0,
+                "x": rng.integers(-128, 128, (1, c, h, w)),
+                "wt": rng.integers(-128, 128, (k, c, r, s))}
+        sums = reference(conv)
+        post = post_config(rng, sums)
+        res = await load_and_run(dut, hw, conv, post, expected(conv, post, sums), None, case)
+        estimate, atoms = conv_cycles(hw, (oh, ow), (k, c, r, s), 0, 0)
+        rows.append({"shape": f"{c}x{h}x{w} * {k}x{c}x{r}x{s} /{stride}", "rtl": res["cycles"],
+                     "cmodel": estimate, "mac_atoms": atoms,
+                     "utilization": round(atoms / res["cycles"], 4)})
+    _write_summary({"timed": rows})
