@@ -1,0 +1,190 @@
+"""The CSB register file of the RTL engine, generated from NVDLA's register map.
+
+For each implemented unit (default: the convolution pipeline and GLB) every
+register of :mod:`accel.regs` exists at its CSB byte address, with NVDLA's
+semantics, as the cmodel's :class:`accel.cmod.csb.UnitRegs` has them:
+
+* ``S_`` registers once; ``D_`` registers twice (groups 0 and 1).  CSB
+  writes and reads of ``D_`` registers reach the group ``S_POINTER.PRODUCER``
+  selects; the datapath sees the ``CONSUMER`` group on ``<unit>_regs``.
+* only the software-writable bits of a register change on a write (RDL
+  ``sw = rw|w``); read-only bits keep their reset value here;
+* ``<unit>_op_en`` is ``D_OP_ENABLE.OP_EN`` of the consumer group; a pulse on
+  ``<unit>_done`` clears it, flips ``S_POINTER.CONSUMER`` and raises the
+  unit's GLB interrupt status bit for that group (``CDMA`` raises
+  ``CDMA_DAT`` and ``CDMA_WT``) unless ``S_INTR_MASK`` masks it;
+* GLB ``S_INTR_STATUS`` clears the bits written 1, ``S_INTR_SET`` sets them,
+  and ``irq`` is high while any status bit is.
+
+The CSB port is a simple request/response bus: ``req`` (``valid``, byte
+``addr``, ``write``, ``wdata``) is always ready; a read returns ``rdata`` with
+``rvalid`` the next cycle.  A request to an address no implemented register
+has reads 0, changes nothing and pulses ``error`` the next cycle, so a
+driver learns of it instead of hanging.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.regs import UNITS, Register
+
+#: the units of the convolution pipeline, GLB first
+CONV_UNITS = ("NVDLA_GLB", "NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CACC",
+              "NVDLA_SDP_RDMA", "NVDLA_SDP")
+
+#: GLB interrupt sources a unit's completion raises (status field prefixes)
+DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": ("CACC_DONE",),
+                "NVDLA_SDP": ("SDP_DONE",)}
+
+
+def port_name(unit: str) -> str:
+    """``NVDLA_CMAC_A`` -> ``cmac_a``."""
+    return unit.removeprefix("NVDLA_").lower()
+
+
+def d_registers(unit: str) -> list[Register]:
+    """The unit's ``D_`` registers in address order: the order of ``<unit>_regs``."""
+    return sorted((r for r in UNITS[unit].registers.values() if r.name.startswith("D_")),
+                  key=lambda r: r.address)
+
+
+def write_mask(reg: Register) -> int:
+    return sum(f.mask for f in reg.fields if "w" in f.access)
+
+
+class CsbRegisterFile(wiring.Component):
+    """See the module docstring; ``units`` are names of :data:`accel.regs.UNITS`."""
+
+    def __init__(self, units: tuple[str, ...] = CONV_UNITS) -> None:
+        if "NVDLA_GLB" not in units:
+            raise ValueError("the register file needs NVDLA_GLB (interrupt status and mask)")
+        unknown = [u for u in units if u not in UNITS]
+        if unknown:
+            raise ValueError(f"units {', '.join(unknown)} not in the register map")
+        self.units = units
+        members = {
+            "req": In(data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32})),
+            "rdata": Out(32), "rvalid": Out(1), "error": Out(1), "irq": Out(1),
+        }
+        for unit in units:
+            regs = d_registers(unit)
+            if not regs:
+                continue
+            members[f"{port_name(unit)}_regs"] = Out(data.ArrayLayout(unsigned(32), len(regs)))
+            if "D_OP_ENABLE" in UNITS[unit].registers:
+                members[f"{port_name(unit)}_op_en"] = Out(1)
+                members[f"{port_name(unit)}_done"] = In(1)
+        super().__init__(members)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        req = self.req
+        glb = UNITS["NVDLA_GLB"].registers
+        status_reg, mask_reg, set_reg = (glb["S_INTR_STATUS"], glb["S_INTR_MASK"],
+                                         glb["S_INTR_SET"])
+        status_bits = sum(f.mask for f in status_reg.fields)
+        storage: dict[int, tuple[Register, Signal | tuple[Signal, Signal], Signal | None]] = {}
+        pointers: dict[str, Signal] = {}
+        for unit in self.units:
+            pointer = None
+            if "S_POINTER" in UNITS[unit].registers:
+                preg = UNITS[unit].registers["S_POINTER"]
+                pointer = Signal(32, init=preg.reset, name=f"{port_name(unit)}_pointer")
+                pointers[unit] = pointer
+            for reg in UNITS[unit].registers.values():
+                name = f"{port_name(unit)}_{reg.name.lower()}"
+                if reg.name == "S_POINTER":
+                    storage[reg.address] = (reg, pointer, None)
+                elif reg.name.startswith("D_"):
+                    pair = (Signal(32, init=reg.reset, name=f"{name}_g0"),
+                            Signal(32, init=reg.reset, name=f"{name}_g1"))
+                    storage[reg.address] = (reg, pair, pointer)
+                else:
+                    storage[reg.address] = (reg, Signal(32, init=reg.reset, name=name), None)
+        status = storage[status_reg.address][1]
+        mask = storage[mask_reg.address][1]
+
+
+        def consumer(pointer: Signal | None):
+            return pointer[16] if pointer is not None else 0
+
+        def write(target: Signal, wmask: int):
+            return target.eq((target & ~wmask) | (req.wdata & wmask))
+
+        # ---- CSB requests -----------------------------------------------------------
+        rdata, hit = Signal(32), Signal()
+        cleared = Signal(32)      # status bits a write of 1 clears this cycle
+        setbits = Signal(32)      # ... and S_INTR_SET sets
+        with m.If(req.valid):
+            with m.Switch(req.addr):
+                for addr, (reg, store, pointer) in storage.items():
+                    wmask = write_mask(reg)
+                    with m.Case(addr):
+                        m.d.comb += hit.eq(1)
+                        if isinstance(store, tuple):          # a D_ register: two groups
+                            g0, g1 = store
+                            if pointer is None:
+                                m.d.comb += rdata.eq(g0)
+                                with m.If(req.write):
+                                    m.d.sync += write(g0, wmask)
+                            else:
+                                m.d.comb += rdata.eq(Mux(pointer[0], g1, g0))
+                                with m.If(req.write & ~pointer[0]):
+                                    m.d.sync += write(g0, wmask)
+                                with m.If(req.write & pointer[0]):
+                                    m.d.sync += write(g1, wmask)
+                        else:
+                            m.d.comb += rdata.eq(store)
+                            with m.If(req.write):
+                                if reg is status_reg:
+                                    m.d.comb += cleared.eq(req.wdata & status_bits)
+                                elif reg is set_reg:
+                                    m.d.comb += setbits.eq(req.wdata & status_bits)
+                                elif wmask:
+                                    m.d.sync += write(store, wmask)
+        m.d.sync += [self.rvalid.eq(req.valid & ~req.write & hit),
+                     self.rdata.eq(rdata), self.error.eq(req.valid & ~hit)]
+
+        # ---- the datapath's view, op enables, completions -------------------------------
+        raised = []               # status bits the completions of this cycle raise
+        for unit in self.units:
+            regs = d_registers(unit)
+            if not regs:
+                continue
+            pointer = pointers.get(unit)
+            view = getattr(self, f"{port_name(unit)}_regs")
+            for i, reg in enumerate(regs):
+                g0, g1 = storage[reg.address][1]
+                m.d.comb += view[i].eq(g0 if pointer is None else Mux(pointer[16], g1, g0))
+            if "D_OP_ENABLE" not in UNITS[unit].registers:
+                continue
+            g0, g1 = storage[UNITS[unit].registers["D_OP_ENABLE"].address][1]
+            done = getattr(self, f"{port_name(unit)}_done")
+            op_en = getattr(self, f"{port_name(unit)}_op_en")
+            if pointer is None:
+                m.d.comb += op_en.eq(g0[0])
+                with m.If(done):
+                    m.d.sync += g0[0].eq(0)
+                continue
+            m.d.comb += op_en.eq(Mux(pointer[16], g1[0], g0[0]))
+            with m.If(done):
+                with m.If(pointer[16]):
+                    m.d.sync += g1[0].eq(0)
+                with m.Else():
+                    m.d.sync += g0[0].eq(0)
+                m.d.sync += pointer[16].eq(~pointer[16])
+            for source in DONE_SOURCES.get(unit, ()):
+                for group in (0, 1):
+                    bit = status_reg.field(f"{source}_STATUS{group}").mask
+                    raised.append(Mux(done & (consumer(pointer) == group), bit, 0))
+
+        # ---- GLB interrupt status and the pin -------------------------------------------
+        raise_bits = Const(0, 32)
+        for term in raised:
+            raise_bits = raise_bits | term
+        m.d.sync += status.eq((status & ~cleared) | setbits | (raise_bits & ~mask))
+        m.d.comb += self.irq.eq(status != 0)
+        return m
