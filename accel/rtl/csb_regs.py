@@ -40,6 +40,10 @@ DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": (
                 "NVDLA_SDP": ("SDP_DONE",)}
 
 
+#: a CSB request: byte address, write or read, write data (always accepted)
+CSB_REQUEST = data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32})
+
+
 def port_name(unit: str) -> str:
     """``NVDLA_CMAC_A`` -> ``cmac_a``."""
     return unit.removeprefix("NVDLA_").lower()
@@ -66,7 +70,7 @@ class CsbRegisterFile(wiring.Component):
             raise ValueError(f"units {', '.join(unknown)} not in the register map")
         self.units = units
         members = {
-            "req": In(data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32})),
+            "req": In(CSB_REQUEST),
             "rdata": Out(32), "rvalid": Out(1), "error": Out(1), "irq": Out(1),
         }
         for unit in units:

@@ -23,6 +23,7 @@ from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac
 from accel.rtl.conv_core import ConvCore
+from accel.rtl.conv_engine import ConvEngine
 from accel.rtl.csb_regs import CsbRegisterFile
 from accel.rtl.postproc import PostProcessor
 from accel.rtl.toolchain import yowasp_env
@@ -34,6 +35,7 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cacc": Accumulator,
     "conv": ConvCore,
     "csb": lambda cfg: CsbRegisterFile(),
+    "engine": ConvEngine,
 }
 
 

@@ -85,14 +85,10 @@ def expected(conv: dict, post: dict, sums: np.ndarray) -> np.ndarray:
     return out
 
 
-async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarray,
-                       rng: np.random.Generator | None, case: int) -> dict:
-    """Write the memories, start the core, check every output (``rng``: stall the output
-    at random; None: always ready).  Returns counts and the cycles from start to the
-    last output."""
+async def load_memories(dut, hw: HwConfig, conv: dict) -> None:
+    """Write the feature and weight memories through their ports, one atom per cycle."""
     n_c, n_k = hw.atomic_c, hw.atomic_k
-    entries = int(os.environ.get("OPENDLA_CONV_ENTRIES", "2048"))
-    write = write_layout(hw, entries)
+    write = write_layout(hw, int(os.environ.get("OPENDLA_CONV_ENTRIES", "2048")))
     cgs, kgs = -(-conv["c"] // n_c), -(-conv["k"] // n_k)
     xp = np.zeros((cgs * n_c, conv["h"], conv["w"]), np.int64)
     xp[:conv["c"]] = conv["x"][0]
@@ -117,17 +113,14 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
                         await RisingEdge(dut.clk)
     dut.feature_write.value = 0
     dut.weight_write.value = 0
-    regs = {key: conv[key] for key in ("c", "h", "w", "k", "r", "s", "stride_x", "stride_y",
-                                       "dilation_x", "dilation_y", "pad_left", "pad_top",
-                                       "out_w", "out_h", "pad_value")}
-    regs.update(channel_groups=cgs, kernel_groups=kgs, post=post,
-                stripe_points=stripe_points(conv["out_h"] * conv["out_w"], POINTS))
-    dut.cfg.value = pack(ConvConfigLayout(), regs)
-    dut.start.value = 1
-    await RisingEdge(dut.clk)
-    dut.start.value = 0
 
-    # outputs: kernel group, then point in raster order; atomic_k lanes each
+
+async def collect(dut, hw: HwConfig, conv: dict, want: np.ndarray,
+                  rng: np.random.Generator | None, label: str) -> dict:
+    """Check every output beat (kernel group, then point in raster order; ``rng``: stall
+    the output at random, None: always ready); counts and cycles to the last output."""
+    n_k = hw.atomic_k
+    kgs = -(-conv["k"] // n_k)
     total = conv["out_h"] * conv["out_w"]
     got = checked = stalled = cycles = 0
     while got < kgs * total:
@@ -147,18 +140,40 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
                     v = (raw >> (8 * kk)) & 0xFF
                     v = v - 256 if v > 127 else v
                     assert v == want[kernel, oy, ox], (
-                        f"config {case} ({ {k: v for k, v in regs.items() if k != 'post'} }): "
-                        f"kernel {kernel} point ({oy}, {ox}) got {v}, want "
+                        f"{label}: kernel {kernel} point ({oy}, {ox}) got {v}, want "
                         f"{want[kernel, oy, ox]}")
                     checked += 1
                 got += 1
             else:
                 stalled += 1
         await RisingEdge(dut.clk)
+    return {"checked": checked, "stalled": stalled, "cycles": cycles}
+
+
+def conv_label(case: int, conv: dict) -> str:
+    shown = {k: v for k, v in conv.items() if k not in ("x", "wt")}
+    return f"convolution {case} {shown}"
+
+
+async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarray,
+                       rng: np.random.Generator | None, case: int) -> dict:
+    """The core: memories, registers on ``cfg``, start, every output checked."""
+    n_c, n_k = hw.atomic_c, hw.atomic_k
+    await load_memories(dut, hw, conv)
+    regs = {key: conv[key] for key in ("c", "h", "w", "k", "r", "s", "stride_x", "stride_y",
+                                       "dilation_x", "dilation_y", "pad_left", "pad_top",
+                                       "out_w", "out_h", "pad_value")}
+    regs.update(channel_groups=-(-conv["c"] // n_c), kernel_groups=-(-conv["k"] // n_k),
+                post=post, stripe_points=stripe_points(conv["out_h"] * conv["out_w"], POINTS))
+    dut.cfg.value = pack(ConvConfigLayout(), regs)
+    dut.start.value = 1
+    await RisingEdge(dut.clk)
+    dut.start.value = 0
+    res = await collect(dut, hw, conv, want, rng, conv_label(case, conv))
     for _ in range(4):                      # nothing may follow the last beat
         await RisingEdge(dut.clk)
         assert dut.out__valid.value == 0 and dut.busy.value == 0, case
-    return {"checked": checked, "stalled": stalled, "cycles": cycles}
+    return res
 
 
 async def reset(dut) -> None:

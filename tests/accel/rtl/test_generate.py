@@ -29,5 +29,5 @@ def test_nv_small_ports(tmp_path: Path) -> None:
 
 
 def test_unknown_top_lists_tops(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"top 'cacc' not in cmac"):
-        generate_verilog(get_preset("nv_small"), tmp_path, top="cacc")
+    with pytest.raises(ValueError, match=r"top 'sdp_rdma' not in cmac, postproc, cacc"):
+        generate_verilog(get_preset("nv_small"), tmp_path, top="sdp_rdma")
