@@ -263,13 +263,11 @@ class _Player:
 
 
 def _model(backend: str, cfg: HwConfig, strict: bool):
-    """The DLA a trace plays on: the cmodel's :class:`Dla`, or the RTL's stand-in with
-    the same surface (``csb_write``, ``csb_read``, ``dram``, ``glb``, ``stats``, ``notes``)."""
+    """The cmodel's :class:`Dla` a trace plays on (``csb_write``, ``csb_read``, ``dram``,
+    ``glb``, ``stats``, ``notes``); the RTL plays traces in a simulation of its own
+    (:mod:`accel.rtl.trace_player`)."""
     if backend == "cmod":
         return Dla(cfg, Dram(), model_y_stage=not strict)
-    if backend == "rtl":
-        from accel.rtl.trace_player import RtlDla
-        return RtlDla(cfg, Dram(), model_y_stage=not strict)
     raise ValueError(f"trace backend {backend!r} is not one of {', '.join(TRACE_BACKENDS)}")
 
 
@@ -296,7 +294,16 @@ def run_trace(path: str | Path, preset: str | None = None,
         for cmd in cmds:  # missing inputs make the trace meaningless: skip before running
             if cmd.name == "mem_load" and not (trace_dir / cmd.args[2]).exists():
                 raise _Skip(f"missing data: {cmd.args[2]}")
-        dla = _model(backend, hw if hw is not None else get_preset(preset_name), strict)
+        cfg = hw if hw is not None else get_preset(preset_name)
+        if backend == "rtl":
+            from accel.rtl.trace_player import play
+
+            run = play(trace_dir, cfg)
+            result.status = "pass" if run.passed else "fail"
+            result.reason, result.cycles = run.reason, run.cycles
+            result.seconds = time.perf_counter() - t0
+            return result
+        dla = _model(backend, cfg, strict)
         player = _Player(cfg_path, dla)
         player.run(cmds)
         if player.checks == 0:

@@ -1,8 +1,8 @@
 """The convolution engine programmed register by register: CSB register file + conv core.
 
-Software writes the registers of CDMA, CSC, CMAC_A, CACC and SDP over the CSB
+Software writes the registers of CDMA, CSC, CMAC_A/B, CACC and SDP over the CSB
 port (:class:`~accel.rtl.csb_regs.CsbRegisterFile`, NVDLA's addresses and
-ping-pong groups) and enables the five units.  When all five ``D_OP_ENABLE``
+ping-pong groups) and enables the six units.  When all six ``D_OP_ENABLE``
 bits of the consumer group are set, the engine latches the operation from
 the consumer group's registers - the geometry from CSC (``D_DATAIN_SIZE_EXT``,
 ``D_WEIGHT_SIZE_EXT``, ``D_DATAOUT_SIZE``, ``D_CONV_STRIDE_EXT``,
@@ -10,7 +10,7 @@ the consumer group's registers - the geometry from CSC (``D_DATAIN_SIZE_EXT``,
 truncation from CACC (``D_CLIP_CFG``), X1/X2 and the converter from SDP -
 derives the group counts and the stripe length (two short division loops),
 runs the :class:`~accel.rtl.conv_core.ConvCore`, and when the last output has
-left on ``out`` completes the five units at once: their enables clear, their
+left on ``out`` completes the six units at once: their enables clear, their
 consumer pointers flip, GLB raises ``CDMA_DAT``/``CDMA_WT``/``CACC``/``SDP``
 done for that group and ``irq`` goes high until software clears the status.
 
@@ -32,7 +32,8 @@ from accel.rtl.csb_regs import CSB_REQUEST, CsbRegisterFile, d_registers, port_n
 from accel.rtl.postproc import ResultLayout
 
 #: the units an operation enables and completes together
-OP_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CACC", "NVDLA_SDP")
+OP_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
+            "NVDLA_SDP")
 
 
 class ConvEngine(wiring.Component):
@@ -153,7 +154,7 @@ class ConvEngine(wiring.Component):
                     m.d.sync += outputs.eq(outputs - 1)
                     with m.If(outputs == 1):
                         m.next = "COMPLETE"
-            with m.State("COMPLETE"):           # the five units finish together
+            with m.State("COMPLETE"):           # the six units finish together
                 m.next = "IDLE"
         # outputs as plain functions of the state (no defaults inside the state machine:
         # Icarus never evaluates those before the state first changes)

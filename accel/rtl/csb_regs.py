@@ -8,7 +8,8 @@ semantics, as the cmodel's :class:`accel.cmod.csb.UnitRegs` has them:
   writes and reads of ``D_`` registers reach the group ``S_POINTER.PRODUCER``
   selects; the datapath sees the ``CONSUMER`` group on ``<unit>_regs``.
 * only the software-writable bits of a register change on a write (RDL
-  ``sw = rw|w``); read-only bits keep their reset value here;
+  ``sw = rw|w``); read-only bits keep their reset value here (``S_CBUF_FLUSH_STATUS``
+  reads 1: the CBUF starts flushed, :data:`HW_STATUS`);
 * ``<unit>_op_en`` is ``D_OP_ENABLE.OP_EN`` of the consumer group; a pulse on
   ``<unit>_done`` clears it, flips ``S_POINTER.CONSUMER`` and raises the
   unit's GLB interrupt status bit for that group (``CDMA`` raises
@@ -32,8 +33,11 @@ from amaranth.lib.wiring import In, Out
 from accel.regs import UNITS, Register
 
 #: the units of the convolution pipeline, GLB first
-CONV_UNITS = ("NVDLA_GLB", "NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CACC",
-              "NVDLA_SDP_RDMA", "NVDLA_SDP")
+CONV_UNITS = ("NVDLA_GLB", "NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
+              "NVDLA_CACC", "NVDLA_SDP_RDMA", "NVDLA_SDP")
+
+#: read-only status the hardware holds from reset: the CBUF starts flushed
+HW_STATUS = {("NVDLA_CDMA", "S_CBUF_FLUSH_STATUS"): 1}
 
 #: GLB interrupt sources a unit's completion raises (status field prefixes)
 DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": ("CACC_DONE",),
@@ -107,7 +111,8 @@ class CsbRegisterFile(wiring.Component):
                             Signal(32, init=reg.reset, name=f"{name}_g1"))
                     storage[reg.address] = (reg, pair, pointer)
                 else:
-                    storage[reg.address] = (reg, Signal(32, init=reg.reset, name=name), None)
+                    init = HW_STATUS.get((unit, reg.name), reg.reset)
+                    storage[reg.address] = (reg, Signal(32, init=init, name=name), None)
         status = storage[status_reg.address][1]
         mask = storage[mask_reg.address][1]
 

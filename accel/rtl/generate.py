@@ -36,6 +36,8 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "conv": ConvCore,
     "csb": lambda cfg: CsbRegisterFile(),
     "engine": ConvEngine,
+    # memories large enough for NVIDIA's direct-convolution traces
+    "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=16384, weight_entries=16384),
 }
 
 

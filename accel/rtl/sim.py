@@ -93,7 +93,8 @@ def _on_sys_path(directory: Path) -> Iterator[None]:
 
 def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                test_module: str = "cmac_tb", tb_dir: str | Path = DEFAULT_TB_DIR,
-               simulator: str = "icarus", seed: int = 1, waves: bool = False) -> dict:
+               simulator: str = "icarus", seed: int = 1, waves: bool = False,
+               extra_env: dict[str, str] | None = None) -> dict:
     """Generate ``top`` for ``cfg``, build it with ``simulator`` and run ``test_module``.
 
     Parameters
@@ -110,6 +111,8 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
         Seed of the testbench's random stimulus (reproducible runs).
     waves : bool
         Dump waveforms into ``build_dir``.
+    extra_env : dict, optional
+        More environment for the testbench (e.g. the trace it plays).
 
     Returns
     -------
@@ -151,7 +154,7 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                 test_module=test_module, hdl_toplevel=top, build_dir=build / simulator,
                 seed=seed, waves=waves, log_file=log, results_xml=str(results),
                 extra_env={"OPENDLA_RTL_CONFIG": json.dumps(dataclasses.asdict(cfg)),
-                           "OPENDLA_RTL_SUMMARY": str(summary_file)})
+                           "OPENDLA_RTL_SUMMARY": str(summary_file), **(extra_env or {})})
         except SystemExit:
             # The runner exits the interpreter on failed tests; report instead.
             pass

@@ -1,4 +1,5 @@
-"""``opendla trace run PATH...``: play NVDLA register-level trace tests on the cmodel."""
+"""``opendla trace run PATH...``: play NVDLA register-level trace tests on the cmodel
+(``--backend rtl``: on the RTL conv engine in simulation)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ def add_parser(subparsers) -> None:
                    help="a trace directory, or a directory of trace directories")
     r.add_argument("--preset", choices=list(PRESETS),
                    help="hardware preset (default: the trace's parent directory name)")
+    r.add_argument("--backend", choices=("cmod", "rtl"), default="cmod",
+                   help="play on the cmodel (default) or on the RTL conv engine in simulation "
+                        "(direct-convolution traces; slow: minutes for large ones)")
     r.add_argument("--json", action="store_true", help="print results as JSON")
     r.add_argument("--strict", action="store_true",
                    help="skip traces that program units the preset lacks instead of modelling "
@@ -64,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
                 print("\n".join(_op_rows(res)), flush=True)
     try:
         results = run_traces(traces, preset=args.preset, progress=progress,
-                             strict=getattr(args, "strict", False))
+                             strict=getattr(args, "strict", False),
+                             backend=getattr(args, "backend", "cmod"))
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}

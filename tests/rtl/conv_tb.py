@@ -85,10 +85,11 @@ def expected(conv: dict, post: dict, sums: np.ndarray) -> np.ndarray:
     return out
 
 
-async def load_memories(dut, hw: HwConfig, conv: dict) -> None:
-    """Write the feature and weight memories through their ports, one atom per cycle."""
+async def load_memories(dut, hw: HwConfig, conv: dict, entries: int = 2048) -> None:
+    """Write the feature and weight memories (``entries`` deep) through their ports, one
+    atom per cycle."""
     n_c, n_k = hw.atomic_c, hw.atomic_k
-    write = write_layout(hw, int(os.environ.get("OPENDLA_CONV_ENTRIES", "2048")))
+    write = write_layout(hw, entries)
     cgs, kgs = -(-conv["c"] // n_c), -(-conv["k"] // n_k)
     xp = np.zeros((cgs * n_c, conv["h"], conv["w"]), np.int64)
     xp[:conv["c"]] = conv["x"][0]

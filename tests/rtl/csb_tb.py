@@ -22,7 +22,7 @@ from cocotb.utils import get_sim_time
 from accel.cmod.csb import UnitRegs
 from accel.cmod.glb import Glb
 from accel.regs import UNITS, by_address
-from accel.rtl.csb_regs import CONV_UNITS, DONE_SOURCES, d_registers, port_name
+from accel.rtl.csb_regs import CONV_UNITS, DONE_SOURCES, HW_STATUS, d_registers, port_name
 
 CLOCK_NS = 10
 STEPS = 3000
@@ -33,6 +33,8 @@ SOURCE_OF = {"CDMA_DAT_DONE": "CDMA_DAT", "CDMA_WT_DONE": "CDMA_WT", "CACC_DONE"
 class Model:
     def __init__(self) -> None:
         self.regs = {u: UnitRegs(UNITS[u]) for u in CONV_UNITS}
+        for (unit, name), value in HW_STATUS.items():
+            self.regs[unit].set_hw(name, value)
         self.glb = Glb(self.regs["NVDLA_GLB"])
 
     def write(self, addr: int, value: int) -> None:

@@ -125,7 +125,8 @@ async def register_programmed_convolutions(dut) -> None:
         await load_memories(dut, hw, conv)
         await program(dut, group, conv, post)
         assert dut.irq.value == 0
-        for unit in ("NVDLA_SDP", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CSC", "NVDLA_CDMA"):
+        for unit in ("NVDLA_SDP", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CSC",
+                     "NVDLA_CDMA"):
             await csb_write(dut, f"{unit}.D_OP_ENABLE", OP_EN=1)
         res = await collect(dut, hw, conv, want, rng, conv_label(op, conv))
         checked += res["checked"]

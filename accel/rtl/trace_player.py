@@ -1,0 +1,56 @@
+"""NVIDIA's register traces on the RTL engine: the ``rtl`` backend of :mod:`accel.cmod.trace`.
+
+Each trace runs in its own simulation of the ``engine_traces`` top (the conv
+engine with memories deep enough for NVIDIA's direct-convolution traces),
+driven by the cocotb testbench ``tests/rtl/trace_tb.py``: the trace's
+register writes go to the engine's CSB port, its interrupt waits watch the
+engine's interrupt pin, and its golden CRCs are checked on the memory image.
+The engine has no memory bus yet, so the testbench moves the input cube and
+weights into the engine and the output into the image as CDMA and the SDP
+write DMA would (see the testbench's docstring).  Only what the engine
+implements can run: a trace that programs another unit fails at load with
+the register named.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from accel.config import HwConfig
+from accel.rtl.sim import DEFAULT_TB_DIR, SimulationFailed, run_cocotb
+
+#: the build directory of each trace's simulation (gitignored)
+BUILD_ROOT = Path("build") / "rtl" / "traces"
+
+
+@dataclass
+class RtlTraceRun:
+    passed: bool
+    reason: str = ""
+    cycles: int = 0
+    crc_checks: int = 0
+
+
+def _failure(text: str) -> str:
+    """The assertion or trace error a failed testbench logged, on one line."""
+    for pattern in (r"(?:AssertionError|TraceError): (.*)", r"Error: (.*)"):
+        found = re.findall(pattern, text)
+        if found:
+            return found[-1].strip()
+    return text.strip().splitlines()[-1] if text.strip() else "simulation failed"
+
+
+def play(trace_dir: Path, cfg: HwConfig, simulator: str = "icarus",
+         build_root: Path = BUILD_ROOT) -> RtlTraceRun:
+    """Run the trace in ``trace_dir`` on the RTL engine for ``cfg``."""
+    try:
+        summary = run_cocotb(cfg, build_root / trace_dir.name, top="engine_traces",
+                             test_module="trace_tb", tb_dir=DEFAULT_TB_DIR,
+                             simulator=simulator,
+                             extra_env={"OPENDLA_TRACE": str(trace_dir.resolve())})
+    except SimulationFailed as exc:
+        log = Path(build_root / trace_dir.name / "trace_tb.log")
+        return RtlTraceRun(False, _failure(log.read_text() if log.exists() else str(exc)))
+    return RtlTraceRun(True, cycles=summary["trace_cycles"], crc_checks=summary["crc_checks"])

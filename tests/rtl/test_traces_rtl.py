@@ -1,0 +1,42 @@
+"""NVIDIA's direct-convolution traces on the RTL engine, through ``opendla trace run
+--backend rtl`` (the golden CRCs of NVIDIA's trace tests decide)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from opendla.cli import main
+from tests.conftest import shared_path
+
+#: the traces small enough for every test run (about 100 s together on Icarus); the
+#: others run the same way, from the command line
+FAST = ("dc_1x1x8_1x1x8x1_int8_0", "dc_8x8x36_4x4x36x16_dilation_int8_0",
+        "dc_14x7x49_3x4x49x32_int8_0")
+
+pytestmark = pytest.mark.rtl
+
+
+def test_dc_traces_pass_on_the_rtl(capsys) -> None:
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    paths = [str(shared_path("nvdla", "traces", "nv_small", name)) for name in FAST]
+    assert main(["trace", "run", "--backend", "rtl", "--json", *paths]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == {"pass": 3, "fail": 0, "skip": 0}
+    assert all(r["cycles"] > 0 for r in doc["results"])
+
+
+def test_a_trace_for_another_unit_is_refused_at_load(tmp_path) -> None:
+    """A PDP trace programs a unit the RTL engine lacks: an error naming the register."""
+    from accel.cmod.trace import run_trace
+
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    root = shared_path("nvdla", "traces", "nv_small")
+    pdp = next(p for p in sorted(root.iterdir()) if p.name.startswith("pdp_"))
+    res = run_trace(pdp, backend="rtl")
+    assert res.status == "fail" and "NVDLA_PDP" in res.reason and "does not implement" in \
+        res.reason
