@@ -100,10 +100,14 @@ async def write_outputs(dut, regs: Registers, dram: Dram, hw: HwConfig, done: di
             raw = int(dut.out__payload.value).to_bytes(3 * lanes, "little")[:lanes]
             kg, point = divmod(got, total)
             oy, ox = divmod(point, ow)
-            for part in range(0, lanes, atom):            # atomic_k lanes: one or more atoms
-                surface = (kg * lanes + part) // atom
-                dram.write(base + surface * surf + oy * line + ox * atom,
-                           np.frombuffer(raw[part:part + atom], np.uint8), "SDP_WDMA")
+            lane = 0
+            while lane < lanes:                  # the beat's channels, atom by atom
+                channel = kg * lanes + lane
+                surface, within = divmod(channel, atom)
+                n = min(lanes - lane, atom - within)
+                dram.write(base + surface * surf + oy * line + ox * atom + within,
+                           np.frombuffer(raw[lane:lane + n], np.uint8), "SDP_WDMA")
+                lane += n
             got += 1
         await RisingEdge(dut.clk)
     done["beats"] = got
