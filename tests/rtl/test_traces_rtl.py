@@ -40,3 +40,14 @@ def test_a_trace_for_another_unit_is_refused_at_load(tmp_path) -> None:
     res = run_trace(pdp, backend="rtl")
     assert res.status == "fail" and "NVDLA_PDP" in res.reason and "does not implement" in \
         res.reason
+
+
+def test_a_3x3_trace_on_nv_medium_512(capsys) -> None:
+    """The same engine with nv_medium_512's parameters (32 x 16 MACs, 32-byte atoms)."""
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    path = shared_path("nvdla", "traces", "nv_medium_512", "dc_8x16x128_3x3x128x32_int8")
+    assert main(["trace", "run", "--backend", "rtl", "--json", str(path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == {"pass": 1, "fail": 0, "skip": 0}
+    assert doc["results"][0]["preset"] == "nv_medium_512"
