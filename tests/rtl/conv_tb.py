@@ -177,13 +177,13 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
     return res
 
 
-async def reset(dut) -> None:
+async def reset(dut, *inputs: str) -> None:
+    """Start the clock and reset the design with the inputs named (and the memory write
+    ports and ``out.ready``) held at 0."""
     cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
-    dut.start.value = 0
-    dut.out__ready.value = 0
-    dut.feature_write.value = 0
-    dut.weight_write.value = 0
+    for name in (*inputs, "out__ready", "feature_write", "weight_write"):
+        getattr(dut, name).value = 0
     for _ in range(2):
         await RisingEdge(dut.clk)
     dut.rst.value = 0
@@ -210,7 +210,7 @@ def _write_summary(update: dict) -> None:
 async def random_convolutions(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
-    await reset(dut)
+    await reset(dut, "start")
     checked = stalled = saturated = 0
     for case in range(CONFIGS):
         conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
@@ -239,7 +239,7 @@ async def cycles_against_the_cmodel(dut) -> None:
 
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(7)
-    await reset(dut)
+    await reset(dut, "start")
     rows = []
     for case, (c, k, h, w, r, s, stride, pad) in enumerate(TIMED):
         oh = (h + 2 * pad - r) // stride + 1

@@ -17,7 +17,6 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 from conv_tb import (
@@ -28,6 +27,7 @@ from conv_tb import (
     post_config,
     random_conv,
     reference,
+    reset,
 )
 
 from accel.config import HwConfig
@@ -102,15 +102,7 @@ async def program(dut, group: int, conv: dict, post: dict) -> None:
 async def register_programmed_convolutions(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
-    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
-    dut.rst.value = 1
-    dut.req.value = 0
-    dut.out__ready.value = 0
-    dut.feature_write.value = 0
-    dut.weight_write.value = 0
-    for _ in range(2):
-        await RisingEdge(dut.clk)
-    dut.rst.value = 0
+    await reset(dut, "req")
     # NVIDIA's traces mask CDMA's data and weight done interrupts; so do we
     await csb_write(dut, "NVDLA_GLB.S_INTR_MASK", CDMA_DAT_DONE_MASK0=1, CDMA_DAT_DONE_MASK1=1,
                     CDMA_WT_DONE_MASK0=1, CDMA_WT_DONE_MASK1=1)

@@ -27,10 +27,9 @@ from types import SimpleNamespace
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
-from conv_tb import load_memories
+from conv_tb import load_memories, reset
 from engine_tb import csb_read, csb_write
 
 from accel.cmod.dram import Dram
@@ -128,15 +127,7 @@ async def play_trace(dut) -> None:
     dram = Dram()
     loader = _Player(cfg_path, SimpleNamespace(dram=dram))
     regs = Registers()
-    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
-    dut.rst.value = 1
-    dut.req.value = 0
-    dut.out__ready.value = 0
-    dut.feature_write.value = 0
-    dut.weight_write.value = 0
-    for _ in range(2):
-        await RisingEdge(dut.clk)
-    dut.rst.value = 0
+    await reset(dut, "req")
 
     notified, checks, writer, output = set(), 0, None, {}
     start = get_sim_time("ns")
