@@ -22,8 +22,9 @@ on ``out`` in the same order: kernel group, then point.
 
 The registers arrive on ``cfg`` (constant from ``start`` until the last
 output; the CSB register file drives them in the full engine).  X1/X2
-operands come from the registers (``ALU_SRC``/``MUL_SRC`` = memory is not
-wired yet: the SDP_RDMA path).
+operands come from the registers, or (``ALU_SRC``/``MUL_SRC`` = memory) per
+output channel from the operand memory, one entry per kernel group, as
+SDP_RDMA delivers them in per-kernel mode (``operand_write``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,17 @@ def stripe_points(out_points: int, points: int) -> int:
     return -(-out_points // stripes)
 
 
+def operand_layout(cfg: HwConfig) -> data.StructLayout:
+    """The SDP operands of one kernel group, per output channel (lane): X1's and X2's ALU
+    and multiplier operands, as SDP_RDMA delivers them in per-kernel mode."""
+    lane = data.ArrayLayout(signed(16), cfg.atomic_k)
+    return data.StructLayout({"alu1": lane, "mul1": lane, "alu2": lane, "mul2": lane})
+
+
+def operand_write_layout(cfg: HwConfig, entries: int) -> data.StructLayout:
+    return data.StructLayout({"addr": range(entries), "data": operand_layout(cfg), "en": 1})
+
+
 def write_layout(cfg: HwConfig, entries: int) -> data.StructLayout:
     """A memory write port: one atom at ``addr`` when ``en``."""
     return data.StructLayout({"addr": range(entries),
@@ -83,15 +95,17 @@ class ConvCore(wiring.Component):
     """
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
-                 weight_entries: int = 2048) -> None:
+                 weight_entries: int = 2048, operand_entries: int = 64) -> None:
         self.hw, self.points = cfg, points
         self.feature_entries, self.weight_entries = feature_entries, weight_entries
+        self.operand_entries = operand_entries
         super().__init__({
             "cfg": In(ConvConfigLayout()),
             "start": In(1),
             "busy": Out(1),
             "feature_write": In(write_layout(cfg, feature_entries)),
             "weight_write": In(write_layout(cfg, weight_entries)),
+            "operand_write": In(operand_write_layout(cfg, operand_entries)),
             "out": Out(stream.Signature(ResultLayout(cfg))),
         })
 
@@ -237,6 +251,25 @@ class ConvCore(wiring.Component):
             cacc.sum.ready.eq(post.inp.ready),
         ]
         m.d.comb += [post.inp.payload.acc[i].eq(cacc.sum.payload[i]) for i in range(n_k)]
+        # the per-kernel SDP operands of the kernel group whose sums leave the CACC
+        m.submodules.omem = omem = memory.Memory(shape=operand_layout(hw),
+                                                 depth=self.operand_entries, init=[])
+        ow_port = omem.write_port()
+        m.d.comb += [ow_port.addr.eq(self.operand_write.addr),
+                     ow_port.data.eq(self.operand_write.data),
+                     ow_port.en.eq(self.operand_write.en)]
+        o_rd = omem.read_port(domain="comb")
+        out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
+        with m.If(self.start):
+            m.d.sync += [out_kg.eq(0), out_point.eq(0)]
+        with m.Elif(cacc.sum.valid & cacc.sum.ready):
+            m.d.sync += out_point.eq(out_point + 1)
+            with m.If(out_point == total - 1):
+                m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1)]
+        m.d.comb += o_rd.addr.eq(out_kg)
+        for name in ("alu1", "mul1", "alu2", "mul2"):
+            m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(o_rd.data, name)[i])
+                         for i in range(n_k)]
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 

@@ -14,9 +14,10 @@ left on ``out`` completes the six units at once: their enables clear, their
 consumer pointers flip, GLB raises ``CDMA_DAT``/``CDMA_WT``/``CACC``/``SDP``
 done for that group and ``irq`` goes high until software clears the status.
 
-The feature and weight memories are still written through their ports (the
-CDMA that fetches them over the memory bus comes next), and the output beats
-leave on ``out`` (the SDP write DMA comes next).
+The feature, weight and per-kernel SDP operand memories are still written
+through their ports (the CDMA and SDP_RDMA that fetch them over the memory
+bus come next), and the output beats leave on ``out`` (the SDP write DMA
+comes next).
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.regs import UNITS
-from accel.rtl.conv_core import SIZE_BITS, ConvConfigLayout, ConvCore, write_layout
+from accel.rtl.conv_core import (
+    SIZE_BITS,
+    ConvConfigLayout,
+    ConvCore,
+    operand_write_layout,
+    write_layout,
+)
 from accel.rtl.csb_regs import CSB_REQUEST, CsbRegisterFile, d_registers, port_name
 from accel.rtl.postproc import ResultLayout
 
@@ -48,6 +55,7 @@ class ConvEngine(wiring.Component):
             "rdata": Out(32), "rvalid": Out(1), "error": Out(1), "irq": Out(1),
             "feature_write": In(write_layout(cfg, feature_entries)),
             "weight_write": In(write_layout(cfg, weight_entries)),
+            "operand_write": In(operand_write_layout(cfg, 64)),
             "out": Out(stream.Signature(ResultLayout(cfg))),
         })
 
@@ -60,7 +68,8 @@ class ConvEngine(wiring.Component):
                      self.rvalid.eq(csb.rvalid), self.error.eq(csb.error),
                      self.irq.eq(csb.irq),
                      core.feature_write.eq(self.feature_write),
-                     core.weight_write.eq(self.weight_write)]
+                     core.weight_write.eq(self.weight_write),
+                     core.operand_write.eq(self.operand_write)]
         wiring.connect(m, core.out, wiring.flipped(self.out))
 
         def field(unit: str, reg: str, name: str):
@@ -114,8 +123,8 @@ class ConvEngine(wiring.Component):
                 st.alu_operand.eq(field(sdp, f"D_DP_{p}_ALU_SRC_VALUE", f"{p}_ALU_OPERAND")),
                 st.mul_shift.eq(field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SHIFT_VALUE")),
                 st.mul_operand.eq(field(sdp, f"D_DP_{p}_MUL_SRC_VALUE", f"{p}_MUL_OPERAND")),
-                # operands from memory need SDP_RDMA, not wired yet: registers only
-                st.alu_src.eq(0), st.mul_src.eq(0),
+                st.alu_src.eq(field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC")),
+                st.mul_src.eq(field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC")),
             ]
 
         # ---- the operation's life: start, divide, run, complete -------------------------

@@ -55,33 +55,45 @@ def random_conv(rng: np.random.Generator, n_c: int, n_k: int) -> dict:
             "out_h": oh, "out_w": ow, "pad_value": pad_value, "x": x, "wt": wt}
 
 
-def post_config(rng: np.random.Generator, sums: np.ndarray) -> dict:
-    """Truncate, X1, X2 and converter with shifts fitted to the sums' range."""
+def post_config(rng: np.random.Generator, sums: np.ndarray, operands: dict | None = None
+                ) -> dict:
+    """Truncate, X1, X2 and converter with shifts fitted to the sums' range; operands from
+    memory (per kernel, ``operands``) where the random stages choose them, if given."""
     truncate = int(rng.integers(0, 8))
     post = {"truncate": truncate, "x1": random_stage(rng), "x2": random_stage(rng),
             "cvt_offset": int(rng.integers(-64, 64)), "cvt_scale": 1, "cvt_shift": 0}
-    for stage in ("x1", "x2"):
-        post[stage]["alu_src"] = post[stage]["mul_src"] = 0   # register operands only
+    if operands is None:
+        for stage in ("x1", "x2"):
+            post[stage]["alu_src"] = post[stage]["mul_src"] = 0   # register operands only
     t, _ = clip_truncate(sums.copy(), truncate)
     post["x1"]["mul_shift"] = max(0, _bits(t) - 15 + int(rng.integers(-2, 3)))
     post["x2"]["mul_shift"] = int(rng.integers(10, 20))
-    x = expected_x(post, sums)
+    x = expected_x(post, sums, operands)
     post["cvt_scale"] = int(rng.integers(1, 2**15))
     post["cvt_shift"] = min(63, max(0, _bits(x) + _bits(np.array([post["cvt_scale"]])) - 7))
     return post
 
 
-def expected_x(post: dict, sums: np.ndarray) -> np.ndarray:
+def random_operands(rng: np.random.Generator, k: int) -> dict:
+    """Per-kernel SDP operands (int16) of ``k`` kernels, as SDP_RDMA would read them."""
+    return {name: rng.integers(-2**15, 2**15, k) for name in ("alu1", "mul1", "alu2", "mul2")}
+
+
+def expected_x(post: dict, sums: np.ndarray, operands: dict | None = None) -> np.ndarray:
+    """X2's int32 result of ``sums`` [K, OH, OW]; memory operands per kernel."""
     x, _ = clip_truncate(sums.copy(), post["truncate"])
-    for stage in ("x1", "x2"):
+    for stage, alu, mul in (("x1", "alu1", "mul1"), ("x2", "alu2", "mul2")):
         st = post[stage]
-        x = x_stage(x, stage_config(st), st["alu_operand"], st["mul_operand"])
+        alu_op = operands[alu][:, None, None] if st["alu_src"] else st["alu_operand"]
+        mul_op = operands[mul][:, None, None] if st["mul_src"] else st["mul_operand"]
+        x = x_stage(x, stage_config(st), alu_op, mul_op)
     return x
 
 
-def expected(conv: dict, post: dict, sums: np.ndarray) -> np.ndarray:
-    out, _ = output_cvt(expected_x(post, sums), post["cvt_offset"], post["cvt_scale"],
-                        post["cvt_shift"])
+def expected(conv: dict, post: dict, sums: np.ndarray, operands: dict | None = None
+             ) -> np.ndarray:
+    out, _ = output_cvt(expected_x(post, sums, operands), post["cvt_offset"],
+                        post["cvt_scale"], post["cvt_shift"])
     return out
 
 
@@ -182,7 +194,7 @@ async def reset(dut, *inputs: str) -> None:
     ports and ``out.ready``) held at 0."""
     cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
-    for name in (*inputs, "out__ready", "feature_write", "weight_write"):
+    for name in (*inputs, "out__ready", "feature_write", "weight_write", "operand_write"):
         getattr(dut, name).value = 0
     for _ in range(2):
         await RisingEdge(dut.clk)

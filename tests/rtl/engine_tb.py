@@ -5,7 +5,9 @@ register group (alternating, so both ping-pong groups serve), the CSC, CACC
 and SDP registers are written field by field over the CSB port
 (:mod:`accel.regs` packs the fields), the memories are loaded, and the five
 units are enabled.  Every output is checked against plain numpy sums and the
-cmodel's arithmetic (as in ``conv_tb``), then the done interrupt must rise with
+cmodel's arithmetic (as in ``conv_tb``; the X1/X2 operands come from the
+registers or, per kernel, from the operand memory as SDP_RDMA would deliver
+them), then the done interrupt must rise with
 CACC and SDP done bits of the operation's group in ``S_INTR_STATUS`` (CDMA's
 are masked, as NVIDIA's traces do), and clear when software writes them back.
 """
@@ -17,6 +19,7 @@ import os
 
 import cocotb
 import numpy as np
+from cmac_tb import pack
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 from conv_tb import (
@@ -26,12 +29,14 @@ from conv_tb import (
     load_memories,
     post_config,
     random_conv,
+    random_operands,
     reference,
     reset,
 )
 
 from accel.config import HwConfig
 from accel.regs import field_set, lookup
+from accel.rtl.conv_core import operand_write_layout
 from accel.rtl.conv_engine import OP_UNITS
 
 CLOCK_NS = 10
@@ -87,10 +92,12 @@ async def program(dut, group: int, conv: dict, post: dict) -> None:
             f"{p}_BYPASS": st["bypass"], f"{p}_ALU_BYPASS": st["alu_bypass"],
             f"{p}_ALU_ALGO": st["alu_algo"], f"{p}_MUL_BYPASS": st["mul_bypass"],
             f"{p}_MUL_PRELU": st["prelu"], f"{p}_RELU_BYPASS": st["relu_bypass"]})
-        await w(dut, f"NVDLA_SDP.D_DP_{p}_ALU_CFG", **{f"{p}_ALU_SHIFT_VALUE": st["alu_shift"]})
+        await w(dut, f"NVDLA_SDP.D_DP_{p}_ALU_CFG", **{f"{p}_ALU_SHIFT_VALUE": st["alu_shift"],
+                                                       f"{p}_ALU_SRC": st["alu_src"]})
         await w(dut, f"NVDLA_SDP.D_DP_{p}_ALU_SRC_VALUE",
                 **{f"{p}_ALU_OPERAND": st["alu_operand"] & 0xFFFF})
-        await w(dut, f"NVDLA_SDP.D_DP_{p}_MUL_CFG", **{f"{p}_MUL_SHIFT_VALUE": st["mul_shift"]})
+        await w(dut, f"NVDLA_SDP.D_DP_{p}_MUL_CFG", **{f"{p}_MUL_SHIFT_VALUE": st["mul_shift"],
+                                                       f"{p}_MUL_SRC": st["mul_src"]})
         await w(dut, f"NVDLA_SDP.D_DP_{p}_MUL_SRC_VALUE",
                 **{f"{p}_MUL_OPERAND": st["mul_operand"] & 0xFFFF})
     await w(dut, "NVDLA_SDP.D_CVT_OFFSET", CVT_OFFSET=post["cvt_offset"] & 0xFFFFFFFF)
@@ -112,9 +119,19 @@ async def register_programmed_convolutions(dut) -> None:
         group = op % 2
         conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
         sums = reference(conv)
-        post = post_config(rng, sums)
-        want = expected(conv, post, sums)
+        kgs = -(-conv["k"] // hw.atomic_k)
+        operands = random_operands(rng, kgs * hw.atomic_k)    # SDP_RDMA's per-kernel tables
+        per_kernel = {n: v[:conv["k"]] for n, v in operands.items()}
+        post = post_config(rng, sums, per_kernel)
+        want = expected(conv, post, sums, per_kernel)
         await load_memories(dut, hw, conv)
+        layout = operand_write_layout(hw, 64)
+        for kg in range(kgs):
+            lanes = slice(kg * hw.atomic_k, (kg + 1) * hw.atomic_k)
+            dut.operand_write.value = pack(layout, {
+                "addr": kg, "en": 1, "data": {n: v[lanes] for n, v in operands.items()}})
+            await RisingEdge(dut.clk)
+        dut.operand_write.value = 0
         await program(dut, group, conv, post)
         assert dut.irq.value == 0
         for unit in ("NVDLA_SDP", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CSC",
