@@ -77,10 +77,11 @@ def operand_write_layout(cfg: HwConfig, entries: int) -> data.StructLayout:
     return data.StructLayout({"addr": range(entries), "data": operand_layout(cfg), "en": 1})
 
 
-def write_layout(cfg: HwConfig, entries: int) -> data.StructLayout:
-    """A memory write port: one atom at ``addr`` when ``en``."""
+def write_layout(cfg: HwConfig, entries: int, groups: int = 1) -> data.StructLayout:
+    """A memory write port: one entry of ``atomic_c`` lanes at ``addr``, in ``groups`` lane
+    groups each written when its ``en`` bit is set."""
     return data.StructLayout({"addr": range(entries),
-                              "data": data.ArrayLayout(signed(8), cfg.atomic_c), "en": 1})
+                              "data": data.ArrayLayout(signed(8), cfg.atomic_c), "en": groups})
 
 
 class ConvCore(wiring.Component):
@@ -90,7 +91,10 @@ class ConvCore(wiring.Component):
     ----------
     cfg : ``In(ConvConfigLayout())``
     start : ``In(1)``, a one-cycle pulse; ``busy`` : ``Out(1)`` until every atom is sent
-    feature_write, weight_write : ``In`` address / data / enable of the memories
+    feature_write, weight_write : ``In`` address / data / enable of the memories (the
+    feature entries in lane groups of one memory atom)
+    weight_level : ``In``: weight entries written so far; the sequencer reads an entry
+    only below it, so the weights may stream in while the convolution runs
     out : ``Out(stream.Signature(ResultLayout(cfg)))``
     """
 
@@ -103,8 +107,10 @@ class ConvCore(wiring.Component):
             "cfg": In(ConvConfigLayout()),
             "start": In(1),
             "busy": Out(1),
-            "feature_write": In(write_layout(cfg, feature_entries)),
+            "feature_write": In(write_layout(cfg, feature_entries,
+                                             cfg.atomic_c // cfg.atom_size)),
             "weight_write": In(write_layout(cfg, weight_entries)),
+            "weight_level": In(range(weight_entries + 1)),
             "operand_write": In(operand_write_layout(cfg, operand_entries)),
             "out": Out(stream.Signature(ResultLayout(cfg))),
         })
@@ -122,7 +128,7 @@ class ConvCore(wiring.Component):
         m.submodules.wmem = wmem = memory.Memory(shape=atom, depth=self.weight_entries,
                                                  init=[])
         for mem, port in ((fmem, self.feature_write), (wmem, self.weight_write)):
-            wr = mem.write_port()
+            wr = mem.write_port(granularity=hw.atom_size if mem is fmem else None)
             m.d.comb += [wr.addr.eq(port.addr), wr.data.eq(port.data), wr.en.eq(port.en)]
         f_rd, w_rd = fmem.read_port(), wmem.read_port()
 
@@ -141,10 +147,12 @@ class ConvCore(wiring.Component):
         w_free = Signal()
         m.d.comb += w_free.eq(~w_valid | cmac.weight.ready)
         w_fire = Signal()
-        m.d.comb += w_fire.eq(loading & w_free & (load_round <= rounds_started))
-        m.d.comb += [w_rd.en.eq(w_fire),
-                     w_rd.addr.eq((((lw.kg * cfg.channel_groups + lw.cg) * cfg.r + lw.r)
-                                   * cfg.s + lw.s) * n_k + k)]
+        w_addr = Signal(range(self.weight_entries))
+        m.d.comb += w_addr.eq((((lw.kg * cfg.channel_groups + lw.cg) * cfg.r + lw.r)
+                               * cfg.s + lw.s) * n_k + k)
+        m.d.comb += w_fire.eq(loading & w_free & (load_round <= rounds_started)
+                              & (w_addr < self.weight_level))
+        m.d.comb += [w_rd.en.eq(w_fire), w_rd.addr.eq(w_addr)]
         with m.If(w_free):
             m.d.sync += w_valid.eq(w_fire)
             with m.If(w_fire):

@@ -1,46 +1,50 @@
-"""The convolution engine programmed register by register: CSB register file + conv core.
+"""The convolution engine programmed register by register, with its DMAs on AXI4.
 
-Software writes the registers of CDMA, CSC, CMAC_A/B, CACC and SDP over the CSB
-port (:class:`~accel.rtl.csb_regs.CsbRegisterFile`, NVDLA's addresses and
-ping-pong groups) and enables the six units.  When all six ``D_OP_ENABLE``
-bits of the consumer group are set, the engine latches the operation from
-the consumer group's registers - the geometry from CSC (``D_DATAIN_SIZE_EXT``,
+Software writes the registers of CDMA, CSC, CMAC_A/B, CACC, SDP_RDMA and SDP
+over the CSB port (:class:`~accel.rtl.csb_regs.CsbRegisterFile`, NVDLA's
+addresses and ping-pong groups) and enables the units.  When the six
+``D_OP_ENABLE`` bits of CDMA, CSC, CMAC_A/B, CACC and SDP are set in their
+consumer groups - and SDP_RDMA's too when X1 or X2 read operands from memory
+(an active ALU or multiplier with source MEM) - the engine latches the operation from
+the consumer groups' registers: the geometry from CSC (``D_DATAIN_SIZE_EXT``,
 ``D_WEIGHT_SIZE_EXT``, ``D_DATAOUT_SIZE``, ``D_CONV_STRIDE_EXT``,
 ``D_DILATION_EXT``, ``D_ZERO_PADDING``, ``D_ZERO_PADDING_VALUE``), the
-truncation from CACC (``D_CLIP_CFG``), X1/X2 and the converter from SDP -
+addresses and strides from CDMA (``D_DAIN_ADDR``, ``D_LINE_STRIDE``,
+``D_SURF_STRIDE``, ``D_WEIGHT_ADDR``, ``D_WEIGHT_BYTES``), SDP_RDMA
+(``D_BS/BN_BASE_ADDR``, ``D_BRDMA/NRDMA_CFG``) and SDP (``D_DST_*``), the
+truncation from CACC (``D_CLIP_CFG``), X1/X2 and the converter from SDP.  It
 derives the group counts and the stripe length (two short division loops),
-runs the :class:`~accel.rtl.conv_core.ConvCore`, and when the last output has
-left on ``out`` completes the six units at once: their enables clear, their
-consumer pointers flip, GLB raises ``CDMA_DAT``/``CDMA_WT``/``CACC``/``SDP``
-done for that group and ``irq`` goes high until software clears the status.
-
-The feature, weight and per-kernel SDP operand memories are still written
-through their ports (the CDMA and SDP_RDMA that fetch them over the memory
-bus come next), and the output beats leave on ``out`` (the SDP write DMA
-comes next).
+fetches the input cube and the per-kernel operands over AXI
+(:class:`~accel.rtl.dma.ConvFetch`), starts the
+:class:`~accel.rtl.conv_core.ConvCore` while the weights stream in, and
+writes every output beat to memory (:class:`~accel.rtl.dma.OutputWriter`).
+When the last write is answered it completes the units at once: their
+enables clear, their consumer pointers flip, GLB raises
+``CDMA_DAT``/``CDMA_WT``/``CACC``/``SDP`` done for that group and ``irq``
+goes high until software clears the status.  ``bus_error`` (sticky) reports
+an AXI response other than OKAY.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.regs import UNITS
-from accel.rtl.conv_core import (
-    SIZE_BITS,
-    ConvConfigLayout,
-    ConvCore,
-    operand_write_layout,
-    write_layout,
-)
+from accel.rtl.axi import axi4_signature, connect_channels
+from accel.rtl.conv_core import SIZE_BITS, ConvConfigLayout, ConvCore
 from accel.rtl.csb_regs import CSB_REQUEST, CsbRegisterFile, d_registers, port_name
-from accel.rtl.postproc import ResultLayout
+from accel.rtl.dma import ADDR_BITS, ConvFetch, OutputWriter
 
 #: the units an operation enables and completes together
 OP_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
             "NVDLA_SDP")
+#: the operand DMAs of SDP_RDMA the engine implements (per-kernel mode), by SDP stage
+OPERAND_DMAS = {"x1": ("BRDMA", "BS"), "x2": ("NRDMA", "BN")}
+#: SDP operand entries (kernel groups) the engine holds
+OPERAND_ENTRIES = 64
 
 
 class ConvEngine(wiring.Component):
@@ -53,36 +57,44 @@ class ConvEngine(wiring.Component):
         super().__init__({
             "req": In(CSB_REQUEST),
             "rdata": Out(32), "rvalid": Out(1), "error": Out(1), "irq": Out(1),
-            "feature_write": In(write_layout(cfg, feature_entries)),
-            "weight_write": In(write_layout(cfg, weight_entries)),
-            "operand_write": In(operand_write_layout(cfg, 64)),
-            "out": Out(stream.Signature(ResultLayout(cfg))),
+            "axi": Out(axi4_signature(ADDR_BITS, 8 * cfg.atom_size)),
+            "bus_error": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
         hw = self.hw
         m.submodules.csb = csb = CsbRegisterFile()
-        m.submodules.core = core = ConvCore(hw, self.points, *self.entries)
+        m.submodules.core = core = ConvCore(hw, self.points, *self.entries, OPERAND_ENTRIES)
+        m.submodules.fetch = fetch = ConvFetch(hw, *self.entries, OPERAND_ENTRIES)
+        m.submodules.wdma = wdma = OutputWriter(hw)
         m.d.comb += [csb.req.eq(self.req), self.rdata.eq(csb.rdata),
                      self.rvalid.eq(csb.rvalid), self.error.eq(csb.error),
                      self.irq.eq(csb.irq),
-                     core.feature_write.eq(self.feature_write),
-                     core.weight_write.eq(self.weight_write),
-                     core.operand_write.eq(self.operand_write)]
-        wiring.connect(m, core.out, wiring.flipped(self.out))
+                     core.feature_write.eq(fetch.feature_write),
+                     core.weight_write.eq(fetch.weight_write),
+                     core.operand_write.eq(fetch.operand_write),
+                     core.weight_level.eq(fetch.weight_level),
+                     self.bus_error.eq(fetch.bus_error | wdma.bus_error)]
+        connect_channels(m, self.axi, fetch.axi)
+        connect_channels(m, self.axi, wdma.axi)
+        wiring.connect(m, core.out, wdma.inp)
 
-        def field(unit: str, reg: str, name: str):
-            """A field of ``unit.reg`` in the consumer group, as the datapath sees it."""
+        def field(unit: str, reg: str, name: str | None = None):
+            """A field (or the whole register) of ``unit.reg`` in the consumer group, as the
+            datapath sees it."""
             regs = d_registers(unit)
             index = next(i for i, r in enumerate(regs) if r.name == reg)
+            value = getattr(csb, f"{port_name(unit)}_regs")[index]
+            if name is None:
+                return value
             f = UNITS[unit].registers[reg].field(name)
-            return getattr(csb, f"{port_name(unit)}_regs")[index][f.lsb:f.msb + 1]
+            return value[f.lsb:f.msb + 1]
 
         # ---- the operation, latched at its start --------------------------------------
         op = Signal(ConvConfigLayout())
         m.d.comb += core.cfg.eq(op)
-        csc = "NVDLA_CSC"
+        csc, sdp = "NVDLA_CSC", "NVDLA_SDP"
         c = field(csc, "D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT") + 1
         k = field(csc, "D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL") + 1
         ow = field(csc, "D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1
@@ -111,7 +123,6 @@ class ConvEngine(wiring.Component):
         ]
         for stage, p in (("x1", "BS"), ("x2", "BN")):
             st = getattr(op.post, stage)
-            sdp = "NVDLA_SDP"
             latch += [
                 st.bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_BYPASS")),
                 st.alu_bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_ALU_BYPASS")),
@@ -126,11 +137,54 @@ class ConvEngine(wiring.Component):
                 st.alu_src.eq(field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC")),
                 st.mul_src.eq(field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC")),
             ]
+        # the DMAs' registers
+        fc = fetch.cfg
+        cdma, rdma = "NVDLA_CDMA", "NVDLA_SDP_RDMA"
+        # a stage takes operands from memory when it and an ALU or multiplier with source MEM
+        # are on (decided by SDP's registers, as the hardware does); then SDP_RDMA takes part
+        needs = {}
+        for stage, (_, p) in OPERAND_DMAS.items():
+            needs[stage] = Signal(name=f"{stage}_from_memory")
+            cfg_reg = f"D_DP_{p}_CFG"
+            m.d.comb += needs[stage].eq(
+                ~field(sdp, cfg_reg, f"{p}_BYPASS")
+                & ((~field(sdp, cfg_reg, f"{p}_ALU_BYPASS")
+                    & field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC"))
+                   | (~field(sdp, cfg_reg, f"{p}_MUL_BYPASS")
+                      & field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC"))))
+        operands = Signal()
+        m.d.comb += operands.eq(needs["x1"] | needs["x2"])
+        latch += [
+            fc.feature_addr.eq(field(cdma, "D_DAIN_ADDR_LOW_0")),
+            fc.line_stride.eq(field(cdma, "D_LINE_STRIDE")),
+            fc.surf_stride.eq(field(cdma, "D_SURF_STRIDE")),
+            fc.c.eq(c), fc.k.eq(k),
+            fc.h.eq(field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_HEIGHT_EXT") + 1),
+            fc.w.eq(field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_WIDTH_EXT") + 1),
+            fc.r.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_HEIGHT_EXT") + 1),
+            fc.s.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1),
+            fc.channel_groups.eq(((c - 1) >> shift_c) + 1),
+            fc.kernel_groups.eq(((k - 1) >> shift_k) + 1),
+            fc.weight_addr.eq(field(cdma, "D_WEIGHT_ADDR_LOW")),
+            fc.weight_bytes.eq(field(cdma, "D_WEIGHT_BYTES")),
+        ]
+        for stage, (dma, p) in OPERAND_DMAS.items():
+            st = getattr(fc, stage)
+            latch += [st.fetch.eq(needs[stage]),
+                      st.addr.eq(field(rdma, f"D_{p}_BASE_ADDR_LOW")),
+                      st.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
+                      st.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE"))]
+        latch += [wdma.cfg.dst_addr.eq(field(sdp, "D_DST_BASE_ADDR_LOW")),
+                  wdma.cfg.line_stride.eq(field(sdp, "D_DST_LINE_STRIDE")),
+                  wdma.cfg.surf_stride.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
+                  wdma.cfg.out_w.eq(ow), wdma.cfg.out_h.eq(oh)]
 
-        # ---- the operation's life: start, divide, run, complete -------------------------
+        # ---- the operation's life: start, divide, fetch, run, complete -------------------
         enabled = Signal()
         m.d.comb += enabled.eq(Cat(*(getattr(csb, f"{port_name(u)}_op_en")
-                                     for u in OP_UNITS)).all())
+                                     for u in OP_UNITS)).all()
+                               & (~operands | csb.sdp_rdma_op_en))
+        with_rdma = Signal()                     # the operation completes SDP_RDMA too
         total = Signal(2 * SIZE_BITS)
         remaining = Signal(2 * SIZE_BITS + 1)
         stripes = Signal(2 * SIZE_BITS)
@@ -140,7 +194,7 @@ class ConvEngine(wiring.Component):
             with m.State("IDLE"):
                 with m.If(enabled):
                     m.d.sync += [*latch, total.eq(ow * oh), remaining.eq(ow * oh),
-                                 stripes.eq(0)]
+                                 stripes.eq(0), with_rdma.eq(operands)]
                     m.next = "STRIPES"
             with m.State("STRIPES"):            # stripes = ceil(total / points)
                 with m.If(remaining != 0):
@@ -157,17 +211,23 @@ class ConvEngine(wiring.Component):
                                  op.stripe_points.eq(op.stripe_points + 1)]
                 with m.Else():
                     m.d.sync += outputs.eq(op.kernel_groups * total)
+                    m.next = "FETCH"
+            with m.State("FETCH"):              # the input cube and the operands come in
+                with m.If(fetch.ready):
                     m.next = "RUN"
             with m.State("RUN"):
-                with m.If(self.out.valid & self.out.ready):
+                with m.If(core.out.valid & core.out.ready):
                     m.d.sync += outputs.eq(outputs - 1)
-                    with m.If(outputs == 1):
-                        m.next = "COMPLETE"
-            with m.State("COMPLETE"):           # the six units finish together
+                with m.If((outputs == 0) & fetch.done & wdma.idle):
+                    m.next = "COMPLETE"
+            with m.State("COMPLETE"):           # the units finish together
                 m.next = "IDLE"
         # outputs as plain functions of the state (no defaults inside the state machine:
         # Icarus never evaluates those before the state first changes)
-        m.d.comb += core.start.eq(fsm.ongoing("LENGTH") & (covered >= total))
+        leaving_length = fsm.ongoing("LENGTH") & (covered >= total)
+        m.d.comb += [fetch.start.eq(leaving_length), wdma.start.eq(leaving_length),
+                     core.start.eq(fsm.ongoing("FETCH") & fetch.ready)]
         m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(fsm.ongoing("COMPLETE"))
                      for unit in OP_UNITS]
+        m.d.comb += csb.sdp_rdma_done.eq(fsm.ongoing("COMPLETE") & with_rdma)
         return m

@@ -28,6 +28,10 @@ from accel.rtl.csb_regs import CsbRegisterFile
 from accel.rtl.postproc import PostProcessor
 from accel.rtl.toolchain import yowasp_env
 
+#: memory entries (feature and weight) of the ``engine_traces`` top: NVIDIA's
+#: direct-convolution traces and the runtime's convolutions fit (nv_small's CBUF)
+TRACE_ENTRIES = 16384
+
 #: Top-level component name -> constructor from a config.
 TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cmac": Cmac,
@@ -37,7 +41,8 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "csb": lambda cfg: CsbRegisterFile(),
     "engine": ConvEngine,
     # memories large enough for NVIDIA's direct-convolution traces
-    "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=16384, weight_entries=16384),
+    "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=TRACE_ENTRIES,
+                                            weight_entries=TRACE_ENTRIES),
 }
 
 

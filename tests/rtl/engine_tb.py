@@ -1,46 +1,65 @@
 """cocotb testbench of the register-programmed convolution engine (``accel/rtl/conv_engine.py``).
 
-Each operation is programmed as software would: ``S_POINTER`` selects the
-register group (alternating, so both ping-pong groups serve), the CSC, CACC
-and SDP registers are written field by field over the CSB port
-(:mod:`accel.regs` packs the fields), the memories are loaded, and the five
-units are enabled.  Every output is checked against plain numpy sums and the
-cmodel's arithmetic (as in ``conv_tb``; the X1/X2 operands come from the
-registers or, per kernel, from the operand memory as SDP_RDMA would deliver
-them), then the done interrupt must rise with
-CACC and SDP done bits of the operation's group in ``S_INTR_STATUS`` (CDMA's
-are masked, as NVIDIA's traces do), and clear when software writes them back.
+The engine's AXI4 port is served by ``cocotbext-axi``'s AXI RAM with random
+pauses on all five channels (back-pressure and latency).  Each operation puts
+a random input cube (NVDLA feature layout with random line/surface gaps), its
+weights (direct-convolution order) and the SDP operand tables (8- or 16-bit,
+one or both components, as the random X1/X2 stages need them) into memory,
+fills the output region with random bytes, and is programmed as software
+would: ``S_POINTER`` selects the register group (alternating, so both
+ping-pong groups serve), then CDMA, CSC, CACC, SDP_RDMA and SDP registers are
+written field by field over the CSB port (:mod:`accel.regs` packs the fields)
+and the units are enabled.  When the done interrupt rises, the output cube is
+read back from memory and checked against plain numpy sums and the cmodel's
+arithmetic (as in ``conv_tb``), the bytes between its lines and surfaces must
+be untouched, and ``S_INTR_STATUS`` must hold the CACC and SDP done bits of
+the operation's group (CDMA's are masked, as NVIDIA's traces do) and clear
+when software writes them back.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
 import cocotb
 import numpy as np
-from cmac_tb import pack
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
-from conv_tb import (
-    collect,
-    conv_label,
-    expected,
-    load_memories,
-    post_config,
-    random_conv,
-    random_operands,
-    reference,
-    reset,
-)
+from cocotbext.axi import AxiBus, AxiRam
+from conv_tb import conv_label, expected, post_config, random_conv, reference, reset
 
 from accel.config import HwConfig
+from accel.layout import CubeLayout, pack_dc_weights, pack_feature, unpack_feature
 from accel.regs import field_set, lookup
-from accel.rtl.conv_core import operand_write_layout
 from accel.rtl.conv_engine import OP_UNITS
 
 CLOCK_NS = 10
 OPERATIONS = int(os.environ.get("OPENDLA_ENGINE_OPERATIONS", "12"))
+MEMORY = 1 << 22                        # bytes of AXI RAM
+#: SDP_RDMA DATA_USE codes
+USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
+
+
+def attach_memory(dut, rng: np.random.Generator | None = None, size: int = MEMORY,
+                  target=None):
+    """cocotbext-axi's AXI RAM (or an AXI slave over ``target``) on the engine's port;
+    with ``rng``, every channel pauses at random (about one cycle in four)."""
+    from cocotbext.axi import AxiSlave
+
+    bus = AxiBus.from_prefix(dut, "axi_")
+    if target is None:
+        mem = AxiRam(bus, dut.clk, dut.rst, size=size)
+    else:
+        mem = AxiSlave(bus, dut.clk, dut.rst, target=target)
+    if rng is not None:
+        channels = (mem.read_if.ar_channel, mem.read_if.r_channel, mem.write_if.aw_channel,
+                    mem.write_if.w_channel, mem.write_if.b_channel)
+        for channel in channels:
+            pauses = [bool(v) for v in rng.random(97) < 0.25]
+            channel.set_pause_generator(itertools.cycle(pauses))
+    return mem
 
 
 async def csb_write(dut, symbol: str, value: int = 0, **fields: int) -> None:
@@ -63,11 +82,34 @@ async def csb_read(dut, symbol: str) -> int:
     return value
 
 
-async def program(dut, group: int, conv: dict, post: dict) -> None:
-    """The registers of one operation, in group ``group``, as a driver writes them."""
-    for unit in OP_UNITS:
+async def program(dut, group: int, conv: dict, post: dict, dma: dict) -> None:
+    """The registers of one operation, in group ``group``, as a driver writes them;
+    ``dma``: the addresses and strides of the cubes in memory (:func:`place`)."""
+    for unit in (*OP_UNITS, "NVDLA_SDP_RDMA"):
         await csb_write(dut, f"{unit}.S_POINTER", PRODUCER=group)
     w = csb_write
+    fl, ol = dma["feature"], dma["output"]
+    await w(dut, "NVDLA_CDMA.D_DATAIN_SIZE_0", DATAIN_WIDTH=conv["w"] - 1,
+            DATAIN_HEIGHT=conv["h"] - 1)
+    await w(dut, "NVDLA_CDMA.D_DATAIN_SIZE_1", DATAIN_CHANNEL=conv["c"] - 1)
+    await w(dut, "NVDLA_CDMA.D_DAIN_ADDR_LOW_0", dma["feature_addr"])
+    await w(dut, "NVDLA_CDMA.D_LINE_STRIDE", fl.line_stride)
+    await w(dut, "NVDLA_CDMA.D_SURF_STRIDE", fl.surf_stride)
+    await w(dut, "NVDLA_CDMA.D_WEIGHT_ADDR_LOW", dma["weight_addr"])
+    await w(dut, "NVDLA_CDMA.D_WEIGHT_BYTES", dma["weight_bytes"])
+    await w(dut, "NVDLA_CDMA.D_WEIGHT_SIZE_1", WEIGHT_KERNEL=conv["k"] - 1)
+    for stage, (rdma, p) in (("x1", ("BRDMA", "BS")), ("x2", ("NRDMA", "BN"))):
+        table = dma["operands"].get(stage)
+        if table is None:
+            await w(dut, f"NVDLA_SDP_RDMA.D_{rdma}_CFG", **{f"{rdma}_DISABLE": 1})
+            continue
+        await w(dut, f"NVDLA_SDP_RDMA.D_{rdma}_CFG", **{
+            f"{rdma}_DISABLE": 0, f"{rdma}_DATA_USE": table["use"],
+            f"{rdma}_DATA_SIZE": table["wide"], f"{rdma}_DATA_MODE": 0})
+        await w(dut, f"NVDLA_SDP_RDMA.D_{p}_BASE_ADDR_LOW", table["addr"])
+    await w(dut, "NVDLA_SDP.D_DST_BASE_ADDR_LOW", dma["output_addr"])
+    await w(dut, "NVDLA_SDP.D_DST_LINE_STRIDE", ol.line_stride)
+    await w(dut, "NVDLA_SDP.D_DST_SURFACE_STRIDE", ol.surf_stride)
     await w(dut, "NVDLA_CSC.D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=conv["w"] - 1,
             DATAIN_HEIGHT_EXT=conv["h"] - 1)
     await w(dut, "NVDLA_CSC.D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=conv["c"] - 1)
@@ -105,43 +147,134 @@ async def program(dut, group: int, conv: dict, post: dict) -> None:
     await w(dut, "NVDLA_SDP.D_CVT_SHIFT", CVT_SHIFT=post["cvt_shift"])
 
 
+def _strided(hw: HwConfig, c: int, h: int, w: int, rng: np.random.Generator) -> CubeLayout:
+    """A cube layout with random gaps after each line and surface."""
+    atom = hw.atom_size
+    line = (w + int(rng.integers(0, 3))) * atom
+    surf = h * line + int(rng.integers(0, 3)) * atom
+    layout = CubeLayout(c, h, w, atom, line, surf)
+    layout.validate()
+    return layout
+
+
+def place(ram, hw: HwConfig, conv: dict, post: dict, operands: dict,
+          rng: np.random.Generator) -> dict:
+    """Put the operation's input, weights and operand tables into memory, fill its output
+    region with random bytes; returns the addresses and layouts."""
+    atom = hw.atom_size
+    cursor = 0x1000 + atom * int(rng.integers(0, 64))
+
+    def alloc(size: int) -> int:
+        nonlocal cursor
+        addr = cursor
+        cursor += -(-size // atom) * atom + atom * int(rng.integers(0, 4))
+        return addr
+
+    fl = _strided(hw, conv["c"], conv["h"], conv["w"], rng)
+    feature_addr = alloc(fl.size)
+    ram.write(feature_addr, pack_feature(conv["x"][0], fl).tobytes())
+    weights = pack_dc_weights(conv["wt"], hw, pad_to=atom)
+    weight_addr = alloc(weights.size)
+    ram.write(weight_addr, weights.tobytes())
+    kgs = -(-conv["k"] // hw.atomic_k)
+    tables = {}
+    for stage, alu, mul in (("x1", "alu1", "mul1"), ("x2", "alu2", "mul2")):
+        st = post[stage]
+        if st["bypass"]:
+            continue
+        comps = [n for n, on in ((alu, st["alu_src"] and not st["alu_bypass"]),
+                                 (mul, st["mul_src"] and not st["mul_bypass"])) if on]
+        if not comps:
+            continue
+        wide = int(any(np.abs(operands[n]).max() > 127 for n in comps))
+        use = USE_BOTH if len(comps) == 2 else (USE_ALU if comps == [alu] else USE_MUL)
+        values = np.stack([operands[n] for n in comps], axis=-1).reshape(-1)
+        raw = values.astype("<i2" if wide else np.int8).view(np.uint8)
+        assert raw.size == kgs * hw.atomic_k * len(comps) * (1 + wide)
+        addr = alloc(raw.size)
+        ram.write(addr, raw.tobytes())
+        tables[stage] = {"addr": addr, "use": use, "wide": wide}
+    ol = _strided(hw, conv["k"], conv["out_h"], conv["out_w"], rng)
+    output_addr = alloc(ol.size)
+    ram.write(output_addr, rng.integers(0, 256, ol.size, dtype=np.uint8).tobytes())
+    assert cursor < MEMORY
+    return {"feature": fl, "feature_addr": feature_addr, "weight_addr": weight_addr,
+            "weight_bytes": conv["k"] * conv["c"] * conv["r"] * conv["s"],
+            "operands": tables, "output": ol, "output_addr": output_addr,
+            "output_before": np.frombuffer(ram.read(output_addr, ol.size), np.uint8).copy()}
+
+
+def random_tables(rng: np.random.Generator, kernels: int) -> dict:
+    """Per-kernel operands: int16, or (half the stages) int8, stored 8-bit."""
+    tables = {}
+    for x1x2 in ("1", "2"):
+        bound = 2**15 if rng.random() < 0.5 else 2**7
+        for name in ("alu", "mul"):
+            tables[name + x1x2] = rng.integers(-bound, bound, kernels)
+    return tables
+
+
+def check_output(ram, hw: HwConfig, conv: dict, dma: dict, want: np.ndarray, label: str) -> int:
+    """The output cube in memory equals ``want`` [K, OH, OW]; the gaps are untouched."""
+    ol, base = dma["output"], dma["output_addr"]
+    raw = np.frombuffer(ram.read(base, ol.size), np.uint8)
+    got = unpack_feature(raw, ol).astype(np.int64)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, (f"{label}: {len(bad)} outputs differ, first (k, y, x) = "
+                           f"{tuple(bad[0])}: got {got[tuple(bad[0])]}, want {want[tuple(bad[0])]}")
+    # every byte the cube's atoms do not cover keeps its random value
+    written = np.zeros(ol.size, bool)
+    for surface in range(ol.surfaces):
+        for y in range(ol.height):
+            start = surface * ol.surf_stride + y * ol.line_stride
+            written[start:start + ol.width * hw.atom_size] = True
+    stray = np.flatnonzero(~written & (raw != dma["output_before"]))
+    assert stray.size == 0, f"{label}: bytes outside the cube written, first at +{stray[0]:#x}"
+    return want.size
+
+
+async def wait_interrupt(dut, cycles: int, label: str) -> None:
+    if dut.irq.value != 1:
+        edge = await First(RisingEdge(dut.irq), Timer(cycles * CLOCK_NS, unit="ns"))
+        assert isinstance(edge, RisingEdge), f"{label}: no interrupt within {cycles} cycles"
+
+
 @cocotb.test()
 async def register_programmed_convolutions(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
+    ram = attach_memory(dut, rng)
     await reset(dut, "req")
     # NVIDIA's traces mask CDMA's data and weight done interrupts; so do we
     await csb_write(dut, "NVDLA_GLB.S_INTR_MASK", CDMA_DAT_DONE_MASK0=1, CDMA_DAT_DONE_MASK1=1,
                     CDMA_WT_DONE_MASK0=1, CDMA_WT_DONE_MASK1=1)
 
     checked = irqs = 0
+    start = get_sim_time("ns")
     for op in range(OPERATIONS):
         group = op % 2
         conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
+        label = conv_label(op, conv)
         sums = reference(conv)
         kgs = -(-conv["k"] // hw.atomic_k)
-        operands = random_operands(rng, kgs * hw.atomic_k)    # SDP_RDMA's per-kernel tables
+        operands = random_tables(rng, kgs * hw.atomic_k)     # SDP_RDMA's per-kernel tables
         per_kernel = {n: v[:conv["k"]] for n, v in operands.items()}
         post = post_config(rng, sums, per_kernel)
         want = expected(conv, post, sums, per_kernel)
-        await load_memories(dut, hw, conv)
-        layout = operand_write_layout(hw, 64)
-        for kg in range(kgs):
-            lanes = slice(kg * hw.atomic_k, (kg + 1) * hw.atomic_k)
-            dut.operand_write.value = pack(layout, {
-                "addr": kg, "en": 1, "data": {n: v[lanes] for n, v in operands.items()}})
-            await RisingEdge(dut.clk)
-        dut.operand_write.value = 0
-        await program(dut, group, conv, post)
+        dma = place(ram, hw, conv, post, operands, rng)
+        await program(dut, group, conv, post, dma)
         assert dut.irq.value == 0
-        for unit in ("NVDLA_SDP", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CSC",
-                     "NVDLA_CDMA"):
+        units = ["NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
+                 "NVDLA_CSC", "NVDLA_CDMA"]
+        if not dma["operands"]:
+            units.remove("NVDLA_SDP_RDMA")
+        for unit in units:
             await csb_write(dut, f"{unit}.D_OP_ENABLE", OP_EN=1)
-        res = await collect(dut, hw, conv, want, rng, conv_label(op, conv))
-        checked += res["checked"]
-        for _ in range(3):
-            await RisingEdge(dut.clk)
-        assert dut.irq.value == 1, f"operation {op}: no interrupt"
+        macs = conv["out_h"] * conv["out_w"] * conv["r"] * conv["s"] * kgs * -(
+            -conv["c"] // hw.atomic_c)
+        await wait_interrupt(dut, 20 * macs + 20000, label)
+        assert dut.bus_error.value == 0, f"{label}: AXI error response"
+        checked += check_output(ram, hw, conv, dma, want, label)
         irqs += 1
         status = await csb_read(dut, "NVDLA_GLB.S_INTR_STATUS")
         reg = lookup("NVDLA_GLB.S_INTR_STATUS")
@@ -149,8 +282,10 @@ async def register_programmed_convolutions(dut) -> None:
                      | reg.field(f"SDP_DONE_STATUS{group}").mask)
         assert status == want_bits, f"operation {op}: status {status:#x}, want {want_bits:#x}"
         # the consumer moved on to the other group; the enables are clear
-        pointer = await csb_read(dut, "NVDLA_CSC.S_POINTER")
-        assert (pointer >> 16) & 1 == 1 - group, f"operation {op}: consumer {pointer:#x}"
+        for unit in units:
+            pointer = await csb_read(dut, f"{unit}.S_POINTER")
+            assert (pointer >> 16) & 1 == 1 - group, f"operation {op}: {unit} {pointer:#x}"
+            assert await csb_read(dut, f"{unit}.D_OP_ENABLE") == 0, f"{label}: {unit} enabled"
         await csb_write(dut, "NVDLA_GLB.S_INTR_STATUS", status)
         await RisingEdge(dut.clk)
         assert dut.irq.value == 0, f"operation {op}: interrupt not cleared"
@@ -159,4 +294,5 @@ async def register_programmed_convolutions(dut) -> None:
         with open(path, "w") as f:
             json.dump({"config": hw.name, "operations": OPERATIONS, "vectors": checked,
                        "interrupts": irqs, "sim_time_ns": get_sim_time("ns"),
+                       "cycles": int((get_sim_time("ns") - start) / CLOCK_NS),
                        "clock_ns": CLOCK_NS}, f)

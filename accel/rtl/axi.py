@@ -1,0 +1,194 @@
+"""AXI4 managers of the RTL engine: a burst reader and a single-beat writer.
+
+NVDLA's data backbone (DBB) is AXI4; the engine's DMAs reach memory through
+one AXI4 manager port whose signals carry AXI's own names (``araddr``,
+``rvalid``, ...), so a cocotb AXI model (``cocotbext-axi``) or an FPGA
+interconnect attaches by name.  IDs are constant 0: every read is in order,
+and writes are counted until their responses return.
+
+* :class:`AxiReader` turns a command (byte address, beats) into INCR bursts of
+  at most 256 beats that never cross a 4 KiB boundary (the AXI rule), one
+  burst in flight, and hands the data beats on in order.
+* :class:`AxiWriter` writes one beat per request (address, data, byte
+  strobes) with up to ``outstanding`` responses in flight; ``idle`` says every
+  write has been answered.
+
+A response other than OKAY sets ``bus_error`` (sticky until reset), which the
+engine reports rather than writing or computing on bad data silently.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+#: the AXI4 ID width of the engine's manager port (every ID is 0)
+ID_WIDTH = 4
+#: bits of a read command's beat count
+BEAT_BITS = 24
+
+
+def read_signature(addr_width: int, data_width: int) -> wiring.Signature:
+    """AXI4 read address and read data channels, manager side."""
+    return wiring.Signature({
+        "arid": Out(ID_WIDTH), "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3),
+        "arburst": Out(2), "arvalid": Out(1), "arready": In(1),
+        "rid": In(ID_WIDTH), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
+        "rvalid": In(1), "rready": Out(1),
+    })
+
+
+def write_signature(addr_width: int, data_width: int) -> wiring.Signature:
+    """AXI4 write address, write data and write response channels, manager side."""
+    return wiring.Signature({
+        "awid": Out(ID_WIDTH), "awaddr": Out(addr_width), "awlen": Out(8), "awsize": Out(3),
+        "awburst": Out(2), "awvalid": Out(1), "awready": In(1),
+        "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wlast": Out(1),
+        "wvalid": Out(1), "wready": In(1),
+        "bid": In(ID_WIDTH), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+    })
+
+
+def axi4_signature(addr_width: int, data_width: int) -> wiring.Signature:
+    """The whole AXI4 manager port: read and write channels."""
+    return wiring.Signature({**read_signature(addr_width, data_width).members,
+                             **write_signature(addr_width, data_width).members})
+
+
+def connect_channels(m: Module, bus, part) -> None:
+    """Drive ``bus`` (a full AXI4 port of the enclosing component) from ``part`` (a reader's
+    or writer's port) for the members ``part`` has, in both directions."""
+    for name, member in part.signature.members.items():
+        if member.flow == Out:
+            m.d.comb += getattr(bus, name).eq(getattr(part, name))
+        else:
+            m.d.comb += getattr(part, name).eq(getattr(bus, name))
+
+
+def _size_code(data_bytes: int) -> int:
+    if data_bytes & (data_bytes - 1) or not 1 <= data_bytes <= 128:
+        raise ValueError(f"AXI data width of {data_bytes} bytes is not a power of two "
+                         f"from 1 to 128")
+    return data_bytes.bit_length() - 1
+
+
+class AxiReader(wiring.Component):
+    """Reads ``beats`` consecutive bus words from ``addr`` (bus aligned) per command.
+
+    Attributes
+    ----------
+    cmd : ``In(stream)`` of ``addr``, ``beats``; accepted when the reader is idle
+    data : ``Out(stream)`` of bus words, in address order
+    busy : ``Out(1)`` while a command is under way
+    bus_error : ``Out(1)``, sticky: a read response was not OKAY
+    axi : the AXI4 read channels
+    """
+
+    def __init__(self, addr_width: int = 32, data_bytes: int = 8) -> None:
+        self.addr_width, self.data_bytes = addr_width, data_bytes
+        self.size = _size_code(data_bytes)
+        super().__init__({
+            "cmd": In(stream.Signature(data.StructLayout({"addr": addr_width,
+                                                          "beats": BEAT_BITS}))),
+            "data": Out(stream.Signature(8 * data_bytes)),
+            "busy": Out(1), "bus_error": Out(1),
+            "axi": Out(read_signature(addr_width, 8 * data_bytes)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        axi = self.axi
+        addr = Signal(self.addr_width)
+        remaining = Signal(BEAT_BITS)
+        # beats to the next 4 KiB boundary, and this burst's beats
+        to_boundary = Signal(13 - self.size + 1)
+        m.d.comb += to_boundary.eq((4096 - addr[:12]) >> self.size)
+        burst = Signal(9)
+        limit = Signal(range(257))
+        m.d.comb += [limit.eq(Mux(to_boundary < 256, to_boundary, 256)),
+                     burst.eq(Mux(remaining < limit, remaining, limit))]
+        m.d.comb += [axi.arid.eq(0), axi.arsize.eq(self.size), axi.arburst.eq(1),  # INCR
+                     axi.araddr.eq(addr), axi.arlen.eq(burst - 1)]
+        m.d.comb += [self.data.payload.eq(axi.rdata)]
+        with m.If(axi.rvalid & axi.rready & (axi.rresp != 0)):
+            m.d.sync += self.bus_error.eq(1)
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(self.cmd.valid & (self.cmd.payload.beats != 0)):
+                    m.d.sync += [addr.eq(self.cmd.payload.addr),
+                                 remaining.eq(self.cmd.payload.beats)]
+                    m.next = "ADDRESS"
+            with m.State("ADDRESS"):
+                with m.If(axi.arready):
+                    m.d.sync += [addr.eq(addr + (burst << self.size)),
+                                 remaining.eq(remaining - burst)]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                with m.If(axi.rvalid & axi.rready & axi.rlast):
+                    with m.If(remaining == 0):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "ADDRESS"
+        m.d.comb += [
+            self.cmd.ready.eq(fsm.ongoing("IDLE")),
+            axi.arvalid.eq(fsm.ongoing("ADDRESS")),
+            self.data.valid.eq(fsm.ongoing("DATA") & axi.rvalid),
+            axi.rready.eq(fsm.ongoing("DATA") & self.data.ready),
+            self.busy.eq(~fsm.ongoing("IDLE")),
+        ]
+        return m
+
+
+class AxiWriter(wiring.Component):
+    """One single-beat write per request, up to ``outstanding`` unanswered.
+
+    Attributes
+    ----------
+    req : ``In(stream)`` of ``addr``, ``data``, ``strb``
+    idle : ``Out(1)``: nothing waiting to be sent or answered
+    bus_error : ``Out(1)``, sticky: a write response was not OKAY
+    axi : the AXI4 write channels
+    """
+
+    def __init__(self, addr_width: int = 32, data_bytes: int = 8,
+                 outstanding: int = 15) -> None:
+        self.addr_width, self.data_bytes, self.outstanding = addr_width, data_bytes, outstanding
+        self.size = _size_code(data_bytes)
+        super().__init__({
+            "req": In(stream.Signature(data.StructLayout({
+                "addr": addr_width, "data": 8 * data_bytes, "strb": data_bytes}))),
+            "idle": Out(1), "bus_error": Out(1),
+            "axi": Out(write_signature(addr_width, 8 * data_bytes)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        axi = self.axi
+        aw_valid, w_valid = Signal(), Signal()
+        in_flight = Signal(range(self.outstanding + 1))
+        m.d.comb += [axi.awid.eq(0), axi.awlen.eq(0), axi.awsize.eq(self.size),
+                     axi.awburst.eq(1), axi.wlast.eq(1), axi.bready.eq(1),
+                     axi.awvalid.eq(aw_valid), axi.wvalid.eq(w_valid)]
+        aw_free = ~aw_valid | axi.awready
+        w_free = ~w_valid | axi.wready
+        answered = axi.bvalid & axi.bready
+        m.d.comb += self.req.ready.eq(aw_free & w_free & (in_flight < self.outstanding))
+        fire = self.req.valid & self.req.ready
+        with m.If(axi.awready):
+            m.d.sync += aw_valid.eq(0)
+        with m.If(axi.wready):
+            m.d.sync += w_valid.eq(0)
+        with m.If(fire):
+            m.d.sync += [aw_valid.eq(1), w_valid.eq(1),
+                         axi.awaddr.eq(self.req.payload.addr),
+                         axi.wdata.eq(self.req.payload.data),
+                         axi.wstrb.eq(self.req.payload.strb)]
+        with m.If(fire & ~answered):
+            m.d.sync += in_flight.eq(in_flight + 1)
+        with m.Elif(~fire & answered):
+            m.d.sync += in_flight.eq(in_flight - 1)
+        with m.If(answered & (axi.bresp != 0)):
+            m.d.sync += self.bus_error.eq(1)
+        m.d.comb += self.idle.eq((in_flight == 0) & ~aw_valid & ~w_valid)
+        return m

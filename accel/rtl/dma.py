@@ -1,0 +1,383 @@
+"""The engine's DMAs over AXI4: CDMA and SDP_RDMA fetch, SDP's write DMA.
+
+:class:`ConvFetch` does the reads of a direct convolution, in this order, over
+one :class:`~accel.rtl.axi.AxiReader`:
+
+1. **Features** (CDMA): the input cube in NVDLA's feature layout (a surface of
+   ``atom`` channels per ``SURF_STRIDE``, a line of ``W`` atoms per
+   ``LINE_STRIDE``), one burst per line, into the feature memory: the
+   ``atomic_c / atom`` surfaces of channel group ``cg`` fill the lane groups
+   of entry ``(cg * H + y) * W + x``.  Surfaces past ``C`` do not exist in
+   memory and are not read (the sequencer masks those lanes).
+2. **SDP operands** (SDP_RDMA, per-kernel mode): for every kernel group, the
+   ``atomic_k`` elements of X1's (BRDMA) and X2's (NRDMA) packed 1x1xC
+   operand cubes - one or two 8/16-bit components each (ALU first) - into one
+   operand memory entry.
+3. **Weights** (CDMA): ``WEIGHT_BYTES`` from ``WEIGHT_ADDR`` in NVDLA's
+   direct-convolution order (kernel group, channel group, tap, kernel,
+   channel - channels and kernels of the last groups packed without padding)
+   through a byte aligner into weight memory entries, kernels past ``K``
+   written as zeros.  ``ready`` rises when 1 and 2 are done: the convolution
+   starts while the weights stream in, the sequencer reading an entry only
+   once ``weight_level`` has passed it.
+
+:class:`OutputWriter` is SDP's write DMA: every output beat (``atomic_k``
+channels of one point, kernel group by kernel group in raster order) to
+``DST_BASE + kg * DST_SURFACE_STRIDE + oy * DST_LINE_STRIDE + ox * atom``.
+
+The bus word is one memory atom (``memory_atomic_size`` bytes); the engine
+needs ``atomic_k == memory_atomic_size`` (every NVDLA preset has it), so an
+output beat is one word.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.config import HwConfig
+from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
+from accel.rtl.conv_core import SIZE_BITS, operand_layout, operand_write_layout, write_layout
+from accel.rtl.postproc import ResultLayout
+
+ADDR_BITS = 32
+#: SDP_RDMA ``DATA_USE`` codes
+USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
+
+
+class OperandFetchLayout(data.StructLayout):
+    """One SDP stage's operand DMA: on or off, base address, components, 16-bit or 8-bit."""
+
+    def __init__(self) -> None:
+        super().__init__({"fetch": 1, "addr": ADDR_BITS, "use": 2, "wide": 1})
+
+
+class FetchConfigLayout(data.StructLayout):
+    """What :class:`ConvFetch` reads from the registers."""
+
+    def __init__(self) -> None:
+        size = SIZE_BITS
+        super().__init__({
+            "feature_addr": ADDR_BITS, "line_stride": ADDR_BITS, "surf_stride": ADDR_BITS,
+            "c": size, "h": size, "w": size, "k": size, "r": 4, "s": 4,
+            "channel_groups": size, "kernel_groups": size,
+            "weight_addr": ADDR_BITS, "weight_bytes": ADDR_BITS,
+            "x1": OperandFetchLayout(), "x2": OperandFetchLayout(),
+        })
+
+
+def feature_groups(cfg: HwConfig) -> int:
+    """Memory surfaces per feature memory entry (``atomic_c / atom``)."""
+    return cfg.atomic_c // cfg.atom_size
+
+
+def check_bus(cfg: HwConfig) -> None:
+    if cfg.atomic_k != cfg.atom_size or cfg.atomic_c % cfg.atom_size:
+        raise ValueError(f"{cfg.name}: the RTL engine needs atomic_k == memory_atomic_size and "
+                         f"atomic_c a multiple of it (atomic_c={cfg.atomic_c}, "
+                         f"atomic_k={cfg.atomic_k}, memory_atomic_size={cfg.atom_size})")
+
+
+class ConvFetch(wiring.Component):
+    """See the module docstring.
+
+    Attributes
+    ----------
+    cfg : ``In(FetchConfigLayout())``, constant from ``start`` to ``done``
+    start : ``In(1)`` pulse; ``ready`` : ``Out(1)`` features and operands are in;
+    ``done`` : ``Out(1)`` everything is in (both stay high until the next start)
+    weight_level : ``Out``: weight memory entries written so far
+    feature_write, weight_write, operand_write : memory write ports
+    axi : AXI4 read channels; ``bus_error`` : sticky, a read was not OKAY
+    """
+
+    def __init__(self, cfg: HwConfig, feature_entries: int, weight_entries: int,
+                 operand_entries: int) -> None:
+        check_bus(cfg)
+        self.hw = cfg
+        self.entries = (feature_entries, weight_entries, operand_entries)
+        super().__init__({
+            "cfg": In(FetchConfigLayout()),
+            "start": In(1), "ready": Out(1), "done": Out(1),
+            "weight_level": Out(range(weight_entries + 1)),
+            "feature_write": Out(write_layout(cfg, feature_entries, feature_groups(cfg))),
+            "weight_write": Out(write_layout(cfg, weight_entries)),
+            "operand_write": Out(operand_write_layout(cfg, operand_entries)),
+            "axi": Out(read_signature(ADDR_BITS, 8 * cfg.atom_size)),
+            "bus_error": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        hw, cfg = self.hw, self.cfg
+        bus, n_c, n_k = hw.atom_size, hw.atomic_c, hw.atomic_k
+        groups = feature_groups(hw)
+        m.submodules.reader = reader = AxiReader(ADDR_BITS, bus)
+        wiring.connect(m, wiring.flipped(self.axi), reader.axi)
+        m.d.comb += self.bus_error.eq(reader.bus_error)
+        cmd = reader.cmd
+        beat = reader.data
+
+        # ---- features -------------------------------------------------------------
+        cg, j, y, x = (Signal(SIZE_BITS), Signal(range(groups)), Signal(SIZE_BITS),
+                       Signal(SIZE_BITS))
+        surface = Signal(SIZE_BITS + 4)
+        surf_addr, line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        row_base, cg_base = Signal(range(self.entries[0] + 1)), Signal(range(self.entries[0] + 1))
+        fw = self.feature_write
+        ready, done = Signal(), Signal()
+
+        # ---- operands ----------------------------------------------------------------
+        kg = Signal(SIZE_BITS)
+        stage = Signal()
+        st = Signal(OperandFetchLayout())          # the stage being fetched
+        m.d.comb += st.eq(Mux(stage, cfg.x2.as_value(), cfg.x1.as_value()))
+        x1_addr, x2_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        esize = Signal(3)                       # bytes per element = bus words per kernel group
+        m.d.comb += esize.eq(Mux(st.wide, 2, 1) * Mux(st.use == USE_BOTH, 2, 1))
+        words = Array(Signal(8 * bus, name=f"operand_word{i}") for i in range(4))
+        word = Signal(2)
+        assembled = Signal(operand_layout(hw))
+        ow = self.operand_write
+        decoded = _decode_operands(m, Cat(*words), st, n_k)
+
+        # ---- weights -------------------------------------------------------------------
+        cap = n_c + bus                        # aligner bytes
+        buf = Signal(8 * cap)
+        count = Signal(range(cap + 1))
+        wkg, wcg, wkk = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(range(n_k))
+        wr, ws = Signal(4), Signal(4)
+        c_last, k_last = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        entries_done = Signal()
+        level = Signal(range(self.entries[1] + 1))
+        m.d.comb += self.weight_level.eq(level)
+        nc = Signal(range(n_c + 1))
+        m.d.comb += nc.eq(Mux(wcg == cfg.channel_groups - 1, c_last, n_c))
+        exists = Signal()
+        m.d.comb += exists.eq((wkg != cfg.kernel_groups - 1) | (wkk < k_last))
+        weighing = Signal()
+        write_now = Signal()
+        m.d.comb += write_now.eq(weighing & ~entries_done & (~exists | (count >= nc)))
+        take = Signal(range(n_c + 1))
+        m.d.comb += take.eq(Mux(write_now & exists, nc, 0))
+        after = Signal(8 * cap)
+        count_after = Signal(range(cap + 1))
+        m.d.comb += [after.eq(buf >> (take * 8)), count_after.eq(count - take)]
+        room = Signal()
+        m.d.comb += room.eq(count_after + bus <= cap)
+        ww = self.weight_write
+        m.d.comb += [ww.en.eq(write_now), ww.addr.eq(level)]
+        for lane in range(n_c):
+            m.d.comb += ww.data[lane].eq(Mux(exists & (lane < nc), buf[8 * lane:8 * lane + 8], 0))
+        with m.If(write_now):
+            m.d.sync += level.eq(level + 1)
+            with m.If(wkk != n_k - 1):
+                m.d.sync += wkk.eq(wkk + 1)
+            with m.Else():
+                m.d.sync += wkk.eq(0)
+                with m.If(ws != cfg.s - 1):
+                    m.d.sync += ws.eq(ws + 1)
+                with m.Elif(wr != cfg.r - 1):
+                    m.d.sync += [ws.eq(0), wr.eq(wr + 1)]
+                with m.Elif(wcg != cfg.channel_groups - 1):
+                    m.d.sync += [ws.eq(0), wr.eq(0), wcg.eq(wcg + 1)]
+                with m.Else():
+                    m.d.sync += [ws.eq(0), wr.eq(0), wcg.eq(0)]
+                    with m.If(wkg != cfg.kernel_groups - 1):
+                        m.d.sync += wkg.eq(wkg + 1)
+                    with m.Else():
+                        m.d.sync += entries_done.eq(1)
+        accept = Signal()
+        m.d.comb += accept.eq(weighing & beat.valid & beat.ready & ~entries_done)
+        with m.If(weighing):
+            m.d.sync += [buf.eq(Mux(accept, after | (beat.payload << (count_after * 8)), after)),
+                         count.eq(count_after + Mux(accept, bus, 0))]
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [ready.eq(0), done.eq(0), cg.eq(0), j.eq(0), y.eq(0), surface.eq(0),
+                                 surf_addr.eq(cfg.feature_addr), line_addr.eq(cfg.feature_addr),
+                                 row_base.eq(0), cg_base.eq(0),
+                                 kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
+                                 x2_addr.eq(cfg.x2.addr),
+                                 wkg.eq(0), wcg.eq(0), wkk.eq(0), wr.eq(0), ws.eq(0), level.eq(0),
+                                 count.eq(0), buf.eq(0), entries_done.eq(0),
+                                 c_last.eq(cfg.c - ((cfg.channel_groups - 1) * n_c)),
+                                 k_last.eq(cfg.k - ((cfg.kernel_groups - 1) * n_k))]
+                    m.next = "FEATURE_LINE"
+            # ---- features: one burst per line of each surface that exists
+            with m.State("FEATURE_LINE"):
+                with m.If(surface * hw.atom_size >= cfg.c):
+                    m.next = "NEXT_SURFACE"
+                with m.Elif(cmd.ready):
+                    m.d.sync += x.eq(0)
+                    m.next = "FEATURE_DATA"
+            with m.State("FEATURE_DATA"):
+                with m.If(beat.valid):
+                    m.d.sync += x.eq(x + 1)
+                    with m.If(x == cfg.w - 1):
+                        m.next = "NEXT_LINE"
+            with m.State("NEXT_LINE"):
+                with m.If(y != cfg.h - 1):
+                    m.d.sync += [y.eq(y + 1), line_addr.eq(line_addr + cfg.line_stride),
+                                 row_base.eq(row_base + cfg.w)]
+                    m.next = "FEATURE_LINE"
+                with m.Else():
+                    m.next = "NEXT_SURFACE"
+            with m.State("NEXT_SURFACE"):
+                m.d.sync += [y.eq(0), surface.eq(surface + 1),
+                             surf_addr.eq(surf_addr + cfg.surf_stride),
+                             line_addr.eq(surf_addr + cfg.surf_stride)]
+                with m.If(j != groups - 1):
+                    m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
+                    m.next = "FEATURE_LINE"
+                with m.Elif(cg != cfg.channel_groups - 1):
+                    # the next channel group's entries follow this one's H x W
+                    m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + cfg.h * cfg.w),
+                                 row_base.eq(cg_base + cfg.h * cfg.w)]
+                    m.next = "FEATURE_LINE"
+                with m.Elif(cfg.x1.fetch | cfg.x2.fetch):
+                    m.next = "OPERAND_WORDS"
+                with m.Else():
+                    m.next = "WEIGHTS"
+            # ---- SDP operands: per kernel group, X1's then X2's elements
+            with m.State("OPERAND_WORDS"):
+                with m.If(~st.fetch):
+                    m.next = "NEXT_STAGE"
+                with m.Elif(cmd.ready):
+                    m.d.sync += word.eq(0)
+                    m.next = "OPERAND_DATA"
+            with m.State("OPERAND_DATA"):
+                with m.If(beat.valid):
+                    m.d.sync += [words[word].eq(beat.payload), word.eq(word + 1)]
+                    with m.If(word == esize - 1):
+                        m.next = "OPERAND_DECODE"
+            with m.State("OPERAND_DECODE"):
+                with m.If(stage):
+                    m.d.sync += [assembled.alu2.eq(decoded["alu"]),
+                                 assembled.mul2.eq(decoded["mul"]),
+                                 x2_addr.eq(x2_addr + esize * bus)]
+                with m.Else():
+                    m.d.sync += [assembled.alu1.eq(decoded["alu"]),
+                                 assembled.mul1.eq(decoded["mul"]),
+                                 x1_addr.eq(x1_addr + esize * bus)]
+                m.next = "NEXT_STAGE"
+            with m.State("NEXT_STAGE"):
+                with m.If(~stage):
+                    m.d.sync += stage.eq(1)
+                    m.next = "OPERAND_WORDS"
+                with m.Else():
+                    m.d.sync += [stage.eq(0), kg.eq(kg + 1)]
+                    with m.If(kg == cfg.kernel_groups - 1):
+                        m.next = "WEIGHTS"
+                    with m.Else():
+                        m.next = "OPERAND_WORDS"
+            # ---- weights: one command; the aligner fills entries as words arrive
+            with m.State("WEIGHTS"):
+                m.d.sync += ready.eq(1)
+                with m.If(cmd.ready):
+                    m.next = "WEIGHT_DATA"
+            with m.State("WEIGHT_DATA"):
+                with m.If(entries_done & ~reader.busy):
+                    m.d.sync += done.eq(1)
+                    m.next = "IDLE"
+        weight_words = (cfg.weight_bytes + bus - 1) >> (bus.bit_length() - 1)
+        feature_line = fsm.ongoing("FEATURE_LINE") & (surface * hw.atom_size < cfg.c)
+        operand_words = fsm.ongoing("OPERAND_WORDS") & st.fetch
+        weights_cmd = fsm.ongoing("WEIGHTS")
+        m.d.comb += [
+            cmd.valid.eq(feature_line | operand_words | weights_cmd),
+            cmd.payload.addr.eq(Mux(feature_line, line_addr,
+                                    Mux(weights_cmd, cfg.weight_addr,
+                                        Mux(stage, x2_addr, x1_addr)))),
+            cmd.payload.beats.eq(Mux(feature_line, cfg.w, Mux(weights_cmd, weight_words, esize))),
+            weighing.eq(fsm.ongoing("WEIGHT_DATA")),
+            beat.ready.eq(fsm.ongoing("FEATURE_DATA") | fsm.ongoing("OPERAND_DATA")
+                          | (weighing & (entries_done | room))),
+            fw.en.eq(Mux(fsm.ongoing("FEATURE_DATA") & beat.valid, 1 << j, 0)),
+            fw.addr.eq(row_base + x),
+            ow.en.eq(fsm.ongoing("NEXT_STAGE") & stage),
+            ow.addr.eq(kg),
+            self.ready.eq(ready),
+            self.done.eq(done),
+        ]
+        for g in range(groups):
+            for lane in range(hw.atom_size):
+                m.d.comb += fw.data[g * hw.atom_size + lane].eq(beat.payload[8 * lane:8 * lane + 8])
+        m.d.comb += ow.data.eq(assembled)
+        return m
+
+
+def _decode_operands(m: Module, raw, st, lanes: int) -> dict[str, object]:
+    """The ALU and multiplier operand of each lane from a kernel group's packed elements
+    (``st.use`` components of ``st.wide`` 16 or 8 bits, ALU first)."""
+    alu = Signal(data.ArrayLayout(signed(16), lanes))
+    mul = Signal(data.ArrayLayout(signed(16), lanes))
+
+    def component(index: int, wide: bool):
+        if wide:
+            return raw[16 * index:16 * index + 16].as_signed()
+        return raw[8 * index:8 * index + 8].as_signed()
+
+    for lane in range(lanes):
+        with m.Switch(Cat(st.use, st.wide)):
+            for wide in (0, 1):
+                with m.Case(USE_ALU | wide << 2):
+                    m.d.comb += alu[lane].eq(component(lane, wide))
+                with m.Case(USE_MUL | wide << 2):
+                    m.d.comb += mul[lane].eq(component(lane, wide))
+                with m.Case(USE_BOTH | wide << 2):
+                    m.d.comb += [alu[lane].eq(component(2 * lane, wide)),
+                                 mul[lane].eq(component(2 * lane + 1, wide))]
+    return {"alu": alu, "mul": mul}
+
+
+class OutputWriter(wiring.Component):
+    """SDP's write DMA (see the module docstring).
+
+    Attributes
+    ----------
+    cfg : ``In``: ``dst_addr``, ``line_stride``, ``surf_stride``, ``out_w``, ``out_h``
+    start : ``In(1)`` pulse (before the first beat); ``idle`` : ``Out(1)`` every write
+    answered; ``inp`` : ``In(stream)`` of output beats; ``axi`` : AXI4 write channels
+    """
+
+    def __init__(self, cfg: HwConfig, outstanding: int = 15) -> None:
+        check_bus(cfg)
+        self.hw, self.outstanding = cfg, outstanding
+        super().__init__({
+            "cfg": In(data.StructLayout({"dst_addr": ADDR_BITS, "line_stride": ADDR_BITS,
+                                         "surf_stride": ADDR_BITS, "out_w": SIZE_BITS,
+                                         "out_h": SIZE_BITS})),
+            "start": In(1), "idle": Out(1), "bus_error": Out(1),
+            "inp": In(stream.Signature(ResultLayout(cfg))),
+            "axi": Out(write_signature(ADDR_BITS, 8 * cfg.atom_size)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        hw, cfg = self.hw, self.cfg
+        m.submodules.writer = writer = AxiWriter(ADDR_BITS, hw.atom_size, self.outstanding)
+        wiring.connect(m, wiring.flipped(self.axi), writer.axi)
+        m.d.comb += [self.idle.eq(writer.idle), self.bus_error.eq(writer.bus_error)]
+        ox, oy = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        point, row, surface = Signal(ADDR_BITS), Signal(ADDR_BITS), Signal(ADDR_BITS)
+        m.d.comb += [writer.req.valid.eq(self.inp.valid), self.inp.ready.eq(writer.req.ready),
+                     writer.req.payload.addr.eq(point),
+                     writer.req.payload.data.eq(self.inp.payload.data.as_value()),
+                     writer.req.payload.strb.eq((1 << hw.atom_size) - 1)]
+        with m.If(self.start):
+            m.d.sync += [ox.eq(0), oy.eq(0), point.eq(cfg.dst_addr), row.eq(cfg.dst_addr),
+                         surface.eq(cfg.dst_addr)]
+        with m.Elif(self.inp.valid & self.inp.ready):
+            m.d.sync += [ox.eq(ox + 1), point.eq(point + hw.atom_size)]
+            with m.If(ox == cfg.out_w - 1):
+                m.d.sync += [ox.eq(0), oy.eq(oy + 1), row.eq(row + cfg.line_stride),
+                             point.eq(row + cfg.line_stride)]
+                with m.If(oy == cfg.out_h - 1):        # the next kernel group's surface
+                    m.d.sync += [oy.eq(0), surface.eq(surface + cfg.surf_stride),
+                                 row.eq(surface + cfg.surf_stride),
+                                 point.eq(surface + cfg.surf_stride)]
+        return m
