@@ -19,10 +19,46 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accel.config import HwConfig
+from accel.regs import field_get, lookup
+from accel.rtl.csb_regs import CONV_UNITS
 from accel.rtl.sim import DEFAULT_TB_DIR, SimulationFailed, run_cocotb
 
 #: the build directory of each trace's simulation (gitignored)
 BUILD_ROOT = Path("build") / "rtl" / "traces"
+
+
+#: the address registers the engine's DMAs use: upper halves, and what must be atom aligned
+HIGH_ADDRESSES = {f"NVDLA_{r}" for r in (
+    "CDMA.D_DAIN_ADDR_HIGH_0", "CDMA.D_WEIGHT_ADDR_HIGH", "SDP_RDMA.D_BS_BASE_ADDR_HIGH",
+    "SDP_RDMA.D_BN_BASE_ADDR_HIGH", "SDP.D_DST_BASE_ADDR_HIGH")}
+ALIGNED = {f"NVDLA_{r}" for r in (
+    "CDMA.D_DAIN_ADDR_LOW_0", "CDMA.D_LINE_STRIDE", "CDMA.D_SURF_STRIDE",
+    "CDMA.D_WEIGHT_ADDR_LOW", "SDP_RDMA.D_BS_BASE_ADDR_LOW", "SDP_RDMA.D_BN_BASE_ADDR_LOW",
+    "SDP.D_DST_BASE_ADDR_LOW", "SDP.D_DST_LINE_STRIDE", "SDP.D_DST_SURFACE_STRIDE")}
+
+
+def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
+    """Why the engine cannot run a trace writing ``value`` to ``symbol`` (None: it can)."""
+    reg = lookup(symbol)
+    if reg.unit not in CONV_UNITS:
+        return f"{reg.symbol} belongs to {reg.unit}, which the RTL engine does not implement"
+    name = reg.name
+    if reg.unit == "NVDLA_SDP_RDMA":
+        for dma in ("BRDMA", "NRDMA", "ERDMA"):
+            if name == f"D_{dma}_CFG" and not field_get(value, reg, f"{dma}_DISABLE"):
+                if dma == "ERDMA":
+                    return f"{reg.symbol}={value:#x}: the engine has no element-wise (EW) stage"
+                if field_get(value, reg, f"{dma}_DATA_MODE"):
+                    return (f"{reg.symbol}={value:#x}: per-element operands are not implemented"
+                            f" (per-kernel only)")
+    if reg.unit == "NVDLA_SDP" and name == "D_FEATURE_MODE_CFG" and \
+            not field_get(value, reg, "FLYING_MODE"):
+        return f"{reg.symbol}={value:#x}: SDP reading its input from memory is not implemented"
+    if reg.symbol in HIGH_ADDRESSES and value:
+        return f"{reg.symbol}={value:#x}: addresses above 4 GiB are not implemented"
+    if reg.symbol in ALIGNED and value % hw.atom_size:
+        return f"{reg.symbol}={value:#x} is not a multiple of the {hw.atom_size}-byte atom"
+    return None
 
 
 @dataclass

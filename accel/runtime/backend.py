@@ -5,6 +5,8 @@ names the available ones and :func:`get_backend` builds one by name.  The
 default, ``cmod``, is the bit-accurate register-level model
 (:class:`accel.cmod.Dla`): it executes an operation synchronously when its
 enabling register write lands and raises the GLB interrupt status bits.
+``rtl`` runs the convolutions on the RTL engine in simulation as well
+(:mod:`accel.rtl.cosim`).
 """
 
 from __future__ import annotations
@@ -119,7 +121,16 @@ class CmodBackend:
         self.dla.stats.clear()
 
 
-BACKENDS: dict[str, type] = {"cmod": CmodBackend}
+def _rtl_backend(cfg: HwConfig, **kwargs: Any) -> Backend:
+    # imported on demand: the RTL stack (Amaranth, cocotb) loads only when asked for
+    from accel.rtl.cosim import RtlBackend
+    return RtlBackend(cfg, **kwargs)
+
+
+#: backend name -> factory ``(cfg, **options)``; ``rtl`` runs convolutions on the RTL
+#: engine in simulation (option ``simulator``: icarus or verilator) and the rest on the
+#: cmodel (:mod:`accel.rtl.cosim`)
+BACKENDS: dict[str, Any] = {"cmod": CmodBackend, "rtl": _rtl_backend}
 
 
 def get_backend(name: str, cfg: HwConfig, **kwargs: Any) -> Backend:

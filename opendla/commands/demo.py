@@ -42,6 +42,12 @@ def add_parser(subparsers) -> None:
                    help=f"evaluate the first N held-out digits (default all {TEST_COUNT})")
     p.add_argument("--calib-samples", type=int, default=200, metavar="N",
                    help="training digits used for calibration (default 200)")
+    p.add_argument("--backend", choices=("cmod", "rtl"), default="cmod",
+                   help="where the DLA's operations run: the cmodel (default), or rtl: "
+                        "convolutions on the RTL engine in simulation, checked against the "
+                        "cmodel, the rest on the cmodel")
+    p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
+                   help="HDL simulator of --backend rtl (default icarus)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of tables")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
 
@@ -178,12 +184,14 @@ def evaluate(args: argparse.Namespace) -> dict:
     fp32 = _run_executor(graph, [get_device("cpu")], None, xs, "fp32 CPU", progress)
     ort_res = _run_onnxruntime(xs, progress)
 
-    nvdla = get_device("nvdla", preset=args.preset, capture=True)
+    nvdla = get_device("nvdla", preset=args.preset, capture=True, backend=args.backend,
+                       simulator=args.simulator)
     checks: dict[str, LayerCheck] = {}
     cycles = np.zeros(len(xs), np.int64)
     ref = PathResult("int8 CPU reference", np.zeros(len(xs), np.int64))
     report = VerifyReport()
-    dla = PathResult(f"int8 DLA {args.preset} cmodel", np.zeros(len(xs), np.int64))
+    where = "cmodel" if args.backend == "cmod" else f"RTL ({args.simulator})"
+    dla = PathResult(f"int8 DLA {args.preset} {where}", np.zeros(len(xs), np.int64))
     with Executor(graph, [nvdla, get_device("cpu")], table) as ex, \
             progress_bar(len(xs), dla.label, enabled=progress) as bar:
         out = graph.outputs[0]
@@ -218,6 +226,8 @@ def evaluate(args: argparse.Namespace) -> dict:
         and all(c.images == len(xs) for c in checks.values()),
         "est_cycles_per_image": float(np.mean(cycles)),
         "clock_hz": CLOCK_HZ,
+        "backend": args.backend,
+        **({"rtl": nvdla.rtl_summary} if args.backend == "rtl" else {}),
     }
 
 
@@ -251,14 +261,24 @@ def format_report(s: dict) -> str:
               f"estimated DLA cycles per image: {cyc:,.0f} (cmodel op statistics, not a "
               f"measurement) = {cyc / s['clock_hz'] * 1e6:.1f} us at "
               f"{s['clock_hz'] / 1e6:.0f} MHz"]
+    if "rtl" in s:
+        r = s["rtl"]
+        lines.append(f"RTL engine: {r['convolutions']} convolutions, {r['cycles']:,} cycles "
+                     f"({r['cycles'] / n:,.0f} per image), each output equal to the cmodel's")
+        for why, count in r["on_cmodel"].items():
+            lines.append(f"  on the cmodel: {count} op(s): {why}")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
+    from accel.runtime.errors import RuntimeFault
+
     try:
         summary = evaluate(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    except RuntimeFault as exc:         # e.g. an RTL convolution differs from the cmodel
+        raise CheckFailed(str(exc)) from None
     print(json.dumps(summary, indent=1) if args.json else format_report(summary))
     if not summary["bit_exact"]:
         layers, n = summary["layers"], summary["images"]

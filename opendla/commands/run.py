@@ -82,6 +82,12 @@ def add_parser(subparsers) -> None:
                    help="untimed runs before the timed ones (default 0)")
     p.add_argument("--trace-regs", action="store_true",
                    help="print every NVDLA register write on stderr")
+    p.add_argument("--backend", choices=("cmod", "rtl"), default="cmod",
+                   help="with --device nvdla: where the DLA's operations run: the cmodel "
+                        "(default), or rtl: convolutions on the RTL engine in simulation, "
+                        "each output checked against the cmodel's, the rest on the cmodel")
+    p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
+                   help="HDL simulator of --backend rtl (default icarus)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--debug-graph", action="store_true",
                    help="print the graph after shape inference (TG_DEBUG_GRAPH)")
@@ -276,6 +282,9 @@ def _validate(args: argparse.Namespace) -> None:
     if not Path(args.model).is_file():
         raise UsageError(f"model {args.model!r} does not exist (an .onnx model or an .nvdla "
                          f"loadable)")
+    if args.backend == "rtl" and (args.device != "nvdla" or is_loadable(args.model)):
+        raise UsageError("--backend rtl runs the DLA part of an ONNX model with --device nvdla "
+                         "(loadables and the CPU run on the cmodel)")
 
 
 # ------------------------------------------------------------------ loadables
@@ -464,7 +473,8 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
         cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
                          preset=args.preset)
         accel_opts = {"preset": args.preset, "capture": args.verify,
-                      "trace_regs": args.trace_regs} if args.device == "nvdla" else {}
+                      "trace_regs": args.trace_regs, "backend": args.backend,
+                      "simulator": args.simulator} if args.device == "nvdla" else {}
         devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
         batch = next(iter(feeds.values())).shape[0]
         with Executor(graph, devices, table, debug=debug) as ex:
@@ -475,6 +485,7 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         raise UsageError(str(msg)) from None
 
+    rtl = devices[0].rtl_summary if args.backend == "rtl" and args.device == "nvdla" else None
     summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
     if args.save_outputs:
         save_outputs(args.save_outputs, outputs)
@@ -488,6 +499,8 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
                "dla_op_share": part.share("nvdla")[0],
                "outputs": summaries, "time": timing.as_dict(),
                "subgraph_ms": {k: s * 1e3 for k, s in times.items()}}
+        if rtl is not None:
+            doc["rtl"] = rtl
         if report is not None:
             doc.update(bit_exact=report.bit_exact, layers_checked=report.layers_checked,
                        samples=report.samples,
@@ -501,6 +514,10 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
     print("\n".join(timing.lines()))
     print("subgraphs (last run): " + ", ".join(f"{k} {sec * 1e3:.3f} ms"
                                                for k, sec in times.items()))
+    if rtl is not None:
+        print(f"RTL engine ({args.simulator}): {rtl['convolutions']} convolutions, "
+              f"{rtl['cycles']:,} cycles, each output equal to the cmodel's"
+              + "".join(f"; on the cmodel: {n} x {why}" for why, n in rtl["on_cmodel"].items()))
     if report is not None:
         print(report.summary())
         for m in report.mismatches[:10]:

@@ -22,7 +22,7 @@ from accel.compiler import CompiledSubgraph, compile_subgraph, run_reference, su
 from accel.compiler.reference import scale_constraints as _scale_constraints
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.layout import pack_feature, unpack_feature
-from accel.runtime.backend import get_backend
+from accel.runtime.backend import BACKENDS, get_backend
 from accel.runtime.umd import Runtime
 from tengine_host.ir import Graph, Node
 from tengine_host.quant.weights import dequantize, quantize_activation
@@ -57,6 +57,8 @@ class NvdlaDevice:
         Hardware configuration (``accel.config.PRESETS``), nv_small by default.
     backend : str
         Runtime backend name (``accel.runtime.backend.BACKENDS``).
+    simulator : str
+        With the ``rtl`` backend: the HDL simulator (icarus or verilator).
     capture : bool
         Record every activation's int8 value on every run (:attr:`NvdlaPrepared.captured`).
     """
@@ -66,12 +68,22 @@ class NvdlaDevice:
     max_batch = 1
 
     def __init__(self, preset: str | HwConfig = DEFAULT_PRESET, backend: str = "cmod",
-                 capture: bool = False, trace_regs: bool = False) -> None:
+                 capture: bool = False, trace_regs: bool = False,
+                 simulator: str = "icarus") -> None:
         self.cfg = preset if isinstance(preset, HwConfig) else get_preset(preset)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend {backend!r} not in {', '.join(BACKENDS)}")
+        if backend == "rtl":
+            from accel.rtl.sim import SIMULATORS  # the RTL stack loads only when asked for
+            if simulator not in SIMULATORS:
+                raise ValueError(f"simulator {simulator!r} not in {', '.join(SIMULATORS)}")
         self.backend_name = backend
+        self.simulator = simulator
         self.capture = capture
         self.trace_regs = trace_regs  # print every register write (--trace-regs)
-        get_backend(backend, self.cfg)  # fail early on an unknown backend name
+        #: what the ``rtl`` backend ran, summed over closed subgraphs: convolutions and
+        #: cycles on the RTL engine, operations left to the cmodel (by reason)
+        self.rtl_summary = {"convolutions": 0, "cycles": 0, "on_cmodel": {}}
 
     def supports(self, node: Node, graph: Graph) -> tuple[bool, str]:
         return supports(node, graph, self.cfg)
@@ -81,7 +93,8 @@ class NvdlaDevice:
             raise ValueError("the nvdla device runs int8 and needs a calibration table "
                              "(opendla quantize)")
         compiled = compile_subgraph(subgraph, quant_table, self.cfg)
-        runtime = Runtime(self.cfg, get_backend(self.backend_name, self.cfg),
+        options = {"simulator": self.simulator} if self.backend_name == "rtl" else {}
+        runtime = Runtime(self.cfg, get_backend(self.backend_name, self.cfg, **options),
                           trace_regs=self.trace_regs)
         runtime.load(compiled.loadable)
         return NvdlaPrepared(compiled, runtime)
@@ -167,6 +180,16 @@ class NvdlaDevice:
 
     def postrun(self, prepared: NvdlaPrepared) -> None:
         prepared.captured.clear()
+        backend = prepared.runtime.backend
+        if self.backend_name == "rtl":
+            dla = backend.dla
+            self.rtl_summary["convolutions"] += dla.rtl_ops
+            self.rtl_summary["cycles"] += dla.rtl_cycles
+            for why, n in dla.fallbacks.items():
+                self.rtl_summary["on_cmodel"][why] = self.rtl_summary["on_cmodel"].get(why, 0) + n
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()         # the rtl backend ends its simulation
 
 
 def int8_node(node: Node, graph: Graph, table, cfg: HwConfig):

@@ -2,146 +2,113 @@
 
 The trace (``OPENDLA_TRACE``: its directory) is played as the cmodel's trace
 player plays it (:mod:`accel.cmod.trace`: the same parser, memory files and
-golden CRCs), with the engine on the CSB: every ``reg_write`` goes to the
-engine's CSB port, ``poll_reg_equal`` reads it, ``intr_notify`` waits for the
-engine's interrupt pin and acknowledges the status bit, and ``check_crc``
-compares the destination memory with the golden CRC.
+golden CRCs), with the engine on the CSB and its AXI4 port served by
+``cocotbext-axi``'s AXI slave over the trace's memory image: every
+``reg_write`` goes to the engine's CSB port, ``poll_reg_equal`` reads it,
+``intr_notify`` waits for the engine's interrupt pin and acknowledges the
+status bit, and ``check_crc`` compares the destination memory with the
+golden CRC.  The engine fetches the input cube, weights and operands and
+writes the output itself; the testbench only serves the bus.
 
-The engine has no memory bus yet, so this testbench does the two DMA jobs
-in Python, from the registers the trace wrote: at the operation's first
-``D_OP_ENABLE`` it reads the feature cube and the weights from the trace's
-memory image as CDMA would (NVDLA's feature layout and direct-convolution
-weight order, :mod:`accel.layout`) into the engine's memories, and it writes
-the engine's output beats into the image at SDP's destination as the SDP
-write DMA would.  Registers of units the engine does not implement are an
-error before the trace starts.
+Before anything runs, what the engine does not implement is an error naming
+the register: registers of other units, SDP_RDMA per-element operands or its
+element-wise (EW) DMA, SDP reading its input from memory, addresses above
+4 GiB or off the memory atom.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import First, RisingEdge, Timer
 from cocotb.utils import get_sim_time
-from conv_tb import load_memories, reset
-from engine_tb import csb_read, csb_write
+from conv_tb import reset
+from engine_tb import attach_memory, csb_read, csb_write
 
 from accel.cmod.dram import Dram
 from accel.cmod.glb import status_bit
 from accel.cmod.trace import TraceError, _find_cfg, _int, _Player, parse_cfg
 from accel.config import HwConfig
-from accel.layout import CubeLayout, dc_weight_order, unpack_feature
-from accel.regs import field_get, lookup
-from accel.rtl.csb_regs import CONV_UNITS
+from accel.regs import lookup
+from accel.rtl.trace_player import unsupported
 
 CLOCK_NS = 10
-TRACE_ENTRIES = 16384          # memory depth of the "engine_traces" top (accel/rtl/generate.py)
 #: cycles an interrupt or a poll may take before the trace is declared hung
 BUDGET = int(os.environ.get("OPENDLA_TRACE_BUDGET", "2000000"))
 
 
-class Registers:
-    """What the trace wrote, by symbol, for the testbench's DMA work."""
+class DramTarget:
+    """The trace's memory image as the AXI slave's target; an access outside the image is
+    answered SLVERR (by cocotbext-axi) and remembered in ``faults``."""
 
-    def __init__(self) -> None:
-        self.values: dict[str, int] = {}
+    def __init__(self, dram: Dram) -> None:
+        self.dram = dram
+        self.faults: list[str] = []
 
-    def write(self, symbol: str, value: int) -> None:
-        self.values[lookup(symbol).symbol] = value
+    async def read(self, address: int, length: int) -> bytes:
+        try:
+            return self.dram.read(address, length).tobytes()
+        except Exception as exc:
+            self.faults.append(f"read of {length} bytes at {address:#x}: {exc}")
+            raise
 
-    def __call__(self, symbol: str, field: str | None = None) -> int:
-        reg = lookup(symbol)
-        value = self.values.get(reg.symbol, reg.reset)
-        return field_get(value, reg, field) if field else value
-
-
-def fetch(regs: Registers, dram: Dram, hw: HwConfig) -> dict:
-    """CDMA's work: the input cube and the weights of the programmed convolution."""
-    c = regs("NVDLA_CDMA.D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
-    h = regs("NVDLA_CDMA.D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
-    w = regs("NVDLA_CDMA.D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
-    base = regs("NVDLA_CDMA.D_DAIN_ADDR_HIGH_0") << 32 | regs("NVDLA_CDMA.D_DAIN_ADDR_LOW_0")
-    layout = CubeLayout(c, h, w, hw.atom_size, regs("NVDLA_CDMA.D_LINE_STRIDE"),
-                        regs("NVDLA_CDMA.D_SURF_STRIDE"))
-    cube = unpack_feature(dram.read(base, layout.size), layout).astype(np.int8)
-    k = regs("NVDLA_CDMA.D_WEIGHT_SIZE_1", "WEIGHT_KERNEL") + 1
-    r = regs("NVDLA_CSC.D_WEIGHT_SIZE_EXT_0", "WEIGHT_HEIGHT_EXT") + 1
-    s = regs("NVDLA_CSC.D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1
-    waddr = regs("NVDLA_CDMA.D_WEIGHT_ADDR_HIGH") << 32 | regs("NVDLA_CDMA.D_WEIGHT_ADDR_LOW")
-    order = dc_weight_order(k, c, r, s, hw)
-    raw = dram.read(waddr, order.size).view(np.int8)
-    kcrs = np.empty(order.size, np.int8)
-    kcrs[order] = raw
-    return {"c": c, "h": h, "w": w, "k": k, "r": r, "s": s,
-            "x": cube[None].astype(np.int64), "wt": kcrs.reshape(k, c, r, s).astype(np.int64)}
+    async def write(self, address: int, data: bytes) -> None:
+        try:
+            self.dram.write(address, np.frombuffer(bytes(data), np.uint8), "AXI")
+        except Exception as exc:
+            self.faults.append(f"write of {len(data)} bytes at {address:#x}: {exc}")
+            raise
 
 
-async def write_outputs(dut, regs: Registers, dram: Dram, hw: HwConfig, done: dict) -> None:
-    """The SDP write DMA's work: every output beat into the memory image."""
-    k = regs("NVDLA_CSC.D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL") + 1
-    oh = regs("NVDLA_CSC.D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1
-    ow = regs("NVDLA_CSC.D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1
-    base = regs("NVDLA_SDP.D_DST_BASE_ADDR_HIGH") << 32 | regs("NVDLA_SDP.D_DST_BASE_ADDR_LOW")
-    line, surf = regs("NVDLA_SDP.D_DST_LINE_STRIDE"), regs("NVDLA_SDP.D_DST_SURFACE_STRIDE")
-    lanes, atom = hw.atomic_k, hw.atom_size
-    total, beats = oh * ow, -(-k // lanes) * oh * ow
-    dut.out__ready.value = 1
-    got = 0
-    while got < beats:
-        await ReadOnly()
-        if dut.out__valid.value == 1:
-            raw = int(dut.out__payload.value).to_bytes(3 * lanes, "little")[:lanes]
-            kg, point = divmod(got, total)
-            oy, ox = divmod(point, ow)
-            lane = 0
-            while lane < lanes:                  # the beat's channels, atom by atom
-                channel = kg * lanes + lane
-                surface, within = divmod(channel, atom)
-                n = min(lanes - lane, atom - within)
-                dram.write(base + surface * surf + oy * line + ox * atom + within,
-                           np.frombuffer(raw[lane:lane + n], np.uint8), "SDP_WDMA")
-                lane += n
-            got += 1
-        await RisingEdge(dut.clk)
-    done["beats"] = got
+async def wait_status(dut, bit: int, where: str, source: str) -> None:
+    """Until ``bit`` of ``S_INTR_STATUS`` is set, watching the interrupt pin."""
+    waited = 0
+    while True:
+        if dut.irq.value != 1:
+            t0 = get_sim_time("ns")
+            edge = await First(RisingEdge(dut.irq), Timer((BUDGET - waited) * CLOCK_NS, "ns"))
+            waited += int((get_sim_time("ns") - t0) / CLOCK_NS)
+            if not isinstance(edge, RisingEdge):
+                raise TraceError(f"{where}: interrupt {source} not raised within {BUDGET} "
+                                 f"cycles")
+        if await csb_read(dut, "NVDLA_GLB.S_INTR_STATUS") & bit:
+            return
+        waited += 2
+        if waited >= BUDGET:
+            raise TraceError(f"{where}: interrupt {source} not raised within {BUDGET} cycles")
 
 
-@cocotb.test()
-async def play_trace(dut) -> None:
-    hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
-    trace = Path(os.environ["OPENDLA_TRACE"])
+async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
+    """Play the trace in directory ``trace`` on the engine; its memory image becomes
+    ``target``'s.  Returns the CRC checks, cycles, the cycles and seconds spent waiting
+    for interrupts (the engine running) and the memory image."""
     cfg_path = _find_cfg(trace)
     cmds = parse_cfg(cfg_path)
-    for cmd in cmds:                       # unimplemented units: an error, before anything runs
+    for cmd in cmds:                   # what the engine lacks: an error, before anything runs
         if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
-            reg = lookup(cmd.args[0])
-            if reg.unit not in CONV_UNITS:
-                raise TraceError(f"{cfg_path}:{cmd.line}: {reg.symbol} belongs to {reg.unit}, "
-                                 f"which the RTL engine does not implement")
-    dram = Dram()
+            why = unsupported(cmd.args[0], _int(cmd.args[1]) if cmd.name == "reg_write" else 0,
+                              hw)
+            if why:
+                raise TraceError(f"{cfg_path}:{cmd.line}: {why}")
+    dram = target.dram = Dram()
+    target.faults.clear()
     loader = _Player(cfg_path, SimpleNamespace(dram=dram))
-    regs = Registers()
-    await reset(dut, "req")
-
-    notified, checks, writer, output = set(), 0, None, {}
+    notified, checks = set(), 0
+    waited = {"cycles": 0, "seconds": 0.0}     # in interrupt waits: the engine running
     start = get_sim_time("ns")
     for cmd in cmds:
         where = f"{cfg_path.name}:{cmd.line}"
         if cmd.name in ("mem_init", "mem_load"):
             getattr(loader, f"do_{cmd.name}")(cmd)
         elif cmd.name == "reg_write":
-            symbol, value = cmd.args[0], _int(cmd.args[1])
-            if lookup(symbol).name == "D_OP_ENABLE" and writer is None:
-                await load_memories(dut, hw, fetch(regs, dram, hw), TRACE_ENTRIES)
-                writer = cocotb.start_soon(write_outputs(dut, regs, dram, hw, output))
-            regs.write(symbol, value)
-            await csb_write(dut, lookup(symbol).symbol, value)
+            await csb_write(dut, lookup(cmd.args[0]).symbol, _int(cmd.args[1]))
         elif cmd.name in ("reg_read", "poll_reg_equal"):
             want = _int(cmd.args[1])
             for _ in range(BUDGET if cmd.name == "poll_reg_equal" else 1):
@@ -153,13 +120,12 @@ async def play_trace(dut) -> None:
         elif cmd.name == "intr_notify":
             source, _, group = cmd.args[0].rpartition("_")
             bit = status_bit(source, int(group))
-            for _ in range(BUDGET):
-                if dut.irq.value == 1 and await csb_read(dut, "NVDLA_GLB.S_INTR_STATUS") & bit:
-                    break
-                await RisingEdge(dut.clk)
-            else:
-                raise TraceError(f"{where}: interrupt {cmd.args[0]} not raised within {BUDGET} "
-                                 f"cycles")
+            t0, wall0 = get_sim_time("ns"), time.perf_counter()
+            await wait_status(dut, bit, where, cmd.args[0])
+            waited["cycles"] += int((get_sim_time("ns") - t0) / CLOCK_NS)
+            waited["seconds"] += time.perf_counter() - wall0
+            assert dut.bus_error.value == 0, (f"{where}: an AXI response was not OKAY: "
+                                              f"{'; '.join(target.faults[:3])}")
             await csb_write(dut, "NVDLA_GLB.S_INTR_STATUS", bit)
             notified.add(cmd.args[1])
         elif cmd.name == "check_crc":
@@ -175,11 +141,56 @@ async def play_trace(dut) -> None:
             checks += 1
         elif cmd.name not in ("check_nothing", "sync_notify", "sync_wait"):
             raise TraceError(f"{where}: trace command {cmd.name} is not supported on the RTL")
-    assert checks > 0, "the trace checked nothing"
-    cycles = int((get_sim_time("ns") - start) / CLOCK_NS)
+    return {"crc_checks": checks, "trace_cycles": int((get_sim_time("ns") - start) / CLOCK_NS),
+            "wait_cycles": waited["cycles"], "wait_seconds": waited["seconds"], "dram": dram}
+
+
+async def serve(dut, hw: HwConfig, target: DramTarget, requests: str, replies: str) -> dict:
+    """Play traces on request, one engine for all: a JSON line per request on the
+    ``requests`` pipe (``{"trace": DIR, "dumps": [[ADDR, SIZE, FILE], ...]}``, or
+    ``{"quit": true}``), a JSON line per reply on ``replies`` (``ok``, ``cycles``,
+    ``seconds``, or ``reason``).  Each dump writes the memory region's bytes to FILE, also
+    after a failed check (the caller can name the first differing byte).
+    While the testbench waits for a request, simulated time stands still."""
+    played = cycles = 0
+    with open(requests) as rq, open(replies, "w") as rp:
+        for line in rq:
+            request = json.loads(line)
+            if request.get("quit"):
+                break
+            try:
+                res = await play(dut, Path(request["trace"]), hw, target)
+                reply = {"ok": True, "cycles": res["wait_cycles"],
+                         "seconds": res["wait_seconds"], "trace_cycles": res["trace_cycles"]}
+                played += 1
+                cycles += res["trace_cycles"]
+            except (TraceError, AssertionError) as exc:
+                reply = {"ok": False, "reason": str(exc)}
+            for addr, size, file in request.get("dumps", []):    # failed or not
+                try:
+                    target.dram.read(addr, size).tofile(file)
+                except Exception as exc:
+                    reply = {"ok": False, "reason": f"dump of {addr:#x}+{size:#x}: {exc}"}
+            rp.write(json.dumps(reply) + "\n")
+            rp.flush()
+    return {"traces": played, "trace_cycles": cycles}
+
+
+@cocotb.test()
+async def play_trace(dut) -> None:
+    hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
+    target = DramTarget(Dram())
+    attach_memory(dut, target=target)
+    await reset(dut, "req")
     path = os.environ.get("OPENDLA_RTL_SUMMARY")
+    requests = os.environ.get("OPENDLA_TRACE_REQUESTS")
+    if requests:
+        summary = await serve(dut, hw, target, requests, os.environ["OPENDLA_TRACE_REPLIES"])
+    else:
+        trace = Path(os.environ["OPENDLA_TRACE"])
+        res = await play(dut, trace, hw, target)
+        assert res["crc_checks"] > 0, "the trace checked nothing"
+        summary = {"trace": trace.name, **{k: v for k, v in res.items() if k != "dram"}}
     if path:
         with open(path, "w") as f:
-            json.dump({"trace": trace.name, "crc_checks": checks, "vectors": output["beats"],
-                       "trace_cycles": cycles, "sim_time_ns": get_sim_time("ns"),
-                       "clock_ns": CLOCK_NS}, f)
+            json.dump({**summary, "sim_time_ns": get_sim_time("ns"), "clock_ns": CLOCK_NS}, f)

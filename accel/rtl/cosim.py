@@ -1,0 +1,336 @@
+"""The ``rtl`` runtime backend: convolutions on the RTL engine, everything else on the cmodel.
+
+:class:`RtlBackend` is the cmod backend (:class:`~accel.runtime.backend.CmodBackend`)
+over :class:`RtlDla`, a :class:`~accel.cmod.dla.Dla` that hands every
+convolution + on-the-fly SDP the RTL engine implements to one simulation of
+that engine, kept running for the whole session (:class:`RtlSimulator`).
+When the firmware's last ``D_OP_ENABLE`` starts a convolution, :class:`RtlDla`
+
+1. records it as a trace in NVIDIA's ``.cfg`` format (:mod:`accel.cmod.trace_writer`):
+   the memory it reads - input cube, weights, SDP operand tables - and the
+   current bytes of its output region; ``S_POINTER`` and every ``D_`` register of
+   CDMA, CSC, CMAC_A/B, CACC, SDP (and SDP_RDMA when it fetches operands) from
+   the consumer groups the firmware programmed; the op enables; an
+   ``intr_notify`` on SDP's done interrupt;
+2. runs the op on the cmodel too (its records, interrupts and CBUF state stay
+   the firmware's view);
+3. has the simulation play the trace (``tests/rtl/trace_tb.py``, serve mode)
+   and return the output region; the RTL's bytes must equal the cmodel's - a
+   difference is an :class:`RtlMismatch` naming the op and the first byte -
+   and are what later operations read;
+4. adds the RTL's cycle count to the op's record (``details["rtl_cycles"]``,
+   beside the cmodel's estimate ``cycles``).
+
+Operations the engine does not implement (PDP, CDP, SDP from memory, image
+input, a conv fused with PDP, per-element operands, cubes larger than its
+memories) run on the cmodel; :attr:`RtlDla.fallbacks` names each kind once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import select
+import shutil
+import tempfile
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accel.cmod.dla import Dla, Launch
+from accel.cmod.trace_writer import TraceBuilder
+from accel.config import HwConfig
+from accel.layout import CubeLayout
+from accel.regs import lookup
+from accel.rtl.conv_core import SIZE_BITS
+from accel.rtl.conv_engine import OPERAND_ENTRIES
+from accel.rtl.csb_regs import d_registers
+from accel.rtl.generate import TRACE_ENTRIES
+from accel.rtl.sim import DEFAULT_TB_DIR, run_cocotb
+from accel.rtl.trace_player import unsupported
+from accel.runtime.backend import CmodBackend
+from accel.runtime.errors import RuntimeFault
+
+#: the units an RTL convolution programs, in enable order (the last enable starts it)
+ENABLE_ORDER = ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
+                "NVDLA_CSC", "NVDLA_CDMA")
+#: GLB mask during RTL convolutions: only SDP's done interrupts reach the pin
+_MASKED = ("CDMA_DAT_DONE_MASK0", "CDMA_DAT_DONE_MASK1", "CDMA_WT_DONE_MASK0",
+           "CDMA_WT_DONE_MASK1", "CACC_DONE_MASK0", "CACC_DONE_MASK1")
+
+
+class RtlError(RuntimeFault):
+    """The RTL simulation failed to run an operation (it stopped, or refused the trace)."""
+
+
+class RtlMismatch(RtlError):
+    """The RTL engine's output differs from the cmodel's."""
+
+
+class RtlSimulator:
+    """One simulation of the ``engine_traces`` top that plays traces on request.
+
+    The simulation runs in a thread (cocotb's runner starts the simulator and
+    blocks until it exits); requests and replies are JSON lines on two named
+    pipes (see ``serve`` in ``tests/rtl/trace_tb.py``).  Building starts at
+    construction; the first :meth:`play` waits for it.
+    """
+
+    def __init__(self, cfg: HwConfig, simulator: str = "icarus",
+                 build_dir: Path | None = None) -> None:
+        self.cfg, self.simulator = cfg, simulator
+        self.work = Path(tempfile.mkdtemp(prefix="opendla-rtl-"))
+        self.requests, self.replies = self.work / "requests", self.work / "replies"
+        os.mkfifo(self.requests)
+        os.mkfifo(self.replies)
+        self.build_dir = Path(build_dir) if build_dir else self.work / "build"
+        self.error: BaseException | None = None
+        self.summary: dict | None = None
+        self._out: Any = None
+        self._in: int | None = None
+        self._pending = b""
+        self.thread = threading.Thread(target=self._simulate, name="rtl-sim", daemon=True)
+        self.thread.start()
+
+    def _simulate(self) -> None:
+        try:
+            self.summary = run_cocotb(
+                self.cfg, self.build_dir, top="engine_traces", test_module="trace_tb",
+                tb_dir=DEFAULT_TB_DIR, simulator=self.simulator,
+                extra_env={"OPENDLA_TRACE_REQUESTS": str(self.requests),
+                           "OPENDLA_TRACE_REPLIES": str(self.replies)})
+        except BaseException as exc:        # reported to the waiting caller
+            self.error = exc
+
+    def _alive(self) -> None:
+        if not self.thread.is_alive():
+            raise RtlError(f"the {self.simulator} simulation of the RTL engine stopped: "
+                           f"{self.error or 'it exited'}")
+
+    def _connect(self) -> None:
+        while True:                 # the testbench opens its end once the simulator runs
+            try:
+                fd = os.open(self.requests, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+            self._alive()
+            time.sleep(0.05)
+        os.set_blocking(fd, True)
+        self._out = os.fdopen(fd, "w")
+        self._in = os.open(self.replies, os.O_RDONLY | os.O_NONBLOCK)
+
+    def _reply(self) -> dict:
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([self._in], [], [], 0.5)
+            chunk = os.read(self._in, 1 << 16) if ready else b""
+            if chunk:
+                self._pending += chunk
+                continue
+            self._alive()           # a timeout, or no writer yet
+            if ready:
+                time.sleep(0.02)
+        line, _, self._pending = self._pending.partition(b"\n")
+        return json.loads(line)
+
+    def play(self, trace_dir: Path, dumps: list[tuple[int, int, Path]]) -> dict:
+        """Play the trace in ``trace_dir``; write each ``(addr, size, file)`` region of the
+        memory image afterwards to ``file``.  Returns the reply (``cycles``...)."""
+        if self._out is None:
+            self._connect()
+        self._out.write(json.dumps({"trace": str(trace_dir),
+                                    "dumps": [[a, s, str(f)] for a, s, f in dumps]}) + "\n")
+        self._out.flush()
+        reply = self._reply()
+        if not reply.get("ok"):
+            raise RtlError(f"the RTL engine failed {trace_dir.name}: {reply.get('reason')}")
+        return reply
+
+    def close(self) -> None:
+        """End the simulation (it writes its summary) and remove the pipes."""
+        if self._out is not None:
+            with contextlib.suppress(OSError):
+                self._out.write(json.dumps({"quit": True}) + "\n")
+                self._out.close()
+            self._out = None
+        if self._in is not None:
+            os.close(self._in)
+            self._in = None
+        self.thread.join(timeout=60)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _merge(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching ``(base, size)`` regions joined."""
+    out: list[list[int]] = []
+    for base, size in sorted(regions):
+        if out and base <= out[-1][0] + out[-1][1]:
+            out[-1][1] = max(out[-1][1], base + size - out[-1][0])
+        else:
+            out.append([base, size])
+    return [(b, s) for b, s in out]
+
+
+class RtlDla(Dla):
+    """A :class:`~accel.cmod.dla.Dla` whose convolutions run on the RTL engine too (see the
+    module docstring)."""
+
+    def __init__(self, cfg: HwConfig, simulator: str = "icarus", **kwargs: Any) -> None:
+        super().__init__(cfg, **kwargs)
+        self.simulator = simulator
+        self.sim: RtlSimulator | None = None
+        self.rtl_groups = dict.fromkeys(ENABLE_ORDER, 0)   # the engine's consumer groups
+        self.rtl_ops = 0
+        self.rtl_cycles = 0
+        self.fallbacks: dict[str, int] = {}
+        self._traces = Path(tempfile.mkdtemp(prefix="opendla-rtl-traces-"))
+
+    def close(self) -> None:
+        if self.sim is not None:
+            self.sim.close()
+            self.sim = None
+        shutil.rmtree(self._traces, ignore_errors=True)
+
+    def _fallback(self, why: str) -> None:
+        self.fallbacks[why] = self.fallbacks.get(why, 0) + 1
+
+    def launch(self, op: Launch) -> None:
+        if op.kind != "conv":
+            self._fallback(f"{op.kind.upper()} operations")
+            return super().launch(op)
+        if op.pdp_plan is not None:
+            self._fallback("convolutions fused with PDP")
+            return super().launch(op)
+        units = [u for u in ENABLE_ORDER if u != "NVDLA_SDP_RDMA" or op.needs_rdma]
+        why = self._refusal(op)
+        writes = [] if why else self._registers(units)
+        for symbol, value in writes:
+            why = why or unsupported(symbol, value, self.cfg)
+        if why:
+            self._fallback(why)
+            return super().launch(op)
+        builder, out = self._record(op, units, writes)
+        super().launch(op)                   # the cmodel's run: records, interrupts, CBUF
+        reference = np.asarray(self.dram.read(out[0], out[1]), np.uint8)
+        # the trace checks the cmodel's output, as NVIDIA's traces check their goldens
+        builder.check_crc("conv_done", out[0], out[1], zlib.crc32(reference.tobytes()))
+        trace = builder.save(self._traces)
+        dump = trace / "output.bin"
+        if self.sim is None:
+            self.sim = RtlSimulator(self.cfg, self.simulator)
+        try:
+            reply = self.sim.play(trace, [(out[0], out[1], dump)])
+        except RtlError as exc:
+            if "CRC" not in str(exc) or not dump.exists():
+                raise
+            reply = None                     # the CRC differs: name the first byte below
+        got = np.fromfile(dump, np.uint8)
+        if got.shape != reference.shape or not np.array_equal(got, reference):
+            diff = np.flatnonzero(got != reference)
+            raise RtlMismatch(
+                f"RTL convolution {self.rtl_ops} ({trace.name}): {diff.size} output bytes "
+                f"differ from the cmodel, first at {out[0] + int(diff[0]):#x}: RTL "
+                f"{int(got[diff[0]])}, cmodel {int(reference[diff[0]])}")
+        self.dram.write(out[0], got, "SDP_WDMA")     # what later operations read
+        rec = self.stats[-1]
+        rec.details["rtl_cycles"] = reply["cycles"]
+        self.rtl_ops += 1
+        self.rtl_cycles += reply["cycles"]
+        for unit in units:
+            self.rtl_groups[unit] ^= 1
+        shutil.rmtree(trace, ignore_errors=True)
+
+    def _refusal(self, op: Launch) -> str | None:
+        """Why the engine cannot run ``op`` (None: it can)."""
+        plan, hw = op.plan, self.cfg
+        geo = plan.geo
+        if geo.image or plan.feature is None:
+            return "image input"
+        if plan.sdp.y_stage:
+            return "SDP Y (EW/LUT) stages"
+        _, c, h, w, _, _ = plan.feature
+        cgs, kgs = -(-c // hw.atomic_c), -(-geo.k // hw.atomic_k)
+        if max(c, h, w, geo.k, geo.out_h, geo.out_w) >= 1 << SIZE_BITS:
+            return f"cubes of {1 << SIZE_BITS} or more in a dimension"
+        if cgs * h * w > TRACE_ENTRIES or kgs * cgs * geo.r * geo.s * hw.atomic_k > \
+                TRACE_ENTRIES or kgs > OPERAND_ENTRIES:
+            return "convolutions larger than the engine's memories"
+        if max(geo.r, geo.s, geo.stride_x, geo.stride_y, geo.dil_x, geo.dil_y,
+               geo.pad_left, geo.pad_top) > 15:
+            return "kernels, strides, dilations or padding above 15"
+        return None
+
+    def _registers(self, units: list[str]) -> list[tuple[str, int]]:
+        """``(symbol, value)`` of every D register the firmware programmed for the op."""
+        writes = []
+        for unit in units:
+            regs = self.regs[unit]
+            for reg in d_registers(unit):
+                if reg.name != "D_OP_ENABLE":
+                    writes.append((reg.symbol, regs.read(reg, regs.consumer)))
+        return writes
+
+    def _record(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
+                ) -> tuple[TraceBuilder, tuple[int, int]]:
+        """The op's trace up to its interrupt wait, and its output region."""
+        plan, hw = op.plan, self.cfg
+        base, c, h, w, line, surf = plan.feature
+        cdma = self.regs["NVDLA_CDMA"]
+        weight_bytes = cdma.read(lookup("NVDLA_CDMA.D_WEIGHT_BYTES"), cdma.consumer)
+        regions = [(base, CubeLayout(c, h, w, hw.atom_size, line, surf).size),
+                   (plan.weight_addr, max(plan.weight_size, weight_bytes))]  # CDMA reads all
+        kgs = -(-plan.geo.k // hw.atomic_k)
+        for _, read in plan.sdp.stages:
+            if read is not None:
+                regions.append((read.base, kgs * hw.atomic_k * read.nbytes * len(read.comps)))
+        dst, dline, dsurf = plan.sdp.dst
+        out = (dst, CubeLayout(plan.geo.k, plan.geo.out_h, plan.geo.out_w, hw.atom_size,
+                               dline, dsurf).size)
+        regions.append(out)
+        name = f"conv{self.rtl_ops:05d}"
+        trace = TraceBuilder(name)
+        trace.comment(f"convolution {self.rtl_ops}: {plan.geo}")
+        # the engine reads and writes whole memory atoms
+        atom = hw.atom_size
+        regions = [(b - b % atom, -(-(b % atom + s) // atom) * atom) for b, s in regions]
+        for i, (rb, rs) in enumerate(_merge(regions)):
+            trace.load(rb, self.dram.read(rb, rs), f"mem{i}")
+        glb = lookup("NVDLA_GLB.S_INTR_MASK")
+        mask = sum(glb.field(f).mask for f in _MASKED)
+        trace.write(glb.symbol, mask)
+        by_unit: dict[str, list[tuple[str, int]]] = {}
+        for symbol, value in writes:
+            by_unit.setdefault(lookup(symbol).unit, []).append((symbol, value))
+        for unit in units:
+            trace.write(f"{unit}.S_POINTER", self.rtl_groups[unit])
+            for symbol, value in by_unit.get(unit, []):
+                trace.write(symbol, value)
+        for unit in units:
+            trace.write(f"{unit}.D_OP_ENABLE", 1)
+        trace.notify(f"SDP_{self.rtl_groups['NVDLA_SDP']}", "conv_done")
+        return trace, out
+
+
+class RtlBackend(CmodBackend):
+    """The ``rtl`` backend: :class:`RtlDla` behind the cmod backend's protocol."""
+
+    name = "rtl"
+    deterministic = False     # every run goes to the simulation: no recorded replays
+
+    def __init__(self, cfg: HwConfig, simulator: str = "icarus", dla: Any = None) -> None:
+        super().__init__(cfg, dla if dla is not None else RtlDla(cfg, simulator))
+
+    def close(self) -> None:
+        self.dla.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+

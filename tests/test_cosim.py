@@ -1,0 +1,109 @@
+"""The ``rtl`` runtime backend (accel/rtl/cosim.py): convolutions recorded as traces.
+
+The fast tests put a stand-in for the RTL simulation that plays each recorded
+trace on a cmodel of its own (NVIDIA's trace player, which checks the recorded CRC):
+a trace that lacks a memory region or a register fails there, so they check
+that a recording is complete.  The ``rtl`` test runs the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accel.cmod.dla import Dla
+from accel.cmod.trace import _find_cfg, _Player, parse_cfg, parse_dat
+from accel.cmod.trace_writer import format_dat
+from opendla.cli import main
+
+
+class CmodelReplay:
+    """Stands in for :class:`accel.rtl.cosim.RtlSimulator` (one cmodel plays every trace,
+    its ping-pong groups moving on as the engine's do); ``corrupt`` flips one output
+    bit after the replay, as a broken engine would."""
+
+    instances: list[CmodelReplay] = []
+    corrupt = False
+
+    def __init__(self, cfg, simulator: str = "icarus") -> None:
+        self.cfg, self.played = cfg, []
+        self.dla = Dla(cfg)          # one engine for the session, as the simulation keeps
+        CmodelReplay.instances.append(self)
+
+    def play(self, trace_dir: Path, dumps) -> dict:
+        dla = self.dla
+        cfg_path = _find_cfg(trace_dir)
+        player = _Player(cfg_path, dla)
+        player.run(parse_cfg(cfg_path))
+        assert player.checks == 1                # the recorded golden was checked
+        for addr, size, file in dumps:
+            data = np.array(dla.dram.read(addr, size), np.uint8)
+            if self.corrupt:
+                data[size // 2] ^= 0x10
+            data.tofile(file)
+        self.played.append(trace_dir.name)
+        return {"ok": True, "cycles": 1000}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def replay(monkeypatch):
+    import accel.rtl.cosim as cosim
+
+    CmodelReplay.instances.clear()
+    CmodelReplay.corrupt = False
+    monkeypatch.setattr(cosim, "RtlSimulator", CmodelReplay)
+    return CmodelReplay
+
+
+def test_dat_files_read_back_with_nvidias_parser(tmp_path) -> None:
+    data = np.random.default_rng(0).integers(0, 256, 77, dtype=np.uint8)
+    path = tmp_path / "x.dat"
+    path.write_text(format_dat(data))
+    offsets, got = parse_dat(path)
+    assert np.array_equal(offsets, np.arange(77)) and np.array_equal(got, data)
+
+
+def test_demo_convolutions_are_recorded_completely(replay, capsys) -> None:
+    """Every LeNet convolution goes to the (stand-in) simulation as a trace that replays
+    on its own, and the demo stays bit-exact."""
+    assert main(["demo", "--backend", "rtl", "--limit", "2", "--json", "--no-progress"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    dla_layers = [c for c in doc["layers"] if c["op_type"] in ("Conv", "Gemm")]
+    assert doc["bit_exact"]
+    assert doc["rtl"]["convolutions"] == 2 * len(dla_layers) == 10
+    assert sum(len(r.played) for r in replay.instances) == 10
+    assert doc["rtl"]["on_cmodel"] == {"PDP operations": 4}     # the two max-pools, twice
+
+
+def test_an_rtl_output_that_differs_is_an_error(replay, capsys) -> None:
+    replay.corrupt = True
+    assert main(["demo", "--backend", "rtl", "--limit", "1", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "RTL convolution 0" in err and "differ from the cmodel" in err
+
+
+def test_run_refuses_the_rtl_backend_without_the_dla(tmp_path, capsys) -> None:
+    model = Path(__file__).resolve().parents[1] / "tengine_host" / "models" / \
+        "lenet5_digits.onnx"
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((1, 1, 8, 8), np.float32))
+    assert main(["run", str(model), "--input", str(x), "--backend", "rtl"]) == 2
+    assert "--backend rtl" in capsys.readouterr().err
+
+
+@pytest.mark.rtl
+def test_demo_on_the_rtl_engine(capsys) -> None:
+    """Two digits with every convolution on the RTL engine (Icarus): bit-exact."""
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    assert main(["demo", "--backend", "rtl", "--limit", "2", "--json", "--no-progress"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["bit_exact"] and doc["rtl"]["convolutions"] == 10
+    assert doc["rtl"]["cycles"] > 0
