@@ -85,8 +85,10 @@ async def csb_read(dut, symbol: str) -> int:
 async def program(dut, group: int, conv: dict, post: dict, dma: dict) -> None:
     """The registers of one operation, in group ``group``, as a driver writes them;
     ``dma``: the addresses and strides of the cubes in memory (:func:`place`)."""
-    for unit in (*OP_UNITS, "NVDLA_SDP_RDMA"):
+    for unit in OP_UNITS:
         await csb_write(dut, f"{unit}.S_POINTER", PRODUCER=group)
+    # SDP_RDMA's groups move on only with the operations that use it: its own pointer
+    await csb_write(dut, "NVDLA_SDP_RDMA.S_POINTER", PRODUCER=dma["rdma_group"])
     w = csb_write
     fl, ol = dma["feature"], dma["output"]
     await w(dut, "NVDLA_CDMA.D_DATAIN_SIZE_0", DATAIN_WIDTH=conv["w"] - 1,
@@ -249,7 +251,7 @@ async def register_programmed_convolutions(dut) -> None:
     await csb_write(dut, "NVDLA_GLB.S_INTR_MASK", CDMA_DAT_DONE_MASK0=1, CDMA_DAT_DONE_MASK1=1,
                     CDMA_WT_DONE_MASK0=1, CDMA_WT_DONE_MASK1=1)
 
-    checked = irqs = 0
+    checked = irqs = rdma_group = 0
     start = get_sim_time("ns")
     for op in range(OPERATIONS):
         group = op % 2
@@ -262,6 +264,7 @@ async def register_programmed_convolutions(dut) -> None:
         post = post_config(rng, sums, per_kernel)
         want = expected(conv, post, sums, per_kernel)
         dma = place(ram, hw, conv, post, operands, rng)
+        dma["rdma_group"] = rdma_group
         await program(dut, group, conv, post, dma)
         assert dut.irq.value == 0
         units = ["NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
@@ -282,9 +285,12 @@ async def register_programmed_convolutions(dut) -> None:
                      | reg.field(f"SDP_DONE_STATUS{group}").mask)
         assert status == want_bits, f"operation {op}: status {status:#x}, want {want_bits:#x}"
         # the consumer moved on to the other group; the enables are clear
+        if dma["operands"]:
+            rdma_group ^= 1
         for unit in units:
             pointer = await csb_read(dut, f"{unit}.S_POINTER")
-            assert (pointer >> 16) & 1 == 1 - group, f"operation {op}: {unit} {pointer:#x}"
+            want_group = rdma_group if unit == "NVDLA_SDP_RDMA" else 1 - group
+            assert (pointer >> 16) & 1 == want_group, f"operation {op}: {unit} {pointer:#x}"
             assert await csb_read(dut, f"{unit}.D_OP_ENABLE") == 0, f"{label}: {unit} enabled"
         await csb_write(dut, "NVDLA_GLB.S_INTR_STATUS", status)
         await RisingEdge(dut.clk)
