@@ -98,6 +98,13 @@ def test_run_refuses_the_rtl_backend_without_the_dla(tmp_path, capsys) -> None:
     assert "--backend rtl" in capsys.readouterr().err
 
 
+def test_the_cli_offers_the_simulators_the_flow_has() -> None:
+    from accel.rtl.sim import SIMULATORS
+    from opendla.commands._backend import SIMULATORS as offered
+
+    assert offered == SIMULATORS
+
+
 @pytest.mark.rtl
 def test_demo_on_the_rtl_engine(capsys) -> None:
     """Two digits with every convolution on the RTL engine (Icarus): bit-exact."""

@@ -5,9 +5,9 @@ engine with memories deep enough for NVIDIA's direct-convolution traces),
 driven by the cocotb testbench ``tests/rtl/trace_tb.py``: the trace's
 register writes go to the engine's CSB port, its interrupt waits watch the
 engine's interrupt pin, and its golden CRCs are checked on the memory image.
-The engine has no memory bus yet, so the testbench moves the input cube and
-weights into the engine and the output into the image as CDMA and the SDP
-write DMA would (see the testbench's docstring).  Only what the engine
+The engine's own DMAs fetch the cube, weights and operands and write the
+output over its AXI4 port; the testbench only serves that port from the
+trace's memory image (and the CSB).  Only what the engine
 implements can run: a trace that programs another unit fails at load with
 the register named.
 """

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from accel.config import PRESETS
+from opendla.commands._backend import add_backend_options
 from opendla.errors import CheckFailed, UsageError
 
 MODEL = Path(__file__).resolve().parents[2] / "tengine_host" / "models" / "lenet5_digits.onnx"
@@ -42,12 +43,7 @@ def add_parser(subparsers) -> None:
                    help=f"evaluate the first N held-out digits (default all {TEST_COUNT})")
     p.add_argument("--calib-samples", type=int, default=200, metavar="N",
                    help="training digits used for calibration (default 200)")
-    p.add_argument("--backend", choices=("cmod", "rtl"), default="cmod",
-                   help="where the DLA's operations run: the cmodel (default), or rtl: "
-                        "convolutions on the RTL engine in simulation, checked against the "
-                        "cmodel, the rest on the cmodel")
-    p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
-                   help="HDL simulator of --backend rtl (default icarus)")
+    add_backend_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of tables")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from accel.config import DEFAULT_PRESET, PRESETS
+from opendla.commands._backend import add_backend_options
 from opendla.commands._inputs import (
     add_input_options,
     check_finite,
@@ -82,12 +83,7 @@ def add_parser(subparsers) -> None:
                    help="untimed runs before the timed ones (default 0)")
     p.add_argument("--trace-regs", action="store_true",
                    help="print every NVDLA register write on stderr")
-    p.add_argument("--backend", choices=("cmod", "rtl"), default="cmod",
-                   help="with --device nvdla: where the DLA's operations run: the cmodel "
-                        "(default), or rtl: convolutions on the RTL engine in simulation, "
-                        "each output checked against the cmodel's, the rest on the cmodel")
-    p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
-                   help="HDL simulator of --backend rtl (default icarus)")
+    add_backend_options(p, "with --device nvdla: ")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--debug-graph", action="store_true",
                    help="print the graph after shape inference (TG_DEBUG_GRAPH)")

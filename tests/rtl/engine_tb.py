@@ -27,7 +27,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
-from cocotbext.axi import AxiBus, AxiRam
+from cocotbext.axi import AxiBus, AxiRam, AxiSlave
 from conv_tb import conv_label, expected, post_config, random_conv, reference, reset
 
 from accel.config import HwConfig
@@ -46,8 +46,6 @@ def attach_memory(dut, rng: np.random.Generator | None = None, size: int = MEMOR
                   target=None):
     """cocotbext-axi's AXI RAM (or an AXI slave over ``target``) on the engine's port;
     with ``rng``, every channel pauses at random (about one cycle in four)."""
-    from cocotbext.axi import AxiSlave
-
     bus = AxiBus.from_prefix(dut, "axi_")
     if target is None:
         mem = AxiRam(bus, dut.clk, dut.rst, size=size)
