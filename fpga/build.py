@@ -1,4 +1,4 @@
-"""Build a bitstream of the CMAC self-test top and report utilization and Fmax.
+"""Build a bitstream of the CMAC self-test or the conv engine and report utilization and Fmax.
 
 Build only: amaranth-boards' platform writes the yosys script, the LPF and a
 shell script; the YoWASP tools (set through :func:`accel.rtl.toolchain.yowasp_env`)
@@ -57,10 +57,24 @@ class _StageWatcher(threading.Thread):
                     return
 
 
+#: the designs the flow builds: the MAC-array self-test, or the conv engine with its block
+#: RAM and UART host bridge (:mod:`fpga.engine_top`)
+DESIGNS = ("cmac-selftest", "engine")
+
+
+def _design(name: str, cfg: HwConfig, target_hz: float, leds: int):
+    if name == "cmac-selftest":
+        return CmacSelfTest(cfg, target_hz=target_hz, leds=leds)
+    if name == "engine":
+        from fpga.engine_top import EngineTop
+        return EngineTop(cfg, target_hz=target_hz)
+    raise ValueError(f"design {name!r} not in {', '.join(DESIGNS)}")
+
+
 def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float = 100.0,
-          seed: int = 1, leds: int = 8,
+          seed: int = 1, leds: int = 8, design: str = "cmac-selftest",
           progress: Callable[[str], None] | None = None) -> BuildReport:
-    """Synthesize, place, route and pack the CMAC self-test for ``board``.
+    """Synthesize, place, route and pack ``design`` (:data:`DESIGNS`) for ``board``.
 
     Parameters
     ----------
@@ -76,7 +90,9 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     seed : int
         nextpnr placement seed (Fmax varies a few percent between seeds).
     leds : int
-        Board LEDs the checksum drives.
+        Board LEDs the self-test's checksum drives.
+    design : str
+        What to build, one of :data:`DESIGNS`.
     progress : callable, optional
         Called with each stage's name as it starts (elaboration, then
         :data:`STAGES`).
@@ -92,7 +108,7 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
         (out / product).unlink(missing_ok=True)
     if progress is not None:
         progress("elaboration (amaranth)")
-    top = CmacSelfTest(cfg, target_hz=target_mhz * 1e6, leds=leds)
+    top = _design(design, cfg, target_mhz * 1e6, leds)
     start = time.perf_counter()
     watcher = _StageWatcher(out, progress) if progress is not None else None
     with yowasp_env():

@@ -25,6 +25,24 @@ LFSR_BITS = 32
 LFSR_TAPS = (31, 21, 1, 0)
 
 
+def pll_clock(m: Module, platform: object, target_hz: float) -> float:
+    """The ``sync`` domain at ``target_hz`` from the board's reference clock through the
+    ECP5 PLL, held in reset until the PLL locks; returns the frequency reached."""
+    ref = platform.request(platform.default_clk, dir="-")
+    f_ref = platform.default_clk_frequency
+    cd_ref = ClockDomain("ref", reset_less=True)
+    m.domains += cd_ref
+    m.submodules.ref_buf = ref_buf = io.Buffer("i", ref)
+    m.d.comb += cd_ref.clk.eq(ref_buf.i)
+    pll = m.submodules.pll = Ecp5Pll(ecp5_pll_params(f_ref, target_hz), f_ref)
+    sync = ClockDomain("sync")
+    m.domains += sync
+    m.d.comb += sync.clk.eq(pll.clk_out)
+    m.submodules.rst_sync = ResetSynchronizer(~pll.locked, domain="sync")
+    platform.add_clock_constraint(sync.clk, pll.params.f_out)
+    return pll.params.f_out
+
+
 class CmacSelfTest(Elaboratable):
     """Board top around :class:`accel.rtl.cmac.Cmac`.
 
@@ -46,19 +64,7 @@ class CmacSelfTest(Elaboratable):
         m = Module()
         cmac = m.submodules.cmac = self.cmac
 
-        # Clocks: reference pin -> PLL -> "sync"; reset held until lock.
-        ref = platform.request(platform.default_clk, dir="-")
-        f_ref = platform.default_clk_frequency
-        cd_ref = ClockDomain("ref", reset_less=True)
-        m.domains += cd_ref
-        m.submodules.ref_buf = ref_buf = io.Buffer("i", ref)
-        m.d.comb += cd_ref.clk.eq(ref_buf.i)
-        pll = m.submodules.pll = Ecp5Pll(ecp5_pll_params(f_ref, self.target_hz), f_ref)
-        sync = ClockDomain("sync")
-        m.domains += sync
-        m.d.comb += sync.clk.eq(pll.clk_out)
-        m.submodules.rst_sync = ResetSynchronizer(~pll.locked, domain="sync")
-        platform.add_clock_constraint(sync.clk, pll.params.f_out)
+        pll_clock(m, platform, self.target_hz)
 
         # Stimulus: an LFSR bit per cycle shifted into a register as wide as
         # both input payloads plus the three handshake bits.

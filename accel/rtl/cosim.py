@@ -182,11 +182,18 @@ class RtlDla(Dla):
     """A :class:`~accel.cmod.dla.Dla` whose convolutions run on the RTL engine too (see the
     module docstring)."""
 
-    def __init__(self, cfg: HwConfig, simulator: str = "icarus", **kwargs: Any) -> None:
+    def __init__(self, cfg: HwConfig, simulator: str = "icarus", player: Any = None,
+                 **kwargs: Any) -> None:
         super().__init__(cfg, **kwargs)
         self.simulator = simulator
-        self.sim: RtlSimulator | None = None
-        self.rtl_groups = dict.fromkeys(ENABLE_ORDER, 0)   # the engine's consumer groups
+        # what plays the traces: a simulation started on the first convolution, or the
+        # caller's player (``play``/``close`` as RtlSimulator; ``entries``: its memories)
+        self.sim: Any = player
+        self.entries = getattr(player, "entries", TRACE_ENTRIES)
+        # the engine's consumer groups: a fresh simulation starts at 0, a board says
+        self.rtl_groups = dict.fromkeys(ENABLE_ORDER, 0)
+        if hasattr(player, "consumer_groups"):
+            self.rtl_groups.update(player.consumer_groups(ENABLE_ORDER))
         self.rtl_ops = 0
         self.rtl_cycles = 0
         self.fallbacks: dict[str, int] = {}
@@ -240,9 +247,10 @@ class RtlDla(Dla):
                 f"{int(got[diff[0]])}, cmodel {int(reference[diff[0]])}")
         self.dram.write(out[0], got, "SDP_WDMA")     # what later operations read
         rec = self.stats[-1]
-        rec.details["rtl_cycles"] = reply["cycles"]
         self.rtl_ops += 1
-        self.rtl_cycles += reply["cycles"]
+        if reply is not None and reply.get("cycles") is not None:    # a board counts none
+            rec.details["rtl_cycles"] = reply["cycles"]
+            self.rtl_cycles += reply["cycles"]
         for unit in units:
             self.rtl_groups[unit] ^= 1
         shutil.rmtree(trace, ignore_errors=True)
@@ -259,8 +267,8 @@ class RtlDla(Dla):
         cgs, kgs = -(-c // hw.atomic_c), -(-geo.k // hw.atomic_k)
         if max(c, h, w, geo.k, geo.out_h, geo.out_w) >= 1 << SIZE_BITS:
             return f"cubes of {1 << SIZE_BITS} or more in a dimension"
-        if cgs * h * w > TRACE_ENTRIES or kgs * cgs * geo.r * geo.s * hw.atomic_k > \
-                TRACE_ENTRIES or kgs > OPERAND_ENTRIES:
+        if cgs * h * w > self.entries or kgs * cgs * geo.r * geo.s * hw.atomic_k > \
+                self.entries or kgs > OPERAND_ENTRIES:
             return "convolutions larger than the engine's memories"
         if max(geo.r, geo.s, geo.stride_x, geo.stride_y, geo.dil_x, geo.dil_y,
                geo.pad_left, geo.pad_top) > 15:
@@ -324,8 +332,9 @@ class RtlBackend(CmodBackend):
     name = "rtl"
     deterministic = False     # every run goes to the simulation: no recorded replays
 
-    def __init__(self, cfg: HwConfig, simulator: str = "icarus", dla: Any = None) -> None:
-        super().__init__(cfg, dla if dla is not None else RtlDla(cfg, simulator))
+    def __init__(self, cfg: HwConfig, simulator: str = "icarus", dla: Any = None,
+                 player: Any = None) -> None:
+        super().__init__(cfg, dla if dla is not None else RtlDla(cfg, simulator, player))
 
     def close(self) -> None:
         self.dla.close()

@@ -43,7 +43,15 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     # memories large enough for NVIDIA's direct-convolution traces
     "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=TRACE_ENTRIES,
                                             weight_entries=TRACE_ENTRIES),
+    # the FPGA build's core (engine, block RAM as on the board, UART host bridge) at 4
+    # cycles per UART bit: fast simulations
+    "bridged_engine": lambda cfg: _bridged(cfg, divisor=4),
 }
+
+
+def _bridged(cfg: HwConfig, **kwargs) -> wiring.Component:
+    from accel.rtl.uart import BridgedEngine  # imports fpga.protocol
+    return BridgedEngine(cfg, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -97,11 +98,13 @@ class BoundTensor:
 class LoadableSession:
     """A loaded loadable on a backend, run with int8 NCHW arrays (see the module docstring)."""
 
-    def __init__(self, loadable: Loadable | bytes, cfg: HwConfig, backend: str = "cmod", *,
-                 trace_regs: bool = False) -> None:
+    def __init__(self, loadable: Loadable | bytes, cfg: HwConfig, backend: str | Any = "cmod",
+                 *, trace_regs: bool = False) -> None:
         self.loadable = loadable if isinstance(loadable, Loadable) else read_loadable(loadable)
         self.cfg = cfg
-        self.runtime = Runtime(cfg, get_backend(backend, cfg), trace_regs=trace_regs)
+        # a backend name (accel.runtime.backend.BACKENDS) or a backend already made
+        backend = get_backend(backend, cfg) if isinstance(backend, str) else backend
+        self.runtime = Runtime(cfg, backend, trace_regs=trace_regs)
         self.runtime.load(self.loadable)
         self.inputs = self._bound(MemoryFlags.INPUT, "input")
         self.outputs = self._bound(MemoryFlags.OUTPUT, "output")

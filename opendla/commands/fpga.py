@@ -1,4 +1,6 @@
-"""``opendla fpga build``: bitstream of the CMAC self-test with a utilization/Fmax report.
+"""``opendla fpga build``: a bitstream (the CMAC self-test, or the conv engine with its
+memory and a UART bridge) with a utilization/Fmax report; ``opendla fpga run``: a
+loadable whose convolutions run on the board's engine, driven over that UART.
 
 Each stage of the flow (elaboration, yosys, nextpnr, ecppack) is reported on
 stderr as it starts, with the time since the build began.
@@ -13,15 +15,18 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from accel.config import DEFAULT_PRESET, PRESETS, get_preset
-from opendla.errors import UsageError
+from fpga.protocol import BAUD
+from opendla.errors import CheckFailed, UsageError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("fpga", help="FPGA bitstream builds (YoWASP tools)")
     sub = parser.add_subparsers(dest="fpga_command", required=True)
-    b = sub.add_parser("build", help="build the MAC-array self-test bitstream and report "
-                                     "LUT/FF/DSP/BRAM/Fmax")
+    b = sub.add_parser("build", help="build a bitstream (MAC-array self-test or the conv "
+                                     "engine) and report LUT/FF/DSP/BRAM/Fmax")
     b.add_argument("--board", default="ulx3s-85f", metavar="BOARD",
                    help="target board: " + ", ".join(_boards()) + " (default ulx3s-85f)")
     b.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
@@ -32,8 +37,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     b.add_argument("-o", "--out", default=None,
                    help="build directory (default build/fpga/<board>-<config>)")
+    b.add_argument("--design", choices=("cmac-selftest", "engine"), default="cmac-selftest",
+                   help="cmac-selftest: the MAC array fed by an LFSR (default); engine: the "
+                        "conv engine with its memory in block RAM and a UART bridge for "
+                        "'opendla fpga run'")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run)
+    r = sub.add_parser(
+        "run", help="run a loadable with its convolutions on the board's engine (built with "
+                    "--design engine), the rest on the cmodel; every board output is checked "
+                    "against the cmodel's")
+    r.add_argument("loadable", help="NVDLA loadable (opendla compile)")
+    r.add_argument("--port", required=True,
+                   help="the board's UART: a serial device (/dev/ttyUSB0) or a pyserial URL "
+                        "(socket://HOST:PORT)")
+    r.add_argument("--baud", type=int, default=BAUD, help=f"UART rate (default {BAUD})")
+    r.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
+                   help=f"the configuration the board was built with (default {DEFAULT_PRESET})")
+    r.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
+                   help="int8 input array (.npy/.npz), repeatable; as 'opendla run' takes them")
+    r.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for an answer or an interrupt (default 5)")
+    r.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<name>.npy")
+    r.add_argument("--json", action="store_true", help="print a JSON summary")
 
 
 def _boards() -> list[str]:
@@ -52,6 +77,13 @@ def _stage_printer():
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fpga_command == "run":
+        return run_board(args)
+    return run_build(args)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """``opendla fpga build``."""
     from fpga.boards import BOARDS
     from fpga.build import build
 
@@ -71,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
                           f"k{changes.get('mac_atomic_k_size', cfg.atomic_k)}", **changes)
         except ValueError as err:
             raise UsageError(f"--atomic-c/--atomic-k: {err}") from None
-    out = args.out or f"build/fpga/{args.board}-{cfg.name}"
+    suffix = "" if args.design == "cmac-selftest" else f"-{args.design}"
+    out = args.out or f"build/fpga/{args.board}-{cfg.name}{suffix}"
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -79,6 +112,73 @@ def run(args: argparse.Namespace) -> int:
     print(f"building {cfg.name} ({cfg.atomic_c}x{cfg.atomic_k}) for {args.board} in {out} "
           f"(the first run compiles the WASM tools, ~35 s)", file=sys.stderr)
     report = build(args.board, cfg, out, target_mhz=args.target_mhz, seed=args.seed,
-                   progress=_stage_printer())
+                   design=args.design, progress=_stage_printer())
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text(), end="")
+    return 0
+
+
+def run_board(args: argparse.Namespace) -> int:
+    """``opendla fpga run``: see the module docstring and :mod:`fpga.host`."""
+    from accel.loadable.io import LoadableError
+    from accel.rtl.cosim import RtlBackend, RtlError, RtlMismatch
+    from accel.runtime.errors import RuntimeFault
+    from accel.runtime.session import LoadableSession
+    from fpga.host import BoardPlayer, open_link
+    from fpga.protocol import BridgeClient
+    from opendla.commands.run import _loadable_feeds, save_outputs, summarize
+
+    if args.baud <= 0:
+        raise UsageError(f"--baud {args.baud}: must be positive")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout}: must be positive")
+    try:
+        blob = Path(args.loadable).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read loadable {args.loadable!r}: {exc}") from None
+    cfg = get_preset(args.preset)
+    try:
+        link = open_link(args.port, args.baud, args.timeout)
+    except RtlError as exc:
+        raise UsageError(str(exc)) from None
+    player = BoardPlayer(BridgeClient(link), timeout_s=args.timeout)
+    backend = None
+    args.model = args.loadable          # for the shared input handling of 'opendla run'
+    start = time.perf_counter()
+    try:
+        backend = RtlBackend(cfg, player=player)    # reads the board's register groups
+        sess = LoadableSession(blob, cfg, backend=backend)
+        samples, _ = _loadable_feeds(args, sess.inputs)
+        runs = [sess.run(s) for s in samples]
+        outputs = {n: np.concatenate([r[n] for r in runs]) for n in runs[0]}
+    except RtlMismatch as exc:
+        raise CheckFailed(f"the board's output differs from the cmodel's: {exc}") from None
+    except RtlError as exc:
+        raise CheckFailed(f"the board failed: {exc}") from None
+    except (LoadableError, RuntimeFault, KeyError, ValueError, IndexError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise UsageError(f"cannot run loadable {args.loadable!r}: {msg}") from None
+    finally:
+        if backend is not None:
+            backend.close()
+        link.close()
+    seconds = time.perf_counter() - start
+    dla = backend.dla
+    if args.save_outputs:
+        save_outputs(args.save_outputs, outputs)
+    summary = {"loadable": args.loadable, "port": args.port, "preset": args.preset,
+               "board_convolutions": dla.rtl_ops, "cmodel_operations": dla.fallbacks,
+               "bytes_sent": player.bytes_sent, "bytes_read": player.bytes_read,
+               "seconds": round(seconds, 3), "bit_exact": True,
+               "outputs": [summarize(n, v, 5) for n, v in outputs.items()]}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0
+    print(f"{args.loadable} on the board at {args.port} ({args.preset}), "
+          f"{len(samples)} sample(s) in {seconds:.2f} s")
+    print(f"  {dla.rtl_ops} convolutions on the board's engine, each output equal to the "
+          f"cmodel's ({player.bytes_sent:,} bytes sent, {player.bytes_read:,} read)")
+    for why, count in sorted(dla.fallbacks.items()):
+        print(f"  {count} on the cmodel: {why}")
+    for s in summary["outputs"]:
+        print(f"  output {s['name']}: shape {s['shape']}")
     return 0

@@ -80,14 +80,15 @@ async def csb_read(dut, symbol: str) -> int:
     return value
 
 
-async def program(dut, group: int, conv: dict, post: dict, dma: dict) -> None:
+async def program(dut, group: int, conv: dict, post: dict, dma: dict, write=csb_write) -> None:
     """The registers of one operation, in group ``group``, as a driver writes them;
-    ``dma``: the addresses and strides of the cubes in memory (:func:`place`)."""
+    ``dma``: the addresses and strides of the cubes in memory (:func:`place`); ``write``:
+    how (default: the CSB port)."""
+    w = write
     for unit in OP_UNITS:
-        await csb_write(dut, f"{unit}.S_POINTER", PRODUCER=group)
+        await w(dut, f"{unit}.S_POINTER", PRODUCER=group)
     # SDP_RDMA's groups move on only with the operations that use it: its own pointer
-    await csb_write(dut, "NVDLA_SDP_RDMA.S_POINTER", PRODUCER=dma["rdma_group"])
-    w = csb_write
+    await w(dut, "NVDLA_SDP_RDMA.S_POINTER", PRODUCER=dma["rdma_group"])
     fl, ol = dma["feature"], dma["output"]
     await w(dut, "NVDLA_CDMA.D_DATAIN_SIZE_0", DATAIN_WIDTH=conv["w"] - 1,
             DATAIN_HEIGHT=conv["h"] - 1)

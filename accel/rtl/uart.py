@@ -1,0 +1,317 @@
+"""UART (8 data bits, no parity, 1 stop bit) and the host bridge of the FPGA build.
+
+:class:`UartRx` / :class:`UartTx` move bytes at ``divisor`` clock cycles per
+bit.  :class:`AxiRam` is the board's memory: one-word-per-cycle AXI4 slave
+(INCR bursts, byte strobes) over block RAM, with a second port for the
+bridge.  :class:`HostBridge` turns the host's byte commands into CSB
+requests and memory accesses; the protocol (opcodes, little-endian fields,
+one response per command) is :mod:`fpga.protocol`, whose encoder the host
+driver and the cocotb test share.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.rtl.csb_regs import CSB_REQUEST
+from fpga.protocol import (
+    ACK,
+    ENGINE_ENTRIES,
+    RAM_BYTES,
+    READ_MEM,
+    READ_REG,
+    WRITE_MEM,
+    WRITE_REG,
+)
+
+
+class UartRx(wiring.Component):
+    """Received bytes on ``data`` (a byte is lost if ``data`` is not ready when it ends)."""
+
+    def __init__(self, divisor: int) -> None:
+        if divisor < 4:
+            raise ValueError(f"UART divisor {divisor} is below 4 clock cycles per bit")
+        self.divisor = divisor
+        super().__init__({"rx": In(1, init=1), "data": Out(stream.Signature(8))})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        rx = Signal(init=1)
+        m.d.sync += rx.eq(self.rx)               # one register against metastability
+        count = Signal(range(self.divisor * 3 // 2 + 1))
+        bit = Signal(range(9))
+        shift = Signal(8)
+        with m.If(self.data.ready):
+            m.d.sync += self.data.valid.eq(0)
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(~rx):                  # start bit: sample the middle of data bit 0
+                    m.d.sync += [count.eq(self.divisor * 3 // 2 - 1), bit.eq(0)]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                with m.If(count != 0):
+                    m.d.sync += count.eq(count - 1)
+                with m.Else():
+                    m.d.sync += [shift.eq(Cat(shift[1:], rx)), bit.eq(bit + 1),
+                                 count.eq(self.divisor - 1)]
+                    with m.If(bit == 7):
+                        m.next = "STOP"
+            with m.State("STOP"):
+                with m.If(count != 0):
+                    m.d.sync += count.eq(count - 1)
+                with m.Else():
+                    m.d.sync += [self.data.payload.eq(shift), self.data.valid.eq(rx)]
+                    m.next = "IDLE"
+        return m
+
+
+class UartTx(wiring.Component):
+    """Sends the bytes of ``data``."""
+
+    def __init__(self, divisor: int) -> None:
+        self.divisor = divisor
+        super().__init__({"tx": Out(1, init=1), "data": In(stream.Signature(8))})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        count = Signal(range(self.divisor))
+        bits = Signal(10, init=0x3FF)
+        left = Signal(range(11))
+        m.d.comb += [self.tx.eq(bits[0]), self.data.ready.eq(left == 0)]
+        with m.If(left == 0):
+            with m.If(self.data.valid):
+                m.d.sync += [bits.eq(Cat(0, self.data.payload, 1)), left.eq(10),
+                             count.eq(self.divisor - 1)]
+        with m.Elif(count != 0):
+            m.d.sync += count.eq(count - 1)
+        with m.Else():
+            m.d.sync += [bits.eq(Cat(bits[1:], 1)), left.eq(left - 1),
+                         count.eq(self.divisor - 1)]
+        return m
+
+
+def ram_port_layout(words: int, word_bytes: int) -> data.StructLayout:
+    """The bridge's memory port: one word at ``addr``, written where ``strb``."""
+    return data.StructLayout({"addr": range(words), "wdata": 8 * word_bytes,
+                              "strb": word_bytes, "write": 1, "valid": 1})
+
+
+class AxiRam(wiring.Component):
+    """Block RAM of ``words`` words behind an AXI4 slave (``axi``, flipped manager
+    signature) and a bridge port (``port`` request, ``rdata``/``done`` the cycle after it
+    is granted; the bridge waits while the AXI side is busy).  Addresses are taken
+    modulo the RAM's size."""
+
+    def __init__(self, axi_signature: wiring.Signature, words: int, word_bytes: int) -> None:
+        self.words, self.word_bytes = words, word_bytes
+        self.shift = word_bytes.bit_length() - 1
+        super().__init__({
+            "axi": In(axi_signature),
+            "port": In(ram_port_layout(words, word_bytes)),
+            "rdata": Out(8 * word_bytes), "done": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        axi, nb = self.axi, self.word_bytes
+        m.submodules.mem = mem = memory.Memory(shape=8 * nb, depth=self.words, init=[])
+        rd = mem.read_port()
+        wr = mem.write_port(granularity=8)
+        index = Signal(range(self.words))
+        beats = Signal(9)
+        r_valid = Signal()
+        reading = Signal()
+        m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0),
+                     axi.rdata.eq(rd.data), axi.rvalid.eq(r_valid),
+                     axi.rlast.eq(r_valid & (beats == 0))]
+        # ---- reads: one burst at a time, a word per cycle
+        fire = Signal()
+        m.d.comb += fire.eq(reading & (beats != 0) & (~r_valid | axi.rready))
+        m.d.comb += axi.arready.eq(~reading)
+        with m.If(axi.arvalid & axi.arready):
+            m.d.sync += [reading.eq(1), index.eq(axi.araddr[self.shift:]),
+                         beats.eq(axi.arlen + 1)]
+        with m.If(fire):
+            m.d.sync += [index.eq(index + 1), beats.eq(beats - 1), r_valid.eq(1)]
+        with m.Elif(r_valid & axi.rready):
+            m.d.sync += r_valid.eq(0)
+            with m.If(beats == 0):
+                m.d.sync += reading.eq(0)
+        # ---- writes: address and data together, a response each
+        b_valid = Signal()
+        m.d.comb += axi.bvalid.eq(b_valid)
+        take = Signal()
+        m.d.comb += take.eq(axi.awvalid & axi.wvalid & (~b_valid | axi.bready))
+        m.d.comb += [axi.awready.eq(take), axi.wready.eq(take)]
+        with m.If(take):
+            m.d.sync += b_valid.eq(1)
+        with m.Elif(axi.bready):
+            m.d.sync += b_valid.eq(0)
+        # ---- the bridge port, when the AXI side leaves the memory alone
+        axi_busy = reading | axi.arvalid | axi.awvalid
+        grant = Signal()
+        m.d.comb += grant.eq(self.port.valid & ~axi_busy)
+        m.d.comb += [
+            rd.en.eq(fire | grant),
+            rd.addr.eq(Mux(grant, self.port.addr, index)),
+            wr.addr.eq(Mux(take, axi.awaddr[self.shift:], self.port.addr)),
+            wr.data.eq(Mux(take, axi.wdata, self.port.wdata)),
+            self.rdata.eq(rd.data),
+        ]
+        for i in range(nb):
+            m.d.comb += wr.en[i].eq(Mux(take, axi.wstrb[i],
+                                        grant & self.port.write & self.port.strb[i]))
+        m.d.sync += self.done.eq(grant)
+        return m
+
+
+class HostBridge(wiring.Component):
+    """Host commands (:mod:`fpga.protocol`) from ``rx`` to the CSB (``req``, ``rdata``,
+    ``rvalid``) and the memory (``port``); responses to ``tx``."""
+
+    def __init__(self, words: int, word_bytes: int) -> None:
+        self.words, self.word_bytes = words, word_bytes
+        super().__init__({
+            "rx": In(stream.Signature(8)), "tx": Out(stream.Signature(8)),
+            "req": Out(CSB_REQUEST), "rdata": In(32), "rvalid": In(1),
+            "port": Out(ram_port_layout(words, word_bytes)),
+            "mem_rdata": In(8 * word_bytes), "mem_done": In(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        nb = self.word_bytes
+        shift = nb.bit_length() - 1
+        m.submodules.inq = inq = fifo.SyncFIFO(width=8, depth=16)
+        m.d.comb += [inq.w_data.eq(self.rx.payload), inq.w_en.eq(self.rx.valid),
+                     self.rx.ready.eq(inq.w_rdy)]
+        byte = inq.r_data
+        opcode = Signal(8)
+        addr = Signal(32)
+        value = Signal(32)                  # register data, or the byte count
+        n = Signal(range(5))
+        out = Signal(40)                    # response bytes, first in the low byte
+        out_left = Signal(range(6))
+        word = Signal(8 * nb)
+        m.d.comb += [self.tx.payload.eq(out[:8]), self.tx.valid.eq(out_left != 0)]
+        with m.If(self.tx.valid & self.tx.ready):
+            m.d.sync += [out.eq(out >> 8), out_left.eq(out_left - 1)]
+        lane = addr[:shift]
+        with m.FSM() as fsm:
+            with m.State("OPCODE"):
+                with m.If(inq.r_rdy & (out_left == 0)):
+                    m.d.sync += [opcode.eq(byte), n.eq(0)]
+                    m.next = "ADDRESS"
+            with m.State("ADDRESS"):
+                with m.If(inq.r_rdy):
+                    m.d.sync += [addr.eq(Cat(addr[8:], byte)), n.eq(n + 1)]
+                    with m.If(n == 3):
+                        m.d.sync += n.eq(0)
+                        with m.If(opcode == READ_REG):
+                            m.next = "READ_REG"
+                        with m.Elif(opcode == WRITE_REG):
+                            m.next = "VALUE4"
+                        with m.Else():
+                            m.next = "VALUE2"
+            with m.State("VALUE4"):
+                with m.If(inq.r_rdy):
+                    m.d.sync += [value.eq(Cat(value[8:], byte)), n.eq(n + 1)]
+                    with m.If(n == 3):
+                        m.next = "WRITE_REG"
+            with m.State("VALUE2"):
+                with m.If(inq.r_rdy):
+                    m.d.sync += [value.eq(Cat(value[8:16], byte)), n.eq(n + 1)]
+                    with m.If(n == 1):
+                        with m.If(opcode == WRITE_MEM):
+                            m.next = "MEM_BYTE_IN"
+                        with m.Else():
+                            m.next = "MEM_READ"
+            with m.State("WRITE_REG"):
+                m.d.comb += [self.req.valid.eq(1), self.req.write.eq(1),
+                             self.req.addr.eq(addr), self.req.wdata.eq(value)]
+                m.d.sync += [out.eq(ACK | WRITE_REG), out_left.eq(1)]
+                m.next = "OPCODE"
+            with m.State("READ_REG"):
+                m.d.comb += [self.req.valid.eq(1), self.req.addr.eq(addr)]
+                m.next = "READ_WAIT"
+            with m.State("READ_WAIT"):
+                with m.If(self.rvalid):
+                    m.d.sync += [out.eq(Cat(Const(ACK | READ_REG, 8), self.rdata)),
+                                 out_left.eq(5)]
+                    m.next = "OPCODE"
+            # memory writes: a byte at a time, each a strobed word write
+            with m.State("MEM_BYTE_IN"):
+                with m.If(value[:16] == 0):
+                    m.d.sync += [out.eq(ACK | WRITE_MEM), out_left.eq(1)]
+                    m.next = "OPCODE"
+                with m.Elif(inq.r_rdy):
+                    m.d.sync += word.eq(byte.replicate(nb))
+                    m.next = "MEM_WRITE"
+            with m.State("MEM_WRITE"):
+                m.d.comb += [self.port.valid.eq(1), self.port.write.eq(1),
+                             self.port.addr.eq(addr[shift:]), self.port.wdata.eq(word),
+                             self.port.strb.eq(1 << lane)]
+                with m.If(self.mem_done):
+                    m.d.sync += [addr.eq(addr + 1), value.eq(value - 1)]
+                    m.next = "MEM_BYTE_IN"
+            # memory reads: a word read per byte, the byte sent before the next read
+            with m.State("MEM_READ"):
+                # the byte before goes out first (and the acknowledgement after the last)
+                with m.If(out_left == 0):
+                    with m.If(value[:16] == 0):
+                        m.d.sync += [out.eq(ACK | READ_MEM), out_left.eq(1)]
+                        m.next = "OPCODE"
+                    with m.Else():
+                        m.d.comb += [self.port.valid.eq(1), self.port.addr.eq(addr[shift:])]
+                        with m.If(self.mem_done):
+                            m.next = "MEM_BYTE_OUT"
+            with m.State("MEM_BYTE_OUT"):
+                m.d.sync += [out.eq(self.mem_rdata.word_select(lane, 8)), out_left.eq(1),
+                             addr.eq(addr + 1), value.eq(value - 1)]
+                m.next = "MEM_READ"
+        # which states take a byte, as one expression outside the FSM: Icarus evaluates a
+        # process of the FSM's only once one of its inputs changes, and in OPCODE none does
+        # before the first byte, which would leave the FIFO's read enable undefined then
+        m.d.comb += inq.r_en.eq(
+            (fsm.ongoing("OPCODE") & (out_left == 0)) | fsm.ongoing("ADDRESS")
+            | fsm.ongoing("VALUE4") | fsm.ongoing("VALUE2")
+            | (fsm.ongoing("MEM_BYTE_IN") & (value[:16] != 0)))
+        return m
+
+
+class BridgedEngine(wiring.Component):
+    """The FPGA build's core: the conv engine, its memory in block RAM (:class:`AxiRam`)
+    and the host bridge on a UART (``rx``/``tx`` at ``divisor`` cycles per bit);
+    ``irq`` and ``bus_error`` for LEDs."""
+
+    def __init__(self, cfg, divisor: int, ram_bytes: int = RAM_BYTES,
+                 engine_entries: int = ENGINE_ENTRIES) -> None:
+        from accel.rtl.conv_engine import ConvEngine
+
+        self.cfg, self.divisor = cfg, divisor
+        self.words = ram_bytes // cfg.atom_size
+        self.engine = ConvEngine(cfg, feature_entries=engine_entries,
+                                 weight_entries=engine_entries)
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "irq": Out(1),
+                          "bus_error": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        nb = self.cfg.atom_size
+        m.submodules.engine = engine = self.engine
+        m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, nb)
+        m.submodules.bridge = bridge = HostBridge(self.words, nb)
+        m.submodules.urx = urx = UartRx(self.divisor)
+        m.submodules.utx = utx = UartTx(self.divisor)
+        wiring.connect(m, engine.axi, ram.axi)
+        wiring.connect(m, urx.data, bridge.rx)
+        wiring.connect(m, bridge.tx, utx.data)
+        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx),
+                     engine.req.eq(bridge.req), bridge.rdata.eq(engine.rdata),
+                     bridge.rvalid.eq(engine.rvalid),
+                     ram.port.eq(bridge.port), bridge.mem_rdata.eq(ram.rdata),
+                     bridge.mem_done.eq(ram.done),
+                     self.irq.eq(engine.irq), self.bus_error.eq(engine.bus_error)]
+        return m
