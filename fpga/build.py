@@ -2,12 +2,13 @@
 
 Build only: amaranth-boards' platform writes the yosys script, the LPF and a
 shell script; the YoWASP tools (set through :func:`accel.rtl.toolchain.yowasp_env`)
-run synthesis, place-and-route and packing.  Two deliberate options:
+run synthesis, place-and-route and packing.  Two deliberate choices:
 
-* ``synth_ecp5 -dff``: YoWASP yosys 0.70 fails an internal assertion in
-  ``abc9`` (``ABC_OPS_REINTEGRATE``, rtlil.cc ``GetSize(conn.first) ==
-  GetSize(conn.second)``) on this design without it; with ``-dff`` abc9 maps
-  the flops too and the flow completes.
+* LUT mapping by yosys's classic ``abc -lut 4:7`` between the two halves of
+  ``synth_ecp5`` (``-run :map_luts``, then ``-run map_cells:``) instead of its
+  ``abc9``: on the conv engine, YoWASP yosys 0.70's ``abc9`` ran for over an
+  hour without finishing, where ``abc`` maps it in under two minutes (and
+  ``abc9`` without ``-dff`` fails an internal assertion, ``ABC_OPS_REINTEGRATE``).
 * ``nextpnr --timing-allow-fail``: a design that misses the target still gets
   a bitstream and a report whose ``fmax_mhz`` says by how much.
 """
@@ -56,6 +57,11 @@ class _StageWatcher(threading.Thread):
                 if self.done.wait(self.poll_s):
                     return
 
+
+#: yosys commands after ``synth_ecp5 -run :map_luts``: LUTs by classic abc, then the rest
+#: of synth_ecp5 (see the module docstring)
+_MAP_LUTS = "\n".join(["techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
+                       f"synth_ecp5 -top {TOP_NAME} -run map_cells:"])
 
 #: the designs the flow builds: the MAC-array self-test, or the conv engine with its block
 #: RAM and UART host bridge (:mod:`fpga.engine_top`)
@@ -112,7 +118,8 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     start = time.perf_counter()
     watcher = _StageWatcher(out, progress) if progress is not None else None
     with yowasp_env():
-        plan = platform.prepare(top, name=TOP_NAME, synth_opts="-dff",
+        plan = platform.prepare(top, name=TOP_NAME, synth_opts="-run :map_luts",
+                                script_after_synth=_MAP_LUTS,
                                 nextpnr_opts=f"--timing-allow-fail --seed {seed}")
         try:
             if watcher is not None:

@@ -11,7 +11,10 @@ resource, assuming the units of a fused pipeline overlap completely:
   pixel and kernel tap: ``out_h * out_w * R * S * ceil(C / ATOMIC_C) *
   ceil(K / ATOMIC_K)``; bounded below by the fused SDP and by what the CDMA
   fetches: the input and ``WEIGHT_BYTES`` of weights, nothing for an input or
-  weights reused from the CBUF (``DATA_REUSE`` / ``WEIGHT_REUSE``).
+  weights reused from the CBUF (``DATA_REUSE`` / ``WEIGHT_REUSE``).  With SDP
+  on the fly, the last stripe's sums leave the CACC only after the MAC
+  array's last atom: SDP's time for one stripe (of the op's output points cut
+  into equal stripes of at most :data:`STRIPE_POINTS`) follows the atoms.
 * **SDP**: ``c_pad * h * w`` elements at the throughput of the slowest
   active stage (``SDP_BS/BN/EW_THROUGHPUT``; the BS throughput when all are
   bypassed); from memory also bounded by the input + operand + output DMA.
@@ -27,12 +30,16 @@ resource, assuming the units of a fused pipeline overlap completely:
 What it does not count: DMA latency and bank conflicts, stalls of weights
 streaming through fewer banks than they need (the input always fits: the
 model refuses an op whose input does not), CSB programming time, pipeline
-fill/drain, and interrupts.
+fill/drain (but for the fused SDP's last stripe), and interrupts.
 """
 
 from __future__ import annotations
 
 from accel.config import HwConfig
+
+#: output points of a convolution stripe (CSC sends a stripe of atoms per kernel tap; the
+#: CACC delivers a stripe's sums together): NVDLA's CSC cuts at 16 to 32 atoms
+STRIPE_POINTS = 16
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -52,8 +59,10 @@ def conv_cycles(cfg: HwConfig, out_hw: tuple[int, int], kernel: tuple[int, int, 
     0 for an input / weights the CBUF kept from the previous convolution.
     """
     k, c, r, s = kernel
-    atoms = out_hw[0] * out_hw[1] * r * s * ceil_div(c, cfg.atomic_c) * ceil_div(k, cfg.atomic_k)
-    return max(atoms, dma_cycles(cfg, data_bytes + weight_bytes), sdp), atoms
+    points, kgs = out_hw[0] * out_hw[1], ceil_div(k, cfg.atomic_k)
+    atoms = points * r * s * ceil_div(c, cfg.atomic_c) * kgs
+    last_stripe = ceil_div(sdp, kgs * ceil_div(points, STRIPE_POINTS)) if sdp else 0
+    return max(atoms + last_stripe, dma_cycles(cfg, data_bytes + weight_bytes), sdp), atoms
 
 
 def sdp_cycles(g, cfg: HwConfig, c_pad: int, h: int, w: int, from_memory: bool) -> int:

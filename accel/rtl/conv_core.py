@@ -253,13 +253,21 @@ class ConvCore(wiring.Component):
             meta.r_en.eq(cmac.result.valid & cmac.result.ready),
         ]
         # ---- CACC -> SDP -> out ------------------------------------------------------
-        m.d.comb += [
-            post.cfg.eq(cfg.post),
-            post.inp.valid.eq(cacc.sum.valid),
-            cacc.sum.ready.eq(post.inp.ready),
-        ]
-        m.d.comb += [post.inp.payload.acc[i].eq(cacc.sum.payload[i]) for i in range(n_k)]
-        # the per-kernel SDP operands of the kernel group whose sums leave the CACC
+        m.d.comb += post.cfg.eq(cfg.post)
+        if post.lanes == n_k:
+            m.d.comb += [post.inp.valid.eq(cacc.sum.valid), cacc.sum.ready.eq(post.inp.ready)]
+            m.d.comb += [post.inp.payload.acc[i].eq(cacc.sum.payload[i]) for i in range(n_k)]
+        else:
+            # SDP takes a beat every n_k / lanes cycles, the CACC empties a stripe at once:
+            # a stripe of sums waits here (CACC's delivery buffer) while the MAC array
+            # goes on with the next stripe
+            sums = cacc.sum.payload.as_value()
+            m.submodules.dbuf = dbuf = fifo.SyncFIFOBuffered(width=len(sums), depth=self.points)
+            m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(cacc.sum.valid),
+                         cacc.sum.ready.eq(dbuf.w_rdy),
+                         post.inp.valid.eq(dbuf.r_rdy), dbuf.r_en.eq(post.inp.ready),
+                         post.inp.payload.acc.as_value().eq(dbuf.r_data)]
+        # the per-kernel SDP operands of the kernel group whose sums enter SDP
         m.submodules.omem = omem = memory.Memory(shape=operand_layout(hw),
                                                  depth=self.operand_entries, init=[])
         ow_port = omem.write_port()
@@ -270,7 +278,7 @@ class ConvCore(wiring.Component):
         out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
         with m.If(self.start):
             m.d.sync += [out_kg.eq(0), out_point.eq(0)]
-        with m.Elif(cacc.sum.valid & cacc.sum.ready):
+        with m.Elif(post.inp.valid & post.inp.ready):
             m.d.sync += out_point.eq(out_point + 1)
             with m.If(out_point == total - 1):
                 m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1)]

@@ -249,8 +249,11 @@ TIMED = ((16, 16, 8, 8, 3, 3, 1, 1), (8, 8, 12, 12, 3, 3, 1, 1), (32, 8, 6, 6, 3
 @cocotb.test()
 async def cycles_against_the_cmodel(dut) -> None:
     """Cycles from start to the last output (output never stalled) against the cmodel's
-    estimate (accel.cmod.perf.conv_cycles: one MAC atom per cycle), and MAC use."""
-    from accel.cmod.perf import conv_cycles
+    estimate, computed as the cmodel computes it for a convolution with its SDP on the fly
+    (accel.cmod.perf.conv_cycles: one MAC atom per cycle, or SDP's elements at its
+    throughput when that is slower), and MAC use."""
+    from accel.cmod.cube import padded_channels
+    from accel.cmod.perf import conv_cycles, sdp_cycles
 
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(7)
@@ -268,7 +271,11 @@ async def cycles_against_the_cmodel(dut) -> None:
         sums = reference(conv)
         post = post_config(rng, sums)
         res = await load_and_run(dut, hw, conv, post, expected(conv, post, sums), None, case)
-        estimate, atoms = conv_cycles(hw, (oh, ow), (k, c, r, s), 0, 0)
+        bypass = {"D_DP_BS_CFG": post["x1"]["bypass"], "D_DP_BN_CFG": post["x2"]["bypass"],
+                  "D_DP_EW_CFG": 1}
+        sdp = sdp_cycles(lambda reg, _field, b=bypass: b[reg], hw,
+                         padded_channels(k, hw.atom_size), oh, ow, False)
+        estimate, atoms = conv_cycles(hw, (oh, ow), (k, c, r, s), 0, 0, sdp)
         rows.append({"shape": f"{c}x{h}x{w} * {k}x{c}x{r}x{s} /{stride}", "rtl": res["cycles"],
                      "cmodel": estimate, "mac_atoms": atoms,
                      "utilization": round(atoms / res["cycles"], 4)})

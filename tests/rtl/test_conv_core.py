@@ -35,7 +35,8 @@ def test_random_convolutions_and_cycles() -> None:
         print(f"{row['shape']:<28} {row['rtl']:>6} {row['cmodel']:>7} {ratio:>6.3f} "
               f"{row['utilization']:>8.1%}")
         # the RTL and the cmodel's estimate agree within 15% (the estimate counts one MAC
-        # atom per cycle; the RTL adds pipeline fill and drain)
+        # atom per cycle, or one SDP element per cycle on nv_small; the RTL adds pipeline
+        # fill and drain)
         assert 1.0 <= ratio <= 1.15, row
     # 3x3 convolutions whose C and K are multiples of the atom keep the MACs busy
     three_by_three = [r for r in summary["timed"] if "x3x3 /1" in r["shape"]]
