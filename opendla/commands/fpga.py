@@ -125,7 +125,7 @@ def run_board(args: argparse.Namespace) -> int:
     from accel.runtime.session import LoadableSession
     from fpga.host import BoardPlayer, open_link
     from fpga.protocol import BridgeClient
-    from opendla.commands.run import _loadable_feeds, save_outputs, summarize
+    from opendla.commands.run import loadable_feeds, save_outputs, summarize
 
     if args.baud <= 0:
         raise UsageError(f"--baud {args.baud}: must be positive")
@@ -142,12 +142,11 @@ def run_board(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     player = BoardPlayer(BridgeClient(link), timeout_s=args.timeout)
     backend = None
-    args.model = args.loadable          # for the shared input handling of 'opendla run'
     start = time.perf_counter()
     try:
         backend = RtlBackend(cfg, player=player)    # reads the board's register groups
         sess = LoadableSession(blob, cfg, backend=backend)
-        samples, _ = _loadable_feeds(args, sess.inputs)
+        samples, _ = loadable_feeds(args.loadable, args.input, sess.inputs)
         runs = [sess.run(s) for s in samples]
         outputs = {n: np.concatenate([r[n] for r in runs]) for n in runs[0]}
     except RtlMismatch as exc:

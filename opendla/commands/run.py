@@ -284,15 +284,17 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------ loadables
-def _loadable_feeds(args: argparse.Namespace, inputs) -> tuple[list[dict[str, np.ndarray]], int]:
-    """Per-sample int8 feeds of a loadable's ``inputs`` and the batch size."""
+def loadable_feeds(model: str, specs: list[str], inputs
+                   ) -> tuple[list[dict[str, np.ndarray]], int]:
+    """Per-sample int8 feeds of the loadable ``model``'s ``inputs`` from the ``--input``
+    values ``specs``, and the batch size."""
     names = [t.name for t in inputs]
     if not names:
-        if args.input:
-            raise UsageError(f"{args.model!r} binds no input tensor (its input comes from its "
+        if specs:
+            raise UsageError(f"{model!r} binds no input tensor (its input comes from its "
                              f"own data); drop --input")
         return [{}], 1
-    feeds = parse_inputs(args.input, names)
+    feeds = parse_inputs(specs, names)
     samples: dict[str, np.ndarray] = {}
     for t in inputs:
         x = feeds[t.name]
@@ -328,7 +330,7 @@ def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
     try:
         sess = LoadableSession(Path(args.model).read_bytes(), get_preset(args.preset),
                                trace_regs=args.trace_regs)
-        samples, batch = _loadable_feeds(args, sess.inputs)
+        samples, batch = loadable_feeds(args.model, args.input, sess.inputs)
 
         def once() -> dict[str, np.ndarray]:
             runs = [sess.run(s) for s in samples]
