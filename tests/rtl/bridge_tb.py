@@ -32,6 +32,7 @@ from fpga import protocol
 DIVISOR = 4                       # the bridged_engine top's cycles per bit
 CLOCK_NS = 10
 BIT_NS = DIVISOR * CLOCK_NS
+ACCEPT_TIMEOUT_S = 900           # the relay's wait for the host driver
 RAM_BYTES = protocol.RAM_BYTES    # the bridged_engine top has the board's memories
 
 
@@ -189,8 +190,14 @@ async def relay(host: UartHost, port_file: str) -> dict:
     server.bind(("127.0.0.1", 0))
     server.listen(1)
     Path(port_file).write_text(str(server.getsockname()[1]))
-    conn, _ = server.accept()                 # blocks: nothing to simulate meanwhile
-    server.close()
+    server.settimeout(ACCEPT_TIMEOUT_S)       # a host that never comes must not hang CI
+    try:
+        conn, _ = server.accept()             # blocks: nothing to simulate meanwhile
+    except TimeoutError:
+        raise AssertionError(f"no host connected within {ACCEPT_TIMEOUT_S} s") from None
+    finally:
+        server.close()
+    conn.settimeout(None)
     counts = {"to_board": 0, "from_board": 0, "commands": 0}
     owed = 0                                  # response bytes the board has yet to send
     pending = b""                             # bytes of an incomplete command
