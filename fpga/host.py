@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from accel.cmod.glb import status_bit
-from accel.cmod.trace import _find_cfg, _int, parse_cfg, parse_dat
+from accel.cmod.trace import find_cfg, parse_cfg, parse_dat, parse_int
 from accel.regs import lookup
 from accel.rtl.cosim import RtlError
 from fpga.protocol import BAUD, ENGINE_ENTRIES, RAM_BYTES, BridgeClient, ProtocolError
@@ -78,7 +78,7 @@ class BoardPlayer:
         spans = []
         for cmd in cmds:
             if cmd.name == "mem_init":
-                base, size = _int(cmd.args[1]), _int(cmd.args[2])
+                base, size = parse_int(cmd.args[1]), parse_int(cmd.args[2])
                 at = base % self.ram_bytes
                 if at + size > self.ram_bytes:
                     raise BoardError(f"{trace}: region [{base:#x}, +{size:#x}) wraps around the "
@@ -96,7 +96,7 @@ class BoardPlayer:
         region of the board's memory afterwards to ``file``.  A CRC that differs is a
         :class:`BoardError` (after the dumps are written)."""
         trace_dir = Path(trace_dir)
-        cfg = _find_cfg(trace_dir)
+        cfg = find_cfg(trace_dir)
         cmds = parse_cfg(cfg)
         self._placed(cmds, trace_dir.name)
         c = self.client
@@ -111,14 +111,14 @@ class BoardPlayer:
                         lo = int(offs.min())
                         image = np.zeros(int(offs.max()) + 1 - lo, np.uint8)
                         image[offs - lo] = data
-                        c.write_mem(_int(cmd.args[1]) + lo, image.tobytes())
+                        c.write_mem(parse_int(cmd.args[1]) + lo, image.tobytes())
                         self.bytes_sent += image.size
                 elif cmd.name == "reg_write":
-                    c.write_reg(lookup(cmd.args[0]).address, _int(cmd.args[1]))
+                    c.write_reg(lookup(cmd.args[0]).address, parse_int(cmd.args[1]))
                 elif cmd.name == "intr_notify":
                     self._wait(cmd.args[0], trace_dir.name)
                 elif cmd.name == "check_crc":
-                    crc_checks.append((_int(cmd.args[2]), _int(cmd.args[3]), _int(cmd.args[4])))
+                    crc_checks.append(tuple(parse_int(a) for a in cmd.args[2:5]))
                 elif cmd.name not in ("mem_init", "check_nothing"):
                     raise BoardError(f"{cfg}:{cmd.line}: the board player does not play "
                                      f"{cmd.name}")

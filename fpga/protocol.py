@@ -56,6 +56,17 @@ def read_mem(addr: int, count: int) -> bytes:
     return struct.pack("<BIH", READ_MEM, addr & 0xFFFFFFFF, count)
 
 
+def command_size(head: bytes) -> int:
+    """Bytes of the command ``head`` starts with (a memory write's data included); while
+    a memory write's count is not in ``head`` yet, its fixed part."""
+    fixed = {WRITE_REG: 9, READ_REG: 5, WRITE_MEM: 7, READ_MEM: 7}.get(head[0])
+    if fixed is None:
+        raise ProtocolError(f"unknown opcode {head[0]:#04x}")
+    if head[0] == WRITE_MEM and len(head) >= fixed:
+        return fixed + struct.unpack_from("<H", head, 5)[0]
+    return fixed
+
+
 def response_size(command: bytes) -> int:
     """Bytes the bridge answers ``command`` with."""
     op = command[0]

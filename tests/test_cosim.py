@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from accel.cmod.dla import Dla
-from accel.cmod.trace import _find_cfg, _Player, parse_cfg, parse_dat
+from accel.cmod.trace import _Player, find_cfg, parse_cfg, parse_dat
 from accel.cmod.trace_writer import format_dat
 from opendla.cli import main
 
@@ -36,7 +36,7 @@ class CmodelReplay:
 
     def play(self, trace_dir: Path, dumps) -> dict:
         dla = self.dla
-        cfg_path = _find_cfg(trace_dir)
+        cfg_path = find_cfg(trace_dir)
         player = _Player(cfg_path, dla)
         player.run(parse_cfg(cfg_path))
         assert player.checks == 1                # the recorded golden was checked

@@ -144,7 +144,8 @@ def _parse_packets(path: Path, text: str) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(offs), np.frombuffer(b"".join(chunks), dtype=np.uint8)
 
 
-def _int(text: str) -> int:
+def parse_int(text: str) -> int:
+    """A number of a trace statement (``0x..`` or decimal)."""
     return int(text, 0)
 
 
@@ -159,7 +160,8 @@ def _preset_of(trace_dir: Path, preset: str | None) -> str:
     return name
 
 
-def _find_cfg(trace_dir: Path) -> Path:
+def find_cfg(trace_dir: Path) -> Path:
+    """The ``.cfg`` of a trace directory: ``<name>.cfg``, else its only ``.cfg``."""
     cfg = trace_dir / f"{trace_dir.name}.cfg"
     if cfg.exists():
         return cfg
@@ -199,10 +201,10 @@ class _Player:
         pattern = cmd.args[3] if len(cmd.args) > 3 else "ALL_ZERO"
         if pattern != "ALL_ZERO":
             raise UnsupportedError(f"mem_init pattern {pattern} is not supported")
-        self.dram.map(_int(cmd.args[1]), _int(cmd.args[2]), cmd.args[0])
+        self.dram.map(parse_int(cmd.args[1]), parse_int(cmd.args[2]), cmd.args[0])
 
     def do_mem_load(self, cmd: Command) -> None:
-        base = _int(cmd.args[1])
+        base = parse_int(cmd.args[1])
         offs, data = parse_dat(self.cfg_path.parent / cmd.args[2])
         if not offs.size:
             return
@@ -215,7 +217,7 @@ class _Player:
 
     def do_reg_write(self, cmd: Command) -> None:
         try:
-            addr, value = lookup(cmd.args[0]).address, _int(cmd.args[1])
+            addr, value = lookup(cmd.args[0]).address, parse_int(cmd.args[1])
         except (ValueError, IndexError) as exc:
             raise TraceError(f"{self.where(cmd)}: malformed reg_write({', '.join(cmd.args)}): "
                              f"{exc}") from None
@@ -223,13 +225,13 @@ class _Player:
 
     def do_reg_read(self, cmd: Command) -> None:
         value = self.dla.csb_read(lookup(cmd.args[0]).address)
-        if len(cmd.args) > 1 and value != _int(cmd.args[1]):
+        if len(cmd.args) > 1 and value != parse_int(cmd.args[1]):
             raise TraceError(f"{self.where(cmd)}: {cmd.args[0]} reads {value:#x}, "
                              f"expected {cmd.args[1]}")
 
     def do_poll_reg_equal(self, cmd: Command) -> None:
         value = self.dla.csb_read(lookup(cmd.args[0]).address)
-        if value != _int(cmd.args[1]):
+        if value != parse_int(cmd.args[1]):
             raise TraceError(f"{self.where(cmd)}: poll_reg_equal({cmd.args[0]}) would wait "
                              f"forever: reads {value:#x}, expected {cmd.args[1]}")
 
@@ -243,8 +245,8 @@ class _Player:
         self.done.add(cmd.args[1])
 
     def do_check_crc(self, cmd: Command) -> None:
-        sync, base, size, golden = cmd.args[0], _int(cmd.args[2]), _int(cmd.args[3]), _int(
-            cmd.args[4])
+        sync = cmd.args[0]
+        base, size, golden = (parse_int(a) for a in cmd.args[2:5])
         if sync not in self.done:
             raise TraceError(f"{self.where(cmd)}: check_crc waits for {sync}, never notified")
         crc = zlib.crc32(self.dram.read(base, size).tobytes()) & 0xFFFFFFFF
@@ -289,7 +291,7 @@ def run_trace(path: str | Path, preset: str | None = None,
     result = TraceResult(name, str(trace_dir), preset_name, "fail")
     dla = None
     try:
-        cfg_path = _find_cfg(trace_dir)
+        cfg_path = find_cfg(trace_dir)
         cmds = parse_cfg(cfg_path)
         for cmd in cmds:  # missing inputs make the trace meaningless: skip before running
             if cmd.name == "mem_load" and not (trace_dir / cmd.args[2]).exists():

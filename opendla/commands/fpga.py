@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     b.add_argument("-o", "--out", default=None,
                    help="build directory (default build/fpga/<board>-<config>)")
-    b.add_argument("--design", choices=("cmac-selftest", "engine"), default="cmac-selftest",
+    b.add_argument("--design", choices=_designs(), default="cmac-selftest",
                    help="cmac-selftest: the MAC array fed by an LFSR (default); engine: the "
                         "conv engine with its memory in block RAM and a UART bridge for "
                         "'opendla fpga run'")
@@ -65,6 +65,12 @@ def _boards() -> list[str]:
     from fpga.boards import BOARDS
 
     return list(BOARDS)
+
+
+def _designs() -> tuple[str, ...]:
+    from fpga.build import DESIGNS
+
+    return DESIGNS
 
 
 def _stage_printer():

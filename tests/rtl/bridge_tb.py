@@ -221,8 +221,8 @@ async def relay(host: UartHost, port_file: str) -> dict:
         if not data:                          # the client closed the link
             break
         pending += data
-        while pending and len(pending) >= _command_size(pending):
-            size = _command_size(pending)
+        while pending and len(pending) >= protocol.command_size(pending):
+            size = protocol.command_size(pending)
             owed += protocol.response_size(pending[:size])
             counts["commands"] += 1
             pending = pending[size:]
@@ -232,12 +232,3 @@ async def relay(host: UartHost, port_file: str) -> dict:
     conn.close()
     return counts
 
-
-def _command_size(head: bytes) -> int:
-    """Bytes of the command ``head`` starts with (its fields, a memory write's data);
-    more than ``len(head)`` while the fields that tell are still missing."""
-    fixed = {protocol.WRITE_REG: 9, protocol.READ_REG: 5, protocol.WRITE_MEM: 7,
-             protocol.READ_MEM: 7}[head[0]]
-    if head[0] != protocol.WRITE_MEM:
-        return fixed
-    return fixed + int.from_bytes(head[5:7], "little") if len(head) >= 7 else fixed

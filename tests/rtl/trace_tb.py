@@ -34,7 +34,7 @@ from engine_tb import attach_memory, csb_read, csb_write
 
 from accel.cmod.dram import Dram
 from accel.cmod.glb import status_bit
-from accel.cmod.trace import TraceError, _find_cfg, _int, _Player, parse_cfg
+from accel.cmod.trace import TraceError, _Player, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import lookup
 from accel.rtl.trace_player import unsupported
@@ -89,11 +89,11 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
     """Play the trace in directory ``trace`` on the engine; its memory image becomes
     ``target``'s.  Returns the CRC checks, cycles, the cycles and seconds spent waiting
     for interrupts (the engine running) and the memory image."""
-    cfg_path = _find_cfg(trace)
+    cfg_path = find_cfg(trace)
     cmds = parse_cfg(cfg_path)
     for cmd in cmds:                   # what the engine lacks: an error, before anything runs
         if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
-            why = unsupported(cmd.args[0], _int(cmd.args[1]) if cmd.name == "reg_write" else 0,
+            why = unsupported(cmd.args[0], parse_int(cmd.args[1]) if cmd.name == "reg_write" else 0,
                               hw)
             if why:
                 raise TraceError(f"{cfg_path}:{cmd.line}: {why}")
@@ -108,9 +108,9 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
         if cmd.name in ("mem_init", "mem_load"):
             getattr(loader, f"do_{cmd.name}")(cmd)
         elif cmd.name == "reg_write":
-            await csb_write(dut, lookup(cmd.args[0]).symbol, _int(cmd.args[1]))
+            await csb_write(dut, lookup(cmd.args[0]).symbol, parse_int(cmd.args[1]))
         elif cmd.name in ("reg_read", "poll_reg_equal"):
-            want = _int(cmd.args[1])
+            want = parse_int(cmd.args[1])
             for _ in range(BUDGET if cmd.name == "poll_reg_equal" else 1):
                 value = await csb_read(dut, lookup(cmd.args[0]).symbol)
                 if value == want:
@@ -129,8 +129,8 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
             await csb_write(dut, "NVDLA_GLB.S_INTR_STATUS", bit)
             notified.add(cmd.args[1])
         elif cmd.name == "check_crc":
-            sync, base, size, golden = cmd.args[0], _int(cmd.args[2]), _int(cmd.args[3]), \
-                _int(cmd.args[4])
+            sync = cmd.args[0]
+            base, size, golden = (parse_int(a) for a in cmd.args[2:5])
             assert sync in notified, f"{where}: check_crc before {sync} was notified"
             region = dram.read(base, size)
             dump = os.environ.get("OPENDLA_TRACE_DUMP")
