@@ -61,7 +61,7 @@ def count_saturated(x: np.ndarray, bits: int) -> int:
 
 
 def shift_round(x: np.ndarray, shift: int | np.ndarray,
-                out: np.ndarray | None = None) -> np.ndarray:
+                out: np.ndarray | None = None, nonneg: bool = False) -> np.ndarray:
     """Arithmetic right shift by ``shift`` with round half away from zero.
 
     ``shift`` may be a scalar or an array broadcastable against ``x``; a shift
@@ -70,6 +70,11 @@ def shift_round(x: np.ndarray, shift: int | np.ndarray,
     ``(x + 2**(s-1) - (x < 0)) >> s`` (floor shift): for ``x >= 0`` that is
     ``floor(x / 2**s + 1/2)``, for ``x < 0`` ``ceil(x / 2**s - 1/2)``, i.e. the
     halves go away from zero.  ``out`` may be ``x`` itself (in place).
+
+    ``nonneg`` (scalar shifts): the caller knows ``x >= 0``, so the correction
+    for negative values is skipped - or clips negative results to 0 afterwards,
+    which needs no correction either: for ``x < 0``, ``(x + 2**(s-1)) >> s <= 0``
+    like the exact result, and both become 0.
     """
     x = np.asarray(x, dtype=np.int64)
     if isinstance(shift, (int, np.integer)):
@@ -83,6 +88,9 @@ def shift_round(x: np.ndarray, shift: int | np.ndarray,
                 return x
             out[...] = x
             return out
+        if nonneg:
+            y = np.add(x, 1 << (s - 1), out=out)
+            return np.right_shift(y, s, out=y)
         minus_one = np.right_shift(x, 63)     # -1 where x < 0, else 0 (int64, no bools)
         y = np.add(x, 1 << (s - 1), out=out)
         np.add(y, minus_one, out=y)

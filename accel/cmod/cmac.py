@@ -52,7 +52,9 @@ EXACT_F32_TERMS = 1 << 10
 
 
 def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
-    """Exact ``weights[K, R] @ patches[R, N]`` of int8 values (any dtype holding them), int64.
+    """Exact ``weights[..., K, R] @ patches[..., R, N]`` of int8 values (any dtype holding
+    them), int64; leading dimensions broadcast as in :func:`numpy.matmul` (a batch of
+    convolutions).
 
     float32 GEMMs over chunks of :data:`EXACT_F32_TERMS` reduction terms: every
     partial sum of a chunk, in whatever order BLAS adds, is an integer of at most
@@ -60,12 +62,14 @@ def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
     """
     w = weights if weights.dtype == np.float32 else weights.astype(np.float32)
     p = patches if patches.dtype == np.float32 else patches.astype(np.float32)
-    r = w.shape[1]
+    r = w.shape[-1]
     if r <= EXACT_F32_TERMS:
         return (w @ p).astype(np.int64)
-    out = np.zeros((w.shape[0], p.shape[1]), dtype=np.int64)
+    out = None
     for r0 in range(0, r, EXACT_F32_TERMS):
-        out += (w[:, r0:r0 + EXACT_F32_TERMS] @ p[r0:r0 + EXACT_F32_TERMS]).astype(np.int64)
+        part = (w[..., r0:r0 + EXACT_F32_TERMS] @ p[..., r0:r0 + EXACT_F32_TERMS, :]
+                ).astype(np.int64)
+        out = part if out is None else np.add(out, part, out=out)
     return out
 
 

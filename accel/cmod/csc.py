@@ -108,11 +108,14 @@ def image_cube(lines: np.ndarray, channels: int, geo: ConvGeometry,
             replace(geo, s=1, stride_x=1, dil_x=1, pad_left=0))
 
 
-def im2col(x: np.ndarray, geo: ConvGeometry) -> np.ndarray:
+def im2col(x: np.ndarray, geo: ConvGeometry, dtype: type | None = None) -> np.ndarray:
     """Patches ``[C*R*S, out_h*out_w]`` (C major, then R, then S) of the cube ``x[C, H, W]``.
 
     Positions outside the input read ``geo.pad_value``.  The loop runs over the
     R*S kernel taps only; each tap is one strided slice of the padded cube.
+    ``dtype``: of the patches when they are copied (the GEMM's float32: converted
+    as they are gathered rather than in a pass of their own); a 1x1 convolution
+    without padding returns its pixels as they are, in ``x``'s dtype.
     """
     c, h, w = x.shape
     check_elements("CSC", f"im2col of {c}x{geo.r}x{geo.s} taps by {geo.out_h}x{geo.out_w} "
@@ -130,7 +133,7 @@ def im2col(x: np.ndarray, geo: ConvGeometry) -> np.ndarray:
         # the input occupies rows [pad_top, pad_top + h) of the padded frame, clipped to it
         hh, ww = max(0, min(h, need_h - y0)), max(0, min(w, need_w - x0))
         padded[:, y0:y0 + hh, x0:x0 + ww] = x[:, :hh, :ww]
-    cols = np.empty((c, geo.r, geo.s, geo.out_h, geo.out_w), dtype=x.dtype)
+    cols = np.empty((c, geo.r, geo.s, geo.out_h, geo.out_w), dtype=dtype or x.dtype)
     ye = (geo.out_h - 1) * geo.stride_y + 1
     xe = (geo.out_w - 1) * geo.stride_x + 1
     for r in range(geo.r):

@@ -65,6 +65,6 @@ def write_int8_cube(dram: Dram, base: int, data: np.ndarray, atom: int,
     if view is None:
         dram.scatter(base, cube_offsets(c, h, w, atom, line_stride, surf_stride), data, unit)
         return
-    view[...] = np.asarray(data).reshape(shape).astype(np.uint8, copy=False) \
-        if np.asarray(data).dtype != np.uint8 else np.asarray(data).reshape(shape)
+    # int8 values as their two's-complement bytes: the unsafe cast wraps them mod 256
+    np.copyto(view, np.asarray(data).reshape(shape), casting="unsafe")
     dram.touched(base)

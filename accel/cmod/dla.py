@@ -54,6 +54,24 @@ _LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
 MAX_PLANS = 8192   # decoded ops kept (a loadable's ops, several loadables)
 
 
+@dataclass
+class ConvDone:
+    """What a convolution's datapath produced; the rest of the op (saturation registers,
+    CBUF state, its record, completion) is bookkeeping in :meth:`Dla._run_conv`."""
+
+    cacc_sat: int
+    sdp: OpRecord                    # the SDP's record
+    sdp_sat: int
+    streamed: np.ndarray | None      # the output streamed to PDP
+    raw: np.ndarray | None           # packed weight bytes (kept by SKIP_WEIGHT_RLS)
+    data: object                     # the input as the CBUF holds it (kept by SKIP_DATA_RLS)
+    in_shape: tuple
+    in_bytes: int
+    data_reused: bool
+    weights_reused: bool
+    note: str = ""
+
+
 @dataclass(frozen=True)
 class Launch:
     """A pipeline start decided from the registers: what :meth:`Dla.launch` runs.
@@ -96,6 +114,9 @@ class Dla:
         self._raw_weights: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
         self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self.launched: Launch | None = None    # the last pipeline started (replay learns it)
+        #: learned replays compute runs of independent convolutions together
+        #: (:mod:`accel.cmod.batch`); False keeps one datapath pass per launch
+        self.batch_convs = True
 
     # --- CSB -------------------------------------------------------------------------
     def csb_write(self, addr: int, value: int) -> None:
@@ -217,11 +238,12 @@ class Dla:
                 self._exec("NVDLA_PDP"), self._exec("NVDLA_PDP_RDMA"), self.cfg, fed=True))
         self.launch(Launch("conv" if flying else "sdp", plan, needs_rdma, pdp_plan))
 
-    def launch(self, op: Launch) -> None:
+    def launch(self, op: Launch, done: ConvDone | None = None) -> None:
         """Run ``op`` from the consumer groups, complete its units and raise its interrupts.
 
         The units must be enabled with the registers ``op`` was decoded from (a
         replay of a recorded task calls this directly; see :mod:`accel.cmod.replay`).
+        ``done``: a convolution whose datapath already ran (:mod:`accel.cmod.batch`).
         """
         self.launched = op
         if op.kind == "pdp":
@@ -230,7 +252,7 @@ class Dla:
             self._complete(["NVDLA_PDP", "NVDLA_PDP_RDMA"], [("PDP", group)])
             return
         if op.kind == "conv":
-            rec, streamed = self._run_conv(op.needs_rdma, op.plan)
+            rec, streamed = self._run_conv(op.needs_rdma, op.plan, done)
         else:
             rec, streamed = self._run_sdp(op.needs_rdma, op.plan)
         if rec.note and rec.note not in self.notes:
@@ -302,7 +324,7 @@ class Dla:
             self.glb.raise_done(source, group)
 
     # --- convolution -----------------------------------------------------------------
-    def _weights(self, plan: conv.ConvPlan) -> np.ndarray:
+    def weights_of(self, plan: conv.ConvPlan) -> np.ndarray:
         """The packed weight bytes of ``plan`` (read again only when their memory changed)."""
         key = (plan.weight_addr, plan.weight_size)
         version = self.dram.version(plan.weight_addr)
@@ -315,7 +337,7 @@ class Dla:
         self._raw_weights[key] = (version, raw)
         return raw
 
-    def _weight_matrix(self, raw: np.ndarray, plan: conv.ConvPlan) -> np.ndarray:
+    def weight_matrix(self, raw: np.ndarray, plan: conv.ConvPlan) -> np.ndarray:
         """``float32 [K, C*R*S]`` of the packed bytes ``raw`` (kept per bytes object)."""
         key = (id(raw), plan.kernel)
         hit = self._matrices.get(key)
@@ -327,9 +349,9 @@ class Dla:
         self._matrices[key] = (raw, m)
         return m
 
-    def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan
-                  ) -> tuple[OpRecord, np.ndarray | None]:
-        units = CONV_UNITS + self._sdp_units(needs_rdma)
+    def _conv_datapath(self, needs_rdma: bool, plan: conv.ConvPlan) -> ConvDone:
+        """CDMA -> CSC -> CMAC -> CACC -> SDP of one convolution: its output written (or
+        streamed), nothing of its registers or interrupts touched yet."""
         geo, use = plan.geo, plan.use
         kept_data = self.cbuf.reused_data(use)
         kept_w, note = self.cbuf.reused_weights(use)
@@ -346,33 +368,45 @@ class Dla:
             x = kept_data.value if kept_data is not None else cdma.read_feature(
                 self.dram, self.cfg, plan.feature)
             geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
-        raw = kept_w.raw if kept_w is not None else self._weights(plan)
-        psum = gemm_int8(self._weight_matrix(raw, plan), csc.im2col(x, geo_run))
+        raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
+        psum = gemm_int8(self.weight_matrix(raw, plan), csc.im2col(x, geo_run, np.float32))
         out, sat = cacc.clip_truncate(cacc.accumulate(psum, psum_terms(plan)), plan.truncate)
-        groups = {u: self.regs[u].consumer for u in units}
-        self.regs["NVDLA_CACC"].set_hw("D_OUT_SATURATION", sat, groups["NVDLA_CACC"])
         rec, streamed, sdp_sat = plan.sdp.execute(
             self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
             y_group=self._y_group(plan.sdp, needs_rdma))
-        self._finish_sdp(rec, sdp_sat)
-        self.cbuf.complete(use, raw, data)
+        return ConvDone(sat, rec, sdp_sat, streamed, raw, data, in_shape, in_bytes,
+                        kept_data is not None, kept_w is not None, note)
+
+    def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan, done: ConvDone | None = None
+                  ) -> tuple[OpRecord, np.ndarray | None]:
+        """A convolution: its datapath (``done``: already run, see :mod:`accel.cmod.batch`),
+        then its saturation counters, CBUF state, record, completion and interrupts."""
+        if done is None:
+            done = self._conv_datapath(needs_rdma, plan)
+        units = CONV_UNITS + self._sdp_units(needs_rdma)
+        geo, use, rec = plan.geo, plan.use, done.sdp
+        groups = {u: self.regs[u].consumer for u in units}
+        self.regs["NVDLA_CACC"].set_hw("D_OUT_SATURATION", done.cacc_sat, groups["NVDLA_CACC"])
+        self._finish_sdp(rec, done.sdp_sat)
+        self.cbuf.complete(use, done.raw, done.data)
         # the CDMA fetches nothing it reuses; weights it fetches are WEIGHT_BYTES long
         cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), plan.kernel,
-                                    0 if kept_data is not None else in_bytes,
-                                    0 if kept_w is not None else use.weight_bytes, rec.cycles)
+                                    0 if done.data_reused else done.in_bytes,
+                                    0 if done.weights_reused else use.weight_bytes, rec.cycles)
+        note = done.note
         if note and note not in self.notes:
             self.notes.append(note)
         self.stats.append(OpRecord(
-            "CONV", cycles, {"in": in_shape, "kernel": plan.kernel,
+            "CONV", cycles, {"in": done.in_shape, "kernel": plan.kernel,
                              "out": (geo.k, geo.out_h, geo.out_w)},
-            {"mac_atoms": atoms, "cacc_saturations": sat,
-             "cbuf": _cbuf_record(use, kept_data is not None, kept_w is not None, note)},
+            {"mac_atoms": atoms, "cacc_saturations": done.cacc_sat,
+             "cbuf": _cbuf_record(use, done.data_reused, done.weights_reused, note)},
             sdp=rec))  # the fused SDP runs in the same pipeline
         self._complete(list(units), [("CDMA_DAT", groups["NVDLA_CDMA"]),
                                      ("CDMA_WT", groups["NVDLA_CDMA"]),
                                      ("CACC", groups["NVDLA_CACC"]),
                                      ("SDP", groups["NVDLA_SDP"])])
-        return rec, streamed
+        return rec, done.streamed
 
 
 def psum_terms(plan: conv.ConvPlan) -> int:

@@ -129,9 +129,9 @@ class Dram:
         self._views[key] = view
         return view
 
-    def touched(self, base: int) -> None:
-        """Count a write made through a :meth:`strided` view into the region of ``base``."""
-        self._region(base, 0, "host", "write").version += 1
+    def touched(self, base: int, writes: int = 1) -> None:
+        """Count ``writes`` made through a :meth:`strided` view into the region of ``base``."""
+        self._region(base, 0, "host", "write").version += writes
 
     def write(self, addr: int, data, unit: str = "host") -> None:
         """Write ``data`` (bytes or a uint8 array) at ``addr``."""

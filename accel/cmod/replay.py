@@ -24,7 +24,9 @@ lookups.  What the learned launches read beyond the recording's own writes is
 checked before each learned run (:attr:`Learned.inherited`: configuration
 registers the recording leaves as it found them, and every op enable bit); if
 any differs, the run takes the unlearned steps, which decide everything
-again.
+again.  A learned run without a completion hook (nothing looks at memory
+between two ops) plays :attr:`Learned.fast`: runs of independent convolutions
+computed together (:mod:`accel.cmod.batch`), stores merged into bulk updates.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from accel.cmod import batch
 from accel.regs import by_address
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
 _ACTING_UNITS = {"NVDLA_GLB", "NVDLA_BDMA"}
-BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH = range(7)
+BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE = range(9)
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
@@ -59,6 +62,11 @@ class Learned:
     inherited: list[tuple[dict, int, int]]
     #: op enable bit of both groups of every learned unit at the start
     enables: tuple[int, ...]
+    #: the steps of a run without a completion hook (:func:`_fast`): runs of independent
+    #: convolutions computed together (:func:`accel.cmod.batch.batches`: ``(BATCH, batch)``
+    #: before the first of a run, ``(DONE, store, offset, keep, bits, launch, batch, i)``
+    #: in place of its launches), plain stores merged, completion marks dropped
+    fast: list[tuple] | None = None
 
 
 @dataclass
@@ -159,7 +167,8 @@ def run(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> b
         _play(dla, prepared.steps, on_complete)
     else:
         prepared.runs["learned"] += 1
-        _play(dla, learned.steps, on_complete)
+        steps = learned.fast if on_complete is None else learned.steps
+        _play(dla, steps, on_complete)
     return True
 
 
@@ -177,6 +186,12 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
             _, store, off, keep, bits, launch = step
             store[off] = (store[off] & keep) | bits
             dla.launch(launch)
+        elif kind == BATCH:
+            step[1].run(dla)
+        elif kind == DONE:
+            _, store, off, keep, bits, launch, conv_batch, i = step
+            store[off] = (store[off] & keep) | bits
+            dla.launch(launch, conv_batch.done[i])
         elif kind == WRITE:
             dla.csb_write(step[1], step[2])
         elif kind == WAIT:
@@ -252,4 +267,48 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
                 key = (id(g), off)
                 if key not in written and key not in inherited:
                     inherited[key] = (g, off, g[off])
-    return Learned(learned, list(inherited.values()), enables)
+    return Learned(learned, list(inherited.values()), enables,
+                   _fast(learned, dla.cfg.atom_size if dla.batch_convs else None))
+
+
+def _fast(steps: list[tuple], atom: int | None) -> list[tuple]:
+    """The learned ``steps`` for a run without a completion hook: CALL marks dropped,
+    stores that replace a whole register merged into one bulk update per run of them, and
+    (``atom``: the preset's atom size; None: no batching) runs of independent convolutions
+    batched."""
+    out: list[tuple] = []
+    bulk: dict[int, tuple[dict, dict]] = {}
+
+    def flush() -> None:
+        if bulk:
+            out.append((BULK, list(bulk.values())))
+            bulk.clear()
+
+    for step in steps:
+        kind = step[0]
+        if kind == CALL:
+            continue
+        if kind == BULK:
+            for store, updates in step[1]:
+                bulk.setdefault(id(store), (store, {}))[1].update(updates)
+        elif kind == STORE and step[3] == 0:     # nothing of the old value is kept
+            bulk.setdefault(id(step[1]), (step[1], {}))[1][step[2]] = step[4]
+        else:
+            flush()
+            out.append(step)
+    flush()
+    if atom is None:
+        return out
+    return batch.batches(out, atom, {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE},
+                         _quiet) or out
+
+
+def _quiet(step: tuple) -> bool:
+    """``step`` neither reads nor writes memory (a batch may compute across it)."""
+    kind = step[0]
+    if kind in (BULK, STORE, WAIT, CALL, READ):
+        return True
+    if kind == WRITE:
+        reg = by_address(step[1])
+        return reg is not None and reg.unit == "NVDLA_GLB"
+    return False

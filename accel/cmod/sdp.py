@@ -27,6 +27,7 @@ import numpy as np
 from accel.arith import (
     clamp,
     count_saturated,
+    sat_bounds,
     saturate,
     saturation_mask,
     shift_round,
@@ -44,7 +45,7 @@ from accel.config import HwConfig
 
 UNIT = "SDP"
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
-_MAX_SHIFT = 62  # larger right shifts of a <= 49-bit value all give 0, like 62
+MAX_SHIFT = 62  # larger right shifts of a <= 49-bit value all give 0, like 62
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = Fals
         else:
             raise ConfigError(UNIT, "D_DP_X_CFG", st.alu_algo, "ALU_ALGO must be MAX/MIN/SUM")
     src = x if y is None else y
-    shift = min(st.mul_shift, _MAX_SHIFT)
+    shift = min(st.mul_shift, MAX_SHIFT)
     if st.mul_bypass:
         y = shift_round(src, shift, out=y)
         y = saturate(y, 32, out=None if y is x and not inplace else y)
@@ -119,9 +120,10 @@ def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = Fals
         y = np.where(src < 0, neg, saturate(src, 32))
     else:
         y = np.multiply(src, mul_op, out=y)
-        shift_round(y, shift, out=y)
         if not st.relu_bypass:    # saturate and ReLU in one clip: [0, 2**31 - 1]
+            shift_round(y, shift, out=y, nonneg=True)    # negatives end at 0 either way
             return clamp(y, 0, (1 << 31) - 1, out=y)
+        shift_round(y, shift, out=y)
         saturate(y, 32, out=y)
     if not st.relu_bypass:
         y = np.maximum(y, 0, out=None if y is x and not inplace else y)
@@ -131,19 +133,25 @@ def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = Fals
 def output_cvt(x: np.ndarray, offset: int, scale: int, shift: int) -> tuple[np.ndarray, np.ndarray]:
     """``(int8 values, 17-bit saturation mask)`` of the output converter."""
     y = (x - offset) * scale
-    y = shift_round(y, min(shift, _MAX_SHIFT))
+    y = shift_round(y, min(shift, MAX_SHIFT))
     sat = saturation_mask(y, 17)
     return saturate(saturate(y, 17), 8), sat
 
 
-def convert_inplace(x: np.ndarray, offset: int, scale: int, shift: int, c: int
-                    ) -> tuple[np.ndarray, int]:
+def convert_inplace(x: np.ndarray, offset: int, scale: int, shift: int, c: int,
+                    nonneg: bool = False) -> tuple[np.ndarray, int]:
     """:func:`output_cvt` overwriting ``x``: ``(int8 values, saturations among the first c
-    channels)``."""
+    channels)``.  ``nonneg``: the caller knows ``x >= 0`` (a ReLU ran last), which with
+    ``offset <= 0`` and ``scale >= 0`` keeps the arithmetic on non-negative values."""
     if offset:
         np.subtract(x, offset, out=x)
     np.multiply(x, scale, out=x)
-    shift_round(x, min(shift, _MAX_SHIFT), out=x)
+    if nonneg and offset <= 0 and scale >= 0:
+        shift_round(x, min(shift, MAX_SHIFT), out=x, nonneg=True)
+        hi, head = sat_bounds(17)[1], x[:c]
+        sat = int(np.count_nonzero(head > hi)) if head.size and head.max() > hi else 0
+        return np.minimum(x, 127, out=x), sat
+    shift_round(x, min(shift, MAX_SHIFT), out=x)
     sat = count_saturated(x[:c], 17)
     return saturate(x, 8, out=x), sat
 
@@ -306,7 +314,11 @@ class SdpPlan:
             base, line, surf = self.src
             x = read_int8_cube(dram, base, c_pad, h, w, cfg.atom_size, line, surf,
                                sdp_rdma.UNIT)
+        nonneg = False          # a ReLU ran last: every value is >= 0
         for st, operands in self.stages:
+            if st.bypass:
+                continue
+            nonneg = not st.relu_bypass
             alu_op, mul_op, shifted = st.alu_operand, st.mul_operand, False
             if operands is not None:
                 got = operands.read(dram)
@@ -318,6 +330,7 @@ class SdpPlan:
         if self.y_stage:
             g, rdma, lut = y_group
             x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut)
+            nonneg = False
             if lut_counts is not None:
                 rec.details["lut"] = lut_counts
                 if self.lut_perf:
@@ -326,7 +339,7 @@ class SdpPlan:
                                      ("D_PERF_LUT_LE_HIT", "le_hit"),
                                      ("D_PERF_LUT_LO_HIT", "lo_hit")):
                         g.regs.set_hw(reg, lut_counts[key], g.group)
-        out, saturations = convert_inplace(x, *self.cvt, self.c)
+        out, saturations = convert_inplace(x, *self.cvt, self.c, nonneg)
         if self.note:
             rec.note = self.note
         if self.to_pdp:  # streamed to PDP, not written

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from accel.cmod.dla import Dla, Launch
+from accel.cmod.dla import ConvDone, Dla, Launch
 from accel.cmod.trace_writer import TraceBuilder
 from accel.config import HwConfig
 from accel.layout import CubeLayout
@@ -208,7 +208,10 @@ class RtlDla(Dla):
     def _fallback(self, why: str) -> None:
         self.fallbacks[why] = self.fallbacks.get(why, 0) + 1
 
-    def launch(self, op: Launch) -> None:
+    def launch(self, op: Launch, done: ConvDone | None = None) -> None:
+        if done is not None:   # a cmodel replay's batched datapath: never on this backend
+            raise ValueError("the RTL backend runs every convolution itself; it does not "
+                             "take a datapath result computed elsewhere")
         if op.kind != "conv":
             self._fallback(f"{op.kind.upper()} operations")
             return super().launch(op)

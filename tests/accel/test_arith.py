@@ -45,6 +45,25 @@ def test_matches_exact_rational_rounding(x, n):
     assert int(shift_round(np.array([x]), n)[0]) == expected
 
 
+def test_nonneg_rounding_hand_cases():
+    # x >= 0: the same halves up as the signed rule (2.5 -> 3, 3.5 -> 4, 1.75 -> 2)
+    assert shift_round(np.array([5, 7, 4, 1]), 1, nonneg=True).tolist() == [3, 4, 2, 1]
+    assert shift_round(np.array([7, 5]), 2, nonneg=True).tolist() == [2, 1]
+    # x < 0 gives <= 0 (-2.5 -> -2 here, -3 exactly): equal once clipped at 0, as a ReLU does
+    got = shift_round(np.array([-5, -1, -6]), 1, nonneg=True)
+    assert (got <= 0).all() and np.maximum(got, 0).tolist() == [0, 0, 0]
+
+
+@given(st.integers(-(2**48), 2**48), st.integers(0, 40))
+def test_nonneg_rounding_is_exact_where_it_may_be_used(x, n):
+    """Exact for x >= 0, and for any x once negative results are clipped to 0."""
+    fast = int(shift_round(np.array([x]), n, nonneg=True)[0])
+    exact = int(shift_round(np.array([x]), n)[0])
+    if x >= 0:
+        assert fast == exact
+    assert max(fast, 0) == max(exact, 0)
+
+
 def test_sign_extend():
     assert sign_extend(np.array([0xFF, 0x7F, 0x80]), 8).tolist() == [-1, 127, -128]
     assert int(sign_extend(0x1FFFF, 17)) == -1

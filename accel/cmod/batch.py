@@ -1,0 +1,309 @@
+"""Consecutive independent convolutions of a learned replay, computed as one batch.
+
+A network compiled for a small NVDLA runs many small convolutions back to
+back: a depthwise layer becomes one 8-channel block convolution per channel
+group, a large layer one convolution per CBUF tile.  Run one at a time, each
+pays the fixed cost of a dozen numpy calls.  A learned replay
+(:mod:`accel.cmod.replay`) knows its launches in advance, so a run of
+launches with the same shape of work can go through the datapath together:
+one feature read, one ``im2col``, one batched GEMM, the CACC, SDP and
+converter arithmetic in the same passes, one write.  Each launch then does
+its own bookkeeping at its place in the register program
+(:meth:`accel.cmod.dla.Dla.launch` with the precomputed
+:class:`~accel.cmod.dla.ConvDone`): saturation counters, CBUF state,
+records, completion and interrupts stay exactly as an unbatched run leaves
+them.
+
+The batch computes at the first launch's place, so a launch joins only when
+that cannot change a byte:
+
+* it has the batch's :func:`signature` (a feature-cube convolution with the
+  SDP on the fly writing to memory, no Y stage, no PDP, nothing kept in or
+  reused from the CBUF; the same geometry, cube shapes and strides, stage
+  modes and operand layout - addresses, weights, operand values, CACC
+  truncate and converter may differ);
+* nothing it reads (input cube, weights, SDP operands) overlaps what an
+  earlier member writes;
+* between two members the register program only stores configuration, waits
+  for interrupts, reads registers, writes GLB or marks completions - nothing
+  that reads or writes memory (a completion hook that reads memory, as
+  ``--capture`` installs, makes the replay take the unbatched steps).
+
+The arithmetic is the unbatched one (:func:`accel.cmod.cmac.gemm_int8`,
+:func:`accel.arith.shift_round`, :func:`accel.cmod.sdp.x_stage`) on arrays
+with a leading batch axis; per-launch values (truncate, converter, register
+operands) broadcast along it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from accel.arith import sat_bounds, saturate, shift_round
+from accel.cmod import cacc, cdma, csc, sdp, sdp_rdma
+from accel.cmod.cmac import gemm_int8
+from accel.cmod.cube import write_int8_cube
+from accel.cmod.records import OpRecord
+
+#: im2col elements of one batch (int8; the GEMM converts them to float32): a bound on the
+#: batch's working memory, not a tuning knob
+MAX_BATCH_ELEMENTS = 1 << 22
+
+
+def signature(launch) -> tuple | None:
+    """What launches of one batch share (None: ``launch`` is never batched)."""
+    if launch.kind != "conv" or launch.pdp_plan is not None:
+        return None
+    plan = launch.plan
+    geo, use, sp = plan.geo, plan.use, plan.sdp
+    if (geo.image or use.data_reuse or use.weight_reuse or use.skip_data_rls
+            or use.skip_weight_rls or sp.y_stage or sp.to_pdp or not sp.flying):
+        return None
+    stages = tuple((replace(st, alu_operand=0, mul_operand=0),
+                    None if ops is None else (ops.offsets.shape, ops.nbytes, ops.comps))
+                   for st, ops in sp.stages)
+    return (launch.needs_rdma, geo, plan.feature[1:], sp.c, sp.c_pad, sp.h, sp.w, stages,
+            sp.dst[1:])
+
+
+def _cube_span(base: int, c: int, h: int, w: int, line: int, surf: int, atom: int
+               ) -> tuple[int, int]:
+    """``[first, end)`` bytes of a cube's whole atoms."""
+    surfaces = -(-c // atom)
+    return base, base + (surfaces - 1) * surf + (h - 1) * line + w * atom
+
+
+def reads_writes(plan, atom: int) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+    """Byte ranges a batchable convolution reads (input, weights, SDP operands) and the
+    one it writes."""
+    base, c, h, w, line, surf = plan.feature
+    reads = [_cube_span(base, c, h, w, line, surf, atom),
+             (plan.weight_addr, plan.weight_addr + plan.weight_size)]
+    for _, ops in plan.sdp.stages:
+        if ops is not None:
+            reads.append((ops.base + int(ops.offsets.min()),
+                          ops.base + int(ops.offsets.max()) + ops.nbytes * len(ops.comps)))
+    sp = plan.sdp
+    dst, line, surf = sp.dst
+    return reads, _cube_span(dst, sp.c_pad, sp.h, sp.w, line, surf, atom)
+
+
+def _overlaps(a: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    return any(a[0] < hi and lo < a[1] for lo, hi in spans)
+
+
+def _per_launch(values: list[int], ndim: int) -> int | np.ndarray:
+    """One value for every launch: the int when they agree, else an int64 array along the
+    batch axis broadcasting against ``ndim``-dimensional batched data."""
+    if all(v == values[0] for v in values):
+        return values[0]
+    return np.asarray(values, dtype=np.int64).reshape((-1,) + (1,) * (ndim - 1))
+
+
+def _progression(values: list[int]) -> int | None:
+    """The common step of ``values`` (an arithmetic progression), else None."""
+    step = values[1] - values[0]
+    if step <= 0 or any(b - a != step for a, b in zip(values, values[1:], strict=False)):
+        return None
+    return step
+
+
+def saturated_per_launch(x: np.ndarray, bits: int) -> list[int]:
+    """Elements of each ``x[i]`` outside the signed ``bits`` range."""
+    lo, hi = sat_bounds(bits)
+    if x.min() >= lo and x.max() <= hi:
+        return [0] * x.shape[0]
+    flat = x.reshape(x.shape[0], -1)
+    return np.count_nonzero((flat < lo) | (flat > hi), axis=1).tolist()
+
+
+class ConvBatch:
+    """Launches of one :func:`signature` run as one datapath pass (:meth:`run`)."""
+
+    def __init__(self, launches: list, atom: int) -> None:
+        self.launches = launches
+        plans = self.plans = [op.plan for op in launches]
+        p0 = plans[0]
+        self.atom = atom
+        self.truncate = _per_launch([p.truncate for p in plans], 3)
+        self.cvt = tuple(_per_launch(list(v), 4) for v in zip(*(p.sdp.cvt for p in plans),
+                                                              strict=True))
+        self.feature_step = _progression([p.feature[0] for p in plans])
+        self.dst_step = _progression([p.sdp.dst[0] for p in plans])
+        _, dst_end = reads_writes(p0, atom)[1]
+        if self.dst_step is not None and self.dst_step < dst_end - p0.sdp.dst[0]:
+            self.dst_step = None          # the outputs interleave: write them one by one
+        self.done: list = []              # the last run's ConvDone per launch
+        self._stacked: dict[object, tuple[list, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return len(self.launches)
+
+    def _stack(self, key: object, arrays: list[np.ndarray]) -> np.ndarray:
+        """``np.stack(arrays)``, kept while the same array objects come again (weights and
+        operands are cached by their memory's version upstream)."""
+        hit = self._stacked.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], arrays, strict=True)):
+            return hit[1]
+        stacked = np.stack(arrays)
+        self._stacked[key] = (arrays, stacked)
+        return stacked
+
+    def _features(self, dram, cfg) -> np.ndarray:
+        """int8 ``[B, C, H, W]``: one strided read when the inputs are evenly spaced."""
+        base, c, h, w, line, surf = self.plans[0].feature
+        if self.feature_step is not None:
+            surfaces = -(-c // self.atom)
+            view = dram.strided(base, (len(self), surfaces, self.atom, h, w),
+                                (self.feature_step, surf, 1, line, self.atom), cdma.UNIT)
+            if view is not None:
+                return view.reshape(len(self), surfaces * self.atom, h, w)[:, :c].view(np.int8)
+        return np.stack([cdma.read_feature(dram, cfg, p.feature) for p in self.plans])
+
+    def _operands(self, i: int, dram) -> tuple:
+        """``(alu operand, mul operand, alu already shifted)`` of X stage ``i``."""
+        stages = [p.sdp.stages[i] for p in self.plans]
+        st, ops = stages[0]
+        alu = _per_launch([s.alu_operand for s, _ in stages], 4)
+        mul = _per_launch([s.mul_operand for s, _ in stages], 4)
+        shifted = False
+        if ops is not None:
+            got = [o.read(dram) for _, o in stages]
+            if st.alu_src_mem and sdp_rdma.USE_ALU in got[0]:
+                alu = self._stack(("alu", i), [o.alu_shifted(dram, st.alu_shift)
+                                               for _, o in stages])
+                shifted = True
+            if st.mul_src_mem and sdp_rdma.USE_MUL in got[0]:
+                mul = self._stack(("mul", i), [g[sdp_rdma.USE_MUL] for g in got])
+        return alu, mul, shifted
+
+    def _write(self, dram, out: np.ndarray) -> None:
+        sp = self.plans[0].sdp
+        base, line, surf = sp.dst
+        n, c_pad, h, w = out.shape
+        surfaces = c_pad // self.atom
+        disjoint = line >= w * self.atom and (surfaces == 1 or surf >= (h - 1) * line
+                                              + w * self.atom)
+        if self.dst_step is not None and disjoint:
+            view = dram.strided(base, (n, surfaces, self.atom, h, w),
+                                (self.dst_step, surf, 1, line, self.atom), "SDP_WDMA", "write")
+            if view is not None:
+                np.copyto(view, out.reshape(n, surfaces, self.atom, h, w), casting="unsafe")
+                dram.touched(base, n)
+                return
+        for p, o in zip(self.plans, out, strict=True):
+            write_int8_cube(dram, p.sdp.dst[0], o, self.atom, line, surf, "SDP_WDMA")
+
+    def run(self, dla) -> None:
+        """Run every launch's datapath (outputs written); :attr:`done` holds each one's
+        :class:`~accel.cmod.dla.ConvDone` for its bookkeeping."""
+        from accel.cmod.dla import ConvDone, psum_terms
+        plans, n, dram = self.plans, len(self), dla.dram
+        p0 = plans[0]
+        geo, sp = p0.geo, p0.sdp
+        _, c, h, w, _, _ = p0.feature
+        x = self._features(dram, dla.cfg)
+        patches = csc.im2col(x.reshape(n * c, h, w), geo, np.float32).reshape(
+            n, c * geo.r * geo.s, -1)
+        raws = [dla.weights_of(p) for p in plans]
+        if all(r is raws[0] for r in raws):        # tiles of one layer: one weight matrix
+            weights = dla.weight_matrix(raws[0], p0)[None]
+        else:
+            weights = self._stack("weights", [dla.weight_matrix(r, p) for r, p in
+                                              zip(raws, plans, strict=True)])
+        acc = cacc.accumulate(gemm_int8(weights, patches), psum_terms(p0))
+        acc = shift_round(acc, self.truncate, out=acc)
+        cacc_sat = saturated_per_launch(acc, 32)
+        if any(cacc_sat):
+            saturate(acc, 32, out=acc)
+        y = acc.reshape(n, geo.k, geo.out_h, geo.out_w)
+        if geo.k != sp.c_pad:          # disabled MAC cells deliver 0
+            padded = np.zeros((n, sp.c_pad, sp.h, sp.w), dtype=np.int64)
+            padded[:, :geo.k] = y
+            y = padded
+        nonneg = False          # a ReLU ran last (see SdpPlan.execute)
+        for i, (st, _) in enumerate(sp.stages):
+            if not st.bypass:
+                alu, mul, shifted = self._operands(i, dram)
+                y = sdp.x_stage(y, st, alu, mul, inplace=True, alu_shifted=shifted)
+                nonneg = not st.relu_bypass
+        offset, scale, shift = self.cvt
+        if np.any(offset):
+            np.subtract(y, offset, out=y)
+        np.multiply(y, scale, out=y)
+        nonneg = nonneg and np.all(np.asarray(offset) <= 0) and np.all(np.asarray(scale) >= 0)
+        if isinstance(shift, int):
+            shift_round(y, min(shift, sdp.MAX_SHIFT), out=y, nonneg=bool(nonneg))
+        else:
+            shift_round(y, np.minimum(shift, sdp.MAX_SHIFT), out=y)
+        sdp_sat = saturated_per_launch(y[:, :sp.c], 17)
+        if nonneg:
+            np.minimum(y, 127, out=y)
+        else:
+            saturate(y, 8, out=y)
+        self._write(dram, y)
+        in_shape, in_bytes = (c, h, w), c * h * w
+        self.done = [ConvDone(cacc_sat[j], OpRecord("SDP", p.sdp.cycles, (p.sdp.c, sp.h, sp.w),
+                                                    {"flying": True}),
+                              sdp_sat[j], None, raws[j], None, in_shape, in_bytes, False, False)
+                     for j, p in enumerate(plans)]
+
+
+def batches(steps: list[tuple], atom: int, kinds: dict[str, int],
+            quiet: Callable[[tuple], bool]) -> list[tuple] | None:
+    """``steps`` with runs of batchable launches turned into one ``(BATCH, batch)`` step
+    before the first of them and ``(DONE, store, offset, keep, bits, launch, batch, i)`` in
+    place of each launch; None when nothing batches.
+
+    ``kinds`` names the step codes (LAUNCH, BATCH, DONE); ``quiet(step)`` tells a non-launch
+    step that neither reads nor writes memory."""
+    launch_kind, batch_kind, done_kind = kinds["LAUNCH"], kinds["BATCH"], kinds["DONE"]
+    windows: list[list[int]] = []          # indexes of the launch steps of each batch
+    current: list[int] = []
+    key = None
+    written: list[tuple[int, int]] = []
+    elements = 0
+
+    def close() -> None:
+        nonlocal current, key, written, elements
+        if len(current) > 1:
+            windows.append(current)
+        current, key, written, elements = [], None, [], 0
+
+    for idx, step in enumerate(steps):
+        if step[0] != launch_kind:
+            if not quiet(step):
+                close()
+            continue
+        launch = step[-1]
+        sig = signature(launch)
+        if sig is None:
+            close()
+            continue
+        plan = launch.plan
+        reads, writes = reads_writes(plan, atom)
+        geo = plan.geo
+        size = plan.feature[1] * geo.r * geo.s * geo.out_h * geo.out_w
+        if (sig != key or any(_overlaps(r, written) for r in reads)
+                or elements + size > MAX_BATCH_ELEMENTS):
+            close()
+            key = sig
+        current.append(idx)
+        written.append(writes)
+        elements += size
+    close()
+    if not windows:
+        return None
+    out = list(steps)
+    inserts = []
+    for members in windows:
+        batch = ConvBatch([steps[i][-1] for i in members], atom)
+        for j, i in enumerate(members):
+            out[i] = (done_kind, *steps[i][1:], batch, j)
+        inserts.append((members[0], (batch_kind, batch)))
+    for at, step in reversed(inserts):
+        out.insert(at, step)
+    return out

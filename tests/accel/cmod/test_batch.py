@@ -1,0 +1,239 @@
+"""Runs of convolutions computed together in learned replays (:mod:`accel.cmod.batch`).
+
+A batch computes its launches' datapaths at the first one's place, so the
+checks are: the bytes equal the int8 CPU reference of the network (an
+independent path) on every inference; the records, saturation counts and the
+whole memory equal those of the same network run one launch at a time; and
+convolutions that read what an earlier one of the same shape writes are never
+batched - with that check taken out, the result is wrong, which is what the
+check is for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from accel.cmod import batch, replay
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.frontend import load_onnx
+from tengine_host.passes import run_passes
+from tengine_host.quant import calibrate
+
+
+def _model(nodes, inits: dict[str, np.ndarray], shape, out: str, out_shape):
+    g = helper.make_graph(
+        nodes, "batch", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, list(out_shape))],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)],
+                                        ir_version=8))
+    run_passes(graph)
+    return graph
+
+
+#: depthwise convolutions (one 8-channel block convolution per channel group: launches with
+#: their own weights and biases) with and without ReLU, then a pointwise convolution
+SHAPE = (1, 24, 40, 40)
+
+
+def _depthwise_graph():
+    rng = np.random.default_rng(5)
+    c = SHAPE[1]
+    inits = {"w1": rng.normal(0, 0.4, (c, 1, 3, 3)), "b1": rng.normal(0, 0.3, c),
+             "w2": rng.normal(0, 0.4, (c, 1, 3, 3)), "b2": rng.normal(0, 0.3, c),
+             "w3": rng.normal(0, 0.3, (16, c, 1, 1)), "b3": rng.normal(0, 0.2, 16)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=c),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=c,
+                         strides=[2, 2]),
+        helper.make_node("Conv", ["c2", "w3", "b3"], ["y"]),
+    ]
+    return _model(nodes, inits, SHAPE, "y", (1, 16, 20, 20))
+
+
+def _chain_graph(n: int = 4):
+    """Pointwise convolutions of one shape, each reading the previous one's output."""
+    rng = np.random.default_rng(6)
+    nodes, inits, t = [], {}, "x"
+    for i in range(n):
+        inits[f"w{i}"] = rng.normal(0, 0.4, (8, 8, 1, 1))
+        inits[f"b{i}"] = rng.normal(0, 0.2, 8)
+        nodes.append(helper.make_node("Conv", [t, f"w{i}", f"b{i}"], [f"y{i}"]))
+        t = f"y{i}"
+    return _model(nodes, inits, (1, 8, 6, 6), t, (1, 8, 6, 6))
+
+
+def _samples(graph, n: int, seed: int, scale: float = 1.0) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    shape = tuple(graph.tensors[graph.inputs[0]].shape)
+    return [{graph.inputs[0]: rng.normal(0, scale, shape).astype(np.float32)}
+            for _ in range(n)]
+
+
+class _Run:
+    """One network on the nvdla device alone; ``batched`` False runs one launch at a time."""
+
+    def __init__(self, graph, table, batched: bool = True) -> None:
+        self.ex = Executor(graph, [get_device("nvdla", preset="nv_small")], table)
+        self.ex.prerun()
+        ((self.device, _, self.handle),) = self.ex.prepared
+        self.dla = self.handle.runtime.backend.dla
+        self.dla.batch_convs = batched   # read when a recording is learned (its second run)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.ex.postrun()
+
+    def run(self, sample) -> dict[str, np.ndarray]:
+        return self.ex.run(sample)
+
+    def infer(self, sample):
+        """``(outputs, the int8 reference's outputs dequantized the same way)``."""
+        out = self.run(sample)
+        ref = self.device.dequantize_outputs(self.handle,
+                                             self.device.reference(self.handle, sample))
+        return out, ref
+
+    def learned(self) -> list[replay.Learned]:
+        recs = self.handle.runtime.firmware._recordings
+        return [r.prepared.learned for rs in recs.values() for r in rs
+                if r.prepared is not None and r.prepared.learned is not None]
+
+    def batches(self) -> list[batch.ConvBatch]:
+        return [s[1] for lr in self.learned() for s in lr.fast if s[0] == replay.BATCH]
+
+    def memory(self) -> list[bytes]:
+        dram = self.dla.dram
+        return [dram.read(base, size).tobytes() for base, size, _ in dram.regions]
+
+
+@pytest.fixture(scope="module")
+def depthwise():
+    graph = _depthwise_graph()
+    return graph, calibrate(graph, _samples(graph, 4, 1), progress=False)
+
+
+def test_batched_launches_match_the_reference_and_the_launches_one_at_a_time(depthwise):
+    graph, table = depthwise
+    # inputs wider than the calibration's: some outputs saturate in some launches only
+    samples = _samples(graph, 6, 2) + _samples(graph, 3, 3, scale=4.0)
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        for i, s in enumerate(samples):
+            out, ref = fast.infer(s)
+            for name in ref:
+                np.testing.assert_array_equal(out[name], ref[name], err_msg=f"sample {i}")
+            slow_out = slow.run(s)
+            for name in out:
+                np.testing.assert_array_equal(out[name], slow_out[name])
+            assert [r.as_dict() for r in fast.dla.stats] == \
+                [r.as_dict() for r in slow.dla.stats], f"sample {i}"
+            assert fast.memory() == slow.memory(), f"sample {i}"
+            assert fast.dla.regs["NVDLA_SDP"].groups == slow.dla.regs["NVDLA_SDP"].groups
+            assert fast.dla.regs["NVDLA_CACC"].groups == slow.dla.regs["NVDLA_CACC"].groups
+        batches = fast.batches()
+        assert not slow.batches()
+        # both depthwise layers: three 8-channel block convolutions with their own weights
+        assert len(batches) >= 2 and all(len(b) == 3 for b in batches[:2]), \
+            [len(b) for b in batches]
+        assert len({p.weight_addr for p in batches[0].plans}) == 3
+
+
+def _count_saturations(run: _Run) -> list[int]:
+    """Record the converter saturations of every SDP operation as the Dla reports them."""
+    seen: list[int] = []
+    finish = run.dla._finish_sdp
+
+    def spy(rec, saturations):
+        seen.append(saturations)
+        finish(rec, saturations)
+    run.dla._finish_sdp = spy
+    return seen
+
+
+def test_saturation_counts_are_kept_per_launch(depthwise):
+    graph, table = depthwise
+    # output scales far below the calibrated ones: the converters of both depthwise layers
+    # (ReLU, then signed) leave their 17-bit range, each 8-channel block by its own count
+    table = {t: dict(v, scale=v["scale"] / {"r1": 3e3, "c2": 1e6}.get(t, 1))
+             for t, v in table.items()}
+    sample = _samples(graph, 1, 7)[0]
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        # each starting state of the group pointers is recorded, then learned: the runs
+        # after that are batched
+        for _ in range(6):
+            fast.run(sample)
+            slow.run(sample)
+        assert fast.batches()
+        got, want = _count_saturations(fast), _count_saturations(slow)
+        out, ref = fast.infer(sample)
+        slow.run(sample)
+        for name in ref:
+            np.testing.assert_array_equal(out[name], ref[name])
+        assert got == want
+        assert len(set(got[:3])) == 3 and len(set(got[3:6]) - {0}) >= 1, got
+        off = fast.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
+        counts = [g[off] for g in fast.dla.regs["NVDLA_SDP"].groups]
+        assert counts == [g[off] for g in slow.dla.regs["NVDLA_SDP"].groups]
+
+
+def test_convolutions_reading_an_earlier_ones_output_are_not_batched(monkeypatch):
+    graph = _chain_graph()
+    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
+    samples = _samples(graph, 4, 8)
+    with _Run(graph, table) as run:
+        for s in samples:
+            out, ref = run.infer(s)
+            for name in ref:
+                np.testing.assert_array_equal(out[name], ref[name])
+        assert run.learned() and not run.batches()
+    # the same chain with the overlap check taken out: batched, and wrong
+    monkeypatch.setattr(batch, "_overlaps", lambda span, spans: False)
+    with _Run(graph, table) as run:
+        wrong = False
+        for s in samples:
+            out, ref = run.infer(s)
+            wrong |= any(not np.array_equal(out[n], ref[n]) for n in ref)
+        assert run.batches() and wrong
+
+
+def test_a_batch_equals_its_launches_run_one_by_one_with_their_own_truncates(depthwise):
+    """CACC truncates and converter settings that differ between the launches of a batch
+    (the compiler gives a layer's blocks one truncate; the hardware allows any)."""
+    graph, table = depthwise
+    sample = _samples(graph, 1, 9, scale=3.0)[0]
+    with _Run(graph, table) as run:
+        for _ in range(5):
+            run.run(sample)
+        first = run.batches()[0]
+        dla, atom = run.dla, run.dla.cfg.atom_size
+        launches = []
+        for op, truncate, cvt_shift in zip(first.launches, (0, 3, 7), (0, 1, 4), strict=True):
+            sp = op.plan.sdp
+            sp = replace(sp, cvt=(sp.cvt[0], sp.cvt[1], sp.cvt[2] + cvt_shift))
+            launches.append(replace(op, plan=replace(op.plan, truncate=truncate, sdp=sp)))
+        regions = [(base, dla.dram.read(base, size)) for base, size, _ in dla.dram.regions]
+
+        def memory():
+            return [dla.dram.read(base, len(data)).tobytes() for base, data in regions]
+
+        first.run(dla)
+        unchanged = memory()
+        conv_batch = batch.ConvBatch(launches, atom)
+        conv_batch.run(dla)
+        batched = memory()
+        assert batched != unchanged          # the settings made a difference
+        for base, data in regions:
+            dla.dram.write(base, data)
+        one_by_one = [dla._conv_datapath(op.needs_rdma, op.plan) for op in launches]
+        assert memory() == batched
+        for got, want in zip(conv_batch.done, one_by_one, strict=True):
+            assert (got.cacc_sat, got.sdp_sat, got.sdp.as_dict()) == \
+                (want.cacc_sat, want.sdp_sat, want.sdp.as_dict())
