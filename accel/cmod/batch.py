@@ -137,20 +137,15 @@ class ConvBatch:
         if self.dst_step is not None and self.dst_step < dst_end - p0.sdp.dst[0]:
             self.dst_step = None          # the outputs interleave: write them one by one
         self.done: list = []              # the last run's ConvDone per launch
-        self._stacked: dict[object, tuple[list, np.ndarray]] = {}
+        # what the weights and SDP operands were derived from: one address per memory region
+        # they lie in (its version says whether they changed), and the derived arrays
+        reads = {p.weight_addr for p in plans}
+        reads |= {ops.base for p in plans for _, ops in p.sdp.stages if ops is not None}
+        self._sources = sorted(reads)
+        self._derived: tuple[tuple, tuple] | None = None
 
     def __len__(self) -> int:
         return len(self.launches)
-
-    def _stack(self, key: object, arrays: list[np.ndarray]) -> np.ndarray:
-        """``np.stack(arrays)``, kept while the same array objects come again (weights and
-        operands are cached by their memory's version upstream)."""
-        hit = self._stacked.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], arrays, strict=True)):
-            return hit[1]
-        stacked = np.stack(arrays)
-        self._stacked[key] = (arrays, stacked)
-        return stacked
 
     def _features(self, dram, cfg) -> np.ndarray:
         """int8 ``[B, C, H, W]``: one strided read when the inputs are evenly spaced."""
@@ -163,6 +158,25 @@ class ConvBatch:
                 return view.reshape(len(self), surfaces * self.atom, h, w)[:, :c].view(np.int8)
         return np.stack([cdma.read_feature(dram, cfg, p.feature) for p in self.plans])
 
+    def _inputs(self, dla) -> tuple:
+        """``(packed weight bytes per launch, weight matrices, operands per X stage)``, derived
+        again only when the memory they come from was written."""
+        dram = dla.dram
+        versions = tuple(dram.version(a) for a in self._sources)
+        if self._derived is not None and self._derived[0] == versions:
+            return self._derived[1]
+        plans = self.plans
+        raws = [dla.weights_of(p) for p in plans]
+        if all(r is raws[0] for r in raws):        # tiles of one layer: one weight matrix
+            weights = dla.weight_matrix(raws[0], plans[0])[None]
+        else:
+            weights = np.stack([dla.weight_matrix(r, p) for r, p in zip(raws, plans, strict=True)])
+        operands = tuple(None if st.bypass else self._operands(i, dram)
+                         for i, (st, _) in enumerate(plans[0].sdp.stages))
+        derived = (raws, weights, operands)
+        self._derived = (versions, derived)
+        return derived
+
     def _operands(self, i: int, dram) -> tuple:
         """``(alu operand, mul operand, alu already shifted)`` of X stage ``i``."""
         stages = [p.sdp.stages[i] for p in self.plans]
@@ -173,11 +187,10 @@ class ConvBatch:
         if ops is not None:
             got = [o.read(dram) for _, o in stages]
             if st.alu_src_mem and sdp_rdma.USE_ALU in got[0]:
-                alu = self._stack(("alu", i), [o.alu_shifted(dram, st.alu_shift)
-                                               for _, o in stages])
+                alu = np.stack([o.alu_shifted(dram, st.alu_shift) for _, o in stages])
                 shifted = True
             if st.mul_src_mem and sdp_rdma.USE_MUL in got[0]:
-                mul = self._stack(("mul", i), [g[sdp_rdma.USE_MUL] for g in got])
+                mul = np.stack([g[sdp_rdma.USE_MUL] for g in got])
         return alu, mul, shifted
 
     def _write(self, dram, out: np.ndarray) -> None:
@@ -208,12 +221,7 @@ class ConvBatch:
         x = self._features(dram, dla.cfg)
         patches = csc.im2col(x.reshape(n * c, h, w), geo, np.float32).reshape(
             n, c * geo.r * geo.s, -1)
-        raws = [dla.weights_of(p) for p in plans]
-        if all(r is raws[0] for r in raws):        # tiles of one layer: one weight matrix
-            weights = dla.weight_matrix(raws[0], p0)[None]
-        else:
-            weights = self._stack("weights", [dla.weight_matrix(r, p) for r, p in
-                                              zip(raws, plans, strict=True)])
+        raws, weights, operands = self._inputs(dla)
         acc = cacc.accumulate(gemm_int8(weights, patches), psum_terms(p0))
         acc = shift_round(acc, self.truncate, out=acc)
         cacc_sat = saturated_per_launch(acc, 32)
@@ -225,9 +233,9 @@ class ConvBatch:
             padded[:, :geo.k] = y
             y = padded
         nonneg = False          # a ReLU ran last (see SdpPlan.execute)
-        for i, (st, _) in enumerate(sp.stages):
+        for (st, _), ops in zip(sp.stages, operands, strict=True):
             if not st.bypass:
-                alu, mul, shifted = self._operands(i, dram)
+                alu, mul, shifted = ops
                 y = sdp.x_stage(y, st, alu, mul, inplace=True, alu_shifted=shifted)
                 nonneg = not st.relu_bypass
         offset, scale, shift = self.cvt
