@@ -62,6 +62,32 @@ def _taps(n_out: int, stride: int, pad: int, k: int, size: int) -> tuple[np.ndar
     return np.clip(idx, 0, size - 1), valid
 
 
+def _extreme(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int],
+             pad: tuple[int, int], out_hw: tuple[int, int]) -> np.ndarray:
+    """MAX / MIN pooling as two one-dimensional passes (the extreme of a window is the
+    extreme over its rows of the extreme over its columns): ``kh + kw`` strided
+    comparisons instead of a gathered ``[C, OH, KH, OW, KW]`` cube.  Positions outside the
+    input hold the neutral value, as in the windowed form."""
+    (kh, kw), (sh, sw), (pt, pl), (oh, ow) = k, stride, pad, out_hw
+    c, h, w = x.shape
+    fill, better = (-_FAR, np.maximum) if method == MAX else (_FAR, np.minimum)
+    need_h, need_w = (oh - 1) * sh + kh, (ow - 1) * sw + kw
+    frame = np.full((c, need_h, need_w), fill, dtype=np.int64)
+    # input row i sits at frame row i + pad: clip both to the frame
+    y0, y1 = max(0, -pt), min(h, need_h - pt)
+    x0, x1 = max(0, -pl), min(w, need_w - pl)
+    if y0 < y1 and x0 < x1:
+        frame[:, y0 + pt:y1 + pt, x0 + pl:x1 + pl] = x[:, y0:y1, x0:x1]
+    ye, xe = (oh - 1) * sh + 1, (ow - 1) * sw + 1
+    rows = frame[:, 0:ye:sh, :].copy()
+    for r in range(1, kh):
+        better(rows, frame[:, r:r + ye:sh, :], out=rows)
+    out = rows[:, :, 0:xe:sw].copy()
+    for s in range(1, kw):
+        better(out, rows[:, :, s:s + xe:sw], out=out)
+    return out
+
+
 def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int],
          pad: tuple[int, int], out_hw: tuple[int, int], pad_vals: np.ndarray | None = None,
          recip: tuple[int, int] = (1 << 16, 1 << 16)) -> np.ndarray:
@@ -76,14 +102,12 @@ def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int]
                    c * out_hw[0] * out_hw[1] * kh * kw)
     rows, vrow = _taps(out_hw[0], stride[0], pad[0], kh, h)
     cols, vcol = _taps(out_hw[1], stride[1], pad[1], kw, w)
-    win = x[:, rows[:, :, None, None], cols[None, None, :, :]]  # [C, OH, KH, OW, KW]
-    valid = vrow[:, :, None, None] & vcol[None, None, :, :]
-    if method == MAX:
-        return np.where(valid, win, -_FAR).max(axis=(2, 4))
-    if method == MIN:
-        return np.where(valid, win, _FAR).min(axis=(2, 4))
+    if method in (MAX, MIN):
+        return _extreme(x, method, k, stride, pad, out_hw)
     if method != AVERAGE:
         raise ValueError(f"pooling method {method} not in AVERAGE=0, MAX=1, MIN=2")
+    win = x[:, rows[:, :, None, None], cols[None, None, :, :]]  # [C, OH, KH, OW, KW]
+    valid = vrow[:, :, None, None] & vcol[None, None, :, :]
     pv = np.zeros(8, dtype=np.int64) if pad_vals is None else pad_vals
     total = np.where(valid, win, 0).sum(axis=(2, 4))
     n_v = kh - vrow.sum(axis=1)  # padded rows per output row

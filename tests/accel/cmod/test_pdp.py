@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accel.cmod.pdp import AVERAGE, MAX, MIN, pool
 
@@ -17,6 +19,39 @@ def test_max_and_min_ignore_padding():
     # all inputs negative-or-positive: min never sees a padded zero
     out = pool(-np.abs(X) - 1, MIN, (2, 2), (1, 1), (0, 1), (1, 3))
     assert out.tolist() == [[[-5, -6, -7]]]
+
+
+def _windowed(x, method, k, stride, pad, out_hw):
+    """Each output as the max/min of its window's in-range inputs, one window at a time."""
+    c, h, w = x.shape
+    out = np.zeros((c, *out_hw), dtype=np.int64)
+    for i in range(out_hw[0]):
+        for j in range(out_hw[1]):
+            ys = [y for y in range(i * stride[0] - pad[0], i * stride[0] - pad[0] + k[0])
+                  if 0 <= y < h]
+            xs = [v for v in range(j * stride[1] - pad[1], j * stride[1] - pad[1] + k[1])
+                  if 0 <= v < w]
+            win = x[:, ys][:, :, xs].reshape(c, -1)
+            out[:, i, j] = win.max(axis=1) if method == MAX else win.min(axis=1)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 8), st.integers(1, 4), st.integers(1, 4),
+       st.integers(0, 3), st.integers(0, 3), st.integers(1, 12), st.integers(1, 12),
+       st.integers(0, 3), st.integers(0, 3), st.sampled_from([MAX, MIN]),
+       st.integers(0, 2**31))
+def test_max_min_equal_the_windows_one_by_one(kh, kw, sh, sw, pt, pl, h, w, pb, pr, method,
+                                              seed):
+    # padding on every side, each less than the window: every window holds an input
+    pt, pl, pb, pr = min(pt, kh - 1), min(pl, kw - 1), min(pb, kh - 1), min(pr, kw - 1)
+    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        return
+    x = np.random.default_rng(seed).integers(-128, 128, (3, h, w))
+    got = pool(x, method, (kh, kw), (sh, sw), (pt, pl), (oh, ow))
+    np.testing.assert_array_equal(got, _windowed(x, method, (kh, kw), (sh, sw), (pt, pl),
+                                                 (oh, ow)))
 
 
 def test_average_adds_pad_values_per_row_and_kernel_width_per_padded_row():
