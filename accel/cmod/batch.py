@@ -222,9 +222,10 @@ class ConvBatch:
         patches = csc.im2col(x.reshape(n * c, h, w), geo, np.float32).reshape(
             n, c * geo.r * geo.s, -1)
         raws, weights, operands = self._inputs(dla)
-        acc = cacc.accumulate(gemm_int8(weights, patches), psum_terms(p0))
+        terms = psum_terms(p0)
+        acc = cacc.accumulate(gemm_int8(weights, patches), terms)
         acc = shift_round(acc, self.truncate, out=acc)
-        cacc_sat = saturated_per_launch(acc, 32)
+        cacc_sat = [0] * n if cacc.fits_int32(terms) else saturated_per_launch(acc, 32)
         if any(cacc_sat):
             saturate(acc, 32, out=acc)
         y = acc.reshape(n, geo.k, geo.out_h, geo.out_w)

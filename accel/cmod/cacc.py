@@ -32,8 +32,18 @@ def accumulate(psum: np.ndarray, terms: int | None = None) -> np.ndarray:
     return saturate(psum, PARSUM_BITS, out=psum)
 
 
-def clip_truncate(acc: np.ndarray, truncate: int) -> tuple[np.ndarray, int]:
-    """``(int32 result, saturation count)`` of the channel-end scaling (overwrites ``acc``)."""
+def fits_int32(terms: int | None) -> bool:
+    """Sums of ``terms`` int8 x int8 products always fit int32 (each is at most 2**14 in
+    magnitude; a right shift with rounding never makes one larger): nothing to saturate."""
+    return terms is not None and terms * (1 << 14) < (1 << 31)
+
+
+def clip_truncate(acc: np.ndarray, truncate: int, terms: int | None = None
+                  ) -> tuple[np.ndarray, int]:
+    """``(int32 result, saturation count)`` of the channel-end scaling (overwrites ``acc``).
+    ``terms``: products in each sum, when known (see :func:`fits_int32`)."""
     shifted = shift_round(acc, truncate, out=acc)
+    if fits_int32(terms):
+        return shifted, 0
     sat = count_saturated(shifted, 32)
     return (saturate(shifted, 32, out=shifted) if sat else shifted), sat

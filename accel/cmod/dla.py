@@ -374,7 +374,8 @@ class Dla:
             geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
         raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
         psum = gemm_int8(self.weight_matrix(raw, plan), csc.im2col(x, geo_run, np.float32))
-        out, sat = cacc.clip_truncate(cacc.accumulate(psum, psum_terms(plan)), plan.truncate)
+        terms = psum_terms(plan)
+        out, sat = cacc.clip_truncate(cacc.accumulate(psum, terms), plan.truncate, terms)
         rec, streamed, sdp_sat = plan.sdp.execute(
             self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
             y_group=self._y_group(plan.sdp, needs_rdma))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.cmod.cacc import accumulate, clip_truncate
+from accel.cmod.cacc import accumulate, clip_truncate, fits_int32
 
 
 def test_round_half_away_from_zero_on_negative_halves():
@@ -33,3 +33,13 @@ def test_int32_saturation_is_counted():
     assert sat == 3
     out, sat = clip_truncate(acc, 16)
     assert out.tolist() == [131072, -131072, 65536, 0] and sat == 0
+
+
+def test_sums_of_few_products_never_saturate_int32():
+    # 131071 products of (-128) * (-128) = 2**14 sum to 2**31 - 2**14: within int32, the
+    # count can be skipped; 131072 of them reach 2**31 and must be counted
+    assert fits_int32(131071) and not fits_int32(131072) and not fits_int32(None)
+    out, sat = clip_truncate(np.array([131072 * 2**14]), 0, terms=131072)
+    assert out.tolist() == [2**31 - 1] and sat == 1
+    out, sat = clip_truncate(np.array([131071 * 2**14, -131071 * 2**14]), 0, terms=131071)
+    assert out.tolist() == [131071 * 2**14, -131071 * 2**14] and sat == 0
