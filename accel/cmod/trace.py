@@ -275,14 +275,16 @@ def _model(backend: str, cfg: HwConfig, strict: bool):
 
 def run_trace(path: str | Path, preset: str | None = None,
               hw: HwConfig | None = None, strict: bool = False,
-              backend: str = "cmod") -> TraceResult:
+              backend: str = "cmod", simulator: str = "icarus",
+              memory: str = "axi") -> TraceResult:
     """Play the trace in directory ``path`` and check its golden CRC.
 
     ``hw`` overrides the configuration (e.g. a preset variant with an extra
     unit); by default it is the preset named by ``preset`` or the directory.
     ``strict`` refuses a Y stage the configuration lacks (the trace is then
     skipped as unsupported) instead of modelling it with a note.  ``backend`` is one of
-    :data:`TRACE_BACKENDS`.
+    :data:`TRACE_BACKENDS`; ``simulator`` and ``memory`` apply to ``rtl`` (see
+    :func:`accel.rtl.trace_player.play`).
     """
     trace_dir = Path(path)
     t0 = time.perf_counter()
@@ -300,9 +302,13 @@ def run_trace(path: str | Path, preset: str | None = None,
         if backend == "rtl":
             from accel.rtl.trace_player import play
 
-            run = play(trace_dir, cfg)
+            run = play(trace_dir, cfg, simulator=simulator, memory=memory)
             result.status = "pass" if run.passed else "fail"
             result.reason, result.cycles = run.reason, run.cycles
+            if run.engine_seconds > 0:
+                result.note = (f"{simulator}, {memory} memory: engine ran {run.engine_cycles} "
+                               f"cycles at {run.engine_cycles / run.engine_seconds:,.0f} "
+                               f"cycles/s")
             result.seconds = time.perf_counter() - t0
             return result
         dla = _model(backend, cfg, strict)
@@ -349,13 +355,16 @@ def find_traces(paths: Iterable[str | Path]) -> list[Path]:
 
 def run_traces(paths: Iterable[str | Path], preset: str | None = None,
                progress: Callable[[TraceResult], None] | None = None,
-               strict: bool = False, backend: str = "cmod") -> list[TraceResult]:
-    """Run every trace under ``paths`` on ``backend``; ``progress`` is called after each one."""
+               strict: bool = False, backend: str = "cmod", simulator: str = "icarus",
+               memory: str = "axi") -> list[TraceResult]:
+    """Run every trace under ``paths`` on ``backend``; ``progress`` is called after each one.
+    ``simulator`` and ``memory``: of the ``rtl`` backend (:func:`run_trace`)."""
     if backend not in TRACE_BACKENDS:
         raise ValueError(f"trace backend {backend!r} is not one of {', '.join(TRACE_BACKENDS)}")
     results = []
     for trace_dir in find_traces(paths):
-        res = run_trace(trace_dir, preset, strict=strict, backend=backend)
+        res = run_trace(trace_dir, preset, strict=strict, backend=backend, simulator=simulator,
+                        memory=memory)
         results.append(res)
         if progress is not None:
             progress(res)

@@ -46,7 +46,18 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     # the FPGA build's core (engine, block RAM as on the board, UART host bridge) at 4
     # cycles per UART bit: fast simulations
     "bridged_engine": lambda cfg: _bridged(cfg, divisor=4),
+    # the engine on the board's block RAM, loaded through a port of its own: traces whose
+    # memory traffic never leaves the simulator (the fast way to simulate the engine)
+    "engine_ram": lambda cfg: _ram_engine(cfg),
 }
+
+#: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
+RAM_ENGINE_BYTES = 1 << 20
+
+
+def _ram_engine(cfg: HwConfig) -> wiring.Component:
+    from accel.rtl.uart import RamEngine  # imports fpga.protocol
+    return RamEngine(cfg, ram_bytes=RAM_ENGINE_BYTES, engine_entries=TRACE_ENTRIES)
 
 
 def _bridged(cfg: HwConfig, **kwargs) -> wiring.Component:

@@ -7,9 +7,12 @@ register writes go to the engine's CSB port, its interrupt waits watch the
 engine's interrupt pin, and its golden CRCs are checked on the memory image.
 The engine's own DMAs fetch the cube, weights and operands and write the
 output over its AXI4 port; the testbench only serves that port from the
-trace's memory image (and the CSB).  Only what the engine
-implements can run: a trace that programs another unit fails at load with
-the register named.
+trace's memory image (and the CSB).  With ``memory="ram"`` the engine runs on
+the board's block RAM instead (the ``engine_ram`` top): the testbench loads
+the trace's memory image into it and reads results back, and the engine's
+bus traffic stays inside the simulator - the fast way to simulate it.  Only
+what the engine implements can run: a trace that programs another unit fails
+at load with the register named.
 """
 
 from __future__ import annotations
@@ -61,12 +64,20 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
     return None
 
 
+#: where the engine's memory is: served over AXI by the testbench, or the block RAM
+MEMORIES = ("axi", "ram")
+_TOPS = {"axi": "engine_traces", "ram": "engine_ram"}
+
+
 @dataclass
 class RtlTraceRun:
     passed: bool
     reason: str = ""
     cycles: int = 0
     crc_checks: int = 0
+    #: simulated cycles and wall seconds while the engine ran (the trace's interrupt waits)
+    engine_cycles: int = 0
+    engine_seconds: float = 0.0
 
 
 def _failure(text: str) -> str:
@@ -79,14 +90,20 @@ def _failure(text: str) -> str:
 
 
 def play(trace_dir: Path, cfg: HwConfig, simulator: str = "icarus",
-         build_root: Path = BUILD_ROOT) -> RtlTraceRun:
-    """Run the trace in ``trace_dir`` on the RTL engine for ``cfg``."""
+         build_root: Path = BUILD_ROOT, memory: str = "axi") -> RtlTraceRun:
+    """Run the trace in ``trace_dir`` on the RTL engine for ``cfg``, in ``simulator``, its
+    memory one of :data:`MEMORIES`."""
+    if memory not in MEMORIES:
+        raise ValueError(f"engine memory {memory!r} not in {', '.join(MEMORIES)}")
+    build = build_root / f"{trace_dir.name}-{memory}-{simulator}"
     try:
-        summary = run_cocotb(cfg, build_root / trace_dir.name, top="engine_traces",
-                             test_module="trace_tb", tb_dir=DEFAULT_TB_DIR,
-                             simulator=simulator,
-                             extra_env={"OPENDLA_TRACE": str(trace_dir.resolve())})
+        summary = run_cocotb(cfg, build, top=_TOPS[memory], test_module="trace_tb",
+                             tb_dir=DEFAULT_TB_DIR, simulator=simulator,
+                             extra_env={"OPENDLA_TRACE": str(trace_dir.resolve()),
+                                        "OPENDLA_RTL_MEMORY": memory})
     except SimulationFailed as exc:
-        log = Path(build_root / trace_dir.name / "trace_tb.log")
+        log = build / "trace_tb.log"
         return RtlTraceRun(False, _failure(log.read_text() if log.exists() else str(exc)))
-    return RtlTraceRun(True, cycles=summary["trace_cycles"], crc_checks=summary["crc_checks"])
+    return RtlTraceRun(True, cycles=summary["trace_cycles"], crc_checks=summary["crc_checks"],
+                       engine_cycles=summary["wait_cycles"],
+                       engine_seconds=summary["wait_seconds"])

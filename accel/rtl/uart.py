@@ -315,3 +315,65 @@ class BridgedEngine(wiring.Component):
                      bridge.mem_done.eq(ram.done),
                      self.irq.eq(engine.irq), self.bus_error.eq(engine.bus_error)]
         return m
+
+
+class RamEngine(wiring.Component):
+    """The conv engine on its block RAM (:class:`AxiRam`), as on the board, with the RAM's
+    host port as ports of its own (``mem_*``) instead of the UART bridge: a simulation
+    top whose memory traffic stays inside the simulator.  A testbench loads the RAM and
+    reads results through the port (a word per request, ``mem_done`` the cycle after
+    it is granted, which is whenever the engine leaves the RAM alone).
+
+    Bus addresses go through ``windows`` address windows on their way to the RAM
+    (``map_base``/``map_size``/``map_offset``: 32 bits per window, window ``i`` in bits
+    ``32 i`` up): an address in ``[base, base + size)`` becomes ``address - base +
+    offset``; others pass as they are.  A testbench places a program's memory regions,
+    wherever they lie in the 4 GiB space, side by side in the RAM."""
+
+    def __init__(self, cfg, ram_bytes: int, engine_entries: int, windows: int = 8) -> None:
+        from accel.rtl.conv_engine import ConvEngine
+
+        self.cfg, self.words, self.windows = cfg, ram_bytes // cfg.atom_size, windows
+        self.engine = ConvEngine(cfg, feature_entries=engine_entries,
+                                 weight_entries=engine_entries)
+        nb = cfg.atom_size
+        super().__init__({
+            "req": In(CSB_REQUEST), "rdata": Out(32), "rvalid": Out(1), "error": Out(1),
+            "irq": Out(1), "bus_error": Out(1),
+            "mem_valid": In(1), "mem_write": In(1), "mem_addr": In(range(self.words)),
+            "mem_wdata": In(8 * nb), "mem_strb": In(nb),
+            "mem_rdata": Out(8 * nb), "mem_done": Out(1),
+            "map_base": In(32 * windows), "map_size": In(32 * windows),
+            "map_offset": In(32 * windows),
+        })
+
+    def _translate(self, m: Module, addr: Signal) -> Signal:
+        out = Signal.like(addr, name=f"{addr.name}_in_ram")
+        m.d.comb += out.eq(addr)
+        for i in reversed(range(self.windows)):      # window 0 wins (the last assignment)
+            base, size, offset = (getattr(self, f"map_{k}").word_select(i, 32)
+                                  for k in ("base", "size", "offset"))
+            with m.If((addr >= base) & ((addr - base)[:32] < size)):
+                m.d.comb += out.eq((addr - base + offset)[:len(addr)])
+        return out
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.engine = engine = self.engine
+        m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, self.cfg.atom_size)
+        for name, member in engine.axi.signature.members.items():
+            src, dst = getattr(engine.axi, name), getattr(ram.axi, name)
+            if name in ("araddr", "awaddr"):
+                m.d.comb += dst.eq(self._translate(m, src))
+            elif member.flow == Out:
+                m.d.comb += dst.eq(src)
+            else:
+                m.d.comb += src.eq(dst)
+        m.d.comb += [engine.req.eq(self.req), self.rdata.eq(engine.rdata),
+                     self.rvalid.eq(engine.rvalid), self.error.eq(engine.error),
+                     self.irq.eq(engine.irq), self.bus_error.eq(engine.bus_error),
+                     ram.port.valid.eq(self.mem_valid), ram.port.write.eq(self.mem_write),
+                     ram.port.addr.eq(self.mem_addr), ram.port.wdata.eq(self.mem_wdata),
+                     ram.port.strb.eq(self.mem_strb),
+                     self.mem_rdata.eq(ram.rdata), self.mem_done.eq(ram.done)]
+        return m

@@ -8,6 +8,7 @@ import json
 import textwrap
 
 from accel.config import PRESETS
+from opendla.commands._backend import SIMULATORS
 from opendla.errors import CheckFailed, UsageError
 
 
@@ -22,6 +23,13 @@ def add_parser(subparsers) -> None:
     r.add_argument("--backend", choices=("cmod", "rtl"), default="cmod",
                    help="play on the cmodel (default) or on the RTL conv engine in simulation "
                         "(direct-convolution traces; slow: minutes for large ones)")
+    r.add_argument("--simulator", choices=SIMULATORS, default="icarus",
+                   help="HDL simulator of --backend rtl (default icarus; verilator is the fast "
+                        "one)")
+    r.add_argument("--memory", choices=("axi", "ram"), default="axi",
+                   help="--backend rtl: the engine's memory is served over AXI by the "
+                        "testbench (cocotbext-axi, default), or ram: the board's block RAM in "
+                        "the design, loaded before the engine runs (fast)")
     r.add_argument("--json", action="store_true", help="print results as JSON")
     r.add_argument("--strict", action="store_true",
                    help="skip traces that program units the preset lacks instead of modelling "
@@ -53,6 +61,11 @@ def _op_rows(res) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from accel.cmod.trace import find_traces, run_traces
 
+    backend = getattr(args, "backend", "cmod")
+    if backend != "rtl" and (getattr(args, "simulator", "icarus") != "icarus"
+                             or getattr(args, "memory", "axi") != "axi"):
+        raise UsageError("--simulator and --memory choose how --backend rtl simulates the "
+                         "engine; the cmodel (--backend cmod) has neither")
     try:
         traces = find_traces(args.paths)       # a path with no trace is an error, not a pass
     except FileNotFoundError as exc:
@@ -69,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = run_traces(traces, preset=args.preset, progress=progress,
                              strict=getattr(args, "strict", False),
-                             backend=getattr(args, "backend", "cmod"))
+                             backend=getattr(args, "backend", "cmod"),
+                             simulator=getattr(args, "simulator", "icarus"),
+                             memory=getattr(args, "memory", "axi"))
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}

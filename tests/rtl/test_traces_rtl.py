@@ -51,3 +51,23 @@ def test_a_3x3_trace_on_nv_medium_512(capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["summary"] == {"pass": 1, "fail": 0, "skip": 0}
     assert doc["results"][0]["preset"] == "nv_medium_512"
+
+
+def test_a_trace_on_the_engine_with_its_block_ram(capsys) -> None:
+    """``--memory ram``: the engine on the board's block RAM (the ``engine_ram`` top), the
+    trace's memory regions placed in it through address windows, the CRC read back."""
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    path = shared_path("nvdla", "traces", "nv_small", "dc_14x7x49_3x4x49x32_int8_0")
+    assert main(["trace", "run", "--backend", "rtl", "--memory", "ram", "--json",
+                 str(path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == {"pass": 1, "fail": 0, "skip": 0}
+    result = doc["results"][0]
+    assert result["cycles"] > 0 and "ram memory: engine ran" in result["note"]
+
+
+def test_simulator_options_need_the_rtl_backend(capsys) -> None:
+    path = shared_path("nvdla", "traces", "nv_small", "dc_1x1x8_1x1x8x1_int8_0")
+    assert main(["trace", "run", "--memory", "ram", str(path)]) != 0
+    assert "--backend rtl" in capsys.readouterr().err

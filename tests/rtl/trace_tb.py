@@ -10,6 +10,12 @@ status bit, and ``check_crc`` compares the destination memory with the
 golden CRC.  The engine fetches the input cube, weights and operands and
 writes the output itself; the testbench only serves the bus.
 
+With ``OPENDLA_RTL_MEMORY=ram`` (the ``engine_ram`` top) the memory is the
+board's block RAM inside the design instead (:class:`RamTarget`): the
+testbench loads the trace's memory image through the RAM's port before the
+engine runs and reads results back before each check, and the engine's bus
+traffic never leaves the simulator.
+
 Before anything runs, what the engine does not implement is an error naming
 the register: registers of other units, SDP_RDMA per-element operands or its
 element-wise (EW) DMA, SDP reading its input from memory, addresses above
@@ -27,7 +33,7 @@ from types import SimpleNamespace
 
 import cocotb
 import numpy as np
-from cocotb.triggers import First, RisingEdge, Timer
+from cocotb.triggers import First, NextTimeStep, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 from conv_tb import reset
 from engine_tb import attach_memory, csb_read, csb_write
@@ -67,6 +73,109 @@ class DramTarget:
             raise
 
 
+class RamTarget:
+    """The trace's memory image in the engine's block RAM (``engine_ram`` top): each
+    mapped region gets an address window (see :class:`accel.rtl.uart.RamEngine`) onto its
+    own part of the RAM.  :meth:`load` writes the regions the trace set up since the last
+    load, :meth:`fetch` reads regions back."""
+
+    def __init__(self, dut, hw: HwConfig, ram_bytes: int) -> None:
+        self.dut, self.nb, self.ram_bytes = dut, hw.atom_size, ram_bytes
+        self.windows = len(dut.map_base) // 32
+        self.dram = Dram()
+        self.faults: list[str] = []       # an address outside every window is not caught
+        self.loaded: dict[int, int] = {}  # region base -> image version the RAM holds
+        self.place: dict[int, int] = {}   # region base -> its first byte in the RAM
+        self.blank = True                 # the RAM still holds its initial zeros
+
+    async def _access(self, index: int, wdata: int = 0, strb: int = 0,
+                      write: bool = False) -> int:
+        """One word through the RAM's port: written where ``strb``, or read."""
+        dut = self.dut
+        dut.mem_addr.value, dut.mem_wdata.value, dut.mem_strb.value = index, wdata, strb
+        dut.mem_write.value, dut.mem_valid.value = int(write), 1
+        for _ in range(BUDGET):
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            if dut.mem_done.value == 1:      # granted at this edge
+                data = int(dut.mem_rdata.value)
+                await NextTimeStep()
+                dut.mem_valid.value = 0
+                return data
+        raise TraceError(f"the RAM port was not granted within {BUDGET} cycles")
+
+    def _ram_address(self, addr: int) -> int:
+        for base, size, _ in self.dram.regions:
+            if base <= addr < base + size:
+                return addr - base + self.place[base]
+        raise TraceError(f"address {addr:#x} is in no mapped region")
+
+    def _map(self) -> None:
+        """Give every region a window: side by side in the RAM, each on a word boundary at
+        the same offset within its word as in the trace's address space."""
+        regions = self.dram.regions
+        if [b for b, _, _ in regions] == list(self.place):
+            return
+        if len(regions) > self.windows:
+            raise TraceError(f"the trace maps {len(regions)} memory regions; the RAM top has "
+                             f"{self.windows} address windows")
+        nb, at, fields = self.nb, 0, {"base": 0, "size": 0, "offset": 0}
+        self.place.clear()
+        for i, (base, size, _) in enumerate(regions):
+            at += base % nb
+            if at + size > self.ram_bytes:
+                raise TraceError(f"the trace's memory regions need more than the RAM's "
+                                 f"{self.ram_bytes >> 10} KiB")
+            self.place[base] = at
+            for k, v in (("base", base), ("size", size), ("offset", at)):
+                fields[k] |= v << (32 * i)
+            at = -(-(at + size) // nb) * nb
+        for k, v in fields.items():
+            getattr(self.dut, f"map_{k}").value = v
+        self.loaded.clear()
+
+    async def load(self) -> None:
+        """Write every region whose image changed since it was loaded (the whole region; on
+        a blank RAM, only its non-zero words)."""
+        self._map()
+        nb = self.nb
+        for base, size, _ in self.dram.regions:
+            version = self.dram.version(base)
+            if self.loaded.get(base) == version:
+                continue
+            first = base - base % nb
+            words = -(-(base + size - first) // nb)
+            image = np.zeros(words * nb, np.uint8)
+            image[base - first:base - first + size] = self.dram.read(base, size)
+            strbs = np.zeros(words * nb, np.uint8)
+            strbs[base - first:base - first + size] = 1
+            start = self.place[base] - base % nb
+            for w in range(words):
+                chunk, on = image[w * nb:(w + 1) * nb], strbs[w * nb:(w + 1) * nb]
+                if self.blank and not chunk.any():
+                    continue
+                strb = int(sum(int(b) << i for i, b in enumerate(on)))
+                index = (start + w * nb) // nb
+                await self._access(index, int.from_bytes(chunk.tobytes(), "little"), strb,
+                                   write=True)
+            self.loaded[base] = version
+        self.blank = False
+
+    async def fetch(self, base: int, size: int) -> None:
+        """Read ``[base, base + size)`` back from the RAM into the image."""
+        nb = self.nb
+        first = base - base % nb
+        words = -(-(base + size - first) // nb)
+        raw = bytearray()
+        start = self._ram_address(base) - base % nb
+        for w in range(words):
+            index = (start + w * nb) // nb
+            raw += (await self._access(index)).to_bytes(nb, "little")
+        self.dram.write(base, raw[base - first:base - first + size], "RAM")
+        region = next(b for b, s, _ in self.dram.regions if b <= base < b + s)
+        self.loaded[region] = self.dram.version(region)   # image and RAM agree again
+
+
 async def wait_status(dut, bit: int, where: str, source: str) -> None:
     """Until ``bit`` of ``S_INTR_STATUS`` is set, watching the interrupt pin."""
     waited = 0
@@ -99,6 +208,9 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
                 raise TraceError(f"{cfg_path}:{cmd.line}: {why}")
     dram = target.dram = Dram()
     target.faults.clear()
+    ram = target if isinstance(target, RamTarget) else None
+    if ram is not None:
+        ram.loaded.clear()
     loader = _Player(cfg_path, SimpleNamespace(dram=dram))
     notified, checks = set(), 0
     waited = {"cycles": 0, "seconds": 0.0}     # in interrupt waits: the engine running
@@ -108,6 +220,8 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
         if cmd.name in ("mem_init", "mem_load"):
             getattr(loader, f"do_{cmd.name}")(cmd)
         elif cmd.name == "reg_write":
+            if ram is not None:
+                await ram.load()
             await csb_write(dut, lookup(cmd.args[0]).symbol, parse_int(cmd.args[1]))
         elif cmd.name in ("reg_read", "poll_reg_equal"):
             want = parse_int(cmd.args[1])
@@ -132,6 +246,8 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
             sync = cmd.args[0]
             base, size, golden = (parse_int(a) for a in cmd.args[2:5])
             assert sync in notified, f"{where}: check_crc before {sync} was notified"
+            if ram is not None:
+                await ram.fetch(base, size)
             region = dram.read(base, size)
             dump = os.environ.get("OPENDLA_TRACE_DUMP")
             if dump:
@@ -168,6 +284,8 @@ async def serve(dut, hw: HwConfig, target: DramTarget, requests: str, replies: s
                 reply = {"ok": False, "reason": str(exc)}
             for addr, size, file in request.get("dumps", []):    # failed or not
                 try:
+                    if isinstance(target, RamTarget):
+                        await target.fetch(addr, size)
                     target.dram.read(addr, size).tofile(file)
                 except Exception as exc:
                     reply = {"ok": False, "reason": f"dump of {addr:#x}+{size:#x}: {exc}"}
@@ -179,9 +297,14 @@ async def serve(dut, hw: HwConfig, target: DramTarget, requests: str, replies: s
 @cocotb.test()
 async def play_trace(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
-    target = DramTarget(Dram())
-    attach_memory(dut, target=target)
-    await reset(dut, "req")
+    if os.environ.get("OPENDLA_RTL_MEMORY") == "ram":
+        from accel.rtl.generate import RAM_ENGINE_BYTES
+        target = RamTarget(dut, hw, RAM_ENGINE_BYTES)
+        await reset(dut, "req", "mem_valid")
+    else:
+        target = DramTarget(Dram())
+        attach_memory(dut, target=target)
+        await reset(dut, "req")
     path = os.environ.get("OPENDLA_RTL_SUMMARY")
     requests = os.environ.get("OPENDLA_TRACE_REQUESTS")
     if requests:
