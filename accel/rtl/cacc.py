@@ -13,14 +13,17 @@ addition and saturating the exact total, as the cmodel does, agree.)
 Each ``psum`` beat names its entry (``point``) and whether it is the point's
 first partial sum (the entry starts from it) and last (the sum goes out on
 ``sum``).  One beat per cycle; the entry is read, added and written in the
-same cycle (the buffer is registers, sized by ``points``), and a beat whose
-``last`` result cannot leave because ``sum`` is stalled holds ``psum``.
+same cycle (the buffer is a memory of ``points`` entries read asynchronously,
+written at the clock: distributed RAM on an FPGA, not ``points x atomic_k``
+34-bit registers and their read multiplexer), and a beat whose ``last``
+result cannot leave because ``sum`` is stalled holds ``psum``.  An entry is
+only read after its ``first`` beat wrote it: the buffer needs no reset.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Module, Signal, signed
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
@@ -64,15 +67,15 @@ class Accumulator(wiring.Component):
         m = Module()
         beat = self.psum.payload
         lanes = self.hw.atomic_k
-        entries = [[Signal(signed(ACC_BITS), name=f"entry{p}_{k}") for k in range(lanes)]
-                   for p in range(self.points)]
+        m.submodules.buffer = buffer = memory.Memory(shape=SumLayout(self.hw),
+                                                     depth=self.points, init=[])
+        read = buffer.read_port(domain="comb")
+        write = buffer.write_port()
+        m.d.comb += [read.addr.eq(beat.point), write.addr.eq(beat.point)]
         # the selected entry and its new value
-        current = [Signal(signed(ACC_BITS), name=f"current{k}") for k in range(lanes)]
+        current = read.data
         added = [Signal(signed(ACC_BITS), name=f"added{k}") for k in range(lanes)]
-        with m.Switch(beat.point):
-            for p in range(self.points):
-                with m.Case(p):
-                    m.d.comb += [current[k].eq(entries[p][k]) for k in range(lanes)]
+        m.d.comb += [write.data[k].eq(added[k]) for k in range(lanes)]
         for k in range(lanes):
             with m.If(beat.first):
                 m.d.comb += added[k].eq(beat.data[k])
@@ -91,11 +94,8 @@ class Accumulator(wiring.Component):
         m.d.comb += self.psum.ready.eq(~beat.last | out_free)
         with m.If(self.sum.ready):
             m.d.sync += out_valid.eq(0)
+        m.d.comb += write.en.eq(take)
         with m.If(take):
-            with m.Switch(beat.point):
-                for p in range(self.points):
-                    with m.Case(p):
-                        m.d.sync += [entries[p][k].eq(added[k]) for k in range(lanes)]
             with m.If(beat.last):
                 m.d.sync += [out_valid.eq(1)] + [out_data[k].eq(added[k])
                                                    for k in range(lanes)]
