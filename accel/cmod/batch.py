@@ -158,7 +158,7 @@ class ConvBatch:
                 return view.reshape(len(self), surfaces * self.atom, h, w)[:, :c].view(np.int8)
         return np.stack([cdma.read_feature(dram, cfg, p.feature) for p in self.plans])
 
-    def _inputs(self, dla) -> tuple:
+    def inputs(self, dla) -> tuple:
         """``(packed weight bytes per launch, weight matrices, operands per X stage)``, derived
         again only when the memory they come from was written."""
         dram = dla.dram
@@ -171,11 +171,21 @@ class ConvBatch:
             weights = dla.weight_matrix(raws[0], plans[0])[None]
         else:
             weights = np.stack([dla.weight_matrix(r, p) for r, p in zip(raws, plans, strict=True)])
+        weights = _diagonal(weights, plans[0].geo, len(self)) or weights
         operands = tuple(None if st.bypass else self._operands(i, dram)
                          for i, (st, _) in enumerate(plans[0].sdp.stages))
         derived = (raws, weights, operands)
         self._derived = (versions, derived)
         return derived
+
+    def _gemm(self, weights, patches: np.ndarray) -> np.ndarray:
+        """int64 ``[B, K, out points]``: the batched GEMM, or per channel when ``weights`` is
+        a :class:`Diagonal`."""
+        if isinstance(weights, Diagonal):
+            n, k = len(self), weights.k
+            per_channel = patches.reshape(n * k, -1, patches.shape[-1])
+            return gemm_int8(weights.taps, per_channel).reshape(n, k, -1)
+        return gemm_int8(weights, patches)
 
     def _operands(self, i: int, dram) -> tuple:
         """``(alu operand, mul operand, alu already shifted)`` of X stage ``i``."""
@@ -221,9 +231,9 @@ class ConvBatch:
         x = self._features(dram, dla.cfg)
         patches = csc.im2col(x.reshape(n * c, h, w), geo, np.float32).reshape(
             n, c * geo.r * geo.s, -1)
-        raws, weights, operands = self._inputs(dla)
+        raws, weights, operands = self.inputs(dla)
         terms = psum_terms(p0)
-        acc = cacc.accumulate(gemm_int8(weights, patches), terms)
+        acc = cacc.accumulate(self._gemm(weights, patches), terms)
         acc = shift_round(acc, self.truncate, out=acc)
         cacc_sat = [0] * n if cacc.fits_int32(terms) else saturated_per_launch(acc, 32)
         if any(cacc_sat):
@@ -259,6 +269,31 @@ class ConvBatch:
                                                     {"flying": True}),
                               sdp_sat[j], None, raws[j], None, in_shape, in_bytes, False, False)
                      for j, p in enumerate(plans)]
+
+
+class Diagonal:
+    """The weights of a batch whose every kernel reads only its own input channel (a
+    depthwise layer run as block convolutions): ``taps`` is float32 ``[B * K, 1, R * S]``,
+    the GEMM per channel over those taps (the other channels' weights are all zero, so
+    the sums are the same, with 1/C of the products)."""
+
+    def __init__(self, taps: np.ndarray, k: int) -> None:
+        self.taps, self.k = taps, k
+
+
+def _diagonal(weights: np.ndarray, geo, n: int) -> Diagonal | None:
+    """``weights`` (float32 ``[B or 1, K, C*R*S]``) as a :class:`Diagonal` when they are."""
+    k, c = geo.k, geo.c
+    if k != c or k == 1:
+        return None
+    w = weights.reshape(weights.shape[0], k, c, geo.r * geo.s)
+    off = ~np.eye(k, dtype=bool)
+    if np.any(w[:, off]):
+        return None
+    taps = w[:, np.arange(k), np.arange(k)]            # [B or 1, K, R*S]
+    if taps.shape[0] != n:
+        taps = np.broadcast_to(taps, (n, *taps.shape[1:]))
+    return Diagonal(np.ascontiguousarray(taps).reshape(n * k, 1, -1), k)
 
 
 def batches(steps: list[tuple], atom: int, kinds: dict[str, int],

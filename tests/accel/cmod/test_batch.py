@@ -37,7 +37,8 @@ def _model(nodes, inits: dict[str, np.ndarray], shape, out: str, out_shape):
 
 
 #: depthwise convolutions (one 8-channel block convolution per channel group: launches with
-#: their own weights and biases) with and without ReLU, then a pointwise convolution
+#: their own weights and biases) with and without ReLU, a grouped convolution of 8-channel
+#: groups (block convolutions with dense weights), then a pointwise convolution
 SHAPE = (1, 24, 40, 40)
 
 
@@ -46,13 +47,15 @@ def _depthwise_graph():
     c = SHAPE[1]
     inits = {"w1": rng.normal(0, 0.4, (c, 1, 3, 3)), "b1": rng.normal(0, 0.3, c),
              "w2": rng.normal(0, 0.4, (c, 1, 3, 3)), "b2": rng.normal(0, 0.3, c),
+             "wg": rng.normal(0, 0.2, (c, 8, 3, 3)), "bg": rng.normal(0, 0.2, c),
              "w3": rng.normal(0, 0.3, (16, c, 1, 1)), "b3": rng.normal(0, 0.2, 16)}
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=c),
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=c,
                          strides=[2, 2]),
-        helper.make_node("Conv", ["c2", "w3", "b3"], ["y"]),
+        helper.make_node("Conv", ["c2", "wg", "bg"], ["g"], pads=[1, 1, 1, 1], group=c // 8),
+        helper.make_node("Conv", ["g", "w3", "b3"], ["y"]),
     ]
     return _model(nodes, inits, SHAPE, "y", (1, 16, 20, 20))
 
@@ -237,3 +240,18 @@ def test_a_batch_equals_its_launches_run_one_by_one_with_their_own_truncates(dep
         for got, want in zip(conv_batch.done, one_by_one, strict=True):
             assert (got.cacc_sat, got.sdp_sat, got.sdp.as_dict()) == \
                 (want.cacc_sat, want.sdp_sat, want.sdp.as_dict())
+
+
+def test_depthwise_blocks_are_computed_per_channel(depthwise):
+    """Each kernel of a depthwise layer's block convolutions reads only its own channel:
+    the batch multiplies each channel by its taps alone (the results are checked against
+    the reference and the launches one by one above)."""
+    graph, table = depthwise
+    with _Run(graph, table) as run:
+        for s in _samples(graph, 5, 14):
+            run.run(s)
+        _, weights, _ = run.batches()[0].inputs(run.dla)
+        assert isinstance(weights, batch.Diagonal) and weights.taps.shape == (24, 1, 9)
+        grouped = [b for b in run.batches() if b.plans[0].geo.stride_y == 1][-1]
+        _, weights, _ = grouped.inputs(run.dla)
+        assert not isinstance(weights, batch.Diagonal) and weights.shape == (3, 8, 72)
