@@ -149,9 +149,16 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     env = _verilator_env() if simulator == "verilator" else contextlib.nullcontext()
     with env, _on_sys_path(tb_dir):
         runner = get_runner(simulator)
-        runner.build(sources=[verilog], hdl_toplevel=top, build_dir=build / simulator,
-                     always=True, timescale=("1ns", "1ps"), waves=waves,
-                     build_args=BUILD_ARGS[simulator])
+        build_log = build / f"{simulator}-build.log"
+        try:       # the simulator's compile output goes to a file, not the caller's stdout
+            runner.build(sources=[verilog], hdl_toplevel=top, build_dir=build / simulator,
+                         always=True, timescale=("1ns", "1ps"), waves=waves,
+                         build_args=BUILD_ARGS[simulator], log_file=build_log)
+        except RuntimeError as exc:
+            tail = "\n".join(build_log.read_text().splitlines()[-25:]) \
+                if build_log.exists() else ""
+            raise SimulationFailed(f"building {top} with {simulator} failed ({exc}; log "
+                                   f"{build_log}):\n{tail}") from None
         test_start = time.perf_counter()
         try:
             runner.test(

@@ -53,3 +53,24 @@ def test_cmac_on_verilator() -> None:
     assert summary["tests"] == 3 and summary["simulator"] == "verilator"
     assert summary["random_atoms"] == 2500 and summary["stalled_cycles"] > 100
     assert summary["cycles"] == summary["sim_time_ns"] // 10
+
+
+@pytest.mark.rtl
+def test_a_failing_simulator_build_names_its_log(tmp_path, monkeypatch) -> None:
+    """The simulator's compile output goes to a log file; a failed build says where and
+    shows its end."""
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    from accel.rtl import sim
+
+    def broken(cfg, out_dir, top="cmac"):
+        path = Path(out_dir) / f"{top}.v"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"module {top}(input clk);\n  this is not verilog;\nendmodule\n")
+        return path
+
+    monkeypatch.setattr(sim, "generate_verilog", broken)
+    with pytest.raises(sim.SimulationFailed, match="icarus-build.log") as info:
+        sim.run_cocotb(CONFIGS["c4k2"], tmp_path, top="cmac", test_module="cmac_tb",
+                       tb_dir=TB_DIR, simulator="icarus")
+    assert "syntax error" in str(info.value)
