@@ -11,6 +11,9 @@ run synthesis, place-and-route and packing.  Two deliberate choices:
   ``abc9`` without ``-dff`` fails an internal assertion, ``ABC_OPS_REINTEGRATE``).
 * ``nextpnr --timing-allow-fail``: a design that misses the target still gets
   a bitstream and a report whose ``fmax_mhz`` says by how much.
+* ``nextpnr --router router2``: on the conv engine the default router ran 27
+  minutes without converging (tens of thousands of arcs left, congested);
+  router2 routes it in about four.
 """
 
 from __future__ import annotations
@@ -63,16 +66,22 @@ class _StageWatcher(threading.Thread):
 _MAP_LUTS = "\n".join(["techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
                        f"synth_ecp5 -top {TOP_NAME} -run map_cells:"])
 
-#: the designs the flow builds: the MAC-array self-test, or the conv engine with its block
-#: RAM and UART host bridge (:mod:`fpga.engine_top`)
-DESIGNS = ("cmac-selftest", "engine")
+#: the designs the flow builds: the MAC-array self-test, the conv engine with its block RAM
+#: and UART host bridge (:mod:`fpga.engine_top`), or that engine with 4 KiB of RAM and
+#: 256-entry feature/weight memories (``engine-small``: the same logic, a quick build; what
+#: runs on it is limited by its memories)
+DESIGNS = ("cmac-selftest", "engine", "engine-small")
+SMALL_RAM_BYTES, SMALL_ENTRIES = 1 << 12, 256
 
 
 def _design(name: str, cfg: HwConfig, target_hz: float, leds: int):
     if name == "cmac-selftest":
         return CmacSelfTest(cfg, target_hz=target_hz, leds=leds)
-    if name == "engine":
+    if name in ("engine", "engine-small"):
         from fpga.engine_top import EngineTop
+        if name == "engine-small":
+            return EngineTop(cfg, target_hz=target_hz, ram_bytes=SMALL_RAM_BYTES,
+                             engine_entries=SMALL_ENTRIES)
         return EngineTop(cfg, target_hz=target_hz)
     raise ValueError(f"design {name!r} not in {', '.join(DESIGNS)}")
 
@@ -120,7 +129,7 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     with yowasp_env():
         plan = platform.prepare(top, name=TOP_NAME, synth_opts="-run :map_luts",
                                 script_after_synth=_MAP_LUTS,
-                                nextpnr_opts=f"--timing-allow-fail --seed {seed}")
+                                nextpnr_opts=f"--timing-allow-fail --router router2 --seed {seed}")
         try:
             if watcher is not None:
                 watcher.start()

