@@ -60,6 +60,15 @@ def count_saturated(x: np.ndarray, bits: int) -> int:
     return int(np.count_nonzero((x < lo) | (x > hi)))
 
 
+def count_saturated_each(x: np.ndarray, bits: int) -> list[int]:
+    """How many elements of each ``x[i]`` lie outside the signed ``bits`` range."""
+    lo, hi = sat_bounds(bits)
+    if x.size == 0 or (x.min() >= lo and x.max() <= hi):
+        return [0] * x.shape[0]
+    flat = x.reshape(x.shape[0], -1)
+    return np.count_nonzero((flat < lo) | (flat > hi), axis=1).tolist()
+
+
 def shift_round(x: np.ndarray, shift: int | np.ndarray,
                 out: np.ndarray | None = None, nonneg: bool = False) -> np.ndarray:
     """Arithmetic right shift by ``shift`` with round half away from zero.

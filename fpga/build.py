@@ -2,7 +2,7 @@
 
 Build only: amaranth-boards' platform writes the yosys script, the LPF and a
 shell script; the YoWASP tools (set through :func:`accel.rtl.toolchain.yowasp_env`)
-run synthesis, place-and-route and packing.  Two deliberate choices:
+run synthesis, place-and-route and packing.  Three deliberate choices:
 
 * LUT mapping by yosys's classic ``abc -lut 4:7`` between the two halves of
   ``synth_ecp5`` (``-run :map_luts``, then ``-run map_cells:``) instead of its
@@ -77,12 +77,12 @@ SMALL_RAM_BYTES, SMALL_ENTRIES = 1 << 12, 256
 def _design(name: str, cfg: HwConfig, target_hz: float, leds: int):
     if name == "cmac-selftest":
         return CmacSelfTest(cfg, target_hz=target_hz, leds=leds)
-    if name in ("engine", "engine-small"):
-        from fpga.engine_top import EngineTop
-        if name == "engine-small":
-            return EngineTop(cfg, target_hz=target_hz, ram_bytes=SMALL_RAM_BYTES,
-                             engine_entries=SMALL_ENTRIES)
+    from fpga.engine_top import EngineTop
+    if name == "engine":
         return EngineTop(cfg, target_hz=target_hz)
+    if name == "engine-small":
+        return EngineTop(cfg, target_hz=target_hz, ram_bytes=SMALL_RAM_BYTES,
+                         engine_entries=SMALL_ENTRIES)
     raise ValueError(f"design {name!r} not in {', '.join(DESIGNS)}")
 
 

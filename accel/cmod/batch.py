@@ -42,7 +42,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from accel.arith import sat_bounds, saturate, shift_round
+from accel.arith import count_saturated_each, saturate, shift_round
 from accel.cmod import cacc, cdma, csc, sdp, sdp_rdma
 from accel.cmod.cmac import gemm_int8
 from accel.cmod.cube import write_int8_cube
@@ -109,15 +109,6 @@ def _progression(values: list[int]) -> int | None:
     if step <= 0 or any(b - a != step for a, b in zip(values, values[1:], strict=False)):
         return None
     return step
-
-
-def saturated_per_launch(x: np.ndarray, bits: int) -> list[int]:
-    """Elements of each ``x[i]`` outside the signed ``bits`` range."""
-    lo, hi = sat_bounds(bits)
-    if x.min() >= lo and x.max() <= hi:
-        return [0] * x.shape[0]
-    flat = x.reshape(x.shape[0], -1)
-    return np.count_nonzero((flat < lo) | (flat > hi), axis=1).tolist()
 
 
 class ConvBatch:
@@ -235,7 +226,7 @@ class ConvBatch:
         terms = psum_terms(p0)
         acc = cacc.accumulate(self._gemm(weights, patches), terms)
         acc = shift_round(acc, self.truncate, out=acc)
-        cacc_sat = [0] * n if cacc.fits_int32(terms) else saturated_per_launch(acc, 32)
+        cacc_sat = [0] * n if cacc.fits_int32(terms) else count_saturated_each(acc, 32)
         if any(cacc_sat):
             saturate(acc, 32, out=acc)
         y = acc.reshape(n, geo.k, geo.out_h, geo.out_w)
@@ -249,20 +240,7 @@ class ConvBatch:
                 alu, mul, shifted = ops
                 y = sdp.x_stage(y, st, alu, mul, inplace=True, alu_shifted=shifted)
                 nonneg = not st.relu_bypass
-        offset, scale, shift = self.cvt
-        if np.any(offset):
-            np.subtract(y, offset, out=y)
-        np.multiply(y, scale, out=y)
-        nonneg = nonneg and np.all(np.asarray(offset) <= 0) and np.all(np.asarray(scale) >= 0)
-        if isinstance(shift, int):
-            shift_round(y, min(shift, sdp.MAX_SHIFT), out=y, nonneg=bool(nonneg))
-        else:
-            shift_round(y, np.minimum(shift, sdp.MAX_SHIFT), out=y)
-        sdp_sat = saturated_per_launch(y[:, :sp.c], 17)
-        if nonneg:
-            np.minimum(y, 127, out=y)
-        else:
-            saturate(y, 8, out=y)
+        y, sdp_sat = sdp.convert_launches(y, *self.cvt, sp.c, nonneg)
         self._write(dram, y)
         in_shape, in_bytes = (c, h, w), c * h * w
         self.done = [ConvDone(cacc_sat[j], OpRecord("SDP", p.sdp.cycles, (p.sdp.c, sp.h, sp.w),

@@ -26,8 +26,7 @@ import numpy as np
 
 from accel.arith import (
     clamp,
-    count_saturated,
-    sat_bounds,
+    count_saturated_each,
     saturate,
     saturation_mask,
     shift_round,
@@ -140,20 +139,29 @@ def output_cvt(x: np.ndarray, offset: int, scale: int, shift: int) -> tuple[np.n
 
 def convert_inplace(x: np.ndarray, offset: int, scale: int, shift: int, c: int,
                     nonneg: bool = False) -> tuple[np.ndarray, int]:
-    """:func:`output_cvt` overwriting ``x``: ``(int8 values, saturations among the first c
-    channels)``.  ``nonneg``: the caller knows ``x >= 0`` (a ReLU ran last), which with
-    ``offset <= 0`` and ``scale >= 0`` keeps the arithmetic on non-negative values."""
-    if offset:
+    """:func:`output_cvt` overwriting ``x[C, H, W]``: ``(int8 values, saturations among the
+    first c channels)``; see :func:`convert_launches`."""
+    out, sat = convert_launches(x[None], offset, scale, shift, c, nonneg)
+    return out[0], sat[0]
+
+
+def convert_launches(x: np.ndarray, offset, scale, shift, c: int, nonneg: bool = False
+                     ) -> tuple[np.ndarray, list[int]]:
+    """:func:`output_cvt` overwriting ``x[B, C, H, W]``, the outputs of ``B`` operations:
+    ``(int8 values, each one's saturations among its first c channels)``.  ``offset``,
+    ``scale`` and ``shift`` are ints or int64 arrays broadcasting along B.  ``nonneg``: the
+    caller knows ``x >= 0`` (a ReLU ran last), which with ``offset <= 0`` and ``scale >= 0``
+    keeps the arithmetic on non-negative values (no rounding correction for negatives)."""
+    if np.any(offset):
         np.subtract(x, offset, out=x)
     np.multiply(x, scale, out=x)
-    if nonneg and offset <= 0 and scale >= 0:
-        shift_round(x, min(shift, MAX_SHIFT), out=x, nonneg=True)
-        hi, head = sat_bounds(17)[1], x[:c]
-        sat = int(np.count_nonzero(head > hi)) if head.size and head.max() > hi else 0
-        return np.minimum(x, 127, out=x), sat
-    shift_round(x, min(shift, MAX_SHIFT), out=x)
-    sat = count_saturated(x[:c], 17)
-    return saturate(x, 8, out=x), sat
+    nonneg = bool(nonneg and np.all(np.asarray(offset) <= 0) and np.all(np.asarray(scale) >= 0))
+    if isinstance(shift, (int, np.integer)):
+        shift_round(x, min(int(shift), MAX_SHIFT), out=x, nonneg=nonneg)
+    else:
+        shift_round(x, np.minimum(shift, MAX_SHIFT), out=x)
+    sat = count_saturated_each(x[:, :c], 17)
+    return (np.minimum(x, 127, out=x) if nonneg else saturate(x, 8, out=x)), sat
 
 
 @dataclass(frozen=True)
