@@ -35,7 +35,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
-from accel.rtl.cmac import Cmac, capacity
+from accel.rtl.cmac import Cmac, pipeline_depth
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 
 SIZE_BITS = 12
@@ -311,7 +311,7 @@ class ConvCore(wiring.Component):
 
         # the point and its place in the sum travel beside the MAC pipeline
         m.submodules.meta = meta = fifo.SyncFIFOBuffered(
-            width=len(d_point) + 2, depth=capacity(hw) + 1)
+            width=len(d_point) + 2, depth=pipeline_depth(hw) + 2)
         m.d.comb += [meta.w_data.eq(d_point | (d_first << len(d_point))
                                     | (d_last << (len(d_point) + 1))),
                      meta.w_en.eq(cmac.data.valid & cmac.data.ready)]
