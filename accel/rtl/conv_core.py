@@ -29,7 +29,7 @@ SDP_RDMA delivers them in per-kernel mode (``operand_write``).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -132,169 +132,97 @@ class ConvCore(wiring.Component):
             m.d.comb += [wr.addr.eq(port.addr), wr.data.eq(port.data), wr.en.eq(port.en)]
         f_rd, w_rd = fmem.read_port(), wmem.read_port()
 
-        # ---- the operation's constants, taken at start (cfg holds until the last output)
-        start = Signal()
+        total = Signal(2 * SIZE_BITS)
+        m.d.comb += total.eq(cfg.out_w * cfg.out_h)
         running = Signal()
-        m.d.comb += start.eq(self.start & ~running)
-        a_bits = (self.feature_entries - 1).bit_length()
-        total = Signal(2 * SIZE_BITS)               # output points
-        size = Signal(range(self.points + 1))       # points of a full stripe
-        surface = Signal(a_bits)                    # h * w: the entries of a channel group
-        row_step = Signal(a_bits)                   # stride_y * w
-        tap_row_step = Signal(a_bits)               # dilation_y * w
-        top_rows = Signal(a_bits)                   # pad_top * w
-        total_now = cfg.out_w * cfg.out_h
-        with m.If(start):
-            m.d.sync += [total.eq(total_now),
-                         size.eq(Mux(cfg.stripe_points > self.points, self.points,
-                                     cfg.stripe_points)),
-                         surface.eq(cfg.h * cfg.w), row_step.eq(cfg.stride_y * cfg.w),
-                         tap_row_step.eq(cfg.dilation_y * cfg.w),
-                         top_rows.eq(cfg.pad_top * cfg.w)]
-
-        # the two generators wait for each other by round: the sender for a round's kernels
-        # to be in the MAC array, the loader for the round before to have started (its bank
-        # is then free); the differences stay small, so small counters hold them instead of
-        # round numbers to compare
-        loaded_ahead = Signal(range(3))     # rounds loaded - rounds whose atoms are all sent
-        load_pending = Signal(range(2))     # rounds the loader finished - rounds started
+        rounds_loaded = Signal(32)        # rounds whose kernels are all in the shadow bank
+        rounds_started = Signal(32)       # rounds whose first atom (the swap) was accepted
 
         # ---- the kernel loader: the next round's kernels into the shadow bank --------------
-        # Weight entries are read in order: a round's atomic_k kernels one after the other,
-        # the rounds of a stripe (channel group, tap) in order, and every stripe of a kernel
-        # group from the group's first entry again.
-        lw = _Rounds(m, "load", cfg, total, size, self.points)
+        lw = _Rounds(m, "load", cfg, total, self.points)
         k = Signal(range(n_k))
+        load_round = Signal(32)
         loading = Signal()                # the loader has rounds left
         w_valid, w_kernel = Signal(), Signal(range(n_k))
         w_free = Signal()
         m.d.comb += w_free.eq(~w_valid | cmac.weight.ready)
         w_fire = Signal()
-        w_addr = Signal(range(self.weight_entries + 1))
-        w_group = Signal.like(w_addr)     # the first entry of the kernel group
-        m.d.comb += w_fire.eq(loading & w_free & (load_pending == 0)
+        w_addr = Signal(range(self.weight_entries))
+        m.d.comb += w_addr.eq((((lw.kg * cfg.channel_groups + lw.cg) * cfg.r + lw.r)
+                               * cfg.s + lw.s) * n_k + k)
+        m.d.comb += w_fire.eq(loading & w_free & (load_round <= rounds_started)
                               & (w_addr < self.weight_level))
         m.d.comb += [w_rd.en.eq(w_fire), w_rd.addr.eq(w_addr)]
         with m.If(w_free):
             m.d.sync += w_valid.eq(w_fire)
             with m.If(w_fire):
                 m.d.sync += w_kernel.eq(k)
-        w_round_done = w_fire & (k == n_k - 1)
         with m.If(w_fire):
-            m.d.sync += [k.eq(k + 1), w_addr.eq(w_addr + 1)]
+            m.d.sync += k.eq(k + 1)
             with m.If(k == n_k - 1):
-                m.d.sync += k.eq(0)
+                m.d.sync += [k.eq(0), load_round.eq(load_round + 1)]
                 lw.advance(m, loading)
-                with m.If(lw.last_round & ~lw.last_stripe):
-                    m.d.sync += w_addr.eq(w_group)
-                with m.If(lw.last_round & lw.last_stripe):
-                    m.d.sync += w_group.eq(w_addr + 1)
-        loaded = cmac.weight.valid & cmac.weight.ready & (w_kernel == n_k - 1)
+        with m.If(cmac.weight.valid & cmac.weight.ready & (w_kernel == n_k - 1)):
+            m.d.sync += rounds_loaded.eq(rounds_loaded + 1)
 
         # ---- the atom sender: one atom per point of the stripe and round ------------------
-        # Stage 0 walks the points and rounds with the input pixel and its feature address
-        # kept as running sums (no multiplication); stage 1 adds the address up and checks
-        # the pixel against the cube; stage 2 (d_*) holds the atom read from memory.  All
-        # stages move together when the MAC array takes the atom or none is held (go).
-        sd = _Rounds(m, "send", cfg, total, size, self.points)
+        sd = _Rounds(m, "send", cfg, total, self.points)
         p = Signal(range(self.points))
         oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        soy, sox = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the stripe's first point
-        # the point's pixel for tap (0, 0), (py, px) = (oy*SY - PAD_TOP, ox*SX - PAD_LEFT),
-        # py * w as an address (modulo the memory's size: only addresses inside matter),
-        # and the same of the stripe's first point
-        coord = signed(SIZE_BITS + 6)
-        py, px, spy, spx = Signal(coord), Signal(coord), Signal(coord), Signal(coord)
-        a_py, sa_py = Signal(a_bits), Signal(a_bits)
-        # the tap's offset (ty, tx) = (r*DY, s*DX); the channel group's first entry
-        # cg*h*w, its row of the tap cg*h*w + ty*w, and the tap's entry (+ tx)
-        ty, tx = Signal(8), Signal(8)
-        a_cg, a_row, a_tap = Signal(a_bits), Signal(a_bits), Signal(a_bits)
-
-        go, d_valid = Signal(), Signal()
-        m.d.comb += go.eq(~d_valid | cmac.data.ready)
-        d_fire = Signal()
-        m.d.comb += d_fire.eq(running & go & (loaded_ahead != 0))
-        round_end = p == sd.in_stripe - 1
-
-        # the next point of the raster (within a stripe or past it)
-        wrap = ox == cfg.out_w - 1
-        n_ox, n_oy = Mux(wrap, 0, ox + 1), Mux(wrap, oy + 1, oy)
-        n_px = Mux(wrap, -cfg.pad_left, px + cfg.stride_x)
-        n_py = Mux(wrap, py + cfg.stride_y, py)
-        n_apy = Mux(wrap, a_py + row_step, a_py)
-        origin = [ox.eq(0), oy.eq(0), px.eq(-cfg.pad_left), py.eq(-cfg.pad_top),
-                  a_py.eq(-top_rows), sox.eq(0), soy.eq(0), spx.eq(-cfg.pad_left),
-                  spy.eq(-cfg.pad_top), sa_py.eq(-top_rows)]
-        with m.If(d_fire):
-            m.d.sync += [ox.eq(n_ox), oy.eq(n_oy), px.eq(n_px), py.eq(n_py), a_py.eq(n_apy),
-                         p.eq(p + 1)]
-            with m.If(round_end):
-                m.d.sync += p.eq(0)
-                sd.advance(m, running)
-                # the next tap
-                with m.If(sd.step_s):
-                    m.d.sync += [tx.eq(tx + cfg.dilation_x), a_tap.eq(a_tap + cfg.dilation_x)]
-                with m.Elif(sd.step_r):
-                    m.d.sync += [tx.eq(0), ty.eq(ty + cfg.dilation_y),
-                                 a_row.eq(a_row + tap_row_step),
-                                 a_tap.eq(a_row + tap_row_step)]
-                with m.Elif(sd.step_cg):
-                    m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(a_cg + surface),
-                                 a_row.eq(a_cg + surface), a_tap.eq(a_cg + surface)]
-                with m.Else():
-                    m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(0), a_row.eq(0), a_tap.eq(0)]
-                # the next round starts at the stripe's first point, or past its last
-                with m.If(~sd.last_round):
-                    m.d.sync += [ox.eq(sox), oy.eq(soy), px.eq(spx), py.eq(spy),
-                                 a_py.eq(sa_py)]
-                with m.Elif(~sd.last_stripe):
-                    m.d.sync += [sox.eq(n_ox), soy.eq(n_oy), spx.eq(n_px), spy.eq(n_py),
-                                 sa_py.eq(n_apy)]
-                with m.Else():                              # a new kernel group
-                    m.d.sync += origin
-
-        # stage 1
-        s1_valid, s1_first, s1_last, s1_swap = Signal(), Signal(), Signal(), Signal()
-        s1_point = Signal(range(self.points))
-        s1_a, s1_b = Signal(a_bits), Signal(a_bits)
-        s1_iy, s1_ix = Signal(coord), Signal(coord)
-        s1_mask = Signal(n_c)
-        remaining = Signal(signed(SIZE_BITS + 2))
-        m.d.comb += remaining.eq(cfg.c - sd.cg * n_c)
-        # stage 2
-        d_pad, d_mask = Signal(), Signal(n_c)
+        send_round = Signal(32)
+        d_valid, d_pad, d_mask = Signal(), Signal(), Signal(n_c)
         d_point, d_first, d_last, d_swap = (Signal(range(self.points)), Signal(), Signal(),
                                             Signal())
-        inside = ((s1_iy >= 0) & (s1_iy < cfg.h) & (s1_ix >= 0) & (s1_ix < cfg.w))
-        m.d.comb += [f_rd.en.eq(go & s1_valid), f_rd.addr.eq(s1_a + s1_b)]
-        with m.If(go):
-            m.d.sync += [s1_valid.eq(d_fire), s1_a.eq(a_tap), s1_b.eq(a_py + px),
-                         s1_iy.eq(py + ty), s1_ix.eq(px + tx),
-                         s1_mask.eq(Cat(remaining > i for i in range(n_c))),
-                         s1_point.eq(p), s1_first.eq(sd.first_round),
-                         s1_last.eq(sd.last_round), s1_swap.eq(p == 0)]
-            m.d.sync += [d_valid.eq(s1_valid), d_pad.eq(~inside), d_mask.eq(s1_mask),
-                         d_point.eq(s1_point), d_first.eq(s1_first), d_last.eq(s1_last),
-                         d_swap.eq(s1_swap)]
+        d_free = Signal()
+        m.d.comb += d_free.eq(~d_valid | cmac.data.ready)
+        d_fire = Signal()
+        m.d.comb += d_fire.eq(running & d_free & (send_round < rounds_loaded))
+        iy = Signal(signed(2 * SIZE_BITS + 2))
+        ix = Signal(signed(2 * SIZE_BITS + 2))
+        m.d.comb += [iy.eq(oy * cfg.stride_y + sd.r * cfg.dilation_y - cfg.pad_top),
+                     ix.eq(ox * cfg.stride_x + sd.s * cfg.dilation_x - cfg.pad_left)]
+        inside = Signal()
+        m.d.comb += inside.eq((iy >= 0) & (iy < cfg.h) & (ix >= 0) & (ix < cfg.w))
+        m.d.comb += [f_rd.en.eq(d_fire), f_rd.addr.eq((sd.cg * cfg.h + iy) * cfg.w + ix)]
+        remaining = Signal(signed(SIZE_BITS + 2))
+        m.d.comb += remaining.eq(cfg.c - sd.cg * n_c)
+        mask = Signal(n_c)
+        m.d.comb += [mask[i].eq(remaining > i) for i in range(n_c)]
+        with m.If(d_free):
+            m.d.sync += d_valid.eq(d_fire)
+            with m.If(d_fire):
+                m.d.sync += [d_pad.eq(~inside), d_mask.eq(mask), d_point.eq(p),
+                             d_first.eq(sd.first_round), d_last.eq(sd.last_round),
+                             d_swap.eq(p == 0)]
+        with m.If(d_fire):
+            with m.If(ox == cfg.out_w - 1):
+                m.d.sync += [ox.eq(0), oy.eq(oy + 1)]
+            with m.Else():
+                m.d.sync += ox.eq(ox + 1)
+            m.d.sync += p.eq(p + 1)
+            with m.If(p == sd.in_stripe - 1):            # the round is over
+                m.d.sync += [p.eq(0), send_round.eq(send_round + 1)]
+                last_of_stripe = sd.advance(m, running)
+                # the next round starts at the stripe's first point, or past its last
+                with m.If(last_of_stripe):
+                    m.d.sync += [sd.stripe_y.eq(Mux(ox == cfg.out_w - 1, oy + 1, oy)),
+                                 sd.stripe_x.eq(Mux(ox == cfg.out_w - 1, 0, ox + 1)),
+                                 oy.eq(Mux(ox == cfg.out_w - 1, oy + 1, oy)),
+                                 ox.eq(Mux(ox == cfg.out_w - 1, 0, ox + 1))]
+                    with m.If(sd.stripe + sd.in_stripe >= total):   # a new kernel group
+                        m.d.sync += [sd.stripe_y.eq(0), sd.stripe_x.eq(0), oy.eq(0), ox.eq(0)]
+                with m.Else():
+                    m.d.sync += [oy.eq(sd.stripe_y), ox.eq(sd.stripe_x)]
+        with m.If(cmac.data.valid & cmac.data.ready & cmac.data.payload.swap):
+            m.d.sync += rounds_started.eq(rounds_started + 1)
 
-        # the round counters' differences
-        started = cmac.data.valid & cmac.data.ready & cmac.data.payload.swap
-        m.d.sync += [loaded_ahead.eq(loaded_ahead + loaded - (d_fire & round_end)),
-                     load_pending.eq(load_pending + w_round_done - started)]
-
-        with m.If(start):
-            m.d.sync += [running.eq(1), loading.eq(1), k.eq(0), p.eq(0), w_addr.eq(0),
-                         w_group.eq(0), tx.eq(0), ty.eq(0), a_cg.eq(0), a_row.eq(0),
-                         a_tap.eq(0)]
-            # the origin (top_rows is not registered yet)
-            m.d.sync += [ox.eq(0), oy.eq(0), px.eq(-cfg.pad_left), py.eq(-cfg.pad_top),
-                         a_py.eq(-(cfg.pad_top * cfg.w)), sox.eq(0), soy.eq(0),
-                         spx.eq(-cfg.pad_left), spy.eq(-cfg.pad_top),
-                         sa_py.eq(-(cfg.pad_top * cfg.w))]
-            lw.reset(m, total_now)
-            sd.reset(m, total_now)
-        m.d.comb += self.busy.eq(running | s1_valid | d_valid | loading | w_valid)
+        with m.If(self.start & ~running):
+            m.d.sync += [running.eq(1), loading.eq(1), k.eq(0), p.eq(0), oy.eq(0), ox.eq(0),
+                         load_round.eq(0), send_round.eq(0), rounds_loaded.eq(0),
+                         rounds_started.eq(0)]
+            lw.reset(m)
+            sd.reset(m)
+        m.d.comb += self.busy.eq(running | d_valid | loading | w_valid)
 
         # ---- into the MAC array ------------------------------------------------------
         m.d.comb += [
@@ -364,50 +292,47 @@ class ConvCore(wiring.Component):
 
 class _Rounds:
     """The round counters one generator walks: kernel group, stripe of output points,
-    channel group, kernel tap; ``advance`` steps to the next round.  ``rest`` counts the
-    points from the stripe's first to the last of the kernel group, so that the stripe's
-    length and whether it is the group's last need no subtraction."""
+    channel group, kernel tap; ``advance`` steps to the next round."""
 
-    def __init__(self, m: Module, name: str, cfg, total: Signal, size: Signal,
-                 points: int) -> None:
+    def __init__(self, m: Module, name: str, cfg, total: Signal, points: int) -> None:
         self.cfg, self.total = cfg, total
         self.kg = Signal(SIZE_BITS, name=f"{name}_kg")
         self.cg = Signal(SIZE_BITS, name=f"{name}_cg")
         self.r = Signal(4, name=f"{name}_r")
         self.s = Signal(4, name=f"{name}_s")
-        self.rest = Signal(2 * SIZE_BITS, name=f"{name}_rest")
+        self.stripe = Signal(2 * SIZE_BITS, name=f"{name}_stripe")     # its first point
+        self.stripe_y = Signal(SIZE_BITS, name=f"{name}_stripe_y")
+        self.stripe_x = Signal(SIZE_BITS, name=f"{name}_stripe_x")
         self.in_stripe = Signal(range(points + 1), name=f"{name}_points")
-        self.last_stripe = Signal(name=f"{name}_last_stripe")
-        m.d.comb += [self.in_stripe.eq(Mux(self.rest > size, size, self.rest)),
-                     self.last_stripe.eq(self.rest <= size)]
+        size = Mux(cfg.stripe_points > points, points, cfg.stripe_points)
+        m.d.comb += self.in_stripe.eq(Mux(total - self.stripe > size, size,
+                                          total - self.stripe))
         self.first_round = (self.cg == 0) & (self.r == 0) & (self.s == 0)
         self.last_round = ((self.cg == cfg.channel_groups - 1) & (self.r == cfg.r - 1)
                            & (self.s == cfg.s - 1))
-        # which counter the next round steps (none: the stripe is over)
-        self.step_s = self.s != cfg.s - 1
-        self.step_r = ~self.step_s & (self.r != cfg.r - 1)
-        self.step_cg = ~self.step_s & ~self.step_r & (self.cg != cfg.channel_groups - 1)
 
-    def reset(self, m: Module, total: Value) -> None:
+    def reset(self, m: Module) -> None:
         m.d.sync += [self.kg.eq(0), self.cg.eq(0), self.r.eq(0), self.s.eq(0),
-                     self.rest.eq(total)]
+                     self.stripe.eq(0), self.stripe_y.eq(0), self.stripe_x.eq(0)]
 
-    def advance(self, m: Module, active: Signal) -> None:
-        """Step to the next round (clearing ``active`` after the last)."""
+    def advance(self, m: Module, active: Signal) -> Value:
+        """Step to the next round (clearing ``active`` after the last); returns whether
+        this round was the last of its stripe."""
         cfg = self.cfg
-        with m.If(self.step_s):
+        with m.If(self.s != cfg.s - 1):
             m.d.sync += self.s.eq(self.s + 1)
-        with m.Elif(self.step_r):
+        with m.Elif(self.r != cfg.r - 1):
             m.d.sync += [self.s.eq(0), self.r.eq(self.r + 1)]
-        with m.Elif(self.step_cg):
+        with m.Elif(self.cg != cfg.channel_groups - 1):
             m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(self.cg + 1)]
         with m.Else():                                  # the stripe is over
             m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(0)]
-            with m.If(~self.last_stripe):
-                m.d.sync += self.rest.eq(self.rest - self.in_stripe)
+            with m.If(self.stripe + self.in_stripe < self.total):
+                m.d.sync += self.stripe.eq(self.stripe + self.in_stripe)
             with m.Else():                              # the kernel group is over
-                m.d.sync += self.rest.eq(self.total)
+                m.d.sync += self.stripe.eq(0)
                 with m.If(self.kg == cfg.kernel_groups - 1):
                     m.d.sync += active.eq(0)
                 with m.Else():
                     m.d.sync += self.kg.eq(self.kg + 1)
+        return self.last_round

@@ -134,16 +134,8 @@ class ConvFetch(wiring.Component):
         st = Signal(OperandFetchLayout())          # the stage being fetched
         m.d.comb += st.eq(Mux(stage, cfg.x2.as_value(), cfg.x1.as_value()))
         x1_addr, x2_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
-        # bytes per element = bus words per kernel group, of each stage (registers of the
-        # operation: taken every cycle, used from the operands on, long after start)
-        sizes = []
-        for operands in (cfg.x1, cfg.x2):
-            size = Signal(3)
-            both = operands.use == USE_BOTH
-            m.d.sync += size.eq(Mux(operands.wide & both, 4, Mux(operands.wide | both, 2, 1)))
-            sizes.append(size)
-        esize = Signal(3)
-        m.d.comb += esize.eq(Mux(stage, sizes[1], sizes[0]))
+        esize = Signal(3)                       # bytes per element = bus words per kernel group
+        m.d.comb += esize.eq(Mux(st.wide, 2, 1) * Mux(st.use == USE_BOTH, 2, 1))
         words = Array(Signal(8 * bus, name=f"operand_word{i}") for i in range(4))
         word = Signal(2)
         assembled = Signal(operand_layout(hw))
@@ -151,83 +143,57 @@ class ConvFetch(wiring.Component):
         decoded = _decode_operands(m, Cat(*words), st, n_k)
 
         # ---- weights -------------------------------------------------------------------
-        # An aligner of ``cap`` bytes between the bus words and the weight entries: an entry
-        # takes ``nc`` bytes (atomic_c, or what C leaves in the last channel group); a kernel
-        # past K takes none and is written as zeros.  The byte count runs a cycle ahead of
-        # the bytes: each cycle decides from the count alone whether the next entry is
-        # written and a word taken (``step_*``), and the cycle after moves the bytes and
-        # writes the entry, so no cycle both decides and shifts.
-        cap = n_c + bus
+        cap = n_c + bus                        # aligner bytes
         buf = Signal(8 * cap)
-        count = Signal(range(cap + 1))          # bytes in buf once the pending step is done
+        count = Signal(range(cap + 1))
         wkg, wcg, wkk = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(range(n_k))
         wr, ws = Signal(4), Signal(4)
         c_last, k_last = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        nc = Signal(range(n_c + 1))             # bytes of the next entry
-        exists = Signal()                       # whether its kernel exists
         entries_done = Signal()
         level = Signal(range(self.entries[1] + 1))
         m.d.comb += self.weight_level.eq(level)
+        nc = Signal(range(n_c + 1))
+        m.d.comb += nc.eq(Mux(wcg == cfg.channel_groups - 1, c_last, n_c))
+        exists = Signal()
+        m.d.comb += exists.eq((wkg != cfg.kernel_groups - 1) | (wkk < k_last))
         weighing = Signal()
         write_now = Signal()
         m.d.comb += write_now.eq(weighing & ~entries_done & (~exists | (count >= nc)))
         take = Signal(range(n_c + 1))
         m.d.comb += take.eq(Mux(write_now & exists, nc, 0))
+        after = Signal(8 * cap)
         count_after = Signal(range(cap + 1))
-        m.d.comb += count_after.eq(count - take)
-        room = Signal()                         # a word fits whatever this cycle writes
-        m.d.comb += room.eq(count <= cap - bus)
-        accept = Signal()
-        m.d.comb += accept.eq(weighing & beat.valid & ~entries_done & room)
-        with m.If(weighing):
-            m.d.sync += count.eq(count_after + Mux(accept, bus, 0))
-        # the pending step, applied the cycle after its decision
-        step_write, step_exists, step_accept = Signal(), Signal(), Signal()
-        step_nc, step_take = Signal(range(n_c + 1)), Signal(range(n_c + 1))
-        step_after = Signal(range(cap + 1))
-        step_word = Signal(8 * bus)
-        m.d.sync += [step_write.eq(write_now), step_exists.eq(exists), step_nc.eq(nc),
-                     step_take.eq(take), step_after.eq(count_after), step_accept.eq(accept),
-                     step_word.eq(beat.payload)]
-        after = buf >> (step_take * 8)
-        m.d.sync += buf.eq(Mux(step_accept, after | (step_word << (step_after * 8)), after))
+        m.d.comb += [after.eq(buf >> (take * 8)), count_after.eq(count - take)]
+        room = Signal()
+        m.d.comb += room.eq(count_after + bus <= cap)
         ww = self.weight_write
-        m.d.comb += [ww.en.eq(step_write), ww.addr.eq(level)]
+        m.d.comb += [ww.en.eq(write_now), ww.addr.eq(level)]
         for lane in range(n_c):
-            m.d.comb += ww.data[lane].eq(Mux(step_exists & (lane < step_nc),
-                                             buf[8 * lane:8 * lane + 8], 0))
-        with m.If(step_write):
-            m.d.sync += level.eq(level + 1)
-        # the next entry's kernel, tap and channel group (and its size and existence)
-        n_wkk, n_ws, n_wr = Signal.like(wkk), Signal.like(ws), Signal.like(wr)
-        n_wcg, n_wkg = Signal.like(wcg), Signal.like(wkg)
-        last_entry = Signal()
-        m.d.comb += [n_wkk.eq(wkk + 1), n_ws.eq(ws), n_wr.eq(wr), n_wcg.eq(wcg),
-                     n_wkg.eq(wkg), last_entry.eq(0)]
-        with m.If(wkk == n_k - 1):
-            m.d.comb += n_wkk.eq(0)
-            with m.If(ws != cfg.s - 1):
-                m.d.comb += n_ws.eq(ws + 1)
-            with m.Elif(wr != cfg.r - 1):
-                m.d.comb += [n_ws.eq(0), n_wr.eq(wr + 1)]
-            with m.Elif(wcg != cfg.channel_groups - 1):
-                m.d.comb += [n_ws.eq(0), n_wr.eq(0), n_wcg.eq(wcg + 1)]
-            with m.Else():
-                m.d.comb += [n_ws.eq(0), n_wr.eq(0), n_wcg.eq(0)]
-                with m.If(wkg != cfg.kernel_groups - 1):
-                    m.d.comb += n_wkg.eq(wkg + 1)
-                with m.Else():
-                    m.d.comb += last_entry.eq(1)
+            m.d.comb += ww.data[lane].eq(Mux(exists & (lane < nc), buf[8 * lane:8 * lane + 8], 0))
         with m.If(write_now):
-            m.d.sync += [wkk.eq(n_wkk), ws.eq(n_ws), wr.eq(n_wr), wcg.eq(n_wcg), wkg.eq(n_wkg),
-                         nc.eq(Mux(n_wcg == cfg.channel_groups - 1, c_last, n_c)),
-                         exists.eq((n_wkg != cfg.kernel_groups - 1) | (n_wkk < k_last))]
-            with m.If(last_entry):
-                m.d.sync += entries_done.eq(1)
-        surface_entries = Signal(range(self.entries[0] + 1))     # H * W: a channel group's
+            m.d.sync += level.eq(level + 1)
+            with m.If(wkk != n_k - 1):
+                m.d.sync += wkk.eq(wkk + 1)
+            with m.Else():
+                m.d.sync += wkk.eq(0)
+                with m.If(ws != cfg.s - 1):
+                    m.d.sync += ws.eq(ws + 1)
+                with m.Elif(wr != cfg.r - 1):
+                    m.d.sync += [ws.eq(0), wr.eq(wr + 1)]
+                with m.Elif(wcg != cfg.channel_groups - 1):
+                    m.d.sync += [ws.eq(0), wr.eq(0), wcg.eq(wcg + 1)]
+                with m.Else():
+                    m.d.sync += [ws.eq(0), wr.eq(0), wcg.eq(0)]
+                    with m.If(wkg != cfg.kernel_groups - 1):
+                        m.d.sync += wkg.eq(wkg + 1)
+                    with m.Else():
+                        m.d.sync += entries_done.eq(1)
+        accept = Signal()
+        m.d.comb += accept.eq(weighing & beat.valid & beat.ready & ~entries_done)
+        with m.If(weighing):
+            m.d.sync += [buf.eq(Mux(accept, after | (beat.payload << (count_after * 8)), after)),
+                         count.eq(count_after + Mux(accept, bus, 0))]
 
-        c_last_now = cfg.c - ((cfg.channel_groups - 1) * n_c)
-        k_last_now = cfg.k - ((cfg.kernel_groups - 1) * n_k)
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -238,9 +204,8 @@ class ConvFetch(wiring.Component):
                                  x2_addr.eq(cfg.x2.addr),
                                  wkg.eq(0), wcg.eq(0), wkk.eq(0), wr.eq(0), ws.eq(0), level.eq(0),
                                  count.eq(0), buf.eq(0), entries_done.eq(0),
-                                 c_last.eq(c_last_now), k_last.eq(k_last_now),
-                                 nc.eq(Mux(cfg.channel_groups == 1, c_last_now, n_c)),
-                                 exists.eq(1), surface_entries.eq(cfg.h * cfg.w)]
+                                 c_last.eq(cfg.c - ((cfg.channel_groups - 1) * n_c)),
+                                 k_last.eq(cfg.k - ((cfg.kernel_groups - 1) * n_k))]
                     m.next = "FEATURE_LINE"
             # ---- features: one burst per line of each surface that exists
             with m.State("FEATURE_LINE"):
@@ -270,8 +235,8 @@ class ConvFetch(wiring.Component):
                     m.next = "FEATURE_LINE"
                 with m.Elif(cg != cfg.channel_groups - 1):
                     # the next channel group's entries follow this one's H x W
-                    m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + surface_entries),
-                                 row_base.eq(cg_base + surface_entries)]
+                    m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + cfg.h * cfg.w),
+                                 row_base.eq(cg_base + cfg.h * cfg.w)]
                     m.next = "FEATURE_LINE"
                 with m.Elif(cfg.x1.fetch | cfg.x2.fetch):
                     m.next = "OPERAND_WORDS"
@@ -315,7 +280,7 @@ class ConvFetch(wiring.Component):
                 with m.If(cmd.ready):
                     m.next = "WEIGHT_DATA"
             with m.State("WEIGHT_DATA"):
-                with m.If(entries_done & ~step_write & ~reader.busy):
+                with m.If(entries_done & ~reader.busy):
                     m.d.sync += done.eq(1)
                     m.next = "IDLE"
         weight_words = (cfg.weight_bytes + bus - 1) >> (bus.bit_length() - 1)
