@@ -42,10 +42,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from accel.arith import count_saturated_each, saturate, shift_round
-from accel.cmod import cacc, cdma, csc, sdp, sdp_rdma
-from accel.cmod.cmac import gemm_int8
+from accel.cmod import cdma, csc, sdp_rdma
+from accel.cmod.cmac import gemm_sums
 from accel.cmod.cube import write_int8_cube
+from accel.cmod.fused import PostProcess
 from accel.cmod.records import OpRecord
 
 #: im2col elements of one batch (int8; the GEMM converts them to float32): a bound on the
@@ -150,8 +150,9 @@ class ConvBatch:
         return np.stack([cdma.read_feature(dram, cfg, p.feature) for p in self.plans])
 
     def inputs(self, dla) -> tuple:
-        """``(packed weight bytes per launch, weight matrices, operands per X stage)``, derived
-        again only when the memory they come from was written."""
+        """``(packed weight bytes per launch, weight matrices, the datapath after the MAC
+        array with its operands)``, derived again only when the memory they come from was
+        written."""
         dram = dla.dram
         versions = tuple(dram.version(a) for a in self._sources)
         if self._derived is not None and self._derived[0] == versions:
@@ -163,20 +164,23 @@ class ConvBatch:
         else:
             weights = np.stack([dla.weight_matrix(r, p) for r, p in zip(raws, plans, strict=True)])
         weights = _diagonal(weights, plans[0].geo, len(self)) or weights
-        operands = tuple(None if st.bypass else self._operands(i, dram)
-                         for i, (st, _) in enumerate(plans[0].sdp.stages))
-        derived = (raws, weights, operands)
+        sp = plans[0].sdp
+        operands = tuple((0, 0, False) if st.bypass else self._operands(i, dram)
+                         for i, (st, _) in enumerate(sp.stages))
+        post = PostProcess(self.truncate, [st for st, _ in sp.stages], operands, self.cvt,
+                           sp.c, (sp.c_pad, sp.h, sp.w))
+        derived = (raws, weights, post)
         self._derived = (versions, derived)
         return derived
 
     def _gemm(self, weights, patches: np.ndarray) -> np.ndarray:
-        """int64 ``[B, K, out points]``: the batched GEMM, or per channel when ``weights`` is
-        a :class:`Diagonal`."""
+        """``[B, K, out points]`` exact sums (:func:`~accel.cmod.cmac.gemm_sums`): the batched
+        GEMM, or per channel when ``weights`` is a :class:`Diagonal`."""
         if isinstance(weights, Diagonal):
             n, k = len(self), weights.k
             per_channel = patches.reshape(n * k, -1, patches.shape[-1])
-            return gemm_int8(weights.taps, per_channel).reshape(n, k, -1)
-        return gemm_int8(weights, patches)
+            return gemm_sums(weights.taps, per_channel).reshape(n, k, -1)
+        return gemm_sums(weights, patches)
 
     def _operands(self, i: int, dram) -> tuple:
         """``(alu operand, mul operand, alu already shifted)`` of X stage ``i``."""
@@ -214,7 +218,7 @@ class ConvBatch:
     def run(self, dla) -> None:
         """Run every launch's datapath (outputs written); :attr:`done` holds each one's
         :class:`~accel.cmod.dla.ConvDone` for its bookkeeping."""
-        from accel.cmod.dla import ConvDone, psum_terms
+        from accel.cmod.dla import ConvDone
         plans, n, dram = self.plans, len(self), dla.dram
         p0 = plans[0]
         geo, sp = p0.geo, p0.sdp
@@ -222,26 +226,10 @@ class ConvBatch:
         x = self._features(dram, dla.cfg)
         patches = csc.im2col(x.reshape(n * c, h, w), geo, np.float32).reshape(
             n, c * geo.r * geo.s, -1)
-        raws, weights, operands = self.inputs(dla)
-        terms = psum_terms(p0)
-        acc = cacc.accumulate(self._gemm(weights, patches), terms)
-        acc = shift_round(acc, self.truncate, out=acc)
-        cacc_sat = [0] * n if cacc.fits_int32(terms) else count_saturated_each(acc, 32)
-        if any(cacc_sat):
-            saturate(acc, 32, out=acc)
-        y = acc.reshape(n, geo.k, geo.out_h, geo.out_w)
-        if geo.k != sp.c_pad:          # disabled MAC cells deliver 0
-            padded = np.zeros((n, sp.c_pad, sp.h, sp.w), dtype=np.int64)
-            padded[:, :geo.k] = y
-            y = padded
-        nonneg = False          # a ReLU ran last (see SdpPlan.execute)
-        for (st, _), ops in zip(sp.stages, operands, strict=True):
-            if not st.bypass:
-                alu, mul, shifted = ops
-                y = sdp.x_stage(y, st, alu, mul, inplace=True, alu_shifted=shifted)
-                nonneg = not st.relu_bypass
-        y, sdp_sat = sdp.convert_launches(y, *self.cvt, sp.c, nonneg)
+        raws, weights, post = self.inputs(dla)
+        y, sat = post.run(self._gemm(weights, patches))
         self._write(dram, y)
+        cacc_sat, sdp_sat = sat[:, 0].tolist(), sat[:, 1].tolist()
         in_shape, in_bytes = (c, h, w), c * h * w
         self.done = [ConvDone(cacc_sat[j], OpRecord("SDP", p.sdp.cycles, (p.sdp.c, sp.h, sp.w),
                                                     {"flying": True}),

@@ -51,10 +51,11 @@ def mac_atoms(data: np.ndarray, weights: np.ndarray,
 EXACT_F32_TERMS = 1 << 10
 
 
-def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
+def gemm_sums(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
     """Exact ``weights[..., K, R] @ patches[..., R, N]`` of int8 values (any dtype holding
-    them), int64; leading dimensions broadcast as in :func:`numpy.matmul` (a batch of
-    convolutions).
+    them); leading dimensions broadcast as in :func:`numpy.matmul` (a batch of
+    convolutions).  float32 when ``R`` <= :data:`EXACT_F32_TERMS` (every value an exact
+    integer), else int64.
 
     float32 GEMMs over chunks of :data:`EXACT_F32_TERMS` reduction terms: every
     partial sum of a chunk, in whatever order BLAS adds, is an integer of at most
@@ -64,13 +65,19 @@ def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
     p = patches if patches.dtype == np.float32 else patches.astype(np.float32)
     r = w.shape[-1]
     if r <= EXACT_F32_TERMS:
-        return (w @ p).astype(np.int64)
+        return w @ p
     out = None
     for r0 in range(0, r, EXACT_F32_TERMS):
         part = (w[..., r0:r0 + EXACT_F32_TERMS] @ p[..., r0:r0 + EXACT_F32_TERMS, :]
                 ).astype(np.int64)
         out = part if out is None else np.add(out, part, out=out)
     return out
+
+
+def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
+    """:func:`gemm_sums` as int64."""
+    sums = gemm_sums(weights, patches)
+    return sums if sums.dtype == np.int64 else sums.astype(np.int64)
 
 
 def conv_gemm(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.cmod import cacc, cbuf_state, cdma, cdma_image, cdp, conv, csc, pdp, rubik, sdp
+from accel.cmod import cacc, cbuf_state, cdma, cdma_image, cdp, conv, csc, fused, pdp, rubik, sdp
 from accel.cmod.bdma import Bdma
-from accel.cmod.cmac import gemm_int8
+from accel.cmod.cmac import gemm_sums
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
@@ -114,6 +114,7 @@ class Dla:
         self._raw_weights: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
         self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._books: dict[tuple, tuple] = {}           # see _conv_books
+        self._posts: dict[tuple, tuple] = {}           # see _post_process
         # the units a convolution completes, without / with SDP_RDMA
         self._conv_units = {rdma: tuple(self.regs[u] for u in CONV_UNITS + self._sdp_units(rdma))
                             for rdma in (False, True)}
@@ -353,6 +354,21 @@ class Dla:
         self._matrices[key] = (raw, m)
         return m
 
+    def _post_process(self, plan: sdp.SdpPlan, truncate: int) -> fused.PostProcess:
+        """The compiled CACC/SDP/converter pass of ``plan`` (set up again only when the
+        memory its operands come from was written)."""
+        versions = tuple(self.dram.version(reads.base) for _, reads in plan.stages
+                         if reads is not None)
+        key = (id(plan), truncate)
+        hit = self._posts.get(key)
+        if hit is not None and hit[0] is plan and hit[1] == versions:
+            return hit[2]
+        post = fused.for_plan(plan, truncate, self.dram)
+        if len(self._posts) >= MAX_PLANS:
+            self._posts.pop(next(iter(self._posts)))
+        self._posts[key] = (plan, versions, post)
+        return post
+
     def _conv_datapath(self, needs_rdma: bool, plan: conv.ConvPlan) -> ConvDone:
         """CDMA -> CSC -> CMAC -> CACC -> SDP of one convolution: its output written (or
         streamed), nothing of its registers or interrupts touched yet."""
@@ -373,12 +389,18 @@ class Dla:
                 self.dram, self.cfg, plan.feature)
             geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
         raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
-        psum = gemm_int8(self.weight_matrix(raw, plan), csc.im2col(x, geo_run, np.float32))
-        terms = psum_terms(plan)
-        out, sat = cacc.clip_truncate(cacc.accumulate(psum, terms), plan.truncate, terms)
-        rec, streamed, sdp_sat = plan.sdp.execute(
-            self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
-            y_group=self._y_group(plan.sdp, needs_rdma))
+        sums = gemm_sums(self.weight_matrix(raw, plan), csc.im2col(x, geo_run, np.float32))
+        if plan.sdp.y_stage:     # reads registers as it runs: the numpy form
+            terms = psum_terms(plan)
+            out, sat = cacc.clip_truncate(cacc.accumulate(sums.astype(np.int64, copy=False),
+                                                          terms), plan.truncate, terms)
+            rec, streamed, sdp_sat = plan.sdp.execute(
+                self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
+                y_group=self._y_group(plan.sdp, needs_rdma))
+        else:
+            y, sats = self._post_process(plan.sdp, plan.truncate).run(sums[None])
+            sat, sdp_sat = int(sats[0, 0]), int(sats[0, 1])
+            rec, streamed = plan.sdp.record(True), plan.sdp.deliver(self.dram, self.cfg, y[0])
         return ConvDone(sat, rec, sdp_sat, streamed, raw, data, in_shape, in_bytes,
                         kept_data is not None, kept_w is not None, note)
 

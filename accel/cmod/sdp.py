@@ -334,7 +334,7 @@ class SdpPlan:
                     alu_op, shifted = operands.alu_shifted(dram, st.alu_shift), True
                 mul_op = got.get(sdp_rdma.USE_MUL, mul_op) if st.mul_src_mem else mul_op
             x = x_stage(x, st, alu_op, mul_op, inplace=True, alu_shifted=shifted)
-        rec = OpRecord("SDP", self.cycles, (self.c, h, w), {"flying": x_in is not None})
+        rec = self.record(x_in is not None)
         if self.y_stage:
             g, rdma, lut = y_group
             x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut)
@@ -348,13 +348,21 @@ class SdpPlan:
                                      ("D_PERF_LUT_LO_HIT", "lo_hit")):
                         g.regs.set_hw(reg, lut_counts[key], g.group)
         out, saturations = convert_inplace(x, *self.cvt, self.c, nonneg)
-        if self.note:
-            rec.note = self.note
-        if self.to_pdp:  # streamed to PDP, not written
-            return rec, out, saturations
+        return rec, self.deliver(dram, cfg, out), saturations
+
+    def record(self, flying: bool) -> OpRecord:
+        """The op's record (the Y stage's lookup counts are added by :meth:`execute`)."""
+        return OpRecord("SDP", self.cycles, (self.c, self.h, self.w), {"flying": flying},
+                        note=self.note)
+
+    def deliver(self, dram: Dram, cfg: HwConfig, out: np.ndarray) -> np.ndarray | None:
+        """Write the converted output ``out[C_pad, H, W]`` (int8 values), or return it as int64
+        when it streams to PDP."""
+        if self.to_pdp:
+            return out.astype(np.int64, copy=False)
         base, line, surf = self.dst
         write_int8_cube(dram, base, out, cfg.atom_size, line, surf, "SDP_WDMA")
-        return rec, None, saturations
+        return None
 
 
 def decode(g: GroupView, rdma: GroupView | None, cfg: HwConfig, flying: bool,

@@ -1,0 +1,223 @@
+"""CACC clip-truncate, SDP X1/X2 and the output converter in one compiled pass.
+
+The numpy form of the datapath after the MAC array (:func:`accel.cmod.cacc.clip_truncate`,
+:func:`accel.cmod.sdp.x_stage`, :func:`accel.cmod.sdp.convert_launches`) makes a
+dozen passes over int64 arrays: each addition, multiplication, rounding shift and
+saturation is its own.  :class:`PostProcess` does the same arithmetic element by
+element in a loop compiled by numba, reading the GEMM's sums and writing int8,
+so the data crosses memory once.
+
+The rounding rule is the one of :func:`accel.arith.shift_round_int` (compiled
+here), the operation order the one of the numpy form, which stays the
+reference: the tests run both on the same operations, saturating and rounding
+cases included, and compare every byte and counter.
+
+What it does not cover runs the numpy form: the Y stage (element-wise and LUT,
+which reads registers as it runs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from accel.arith import shift_round_int
+from accel.cmod import sdp_rdma
+from accel.cmod.errors import ConfigError
+from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, MAX_SHIFT, alu_operand_shifted
+
+_shift_round = njit(inline="always")(shift_round_int)
+
+#: columns of the per-stage table :func:`_post` reads (one row per X stage)
+BYPASS, ALU_BYPASS, ALGO, MUL_BYPASS, PRELU, RELU_BYPASS, SHIFT = range(7)
+
+_I32_LO, _I32_HI = -(1 << 31), (1 << 31) - 1
+_P34_LO, _P34_HI = -(1 << 33), (1 << 33) - 1
+_C17_LO, _C17_HI = -(1 << 16), (1 << 16) - 1
+
+
+@njit(inline="always")
+def _x_stage(row, st, alu, ia, sa, mul, im, sm):
+    """One X stage (:func:`accel.cmod.sdp.x_stage`) on ``row``, the values of one channel
+    (in place); ``st`` is its row of the stage table, ``alu[ia + p * sa]`` and
+    ``mul[im + p * sm]`` the operands of point ``p`` (``sa``, ``sm``: 0 or 1)."""
+    if st[BYPASS]:
+        return
+    points, shift = row.shape[0], st[SHIFT]
+    if not st[ALU_BYPASS]:
+        algo = st[ALGO]
+        if sa == 0:                       # one operand for the channel
+            a = alu[ia]
+            if algo == ALU_MAX:
+                for p in range(points):
+                    row[p] = max(row[p], a)
+            elif algo == ALU_MIN:
+                for p in range(points):
+                    row[p] = min(row[p], a)
+            else:
+                for p in range(points):
+                    row[p] += a
+        elif algo == ALU_MAX:
+            for p in range(points):
+                row[p] = max(row[p], alu[ia + p])
+        elif algo == ALU_MIN:
+            for p in range(points):
+                row[p] = min(row[p], alu[ia + p])
+        else:
+            for p in range(points):
+                row[p] += alu[ia + p]
+    if st[MUL_BYPASS]:
+        for p in range(points):
+            row[p] = min(max(_shift_round(row[p], shift), _I32_LO), _I32_HI)
+    elif st[PRELU]:       # non-negative values pass unmultiplied and untruncated
+        for p in range(points):
+            v = row[p]
+            if v < 0:
+                v = _shift_round(v * mul[im + p * sm], shift)
+            row[p] = min(max(v, _I32_LO), _I32_HI)
+    elif sm == 0:                        # one multiplier for the channel
+        m = mul[im]
+        for p in range(points):
+            row[p] = min(max(_shift_round(row[p] * m, shift), _I32_LO), _I32_HI)
+    else:
+        for p in range(points):
+            row[p] = min(max(_shift_round(row[p] * mul[im + p], shift), _I32_LO), _I32_HI)
+    if not st[RELU_BYPASS]:
+        for p in range(points):
+            row[p] = max(row[p], 0)
+
+
+@njit(inline="always")
+def _strides(op):
+    """Element strides of an operand array ``[B, C, P]`` along each axis, 0 where it
+    broadcasts (length 1)."""
+    nb, nc, npts = op.shape
+    return (nc * npts if nb > 1 else 0), (npts if nc > 1 else 0), (1 if npts > 1 else 0)
+
+
+@njit(cache=True, nogil=True)
+def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat):
+    n, c_pad, points = out.shape
+    st0, st1 = stages[0], stages[1]
+    a0, m0, a1, m1 = alu0.ravel(), mul0.ravel(), alu1.ravel(), mul1.ravel()
+    sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
+    row = np.empty(points, dtype=np.int64)
+    for b in range(n):
+        trunc = truncate[b if truncate.shape[0] > 1 else 0]
+        line = b if cvt.shape[0] > 1 else 0
+        offset, scale, shift = cvt[line, 0], cvt[line, 1], cvt[line, 2]
+        cacc_sat = 0
+        cvt_sat = 0
+        for ch in range(c_pad):
+            if ch >= k:
+                row[:] = 0                # disabled MAC cells deliver 0
+            elif cacc:                    # 34-bit sums, clip-truncate, int32
+                for p in range(points):
+                    v = _shift_round(min(max(np.int64(acc[b, ch, p]), _P34_LO), _P34_HI), trunc)
+                    if v < _I32_LO or v > _I32_HI:
+                        cacc_sat += 1
+                    row[p] = min(max(v, _I32_LO), _I32_HI)
+            else:
+                for p in range(points):
+                    row[p] = acc[b, ch, p]
+            _x_stage(row, st0, a0, b * sa0[0] + ch * sa0[1], sa0[2],
+                     m0, b * sm0[0] + ch * sm0[1], sm0[2])
+            _x_stage(row, st1, a1, b * sa1[0] + ch * sa1[1], sa1[2],
+                     m1, b * sm1[0] + ch * sm1[1], sm1[2])
+            counted = ch < c
+            for p in range(points):
+                v = _shift_round((row[p] - offset) * scale, shift)
+                if counted and (v < _C17_LO or v > _C17_HI):
+                    cvt_sat += 1
+                out[b, ch, p] = min(max(v, -128), 127)
+        sat[b, 0] = cacc_sat
+        sat[b, 1] = cvt_sat
+
+
+_NONE = np.zeros((1, 1, 1), dtype=np.int64)
+_NONE.flags.writeable = False
+
+
+def _as_operand(op) -> np.ndarray:
+    """An operand (int, or int64 ``[B or 1, C or 1, H or 1, W or 1]``: per launch, per
+    channel or per element) as int64 ``[B or 1, C or 1, H*W or 1]``, read-only (one
+    compiled form for every caller)."""
+    a = np.asarray(op, dtype=np.int64)
+    if a.ndim == 0:
+        a = a.reshape(1, 1, 1, 1)
+    a = a.reshape(a.shape[0], a.shape[1], a.shape[2] * a.shape[3])
+    a.flags.writeable = False
+    return a
+
+
+def _per_launch(value) -> np.ndarray:
+    """An int or per-launch int64 array as int64 ``[1 or B]``."""
+    return np.asarray(value, dtype=np.int64).reshape(-1)
+
+
+class PostProcess:
+    """The datapath after the MAC array, set up for operations of one shape: CACC
+    clip-truncate (optional), the SDP's X1 and X2 stages and the output converter.
+
+    ``truncate``: CLIP_TRUNCATE, an int or int64 array along the batch; ``stages``:
+    the two :class:`~accel.cmod.sdp.StageConfig`; ``operands``: per stage ``(alu, mul,
+    alu already shifted)`` as :func:`accel.cmod.sdp.x_stage` takes them, with a
+    leading batch axis on arrays; ``cvt``: ``(offset, scale, shift)``, ints or int64
+    arrays along the batch; ``c``: the channels whose converter saturations count;
+    ``shape``: the output's ``(C_pad, H, W)``.  Set up once, run on every input.
+    """
+
+    def __init__(self, truncate, stages, operands, cvt, c: int,
+                 shape: tuple[int, int, int]) -> None:
+        table = np.zeros((2, 7), dtype=np.int64)
+        ops: list[np.ndarray] = []
+        for i, (st, (alu, mul, shifted)) in enumerate(zip(stages, operands, strict=True)):
+            table[i] = (st.bypass, st.alu_bypass, st.alu_algo, st.mul_bypass, st.prelu,
+                        st.relu_bypass, min(st.mul_shift, MAX_SHIFT))
+            if st.bypass:
+                ops += [_NONE, _NONE]
+                continue
+            if not st.alu_bypass and st.alu_algo not in (ALU_MAX, ALU_MIN, ALU_SUM):
+                raise ConfigError("SDP", "D_DP_X_CFG", st.alu_algo,
+                                  "ALU_ALGO must be MAX/MIN/SUM")
+            if not st.alu_bypass and not shifted:
+                alu = alu_operand_shifted(alu, st.alu_shift)
+            ops += [_NONE if st.alu_bypass else _as_operand(alu),
+                    _NONE if st.mul_bypass else _as_operand(mul)]
+        rows = np.stack(np.broadcast_arrays(*(_per_launch(v) for v in cvt)), axis=1)
+        rows[:, 2] = np.minimum(rows[:, 2], MAX_SHIFT)
+        self._args = (_per_launch(truncate), table, *ops, rows, c)
+        self.shape = shape
+
+    def run(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``(int8 [B, C_pad, H, W], int64 [B, 2])``: the outputs and each operation's CACC
+        and converter saturation counts.
+
+        ``acc``: ``[B, K, H*W]`` exact sums of products (float32 or int64), through
+        CACC; or with ``cacc`` False, the SDP's input ``[B, C_pad, H*W]`` (int8 or
+        int64) from memory."""
+        n = acc.shape[0]
+        c_pad, h, w = self.shape
+        out = np.empty((n, c_pad, h * w), dtype=np.int8)
+        sat = np.zeros((n, 2), dtype=np.int64)
+        truncate, table, a0, m0, a1, m1, rows, c = self._args
+        _post(acc, acc.shape[1], cacc, truncate, table, a0, m0, a1, m1, rows, c, out, sat)
+        return out.reshape(n, c_pad, h, w), sat
+
+
+def for_plan(plan, truncate: int, dram) -> PostProcess:
+    """A :class:`PostProcess` for one SDP op (an :class:`~accel.cmod.sdp.SdpPlan` without a
+    Y stage) fed by a convolution with CLIP_TRUNCATE ``truncate`` (ignored for an op
+    reading memory), its memory operands as ``dram`` holds them now."""
+    operands = []
+    for st, reads in plan.stages:
+        alu, mul, shifted = st.alu_operand, st.mul_operand, False
+        if reads is not None and not st.bypass:
+            got = reads.read(dram)
+            if st.alu_src_mem and sdp_rdma.USE_ALU in got:
+                alu, shifted = reads.alu_shifted(dram, st.alu_shift)[None], True
+            if st.mul_src_mem and sdp_rdma.USE_MUL in got:
+                mul = got[sdp_rdma.USE_MUL][None]
+        operands.append((alu, mul, shifted))
+    return PostProcess(truncate, [st for st, _ in plan.stages], operands, plan.cvt, plan.c,
+                       (plan.c_pad, plan.h, plan.w))

@@ -1,0 +1,149 @@
+"""The compiled CACC/SDP/converter pass (:mod:`accel.cmod.fused`) against the numpy form.
+
+The numpy form (:func:`accel.cmod.cacc.clip_truncate`, :func:`accel.cmod.sdp.x_stage`,
+:func:`accel.cmod.sdp.convert_inplace`) is the one NVIDIA's traces verify; here
+it runs one operation at a time on the same inputs, and every output byte and
+saturation count must agree.  The draws favour the edges: exact halves, sums
+past 34 bits, operands at the int16 limits, large shifts, PReLU and ReLU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accel.cmod import cacc, sdp
+from accel.cmod.fused import PostProcess
+from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
+
+I16 = st.integers(-(1 << 15), (1 << 15) - 1)
+
+
+def _stage(draw) -> StageConfig:
+    return StageConfig(
+        bypass=draw(st.booleans()), alu_bypass=draw(st.booleans()),
+        alu_algo=draw(st.sampled_from([ALU_MAX, ALU_MIN, ALU_SUM])),
+        mul_bypass=draw(st.booleans()), prelu=draw(st.booleans()),
+        relu_bypass=draw(st.booleans()), alu_src_mem=False,
+        alu_shift=draw(st.sampled_from([0, 1, 7, 15, 31, 40, 63])), alu_operand=0,
+        mul_src_mem=False, mul_shift=draw(st.sampled_from([0, 1, 8, 15, 31, 62, 63])),
+        mul_operand=0)
+
+
+def _operand(draw, rng, n: int, c: int, h: int, w: int):
+    """An operand in one of the forms the datapath takes, with its batch axis."""
+    form = draw(st.sampled_from(["int", "launch", "channel", "element"]))
+    if form == "int":
+        return draw(I16)
+    shape = {"launch": (n, 1, 1, 1), "channel": (n, c, 1, 1), "element": (n, c, h, w)}[form]
+    edges = np.array([-(1 << 15), -1, 0, 1, (1 << 15) - 1])
+    values = rng.integers(-(1 << 15), 1 << 15, size=shape)
+    return np.where(rng.random(shape) < 0.3, rng.choice(edges, size=shape), values)
+
+
+def _sums(rng, shape, wide: bool) -> np.ndarray:
+    """Sums of products: float32 (exact integers below 2**24) or int64 up to past 34 bits,
+    with exact halves of small shifts among them."""
+    bound = (1 << 36) if wide else (1 << 24)
+    x = rng.integers(-bound, bound, size=shape)
+    halves = rng.integers(-64, 64, size=shape) * 2 + 1         # odd: x.5 after one shift
+    x = np.where(rng.random(shape) < 0.3, halves, x)
+    return x.astype(np.int64) if wide else x.astype(np.float32)
+
+
+def _reference(acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w):
+    """The numpy form, one operation at a time."""
+    n, k = acc.shape[:2]
+    outs, sats = [], []
+    for b in range(n):
+        def pick(v, b=b):
+            return v[b] if isinstance(v, np.ndarray) else v
+        if cacc_on:
+            terms = None      # let it saturate at 34 bits whatever the sums are
+            x, cacc_sat = cacc.clip_truncate(cacc.accumulate(acc[b].astype(np.int64), terms),
+                                             pick(truncate), terms)
+        else:
+            x, cacc_sat = acc[b].astype(np.int64), 0
+        y = np.zeros((c_pad, h * w), dtype=np.int64)
+        y[:k] = x
+        y = y.reshape(c_pad, h, w)
+        for stg, (alu, mul, shifted) in zip(stages, operands, strict=True):
+            y = sdp.x_stage(y, stg, pick(alu), pick(mul), alu_shifted=shifted)
+        out, cvt_sat = sdp.convert_inplace(y.copy(), *(int(pick(v)) for v in cvt), c)
+        outs.append(out.astype(np.int8))
+        sats.append((cacc_sat, cvt_sat))
+    return np.stack(outs), np.array(sats)
+
+
+@st.composite
+def _case(draw):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n = draw(st.integers(1, 3))
+    c = draw(st.integers(1, 20))
+    c_pad = -(-c // 8) * 8
+    h, w = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    cacc_on = draw(st.booleans())
+    k = draw(st.integers(1, c)) if cacc_on else c_pad
+    if cacc_on:
+        acc = _sums(rng, (n, k, h * w), wide=draw(st.booleans()))
+    else:
+        acc = rng.integers(-128, 128, size=(n, k, h * w)).astype(np.int8)
+    truncate = draw(st.one_of(st.integers(0, 16),
+                              st.lists(st.integers(0, 16), min_size=n, max_size=n)))
+    if isinstance(truncate, list):
+        truncate = np.array(truncate, dtype=np.int64)
+    stages = [_stage(draw), _stage(draw)]
+    operands = [(_operand(draw, rng, n, c_pad, h, w), _operand(draw, rng, n, c_pad, h, w),
+                 False) for _ in stages]
+    cvt = (draw(st.sampled_from([0, -3, 100, -(1 << 31), (1 << 31) - 1])), draw(I16),
+           draw(st.sampled_from([0, 1, 12, 20, 31, 62, 63])))
+    if draw(st.booleans()):      # per-launch converters, as a batch of tiles has
+        cvt = tuple(np.array([v] * n, dtype=np.int64) for v in cvt)
+    return acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w
+
+
+@settings(max_examples=300, deadline=None)
+@given(_case())
+def test_fused_equals_numpy_form(case):
+    acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w = case
+    want, want_sat = _reference(*case)
+    got, got_sat = PostProcess(truncate, stages, operands, cvt, c, (c_pad, h, w)).run(
+        acc, cacc_on)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    np.testing.assert_array_equal(got_sat, want_sat)
+
+
+def _bypassed() -> StageConfig:
+    return StageConfig(True, True, ALU_SUM, True, False, True, False, 0, 0, False, 0, 0)
+
+
+@pytest.mark.parametrize("value, truncate, expected", [
+    (5, 1, 3), (-5, 1, -3), (4, 1, 2), (-4, 1, -2),      # halves go away from zero
+    (383, 8, 1), (384, 8, 2), (-384, 8, -2), (-383, 8, -1),
+    (1 << 40, 0, 127), (-(1 << 40), 0, -128),             # past 34 bits: saturated
+])
+def test_hand_computed_values(value, truncate, expected):
+    """CACC then an identity converter (scale 1, shift 0): values worked out by hand."""
+    acc = np.array([[[value]]], dtype=np.int64)
+    post = PostProcess(truncate, [_bypassed(), _bypassed()], [(0, 0, False)] * 2, (0, 1, 0),
+                       1, (8, 1, 1))
+    out, sat = post.run(acc)
+    assert out[0, 0, 0, 0] == expected
+    assert out[0, 1:].tolist() == [[[0]]] * 7          # disabled MAC cells deliver 0
+    assert sat[0, 0] == (1 if abs(value) >= 1 << 34 else 0)
+    assert sat[0, 1] == (1 if abs(value) >= 1 << 34 else 0)
+
+
+def test_relu_then_converter_saturation_counts_only_real_channels():
+    """Channel 0 is real, channels 1..7 padding: a converter whose offset pushes every
+    value past 17 bits counts the real channel's saturations only."""
+    relu = StageConfig(False, True, ALU_SUM, True, False, False, False, 0, 0, False, 0, 0)
+    acc = np.array([[[-7, 9]]], dtype=np.int64)
+    post = PostProcess(0, [relu, _bypassed()], [(0, 0, False)] * 2, (-(1 << 20), 1, 0), 1,
+                       (8, 1, 2))
+    out, sat = post.run(acc)
+    assert out[0, 0].tolist() == [[127, 127]]       # ReLU(-7) = 0, then 0 + 2**20: saturated
+    assert sat[0].tolist() == [0, 2]
