@@ -72,9 +72,8 @@ def _x_stage(row, st, alu, ia, sa, mul, im, sm):
     elif st[PRELU]:       # non-negative values pass unmultiplied and untruncated
         for p in range(points):
             v = row[p]
-            if v < 0:
-                v = _shift_round(v * mul[im + p * sm], shift)
-            row[p] = min(max(v, _I32_LO), _I32_HI)
+            scaled = _shift_round(v * mul[im + p * sm], shift)
+            row[p] = min(max(scaled if v < 0 else v, _I32_LO), _I32_HI)
     elif sm == 0:                        # one multiplier for the channel
         m = mul[im]
         for p in range(points):
@@ -112,24 +111,25 @@ def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, s
             if ch >= k:
                 row[:] = 0                # disabled MAC cells deliver 0
             elif cacc:                    # 34-bit sums, clip-truncate, int32
+                sums = acc[b, ch]
                 for p in range(points):
-                    v = _shift_round(min(max(np.int64(acc[b, ch, p]), _P34_LO), _P34_HI), trunc)
-                    if v < _I32_LO or v > _I32_HI:
-                        cacc_sat += 1
+                    v = _shift_round(min(max(np.int64(sums[p]), _P34_LO), _P34_HI), trunc)
+                    cacc_sat += (v < _I32_LO) | (v > _I32_HI)
                     row[p] = min(max(v, _I32_LO), _I32_HI)
             else:
-                for p in range(points):
-                    row[p] = acc[b, ch, p]
+                row[:] = acc[b, ch]
             _x_stage(row, st0, a0, b * sa0[0] + ch * sa0[1], sa0[2],
                      m0, b * sm0[0] + ch * sm0[1], sm0[2])
             _x_stage(row, st1, a1, b * sa1[0] + ch * sa1[1], sa1[2],
                      m1, b * sm1[0] + ch * sm1[1], sm1[2])
-            counted = ch < c
+            dst = out[b, ch]
+            outside = 0
             for p in range(points):
                 v = _shift_round((row[p] - offset) * scale, shift)
-                if counted and (v < _C17_LO or v > _C17_HI):
-                    cvt_sat += 1
-                out[b, ch, p] = min(max(v, -128), 127)
+                outside += (v < _C17_LO) | (v > _C17_HI)
+                dst[p] = min(max(v, -128), 127)
+            if ch < c:
+                cvt_sat += outside
         sat[b, 0] = cacc_sat
         sat[b, 1] = cvt_sat
 

@@ -9,6 +9,7 @@ from accel.arith import (
     saturate,
     scale_shift_factorize,
     shift_round,
+    shift_round_int,
     shift_round_sat,
     sign_extend,
 )
@@ -43,6 +44,17 @@ def test_matches_exact_rational_rounding(x, n):
     r = int(mag) + (1 if mag - int(mag) >= Fraction(1, 2) else 0)
     expected = r if q >= 0 else -r
     assert int(shift_round(np.array([x]), n)[0]) == expected
+
+
+@given(st.integers(-(2**49), 2**49), st.integers(0, 62))
+def test_scalar_rule_matches_exact_rational_rounding(x, n):
+    """shift_round_int (the compiled datapath's rule) against the rational result."""
+    from fractions import Fraction
+
+    q = Fraction(x, 2**n)
+    mag = abs(q)
+    r = int(mag) + (1 if mag - int(mag) >= Fraction(1, 2) else 0)
+    assert shift_round_int(x, n) == (r if q >= 0 else -r)
 
 
 def test_nonneg_rounding_hand_cases():
