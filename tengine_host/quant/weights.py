@@ -16,9 +16,15 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 
 
 def quantize_activation(x: np.ndarray, scale: float) -> np.ndarray:
-    """``clip(round_half_away(x / scale), -128, 127)`` as int8 (the hardware's range)."""
-    return np.clip(round_half_away(np.asarray(x, dtype=np.float64) / scale), -128, 127
-                   ).astype(np.int8)
+    """``clip(round_half_away(x / scale), -128, 127)`` as int8 (the hardware's range).
+
+    In place on one float64 array: ``trunc(y + copysign(0.5, y))`` is
+    :func:`round_half_away` of ``y`` (the sum rounds as ``|y| + 0.5`` does, by
+    symmetry), in four passes instead of its six."""
+    y = np.divide(x, scale, dtype=np.float64)
+    np.add(y, np.copysign(0.5, y), out=y)
+    np.trunc(y, out=y)
+    return np.clip(y, -128, 127, out=y).astype(np.int8)
 
 
 def dequantize(q: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
