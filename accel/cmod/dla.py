@@ -28,10 +28,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.cmod import cacc, cbuf_state, cdma, cdma_image, cdp, conv, csc, fused, pdp, rubik, sdp
+from accel.cmod import (
+    cacc,
+    cbuf_state,
+    cdma,
+    cdma_image,
+    cdp,
+    conv,
+    csc,
+    fused,
+    pdp,
+    rubik,
+    sdp,
+    sdp_rdma,
+)
 from accel.cmod.bdma import Bdma
 from accel.cmod.cmac import gemm_sums
 from accel.cmod.csb import GroupView, make_register_file
+from accel.cmod.cube import read_int8_raw
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.glb import Glb
@@ -285,8 +299,17 @@ class Dla:
                  ) -> tuple[OpRecord, np.ndarray | None]:
         """An SDP op reading its input from memory."""
         group = self.regs["NVDLA_SDP"].consumer
-        rec, streamed, sat = plan.execute(self.dram, self.cfg,
-                                          y_group=self._y_group(plan, needs_rdma))
+        if plan.y_stage:     # reads registers as it runs: the numpy form
+            rec, streamed, sat = plan.execute(self.dram, self.cfg,
+                                              y_group=self._y_group(plan, needs_rdma))
+        else:
+            base, line, surf = plan.src
+            x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w, self.cfg.atom_size,
+                              line, surf, sdp_rdma.UNIT)
+            y, sats = self._post_process(plan, 0).run(
+                np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
+            rec, streamed = plan.record(False), plan.deliver(self.dram, self.cfg, y[0])
+            sat = int(sats[0, 1])
         self._finish_sdp(rec, sat)
         self.stats.append(rec)
         self._complete(list(self._sdp_units(needs_rdma)), [("SDP", group)])
@@ -355,8 +378,9 @@ class Dla:
         return m
 
     def _post_process(self, plan: sdp.SdpPlan, truncate: int) -> fused.PostProcess:
-        """The compiled CACC/SDP/converter pass of ``plan`` (set up again only when the
-        memory its operands come from was written)."""
+        """The compiled CACC/SDP/converter pass of ``plan`` fed by a convolution with
+        CLIP_TRUNCATE ``truncate`` (0 for an op reading memory), set up again only when
+        the memory its operands come from was written."""
         versions = tuple(self.dram.version(reads.base) for _, reads in plan.stages
                          if reads is not None)
         key = (id(plan), truncate)
