@@ -31,7 +31,9 @@ computed together (:mod:`accel.cmod.batch`), stores merged into bulk updates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from accel.cmod import batch
@@ -168,8 +170,26 @@ def run(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> b
     else:
         prepared.runs["learned"] += 1
         steps = learned.fast if on_complete is None else learned.steps
-        _play(dla, steps, on_complete)
+        with _collector_paused():
+            _play(dla, steps, on_complete)
     return True
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for the duration: a learned run allocates many small
+    short-lived objects (records, tuples), which set off collections that walk every
+    tracked object of the process - the prepared steps of every loaded task among them
+    - while none of it is cyclic garbage.  Reference counting still frees everything;
+    a collection due meanwhile runs at the next allocation after."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) -> None:

@@ -158,3 +158,33 @@ def test_a_changed_inherited_register_is_not_replayed_from_the_learned_steps(mod
         changed = [k for k in after if after[k] != before[k]]
         assert changed and all(after[k]["unlearned"] == before[k]["unlearned"] + 1
                                for k in changed)
+
+
+def test_learned_runs_pause_the_cycle_collector_and_restore_it(model):
+    """The collector is off while learned steps play (a completion hook sees it so), on
+    again after the run, and left off when the caller had turned it off."""
+    import gc
+
+    graph, table = model
+    seen: list[bool] = []
+
+    def hook(_index: int) -> None:
+        seen.append(gc.isenabled())
+
+    with _executor(graph, table) as ex:
+        for s in _samples(6, 5):      # both starting states recorded, prepared and learned
+            verify_run(ex, s)
+        handle = _handle(ex)
+        dla, prepared = handle.runtime.backend.dla, _prepared(handle)
+        learned = sum(p.runs["learned"] for p in prepared)
+        assert gc.isenabled()
+        assert any(cmod_replay.run(dla, p, hook) for p in prepared)
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            assert any(cmod_replay.run(dla, p, hook) for p in prepared)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        assert sum(p.runs["learned"] for p in prepared) == learned + 2
+    assert seen and not any(seen)
