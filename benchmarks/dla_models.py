@@ -11,7 +11,9 @@ model is calibrated on seeded random inputs and partitioned between the
 ``opendla run --device nvdla`` does.  Timed warm, median of ``--repeat``
 inferences after four warm-ups (``WARMUP``), every engine on one thread (numpy's BLAS
 through threadpoolctl, onnxruntime's intra-op pool), which compares the work
-rather than the schedulers and keeps ratios stable on a shared machine:
+rather than the schedulers and keeps ratios stable on a shared machine; the
+engines take turns, one inference each per round, so a drifting machine speed
+weighs on all of them alike:
 
 * ``nvdla``: the whole ``--device nvdla`` inference (DLA subgraphs on the
   cmodel, the rest on the host engine) and its DLA part alone;
@@ -34,6 +36,7 @@ import logging
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -59,15 +62,20 @@ GOALS = {"resnet18_cifar": 1.5, "mobilenet_v2": 3.0, "yolox_nano": 3.0}
 WARMUP = 4
 
 
-def _median(fn, repeat: int) -> float:
-    for _ in range(WARMUP):
-        fn()
-    times = []
+def _medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Median seconds of each of ``fns``, timed in turns (one call of each per round) so
+    that a machine whose speed drifts - a shared core, a second vCPU that comes and goes
+    - slows every engine alike rather than whichever ran during the slow spell."""
+    for fn in fns.values():
+        for _ in range(WARMUP):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _session(path: str | Path) -> ort.InferenceSession:
@@ -113,20 +121,19 @@ def bench_model(name: str, preset: str, repeat: int, tmp: Path) -> dict:
     calib = random_samples(graph, 8)
     sample = random_samples(graph, 1, seed=99)[0]
     table = calibrate(graph, calib, progress=False)
+    fp32 = _session(path)
+    q = _session(_ort_int8(path, tmp / f"{name}_qdq.onnx", calib))
+    dla: list[float] = []
     with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")], table) as ex:
-        total = _median(lambda: ex.run(sample), repeat)
-        dla = []
-        for _ in range(repeat):
+        def run_nvdla() -> None:
             ex.run(sample)
             dla.append(sum(t for label, t in ex.subgraph_times if "nvdla" in label))
-        dla_part = statistics.median(dla)
+
+        t = _medians({"nvdla": run_nvdla, "fp32": lambda: fp32.run(None, sample),
+                      "int8": lambda: q.run(None, sample)}, repeat)
         counts = ex.partition.subgraph_counts()
-    fp32 = _session(path)
-    t_fp32 = _median(lambda: fp32.run(None, sample), repeat)
-    q = _session(_ort_int8(path, tmp / f"{name}_qdq.onnx", calib))
-    t_int8 = _median(lambda: q.run(None, sample), repeat)
-    return dict(model=name, nvdla=total, dla_part=dla_part, fp32=t_fp32, int8=t_int8,
-                subgraphs=counts)
+    return dict(model=name, nvdla=t["nvdla"], dla_part=statistics.median(dla[WARMUP:]),
+                fp32=t["fp32"], int8=t["int8"], subgraphs=counts)
 
 
 def _conv_chain(n: int) -> onnx.ModelProto:
@@ -154,7 +161,8 @@ def bench_ops(n: int, preset: str, repeat: int, tmp: Path) -> tuple[float, float
     with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")], table) as ex:
         assert ex.partition.subgraph_counts() == {"nvdla": 1, "cpu": 0}
         times = []
-        _median(lambda: ex.run(sample), 1)
+        for _ in range(WARMUP):
+            ex.run(sample)
         for _ in range(repeat):
             ex.run(sample)
             times.append(ex.subgraph_times[0][1])
