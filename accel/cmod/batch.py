@@ -43,8 +43,9 @@ from dataclasses import replace
 import numpy as np
 
 from accel.cmod import cdma, csc, sdp_rdma
-from accel.cmod.cmac import gemm_sums
+from accel.cmod.cmac import Weights, gemm_sums
 from accel.cmod.cube import write_int8_cube
+from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.fused import PostProcess
 from accel.cmod.records import OpRecord
 
@@ -160,10 +161,11 @@ class ConvBatch:
         plans = self.plans
         raws = [dla.weights_of(p) for p in plans]
         if all(r is raws[0] for r in raws):        # tiles of one layer: one weight matrix
-            weights = dla.weight_matrix(raws[0], plans[0])[None]
+            matrix = dla.weight_matrix(raws[0], plans[0]).int8[None]
         else:
-            weights = np.stack([dla.weight_matrix(r, p) for r, p in zip(raws, plans, strict=True)])
-        weights = _diagonal(weights, plans[0].geo, len(self)) or weights
+            matrix = np.stack([dla.weight_matrix(r, p).int8
+                               for r, p in zip(raws, plans, strict=True)])
+        weights = _diagonal(matrix, plans[0].geo, len(self)) or Weights(matrix)
         sp = plans[0].sdp
         operands = tuple((0, 0, False) if st.bypass else self._operands(i, dram)
                          for i, (st, _) in enumerate(sp.stages))
@@ -172,15 +174,6 @@ class ConvBatch:
         derived = (raws, weights, post)
         self._derived = (versions, derived)
         return derived
-
-    def _gemm(self, weights, patches: np.ndarray) -> np.ndarray:
-        """``[B, K, out points]`` exact sums (:func:`~accel.cmod.cmac.gemm_sums`): the batched
-        GEMM, or per channel when ``weights`` is a :class:`Diagonal`."""
-        if isinstance(weights, Diagonal):
-            n, k = len(self), weights.k
-            per_channel = patches.reshape(n * k, -1, patches.shape[-1])
-            return gemm_sums(weights.taps, per_channel).reshape(n, k, -1)
-        return gemm_sums(weights, patches)
 
     def _operands(self, i: int, dram) -> tuple:
         """``(alu operand, mul operand, alu already shifted)`` of X stage ``i``."""
@@ -223,11 +216,13 @@ class ConvBatch:
         p0 = plans[0]
         geo, sp = p0.geo, p0.sdp
         _, c, h, w, _, _ = p0.feature
-        x = self._features(dram, dla.cfg)
-        patches = csc.im2col(x.reshape(n * c, h, w), geo, np.float32).reshape(
-            n, c * geo.r * geo.s, -1)
+        x = self._features(dram, dla.cfg).reshape(n * c, h, w)
         raws, weights, post = self.inputs(dla)
-        y, sat = post.run(self._gemm(weights, patches))
+        if isinstance(weights, Diagonal):
+            sums = depthwise_sums(x, weights.taps, geo).reshape(n, c, -1)
+        else:
+            sums = gemm_sums(weights, csc.im2col(x, geo).reshape(n, c * geo.r * geo.s, -1))
+        y, sat = post.run(sums)
         self._write(dram, y)
         cacc_sat, sdp_sat = sat[:, 0].tolist(), sat[:, 1].tolist()
         in_shape, in_bytes = (c, h, w), c * h * w
@@ -239,16 +234,17 @@ class ConvBatch:
 
 class Diagonal:
     """The weights of a batch whose every kernel reads only its own input channel (a
-    depthwise layer run as block convolutions): ``taps`` is float32 ``[B * K, 1, R * S]``,
-    the GEMM per channel over those taps (the other channels' weights are all zero, so
-    the sums are the same, with 1/C of the products)."""
+    depthwise layer run as block convolutions): ``taps`` are int8 ``[B * K, R * S]``,
+    the sums per channel over those taps (:func:`~accel.cmod.depthwise.depthwise_sums`;
+    the other channels' weights are all zero, so the sums are the same, with 1/C of the
+    products)."""
 
     def __init__(self, taps: np.ndarray, k: int) -> None:
         self.taps, self.k = taps, k
 
 
 def _diagonal(weights: np.ndarray, geo, n: int) -> Diagonal | None:
-    """``weights`` (float32 ``[B or 1, K, C*R*S]``) as a :class:`Diagonal` when they are."""
+    """``weights`` (int8 ``[B or 1, K, C*R*S]``) as a :class:`Diagonal` when they are."""
     k, c = geo.k, geo.c
     if k != c or k == 1:
         return None
@@ -259,7 +255,7 @@ def _diagonal(weights: np.ndarray, geo, n: int) -> Diagonal | None:
     taps = w[:, np.arange(k), np.arange(k)]            # [B or 1, K, R*S]
     if taps.shape[0] != n:
         taps = np.broadcast_to(taps, (n, *taps.shape[1:]))
-    return Diagonal(np.ascontiguousarray(taps).reshape(n * k, 1, -1), k)
+    return Diagonal(np.ascontiguousarray(taps).reshape(n * k, -1), k)
 
 
 def batches(steps: list[tuple], atom: int, kinds: dict[str, int],

@@ -50,20 +50,143 @@ def mac_atoms(data: np.ndarray, weights: np.ndarray,
 #: of 1024 of them stays within 2**24, where float32 holds every integer exactly
 EXACT_F32_TERMS = 1 << 10
 
+#: the smallest GEMM (multiply-accumulates) handed to the integer engine (:func:`int_engine`):
+#: below it, the engine's fixed cost per call (~20 us) outweighs its speed
+INT_ENGINE_MIN_MACS = 1 << 20
 
-def gemm_sums(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
-    """Exact ``weights[..., K, R] @ patches[..., R, N]`` of int8 values (any dtype holding
-    them); leading dimensions broadcast as in :func:`numpy.matmul` (a batch of
-    convolutions).  float32 when ``R`` <= :data:`EXACT_F32_TERMS` (every value an exact
-    integer), else int64.
+#: longest reduction the integer engine takes: it sums products of offset bytes (up to
+#: 255 * 255) in int32 before removing the offsets, so 2**15 terms stay below 2**31
+INT_ENGINE_MAX_TERMS = 1 << 15
 
-    float32 GEMMs over chunks of :data:`EXACT_F32_TERMS` reduction terms: every
-    partial sum of a chunk, in whatever order BLAS adds, is an integer of at most
-    2**24 and so exact in float32; the chunk results are summed in int64.
+
+class Weights:
+    """An int8 weight matrix ``[..., K, R]`` with the forms the GEMM engines take, each
+    made once: float32 for BLAS, offset binary (``w + 128`` as uint8) for the integer
+    engine."""
+
+    __slots__ = ("int8", "_float32", "_offset")
+
+    def __init__(self, w: np.ndarray) -> None:
+        self.int8 = w if w.dtype == np.int8 else w.astype(np.int8)
+        self._float32: np.ndarray | None = None
+        self._offset: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.int8.shape
+
+    @property
+    def float32(self) -> np.ndarray:
+        if self._float32 is None:
+            self._float32 = self.int8.astype(np.float32)
+        return self._float32
+
+    @property
+    def offset(self) -> np.ndarray:
+        if self._offset is None:
+            self._offset = to_offset_binary(self.int8)
+        return self._offset
+
+
+def to_offset_binary(a: np.ndarray) -> np.ndarray:
+    """int8 ``a`` as uint8 ``a + 128`` (flipping the sign bit is adding 128 mod 256)."""
+    return a.view(np.uint8) ^ np.uint8(0x80)
+
+
+class IntEngine:
+    """Exact int8 GEMMs on onnxruntime's ``MatMulInteger``, one thread.
+
+    Both operands go in as offset binary (uint8 ``x + 128``) with zero points of 128:
+    onnxruntime's uint8 x uint8 kernels widen the bytes to 16 bits before multiplying
+    and accumulate in int32, so no product or pair of products saturates on any
+    instruction set (its uint8 x int8 kernels do saturate pairs on AVX2 machines
+    without VNNI).  :func:`int_engine` checks that on adversarial operands before
+    handing it any work; what fails the check, or a missing onnxruntime, leaves the
+    GEMMs to BLAS in float32.  One thread, as the rest of the cmodel: parallelism
+    comes from running inferences side by side.
     """
-    w = weights if weights.dtype == np.float32 else weights.astype(np.float32)
+
+    def __init__(self) -> None:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        def byte_input(name: str, shape) -> object:
+            return helper.make_tensor_value_info(name, TensorProto.UINT8, shape)
+
+        node = helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])
+        graph = helper.make_graph(
+            [node], "int8_gemm",
+            [byte_input("a", None), byte_input("b", None), byte_input("za", []),
+             byte_input("zb", [])],
+            [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                                  ir_version=8)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(model.SerializeToString(), opts,
+                                             providers=["CPUExecutionProvider"])
+        self._zero = np.array(128, dtype=np.uint8)
+
+    def run(self, weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
+        """int32 ``weights @ patches`` of offset-binary ``weights`` [..., K, R] and
+        ``patches`` [..., R, N] (uint8 ``x + 128``)."""
+        return self._session.run(["y"], {"a": weights, "b": patches, "za": self._zero,
+                                         "zb": self._zero})[0]
+
+    def exact(self) -> bool:
+        """The engine's sums equal int64 ones on operands at the extremes (every product
+        +-2**14 or 127 * 127, whole rows of one sign) in shapes of one row, one column,
+        odd and long reductions."""
+        for m, r, n in ((1, 1, 1), (1, 2, 1), (1, 1031, 3), (3, 5, 7), (16, 64, 300),
+                        (64, 2051, 64), (9, INT_ENGINE_MAX_TERMS, 2)):
+            for wv, pv in ((127, 127), (127, -128), (-128, -128), (-128, 127)):
+                w = np.full((m, r), wv, dtype=np.int8)
+                p = np.full((r, n), pv, dtype=np.int8)
+                p[r // 2:, n // 2:] = 127 if pv == -128 else -128    # mixed signs too
+                want = w.astype(np.int64) @ p.astype(np.int64)
+                got = self.run(to_offset_binary(w), to_offset_binary(p))
+                if not np.array_equal(got, want):
+                    return False
+        return True
+
+
+_ENGINE: list[IntEngine | None] = []
+
+
+def int_engine() -> IntEngine | None:
+    """The integer GEMM engine, made and checked on first use; None when onnxruntime
+    is missing or its sums are not exact on this machine."""
+    if not _ENGINE:
+        try:
+            engine: IntEngine | None = IntEngine()
+        except ImportError:
+            engine = None
+        if engine is not None and not engine.exact():
+            engine = None
+        _ENGINE.append(engine)
+    return _ENGINE[0]
+
+
+def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray) -> np.ndarray:
+    """Exact ``weights[..., K, R] @ patches[..., R, N]`` of int8 values; leading dimensions
+    broadcast as in :func:`numpy.matmul` (a batch of convolutions).
+
+    Large GEMMs of int8 patches go to the integer engine (:func:`int_engine`, int32
+    sums).  The others are float32 GEMMs over chunks of :data:`EXACT_F32_TERMS`
+    reduction terms: every partial sum of a chunk, in whatever order BLAS adds, is
+    an integer of at most 2**24 and so exact in float32; float32 sums when ``R`` fits
+    one chunk, else the chunks' sums added in int64.
+    """
+    if not isinstance(weights, Weights):
+        weights = Weights(weights)
+    r = weights.shape[-1]
+    if (patches.dtype == np.int8 and r <= INT_ENGINE_MAX_TERMS
+            and weights.int8[..., 0].size * patches.size >= INT_ENGINE_MIN_MACS):
+        engine = int_engine()
+        if engine is not None:
+            return engine.run(weights.offset, to_offset_binary(patches))
+    w = weights.float32
     p = patches if patches.dtype == np.float32 else patches.astype(np.float32)
-    r = w.shape[-1]
     if r <= EXACT_F32_TERMS:
         return w @ p
     out = None

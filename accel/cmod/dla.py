@@ -43,7 +43,7 @@ from accel.cmod import (
     sdp_rdma,
 )
 from accel.cmod.bdma import Bdma
-from accel.cmod.cmac import gemm_sums
+from accel.cmod.cmac import Weights, gemm_sums
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.cube import read_int8_raw
 from accel.cmod.dram import Dram
@@ -126,7 +126,7 @@ class Dla:
         self.cbuf = cbuf_state.Cbuf()  # what the CBUF keeps between convolutions
         self._plans: dict[tuple, object] = {}                  # register values -> decoded op
         self._raw_weights: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
-        self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._matrices: dict[tuple, tuple[np.ndarray, Weights]] = {}
         self._books: dict[tuple, tuple] = {}           # see _conv_books
         self._posts: dict[tuple, tuple] = {}           # see _post_process
         # the units a convolution completes, without / with SDP_RDMA
@@ -365,13 +365,13 @@ class Dla:
         self._raw_weights[key] = (version, raw)
         return raw
 
-    def weight_matrix(self, raw: np.ndarray, plan: conv.ConvPlan) -> np.ndarray:
-        """``float32 [K, C*R*S]`` of the packed bytes ``raw`` (kept per bytes object)."""
+    def weight_matrix(self, raw: np.ndarray, plan: conv.ConvPlan) -> Weights:
+        """The ``[K, C*R*S]`` weights of the packed bytes ``raw`` (kept per bytes object)."""
         key = (id(raw), plan.kernel)
         hit = self._matrices.get(key)
         if hit is not None and hit[0] is raw:
             return hit[1]
-        m = raw[plan.weight_order(self.cfg)].view(np.int8).astype(np.float32)
+        m = Weights(raw[plan.weight_order(self.cfg)].view(np.int8))
         if len(self._matrices) >= MAX_PLANS:
             self._matrices.pop(next(iter(self._matrices)))
         self._matrices[key] = (raw, m)
@@ -413,7 +413,7 @@ class Dla:
                 self.dram, self.cfg, plan.feature)
             geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
         raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
-        sums = gemm_sums(self.weight_matrix(raw, plan), csc.im2col(x, geo_run, np.float32))
+        sums = gemm_sums(self.weight_matrix(raw, plan), csc.im2col(x, geo_run))
         if plan.sdp.y_stage:     # reads registers as it runs: the numpy form
             terms = psum_terms(plan)
             out, sat = cacc.clip_truncate(cacc.accumulate(sums.astype(np.int64, copy=False),

@@ -251,7 +251,7 @@ def test_depthwise_blocks_are_computed_per_channel(depthwise):
         for s in _samples(graph, 5, 14):
             run.run(s)
         _, weights, _ = run.batches()[0].inputs(run.dla)
-        assert isinstance(weights, batch.Diagonal) and weights.taps.shape == (24, 1, 9)
+        assert isinstance(weights, batch.Diagonal) and weights.taps.shape == (24, 9)
         grouped = [b for b in run.batches() if b.plans[0].geo.stride_y == 1][-1]
         _, weights, _ = grouped.inputs(run.dla)
         assert not isinstance(weights, batch.Diagonal) and weights.shape == (3, 8, 72)

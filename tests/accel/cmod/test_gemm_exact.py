@@ -1,4 +1,5 @@
-"""``gemm_int8`` (float32 GEMMs over chunks of reduction terms) is exact.
+"""``gemm_int8`` is exact: float32 GEMMs over chunks of reduction terms, and the integer
+engine (onnxruntime's uint8 x uint8 ``MatMulInteger``) for large GEMMs.
 
 The largest int8 product is (-128) * (-128) = 2**14, so a chunk of 1024 such
 products sums to 2**24, the last integer from which float32 still holds every
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from accel.cmod import cmac
 from accel.cmod.cmac import EXACT_F32_TERMS, gemm_int8
 
 BOUNDARY_R = sorted({n * EXACT_F32_TERMS + d for n in (1, 2, 3) for d in (-1, 0, 1)} | {1, 7})
@@ -83,3 +85,67 @@ def test_float32_operands_are_taken_as_they_are():
     w = rng.choice(np.array([-128, 127]), (4, 2 * EXACT_F32_TERMS + 5)).astype(np.float32)
     p = rng.choice(np.array([-128, 127]), (w.shape[1], 6)).astype(np.int8)
     np.testing.assert_array_equal(gemm_int8(w, p), _reference(w.astype(np.int64), p))
+
+
+# --- the integer engine (onnxruntime's uint8 x uint8 MatMulInteger) -------------------
+
+def _engine():
+    engine = cmac.int_engine()
+    if engine is None:
+        pytest.skip("onnxruntime's integer GEMM is missing or not exact here: BLAS takes "
+                    "every GEMM")
+    return engine
+
+
+@pytest.mark.parametrize("r", [1031, 4099, cmac.INT_ENGINE_MAX_TERMS])
+@pytest.mark.parametrize("wv,pv", [(-128, -128), (127, -128), (127, 127)])
+def test_engine_extremes_at_its_longest_reductions(r, wv, pv):
+    """Every product at an extreme (2**14, -127*128, 127*127) over the longest reductions
+    the engine takes: the GEMM is large enough to go to it."""
+    _engine()
+    k, n = 8, max(1, cmac.INT_ENGINE_MIN_MACS // (8 * r) + 1)
+    w = np.full((k, r), wv, dtype=np.int8)
+    p = np.full((r, n), pv, dtype=np.int8)
+    got = cmac.gemm_sums(w, p)
+    assert got.dtype == np.int32                   # the engine's sums
+    assert (got == wv * pv * r).all()
+
+
+def test_engine_random_batched_and_broadcast():
+    """A batch of convolutions sharing one weight matrix ([1, K, R] against [B, R, N]) and
+    one with a matrix each, random int8: equal to int64 products."""
+    _engine()
+    rng = np.random.default_rng(11)
+    p = rng.integers(-128, 128, (3, 300, 1200)).astype(np.int8)
+    for w in (rng.integers(-128, 128, (1, 16, 300)), rng.integers(-128, 128, (3, 16, 300))):
+        w = w.astype(np.int8)
+        got = cmac.gemm_sums(cmac.Weights(w), p)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, _reference(w, p))
+
+
+def test_engine_check_rejects_saturating_pairs(monkeypatch):
+    """An engine that adds products in pairs saturated to int16 (onnxruntime's uint8 x
+    int8 kernels on AVX2 without VNNI) fails the check, and the GEMMs stay with BLAS."""
+    engine = _engine()
+
+    def saturating(weights, patches):
+        a = weights.astype(np.int64)                              # w + 128
+        x = cmac.to_offset_binary(patches).view(np.int8).astype(np.int64)
+        if a.shape[-1] % 2:
+            a = np.concatenate([a, np.zeros(a.shape[:-1] + (1,), np.int64)], axis=-1)
+            x = np.concatenate([x, np.zeros((1,) + x.shape[1:], np.int64)], axis=0)
+        prods = a[..., :, :, None] * x[None]                      # [M, R, N]
+        pairs = np.clip(prods[:, 0::2] + prods[:, 1::2], -(1 << 15), (1 << 15) - 1)
+        return pairs.sum(axis=1) - 128 * x.sum(axis=0)[None]
+
+    assert engine.exact()
+    monkeypatch.setattr(engine, "run", saturating)
+    assert not engine.exact()
+    monkeypatch.setattr(cmac, "_ENGINE", [])
+    monkeypatch.setattr(cmac.IntEngine, "run", lambda self, w, p: saturating(w, p))
+    assert cmac.int_engine() is None
+    w = np.full((8, 1024), 127, dtype=np.int8)
+    p = np.full((1024, 200), 127, dtype=np.int8)
+    got = cmac.gemm_sums(w, p)
+    assert got.dtype == np.float32 and (got == 127 * 127 * 1024).all()

@@ -1,0 +1,82 @@
+"""``depthwise_sums`` against a plain reference: im2col of one channel and an int64
+product, for random geometries (strides, dilation, padding with a non-zero value,
+windows that stop short of the input) and extreme operands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accel.cmod.csc import ConvGeometry
+from accel.cmod.depthwise import depthwise_sums
+
+
+def _reference(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry) -> np.ndarray:
+    """Each output written out from its definition, int64."""
+    n = x.shape[0]
+    out = np.zeros((n, geo.out_h, geo.out_w), dtype=np.int64)
+    h, w = x.shape[1:]
+    for ch in range(n):
+        for oy in range(geo.out_h):
+            for ox in range(geo.out_w):
+                total = 0
+                for i in range(geo.r):
+                    for j in range(geo.s):
+                        y = oy * geo.stride_y + i * geo.dil_y - geo.pad_top
+                        xx = ox * geo.stride_x + j * geo.dil_x - geo.pad_left
+                        inside = 0 <= y < h and 0 <= xx < w
+                        v = int(x[ch, y, xx]) if inside else geo.pad_value
+                        total += int(taps[ch, i * geo.s + j]) * v
+                out[ch, oy, ox] = total
+    return out.reshape(n, -1)
+
+
+def _geometry(r, s, out_h, out_w, sy, sx, dy, dx, top, left, pad_value) -> ConvGeometry:
+    return ConvGeometry(r=r, s=s, c=1, k=1, out_h=out_h, out_w=out_w, stride_y=sy,
+                        stride_x=sx, dil_y=dy, dil_x=dx, pad_top=top, pad_left=left,
+                        pad_value=pad_value)
+
+
+@settings(max_examples=80, deadline=None)
+@given(r=st.integers(1, 4), s=st.integers(1, 4), out_h=st.integers(1, 6),
+       out_w=st.integers(1, 6), sy=st.integers(1, 3), sx=st.integers(1, 3),
+       dy=st.integers(1, 2), dx=st.integers(1, 2), top=st.integers(0, 3),
+       left=st.integers(0, 3), extra_h=st.integers(-2, 2), extra_w=st.integers(-2, 2),
+       pad_value=st.integers(-128, 127), extremes=st.booleans(), seed=st.integers(0, 2**31))
+def test_matches_the_definition(r, s, out_h, out_w, sy, sx, dy, dx, top, left, extra_h,
+                                extra_w, pad_value, extremes, seed):
+    geo = _geometry(r, s, out_h, out_w, sy, sx, dy, dx, top, left, pad_value)
+    # an input as tall as the windows need without padding, give or take (short inputs
+    # leave the bottom/right of the frame to the pad value; long ones are cut off)
+    h = max(1, (out_h - 1) * sy + (r - 1) * dy + 1 - top + extra_h)
+    w = max(1, (out_w - 1) * sx + (s - 1) * dx + 1 - left + extra_w)
+    rng = np.random.default_rng(seed)
+    values = np.array([-128, 127]) if extremes else np.arange(-128, 128)
+    x = rng.choice(values, (3, h, w)).astype(np.int8)
+    taps = rng.choice(values, (3, r * s)).astype(np.int8)
+    np.testing.assert_array_equal(depthwise_sums(x, taps, geo), _reference(x, taps, geo))
+
+
+def test_hand_computed_corner():
+    """A 3x3 all-ones kernel on a 2x2 input of 10s, padded by 1 with -1: the top-left output
+    covers 4 input values and 5 pad positions: 40 - 5 = 35."""
+    geo = _geometry(3, 3, 2, 2, 1, 1, 1, 1, 1, 1, -1)
+    x = np.full((1, 2, 2), 10, dtype=np.int8)
+    got = depthwise_sums(x, np.ones((1, 9), dtype=np.int8), geo)
+    assert got.tolist() == [[35, 35, 35, 35]]
+
+
+def test_largest_sums_fit():
+    """(-128) * (-128) at every tap of an 11x11 kernel: 121 * 2**14."""
+    geo = _geometry(11, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0)
+    x = np.full((2, 11, 11), -128, dtype=np.int8)
+    got = depthwise_sums(x, np.full((2, 121), -128, dtype=np.int8), geo)
+    assert (got == 121 * 16384).all()
+
+
+def test_negative_padding_is_refused():
+    with pytest.raises(ValueError, match="padded by"):
+        depthwise_sums(np.zeros((1, 2, 2), np.int8), np.zeros((1, 1), np.int8),
+                       _geometry(1, 1, 1, 1, 1, 1, 1, 1, -1, 0, 0))
