@@ -49,6 +49,15 @@ class UnitRegs:
         """The two ``D_`` register groups (offset -> value): what the hardware executes from."""
         return self._groups
 
+    def stores(self) -> tuple[dict[int, int], ...]:
+        """Every dict holding the unit's registers: the single ones, then groups 0 and 1."""
+        return (self._single, *self._groups)
+
+    @property
+    def pointer_offset(self) -> int | None:
+        """Offset of S_POINTER in the single registers (None: the unit has no groups)."""
+        return 4 if self._has_pointer else None
+
     def enabled(self) -> bool:
         """``D_OP_ENABLE.OP_EN`` of the consumer group: its op may start."""
         return self._op_enable is not None and bool(

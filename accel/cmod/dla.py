@@ -274,8 +274,8 @@ class Dla:
             rec, streamed = self._run_conv(op.needs_rdma, op.plan, done)
         else:
             rec, streamed = self._run_sdp(op.needs_rdma, op.plan)
-        if rec.note and rec.note not in self.notes:
-            self.notes.append(rec.note)
+            if rec.note and rec.note not in self.notes:
+                self.notes.append(rec.note)
         if op.pdp_plan is not None:
             group = self.regs["NVDLA_PDP"].consumer
             self.stats.append(op.pdp_plan.execute(self.dram, self.cfg, streamed))
@@ -437,17 +437,9 @@ class Dla:
         regs, rec = self.regs, done.sdp
         g_cdma, g_cacc = regs["NVDLA_CDMA"].consumer, regs["NVDLA_CACC"].consumer
         g_sdp = regs["NVDLA_SDP"].consumer
-        regs["NVDLA_CACC"].set_hw("D_OUT_SATURATION", done.cacc_sat, g_cacc)
-        self._finish_sdp(rec, done.sdp_sat)
-        self.cbuf.complete(plan.use, done.raw, done.data)
-        cycles, atoms, cbuf_rec, out_shape = self._conv_books(plan, done)
-        note = done.note
-        if note and note not in self.notes:
-            self.notes.append(note)
-        self.stats.append(OpRecord(
-            "CONV", cycles, {"in": done.in_shape, "kernel": plan.kernel, "out": out_shape},
-            {"mac_atoms": atoms, "cacc_saturations": done.cacc_sat, "cbuf": dict(cbuf_rec)},
-            sdp=rec))  # the fused SDP runs in the same pipeline
+        for store, off, field_name in self.conv_counters():
+            store[off] = getattr(done, field_name) & 0xFFFFFFFF
+        self.conv_finished(plan, done)
         for unit in self._conv_units[needs_rdma]:
             unit.finish()
         raise_done = self.glb.raise_done
@@ -456,6 +448,45 @@ class Dla:
         raise_done("CACC", g_cacc)
         raise_done("SDP", g_sdp)
         return rec, done.streamed
+
+    #: the registers a convolution's completion sets from its data, in the groups it ran
+    #: from: ``(unit, register, ConvDone field)``
+    CONV_COUNTERS = (("NVDLA_CACC", "D_OUT_SATURATION", "cacc_sat"),
+                     ("NVDLA_SDP", "D_PERF_OUT_SATURATION", "sdp_sat"))
+
+    def conv_counters(self) -> list[tuple[dict[int, int], int, str]]:
+        """``(register group, offset, ConvDone field)`` of each of :data:`CONV_COUNTERS` that
+        a convolution completing now sets."""
+        out = []
+        for unit, name, field_name in self.CONV_COUNTERS:
+            regs = self.regs[unit]
+            out.append((regs.groups[regs.consumer], regs.unit.registers[name].offset,
+                        field_name))
+        return out
+
+    def conv_finished(self, plan: conv.ConvPlan, done: ConvDone) -> None:
+        """What a finished convolution leaves besides its registers and interrupts: the
+        CBUF state, its notes and its record."""
+        self.cbuf.complete(plan.use, done.raw, done.data)
+        self._conv_recorded(plan, done)
+
+    def convs_finished(self, plans: list[conv.ConvPlan], dones: list[ConvDone]) -> None:
+        """:meth:`conv_finished` of consecutive convolutions none of which keeps anything
+        in the CBUF (a batch's, :mod:`accel.cmod.batch`): the CBUF state is the last
+        one's."""
+        self.cbuf.complete(plans[-1].use, dones[-1].raw, dones[-1].data)
+        for plan, done in zip(plans, dones, strict=True):
+            self._conv_recorded(plan, done)
+
+    def _conv_recorded(self, plan: conv.ConvPlan, done: ConvDone) -> None:
+        cycles, atoms, cbuf_rec, out_shape = self._conv_books(plan, done)
+        for note in (done.note, done.sdp.note):
+            if note and note not in self.notes:
+                self.notes.append(note)
+        self.stats.append(OpRecord(
+            "CONV", cycles, {"in": done.in_shape, "kernel": plan.kernel, "out": out_shape},
+            {"mac_atoms": atoms, "cacc_saturations": done.cacc_sat, "cbuf": dict(cbuf_rec)},
+            sdp=done.sdp))  # the fused SDP runs in the same pipeline
 
     def _conv_books(self, plan: conv.ConvPlan, done: ConvDone) -> tuple:
         """``(cycles, mac atoms, CBUF record, output shape)`` of a convolution: the same for

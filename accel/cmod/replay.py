@@ -41,7 +41,7 @@ from accel.regs import by_address
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
 _ACTING_UNITS = {"NVDLA_GLB", "NVDLA_BDMA"}
-BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE = range(9)
+BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN = range(10)
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
@@ -206,6 +206,8 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
             _, store, off, keep, bits, launch = step
             store[off] = (store[off] & keep) | bits
             dla.launch(launch)
+        elif kind == SPAN:
+            step[1].play(dla)
         elif kind == BATCH:
             step[1].run(dla)
         elif kind == DONE:
@@ -319,8 +321,139 @@ def _fast(steps: list[tuple], atom: int | None) -> list[tuple]:
     flush()
     if atom is None:
         return out
-    return batch.batches(out, atom, {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE},
-                         _quiet) or out
+    batched = batch.batches(out, atom, {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE},
+                            _quiet)
+    return out if batched is None else _spans(batched)
+
+
+def _spans(steps: list[tuple]) -> list[tuple]:
+    """``steps`` with each batch's steps, from its BATCH to its last DONE, made one
+    ``(SPAN, Span)``; a batch whose steps read a register keeps them."""
+    out: list[tuple] = []
+    i = 0
+    while i < len(steps):
+        step = steps[i]
+        if step[0] != BATCH:
+            out.append(step)
+            i += 1
+            continue
+        conv_batch, left, end = step[1], len(step[1]), i
+        while left:
+            end += 1
+            if steps[end][0] == DONE and steps[end][-2] is conv_batch:
+                left -= 1
+        members = steps[i:end + 1]
+        if any(s[0] == READ for s in members):
+            out += members
+        else:
+            out.append((SPAN, Span(members)))
+        i = end + 1
+    return out
+
+
+class Span:
+    """A batch's steps, from its :data:`BATCH` to its last :data:`DONE`, played as one.
+
+    Between its launches a batch's steps only store configuration, wait for
+    interrupts and clear them (see :mod:`accel.cmod.batch`), and every launch
+    completes the same way: what the steps leave in the registers is the same on
+    every run, but for each launch's saturation counters.  The first play runs the
+    steps and keeps that effect (:class:`_Effect`); later plays compute the batch,
+    apply the effect (the counters from this run's data) and add the launches'
+    records, as the steps would have.  A play whose registers the effect depends on
+    differ from the first one's (a group pointer, GLB's interrupt status or mask, a
+    register the steps only partly write) runs the steps instead.
+    """
+
+    def __init__(self, steps: list[tuple]) -> None:
+        self.steps = steps
+        self.batch = steps[0][1]
+        self.effect: _Effect | None = None
+        self.plays = dict.fromkeys(("learning", "applied", "stepped"), 0)
+
+    def play(self, dla) -> None:
+        if self.effect is None:
+            self.plays["learning"] += 1
+            self.effect = _Effect.learn(dla, self.steps)
+        elif self.effect.holds():
+            self.plays["applied"] += 1
+            conv_batch = self.batch
+            conv_batch.run(dla)
+            self.effect.apply(dla, conv_batch)
+        else:
+            self.plays["stepped"] += 1
+            _play(dla, self.steps, None)
+
+
+@dataclass
+class _Effect:
+    """What a :class:`Span`'s steps leave in the registers (see there)."""
+
+    #: ``(store, {offset: value})``: every register the steps changed or wrote, the
+    #: counters aside
+    updates: list[tuple[dict, dict]]
+    #: ``(store, offset, value)`` before the steps, of every register the effect depends on
+    depends: list[tuple[dict, int, int]]
+    #: ``(store, offset, launch index, ConvDone field)``: the counters, each as its last
+    #: launch set it
+    counters: list[tuple[dict, int, int, str]]
+
+    @classmethod
+    def learn(cls, dla, steps: list[tuple]) -> _Effect:
+        """Play ``steps`` on ``dla`` and return their effect."""
+        stores = [st for regs in dla.regs.values() for st in regs.stores()]
+        before = [dict(st) for st in stores]
+        whole: dict[tuple[int, int], bool] = {}   # first software write replaces it all?
+        counters: dict[tuple[int, int], tuple[dict, int, int, str]] = {}
+        for step in steps:
+            kind = step[0]
+            if kind == BULK:
+                for store, updates in step[1]:
+                    for off in updates:
+                        whole.setdefault((id(store), off), True)
+            elif kind in (STORE, DONE):
+                whole.setdefault((id(step[1]), step[2]), step[3] == 0)
+            if kind == DONE:
+                for store, off, field_name in dla.conv_counters():
+                    counters[(id(store), off)] = (store, off, step[-1], field_name)
+            _play(dla, [step], None)
+        # read by every completion and wait, whether or not the steps change them
+        always = {(id(regs.stores()[0]), regs.pointer_offset) for regs in dla.regs.values()
+                  if regs.pointer_offset is not None}
+        always |= {(id(dla.glb.regs.stores()[0]), off) for off in dla.glb.regs.stores()[0]}
+        updates, depends = [], []
+        for store, old in zip(stores, before, strict=True):
+            changed = {}
+            for off, value in store.items():
+                key = (id(store), off)
+                if key in counters:
+                    continue
+                written = key in whole
+                if written or old[off] != value:
+                    changed[off] = value
+                if key in always or ((written or old[off] != value)
+                                     and not whole.get(key, False)):
+                    depends.append((store, off, old[off]))
+            if changed:
+                updates.append((store, changed))
+        return cls(updates, depends, list(counters.values()))
+
+    def holds(self) -> bool:
+        """The registers the effect depends on hold what they held when it was learned."""
+        for store, off, value in self.depends:
+            if store[off] != value:
+                return False
+        return True
+
+    def apply(self, dla, conv_batch) -> None:
+        """Leave the registers as the steps would have after ``conv_batch`` ran."""
+        for store, changed in self.updates:
+            store.update(changed)
+        done = conv_batch.done
+        for store, off, i, field_name in self.counters:
+            store[off] = getattr(done[i], field_name) & 0xFFFFFFFF
+        dla.convs_finished(conv_batch.plans, done)
+        dla.launched = conv_batch.launches[-1]
 
 
 def _quiet(step: tuple) -> bool:

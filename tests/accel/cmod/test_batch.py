@@ -110,8 +110,13 @@ class _Run:
         return [r.prepared.learned for rs in recs.values() for r in rs
                 if r.prepared is not None and r.prepared.learned is not None]
 
+    def spans(self) -> list[replay.Span]:
+        return [s[1] for lr in self.learned() for s in lr.fast if s[0] == replay.SPAN]
+
     def batches(self) -> list[batch.ConvBatch]:
-        return [s[1] for lr in self.learned() for s in lr.fast if s[0] == replay.BATCH]
+        steps = [s for lr in self.learned() for s in lr.fast]
+        steps += [s for sp in self.spans() for s in sp.steps]
+        return [s[1] for s in steps if s[0] == replay.BATCH]
 
     def memory(self) -> list[bytes]:
         dram = self.dla.dram
@@ -139,8 +144,10 @@ def test_batched_launches_match_the_reference_and_the_launches_one_at_a_time(dep
             assert [r.as_dict() for r in fast.dla.stats] == \
                 [r.as_dict() for r in slow.dla.stats], f"sample {i}"
             assert fast.memory() == slow.memory(), f"sample {i}"
-            assert fast.dla.regs["NVDLA_SDP"].groups == slow.dla.regs["NVDLA_SDP"].groups
-            assert fast.dla.regs["NVDLA_CACC"].groups == slow.dla.regs["NVDLA_CACC"].groups
+            for name, regs in fast.dla.regs.items():     # counters, pointers, GLB status
+                assert regs.stores() == slow.dla.regs[name].stores(), f"{name}, sample {i}"
+            assert fast.dla.cbuf.partial_rows == slow.dla.cbuf.partial_rows
+        assert fast.spans() and all(sp.plays["applied"] for sp in fast.spans())
         batches = fast.batches()
         assert not slow.batches()
         # both depthwise layers: three 8-channel block convolutions with their own weights
@@ -150,14 +157,14 @@ def test_batched_launches_match_the_reference_and_the_launches_one_at_a_time(dep
 
 
 def _count_saturations(run: _Run) -> list[int]:
-    """Record the converter saturations of every SDP operation as the Dla reports them."""
+    """Record the converter saturations of every convolution as the Dla finishes it."""
     seen: list[int] = []
-    finish = run.dla._finish_sdp
+    record = run.dla._conv_recorded
 
-    def spy(rec, saturations):
-        seen.append(saturations)
-        finish(rec, saturations)
-    run.dla._finish_sdp = spy
+    def spy(plan, done):
+        seen.append(done.sdp_sat)
+        record(plan, done)
+    run.dla._conv_recorded = spy
     return seen
 
 

@@ -39,14 +39,15 @@ def _geometry(r, s, out_h, out_w, sy, sx, dy, dx, top, left, pad_value) -> ConvG
                         pad_value=pad_value)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(r=st.integers(1, 4), s=st.integers(1, 4), out_h=st.integers(1, 6),
        out_w=st.integers(1, 6), sy=st.integers(1, 3), sx=st.integers(1, 3),
        dy=st.integers(1, 2), dx=st.integers(1, 2), top=st.integers(0, 3),
        left=st.integers(0, 3), extra_h=st.integers(-2, 2), extra_w=st.integers(-2, 2),
-       pad_value=st.integers(-128, 127), extremes=st.booleans(), seed=st.integers(0, 2**31))
+       pad_value=st.integers(-128, 127), extremes=st.booleans(), seed=st.integers(0, 2**31),
+       channels_last=st.booleans())
 def test_matches_the_definition(r, s, out_h, out_w, sy, sx, dy, dx, top, left, extra_h,
-                                extra_w, pad_value, extremes, seed):
+                                extra_w, pad_value, extremes, seed, channels_last):
     geo = _geometry(r, s, out_h, out_w, sy, sx, dy, dx, top, left, pad_value)
     # an input as tall as the windows need without padding, give or take (short inputs
     # leave the bottom/right of the frame to the pad value; long ones are cut off)
@@ -56,7 +57,8 @@ def test_matches_the_definition(r, s, out_h, out_w, sy, sx, dy, dx, top, left, e
     values = np.array([-128, 127]) if extremes else np.arange(-128, 128)
     x = rng.choice(values, (3, h, w)).astype(np.int8)
     taps = rng.choice(values, (3, r * s)).astype(np.int8)
-    np.testing.assert_array_equal(depthwise_sums(x, taps, geo), _reference(x, taps, geo))
+    np.testing.assert_array_equal(depthwise_sums(x, taps, geo, channels_last),
+                                  _reference(x, taps, geo))
 
 
 def test_hand_computed_corner():
@@ -64,16 +66,18 @@ def test_hand_computed_corner():
     covers 4 input values and 5 pad positions: 40 - 5 = 35."""
     geo = _geometry(3, 3, 2, 2, 1, 1, 1, 1, 1, 1, -1)
     x = np.full((1, 2, 2), 10, dtype=np.int8)
-    got = depthwise_sums(x, np.ones((1, 9), dtype=np.int8), geo)
-    assert got.tolist() == [[35, 35, 35, 35]]
+    for channels_last in (False, True):
+        got = depthwise_sums(x, np.ones((1, 9), dtype=np.int8), geo, channels_last)
+        assert got.tolist() == [[35, 35, 35, 35]]
 
 
 def test_largest_sums_fit():
     """(-128) * (-128) at every tap of an 11x11 kernel: 121 * 2**14."""
     geo = _geometry(11, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0)
     x = np.full((2, 11, 11), -128, dtype=np.int8)
-    got = depthwise_sums(x, np.full((2, 121), -128, dtype=np.int8), geo)
-    assert (got == 121 * 16384).all()
+    for channels_last in (False, True):
+        got = depthwise_sums(x, np.full((2, 121), -128, dtype=np.int8), geo, channels_last)
+        assert (got == 121 * 16384).all()
 
 
 def test_negative_padding_is_refused():
