@@ -262,3 +262,41 @@ def test_depthwise_blocks_are_computed_per_channel(depthwise):
         grouped = [b for b in run.batches() if b.plans[0].geo.stride_y == 1][-1]
         _, weights, _ = grouped.inputs(run.dla)
         assert not isinstance(weights, batch.Diagonal) and weights.shape == (3, 8, 72)
+
+
+def test_a_span_whose_registers_differ_runs_its_steps(depthwise, monkeypatch):
+    """A span's effect depends on the registers it was learned from: where it plays, it
+    holds, and with one of them changed it does not; a span that runs its steps instead
+    leaves the same memory, registers and records as one applying its effect."""
+    graph, table = depthwise
+    samples = _samples(graph, 3, 12, scale=3.0)
+    holds = replay._Effect.holds
+    seen: list[tuple[bool, bool]] = []
+
+    def probe(effect):        # (as found, with a register it depends on changed)
+        store, off, value = effect.depends[len(seen) % len(effect.depends)]
+        store[off] = value ^ 1
+        changed = holds(effect)
+        store[off] = value
+        seen.append((holds(effect), changed))
+        return seen[-1][0]
+
+    with _Run(graph, table) as applied, _Run(graph, table) as stepped:
+        for _ in range(5):
+            applied.run(samples[0])
+            stepped.run(samples[0])
+        monkeypatch.setattr(replay._Effect, "holds", probe)
+        applied.run(samples[0])
+        assert seen and all(found and not changed for found, changed in seen), seen
+        monkeypatch.setattr(replay._Effect, "holds", lambda effect: any(
+            sp.effect is effect for sp in applied.spans()) and holds(effect))
+        for s in samples:
+            applied.run(s)
+            stepped.run(s)
+            assert applied.memory() == stepped.memory()
+            for name, regs in applied.dla.regs.items():
+                assert regs.stores() == stepped.dla.regs[name].stores(), name
+            assert [r.as_dict() for r in applied.dla.stats] == \
+                [r.as_dict() for r in stepped.dla.stats]
+        assert all(sp.plays["stepped"] == len(samples) for sp in stepped.spans())
+        assert all(sp.plays["applied"] >= len(samples) for sp in applied.spans())
