@@ -44,7 +44,7 @@ import numpy as np
 
 from accel.cmod import cdma, csc, sdp_rdma
 from accel.cmod.cmac import Weights, gemm_sums
-from accel.cmod.cube import write_int8_cube
+from accel.cmod.cube import write_packed_cube
 from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.fused import PostProcess
 from accel.cmod.records import OpRecord
@@ -170,7 +170,7 @@ class ConvBatch:
         operands = tuple((0, 0, False) if st.bypass else self._operands(i, dram)
                          for i, (st, _) in enumerate(sp.stages))
         post = PostProcess(self.truncate, [st for st, _ in sp.stages], operands, self.cvt,
-                           sp.c, (sp.c_pad, sp.h, sp.w))
+                           sp.c, (sp.c_pad, sp.h, sp.w), self.atom)
         derived = (raws, weights, post)
         self._derived = (versions, derived)
         return derived
@@ -192,21 +192,21 @@ class ConvBatch:
         return alu, mul, shifted
 
     def _write(self, dram, out: np.ndarray) -> None:
+        """Write the channel-packed outputs ``out[B, S, H, W, atom]``: one strided copy when
+        the launches' outputs are evenly spaced, else one by one."""
         sp = self.plans[0].sdp
         base, line, surf = sp.dst
-        n, c_pad, h, w = out.shape
-        surfaces = c_pad // self.atom
-        disjoint = line >= w * self.atom and (surfaces == 1 or surf >= (h - 1) * line
-                                              + w * self.atom)
+        n, surfaces, h, w, atom = out.shape
+        disjoint = line >= w * atom and (surfaces == 1 or surf >= (h - 1) * line + w * atom)
         if self.dst_step is not None and disjoint:
-            view = dram.strided(base, (n, surfaces, self.atom, h, w),
-                                (self.dst_step, surf, 1, line, self.atom), "SDP_WDMA", "write")
+            view = dram.strided(base, out.shape, (self.dst_step, surf, line, atom, 1),
+                                "SDP_WDMA", "write")
             if view is not None:
-                np.copyto(view, out.reshape(n, surfaces, self.atom, h, w), casting="unsafe")
+                np.copyto(view, out, casting="unsafe")
                 dram.touched(base, n)
                 return
         for p, o in zip(self.plans, out, strict=True):
-            write_int8_cube(dram, p.sdp.dst[0], o, self.atom, line, surf, "SDP_WDMA")
+            write_packed_cube(dram, p.sdp.dst[0], o, line, surf, "SDP_WDMA")
 
     def run(self, dla) -> None:
         """Run every launch's datapath (outputs written); :attr:`done` holds each one's
@@ -222,7 +222,7 @@ class ConvBatch:
             sums = depthwise_sums(x, weights.taps, geo).reshape(n, c, -1)
         else:
             sums = gemm_sums(weights, csc.im2col(x, geo).reshape(n, c * geo.r * geo.s, -1))
-        y, sat = post.run(sums)
+        y, sat = post.run_packed(sums)
         self._write(dram, y)
         cacc_sat, sdp_sat = sat[:, 0].tolist(), sat[:, 1].tolist()
         in_shape, in_bytes = (c, h, w), c * h * w

@@ -68,3 +68,27 @@ def write_int8_cube(dram: Dram, base: int, data: np.ndarray, atom: int,
     # int8 values as their two's-complement bytes: the unsafe cast wraps them mod 256
     np.copyto(view, np.asarray(data).reshape(shape), casting="unsafe")
     dram.touched(base)
+
+
+def write_packed_cube(dram: Dram, base: int, packed: np.ndarray, line_stride: int,
+                      surf_stride: int, unit: str) -> None:
+    """Write ``packed[S, H, W, atom]`` (int8, channel-packed as memory holds it: see
+    :func:`planar`) at its NVDLA addresses: whole pixels of an atom
+    at a time, or through :func:`write_int8_cube` when lines or surfaces overlap."""
+    s, h, w, atom = packed.shape
+    disjoint = (line_stride >= w * atom
+                and (s == 1 or surf_stride >= (h - 1) * line_stride + w * atom))
+    view = (dram.strided(base, (s, h, w, atom), (surf_stride, line_stride, atom, 1), unit,
+                         "write") if disjoint else None)
+    if view is None:
+        write_int8_cube(dram, base, planar(packed), atom, line_stride, surf_stride, unit)
+        return
+    np.copyto(view, packed, casting="unsafe")
+    dram.touched(base)
+
+
+def planar(packed: np.ndarray) -> np.ndarray:
+    """``[..., S, H, W, atom]`` (channel-packed: the atom's channels of a pixel side by
+    side) as planes ``[..., S * atom, H, W]``."""
+    *lead, s, h, w, atom = packed.shape
+    return np.ascontiguousarray(np.moveaxis(packed, -1, -3)).reshape(*lead, s * atom, h, w)

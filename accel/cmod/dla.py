@@ -306,9 +306,9 @@ class Dla:
             base, line, surf = plan.src
             x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w, self.cfg.atom_size,
                               line, surf, sdp_rdma.UNIT)
-            y, sats = self._post_process(plan, 0).run(
+            y, sats = self._post_process(plan, 0).run_packed(
                 np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
-            rec, streamed = plan.record(False), plan.deliver(self.dram, self.cfg, y[0])
+            rec, streamed = plan.record(False), plan.deliver_packed(self.dram, y[0])
             sat = int(sats[0, 1])
         self._finish_sdp(rec, sat)
         self.stats.append(rec)
@@ -387,7 +387,7 @@ class Dla:
         hit = self._posts.get(key)
         if hit is not None and hit[0] is plan and hit[1] == versions:
             return hit[2]
-        post = fused.for_plan(plan, truncate, self.dram)
+        post = fused.for_plan(plan, truncate, self.dram, self.cfg.atom_size)
         if len(self._posts) >= MAX_PLANS:
             self._posts.pop(next(iter(self._posts)))
         self._posts[key] = (plan, versions, post)
@@ -422,9 +422,9 @@ class Dla:
                 self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
                 y_group=self._y_group(plan.sdp, needs_rdma))
         else:
-            y, sats = self._post_process(plan.sdp, plan.truncate).run(sums[None])
+            y, sats = self._post_process(plan.sdp, plan.truncate).run_packed(sums[None])
             sat, sdp_sat = int(sats[0, 0]), int(sats[0, 1])
-            rec, streamed = plan.sdp.record(True), plan.sdp.deliver(self.dram, self.cfg, y[0])
+            rec, streamed = plan.sdp.record(True), plan.sdp.deliver_packed(self.dram, y[0])
         return ConvDone(sat, rec, sdp_sat, streamed, raw, data, in_shape, in_bytes,
                         kept_data is not None, kept_w is not None, note)
 

@@ -23,6 +23,7 @@ from numba import njit
 
 from accel.arith import shift_round_int
 from accel.cmod import sdp_rdma
+from accel.cmod.cube import planar
 from accel.cmod.errors import ConfigError
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, MAX_SHIFT, alu_operand_shifted
 
@@ -96,7 +97,8 @@ def _strides(op):
 
 @njit(cache=True, nogil=True)
 def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat):
-    n, c_pad, points = out.shape
+    n, surfaces, points, atom = out.shape
+    c_pad = surfaces * atom
     st0, st1 = stages[0], stages[1]
     a0, m0, a1, m1 = alu0.ravel(), mul0.ravel(), alu1.ravel(), mul1.ravel()
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
@@ -122,12 +124,13 @@ def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, s
                      m0, b * sm0[0] + ch * sm0[1], sm0[2])
             _x_stage(row, st1, a1, b * sa1[0] + ch * sa1[1], sa1[2],
                      m1, b * sm1[0] + ch * sm1[1], sm1[2])
-            dst = out[b, ch]
+            dst = out[b, ch // atom]          # [points, atom]: NVDLA's channel packing
+            lane = ch % atom
             outside = 0
             for p in range(points):
                 v = _shift_round((row[p] - offset) * scale, shift)
                 outside += (v < _C17_LO) | (v > _C17_HI)
-                dst[p] = min(max(v, -128), 127)
+                dst[p, lane] = min(max(v, -128), 127)
             if ch < c:
                 cvt_sat += outside
         sat[b, 0] = cacc_sat
@@ -164,11 +167,12 @@ class PostProcess:
     alu already shifted)`` as :func:`accel.cmod.sdp.x_stage` takes them, with a
     leading batch axis on arrays; ``cvt``: ``(offset, scale, shift)``, ints or int64
     arrays along the batch; ``c``: the channels whose converter saturations count;
-    ``shape``: the output's ``(C_pad, H, W)``.  Set up once, run on every input.
+    ``shape``: the output's ``(C_pad, H, W)``, C_pad a multiple of ``atom``, the
+    channels of one memory atom.  Set up once, run on every input.
     """
 
     def __init__(self, truncate, stages, operands, cvt, c: int,
-                 shape: tuple[int, int, int]) -> None:
+                 shape: tuple[int, int, int], atom: int) -> None:
         table = np.zeros((2, 7), dtype=np.int64)
         ops: list[np.ndarray] = []
         for i, (st, (alu, mul, shifted)) in enumerate(zip(stages, operands, strict=True)):
@@ -187,28 +191,38 @@ class PostProcess:
         rows = np.stack(np.broadcast_arrays(*(_per_launch(v) for v in cvt)), axis=1)
         rows[:, 2] = np.minimum(rows[:, 2], MAX_SHIFT)
         self._args = (_per_launch(truncate), table, *ops, rows, c)
-        self.shape = shape
+        if shape[0] % atom:
+            raise ValueError(f"PostProcess: {shape[0]} channels are not whole atoms of {atom}")
+        self.shape, self.atom = shape, atom
 
-    def run(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """``(int8 [B, C_pad, H, W], int64 [B, 2])``: the outputs and each operation's CACC
-        and converter saturation counts.
+    def run_packed(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``(int8 [B, C_pad / atom, H, W, atom], int64 [B, 2])``: the outputs in NVDLA's
+        channel packing (:func:`accel.cmod.cube.write_packed_cube` writes them with whole
+        atoms per pixel) and each operation's CACC and converter saturation counts.
 
-        ``acc``: ``[B, K, H*W]`` exact sums of products (float32 or int64), through
-        CACC; or with ``cacc`` False, the SDP's input ``[B, C_pad, H*W]`` (int8 or
-        int64) from memory."""
+        ``acc``: ``[B, K, H*W]`` exact sums of products (float32, int32 or int64),
+        through CACC; or with ``cacc`` False, the SDP's input ``[B, C_pad, H*W]`` (int8
+        or int64) from memory."""
         n = acc.shape[0]
         c_pad, h, w = self.shape
-        out = np.empty((n, c_pad, h * w), dtype=np.int8)
+        out = np.empty((n, c_pad // self.atom, h * w, self.atom), dtype=np.int8)
         sat = np.zeros((n, 2), dtype=np.int64)
         truncate, table, a0, m0, a1, m1, rows, c = self._args
         _post(acc, acc.shape[1], cacc, truncate, table, a0, m0, a1, m1, rows, c, out, sat)
-        return out.reshape(n, c_pad, h, w), sat
+        return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat
+
+    def run(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`run_packed` with the outputs as planes, int8 ``[B, C_pad, H, W]``."""
+        packed, sat = self.run_packed(acc, cacc)
+        return planar(packed), sat
 
 
-def for_plan(plan, truncate: int, dram) -> PostProcess:
+
+def for_plan(plan, truncate: int, dram, atom: int) -> PostProcess:
     """A :class:`PostProcess` for one SDP op (an :class:`~accel.cmod.sdp.SdpPlan` without a
     Y stage) fed by a convolution with CLIP_TRUNCATE ``truncate`` (ignored for an op
-    reading memory), its memory operands as ``dram`` holds them now."""
+    reading memory), its memory operands as ``dram`` holds them now, its output packed
+    in atoms of ``atom`` channels."""
     operands = []
     for st, reads in plan.stages:
         alu, mul, shifted = st.alu_operand, st.mul_operand, False
@@ -220,4 +234,4 @@ def for_plan(plan, truncate: int, dram) -> PostProcess:
                 mul = got[sdp_rdma.USE_MUL][None]
         operands.append((alu, mul, shifted))
     return PostProcess(truncate, [st for st, _ in plan.stages], operands, plan.cvt, plan.c,
-                       (plan.c_pad, plan.h, plan.w))
+                       (plan.c_pad, plan.h, plan.w), atom)

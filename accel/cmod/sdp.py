@@ -35,7 +35,14 @@ from accel.arith import (
 )
 from accel.cmod import sdp_rdma, sdp_y
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import cube_offsets, padded_channels, read_int8_cube, write_int8_cube
+from accel.cmod.cube import (
+    cube_offsets,
+    padded_channels,
+    planar,
+    read_int8_cube,
+    write_int8_cube,
+    write_packed_cube,
+)
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.perf import sdp_cycles
@@ -175,6 +182,9 @@ class OperandRead:
     #: the last read, ``[region version, operands]``: bias and scale tables are read
     #: again only when their memory was written
     last: list = field(default_factory=lambda: [None, None], compare=False, repr=False)
+    #: per-element operands: ``(shape, byte strides)`` of ``offsets`` as a
+    #: ``[surface, lane, row, column]`` grid, read as a strided view rather than a gather
+    grid: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     def read(self, dram: Dram) -> dict[int, np.ndarray]:
         """``{component: int64 operands}`` (shared with later reads: do not modify)."""
@@ -197,14 +207,23 @@ class OperandRead:
             ops[key] = shifted
         return ops[key]
 
+    def _bytes(self, dram: Dram, delta: int) -> np.ndarray:
+        """The byte ``delta`` after each operand's first, ``[c_pad, h, w]``."""
+        if self.grid is not None:
+            shape, strides = self.grid
+            view = dram.strided(self.base + delta, shape, strides, sdp_rdma.UNIT)
+            if view is not None:
+                return view.reshape(self.offsets.shape)
+        return dram.gather(self.base, self.offsets + delta, sdp_rdma.UNIT)
+
     def _read(self, dram: Dram) -> dict[int, np.ndarray]:
         out = {}
         for i, comp in enumerate(self.comps):
-            lo = dram.gather(self.base, self.offsets + i * self.nbytes, sdp_rdma.UNIT)
+            lo = self._bytes(dram, i * self.nbytes)
             if self.nbytes == 1:
                 out[comp] = lo.view(np.int8).astype(np.int64)
             else:
-                hi = dram.gather(self.base, self.offsets + i * self.nbytes + 1, sdp_rdma.UNIT)
+                hi = self._bytes(dram, i * self.nbytes + 1)
                 out[comp] = (lo.astype(np.uint16) | (hi.astype(np.uint16) << 8)).view(
                     np.int16).astype(np.int64)
         return out
@@ -236,13 +255,17 @@ def _operand_read(g: GroupView, rdma: GroupView | None, cfg: HwConfig, st: Stage
     nbytes = 2 if rdma(reg, f"{dma}_DATA_SIZE") else 1
     esize = nbytes * len(comps)
     c_pad, h, w = shape
+    grid = None
     if rdma(reg, f"{dma}_DATA_MODE"):   # per element
-        offs = cube_offsets(c_pad, h, w, cfg.atom_size, rdma(f"D_{pre}_LINE_STRIDE"),
-                            rdma(f"D_{pre}_SURFACE_STRIDE"), esize)
+        atom = cfg.atom_size
+        line, surf = rdma(f"D_{pre}_LINE_STRIDE"), rdma(f"D_{pre}_SURFACE_STRIDE")
+        offs = cube_offsets(c_pad, h, w, atom, line, surf, esize)
+        # the same offsets (layout.cube_offsets), as strides of whole atoms
+        grid = ((c_pad // atom, atom, h, w), (surf, esize, line, atom * esize))
     else:                               # per kernel: a packed 1x1xC cube
         offs = np.arange(c_pad, dtype=np.int64)[:, None, None] * esize
     return OperandRead(rdma.addr(f"D_{pre}_BASE_ADDR_LOW", f"D_{pre}_BASE_ADDR_HIGH"), offs,
-                       nbytes, tuple(comps))
+                       nbytes, tuple(comps), grid=grid)
 
 
 def check_supported(g: GroupView, cfg: HwConfig, model_y: bool = False) -> None:
@@ -362,6 +385,15 @@ class SdpPlan:
             return out.astype(np.int64, copy=False)
         base, line, surf = self.dst
         write_int8_cube(dram, base, out, cfg.atom_size, line, surf, "SDP_WDMA")
+        return None
+
+    def deliver_packed(self, dram: Dram, packed: np.ndarray) -> np.ndarray | None:
+        """:meth:`deliver` of the output as :meth:`accel.cmod.fused.PostProcess.run_packed`
+        makes it, channel-packed ``[S, H, W, atom]``."""
+        if self.to_pdp:
+            return planar(packed).astype(np.int64)
+        base, line, surf = self.dst
+        write_packed_cube(dram, base, packed, line, surf, "SDP_WDMA")
         return None
 
 

@@ -9,6 +9,8 @@ past 34 bits, operands at the int16 limits, large shifts, PReLU and ReLU.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -110,10 +112,16 @@ def _case(draw):
 def test_fused_equals_numpy_form(case):
     acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w = case
     want, want_sat = _reference(*case)
-    got, got_sat = PostProcess(truncate, stages, operands, cvt, c, (c_pad, h, w)).run(
-        acc, cacc_on)
+    atom = math.gcd(c_pad, 8)
+    post = PostProcess(truncate, stages, operands, cvt, c, (c_pad, h, w), atom)
+    got, got_sat = post.run(acc, cacc_on)
     np.testing.assert_array_equal(got.reshape(want.shape), want)
     np.testing.assert_array_equal(got_sat, want_sat)
+    # the packed form: channel s * atom + lane of pixel (y, x) at [s, y, x, lane]
+    packed, _ = post.run_packed(acc, cacc_on)
+    n = packed.shape[0]
+    lanes = want.reshape(n, c_pad // atom, atom, h, w).transpose(0, 1, 3, 4, 2)
+    np.testing.assert_array_equal(packed, lanes)
 
 
 def _bypassed() -> StageConfig:
@@ -129,7 +137,7 @@ def test_hand_computed_values(value, truncate, expected):
     """CACC then an identity converter (scale 1, shift 0): values worked out by hand."""
     acc = np.array([[[value]]], dtype=np.int64)
     post = PostProcess(truncate, [_bypassed(), _bypassed()], [(0, 0, False)] * 2, (0, 1, 0),
-                       1, (8, 1, 1))
+                       1, (8, 1, 1), 8)
     out, sat = post.run(acc)
     assert out[0, 0, 0, 0] == expected
     assert out[0, 1:].tolist() == [[[0]]] * 7          # disabled MAC cells deliver 0
@@ -143,7 +151,7 @@ def test_relu_then_converter_saturation_counts_only_real_channels():
     relu = StageConfig(False, True, ALU_SUM, True, False, False, False, 0, 0, False, 0, 0)
     acc = np.array([[[-7, 9]]], dtype=np.int64)
     post = PostProcess(0, [relu, _bypassed()], [(0, 0, False)] * 2, (-(1 << 20), 1, 0), 1,
-                       (8, 1, 2))
+                       (8, 1, 2), 8)
     out, sat = post.run(acc)
     assert out[0, 0].tolist() == [[127, 127]]       # ReLU(-7) = 0, then 0 + 2**20: saturated
     assert sat[0].tolist() == [0, 2]
