@@ -132,6 +132,8 @@ class Dla:
         # the units a convolution completes, without / with SDP_RDMA
         self._conv_units = {rdma: tuple(self.regs[u] for u in CONV_UNITS + self._sdp_units(rdma))
                             for rdma in (False, True)}
+        self._counters = [(self.regs[unit], self.regs[unit].unit.registers[name].offset, field)
+                          for unit, name, field in self.CONV_COUNTERS]
         self.launched: Launch | None = None    # the last pipeline started (replay learns it)
         #: learned replays compute runs of independent convolutions together
         #: (:mod:`accel.cmod.batch`); False keeps one datapath pass per launch
@@ -457,12 +459,8 @@ class Dla:
     def conv_counters(self) -> list[tuple[dict[int, int], int, str]]:
         """``(register group, offset, ConvDone field)`` of each of :data:`CONV_COUNTERS` that
         a convolution completing now sets."""
-        out = []
-        for unit, name, field_name in self.CONV_COUNTERS:
-            regs = self.regs[unit]
-            out.append((regs.groups[regs.consumer], regs.unit.registers[name].offset,
-                        field_name))
-        return out
+        return [(regs.groups[regs.consumer], off, field_name)
+                for regs, off, field_name in self._counters]
 
     def conv_finished(self, plan: conv.ConvPlan, done: ConvDone) -> None:
         """What a finished convolution leaves besides its registers and interrupts: the

@@ -7,6 +7,7 @@ Weights are quantized per output channel by the NVDLA compiler
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
@@ -18,13 +19,23 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 def quantize_activation(x: np.ndarray, scale: float) -> np.ndarray:
     """``clip(round_half_away(x / scale), -128, 127)`` as int8 (the hardware's range).
 
-    In place on one float64 array: ``trunc(y + copysign(0.5, y))`` is
-    :func:`round_half_away` of ``y`` (the sum rounds as ``|y| + 0.5`` does, by
-    symmetry), in four passes instead of its six."""
-    y = np.divide(x, scale, dtype=np.float64)
-    np.add(y, np.copysign(0.5, y), out=y)
-    np.trunc(y, out=y)
-    return np.clip(y, -128, 127, out=y).astype(np.int8)
+    One compiled pass over ``x``, each value through float64 as the rule is written:
+    ``trunc(y + copysign(0.5, y))`` is :func:`round_half_away` of ``y`` (the sum
+    rounds as ``|y| + 0.5`` does, by symmetry)."""
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
+    out = np.empty(x.shape, dtype=np.int8)
+    _quantize(np.ascontiguousarray(x).reshape(-1), float(scale), out.reshape(-1))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _quantize(x, scale, out):
+    for i in range(x.shape[0]):
+        y = np.float64(x[i]) / scale
+        y = np.trunc(y + np.copysign(0.5, y))
+        out[i] = np.int8(-128.0 if y < -128.0 else (127.0 if y > 127.0 else y))
 
 
 def dequantize(q: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
