@@ -64,12 +64,15 @@ class Weights:
     made once: float32 for BLAS, offset binary (``w + 128`` as uint8) for the integer
     engine."""
 
-    __slots__ = ("int8", "_float32", "_offset")
+    __slots__ = ("int8", "kernel", "_float32", "_offset", "_taps_last")
 
-    def __init__(self, w: np.ndarray) -> None:
+    def __init__(self, w: np.ndarray, kernel: tuple[int, int, int, int] | None = None) -> None:
         self.int8 = w if w.dtype == np.int8 else w.astype(np.int8)
+        #: ``(K, C, R, S)`` of a convolution's matrix (columns C major, then R, then S)
+        self.kernel = kernel
         self._float32: np.ndarray | None = None
         self._offset: np.ndarray | None = None
+        self._taps_last: PackedWeights | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -86,6 +89,15 @@ class Weights:
         if self._offset is None:
             self._offset = to_offset_binary(self.int8)
         return self._offset
+
+    def taps_last(self, engine: IntEngine) -> PackedWeights:
+        """The weights as ``engine`` keeps them for :func:`conv_sums_rows`: columns R major,
+        then S, then C (made once)."""
+        if self._taps_last is None:
+            k, c, r, s = self.kernel
+            w = self.int8.reshape(k, c, r, s).transpose(0, 2, 3, 1).reshape(k, r * s * c)
+            self._taps_last = engine.packed(w)
+        return self._taps_last
 
 
 def to_offset_binary(a: np.ndarray) -> np.ndarray:
@@ -107,31 +119,48 @@ class IntEngine:
     """
 
     def __init__(self) -> None:
+        import onnxruntime  # noqa: F401  (ImportError: no engine)
+        self._session = self._make(None)
+        self._zero = np.array(128, dtype=np.uint8)
+
+    @staticmethod
+    def _make(right: np.ndarray | None):
+        """A MatMulInteger session, ``right`` (offset binary) its constant right operand
+        (which onnxruntime packs once) or None for one taken per run."""
         import onnxruntime as ort
-        from onnx import TensorProto, helper
+        from onnx import TensorProto, helper, numpy_helper
 
         def byte_input(name: str, shape) -> object:
             return helper.make_tensor_value_info(name, TensorProto.UINT8, shape)
 
+        zero = np.array(128, dtype=np.uint8)
         node = helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])
+        inputs = [byte_input("a", None)]
+        inits = [numpy_helper.from_array(zero, "za"), numpy_helper.from_array(zero, "zb")]
+        if right is None:
+            inputs.append(byte_input("b", None))
+        else:
+            inits.append(numpy_helper.from_array(right, "b"))
         graph = helper.make_graph(
-            [node], "int8_gemm",
-            [byte_input("a", None), byte_input("b", None), byte_input("za", []),
-             byte_input("zb", [])],
-            [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+            [node], "int8_gemm", inputs,
+            [helper.make_tensor_value_info("y", TensorProto.INT32, None)], inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
                                   ir_version=8)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(model.SerializeToString(), opts,
-                                             providers=["CPUExecutionProvider"])
-        self._zero = np.array(128, dtype=np.uint8)
+        return ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+
+    def packed(self, weights: np.ndarray) -> PackedWeights:
+        """int8 ``weights`` [K, R] held as the constant right operand of their own session
+        (see :class:`PackedWeights`)."""
+        right = np.ascontiguousarray(to_offset_binary(weights).T)
+        return PackedWeights(self._make(right), weights.shape)
 
     def run(self, weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
         """int32 ``weights @ patches`` of offset-binary ``weights`` [..., K, R] and
         ``patches`` [..., R, N] (uint8 ``x + 128``)."""
-        return self._session.run(["y"], {"a": weights, "b": patches, "za": self._zero,
-                                         "zb": self._zero})[0]
+        return self._session.run(["y"], {"a": weights, "b": patches})[0]
 
     def exact(self) -> bool:
         """The engine's sums equal int64 ones on operands at the extremes (every product
@@ -146,6 +175,9 @@ class IntEngine:
                 want = w.astype(np.int64) @ p.astype(np.int64)
                 got = self.run(to_offset_binary(w), to_offset_binary(p))
                 if not np.array_equal(got, want):
+                    return False
+                rows = self.packed(w).run(np.ascontiguousarray(p.T))   # packed weights
+                if not np.array_equal(rows, want.T):
                     return False
         return True
 
@@ -195,6 +227,20 @@ def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray) -> np.ndarray:
                 ).astype(np.int64)
         out = part if out is None else np.add(out, part, out=out)
     return out
+
+
+class PackedWeights:
+    """Weights ``[K, R]`` held by a session of the integer engine as the constant right
+    operand of ``patches @ weights.T``: onnxruntime packs them once, where a weight
+    matrix taken per run is packed on every GEMM."""
+
+    def __init__(self, session, shape: tuple[int, int]) -> None:
+        self._session = session
+        self.shape = shape
+
+    def run(self, patches: np.ndarray) -> np.ndarray:
+        """int32 ``[N, K]``: ``patches @ weights.T`` of int8 ``patches`` [N, R]."""
+        return self._session.run(["y"], {"a": to_offset_binary(patches)})[0]
 
 
 def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:

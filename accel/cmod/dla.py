@@ -43,7 +43,13 @@ from accel.cmod import (
     sdp_rdma,
 )
 from accel.cmod.bdma import Bdma
-from accel.cmod.cmac import Weights, gemm_sums
+from accel.cmod.cmac import (
+    INT_ENGINE_MAX_TERMS,
+    INT_ENGINE_MIN_MACS,
+    Weights,
+    gemm_sums,
+    int_engine,
+)
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.cube import read_int8_raw
 from accel.cmod.dram import Dram
@@ -373,7 +379,7 @@ class Dla:
         hit = self._matrices.get(key)
         if hit is not None and hit[0] is raw:
             return hit[1]
-        m = Weights(raw[plan.weight_order(self.cfg)].view(np.int8))
+        m = Weights(raw[plan.weight_order(self.cfg)].view(np.int8), plan.kernel)
         if len(self._matrices) >= MAX_PLANS:
             self._matrices.pop(next(iter(self._matrices)))
         self._matrices[key] = (raw, m)
@@ -415,7 +421,7 @@ class Dla:
                 self.dram, self.cfg, plan.feature)
             geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
         raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
-        sums = gemm_sums(self.weight_matrix(raw, plan), csc.im2col(x, geo_run))
+        sums = conv_sums(self.weight_matrix(raw, plan), x, geo_run)
         if plan.sdp.y_stage:     # reads registers as it runs: the numpy form
             terms = psum_terms(plan)
             out, sat = cacc.clip_truncate(cacc.accumulate(sums.astype(np.int64, copy=False),
@@ -506,6 +512,24 @@ class Dla:
             self._books.clear()
         self._books[key] = (plan, books)
         return books
+
+
+def conv_sums(weights: Weights, x: np.ndarray, geo: csc.ConvGeometry) -> np.ndarray:
+    """Exact ``[K, out_h*out_w]`` sums of products of a convolution of the cube ``x``.
+
+    A large one of an int8 feature cube runs as ``patches @ weights.T`` on the integer
+    engine with the weights packed once (:meth:`~accel.cmod.cmac.Weights.taps_last`,
+    patches from :func:`~accel.cmod.csc.im2col_rows`); the others as
+    :func:`~accel.cmod.cmac.gemm_sums` of :func:`~accel.cmod.csc.im2col`."""
+    k, c, r, s = weights.kernel or (0, 0, 0, 0)
+    terms, points = c * r * s, geo.out_h * geo.out_w
+    if (x.dtype == np.int8 and not geo.image and weights.kernel is not None
+            and terms <= INT_ENGINE_MAX_TERMS and k * terms * points >= INT_ENGINE_MIN_MACS):
+        engine = int_engine()
+        if engine is not None:
+            rows = weights.taps_last(engine).run(csc.im2col_rows(x, geo))
+            return np.ascontiguousarray(rows.T)
+    return gemm_sums(weights, csc.im2col(x, geo))
 
 
 def psum_terms(plan: conv.ConvPlan) -> int:
