@@ -239,8 +239,11 @@ class PackedWeights:
         self.shape = shape
 
     def run(self, patches: np.ndarray) -> np.ndarray:
-        """int32 ``[N, K]``: ``patches @ weights.T`` of int8 ``patches`` [N, R]."""
-        return self._session.run(["y"], {"a": to_offset_binary(patches)})[0]
+        """int32 ``[N, K]``: ``patches @ weights.T`` of ``patches`` [N, R], int8 or offset
+        binary (uint8 ``v + 128``)."""
+        if patches.dtype != np.uint8:
+            patches = to_offset_binary(patches)
+        return self._session.run(["y"], {"a": patches})[0]
 
 
 def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:

@@ -143,18 +143,23 @@ def im2col(x: np.ndarray, geo: ConvGeometry, dtype: type | None = None) -> np.nd
     return cols.reshape(c * geo.r * geo.s, geo.out_h * geo.out_w)
 
 
-def im2col_rows(x: np.ndarray, geo: ConvGeometry) -> np.ndarray:
+def im2col_rows(x: np.ndarray, geo: ConvGeometry, offset: bool = False) -> np.ndarray:
     """Patches ``[out_h*out_w, R*S*C]`` of the cube ``x[C, H, W]``: one row per output
     pixel, its taps R major, then S, then C (:func:`im2col` transposed, with the taps in
-    that order).  Positions outside the input read ``geo.pad_value``."""
+    that order).  Positions outside the input read ``geo.pad_value``.  ``offset``: int8
+    values as offset binary (uint8 ``v + 128``), converted in the padded frame, before
+    the taps multiply them."""
     c, h, w = x.shape
+    pad_value = geo.pad_value
+    if offset:
+        x, pad_value = x.view(np.uint8) ^ np.uint8(0x80), (pad_value + 128) & 0xFF
     check_elements("CSC", f"im2col of {c}x{geo.r}x{geo.s} taps by {geo.out_h}x{geo.out_w} "
                           "outputs", c * geo.r * geo.s * geo.out_h * geo.out_w)
     need_h = (geo.out_h - 1) * geo.stride_y + (geo.r - 1) * geo.dil_y + 1
     need_w = (geo.out_w - 1) * geo.stride_x + (geo.s - 1) * geo.dil_x + 1
     y0, x0 = geo.pad_top, geo.pad_left
     # the padded frame with the channels innermost: each tap is then a block of C bytes
-    frame = np.full((need_h, need_w, c), geo.pad_value, dtype=x.dtype)
+    frame = np.full((need_h, need_w, c), pad_value, dtype=x.dtype)
     hh, ww = max(0, min(h, need_h - y0)), max(0, min(w, need_w - x0))
     frame[y0:y0 + hh, x0:x0 + ww] = x[:, :hh, :ww].transpose(1, 2, 0)
     ye = (geo.out_h - 1) * geo.stride_y + 1

@@ -527,7 +527,7 @@ def conv_sums(weights: Weights, x: np.ndarray, geo: csc.ConvGeometry) -> np.ndar
             and terms <= INT_ENGINE_MAX_TERMS and k * terms * points >= INT_ENGINE_MIN_MACS):
         engine = int_engine()
         if engine is not None:
-            rows = weights.taps_last(engine).run(csc.im2col_rows(x, geo))
+            rows = weights.taps_last(engine).run(csc.im2col_rows(x, geo, offset=True))
             return np.ascontiguousarray(rows.T)
     return gemm_sums(weights, csc.im2col(x, geo))
 

@@ -89,10 +89,14 @@ def stage_config(g: GroupView, p: str) -> StageConfig:
 
 
 def alu_operand_shifted(op: np.ndarray | int, shift: int) -> np.ndarray | int:
-    """int16 operand << shift, saturated to int32 (shifts past 40 saturate alike)."""
+    """int16 operand << shift, saturated to int32 (shifts past 40 saturate alike; up to
+    15 bits nothing saturates)."""
     if isinstance(op, (int, np.integer)):
         return min(max(int(op) << min(shift, 40), -(1 << 31)), (1 << 31) - 1)
-    return saturate(np.left_shift(np.asarray(op, dtype=np.int64), min(shift, 40)), 32)
+    a = np.asarray(op, dtype=np.int64)
+    if shift <= 15:      # an int16 operand shifted by 15 bits or fewer stays within int32
+        return np.left_shift(a, shift) if shift else a
+    return saturate(np.left_shift(a, min(shift, 40)), 32)
 
 
 def x_stage(x: np.ndarray, st: StageConfig, alu_op, mul_op, inplace: bool = False,

@@ -70,3 +70,15 @@ def test_rows_are_the_columns_transposed_in_tap_order():
     cols = im2col(x, geo).reshape(5, 3, 2, -1)             # [C, R, S, N]
     rows = im2col_rows(x, geo).reshape(-1, 3, 2, 5)        # [N, R, S, C]
     np.testing.assert_array_equal(rows, cols.transpose(3, 1, 2, 0))
+
+
+def test_offset_rows_are_the_rows_plus_128():
+    rng = np.random.default_rng(5)
+    geo = ConvGeometry(r=3, s=3, c=4, k=1, out_h=3, out_w=3, stride_y=1, stride_x=1,
+                       dil_y=1, dil_x=1, pad_top=1, pad_left=1, pad_value=-128)
+    x = rng.integers(-128, 128, (4, 3, 3)).astype(np.int8)
+    rows = im2col_rows(x, geo).astype(np.int16)
+    offset = im2col_rows(x, geo, offset=True)
+    assert offset.dtype == np.uint8
+    np.testing.assert_array_equal(offset.astype(np.int16), rows + 128)
+    assert offset[0, 0] == 0                   # the pad value -128 at a corner tap
