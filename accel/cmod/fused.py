@@ -103,6 +103,7 @@ def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, s
     a0, m0, a1, m1 = alu0.ravel(), mul0.ravel(), alu1.ravel(), mul1.ravel()
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
     row = np.empty(points, dtype=np.int64)
+    converted = np.empty(points, dtype=np.int8)
     for b in range(n):
         trunc = truncate[b if truncate.shape[0] > 1 else 0]
         line = b if cvt.shape[0] > 1 else 0
@@ -124,13 +125,12 @@ def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, s
                      m0, b * sm0[0] + ch * sm0[1], sm0[2])
             _x_stage(row, st1, a1, b * sa1[0] + ch * sa1[1], sa1[2],
                      m1, b * sm1[0] + ch * sm1[1], sm1[2])
-            dst = out[b, ch // atom]          # [points, atom]: NVDLA's channel packing
-            lane = ch % atom
             outside = 0
-            for p in range(points):
+            for p in range(points):       # a contiguous row: the loop runs as vector code
                 v = _shift_round((row[p] - offset) * scale, shift)
                 outside += (v < _C17_LO) | (v > _C17_HI)
-                dst[p, lane] = min(max(v, -128), 127)
+                converted[p] = min(max(v, -128), 127)
+            out[b, ch // atom, :, ch % atom] = converted      # NVDLA's channel packing
             if ch < c:
                 cvt_sat += outside
         sat[b, 0] = cacc_sat
