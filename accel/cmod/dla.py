@@ -514,20 +514,27 @@ class Dla:
         return books
 
 
+#: fewest channels of a convolution that :func:`conv_sums` runs with packed weights: a
+#: tap's channels then fill a cache line of the pixel-by-pixel patches
+ROWS_MIN_CHANNELS = 64
+
+
 def conv_sums(weights: Weights, x: np.ndarray, geo: csc.ConvGeometry) -> np.ndarray:
     """Exact ``[K, out_h*out_w]`` sums of products of a convolution of the cube ``x``.
 
-    A large one of an int8 feature cube with a kernel larger than 1x1 runs as
-    ``patches @ weights.T`` on the integer engine with the weights packed once
-    (:meth:`~accel.cmod.cmac.Weights.taps_last`, patches from
-    :func:`~accel.cmod.csc.im2col_rows`); the others as
+    A large one of an int8 feature cube with a kernel larger than 1x1 and at least
+    :data:`ROWS_MIN_CHANNELS` channels runs as ``patches @ weights.T`` on the integer
+    engine with the weights packed once (:meth:`~accel.cmod.cmac.Weights.taps_last`,
+    patches from :func:`~accel.cmod.csc.im2col_rows`); the others as
     :func:`~accel.cmod.cmac.gemm_sums` of :func:`~accel.cmod.csc.im2col`, whose
-    patches for a 1x1 kernel are the cube's pixels as they are (packing them per run
-    costs less than turning them and the sums around: measured on mobilenet_v2's
-    pointwise layers)."""
+    patches for a 1x1 kernel are the cube's pixels as they are.  Packing the patches
+    per run costs less than turning them and the sums around when a kernel tap's
+    channels are few or the kernel is 1x1 (measured on the layers of mobilenet_v2,
+    yolox_nano and resnet18_cifar)."""
     k, c, r, s = weights.kernel or (0, 0, 0, 0)
     terms, points = c * r * s, geo.out_h * geo.out_w
-    if (r * s > 1 and x.dtype == np.int8 and not geo.image and weights.kernel is not None
+    if (r * s > 1 and c >= ROWS_MIN_CHANNELS and x.dtype == np.int8 and not geo.image
+            and weights.kernel is not None
             and terms <= INT_ENGINE_MAX_TERMS and k * terms * points >= INT_ENGINE_MIN_MACS):
         engine = int_engine()
         if engine is not None:

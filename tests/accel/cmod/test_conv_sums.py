@@ -9,7 +9,7 @@ import pytest
 
 from accel.cmod import cmac
 from accel.cmod.csc import ConvGeometry, im2col, im2col_rows
-from accel.cmod.dla import conv_sums
+from accel.cmod.dla import ROWS_MIN_CHANNELS, conv_sums
 
 
 def _reference(x: np.ndarray, w: np.ndarray, geo: ConvGeometry) -> np.ndarray:
@@ -33,8 +33,9 @@ def _reference(x: np.ndarray, w: np.ndarray, geo: ConvGeometry) -> np.ndarray:
 
 CASES = [  # c, k, h, w, r, s, stride, dilation, pad, pad value
     (64, 64, 32, 32, 3, 3, 1, 1, 1, 0),
-    (48, 40, 20, 18, 3, 3, 2, 1, 1, -7),      # channels off the atom, a non-zero pad value
-    (32, 24, 16, 16, 5, 3, 1, 2, 2, 127),
+    (72, 40, 20, 18, 3, 3, 2, 1, 1, -7),      # channels off the atom, a non-zero pad value
+    (64, 24, 16, 16, 5, 3, 1, 2, 2, 127),
+    (32, 24, 16, 16, 5, 3, 1, 2, 2, 127),     # few channels: patches per run
     (96, 64, 28, 28, 1, 1, 1, 1, 0, 0),       # 1x1: the frame's pixels are the patches
     (72, 16, 30, 30, 1, 1, 2, 1, 0, 0),
     (8, 8, 6, 6, 3, 3, 1, 1, 1, 3),           # small: BLAS
@@ -57,7 +58,8 @@ def test_conv_sums_match_the_definition(c, k, h, w, r, s, stride, dil, pad, pad_
     got = conv_sums(weights, x, geo)
     want = _reference(x, wt, geo)
     np.testing.assert_array_equal(got, want)
-    large = k * c * r * s * out_h * out_w >= cmac.INT_ENGINE_MIN_MACS and r * s > 1
+    large = (k * c * r * s * out_h * out_w >= cmac.INT_ENGINE_MIN_MACS and r * s > 1
+             and c >= ROWS_MIN_CHANNELS)
     assert (weights._taps_last is not None) == (large and cmac.int_engine() is not None)
 
 
