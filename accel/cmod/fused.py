@@ -96,7 +96,7 @@ def _strides(op):
 
 
 @njit(cache=True, nogil=True)
-def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat):
+def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat):
     n, surfaces, points, atom = out.shape
     c_pad = surfaces * atom
     st0, st1 = stages[0], stages[1]
@@ -113,6 +113,10 @@ def _post(acc, k, cacc, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, s
         for ch in range(c_pad):
             if ch >= k:
                 row[:] = 0                # disabled MAC cells deliver 0
+            elif cacc and narrow and trunc == 0:    # int32 sums: nothing to clip or round
+                sums = acc[b, ch]
+                for p in range(points):
+                    row[p] = np.int64(sums[p])
             elif cacc:                    # 34-bit sums, clip-truncate, int32
                 sums = acc[b, ch]
                 for p in range(points):
@@ -208,7 +212,11 @@ class PostProcess:
         out = np.empty((n, c_pad // self.atom, h * w, self.atom), dtype=np.int8)
         sat = np.zeros((n, 2), dtype=np.int64)
         truncate, table, a0, m0, a1, m1, rows, c = self._args
-        _post(acc, acc.shape[1], cacc, truncate, table, a0, m0, a1, m1, rows, c, out, sat)
+        # sums of at most 32 bits (the integer engine's, or exact float32 ones) need no
+        # 34-bit clip, and without a truncate no rounding or int32 saturation either
+        narrow = acc.dtype in (np.int32, np.float32, np.int16, np.int8)
+        _post(acc, acc.shape[1], cacc, narrow, truncate, table, a0, m0, a1, m1, rows, c, out,
+              sat)
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat
 
     def run(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -45,14 +45,17 @@ def _operand(draw, rng, n: int, c: int, h: int, w: int):
     return np.where(rng.random(shape) < 0.3, rng.choice(edges, size=shape), values)
 
 
-def _sums(rng, shape, wide: bool) -> np.ndarray:
-    """Sums of products: float32 (exact integers below 2**24) or int64 up to past 34 bits,
+def _sums(rng, shape, kind: str) -> np.ndarray:
+    """Sums of products: float32 (exact integers below 2**24, as BLAS gives them), int32
+    (the integer engine's, the int32 extremes among them) or int64 up to past 34 bits,
     with exact halves of small shifts among them."""
-    bound = (1 << 36) if wide else (1 << 24)
+    bound = {"int64": 1 << 36, "int32": 1 << 31, "float32": 1 << 24}[kind]
     x = rng.integers(-bound, bound, size=shape)
     halves = rng.integers(-64, 64, size=shape) * 2 + 1         # odd: x.5 after one shift
     x = np.where(rng.random(shape) < 0.3, halves, x)
-    return x.astype(np.int64) if wide else x.astype(np.float32)
+    if kind == "int32":
+        x = np.where(rng.random(shape) < 0.1, rng.choice([-(1 << 31), (1 << 31) - 1], shape), x)
+    return x.astype(kind)
 
 
 def _reference(acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w):
@@ -90,7 +93,7 @@ def _case(draw):
     cacc_on = draw(st.booleans())
     k = draw(st.integers(1, c)) if cacc_on else c_pad
     if cacc_on:
-        acc = _sums(rng, (n, k, h * w), wide=draw(st.booleans()))
+        acc = _sums(rng, (n, k, h * w), draw(st.sampled_from(["float32", "int32", "int64"])))
     else:
         acc = rng.integers(-128, 128, size=(n, k, h * w)).astype(np.int8)
     truncate = draw(st.one_of(st.integers(0, 16),
