@@ -38,14 +38,28 @@ _C17_LO, _C17_HI = -(1 << 16), (1 << 16) - 1
 
 
 @njit(inline="always")
+def _wide(x):
+    """``x``, known to fit 32 bits, as int64 sign-extended from int32: a product of two
+    of them compiles to one 32 x 32 -> 64-bit vector multiply, which AVX2 has (it has
+    no 64 x 64-bit one)."""
+    return np.int64(np.int32(x))
+
+
+@njit(inline="always")
 def _x_stage(row, st, alu, ia, sa, mul, im, sm):
     """One X stage (:func:`accel.cmod.sdp.x_stage`) on ``row``, the values of one channel
-    (in place); ``st`` is its row of the stage table, ``alu[ia + p * sa]`` and
-    ``mul[im + p * sm]`` the operands of point ``p`` (``sa``, ``sm``: 0 or 1)."""
+    (in place, int32 values on entry); ``st`` is its row of the stage table,
+    ``alu[ia + p * sa]`` and ``mul[im + p * sm]`` the operands of point ``p`` (``sa``,
+    ``sm``: 0 or 1; ALU operands fit int32, multipliers int16).
+
+    An ALU sum followed by the multiplier is computed as ``row * mul + alu * mul``, every
+    product one of two 32-bit values, so the values stay 32-bit up to the products."""
     if st[BYPASS]:
         return
     points, shift = row.shape[0], st[SHIFT]
-    if not st[ALU_BYPASS]:
+    fold = (not st[ALU_BYPASS] and st[ALGO] == ALU_SUM and not st[MUL_BYPASS]
+            and not st[PRELU])
+    if not st[ALU_BYPASS] and not fold:
         algo = st[ALGO]
         if sa == 0:                       # one operand for the channel
             a = alu[ia]
@@ -75,13 +89,24 @@ def _x_stage(row, st, alu, ia, sa, mul, im, sm):
             v = row[p]
             scaled = _shift_round(v * mul[im + p * sm], shift)
             row[p] = min(max(scaled if v < 0 else v, _I32_LO), _I32_HI)
-    elif sm == 0:                        # one multiplier for the channel
-        m = mul[im]
+    elif fold and sa == 0 and sm == 0:   # one operand and one multiplier for the channel
+        m = _wide(mul[im])
+        am = _wide(alu[ia]) * m
         for p in range(points):
-            row[p] = min(max(_shift_round(row[p] * m, shift), _I32_LO), _I32_HI)
+            row[p] = min(max(_shift_round(_wide(row[p]) * m + am, shift), _I32_LO), _I32_HI)
+    elif fold:
+        for p in range(points):
+            m = _wide(mul[im + p * sm])
+            v = _wide(row[p]) * m + _wide(alu[ia + p * sa]) * m
+            row[p] = min(max(_shift_round(v, shift), _I32_LO), _I32_HI)
+    elif sm == 0:                        # one multiplier for the channel (row: int32 still)
+        m = _wide(mul[im])
+        for p in range(points):
+            row[p] = min(max(_shift_round(_wide(row[p]) * m, shift), _I32_LO), _I32_HI)
     else:
         for p in range(points):
-            row[p] = min(max(_shift_round(row[p] * mul[im + p], shift), _I32_LO), _I32_HI)
+            row[p] = min(max(_shift_round(_wide(row[p]) * _wide(mul[im + p]), shift),
+                             _I32_LO), _I32_HI)
     if not st[RELU_BYPASS]:
         for p in range(points):
             row[p] = max(row[p], 0)
@@ -107,7 +132,8 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
     for b in range(n):
         trunc = truncate[b if truncate.shape[0] > 1 else 0]
         line = b if cvt.shape[0] > 1 else 0
-        offset, scale, shift = cvt[line, 0], cvt[line, 1], cvt[line, 2]
+        offset, scale, shift = cvt[line, 0], _wide(cvt[line, 1]), cvt[line, 2]
+        offset_scaled = offset * scale
         cacc_sat = 0
         cvt_sat = 0
         for ch in range(c_pad):
@@ -131,7 +157,8 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                      m1, b * sm1[0] + ch * sm1[1], sm1[2])
             outside = 0
             for p in range(points):       # a contiguous row: the loop runs as vector code
-                v = _shift_round((row[p] - offset) * scale, shift)
+                # (row - offset) * scale with the row (int32) times the 16-bit scale
+                v = _shift_round(_wide(row[p]) * scale - offset_scaled, shift)
                 outside += (v < _C17_LO) | (v > _C17_HI)
                 converted[p] = min(max(v, -128), 127)
             out[b, ch // atom, :, ch % atom] = converted      # NVDLA's channel packing

@@ -158,3 +158,32 @@ def test_relu_then_converter_saturation_counts_only_real_channels():
     out, sat = post.run(acc)
     assert out[0, 0].tolist() == [[127, 127]]       # ReLU(-7) = 0, then 0 + 2**20: saturated
     assert sat[0].tolist() == [0, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), relu=st.booleans(), alu_form=st.sampled_from(
+    ["int", "channel", "element"]), mul_form=st.sampled_from(["int", "channel", "element"]),
+    kind=st.sampled_from(["float32", "int32", "int64"]))
+def test_bias_and_scale_in_range(seed, relu, alu_form, mul_form, kind):
+    """The compiler's usual stage (a bias sum, then a multiplier and shift, ReLU or not)
+    on values that mostly stay inside int8 after the converter: every error in the
+    arithmetic shows in the bytes, none is hidden by saturation (the drawn cases above
+    favour extremes)."""
+    rng = np.random.default_rng(seed)
+    n, c, h, w = 2, 16, 3, 5
+    acc = rng.integers(-2000, 2000, (n, c, h * w)).astype(kind)
+    forms = {"int": lambda lo, hi: int(rng.integers(lo, hi)),
+             "channel": lambda lo, hi: rng.integers(lo, hi, (n, c, 1, 1)),
+             "element": lambda lo, hi: rng.integers(lo, hi, (n, c, h, w))}
+    alu, mul = forms[alu_form](-1000, 1000), forms[mul_form](-64, 64)
+    stage = StageConfig(bypass=False, alu_bypass=False, alu_algo=ALU_SUM, mul_bypass=False,
+                        prelu=False, relu_bypass=not relu, alu_src_mem=False, alu_shift=0,
+                        alu_operand=0, mul_src_mem=False, mul_shift=8, mul_operand=0)
+    operands = [(alu, mul, False), (0, 0, False)]
+    cvt = (int(rng.integers(-20, 20)), int(rng.integers(1, 8)), 6)
+    case = (acc, True, 0, [stage, _bypassed()], operands, cvt, c, c, h, w)
+    want, want_sat = _reference(*case)
+    got, got_sat = PostProcess(0, [stage, _bypassed()], operands, cvt, c, (c, h, w), 8).run(acc)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    np.testing.assert_array_equal(got_sat, want_sat)
+    assert np.mean(np.abs(want.astype(np.int64)) >= 127) < 0.5
