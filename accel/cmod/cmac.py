@@ -91,8 +91,8 @@ class Weights:
         return self._offset
 
     def taps_last(self, engine: IntEngine) -> PackedWeights:
-        """The weights as ``engine`` keeps them for :func:`conv_sums_rows`: columns R major,
-        then S, then C (made once)."""
+        """The weights as ``engine`` keeps them for :func:`accel.cmod.dla.conv_sums`: columns
+        R major, then S, then C (made once)."""
         if self._taps_last is None:
             k, c, r, s = self.kernel
             w = self.int8.reshape(k, c, r, s).transpose(0, 2, 3, 1).reshape(k, r * s * c)
@@ -121,7 +121,6 @@ class IntEngine:
     def __init__(self) -> None:
         import onnxruntime  # noqa: F401  (ImportError: no engine)
         self._session = self._make(None)
-        self._zero = np.array(128, dtype=np.uint8)
 
     @staticmethod
     def _make(right: np.ndarray | None):

@@ -534,7 +534,6 @@ def conv_sums(weights: Weights, x: np.ndarray, geo: csc.ConvGeometry) -> np.ndar
     k, c, r, s = weights.kernel or (0, 0, 0, 0)
     terms, points = c * r * s, geo.out_h * geo.out_w
     if (r * s > 1 and c >= ROWS_MIN_CHANNELS and x.dtype == np.int8 and not geo.image
-            and weights.kernel is not None
             and terms <= INT_ENGINE_MAX_TERMS and k * terms * points >= INT_ENGINE_MIN_MACS):
         engine = int_engine()
         if engine is not None:
