@@ -120,15 +120,97 @@ def _strides(op):
     return (nc * npts if nb > 1 else 0), (npts if nc > 1 else 0), (1 if npts > 1 else 0)
 
 
+#: points of a channel processed at a time: the working rows of one atom of channels
+#: stay in the L1/L2 caches
+CHUNK = 4096
+
+
+@njit(inline="always")
+def _fusable(st, sa, sm):
+    """Whether X stage ``st`` (its table row; ``sa``, ``sm``: its operands' point strides)
+    is ``clip32(round_shift(x * m + a * m))`` with one ALU operand ``a`` and multiplier
+    ``m`` per channel, optionally followed by ReLU: an ALU sum folded into the multiplier
+    (:func:`_x_stage`), either half bypassed (``a`` 0 or ``m`` 1), not PReLU."""
+    alu_ok = st[ALU_BYPASS] or (st[ALGO] == ALU_SUM and sa == 0)
+    return not st[BYPASS] and alu_ok and (st[MUL_BYPASS] or (not st[PRELU] and sm == 0))
+
+
+@njit(inline="always")
+def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
+    """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
+    stage (``alu[ia]``, ``mul[im]``), a bypassed X2 and the converter on one channel in
+    one loop, int8 results into ``conv``; returns the converter's saturation count.
+
+    The same arithmetic as the row-by-row path, shortened where it cannot change a
+    result: after the converter's identity (offset 0, scale 1, shift 0), the int32
+    clip is subsumed by the int8 one and does not move a value across the 17-bit
+    bounds that the saturation count checks."""
+    m = np.int64(1) if st[MUL_BYPASS] else _wide(mul[im])
+    am = np.int64(0) if st[ALU_BYPASS] else _wide(alu[ia]) * m
+    lo = 0 if not st[RELU_BYPASS] else _I32_LO
+    x_shift = st[SHIFT]
+    outside = 0
+    if offset == 0 and scale == 1 and shift == 0:
+        for p in range(conv.shape[0]):
+            v = max(_shift_round(_wide(sums[p]) * m + am, x_shift), lo)
+            outside += (v < _C17_LO) | (v > _C17_HI)
+            conv[p] = min(max(v, -128), 127)
+    else:
+        offset_scaled = offset * scale
+        for p in range(conv.shape[0]):
+            v = min(max(_shift_round(_wide(sums[p]) * m + am, x_shift), lo), _I32_HI)
+            v = _shift_round(v * scale - offset_scaled, shift)
+            outside += (v < _C17_LO) | (v > _C17_HI)
+            conv[p] = min(max(v, -128), 127)
+    return outside
+
+
+@njit(inline="always")
+def _pack8(block, q, words):
+    """``words[p]``: the 64-bit word of bytes ``block[8q .. 8q + 7, p]`` (uint8 ``[atom,
+    count]``), little-endian as memory holds channels ``8q .. 8q + 7`` of point ``p``."""
+    b0, b1, b2, b3 = block[8 * q], block[8 * q + 1], block[8 * q + 2], block[8 * q + 3]
+    b4, b5, b6, b7 = block[8 * q + 4], block[8 * q + 5], block[8 * q + 6], block[8 * q + 7]
+    for p in range(words.shape[0]):
+        words[p] = (np.uint64(b0[p]) | (np.uint64(b1[p]) << 8) | (np.uint64(b2[p]) << 16)
+                    | (np.uint64(b3[p]) << 24) | (np.uint64(b4[p]) << 32)
+                    | (np.uint64(b5[p]) << 40) | (np.uint64(b6[p]) << 48)
+                    | (np.uint64(b7[p]) << 56))
+
+
+@njit(inline="always")
+def _pack_atoms(block, count, out, first):
+    """Write ``block[:, :count]`` (int8 ``[atom, chunk]``, a row per channel) to ``out``
+    (int8 ``[points, atom]``) from point ``first``: NVDLA's channel packing, a 64-bit
+    word of 8 channels at a time where ``atom`` allows."""
+    atom = block.shape[0]
+    if atom % 8:
+        for p in range(count):
+            for j in range(atom):
+                out[first + p, j] = block[j, p]
+        return
+    u = block[:, :count].view(np.uint8)
+    words = out.reshape(out.size).view(np.uint64)
+    if atom == 8:                   # one word per point: a contiguous store
+        _pack8(u, 0, words[first:first + count])
+        return
+    per_point = atom // 8
+    grid = words.reshape(out.shape[0], per_point)
+    for q in range(per_point):
+        _pack8(u, q, grid[first:first + count, q])
+
+
 @njit(cache=True, nogil=True)
 def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat):
     n, surfaces, points, atom = out.shape
-    c_pad = surfaces * atom
     st0, st1 = stages[0], stages[1]
     a0, m0, a1, m1 = alu0.ravel(), mul0.ravel(), alu1.ravel(), mul1.ravel()
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
-    row = np.empty(points, dtype=np.int64)
-    converted = np.empty(points, dtype=np.int8)
+    # the common case in one loop per channel: 32-bit sums, a per-channel X1, no X2
+    fusable = cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
+    chunk = min(points, CHUNK)
+    row = np.empty(chunk, dtype=np.int64)
+    block = np.empty((atom, chunk), dtype=np.int8)
     for b in range(n):
         trunc = truncate[b if truncate.shape[0] > 1 else 0]
         line = b if cvt.shape[0] > 1 else 0
@@ -136,34 +218,49 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
         offset_scaled = offset * scale
         cacc_sat = 0
         cvt_sat = 0
-        for ch in range(c_pad):
-            if ch >= k:
-                row[:] = 0                # disabled MAC cells deliver 0
-            elif cacc and narrow and trunc == 0:    # int32 sums: nothing to clip or round
-                sums = acc[b, ch]
-                for p in range(points):
-                    row[p] = np.int64(sums[p])
-            elif cacc:                    # 34-bit sums, clip-truncate, int32
-                sums = acc[b, ch]
-                for p in range(points):
-                    v = _shift_round(min(max(np.int64(sums[p]), _P34_LO), _P34_HI), trunc)
-                    cacc_sat += (v < _I32_LO) | (v > _I32_HI)
-                    row[p] = min(max(v, _I32_LO), _I32_HI)
-            else:
-                row[:] = acc[b, ch]
-            _x_stage(row, st0, a0, b * sa0[0] + ch * sa0[1], sa0[2],
-                     m0, b * sm0[0] + ch * sm0[1], sm0[2])
-            _x_stage(row, st1, a1, b * sa1[0] + ch * sa1[1], sa1[2],
-                     m1, b * sm1[0] + ch * sm1[1], sm1[2])
-            outside = 0
-            for p in range(points):       # a contiguous row: the loop runs as vector code
-                # (row - offset) * scale with the row (int32) times the 16-bit scale
-                v = _shift_round(_wide(row[p]) * scale - offset_scaled, shift)
-                outside += (v < _C17_LO) | (v > _C17_HI)
-                converted[p] = min(max(v, -128), 127)
-            out[b, ch // atom, :, ch % atom] = converted      # NVDLA's channel packing
-            if ch < c:
-                cvt_sat += outside
+        for surface in range(surfaces):
+            for first in range(0, points, chunk):
+                count = min(chunk, points - first)
+                last = first + count
+                for j in range(atom):
+                    ch = surface * atom + j
+                    converted = block[j, :count]
+                    if fusable and trunc == 0 and ch < k:
+                        outside = _fused_channel(
+                            acc[b, ch, first:last], st0, a0, b * sa0[0] + ch * sa0[1], m0,
+                            b * sm0[0] + ch * sm0[1], offset, scale, shift, converted)
+                        if ch < c:
+                            cvt_sat += outside
+                        continue
+                    r = row[:count]
+                    if ch >= k:
+                        r[:] = 0                  # disabled MAC cells deliver 0
+                    elif cacc and narrow and trunc == 0:  # int32 sums: nothing to clip, round
+                        sums = acc[b, ch, first:last]
+                        for p in range(count):
+                            r[p] = np.int64(sums[p])
+                    elif cacc:                    # 34-bit sums, clip-truncate, int32
+                        sums = acc[b, ch, first:last]
+                        for p in range(count):
+                            v = _shift_round(min(max(np.int64(sums[p]), _P34_LO), _P34_HI),
+                                             trunc)
+                            cacc_sat += (v < _I32_LO) | (v > _I32_HI)
+                            r[p] = min(max(v, _I32_LO), _I32_HI)
+                    else:
+                        r[:] = acc[b, ch, first:last]
+                    _x_stage(r, st0, a0, b * sa0[0] + ch * sa0[1] + first * sa0[2], sa0[2],
+                             m0, b * sm0[0] + ch * sm0[1] + first * sm0[2], sm0[2])
+                    _x_stage(r, st1, a1, b * sa1[0] + ch * sa1[1] + first * sa1[2], sa1[2],
+                             m1, b * sm1[0] + ch * sm1[1] + first * sm1[2], sm1[2])
+                    outside = 0
+                    for p in range(count):    # a contiguous row: the loop runs as vector code
+                        # (row - offset) * scale with the row (int32) times the 16-bit scale
+                        v = _shift_round(_wide(r[p]) * scale - offset_scaled, shift)
+                        outside += (v < _C17_LO) | (v > _C17_HI)
+                        converted[p] = min(max(v, -128), 127)
+                    if ch < c:
+                        cvt_sat += outside
+                _pack_atoms(block, count, out[b, surface], first)
         sat[b, 0] = cacc_sat
         sat[b, 1] = cvt_sat
 

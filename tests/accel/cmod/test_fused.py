@@ -9,29 +9,33 @@ past 34 bits, operands at the int16 limits, large shifts, PReLU and ReLU.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cmod import cacc, sdp
-from accel.cmod.fused import PostProcess
+from accel.cmod.fused import CHUNK, PostProcess
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
 
 I16 = st.integers(-(1 << 15), (1 << 15) - 1)
 
 
-def _stage(draw) -> StageConfig:
+def _stage(draw, usual: bool = False) -> StageConfig:
+    """Any X stage; or with ``usual``, the compiler's kind (a bias sum and multiplier,
+    either bypassed, ReLU or not: no MAX/MIN, no PReLU), which has a one-loop path."""
     return StageConfig(
-        bypass=draw(st.booleans()), alu_bypass=draw(st.booleans()),
-        alu_algo=draw(st.sampled_from([ALU_MAX, ALU_MIN, ALU_SUM])),
-        mul_bypass=draw(st.booleans()), prelu=draw(st.booleans()),
+        bypass=False if usual else draw(st.booleans()), alu_bypass=draw(st.booleans()),
+        alu_algo=ALU_SUM if usual else draw(st.sampled_from([ALU_MAX, ALU_MIN, ALU_SUM])),
+        mul_bypass=draw(st.booleans()), prelu=False if usual else draw(st.booleans()),
         relu_bypass=draw(st.booleans()), alu_src_mem=False,
         alu_shift=draw(st.sampled_from([0, 1, 7, 15, 31, 40, 63])), alu_operand=0,
         mul_src_mem=False, mul_shift=draw(st.sampled_from([0, 1, 8, 15, 31, 62, 63])),
         mul_operand=0)
+
+
+def _bypassed() -> StageConfig:
+    return StageConfig(True, True, ALU_SUM, True, False, True, False, 0, 0, False, 0, 0)
 
 
 def _operand(draw, rng, n: int, c: int, h: int, w: int):
@@ -87,8 +91,9 @@ def _case(draw):
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     n = draw(st.integers(1, 3))
-    c = draw(st.integers(1, 20))
-    c_pad = -(-c // 8) * 8
+    c = draw(st.integers(1, 40))
+    atom = draw(st.sampled_from([4, 8, 16, 32]))    # channels per memory atom
+    c_pad = -(-c // atom) * atom
     h, w = draw(st.integers(1, 4)), draw(st.integers(1, 5))
     cacc_on = draw(st.booleans())
     k = draw(st.integers(1, c)) if cacc_on else c_pad
@@ -96,26 +101,30 @@ def _case(draw):
         acc = _sums(rng, (n, k, h * w), draw(st.sampled_from(["float32", "int32", "int64"])))
     else:
         acc = rng.integers(-128, 128, size=(n, k, h * w)).astype(np.int8)
-    truncate = draw(st.one_of(st.integers(0, 16),
+    truncate = draw(st.one_of(st.just(0), st.integers(0, 16),
                               st.lists(st.integers(0, 16), min_size=n, max_size=n)))
     if isinstance(truncate, list):
         truncate = np.array(truncate, dtype=np.int64)
-    stages = [_stage(draw), _stage(draw)]
+    if draw(st.booleans()):
+        stages = [_stage(draw), _stage(draw)]
+    else:                        # the compiler's usual X1, X2 off
+        stages = [_stage(draw, usual=True), _bypassed()]
     operands = [(_operand(draw, rng, n, c_pad, h, w), _operand(draw, rng, n, c_pad, h, w),
                  False) for _ in stages]
     cvt = (draw(st.sampled_from([0, -3, 100, -(1 << 31), (1 << 31) - 1])), draw(I16),
            draw(st.sampled_from([0, 1, 12, 20, 31, 62, 63])))
+    if draw(st.booleans()):      # the identity converter the compiler programs
+        cvt = (0, 1, 0)
     if draw(st.booleans()):      # per-launch converters, as a batch of tiles has
         cvt = tuple(np.array([v] * n, dtype=np.int64) for v in cvt)
-    return acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w
+    return acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w, atom
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(_case())
 def test_fused_equals_numpy_form(case):
-    acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w = case
-    want, want_sat = _reference(*case)
-    atom = math.gcd(c_pad, 8)
+    acc, cacc_on, truncate, stages, operands, cvt, c, c_pad, h, w, atom = case
+    want, want_sat = _reference(*case[:-1])
     post = PostProcess(truncate, stages, operands, cvt, c, (c_pad, h, w), atom)
     got, got_sat = post.run(acc, cacc_on)
     np.testing.assert_array_equal(got.reshape(want.shape), want)
@@ -125,10 +134,6 @@ def test_fused_equals_numpy_form(case):
     n = packed.shape[0]
     lanes = want.reshape(n, c_pad // atom, atom, h, w).transpose(0, 1, 3, 4, 2)
     np.testing.assert_array_equal(packed, lanes)
-
-
-def _bypassed() -> StageConfig:
-    return StageConfig(True, True, ALU_SUM, True, False, True, False, 0, 0, False, 0, 0)
 
 
 @pytest.mark.parametrize("value, truncate, expected", [
@@ -187,3 +192,33 @@ def test_bias_and_scale_in_range(seed, relu, alu_form, mul_form, kind):
     np.testing.assert_array_equal(got.reshape(want.shape), want)
     np.testing.assert_array_equal(got_sat, want_sat)
     assert np.mean(np.abs(want.astype(np.int64)) >= 127) < 0.5
+
+
+@pytest.mark.parametrize("usual, form, cvt, kind, atom", [
+    (True, "channel", (0, 1, 0), "int32", 8),        # the one-loop path, identity converter
+    (True, "channel", (-3, 517, 9), "float32", 32),  # the one-loop path, 4 words per point
+    (True, "element", (5, 1234, 12), "int32", 8),    # per-point operands: row by row
+    (False, "element", (0, 1, 0), "int64", 16),      # MAX/MIN/PReLU draws, 34-bit sums
+])
+def test_rows_longer_than_a_chunk(usual, form, cvt, kind, atom):
+    """Planes of more than CHUNK points are processed a chunk at a time: operands
+    indexed by point, the packed words and the counts must come out as in one piece."""
+    rng = np.random.default_rng(7)
+    n, c, h, w = 2, atom + 3, 3, (2 * CHUNK + 37) // 3
+    c_pad, k = 2 * atom, atom + 2
+    acc = _sums(rng, (n, k, h * w), kind)
+    shape = {"channel": (n, c_pad, 1, 1), "element": (n, c_pad, h, w)}[form]
+    operands = [(rng.integers(-5000, 5000, shape), rng.integers(-300, 300, shape), False),
+                (0, 0, False)]
+    stage = StageConfig(bypass=False, alu_bypass=False,
+                        alu_algo=ALU_SUM if usual else ALU_MAX, mul_bypass=False,
+                        prelu=not usual, relu_bypass=False, alu_src_mem=False, alu_shift=1,
+                        alu_operand=0, mul_src_mem=False, mul_shift=14, mul_operand=0)
+    case = (acc, True, 0 if kind != "int64" else 3, [stage, _bypassed()], operands, cvt, c,
+            c_pad, h, w)
+    want, want_sat = _reference(*case)
+    post = PostProcess(case[2], case[3], operands, cvt, c, (c_pad, h, w), atom)
+    got, got_sat = post.run(acc)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    np.testing.assert_array_equal(got_sat, want_sat)
+    assert 0 < np.mean(np.abs(want.astype(np.int64)) >= 127) < 0.9   # not all saturated
