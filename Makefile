@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# pytest-xdist workers for `make test` (auto: one per CPU, at most 4); 0 runs in-process
+TEST_JOBS ?= auto
 STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -31,8 +33,10 @@ tools:
 demo: $(STAMP)
 	$(BIN)/opendla demo
 
+# The slow tiers start first (tests/conftest.py) and idle workers steal queued tests,
+# so the bitstream build and the RTL simulations overlap the rest of the suite.
 test: $(STAMP) tools
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --maxprocesses 4 --dist worksteal
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not rtl and not fpga and not conformance"

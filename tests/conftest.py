@@ -23,3 +23,17 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture
 def shared_dir() -> Path:
     return shared_path()
+
+
+#: tiers whose tests take minutes, longest first: collected ahead of the rest, so that
+#: with pytest-xdist (``make test``) they start at once and the quick tests fill the
+#: other workers meanwhile instead of leaving one long test to run alone at the end
+SLOW_FIRST = ("fpga", "rtl", "conformance")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        marks = {m.name for m in item.iter_markers()}
+        return next((i for i, tier in enumerate(SLOW_FIRST) if tier in marks), len(SLOW_FIRST))
+
+    items.sort(key=rank)      # stable: the order within a tier stays pytest's
