@@ -5,7 +5,9 @@ The numpy form of the datapath after the MAC array (:func:`accel.cmod.cacc.clip_
 dozen passes over int64 arrays: each addition, multiplication, rounding shift and
 saturation is its own.  :class:`PostProcess` does the same arithmetic element by
 element in a loop compiled by numba, reading the GEMM's sums and writing int8,
-so the data crosses memory once.
+so the data crosses memory once.  The compiler's usual program (32-bit sums, a
+per-channel bias and multiplier in X1, X2 off) runs as one loop per channel
+(:func:`_fused_channel`); the outputs are packed 8 channels to a 64-bit word.
 
 The rounding rule is the one of :func:`accel.arith.shift_round_int` (compiled
 here), the operation order the one of the numpy form, which stays the
@@ -17,6 +19,8 @@ which reads registers as it runs).
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 from numba import njit
@@ -35,6 +39,8 @@ BYPASS, ALU_BYPASS, ALGO, MUL_BYPASS, PRELU, RELU_BYPASS, SHIFT = range(7)
 _I32_LO, _I32_HI = -(1 << 31), (1 << 31) - 1
 _P34_LO, _P34_HI = -(1 << 33), (1 << 33) - 1
 _C17_LO, _C17_HI = -(1 << 16), (1 << 16) - 1
+#: words of 8 channels put channel 8q + i in byte i (else channels go one at a time)
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 @njit(inline="always")
@@ -159,7 +165,7 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
         offset_scaled = offset * scale
         for p in range(conv.shape[0]):
             v = min(max(_shift_round(_wide(sums[p]) * m + am, x_shift), lo), _I32_HI)
-            v = _shift_round(v * scale - offset_scaled, shift)
+            v = _shift_round(_wide(v) * scale - offset_scaled, shift)
             outside += (v < _C17_LO) | (v > _C17_HI)
             conv[p] = min(max(v, -128), 127)
     return outside
@@ -184,7 +190,7 @@ def _pack_atoms(block, count, out, first):
     (int8 ``[points, atom]``) from point ``first``: NVDLA's channel packing, a 64-bit
     word of 8 channels at a time where ``atom`` allows."""
     atom = block.shape[0]
-    if atom % 8:
+    if atom % 8 or not _LITTLE_ENDIAN:
         for p in range(count):
             for j in range(atom):
                 out[first + p, j] = block[j, p]
