@@ -33,10 +33,11 @@ tools:
 demo: $(STAMP)
 	$(BIN)/opendla demo
 
-# The slow tiers start first (tests/conftest.py) and idle workers steal queued tests,
-# so the bitstream build and the RTL simulations overlap the rest of the suite.
+# The slow tiers start first (tests/conftest.py: the bitstream build first of all) and
+# workers take one test at a time, so nothing waits in the queue of the worker that
+# builds the bitstream and the RTL simulations overlap the rest of the suite.
 test: $(STAMP) tools
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --maxprocesses 4 --dist worksteal
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --maxprocesses 4 --dist load --maxschedchunk 1
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not rtl and not fpga and not conformance"

@@ -27,7 +27,9 @@ def shared_dir() -> Path:
 
 #: tiers whose tests take minutes, longest first: collected ahead of the rest, so that
 #: with pytest-xdist (``make test``) they start at once and the quick tests fill the
-#: other workers meanwhile instead of leaving one long test to run alone at the end
+#: other workers meanwhile instead of leaving one long test to run alone at the end.
+#: The longest of all, the engine's bitstream build, is the first test of its file:
+#: the worker that takes it has only the next, short, test queued behind it.
 SLOW_FIRST = ("fpga", "rtl", "conformance")
 
 
