@@ -31,7 +31,6 @@ def _sums(x, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, ou
     # p, p + sx, p + 2 sx, ...: an output row's taps then read consecutive values
     cols = -(-frame_w // sx)
     phases = np.empty((sx, frame_h, cols), dtype=np.int32)
-    acc = np.empty((out_h, out_w), dtype=np.int32)
     width = min(w, frame_w - pad_left)       # input columns inside the frame
     for ch in range(n):
         phases[:, :, :] = pad_value
@@ -45,18 +44,17 @@ def _sums(x, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, ou
                 src = x[ch, y]
                 for m in range(count):
                     dst[q + m] = src[xx + m * sx]
-        acc[:, :] = 0
-        for i in range(r):
-            for j in range(s):
-                t = np.int32(taps[ch, i * s + j])
-                fx = j * dx                          # frame column of output 0's tap
-                phase, first = fx % sx, fx // sx
-                for oy in range(out_h):
+        for oy in range(out_h):       # a row's sums stay in cache over the taps
+            a = out[ch, oy * out_w:(oy + 1) * out_w]
+            a[:] = 0
+            for i in range(r):
+                for j in range(s):
+                    t = np.int32(taps[ch, i * s + j])
+                    fx = j * dx                      # frame column of output 0's tap
+                    phase, first = fx % sx, fx // sx
                     line = phases[phase, oy * sy + i * dy, first:first + out_w]
-                    a = acc[oy]
                     for ox in range(out_w):
                         a[ox] += t * line[ox]
-        out[ch] = acc.reshape(out_h * out_w)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
