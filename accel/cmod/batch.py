@@ -47,7 +47,6 @@ from accel.cmod.cmac import Weights, gemm_sums
 from accel.cmod.cube import write_packed_cube
 from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.fused import PostProcess
-from accel.cmod.records import OpRecord
 
 #: im2col elements of one batch (int8; the GEMM converts them to float32): a bound on the
 #: batch's working memory, not a tuning knob
@@ -214,7 +213,7 @@ class ConvBatch:
         from accel.cmod.dla import ConvDone
         plans, n, dram = self.plans, len(self), dla.dram
         p0 = plans[0]
-        geo, sp = p0.geo, p0.sdp
+        geo = p0.geo
         _, c, h, w, _, _ = p0.feature
         x = self._features(dram, dla.cfg).reshape(n * c, h, w)
         raws, weights, post = self.inputs(dla)
@@ -226,9 +225,8 @@ class ConvBatch:
         self._write(dram, y)
         cacc_sat, sdp_sat = sat[:, 0].tolist(), sat[:, 1].tolist()
         in_shape, in_bytes = (c, h, w), c * h * w
-        self.done = [ConvDone(cacc_sat[j], OpRecord("SDP", p.sdp.cycles, (p.sdp.c, sp.h, sp.w),
-                                                    {"flying": True}),
-                              sdp_sat[j], None, raws[j], None, in_shape, in_bytes, False, False)
+        self.done = [ConvDone(cacc_sat[j], p.sdp.pipeline_record(True), sdp_sat[j], None,
+                              raws[j], None, in_shape, in_bytes, False, False)
                      for j, p in enumerate(plans)]
 
 

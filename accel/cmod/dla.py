@@ -316,7 +316,7 @@ class Dla:
                               line, surf, sdp_rdma.UNIT)
             y, sats = self._post_process(plan, 0).run_packed(
                 np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
-            rec, streamed = plan.record(False), plan.deliver_packed(self.dram, y[0])
+            rec, streamed = plan.pipeline_record(False), plan.deliver_packed(self.dram, y[0])
             sat = int(sats[0, 1])
         self._finish_sdp(rec, sat)
         self.stats.append(rec)
@@ -432,7 +432,8 @@ class Dla:
         else:
             y, sats = self._post_process(plan.sdp, plan.truncate).run_packed(sums[None])
             sat, sdp_sat = int(sats[0, 0]), int(sats[0, 1])
-            rec, streamed = plan.sdp.record(True), plan.sdp.deliver_packed(self.dram, y[0])
+            rec = plan.sdp.pipeline_record(True)
+            streamed = plan.sdp.deliver_packed(self.dram, y[0])
         return ConvDone(sat, rec, sdp_sat, streamed, raw, data, in_shape, in_bytes,
                         kept_data is not None, kept_w is not None, note)
 

@@ -330,6 +330,8 @@ class SdpPlan:
     dst: tuple[int, int, int] | None          # base, line, surface stride
     cycles: int
     note: str
+    #: :meth:`pipeline_record`'s records, on the fly and from memory
+    _records: dict = field(default_factory=dict, compare=False, repr=False)
 
     def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None,
                 y_group: tuple | None = None) -> tuple[OpRecord, np.ndarray | None, int]:
@@ -381,6 +383,15 @@ class SdpPlan:
         """The op's record (the Y stage's lookup counts are added by :meth:`execute`)."""
         return OpRecord("SDP", self.cycles, (self.c, self.h, self.w), {"flying": flying},
                         note=self.note)
+
+    def pipeline_record(self, flying: bool) -> OpRecord:
+        """:meth:`record` of an op without a Y stage, whose record is the same on every
+        run: one object for all of them (records are read, not modified), so a run of
+        many convolutions allocates no SDP records."""
+        rec = self._records.get(flying)
+        if rec is None:
+            rec = self._records[flying] = self.record(flying)
+        return rec
 
     def deliver(self, dram: Dram, cfg: HwConfig, out: np.ndarray) -> np.ndarray | None:
         """Write the converted output ``out[C_pad, H, W]`` (int8 values), or return it as int64
