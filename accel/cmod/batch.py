@@ -127,7 +127,11 @@ class ConvBatch:
         _, dst_end = reads_writes(p0, atom)[1]
         if self.dst_step is not None and self.dst_step < dst_end - p0.sdp.dst[0]:
             self.dst_step = None          # the outputs interleave: write them one by one
-        self.done: list = []              # the last run's ConvDone per launch
+        # the last run's results, as lists by ConvDone field (see done()): saturation
+        # counters per launch, packed weight bytes per launch, the input shape of each
+        self.saturations: dict[str, list[int]] = {}
+        self.raws: list = []
+        self.in_shape: tuple[int, int, int] = (0, 0, 0)
         # what the weights and SDP operands were derived from: one address per memory region
         # they lie in (its version says whether they changed), and the derived arrays
         reads = {p.weight_addr for p in plans}
@@ -208,9 +212,9 @@ class ConvBatch:
             write_packed_cube(dram, p.sdp.dst[0], o, line, surf, "SDP_WDMA")
 
     def run(self, dla) -> None:
-        """Run every launch's datapath (outputs written); :attr:`done` holds each one's
-        :class:`~accel.cmod.dla.ConvDone` for its bookkeeping."""
-        from accel.cmod.dla import ConvDone
+        """Run every launch's datapath (outputs written); :meth:`done` gives each one's
+        :class:`~accel.cmod.dla.ConvDone` for its bookkeeping, :attr:`saturations` the
+        counters of all as lists by ConvDone field."""
         plans, n, dram = self.plans, len(self), dla.dram
         p0 = plans[0]
         geo = p0.geo
@@ -223,11 +227,17 @@ class ConvBatch:
             sums = gemm_sums(weights, csc.im2col(x, geo).reshape(n, c * geo.r * geo.s, -1))
         y, sat = post.run_packed(sums)
         self._write(dram, y)
-        cacc_sat, sdp_sat = sat[:, 0].tolist(), sat[:, 1].tolist()
-        in_shape, in_bytes = (c, h, w), c * h * w
-        self.done = [ConvDone(cacc_sat[j], p.sdp.pipeline_record(True), sdp_sat[j], None,
-                              raws[j], None, in_shape, in_bytes, False, False)
-                     for j, p in enumerate(plans)]
+        self.saturations = {"cacc_sat": sat[:, 0].tolist(), "sdp_sat": sat[:, 1].tolist()}
+        self.raws, self.in_shape = raws, (c, h, w)
+
+    def done(self, i: int):
+        """Launch ``i``'s :class:`~accel.cmod.dla.ConvDone` of the last :meth:`run` (made
+        on demand: a span's play records a batch without them)."""
+        from accel.cmod.dla import ConvDone
+        c, h, w = self.in_shape
+        return ConvDone(self.saturations["cacc_sat"][i], self.plans[i].sdp.pipeline_record(True),
+                        self.saturations["sdp_sat"][i], None, self.raws[i], None, self.in_shape,
+                        c * h * w, False, False)
 
 
 class Diagonal:

@@ -473,42 +473,52 @@ class Dla:
         """What a finished convolution leaves besides its registers and interrupts: the
         CBUF state, its notes and its record."""
         self.cbuf.complete(plan.use, done.raw, done.data)
-        self._conv_recorded(plan, done)
-
-    def convs_finished(self, plans: list[conv.ConvPlan], dones: list[ConvDone]) -> None:
-        """:meth:`conv_finished` of consecutive convolutions none of which keeps anything
-        in the CBUF (a batch's, :mod:`accel.cmod.batch`): the CBUF state is the last
-        one's."""
-        self.cbuf.complete(plans[-1].use, dones[-1].raw, dones[-1].data)
-        for plan, done in zip(plans, dones, strict=True):
-            self._conv_recorded(plan, done)
-
-    def _conv_recorded(self, plan: conv.ConvPlan, done: ConvDone) -> None:
-        cycles, atoms, cbuf_rec, out_shape = self._conv_books(plan, done)
         for note in (done.note, done.sdp.note):
             if note and note not in self.notes:
                 self.notes.append(note)
-        self.stats.append(OpRecord(
-            "CONV", cycles, {"in": done.in_shape, "kernel": plan.kernel, "out": out_shape},
-            {"mac_atoms": atoms, "cacc_saturations": done.cacc_sat, "cbuf": dict(cbuf_rec)},
-            sdp=done.sdp))  # the fused SDP runs in the same pipeline
+        self._conv_recorded(plan, done.in_shape, done.in_bytes, done.cacc_sat, done.sdp,
+                            done.data_reused, done.weights_reused, done.note)
 
-    def _conv_books(self, plan: conv.ConvPlan, done: ConvDone) -> tuple:
-        """``(cycles, mac atoms, CBUF record, output shape)`` of a convolution: the same for
-        every run of ``plan`` that fetched and reused the same (kept per plan)."""
-        key = (id(plan), done.data_reused, done.weights_reused, done.in_bytes, done.sdp.cycles,
-               done.note)
+    def batch_finished(self, conv_batch) -> None:
+        """:meth:`conv_finished` of the launches of a :class:`~accel.cmod.batch.ConvBatch`
+        that just ran, from its results (no ConvDone made): none of them keeps anything
+        in the CBUF, so the CBUF state is the last one's; none of them has a note."""
+        plans = conv_batch.plans
+        self.cbuf.complete(plans[-1].use, conv_batch.raws[-1], None)
+        in_shape = conv_batch.in_shape
+        in_bytes = in_shape[0] * in_shape[1] * in_shape[2]
+        for plan, cacc_sat in zip(plans, conv_batch.saturations["cacc_sat"], strict=True):
+            sdp_rec = plan.sdp.pipeline_record(True)
+            if sdp_rec.note and sdp_rec.note not in self.notes:
+                self.notes.append(sdp_rec.note)
+            self._conv_recorded(plan, in_shape, in_bytes, cacc_sat, sdp_rec)
+
+    def _conv_recorded(self, plan: conv.ConvPlan, in_shape: tuple, in_bytes: int,
+                       cacc_sat: int, sdp_rec: OpRecord, data_reused: bool = False,
+                       weights_reused: bool = False, note: str = "") -> None:
+        cycles, atoms, shapes, cbuf_rec = self._conv_books(
+            plan, in_shape, data_reused, weights_reused, in_bytes, sdp_rec.cycles, note)
+        self.stats.append(OpRecord(
+            "CONV", cycles, shapes,
+            {"mac_atoms": atoms, "cacc_saturations": cacc_sat, "cbuf": cbuf_rec},
+            sdp=sdp_rec))  # the fused SDP runs in the same pipeline
+
+    def _conv_books(self, plan: conv.ConvPlan, in_shape: tuple, data_reused: bool,
+                    weights_reused: bool, in_bytes: int, sdp_cycles: int, note: str) -> tuple:
+        """``(cycles, mac atoms, shapes, CBUF record)`` of a convolution: the same for every
+        run of ``plan`` that fetched and reused the same, kept per plan and shared by the
+        records of those runs (records are read, not modified)."""
+        key = (id(plan), in_shape, data_reused, weights_reused, in_bytes, sdp_cycles, note)
         hit = self._books.get(key)
         if hit is not None and hit[0] is plan:
             return hit[1]
         geo, use = plan.geo, plan.use
         # the CDMA fetches nothing it reuses; weights it fetches are WEIGHT_BYTES long
         cycles, atoms = conv_cycles(self.cfg, (geo.out_h, geo.out_w), plan.kernel,
-                                    0 if done.data_reused else done.in_bytes,
-                                    0 if done.weights_reused else use.weight_bytes,
-                                    done.sdp.cycles)
-        books = (cycles, atoms, _cbuf_record(use, done.data_reused, done.weights_reused,
-                                             done.note), (geo.k, geo.out_h, geo.out_w))
+                                    0 if data_reused else in_bytes,
+                                    0 if weights_reused else use.weight_bytes, sdp_cycles)
+        shapes = {"in": in_shape, "kernel": plan.kernel, "out": (geo.k, geo.out_h, geo.out_w)}
+        books = (cycles, atoms, shapes, _cbuf_record(use, data_reused, weights_reused, note))
         if len(self._books) >= MAX_PLANS:
             self._books.clear()
         self._books[key] = (plan, books)

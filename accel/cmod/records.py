@@ -6,6 +6,10 @@ estimate (:mod:`accel.cmod.perf`), the operand shape, and the unit-specific
 details a reader may want (a convolution's MAC atoms and CBUF use, a pool's
 method and width splits, a lookup table's hit counts ...).  A convolution's
 SDP runs on the fly in the same pipeline and is kept as its ``sdp``.
+
+Records are read, not modified (details a backend adds aside): the runs of one
+operation share the parts of their records that do not change from run to run,
+so a replayed network allocates few objects per operation.
 """
 
 from __future__ import annotations

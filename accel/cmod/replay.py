@@ -213,7 +213,7 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
         elif kind == DONE:
             _, store, off, keep, bits, launch, conv_batch, i = step
             store[off] = (store[off] & keep) | bits
-            dla.launch(launch, conv_batch.done[i])
+            dla.launch(launch, conv_batch.done(i))
         elif kind == WRITE:
             dla.csb_write(step[1], step[2])
         elif kind == WAIT:
@@ -449,10 +449,10 @@ class _Effect:
         """Leave the registers as the steps would have after ``conv_batch`` ran."""
         for store, changed in self.updates:
             store.update(changed)
-        done = conv_batch.done
+        saturations = conv_batch.saturations
         for store, off, i, field_name in self.counters:
-            store[off] = getattr(done[i], field_name) & 0xFFFFFFFF
-        dla.convs_finished(conv_batch.plans, done)
+            store[off] = saturations[field_name][i] & 0xFFFFFFFF
+        dla.batch_finished(conv_batch)
         dla.launched = conv_batch.launches[-1]
 
 

@@ -157,14 +157,19 @@ def test_batched_launches_match_the_reference_and_the_launches_one_at_a_time(dep
 
 
 def _count_saturations(run: _Run) -> list[int]:
-    """Record the converter saturations of every convolution as the Dla finishes it."""
+    """Record the converter saturations of every convolution as the Dla finishes it: one
+    by one, or a batch's all at once."""
     seen: list[int] = []
-    record = run.dla._conv_recorded
+    one, batch = run.dla.conv_finished, run.dla.batch_finished
 
-    def spy(plan, done):
+    def spy_one(plan, done):
         seen.append(done.sdp_sat)
-        record(plan, done)
-    run.dla._conv_recorded = spy
+        one(plan, done)
+
+    def spy_batch(conv_batch):
+        seen.extend(conv_batch.saturations["sdp_sat"])
+        batch(conv_batch)
+    run.dla.conv_finished, run.dla.batch_finished = spy_one, spy_batch
     return seen
 
 
@@ -244,7 +249,8 @@ def test_a_batch_equals_its_launches_run_one_by_one_with_their_own_truncates(dep
             dla.dram.write(base, data)
         one_by_one = [dla._conv_datapath(op.needs_rdma, op.plan) for op in launches]
         assert memory() == batched
-        for got, want in zip(conv_batch.done, one_by_one, strict=True):
+        for got, want in zip(map(conv_batch.done, range(len(launches))), one_by_one,
+                             strict=True):
             assert (got.cacc_sat, got.sdp_sat, got.sdp.as_dict()) == \
                 (want.cacc_sat, want.sdp_sat, want.sdp.as_dict())
 
