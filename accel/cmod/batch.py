@@ -127,8 +127,8 @@ class ConvBatch:
         _, dst_end = reads_writes(p0, atom)[1]
         if self.dst_step is not None and self.dst_step < dst_end - p0.sdp.dst[0]:
             self.dst_step = None          # the outputs interleave: write them one by one
-        # the last run's results, as lists by ConvDone field (see done()): saturation
-        # counters per launch, packed weight bytes per launch, the input shape of each
+        # the last run's results (see done()): the saturation counters of each launch by
+        # ConvDone field, the packed weight bytes of each, the input shape (the same for all)
         self.saturations: dict[str, list[int]] = {}
         self.raws: list = []
         self.in_shape: tuple[int, int, int] = (0, 0, 0)
