@@ -234,10 +234,15 @@ class ConvBatch:
         """Launch ``i``'s :class:`~accel.cmod.dla.ConvDone` of the last :meth:`run` (made
         on demand: a span's play records a batch without them)."""
         from accel.cmod.dla import ConvDone
-        c, h, w = self.in_shape
         return ConvDone(self.saturations["cacc_sat"][i], self.plans[i].sdp.pipeline_record(True),
                         self.saturations["sdp_sat"][i], None, self.raws[i], None, self.in_shape,
-                        c * h * w, False, False)
+                        self.in_bytes, False, False)
+
+    @property
+    def in_bytes(self) -> int:
+        """Bytes of each launch's input cube (int8 ``in_shape``)."""
+        c, h, w = self.in_shape
+        return c * h * w
 
 
 class Diagonal:

@@ -282,8 +282,7 @@ class Dla:
             rec, streamed = self._run_conv(op.needs_rdma, op.plan, done)
         else:
             rec, streamed = self._run_sdp(op.needs_rdma, op.plan)
-            if rec.note and rec.note not in self.notes:
-                self.notes.append(rec.note)
+            self._note(rec.note)
         if op.pdp_plan is not None:
             group = self.regs["NVDLA_PDP"].consumer
             self.stats.append(op.pdp_plan.execute(self.dram, self.cfg, streamed))
@@ -473,9 +472,8 @@ class Dla:
         """What a finished convolution leaves besides its registers and interrupts: the
         CBUF state, its notes and its record."""
         self.cbuf.complete(plan.use, done.raw, done.data)
-        for note in (done.note, done.sdp.note):
-            if note and note not in self.notes:
-                self.notes.append(note)
+        self._note(done.note)
+        self._note(done.sdp.note)
         self._conv_recorded(plan, done.in_shape, done.in_bytes, done.cacc_sat, done.sdp,
                             done.data_reused, done.weights_reused, done.note)
 
@@ -485,13 +483,16 @@ class Dla:
         in the CBUF, so the CBUF state is the last one's; none of them has a note."""
         plans = conv_batch.plans
         self.cbuf.complete(plans[-1].use, conv_batch.raws[-1], None)
-        in_shape = conv_batch.in_shape
-        in_bytes = in_shape[0] * in_shape[1] * in_shape[2]
+        in_shape, in_bytes = conv_batch.in_shape, conv_batch.in_bytes
         for plan, cacc_sat in zip(plans, conv_batch.saturations["cacc_sat"], strict=True):
             sdp_rec = plan.sdp.pipeline_record(True)
-            if sdp_rec.note and sdp_rec.note not in self.notes:
-                self.notes.append(sdp_rec.note)
+            self._note(sdp_rec.note)
             self._conv_recorded(plan, in_shape, in_bytes, cacc_sat, sdp_rec)
+
+    def _note(self, note: str) -> None:
+        """Keep ``note`` (a behaviour worth telling) once."""
+        if note and note not in self.notes:
+            self.notes.append(note)
 
     def _conv_recorded(self, plan: conv.ConvPlan, in_shape: tuple, in_bytes: int,
                        cacc_sat: int, sdp_rec: OpRecord, data_reused: bool = False,
