@@ -13,6 +13,8 @@ products of magnitude 2**14.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import njit
 
@@ -22,8 +24,48 @@ from accel.cmod.csc import ConvGeometry
 MAX_TAPS = 1 << 16
 
 
+@njit(inline="always")
+def _frame(x, pairs, ch, sx, pad_top, pad_left, rows, width, phases):
+    """Copy channel ``ch`` of ``x`` (its first ``rows`` rows and ``width`` columns) into
+    its place in ``phases`` (int32), phase ``p`` holding frame columns ``p, p + sx, ...``.
+
+    Each stride has its own loops, which compile to vector code: contiguous rows for
+    stride 1; for stride 2, the rows of ``pairs`` when given (not empty: ``x`` as int16,
+    little-endian, column ``2i`` in the low byte of ``pairs[..., i]`` and ``2i + 1`` in
+    the high byte), where a strided byte loop moves one value at a time."""
+    for p in range(sx):
+        # frame column q * sx + p holds input column q * sx + p - pad_left
+        q = max(0, (pad_left - p + sx - 1) // sx)
+        xx = q * sx + p - pad_left
+        count = max(0, (width - xx + sx - 1) // sx)
+        if sx == 1:
+            for y in range(rows):
+                src = x[ch, y, xx:xx + count]
+                dst = phases[p, y + pad_top, q:q + count]
+                for m in range(count):
+                    dst[m] = src[m]
+        elif sx == 2 and pairs.shape[2]:
+            first = xx // 2
+            for y in range(rows):
+                half = pairs[ch, y, first:first + count]
+                dst = phases[p, y + pad_top, q:q + count]
+                if xx % 2:
+                    for m in range(count):
+                        dst[m] = half[m] >> 8                # the high byte, sign-extended
+                else:
+                    for m in range(count):
+                        dst[m] = np.int8(half[m] & 0xFF)     # the low byte, sign-extended
+        else:
+            for y in range(rows):
+                src = x[ch, y]
+                dst = phases[p, y + pad_top, q:q + count]
+                for m in range(count):
+                    dst[m] = src[xx + m * sx]
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def _sums(x, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, out_w, out):
+def _sums(x, pairs, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, out_w,
+          out):
     n, h, w = x.shape
     frame_h = (out_h - 1) * sy + (r - 1) * dy + 1
     frame_w = (out_w - 1) * sx + (s - 1) * dx + 1
@@ -31,19 +73,11 @@ def _sums(x, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, ou
     # p, p + sx, p + 2 sx, ...: an output row's taps then read consecutive values
     cols = -(-frame_w // sx)
     phases = np.empty((sx, frame_h, cols), dtype=np.int32)
+    rows = min(h, frame_h - pad_top)         # input rows inside the frame
     width = min(w, frame_w - pad_left)       # input columns inside the frame
     for ch in range(n):
         phases[:, :, :] = pad_value
-        for p in range(sx):
-            # frame column q * sx + p holds input column q * sx + p - pad_left
-            q = max(0, (pad_left - p + sx - 1) // sx)
-            xx = q * sx + p - pad_left
-            count = max(0, (width - xx + sx - 1) // sx)
-            for y in range(min(h, frame_h - pad_top)):
-                dst = phases[p, y + pad_top]
-                src = x[ch, y]
-                for m in range(count):
-                    dst[q + m] = src[xx + m * sx]
+        _frame(x, pairs, ch, sx, pad_top, pad_left, rows, width, phases)
         for oy in range(out_h):       # a row's sums stay in cache over the taps
             a = out[ch, oy * out_w:(oy + 1) * out_w]
             a[:] = 0
@@ -113,5 +147,11 @@ def depthwise_sums(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry,
                             np.ascontiguousarray(taps.T), *args, out)
         return np.ascontiguousarray(out.T)
     out = np.empty((n, geo.out_h * geo.out_w), dtype=np.int32)
-    _sums(np.ascontiguousarray(x), np.ascontiguousarray(taps), *args, out)
+    x = np.ascontiguousarray(x)
+    if geo.stride_x == 2 and sys.byteorder == "little":    # rows as byte pairs: _widen_row
+        even = x if x.shape[2] % 2 == 0 else np.pad(x, ((0, 0), (0, 0), (0, 1)))
+        pairs = even.view(np.int16)
+    else:
+        pairs = np.zeros((n, x.shape[1], 0), dtype=np.int16)   # none
+    _sums(x, pairs, np.ascontiguousarray(taps), *args, out)
     return out
