@@ -132,6 +132,9 @@ class ConvBatch:
         self.saturations: dict[str, list[int]] = {}
         self.raws: list = []
         self.in_shape: tuple[int, int, int] = (0, 0, 0)
+        # (input shape, CACC saturation counts) of a run and its launches' records, kept
+        # by Dla.batch_finished for the next run with the same
+        self.records: tuple[tuple, list] | None = None
         # what the weights and SDP operands were derived from: one address per memory region
         # they lie in (its version says whether they changed), and the derived arrays
         reads = {p.weight_addr for p in plans}
