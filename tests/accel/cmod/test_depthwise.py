@@ -84,3 +84,20 @@ def test_negative_padding_is_refused():
     with pytest.raises(ValueError, match="padded by"):
         depthwise_sums(np.zeros((1, 2, 2), np.int8), np.zeros((1, 1), np.int8),
                        _geometry(1, 1, 1, 1, 1, 1, 1, 1, -1, 0, 0))
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("width", [64, 67])
+@pytest.mark.parametrize("left", [0, 1, 2])
+def test_rows_long_enough_for_vector_loops(stride, width, left):
+    """Rows of 64 and 67 columns: the frame's copy loops (stride 2 from byte pairs, odd
+    widths padded to whole pairs) run their vector bodies, not only their remainders."""
+    out_w = (width + 2 * left - 3) // stride + 1
+    geo = _geometry(3, 3, 5, out_w, stride, stride, 1, 1, left, left, -7)
+    rng = np.random.default_rng(width * 10 + stride + left)
+    h = (5 - 1) * stride + 3 - left
+    x = rng.integers(-128, 128, (2, h, width), dtype=np.int8)
+    taps = rng.integers(-128, 128, (2, 9), dtype=np.int8)
+    for channels_last in (False, True):
+        np.testing.assert_array_equal(depthwise_sums(x, taps, geo, channels_last),
+                                      _reference(x, taps, geo))
