@@ -43,7 +43,7 @@ from dataclasses import replace
 import numpy as np
 
 from accel.cmod import cdma, csc, sdp_rdma
-from accel.cmod.cmac import Weights, gemm_sums
+from accel.cmod.cmac import Weights, diagonal_taps, gemm_sums
 from accel.cmod.cube import write_packed_cube
 from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.fused import PostProcess
@@ -261,17 +261,12 @@ class Diagonal:
 
 def _diagonal(weights: np.ndarray, geo, n: int) -> Diagonal | None:
     """``weights`` (int8 ``[B or 1, K, C*R*S]``) as a :class:`Diagonal` when they are."""
-    k, c = geo.k, geo.c
-    if k != c or k == 1:
+    taps = diagonal_taps(weights, geo.k, geo.c, geo.r * geo.s)      # [B or 1, K, R*S]
+    if taps is None:
         return None
-    w = weights.reshape(weights.shape[0], k, c, geo.r * geo.s)
-    off = ~np.eye(k, dtype=bool)
-    if np.any(w[:, off]):
-        return None
-    taps = w[:, np.arange(k), np.arange(k)]            # [B or 1, K, R*S]
     if taps.shape[0] != n:
         taps = np.broadcast_to(taps, (n, *taps.shape[1:]))
-    return Diagonal(np.ascontiguousarray(taps).reshape(n * k, -1), k)
+    return Diagonal(np.ascontiguousarray(taps).reshape(n * geo.k, -1), geo.k)
 
 
 def batches(steps: list[tuple], atom: int, kinds: dict[str, int],

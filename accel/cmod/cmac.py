@@ -64,7 +64,7 @@ class Weights:
     made once: float32 for BLAS, offset binary (``w + 128`` as uint8) for the integer
     engine."""
 
-    __slots__ = ("int8", "kernel", "_float32", "_offset", "_taps_last")
+    __slots__ = ("int8", "kernel", "_float32", "_offset", "_taps_last", "_diagonal")
 
     def __init__(self, w: np.ndarray, kernel: tuple[int, int, int, int] | None = None) -> None:
         self.int8 = w if w.dtype == np.int8 else w.astype(np.int8)
@@ -73,6 +73,7 @@ class Weights:
         self._float32: np.ndarray | None = None
         self._offset: np.ndarray | None = None
         self._taps_last: PackedWeights | None = None
+        self._diagonal: list = []
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -90,6 +91,17 @@ class Weights:
             self._offset = to_offset_binary(self.int8)
         return self._offset
 
+    @property
+    def diagonal(self) -> np.ndarray | None:
+        """int8 ``[K, R * S]``: the taps of a convolution whose every kernel reads only its
+        own input channel (:func:`diagonal_taps`), else None (found once)."""
+        if not self._diagonal:
+            k, c, r, s = self.kernel or (0, 0, 0, 0)
+            self._diagonal.append(None if self.kernel is None or self.int8.ndim != 2
+                                  else diagonal_taps(self.int8[None], k, c, r * s))
+        taps = self._diagonal[0]
+        return None if taps is None else taps[0]
+
     def taps_last(self, engine: IntEngine) -> PackedWeights:
         """The weights as ``engine`` keeps them for :func:`accel.cmod.dla.conv_sums`: columns
         R major, then S, then C (made once)."""
@@ -98,6 +110,18 @@ class Weights:
             w = self.int8.reshape(k, c, r, s).transpose(0, 2, 3, 1).reshape(k, r * s * c)
             self._taps_last = engine.packed(w)
         return self._taps_last
+
+
+def diagonal_taps(weights: np.ndarray, k: int, c: int, taps: int) -> np.ndarray | None:
+    """int8 ``[B, K, taps]``: the weights ``[B, K, C * taps]`` (C major) when every kernel
+    ``i`` of each of them reads only input channel ``i`` (a depthwise layer run as block
+    convolutions: the other channels' weights are all 0), else None."""
+    if k != c or k == 1:
+        return None
+    w = weights.reshape(weights.shape[0], k, c, taps)
+    if np.any(w[:, ~np.eye(k, dtype=bool)]):
+        return None
+    return np.ascontiguousarray(w[:, np.arange(k), np.arange(k)])
 
 
 def to_offset_binary(a: np.ndarray) -> np.ndarray:

@@ -52,6 +52,7 @@ from accel.cmod.cmac import (
 )
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.cube import read_int8_raw
+from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.glb import Glb
@@ -552,9 +553,14 @@ def conv_sums(weights: Weights, x: np.ndarray, geo: csc.ConvGeometry) -> np.ndar
     patches for a 1x1 kernel are the cube's pixels as they are.  Packing the patches
     per run costs less than turning them and the sums around when a kernel tap's
     channels are few or the kernel is 1x1 (measured on the layers of mobilenet_v2,
-    yolox_nano and resnet18_cifar)."""
+    yolox_nano and resnet18_cifar).  A block of a depthwise layer (each kernel reading
+    only its own channel: :attr:`~accel.cmod.cmac.Weights.diagonal`) sums its taps per
+    channel (:func:`~accel.cmod.depthwise.depthwise_sums`), 1/C of the GEMM's products."""
     k, c, r, s = weights.kernel or (0, 0, 0, 0)
     terms, points = c * r * s, geo.out_h * geo.out_w
+    taps = weights.diagonal if x.dtype == np.int8 and not geo.image else None
+    if taps is not None:         # a block of a depthwise layer: the taps of each channel
+        return depthwise_sums(x, taps, geo)
     if (r * s > 1 and c >= ROWS_MIN_CHANNELS and x.dtype == np.int8 and not geo.image
             and terms <= INT_ENGINE_MAX_TERMS and k * terms * points >= INT_ENGINE_MIN_MACS):
         engine = int_engine()

@@ -84,3 +84,26 @@ def test_offset_rows_are_the_rows_plus_128():
     assert offset.dtype == np.uint8
     np.testing.assert_array_equal(offset.astype(np.int16), rows + 128)
     assert offset[0, 0] == 0                   # the pad value -128 at a corner tap
+
+
+@pytest.mark.parametrize("stray", [False, True])
+def test_block_of_a_depthwise_layer(stray):
+    """8 kernels each reading only its own channel sum their taps per channel
+    (``Weights.diagonal``); one stray weight off the diagonal sends them to the GEMM. The
+    sums equal the definition's either way."""
+    rng = np.random.default_rng(11)
+    geo = ConvGeometry(r=3, s=3, c=8, k=8, out_h=13, out_w=17, stride_y=2, stride_x=2,
+                       dil_y=1, dil_x=1, pad_top=1, pad_left=0, pad_value=-5)
+    x = rng.integers(-128, 128, (8, 26, 35)).astype(np.int8)
+    wt = np.zeros((8, 8, 3, 3), dtype=np.int8)
+    for ch in range(8):
+        wt[ch, ch] = rng.integers(-128, 128, (3, 3))
+    wt[0, 0] = -128                            # products of 2**14
+    if stray:
+        wt[2, 5, 1, 1] = 1
+    weights = cmac.Weights(wt.reshape(8, -1), (8, 8, 3, 3))
+    np.testing.assert_array_equal(conv_sums(weights, x, geo), _reference(x, wt, geo))
+    assert (weights.diagonal is None) == stray
+    if not stray:
+        np.testing.assert_array_equal(weights.diagonal, wt[np.arange(8), np.arange(8)]
+                                      .reshape(8, 9))
