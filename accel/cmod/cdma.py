@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import read_int8_raw
+from accel.cmod.cube import read_int8_pixels, read_int8_raw
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.config import HwConfig
@@ -52,6 +52,14 @@ def read_feature(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, int, in
     """The int8 input cube ``[C, H, W]`` (int8) of a :func:`feature_source`."""
     base, c, h, w, line, surf = source
     return read_int8_raw(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT)
+
+
+def read_feature_pixels(dram: Dram, cfg: HwConfig,
+                        source: tuple[int, int, int, int, int, int]) -> np.ndarray | None:
+    """The input cube of a :func:`feature_source` as int8 pixels ``[H * W, C_pad]``
+    (:func:`accel.cmod.cube.read_int8_pixels`), or None."""
+    base, c, h, w, line, surf = source
+    return read_int8_pixels(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT)
 
 
 def fetch_feature(g: GroupView, dram: Dram, cfg: HwConfig) -> np.ndarray:

@@ -1,0 +1,40 @@
+"""``read_int8_pixels``: a feature cube as pixels ``[H*W, C_pad]``, against the byte-offset
+formula of NVDLA's layout written out plainly (channel ``c`` of pixel ``(y, x)`` at
+``base + (c // atom) * surf + y * line + x * atom + c % atom``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accel.cmod.cube import read_int8_pixels
+from accel.cmod.dram import Dram
+
+
+@pytest.mark.parametrize("atom", [4, 8, 32])
+@pytest.mark.parametrize("c", [1, 5, 8, 13, 40])
+def test_pixels_follow_the_layout(atom, c):
+    h, w = 3, 5
+    line = w * atom + 2 * atom                  # gaps after each line and each surface
+    surf = h * line + atom
+    surfaces = -(-c // atom)
+    dram = Dram()
+    base = 0x40 + atom
+    dram.map(0x40, base - 0x40 + surfaces * surf + 64)
+    rng = np.random.default_rng(c * atom)
+    size = dram.regions[0][1]
+    dram.write(0x40, rng.integers(0, 256, size).astype(np.uint8))
+    mem = dram.read(0x40, size).view(np.int8)
+    got = read_int8_pixels(dram, base, c, h, w, atom, line, surf, "test")
+    assert got.shape == (h * w, surfaces * atom) and got.dtype == np.int8
+    for y in range(h):
+        for x in range(w):
+            for ch in range(surfaces * atom):   # the lanes past c as memory holds them
+                at = base - 0x40 + (ch // atom) * surf + y * line + x * atom + ch % atom
+                assert got[y * w + x, ch] == mem[at]
+
+
+def test_a_cube_leaving_its_region_is_not_read():
+    dram = Dram()
+    dram.map(0, 256)
+    assert read_int8_pixels(dram, 0, 8, 10, 4, 8, 32, 320, "test") is None   # 320 bytes
