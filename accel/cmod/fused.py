@@ -142,6 +142,13 @@ def _fusable(st, sa, sm):
 
 
 @njit(inline="always")
+def _x1(x, m, am, shift):
+    """The X stage of :func:`_fusable` before its clips: ``round_shift(x * m + a * m)``
+    (``am``: ``a * m``), ``x`` and ``m`` 32-bit."""
+    return _shift_round(_wide(x) * m + am, shift)
+
+
+@njit(inline="always")
 def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
     stage (``alu[ia]``, ``mul[im]``), a bypassed X2 and the converter on one channel in
@@ -158,16 +165,63 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
     outside = 0
     if offset == 0 and scale == 1 and shift == 0:
         for p in range(conv.shape[0]):
-            v = max(_shift_round(_wide(sums[p]) * m + am, x_shift), lo)
+            v = max(_x1(sums[p], m, am, x_shift), lo)
             outside += (v < _C17_LO) | (v > _C17_HI)
             conv[p] = min(max(v, -128), 127)
     else:
         offset_scaled = offset * scale
         for p in range(conv.shape[0]):
-            v = min(max(_shift_round(_wide(sums[p]) * m + am, x_shift), lo), _I32_HI)
+            v = min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI)
             v = _shift_round(_wide(v) * scale - offset_scaled, shift)
             outside += (v < _C17_LO) | (v > _C17_HI)
             conv[p] = min(max(v, -128), 127)
+    return outside
+
+
+@njit(cache=True, nogil=True)
+def _post_pixels(acc, st, alu, mul, cvt, c, out):
+    """:func:`_fused_channel` over pixel-major sums ``acc`` (int32 ``[points, C_pad]``, a
+    pixel's channels side by side, as a GEMM of pixels by kernels makes them) into
+    ``out`` (int8 ``[C_pad / atom, points, atom]``, NVDLA's channel packing, which
+    holds a pixel's channels side by side too); returns the converter's saturation
+    count among the first ``c`` channels.  ``alu``/``mul``: per-channel operands
+    (one value, or one per channel)."""
+    surfaces, points, atom = out.shape
+    c_pad = surfaces * atom
+    a_flat, m_flat = alu.ravel(), mul.ravel()
+    m = np.ones(c_pad, dtype=np.int64)
+    am = np.zeros(c_pad, dtype=np.int64)
+    counted = np.zeros(c_pad, dtype=np.int64)     # 1 for the channels whose saturations count
+    for ch in range(c_pad):
+        if not st[MUL_BYPASS]:
+            m[ch] = _wide(m_flat[ch if m_flat.size > 1 else 0])
+        if not st[ALU_BYPASS]:
+            am[ch] = _wide(a_flat[ch if a_flat.size > 1 else 0]) * m[ch]
+        counted[ch] = ch < c
+    lo = 0 if not st[RELU_BYPASS] else _I32_LO
+    x_shift = st[SHIFT]
+    offset, scale, shift = cvt[0, 0], _wide(cvt[0, 1]), cvt[0, 2]
+    offset_scaled = offset * scale
+    identity = offset == 0 and scale == 1 and shift == 0
+    outside = 0
+    # indexed in place: a slice per pixel costs more than the pixel's arithmetic
+    if identity:
+        for s in range(surfaces):
+            b = s * atom
+            for p in range(points):
+                for j in range(atom):
+                    v = max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo)
+                    outside += counted[b + j] & ((v < _C17_LO) | (v > _C17_HI))
+                    out[s, p, j] = min(max(v, -128), 127)
+        return outside
+    for s in range(surfaces):
+        b = s * atom
+        for p in range(points):
+            for j in range(atom):
+                v = min(max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo), _I32_HI)
+                v = _shift_round(_wide(v) * scale - offset_scaled, shift)
+                outside += counted[b + j] & ((v < _C17_LO) | (v > _C17_HI))
+                out[s, p, j] = min(max(v, -128), 127)
     return outside
 
 
@@ -328,6 +382,15 @@ class PostProcess:
         if shape[0] % atom:
             raise ValueError(f"PostProcess: {shape[0]} channels are not whole atoms of {atom}")
         self.shape, self.atom = shape, atom
+        st0, st1 = stages
+        per_channel = [op.shape[0] == 1 and op.shape[2] == 1 for op in ops[:2]]
+        #: one operation of the compiler's usual program (see :func:`_fused_channel`), which
+        #: :meth:`run_pixels` takes as pixel-major sums
+        self.pixels_ready = bool(
+            self._args[0].shape == (1,) and self._args[0][0] == 0 and rows.shape[0] == 1
+            and not st0.bypass and st1.bypass and not (st0.prelu and not st0.mul_bypass)
+            and (st0.alu_bypass or (st0.alu_algo == ALU_SUM and per_channel[0]))
+            and (st0.mul_bypass or per_channel[1]))
 
     def run_packed(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(int8 [B, C_pad / atom, H, W, atom], int64 [B, 2])``: the outputs in NVDLA's
@@ -348,6 +411,24 @@ class PostProcess:
         _post(acc, acc.shape[1], cacc, narrow, truncate, table, a0, m0, a1, m1, rows, c, out,
               sat)
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat
+
+    def run_pixels(self, acc: np.ndarray) -> tuple[np.ndarray, int]:
+        """:meth:`run_packed` of one operation (:attr:`pixels_ready`) from its sums as
+        pixels: ``acc`` int32 ``[H*W, C_pad]``, the channels past the convolution's kernels
+        0 (as disabled MAC cells deliver).  ``(int8 [C_pad / atom, H, W, atom], the
+        converter's saturation count)``; CACC saturates nothing (32-bit sums, no
+        truncate)."""
+        if not self.pixels_ready:
+            raise ValueError("PostProcess.run_pixels: not one operation of a per-channel X1 "
+                             "program without truncate")
+        c_pad, h, w = self.shape
+        if acc.shape != (h * w, c_pad) or acc.dtype != np.int32:
+            raise ValueError(f"PostProcess.run_pixels: sums {acc.shape} {acc.dtype}, need "
+                             f"int32 {(h * w, c_pad)}")
+        out = np.empty((c_pad // self.atom, h * w, self.atom), dtype=np.int8)
+        _, table, a0, m0, _, _, rows, c = self._args
+        sat = _post_pixels(acc, table[0], a0, m0, rows, c, out)
+        return out.reshape(c_pad // self.atom, h, w, self.atom), int(sat)
 
     def run(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`run_packed` with the outputs as planes, int8 ``[B, C_pad, H, W]``."""

@@ -222,3 +222,60 @@ def test_rows_longer_than_a_chunk(usual, form, cvt, kind, atom):
     np.testing.assert_array_equal(got.reshape(want.shape), want)
     np.testing.assert_array_equal(got_sat, want_sat)
     assert 0 < np.mean(np.abs(want.astype(np.int64)) >= 127) < 0.9   # not all saturated
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), c=st.integers(1, 40),
+       atom=st.sampled_from([4, 8, 16, 32]), hw=st.sampled_from([(1, 1), (2, 3), (5, 7)]),
+       data=st.data())
+def test_pixel_major_sums_equal_numpy_form(seed, c, atom, hw, data):
+    """``run_pixels``: one operation of the compiler's usual program from pixel-major int32
+    sums (a pixel's channels side by side, zeros past the kernels), against the numpy
+    form of the same sums; the int32 extremes and exact halves are among the sums."""
+    rng = np.random.default_rng(seed)
+    h, w = hw
+    c_pad = -(-c // atom) * atom
+    k = data.draw(st.integers(1, c))
+    acc = _sums(rng, (1, k, h * w), "int32")
+    stages = [_stage(data.draw, usual=True), _bypassed()]
+    def per_channel():          # _operand's forms but the per-element one
+        form = data.draw(st.sampled_from(["int", "launch", "channel"]))
+        if form == "int":
+            return data.draw(I16)
+        shape = (1, 1, 1, 1) if form == "launch" else (1, c_pad, 1, 1)
+        values = rng.integers(-(1 << 15), 1 << 15, size=shape)
+        return np.where(rng.random(shape) < 0.3, rng.choice([-(1 << 15), -1, 0, 1,
+                                                              (1 << 15) - 1], shape), values)
+
+    operands = [(per_channel(), per_channel(), False), (0, 0, False)]
+    cvt = data.draw(st.sampled_from([(0, 1, 0), (-3, 517, 9), (100, -2, 1),
+                                     ((1 << 31) - 1, 1, 63)]))
+    want, want_sat = _reference(acc, True, 0, stages, operands, cvt, c, c_pad, h, w)
+    post = PostProcess(0, stages, operands, cvt, c, (c_pad, h, w), atom)
+    assert post.pixels_ready
+    pixels = np.zeros((h * w, c_pad), dtype=np.int32)
+    pixels[:, :k] = acc[0].T
+    got, sat = post.run_pixels(pixels)
+    lanes = want[0].reshape(c_pad // atom, atom, h, w).transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(got, lanes)
+    assert want_sat[0].tolist() == [0, sat]
+
+
+def test_pixel_major_sums_only_for_one_usual_operation():
+    """Per-element operands, a CACC truncate, a second stage or a batch of two take the
+    channel-major pass; asked anyway, run_pixels refuses rather than computing wrong."""
+    usual = StageConfig(False, False, ALU_SUM, False, False, False, False, 0, 0, False, 8, 0)
+    per_channel = (np.arange(8).reshape(1, 8, 1, 1), 3, False)
+    element = (np.arange(16).reshape(1, 8, 1, 2), 3, False)
+
+    def post(truncate=0, second=None, ops=per_channel, n=1):
+        cvt = (0, 1, 0) if n == 1 else tuple(np.zeros(n, np.int64) + v for v in (0, 1, 0))
+        stages = [usual, second or _bypassed()]
+        return PostProcess(truncate, stages, [ops, (0, 0, False)], cvt, 8, (8, 1, 2), 8)
+
+    assert post().pixels_ready
+    for other in (post(ops=element), post(truncate=2), post(second=usual),
+                  post(n=2)):
+        assert not other.pixels_ready
+        with pytest.raises(ValueError, match="run_pixels"):
+            other.run_pixels(np.zeros((2, 8), dtype=np.int32))
