@@ -64,7 +64,8 @@ class Weights:
     made once: float32 for BLAS, offset binary (``w + 128`` as uint8) for the integer
     engine."""
 
-    __slots__ = ("int8", "kernel", "_float32", "_offset", "_taps_last", "_diagonal")
+    __slots__ = ("int8", "kernel", "_float32", "_offset", "_taps_last", "_diagonal",
+                 "_pointwise")
 
     def __init__(self, w: np.ndarray, kernel: tuple[int, int, int, int] | None = None) -> None:
         self.int8 = w if w.dtype == np.int8 else w.astype(np.int8)
@@ -74,6 +75,7 @@ class Weights:
         self._offset: np.ndarray | None = None
         self._taps_last: PackedWeights | None = None
         self._diagonal: list = []
+        self._pointwise: PackedWeights | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -101,6 +103,18 @@ class Weights:
                                   else diagonal_taps(self.int8[None], k, c, r * s))
         taps = self._diagonal[0]
         return None if taps is None else taps[0]
+
+    def pointwise(self, engine: IntEngine, k_pad: int, c_pad: int) -> PackedWeights:
+        """The ``[K, C]`` weights of a 1x1 convolution as ``engine`` keeps them for pixels
+        of ``c_pad`` channels (whole atoms) into ``k_pad`` kernels: zeros past ``C``
+        and past ``K``, so a pixel's lanes past its channels add nothing and the
+        kernels past ``K`` sum to 0 (made once)."""
+        if self._pointwise is None or self._pointwise.shape != (k_pad, c_pad):
+            k, c = self.int8.shape
+            w = np.zeros((k_pad, c_pad), dtype=np.int8)
+            w[:k, :c] = self.int8
+            self._pointwise = engine.packed(w)
+        return self._pointwise
 
     def taps_last(self, engine: IntEngine) -> PackedWeights:
         """The weights as ``engine`` keeps them for :func:`accel.cmod.dla.conv_sums`: columns
@@ -135,33 +149,40 @@ class IntEngine:
     Both operands go in as offset binary (uint8 ``x + 128``) with zero points of 128:
     onnxruntime's uint8 x uint8 kernels widen the bytes to 16 bits before multiplying
     and accumulate in int32, so no product or pair of products saturates on any
-    instruction set (its uint8 x int8 kernels do saturate pairs on AVX2 machines
-    without VNNI).  :func:`int_engine` checks that on adversarial operands before
-    handing it any work; what fails the check, or a missing onnxruntime, leaves the
-    GEMMs to BLAS in float32.  One thread, as the rest of the cmodel: parallelism
+    instruction set.  Its uint8 x int8 kernels are faster but, on AVX2 machines
+    without VNNI, add pairs of products in 16 bits with saturation: exact only when
+    the uint8 operand is at most 127 (a pair is then at most 2 * 127 * 128 < 2**15),
+    which holds for non-negative int8 patches taken as they are (zero points 0; see
+    :meth:`PackedWeights.run`).  :func:`int_engine` checks both on adversarial operands
+    before handing the engine any work; what fails the check, or a missing
+    onnxruntime, leaves the GEMMs to BLAS in float32 (or, for the uint8 x int8 kernels
+    alone, to the offset form).  One thread, as the rest of the cmodel: parallelism
     comes from running inferences side by side.
     """
 
     def __init__(self) -> None:
         import onnxruntime  # noqa: F401  (ImportError: no engine)
         self._session = self._make(None)
+        #: whether non-negative patches may go to the uint8 x int8 kernels (set by the
+        #: check of :func:`int_engine`)
+        self.signed = False
 
     @staticmethod
-    def _make(right: np.ndarray | None):
-        """A MatMulInteger session, ``right`` (offset binary) its constant right operand
-        (which onnxruntime packs once) or None for one taken per run."""
+    def _make(right: np.ndarray | None, signed: bool = False):
+        """A MatMulInteger session, ``right`` its constant right operand (which onnxruntime
+        packs once) or None for one taken per run: offset binary with zero points of 128,
+        or (``signed``) int8 with a uint8 left operand, zero points 0."""
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
 
-        def byte_input(name: str, shape) -> object:
-            return helper.make_tensor_value_info(name, TensorProto.UINT8, shape)
-
-        zero = np.array(128, dtype=np.uint8)
+        right_type = TensorProto.INT8 if signed else TensorProto.UINT8
+        za = np.array(0 if signed else 128, dtype=np.uint8)
+        zb = np.array(0, dtype=np.int8) if signed else za
         node = helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])
-        inputs = [byte_input("a", None)]
-        inits = [numpy_helper.from_array(zero, "za"), numpy_helper.from_array(zero, "zb")]
+        inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, None)]
+        inits = [numpy_helper.from_array(za, "za"), numpy_helper.from_array(zb, "zb")]
         if right is None:
-            inputs.append(byte_input("b", None))
+            inputs.append(helper.make_tensor_value_info("b", right_type, None))
         else:
             inits.append(numpy_helper.from_array(right, "b"))
         graph = helper.make_graph(
@@ -175,10 +196,9 @@ class IntEngine:
                                     providers=["CPUExecutionProvider"])
 
     def packed(self, weights: np.ndarray) -> PackedWeights:
-        """int8 ``weights`` [K, R] held as the constant right operand of their own session
+        """int8 ``weights`` [K, R] held as the constant right operand of their own sessions
         (see :class:`PackedWeights`)."""
-        right = np.ascontiguousarray(to_offset_binary(weights).T)
-        return PackedWeights(self._make(right), weights.shape)
+        return PackedWeights(self, weights)
 
     def run(self, weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
         """int32 ``weights @ patches`` of offset-binary ``weights`` [..., K, R] and
@@ -188,7 +208,9 @@ class IntEngine:
     def exact(self) -> bool:
         """The engine's sums equal int64 ones on operands at the extremes (every product
         +-2**14 or 127 * 127, whole rows of one sign) in shapes of one row, one column,
-        odd and long reductions."""
+        odd and long reductions; sets :attr:`signed` when the uint8 x int8 kernels are
+        exact on non-negative patches (127 or 0) against weights of -128 and 127."""
+        signed = True
         for m, r, n in ((1, 1, 1), (1, 2, 1), (1, 1031, 3), (3, 5, 7), (16, 64, 300),
                         (64, 2051, 64), (9, INT_ENGINE_MAX_TERMS, 2)):
             for wv, pv in ((127, 127), (127, -128), (-128, -128), (-128, 127)):
@@ -199,9 +221,15 @@ class IntEngine:
                 got = self.run(to_offset_binary(w), to_offset_binary(p))
                 if not np.array_equal(got, want):
                     return False
-                rows = self.packed(w).run(np.ascontiguousarray(p.T))   # packed weights
+                packed = self.packed(w)
+                rows = packed.run(np.ascontiguousarray(p.T))   # packed weights
                 if not np.array_equal(rows, want.T):
                     return False
+                if signed:
+                    q = np.where(p < 0, 0, 127).astype(np.int8)
+                    rows = packed.run(np.ascontiguousarray(q.T), signed=True)
+                    signed = np.array_equal(rows, (w.astype(np.int64) @ q.astype(np.int64)).T)
+        self.signed = signed
         return True
 
 
@@ -253,20 +281,33 @@ def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray) -> np.ndarray:
 
 
 class PackedWeights:
-    """Weights ``[K, R]`` held by a session of the integer engine as the constant right
+    """Weights ``[K, R]`` held by sessions of the integer engine as the constant right
     operand of ``patches @ weights.T``: onnxruntime packs them once, where a weight
-    matrix taken per run is packed on every GEMM."""
+    matrix taken per run is packed on every GEMM.  One session per operand form
+    (offset binary, or int8 against non-negative patches), each made on first use."""
 
-    def __init__(self, session, shape: tuple[int, int]) -> None:
-        self._session = session
-        self.shape = shape
+    def __init__(self, engine: IntEngine, weights: np.ndarray) -> None:
+        self._engine, self._weights = engine, weights
+        self._sessions: dict[bool, object] = {}
+        self.shape = weights.shape
 
-    def run(self, patches: np.ndarray) -> np.ndarray:
-        """int32 ``[N, K]``: ``patches @ weights.T`` of ``patches`` [N, R], int8 or offset
-        binary (uint8 ``v + 128``)."""
+    def _session(self, signed: bool):
+        session = self._sessions.get(signed)
+        if session is None:
+            w = self._weights if signed else to_offset_binary(self._weights)
+            session = self._sessions[signed] = self._engine._make(
+                np.ascontiguousarray(w.T), signed)
+        return session
+
+    def run(self, patches: np.ndarray, signed: bool = False) -> np.ndarray:
+        """int32 ``[N, K]``: ``patches @ weights.T`` of ``patches`` [N, R]: int8 or offset
+        binary (uint8 ``v + 128``); ``signed``: int8 values known to be non-negative (or
+        their bytes as uint8), which go to the faster uint8 x int8 kernels as they are."""
+        if signed:
+            return self._session(True).run(["y"], {"a": patches.view(np.uint8)})[0]
         if patches.dtype != np.uint8:
             patches = to_offset_binary(patches)
-        return self._session.run(["y"], {"a": patches})[0]
+        return self._session(False).run(["y"], {"a": patches})[0]
 
 
 def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:

@@ -407,6 +407,7 @@ class Dla:
         geo, use = plan.geo, plan.use
         kept_data = self.cbuf.reused_data(use)
         kept_w, note = self.cbuf.reused_weights(use)
+        raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
         if geo.image:
             g_cdma = self._exec("NVDLA_CDMA")
             if kept_data is not None:
@@ -417,10 +418,12 @@ class Dla:
             in_shape = (fmt.channels, lines.shape[0], use.width)
             data, in_bytes = (lines, fmt), cdma_image.image_bytes(fmt, in_shape[1], in_shape[2])
         else:
+            done = self._pointwise_datapath(plan, kept_data, raw, kept_w is not None, note)
+            if done is not None:
+                return done
             x = kept_data.value if kept_data is not None else cdma.read_feature(
                 self.dram, self.cfg, plan.feature)
             geo_run, in_shape, in_bytes, data = geo, tuple(x.shape), int(x.size), x
-        raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
         sums = conv_sums(self.weight_matrix(raw, plan), x, geo_run)
         if plan.sdp.y_stage:     # reads registers as it runs: the numpy form
             terms = psum_terms(plan)
@@ -436,6 +439,38 @@ class Dla:
             streamed = plan.sdp.deliver_packed(self.dram, y[0])
         return ConvDone(sat, rec, sdp_sat, streamed, raw, data, in_shape, in_bytes,
                         kept_data is not None, kept_w is not None, note)
+
+    def _pointwise_datapath(self, plan: conv.ConvPlan, kept_data, raw: np.ndarray,
+                            weights_reused: bool, note: str) -> ConvDone | None:
+        """:meth:`_conv_datapath` of a large 1x1 convolution of the compiler's usual SDP
+        program, with stride 1 and no padding, that neither keeps nor reuses data in the
+        CBUF, computed pixel by pixel: its pixels read as memory holds them (whole
+        atoms), ``pixels @ weights.T`` on the integer engine (the uint8 x int8 kernels
+        when the pixels are non-negative), the SDP pass on the pixel-major sums
+        (:meth:`~accel.cmod.fused.PostProcess.run_pixels`) straight into the channel
+        packing; None for any other convolution (or pixels that leave their region)."""
+        geo, use, sp = plan.geo, plan.use, plan.sdp
+        _, c, h, w, _, _ = plan.feature
+        if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1
+                or geo.pad_top or geo.pad_left or (geo.out_h, geo.out_w) != (h, w)
+                or kept_data is not None or use.skip_data_rls or sp.y_stage
+                or geo.k * c * h * w < INT_ENGINE_MIN_MACS):
+            return None
+        engine = int_engine()
+        if engine is None:
+            return None
+        post = self._post_process(sp, plan.truncate)
+        if not post.pixels_ready:
+            return None
+        pixels = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
+        if pixels is None:
+            return None
+        packed = self.weight_matrix(raw, plan).pointwise(engine, sp.c_pad, pixels.shape[1])
+        signed = engine.signed and int(pixels.view(np.uint8).max()) < 128
+        y, sdp_sat = post.run_pixels(packed.run(pixels, signed))
+        streamed = sp.deliver_packed(self.dram, y)
+        return ConvDone(0, sp.pipeline_record(True), sdp_sat, streamed, raw, None, (c, h, w),
+                        c * h * w, False, weights_reused, note)
 
     def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan, done: ConvDone | None = None
                   ) -> tuple[OpRecord, np.ndarray | None]:
@@ -565,7 +600,9 @@ def conv_sums(weights: Weights, x: np.ndarray, geo: csc.ConvGeometry) -> np.ndar
             and terms <= INT_ENGINE_MAX_TERMS and k * terms * points >= INT_ENGINE_MIN_MACS):
         engine = int_engine()
         if engine is not None:
-            rows = weights.taps_last(engine).run(csc.im2col_rows(x, geo, offset=True))
+            signed = engine.signed and geo.pad_value >= 0 and int(x.min()) >= 0
+            rows = weights.taps_last(engine).run(csc.im2col_rows(x, geo, offset=not signed),
+                                                 signed)
             return np.ascontiguousarray(rows.T)
     return gemm_sums(weights, csc.im2col(x, geo))
 

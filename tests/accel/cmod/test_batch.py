@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accel.cmod import batch, replay
+from accel.cmod import batch, cmac, replay
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.frontend import load_onnx
@@ -306,3 +306,57 @@ def test_a_span_whose_registers_differ_runs_its_steps(depthwise, monkeypatch):
                 [r.as_dict() for r in stepped.dla.stats]
         assert all(sp.plays["stepped"] == len(samples) for sp in stepped.spans())
         assert all(sp.plays["applied"] >= len(samples) for sp in applied.spans())
+
+
+def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
+    """Large 1x1 convolutions run pixel by pixel (``Dla._pointwise_datapath``: pixels as
+    memory holds them, the uint8 x int8 kernels after the ReLU, the offset form before
+    it) leave the same bytes, saturation counts and registers as the channel-major
+    datapath, with output scales far below the calibrated ones, so that the converters leave their
+    17-bit range."""
+    if cmac.int_engine() is None:
+        pytest.skip("no integer engine here: every GEMM goes to BLAS, channel-major")
+    rng = np.random.default_rng(9)
+    inits = {"w1": rng.normal(0, 0.2, (64, 64, 1, 1)), "b1": rng.normal(0, 0.2, 64),
+             "w2": rng.normal(0, 0.2, (40, 64, 1, 1)), "b2": rng.normal(0, 0.2, 40)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["p1"]),
+             helper.make_node("Relu", ["p1"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["y"])]
+    graph = _model(nodes, inits, (1, 64, 24, 40), "y", (1, 40, 24, 40))
+    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
+    table = {t: dict(v, scale=v["scale"] / {"p1": 3e3, "r": 3e3, "y": 1e4}.get(t, 1))
+             for t, v in table.items()}
+    sample = _samples(graph, 1, 4)[0]
+    from accel.cmod.dla import Dla
+    taken = []
+    pointwise = Dla._pointwise_datapath
+
+    def spy(self, *args):
+        done = pointwise(self, *args)
+        taken.append(done is not None)
+        return done
+    monkeypatch.setattr(Dla, "_pointwise_datapath", spy)
+    forms = set()
+    run = cmac.PackedWeights.run
+
+    def form(self, patches, signed=False):
+        forms.add(signed)
+        return run(self, patches, signed)
+    monkeypatch.setattr(cmac.PackedWeights, "run", form)
+    with _Run(graph, table, batched=False) as pixels:
+        got = _count_saturations(pixels)
+        out, ref = pixels.infer(sample)
+        memory = pixels.memory()
+        off = pixels.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
+        counts = [g[off] for g in pixels.dla.regs["NVDLA_SDP"].groups]
+    assert taken and all(taken), taken
+    assert forms == ({False, True} if cmac.int_engine().signed else {False})
+    monkeypatch.setattr(Dla, "_pointwise_datapath", lambda self, *args: None)
+    with _Run(graph, table, batched=False) as planes:
+        want = _count_saturations(planes)
+        planes.run(sample)
+        assert planes.memory() == memory
+        assert [g[off] for g in planes.dla.regs["NVDLA_SDP"].groups] == counts
+    for name in ref:
+        np.testing.assert_array_equal(out[name], ref[name])
+    assert got == want and sum(got) > 0, got

@@ -149,3 +149,49 @@ def test_engine_check_rejects_saturating_pairs(monkeypatch):
     p = np.full((1024, 200), 127, dtype=np.int8)
     got = cmac.gemm_sums(w, p)
     assert got.dtype == np.float32 and (got == 127 * 127 * 1024).all()
+
+
+def test_signed_kernels_on_non_negative_patches():
+    """The uint8 x int8 kernels (``PackedWeights.run(..., signed=True)``) on non-negative
+    patches at 127 against weights of -128 and 127 (pairs of products of 2 * 127 * 128,
+    just inside int16) over long reductions, and on random ones: the int64 sums."""
+    engine = _engine()
+    if not engine.signed:
+        pytest.skip("onnxruntime's uint8 x int8 kernels are not exact here: the offset "
+                    "form takes every GEMM")
+    rng = np.random.default_rng(12)
+    for r in (1, 2, 1031, 4099):
+        w = np.where(rng.random((16, r)) < 0.5, -128, 127).astype(np.int8)
+        p = np.full((300, r), 127, dtype=np.int8)
+        p[::7] = 0
+        got = engine.packed(w).run(p, signed=True)
+        np.testing.assert_array_equal(got, (w.astype(np.int64) @ p.T.astype(np.int64)).T)
+    w = rng.integers(-128, 128, (40, 200)).astype(np.int8)
+    p = rng.integers(0, 128, (500, 200)).astype(np.int8)
+    packed = engine.packed(w)
+    want = p.astype(np.int64) @ w.T.astype(np.int64)
+    np.testing.assert_array_equal(packed.run(p, signed=True), want)
+    np.testing.assert_array_equal(packed.run(p), want)              # the offset form
+
+
+def test_check_leaves_signed_kernels_out_when_they_saturate(monkeypatch):
+    """Kernels that would saturate pairs of products at 2**14 (worse than any real one)
+    fail the check of the signed form: the engine stays, with the offset form only."""
+    engine = _engine()
+    real = cmac.PackedWeights.run
+
+    def narrow(self, patches, signed=False):
+        if not signed:
+            return real(self, patches)
+        a = patches.view(np.uint8).astype(np.int64)                    # [N, R]
+        w = self._weights.astype(np.int64)                             # [K, R]
+        if a.shape[1] % 2:
+            a, w = np.pad(a, ((0, 0), (0, 1))), np.pad(w, ((0, 0), (0, 1)))
+        prods = a[:, None, :] * w[None]                                # [N, K, R]
+        pairs = np.clip(prods[..., 0::2] + prods[..., 1::2], -(1 << 14), (1 << 14) - 1)
+        return pairs.sum(axis=-1)
+
+    monkeypatch.setattr(cmac.PackedWeights, "run", narrow)
+    assert engine.exact() and not engine.signed
+    monkeypatch.setattr(cmac.PackedWeights, "run", real)
+    assert engine.exact() and engine.signed
