@@ -225,6 +225,57 @@ def _post_pixels(acc, st, alu, mul, cvt, c, out):
     return outside
 
 
+@njit(cache=True, nogil=True)
+def _eltwise_pixels(x, a, a_shift, m, x_shift, lo, cvt, c, out):
+    """An SDP op reading memory whose X1 adds a per-element operand (``a``, int8 pixels
+    shifted left by ``a_shift`` and saturated to 32 bits, as
+    :func:`accel.cmod.sdp.alu_operand_shifted`), then multiplies by ``m`` (1: bypassed)
+    and rounds off ``x_shift`` bits, ReLU when ``lo`` is 0; X2 off; then the converter.
+    ``x``, ``a``: int8 ``[points, C_pad]``; ``out`` as :func:`_post_pixels`; returns the
+    converter's saturation count among the first ``c`` channels."""
+    surfaces, points, atom = out.shape
+    offset, scale, shift = cvt[0], _wide(cvt[1]), cvt[2]
+    offset_scaled = offset * scale
+    outside = 0
+    for s in range(surfaces):
+        b = s * atom
+        for p in range(points):
+            for j in range(atom):
+                operand = min(max(np.int64(a[p, b + j]) << a_shift, _I32_LO), _I32_HI)
+                v = min(max(_x1(x[p, b + j], m, operand * m, x_shift), lo), _I32_HI)
+                v = _shift_round(_wide(v) * scale - offset_scaled, shift)
+                outside += (b + j < c) & ((v < _C17_LO) | (v > _C17_HI))
+                out[s, p, j] = min(max(v, -128), 127)
+    return outside
+
+
+def eltwise_pixels(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int, atom: int
+                   ) -> tuple[np.ndarray, int]:
+    """An element-wise SDP op of one shape the compiler emits (:func:`eltwise_ready`
+    ``stage``), from its input and ALU operand as int8 pixels ``[H*W, C_pad]``
+    (:func:`accel.cmod.cube.read_int8_pixels`): ``(int8 [C_pad / atom, H*W, atom],
+    the converter's saturation count)``.  The arithmetic of :func:`accel.cmod.sdp.x_stage`
+    and the converter, in one pass without the int64 operand planes."""
+    points, c_pad = x.shape
+    if operand.shape != x.shape or c_pad % atom or not eltwise_ready(stage):
+        raise ValueError("eltwise_pixels: not an element-wise sum of one operand cube")
+    out = np.empty((c_pad // atom, points, atom), dtype=np.int8)
+    m = 1 if stage.mul_bypass else int(stage.mul_operand)
+    lo = _I32_LO if stage.relu_bypass else 0
+    rows = np.array([cvt[0], cvt[1], min(cvt[2], MAX_SHIFT)], dtype=np.int64)
+    sat = _eltwise_pixels(x, operand, min(stage.alu_shift, 40), m,
+                          min(stage.mul_shift, MAX_SHIFT), lo, rows, c, out)
+    return out, int(sat)
+
+
+def eltwise_ready(stage) -> bool:
+    """Whether X1 ``stage`` adds a per-element operand from memory (a sum, then the
+    register multiplier or none, not PReLU): what :func:`eltwise_pixels` computes."""
+    return bool(not stage.bypass and not stage.alu_bypass and stage.alu_algo == ALU_SUM
+                and stage.alu_src_mem
+                and (stage.mul_bypass or (not stage.prelu and not stage.mul_src_mem)))
+
+
 @njit(inline="always")
 def _pack8(block, q, words):
     """``words[p]``: the 64-bit word of bytes ``block[8q .. 8q + 7, p]`` (uint8 ``[atom,

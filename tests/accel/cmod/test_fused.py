@@ -9,13 +9,15 @@ past 34 bits, operands at the int16 limits, large shifts, PReLU and ReLU.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cmod import cacc, sdp
-from accel.cmod.fused import CHUNK, PostProcess
+from accel.cmod.fused import CHUNK, PostProcess, eltwise_pixels
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
 
 I16 = st.integers(-(1 << 15), (1 << 15) - 1)
@@ -279,3 +281,50 @@ def test_pixel_major_sums_only_for_one_usual_operation():
         assert not other.pixels_ready
         with pytest.raises(ValueError, match="run_pixels"):
             other.run_pixels(np.zeros((2, 8), dtype=np.int32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), c=st.integers(1, 40),
+       atom=st.sampled_from([4, 8, 16, 32]), hw=st.sampled_from([(1, 1), (2, 3), (5, 7)]),
+       data=st.data())
+def test_element_wise_sum_equals_numpy_form(seed, c, atom, hw, data):
+    """``eltwise_pixels``: an SDP op reading memory whose X1 adds an int8 operand cube
+    (shifted as the hardware shifts ALU operands, up to saturation past 31 bits), then
+    the register multiplier or none, ReLU or not, and the converter; against the numpy
+    form of the same op (operands as per-element planes)."""
+    rng = np.random.default_rng(seed)
+    h, w = hw
+    c_pad = -(-c // atom) * atom
+    x = rng.choice([-128, -1, 0, 1, 127, *range(-128, 128, 37)], (1, c_pad, h * w))
+    a = rng.choice([-128, -1, 0, 1, 127, *range(-128, 128, 29)], (1, c_pad, h, w))
+    mul_bypass = data.draw(st.booleans())
+    stage = StageConfig(
+        bypass=False, alu_bypass=False, alu_algo=ALU_SUM, mul_bypass=mul_bypass,
+        prelu=False, relu_bypass=data.draw(st.booleans()), alu_src_mem=True,
+        alu_shift=data.draw(st.sampled_from([0, 1, 7, 15, 23, 31, 40, 63])), alu_operand=0,
+        mul_src_mem=mul_bypass, mul_shift=data.draw(st.sampled_from([0, 1, 8, 15, 31, 63])),
+        mul_operand=data.draw(I16))
+    cvt = data.draw(st.sampled_from([(0, 1, 0), (0, 27769, 15), (-3, 517, 9),
+                                     ((1 << 31) - 1, 1, 63), (100, -2, 1)]))
+    operands = [(a, stage.mul_operand, False), (0, 0, False)]
+    want, want_sat = _reference(x.astype(np.int8), False, 0, [stage, _bypassed()], operands,
+                                cvt, c, c_pad, h, w)
+    pixels = np.ascontiguousarray(x[0].T).astype(np.int8)
+    operand = np.ascontiguousarray(a[0].reshape(c_pad, -1).T).astype(np.int8)
+    got, sat = eltwise_pixels(pixels, operand, stage, cvt, c, atom)
+    lanes = want[0].reshape(c_pad // atom, atom, h * w).transpose(0, 2, 1)
+    np.testing.assert_array_equal(got, lanes)
+    assert want_sat[0].tolist() == [0, sat]
+
+
+def test_element_wise_sum_only_for_its_program():
+    """A stage that is not an element-wise sum (MAX, a multiplier from memory, PReLU) is
+    refused, not computed wrong."""
+    base = StageConfig(False, False, ALU_SUM, True, False, True, True, 0, 0, True, 0, 0)
+    pixels = np.zeros((2, 8), dtype=np.int8)
+    assert eltwise_pixels(pixels, pixels, base, (0, 1, 0), 8, 8)[1] == 0
+    for other in (replace(base, alu_algo=ALU_MAX), replace(base, alu_src_mem=False),
+                  replace(base, mul_bypass=False, mul_src_mem=True),
+                  replace(base, mul_bypass=False, mul_src_mem=False, prelu=True)):
+        with pytest.raises(ValueError, match="eltwise_pixels"):
+            eltwise_pixels(pixels, pixels, other, (0, 1, 0), 8, 8)
