@@ -51,7 +51,7 @@ from accel.cmod.cmac import (
     int_engine,
 )
 from accel.cmod.csb import GroupView, make_register_file
-from accel.cmod.cube import read_int8_raw
+from accel.cmod.cube import read_int8_pixels, read_int8_raw
 from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
@@ -311,17 +311,45 @@ class Dla:
             rec, streamed, sat = plan.execute(self.dram, self.cfg,
                                               y_group=self._y_group(plan, needs_rdma))
         else:
-            base, line, surf = plan.src
-            x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w, self.cfg.atom_size,
-                              line, surf, sdp_rdma.UNIT)
-            y, sats = self._post_process(plan, 0).run_packed(
-                np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
-            rec, streamed = plan.pipeline_record(False), plan.deliver_packed(self.dram, y[0])
-            sat = int(sats[0, 1])
+            rec = plan.pipeline_record(False)
+            done = self._eltwise_datapath(plan)
+            if done is None:
+                base, line, surf = plan.src
+                x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w,
+                                  self.cfg.atom_size, line, surf, sdp_rdma.UNIT)
+                y, sats = self._post_process(plan, 0).run_packed(
+                    np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
+                done = y[0], int(sats[0, 1])
+            streamed, sat = plan.deliver_packed(self.dram, done[0]), done[1]
         self._finish_sdp(rec, sat)
         self.stats.append(rec)
         self._complete(list(self._sdp_units(needs_rdma)), [("SDP", group)])
         return rec, streamed
+
+    def _eltwise_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
+        """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op
+        reading memory that adds an int8 operand cube element by element (X1 of
+        :func:`~accel.cmod.fused.eltwise_ready`, X2 off), from both cubes read as pixels
+        (:func:`~accel.cmod.fused.eltwise_pixels`); None for any other op, or cubes
+        whose atoms leave their regions."""
+        (st, reads), (st2, _) = plan.stages
+        atom = self.cfg.atom_size
+        if not (st2.bypass and fused.eltwise_ready(st) and reads is not None
+                and reads.nbytes == 1 and reads.comps == (sdp_rdma.USE_ALU,)
+                and reads.grid is not None):
+            return None
+        (surfaces, lanes, h, w), (surf, lane, line, pixel) = reads.grid
+        if lanes != atom or lane != 1 or pixel != atom or (h, w) != (plan.h, plan.w):
+            return None
+        operand = read_int8_pixels(self.dram, reads.base, plan.c_pad, h, w, atom, line, surf,
+                                   sdp_rdma.UNIT)
+        base, x_line, x_surf = plan.src
+        x = read_int8_pixels(self.dram, base, plan.c_pad, h, w, atom, x_line, x_surf,
+                             sdp_rdma.UNIT)
+        if operand is None or x is None:
+            return None
+        y, sat = fused.eltwise_pixels(x, operand, st, plan.cvt, plan.c, atom)
+        return y.reshape(surfaces, h, w, atom), sat
 
     def _try_run_pdp(self) -> None:
         if not self._enabled("NVDLA_PDP"):
