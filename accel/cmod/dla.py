@@ -482,7 +482,7 @@ class Dla:
         if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1
                 or geo.pad_top or geo.pad_left or (geo.out_h, geo.out_w) != (h, w)
                 or kept_data is not None or use.skip_data_rls or sp.y_stage
-                or geo.k * c * h * w < INT_ENGINE_MIN_MACS):
+                or c > INT_ENGINE_MAX_TERMS or geo.k * c * h * w < INT_ENGINE_MIN_MACS):
             return None
         engine = int_engine()
         if engine is None:
