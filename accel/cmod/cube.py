@@ -47,21 +47,24 @@ def read_int8_raw(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
 
 
 def read_int8_pixels(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
-                     line_stride: int, surf_stride: int, unit: str) -> np.ndarray | None:
+                     line_stride: int, surf_stride: int, unit: str, batch: int = 1,
+                     step: int = 0) -> np.ndarray | None:
     """The cube as int8 pixels ``[h * w, C_pad]`` (``C_pad``: ``c`` rounded up to whole
     atoms, the lanes past ``c`` as memory holds them): whole atoms copied at once, or
     memory itself for one surface of consecutive lines; None when the cube's whole
-    atoms leave the region (:func:`read_int8_raw` then gathers, naming the address)."""
-    check_elements("DMA", f"a {c}x{h}x{w} (CxHxW) cube", c * h * w)
+    atoms leave the region (:func:`read_int8_raw` then gathers, naming the address).
+    ``batch`` cubes ``step`` bytes apart: ``[h * w, batch * C_pad]``, cube ``b``'s
+    channels at columns ``b * C_pad ...``."""
+    check_elements("DMA", f"a {c}x{h}x{w} (CxHxW) cube", batch * c * h * w)
     (surfaces, _, _, _), _ = _atoms(c, h, w, atom, line_stride, surf_stride)
-    view = dram.strided(base, (surfaces, h, w, atom), (surf_stride, line_stride, atom, 1),
-                        unit)
+    view = dram.strided(base, (batch, surfaces, h, w, atom),
+                        (step, surf_stride, line_stride, atom, 1), unit)
     if view is None:
         return None
     if atom % 8 == 0:        # whole atoms as 64-bit words: a copy moves 8 bytes at a time
         view = view.view(np.uint64)
-    pixels = np.ascontiguousarray(view.transpose(1, 2, 0, 3))
-    return pixels.view(np.int8).reshape(h * w, surfaces * atom)
+    pixels = np.ascontiguousarray(view.transpose(2, 3, 0, 1, 4))
+    return pixels.view(np.int8).reshape(h * w, batch * surfaces * atom)
 
 
 def read_int8_cube(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
