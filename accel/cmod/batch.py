@@ -44,8 +44,8 @@ import numpy as np
 
 from accel.cmod import cdma, csc, sdp_rdma
 from accel.cmod.cmac import Weights, diagonal_taps, gemm_sums
-from accel.cmod.cube import write_packed_cube
-from accel.cmod.depthwise import depthwise_sums
+from accel.cmod.cube import read_int8_pixels, write_packed_cube
+from accel.cmod.depthwise import depthwise_sums, depthwise_sums_hwc, takes_channels_last
 from accel.cmod.fused import PostProcess
 
 #: im2col elements of one batch (int8; the GEMM converts them to float32): a bound on the
@@ -156,6 +156,15 @@ class ConvBatch:
                 return view.reshape(len(self), surfaces * self.atom, h, w)[:, :c].view(np.int8)
         return np.stack([cdma.read_feature(dram, cfg, p.feature) for p in self.plans])
 
+    def _pixels(self, dram) -> np.ndarray | None:
+        """int8 ``[H*W, B*C]``, the inputs as pixels (:func:`accel.cmod.cube.read_int8_pixels`)
+        when they are evenly spaced and fill whole atoms, else None."""
+        base, c, h, w, line, surf = self.plans[0].feature
+        if self.feature_step is None or c % self.atom:
+            return None
+        return read_int8_pixels(dram, base, c, h, w, self.atom, line, surf, cdma.UNIT,
+                                len(self), self.feature_step)
+
     def inputs(self, dla) -> tuple:
         """``(packed weight bytes per launch, weight matrices, the datapath after the MAC
         array with its operands)``, derived again only when the memory they come from was
@@ -222,12 +231,19 @@ class ConvBatch:
         p0 = plans[0]
         geo = p0.geo
         _, c, h, w, _, _ = p0.feature
-        x = self._features(dram, dla.cfg).reshape(n * c, h, w)
         raws, weights, post = self.inputs(dla)
-        if isinstance(weights, Diagonal):
-            sums = depthwise_sums(x, weights.taps, geo).reshape(n, c, -1)
+        pixels = (self._pixels(dram) if isinstance(weights, Diagonal)
+                  and takes_channels_last(n * c, geo) else None)
+        if pixels is not None:      # the channels-last loops take the pixels as they come
+            sums = depthwise_sums_hwc(pixels.reshape(h, w, n * c), weights.taps, geo)
+            sums = sums.reshape(n, c, -1)
         else:
-            sums = gemm_sums(weights, csc.im2col(x, geo).reshape(n, c * geo.r * geo.s, -1))
+            x = self._features(dram, dla.cfg).reshape(n * c, h, w)
+            if isinstance(weights, Diagonal):
+                sums = depthwise_sums(x, weights.taps, geo).reshape(n, c, -1)
+            else:
+                sums = gemm_sums(weights, csc.im2col(x, geo).reshape(n, c * geo.r * geo.s,
+                                                                     -1))
         y, sat = post.run_packed(sums)
         self._write(dram, y)
         self.saturations = {"cacc_sat": sat[:, 0].tolist(), "sdp_sat": sat[:, 1].tolist()}

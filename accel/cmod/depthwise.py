@@ -123,6 +123,32 @@ CHANNELS_LAST_WIDTH = 48
 CHANNELS_LAST_MIN = 32
 
 
+def _check(geo: ConvGeometry) -> None:
+    if geo.r * geo.s > MAX_TAPS or geo.pad_top < 0 or geo.pad_left < 0:
+        raise ValueError(f"depthwise_sums: a {geo.r}x{geo.s} kernel padded by "
+                         f"({geo.pad_top}, {geo.pad_left}) is outside what it computes")
+
+
+def takes_channels_last(n: int, geo: ConvGeometry) -> bool:
+    """Whether :func:`depthwise_sums` of ``n`` channels loops over them innermost: output
+    rows narrower than :data:`CHANNELS_LAST_WIDTH`, at least :data:`CHANNELS_LAST_MIN`
+    channels."""
+    return geo.out_w < CHANNELS_LAST_WIDTH and n >= CHANNELS_LAST_MIN
+
+
+def depthwise_sums_hwc(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry) -> np.ndarray:
+    """:func:`depthwise_sums` of the cube given channels last, ``x[H, W, N]`` (as a batch
+    of cubes read as pixels holds it), the channels looped over innermost."""
+    n = x.shape[2]
+    _check(geo)
+    out = np.empty((geo.out_h * geo.out_w, n), dtype=np.int32)
+    _sums_channels_last(np.ascontiguousarray(x), np.ascontiguousarray(
+        taps.reshape(n, geo.r * geo.s).T), geo.r, geo.s, geo.stride_y, geo.stride_x,
+        geo.dil_y, geo.dil_x, geo.pad_top, geo.pad_left, geo.pad_value, geo.out_h,
+        geo.out_w, out)
+    return np.ascontiguousarray(out.T)
+
+
 def depthwise_sums(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry,
                    channels_last: bool | None = None) -> np.ndarray:
     """int32 ``[N, out_h * out_w]``: channel ``n`` of the int8 cube ``x[N, H, W]``
@@ -132,23 +158,18 @@ def depthwise_sums(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry,
     ``channels_last``: loop over the channels innermost (None: when the output rows are
     narrower than :data:`CHANNELS_LAST_WIDTH` and the channels at least
     :data:`CHANNELS_LAST_MIN`); the sums are the same either way."""
-    if geo.r * geo.s > MAX_TAPS or geo.pad_top < 0 or geo.pad_left < 0:
-        raise ValueError(f"depthwise_sums: a {geo.r}x{geo.s} kernel padded by "
-                         f"({geo.pad_top}, {geo.pad_left}) is outside what it computes")
+    _check(geo)
     n = x.shape[0]
     taps = taps.reshape(n, geo.r * geo.s)
     args = (geo.r, geo.s, geo.stride_y, geo.stride_x, geo.dil_y, geo.dil_x, geo.pad_top,
             geo.pad_left, geo.pad_value, geo.out_h, geo.out_w)
     if channels_last is None:
-        channels_last = geo.out_w < CHANNELS_LAST_WIDTH and n >= CHANNELS_LAST_MIN
+        channels_last = takes_channels_last(n, geo)
     if channels_last:
-        out = np.empty((geo.out_h * geo.out_w, n), dtype=np.int32)
-        _sums_channels_last(np.ascontiguousarray(x.transpose(1, 2, 0)),
-                            np.ascontiguousarray(taps.T), *args, out)
-        return np.ascontiguousarray(out.T)
+        return depthwise_sums_hwc(x.transpose(1, 2, 0), taps, geo)
     out = np.empty((n, geo.out_h * geo.out_w), dtype=np.int32)
     x = np.ascontiguousarray(x)
-    if geo.stride_x == 2 and sys.byteorder == "little":    # rows as byte pairs: _widen_row
+    if geo.stride_x == 2 and sys.byteorder == "little":    # rows as byte pairs: _frame
         even = x if x.shape[2] % 2 == 0 else np.pad(x, ((0, 0), (0, 0), (0, 1)))
         pairs = even.view(np.int16)
     else:

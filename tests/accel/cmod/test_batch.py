@@ -360,3 +360,39 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
     for name in ref:
         np.testing.assert_array_equal(out[name], ref[name])
     assert got == want and sum(got) > 0, got
+
+
+def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch):
+    """A depthwise layer of 64 channels on 20x20 planes (eight 8-channel blocks, rows too
+    short for the row loops): the batch reads its inputs as pixels straight into the
+    channels-last loops. Bytes equal the int8 reference and the launches one at a time,
+    strides 1 and 2, padding with ReLU before."""
+    rng = np.random.default_rng(13)
+    c = 64
+    inits = {"w1": rng.normal(0, 0.4, (c, 1, 3, 3)), "b1": rng.normal(0, 0.3, c),
+             "w2": rng.normal(0, 0.4, (c, 1, 3, 3)), "b2": rng.normal(0, 0.3, c)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=c),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], pads=[1, 1, 1, 1], group=c,
+                         strides=[2, 2]),
+    ]
+    graph = _model(nodes, inits, (1, c, 20, 20), "y", (1, c, 10, 10))
+    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
+    read = []
+    pixels = batch.ConvBatch._pixels
+
+    def spy(self, dram):
+        got = pixels(self, dram)
+        read.append(got is not None)
+        return got
+    monkeypatch.setattr(batch.ConvBatch, "_pixels", spy)
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        for i, s in enumerate(_samples(graph, 8, 5)):
+            out, ref = fast.infer(s)
+            slow_out = slow.run(s)
+            for name in ref:
+                np.testing.assert_array_equal(out[name], ref[name], err_msg=f"sample {i}")
+                np.testing.assert_array_equal(out[name], slow_out[name])
+            assert fast.memory() == slow.memory(), f"sample {i}"
+    assert read and all(read), read
