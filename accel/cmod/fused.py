@@ -146,6 +146,19 @@ def _fusable(st, sa, sm):
 
 
 @njit(inline="always")
+def _cvt(v, scale, offset_scaled, shift):
+    """The output converter on a 32-bit value: ``round_shift((v - offset) * scale)``
+    (``offset_scaled``: ``offset * scale``), before its saturation."""
+    return _shift_round(_wide(v) * scale - offset_scaled, shift)
+
+
+@njit(inline="always")
+def _outside17(v):
+    """1 for a converted value outside 17 bits (a saturation the converter counts)."""
+    return (v < _C17_LO) | (v > _C17_HI)
+
+
+@njit(inline="always")
 def _x1(x, m, am, shift):
     """The X stage of :func:`_fusable` before its clips: ``round_shift(x * m + a * m)``
     (``am``: ``a * m``), ``x`` and ``m`` 32-bit."""
@@ -170,14 +183,14 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
     if offset == 0 and scale == 1 and shift == 0:
         for p in range(conv.shape[0]):
             v = max(_x1(sums[p], m, am, x_shift), lo)
-            outside += (v < _C17_LO) | (v > _C17_HI)
+            outside += _outside17(v)
             conv[p] = min(max(v, -128), 127)
     else:
         offset_scaled = offset * scale
         for p in range(conv.shape[0]):
             v = min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI)
-            v = _shift_round(_wide(v) * scale - offset_scaled, shift)
-            outside += (v < _C17_LO) | (v > _C17_HI)
+            v = _cvt(v, scale, offset_scaled, shift)
+            outside += _outside17(v)
             conv[p] = min(max(v, -128), 127)
     return outside
 
@@ -215,7 +228,7 @@ def _post_pixels(acc, st, alu, mul, cvt, c, out):
             for p in range(points):
                 for j in range(atom):
                     v = max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo)
-                    outside += counted[b + j] & ((v < _C17_LO) | (v > _C17_HI))
+                    outside += counted[b + j] & _outside17(v)
                     out[s, p, j] = min(max(v, -128), 127)
         return outside
     for s in range(surfaces):
@@ -223,8 +236,8 @@ def _post_pixels(acc, st, alu, mul, cvt, c, out):
         for p in range(points):
             for j in range(atom):
                 v = min(max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo), _I32_HI)
-                v = _shift_round(_wide(v) * scale - offset_scaled, shift)
-                outside += counted[b + j] & ((v < _C17_LO) | (v > _C17_HI))
+                v = _cvt(v, scale, offset_scaled, shift)
+                outside += counted[b + j] & _outside17(v)
                 out[s, p, j] = min(max(v, -128), 127)
     return outside
 
@@ -247,8 +260,8 @@ def _eltwise_pixels(x, a, a_shift, m, x_shift, lo, cvt, c, out):
             for j in range(atom):
                 operand = min(max(np.int64(a[p, b + j]) << a_shift, _I32_LO), _I32_HI)
                 v = min(max(_x1(x[p, b + j], m, operand * m, x_shift), lo), _I32_HI)
-                v = _shift_round(_wide(v) * scale - offset_scaled, shift)
-                outside += (b + j < c) & ((v < _C17_LO) | (v > _C17_HI))
+                v = _cvt(v, scale, offset_scaled, shift)
+                outside += (b + j < c) & _outside17(v)
                 out[s, p, j] = min(max(v, -128), 127)
     return outside
 
@@ -370,8 +383,8 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                     outside = 0
                     for p in range(count):    # a contiguous row: the loop runs as vector code
                         # (row - offset) * scale with the row (int32) times the 16-bit scale
-                        v = _shift_round(_wide(r[p]) * scale - offset_scaled, shift)
-                        outside += (v < _C17_LO) | (v > _C17_HI)
+                        v = _cvt(r[p], scale, offset_scaled, shift)
+                        outside += _outside17(v)
                         converted[p] = min(max(v, -128), 127)
                     if ch < c:
                         cvt_sat += outside
