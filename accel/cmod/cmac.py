@@ -74,7 +74,7 @@ class Weights:
         self._float32: np.ndarray | None = None
         self._offset: np.ndarray | None = None
         self._taps_last: PackedWeights | None = None
-        self._diagonal: list = []
+        self._diagonal: np.ndarray | None | bool = False     # False: not looked at yet
         self._pointwise: PackedWeights | None = None
 
     @property
@@ -97,12 +97,12 @@ class Weights:
     def diagonal(self) -> np.ndarray | None:
         """int8 ``[K, R * S]``: the taps of a convolution whose every kernel reads only its
         own input channel (:func:`diagonal_taps`), else None (found once)."""
-        if not self._diagonal:
+        if self._diagonal is False:
             k, c, r, s = self.kernel or (0, 0, 0, 0)
-            self._diagonal.append(None if self.kernel is None or self.int8.ndim != 2
-                                  else diagonal_taps(self.int8[None], k, c, r * s))
-        taps = self._diagonal[0]
-        return None if taps is None else taps[0]
+            taps = (None if self.kernel is None or self.int8.ndim != 2
+                    else diagonal_taps(self.int8[None], k, c, r * s))
+            self._diagonal = None if taps is None else taps[0]
+        return self._diagonal
 
     def pointwise(self, engine: IntEngine, k_pad: int, c_pad: int) -> PackedWeights:
         """The ``[K, C]`` weights of a 1x1 convolution as ``engine`` keeps them for pixels
