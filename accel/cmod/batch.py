@@ -139,7 +139,7 @@ class ConvBatch:
         # they lie in (its version says whether they changed), and the derived arrays
         reads = {p.weight_addr for p in plans}
         reads |= {ops.base for p in plans for _, ops in p.sdp.stages if ops is not None}
-        self._sources = sorted(reads)
+        self._sources = tuple(sorted(reads))
         self._derived: tuple[tuple, tuple] | None = None
 
     def __len__(self) -> int:
@@ -170,7 +170,7 @@ class ConvBatch:
         array with its operands)``, derived again only when the memory they come from was
         written."""
         dram = dla.dram
-        versions = tuple(dram.version(a) for a in self._sources)
+        versions = dram.versions(self._sources)
         if self._derived is not None and self._derived[0] == versions:
             return self._derived[1]
         plans = self.plans

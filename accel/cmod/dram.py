@@ -46,6 +46,9 @@ class Dram:
         # (base, shape, strides, writeable) -> view: the same cube is read or written on
         # every inference; views stay valid until a merge replaces a region's array
         self._views: dict[tuple, np.ndarray] = {}
+        # addresses -> the distinct regions holding them (None: unmapped), for versions();
+        # cleared with the views whenever map() replaces regions
+        self._holders: dict[tuple[int, ...], tuple[_Region | None, ...]] = {}
 
     def map(self, base: int, size: int, name: str = "") -> None:
         """Map ``size`` zero bytes at ``base``.
@@ -64,6 +67,7 @@ class Dram:
             r.version += 1
             return
         self._views.clear()
+        self._holders.clear()
         lo = min([base] + [r.base for r in touching])
         hi = max([end] + [r.end for r in touching])
         data = np.zeros(hi - lo, dtype=np.uint8)
@@ -92,6 +96,23 @@ class Dram:
         if i >= 0 and addr < self._regions[i].end:
             return self._regions[i].version
         return -1
+
+    def versions(self, addrs: tuple[int, ...]) -> tuple[int, ...]:
+        """:meth:`version` of each distinct region holding one of ``addrs`` (-1 for the
+        unmapped ones): unchanged exactly when nothing was written into them.  Cheaper than
+        :meth:`version` per address when many lie in a few regions; which regions hold
+        them is looked up once per mapping."""
+        holders = self._holders.get(addrs)
+        if holders is None:
+            found: dict[int, _Region | None] = {}
+            for a in addrs:
+                i = bisect.bisect_right(self._bases, a) - 1
+                r = self._regions[i] if i >= 0 and a < self._regions[i].end else None
+                found.setdefault(id(r), r)
+            if len(self._holders) >= 4096:
+                self._holders.clear()
+            holders = self._holders[addrs] = tuple(found.values())
+        return tuple(-1 if r is None else r.version for r in holders)
 
     def _region(self, addr: int, size: int, unit: str, what: str) -> _Region:
         i = bisect.bisect_right(self._bases, addr) - 1

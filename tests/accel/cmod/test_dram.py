@@ -68,3 +68,22 @@ def test_strided_views_follow_a_region_merge():
     w = d.strided(0x100, (2, 2), (4, 1), "t", "write")
     w[...] = 7
     assert d.read(0x100, 8).tolist() == [7, 7, 9, 9, 7, 7, 9, 9]
+
+
+def test_versions_change_exactly_when_a_watched_region_is_written():
+    d = Dram()
+    d.map(0x1000, 0x100, "weights")
+    d.map(0x3000, 0x100, "other")
+    watched = (0x1000, 0x1010, 0x10FF, 0x2000)       # two in one region, one unmapped
+    first = d.versions(watched)
+    assert first == (d.version(0x1000), -1)
+    d.write(0x3000, b"\x01")                          # another region: no change
+    assert d.versions(watched) == first
+    d.write(0x1080, b"\x01")
+    second = d.versions(watched)
+    assert second != first and second == (d.version(0x1000), -1)
+    d.map(0x10F0, 0x1000, "grown")         # merges 0x1000's region and maps 0x2000
+    third = d.versions(watched)
+    assert third not in (first, second) and third == (d.version(0x2000),)
+    d.map(0x1000, 0x10)                    # zero-filling inside a region is a write
+    assert d.versions(watched) != third
