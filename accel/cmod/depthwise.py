@@ -63,6 +63,75 @@ def _frame(x, pairs, ch, sx, pad_top, pad_left, rows, width, phases):
                     dst[m] = src[xx + m * sx]
 
 
+# A 3x3 kernel, the one of nearly every depthwise layer, has its own loops: all nine taps
+# in one pass over the outputs, where the general loops make a pass per tap (each
+# reading and writing the sums again).
+
+
+@njit(inline="always")
+def _line(phases, y, fx, sx, count):
+    """``count`` values of frame row ``y`` from frame column ``fx`` on, every ``sx``-th
+    (the row of phase ``fx % sx``, see :func:`_sums`)."""
+    first = fx // sx
+    return phases[fx % sx, y, first:first + count]
+
+
+@njit(inline="always")
+def _row3x3(a, phases, t, y, sx, dy, dx):
+    """Output row ``a`` of a 3x3 kernel with taps ``t`` (row-major), whose first tap row
+    is frame row ``y``."""
+    n = a.shape[0]
+    y1, y2 = y + dy, y + 2 * dy
+    l0, l1, l2 = _line(phases, y, 0, sx, n), _line(phases, y, dx, sx, n), _line(
+        phases, y, 2 * dx, sx, n)
+    l3, l4, l5 = _line(phases, y1, 0, sx, n), _line(phases, y1, dx, sx, n), _line(
+        phases, y1, 2 * dx, sx, n)
+    l6, l7, l8 = _line(phases, y2, 0, sx, n), _line(phases, y2, dx, sx, n), _line(
+        phases, y2, 2 * dx, sx, n)
+    t0, t1, t2 = np.int32(t[0]), np.int32(t[1]), np.int32(t[2])
+    t3, t4, t5 = np.int32(t[3]), np.int32(t[4]), np.int32(t[5])
+    t6, t7, t8 = np.int32(t[6]), np.int32(t[7]), np.int32(t[8])
+    for i in range(n):
+        a[i] = (t0 * l0[i] + t1 * l1[i] + t2 * l2[i] + t3 * l3[i] + t4 * l4[i]
+                + t5 * l5[i] + t6 * l6[i] + t7 * l7[i] + t8 * l8[i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _channels_last3x3(x, taps, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, out_w,
+                      out):
+    """:func:`_sums_channels_last` of a 3x3 kernel."""
+    h, w, n = x.shape
+    t = taps.astype(np.int32)
+    t0, t1, t2, t3, t4, t5, t6, t7, t8 = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]
+    pad = np.full(n, pad_value, dtype=x.dtype)       # a pixel outside the input
+    for oy in range(out_h):
+        y0 = oy * sy - pad_top
+        y1, y2 = y0 + dy, y0 + 2 * dy
+        in0, in1, in2 = 0 <= y0 < h, 0 <= y1 < h, 0 <= y2 < h
+        for ox in range(out_w):
+            x0 = ox * sx - pad_left
+            x1, x2 = x0 + dx, x0 + 2 * dx
+            # (written out: an inlined helper returning the pixel or the pad row keeps the
+            # channel loop from compiling to the same vector code, half as fast)
+            left, mid, right = 0 <= x0 < w, 0 <= x1 < w, 0 <= x2 < w
+            p0 = x[y0, x0] if in0 and left else pad
+            p1 = x[y0, x1] if in0 and mid else pad
+            p2 = x[y0, x2] if in0 and right else pad
+            p3 = x[y1, x0] if in1 and left else pad
+            p4 = x[y1, x1] if in1 and mid else pad
+            p5 = x[y1, x2] if in1 and right else pad
+            p6 = x[y2, x0] if in2 and left else pad
+            p7 = x[y2, x1] if in2 and mid else pad
+            p8 = x[y2, x2] if in2 and right else pad
+            o = out[oy * out_w + ox]
+            for c in range(n):
+                o[c] = (t0[c] * np.int32(p0[c]) + t1[c] * np.int32(p1[c])
+                        + t2[c] * np.int32(p2[c]) + t3[c] * np.int32(p3[c])
+                        + t4[c] * np.int32(p4[c]) + t5[c] * np.int32(p5[c])
+                        + t6[c] * np.int32(p6[c]) + t7[c] * np.int32(p7[c])
+                        + t8[c] * np.int32(p8[c]))
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _sums(x, pairs, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, out_w,
           out):
@@ -80,6 +149,9 @@ def _sums(x, pairs, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_value, ou
         _frame(x, pairs, ch, sx, pad_top, pad_left, rows, width, phases)
         for oy in range(out_h):       # a row's sums stay in cache over the taps
             a = out[ch, oy * out_w:(oy + 1) * out_w]
+            if r == 3 and s == 3:
+                _row3x3(a, phases, taps[ch], oy * sy, sx, dy, dx)
+                continue
             a[:] = 0
             for i in range(r):
                 for j in range(s):
@@ -98,6 +170,10 @@ def _sums_channels_last(x, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_va
     ``out[out_h*out_w, N]``): loops as long as the channels, for small planes."""
     h, w, n = x.shape
     acc = np.empty(n, dtype=np.int32)
+    if r == 3 and s == 3:
+        _channels_last3x3(x, taps, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, out_w,
+                          out)
+        return
     for oy in range(out_h):
         for ox in range(out_w):
             acc[:] = 0

@@ -61,6 +61,27 @@ def test_matches_the_definition(r, s, out_h, out_w, sy, sx, dy, dx, top, left, e
                                   _reference(x, taps, geo))
 
 
+
+@settings(max_examples=80, deadline=None)
+@given(out_h=st.integers(1, 7), out_w=st.integers(1, 40), sy=st.integers(1, 3),
+       sx=st.integers(1, 3), dy=st.integers(1, 2), dx=st.integers(1, 2),
+       top=st.integers(0, 2), left=st.integers(0, 2), extra=st.integers(-2, 2),
+       n=st.integers(1, 70), pad_value=st.integers(-128, 127), extremes=st.booleans(),
+       seed=st.integers(0, 2**31), channels_last=st.booleans())
+def test_3x3_kernels_match_the_definition(out_h, out_w, sy, sx, dy, dx, top, left, extra, n,
+                                          pad_value, extremes, seed, channels_last):
+    """The 3x3 kernel's own loops (all nine taps in one pass), with rows and channel counts
+    long enough for their vector bodies."""
+    geo = _geometry(3, 3, out_h, out_w, sy, sx, dy, dx, top, left, pad_value)
+    h = max(1, (out_h - 1) * sy + 2 * dy + 1 - top + extra)
+    w = max(1, (out_w - 1) * sx + 2 * dx + 1 - left + extra)
+    rng = np.random.default_rng(seed)
+    values = np.array([-128, 127]) if extremes else np.arange(-128, 128)
+    x = rng.choice(values, (n, h, w)).astype(np.int8)
+    taps = rng.choice(values, (n, 9)).astype(np.int8)
+    np.testing.assert_array_equal(depthwise_sums(x, taps, geo, channels_last),
+                                  _reference(x, taps, geo))
+
 def test_hand_computed_corner():
     """A 3x3 all-ones kernel on a 2x2 input of 10s, padded by 1 with -1: the top-left output
     covers 4 input values and 5 pad positions: 40 - 5 = 35."""
