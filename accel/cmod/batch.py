@@ -236,7 +236,11 @@ class ConvBatch:
                   and takes_channels_last(n * c, geo) else None)
         if pixels is not None:      # the channels-last loops take the pixels as they come
             sums = depthwise_sums_hwc(pixels.reshape(h, w, n * c), weights.taps, geo)
-            sums = sums.reshape(n, c, -1)
+            if post.pixels_ready and post.shape[0] == c:   # and so does the SDP pass
+                y, sdp_sats = post.run_pixels(sums)
+                sat = np.stack([np.zeros_like(sdp_sats), sdp_sats], axis=1)
+            else:
+                y, sat = post.run_packed(np.ascontiguousarray(sums.T).reshape(n, c, -1))
         else:
             x = self._features(dram, dla.cfg).reshape(n * c, h, w)
             if isinstance(weights, Diagonal):
@@ -244,7 +248,7 @@ class ConvBatch:
             else:
                 sums = gemm_sums(weights, csc.im2col(x, geo).reshape(n, c * geo.r * geo.s,
                                                                      -1))
-        y, sat = post.run_packed(sums)
+            y, sat = post.run_packed(sums)
         self._write(dram, y)
         self.saturations = {"cacc_sat": sat[:, 0].tolist(), "sdp_sat": sat[:, 1].tolist()}
         self.raws, self.in_shape = raws, (c, h, w)

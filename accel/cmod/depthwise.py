@@ -214,7 +214,8 @@ def takes_channels_last(n: int, geo: ConvGeometry) -> bool:
 
 def depthwise_sums_hwc(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry) -> np.ndarray:
     """:func:`depthwise_sums` of the cube given channels last, ``x[H, W, N]`` (as a batch
-    of cubes read as pixels holds it), the channels looped over innermost."""
+    of cubes read as pixels holds it), the channels looped over innermost; the sums
+    channels last too, int32 ``[out_h * out_w, N]``."""
     n = x.shape[2]
     _check(geo)
     out = np.empty((geo.out_h * geo.out_w, n), dtype=np.int32)
@@ -222,7 +223,7 @@ def depthwise_sums_hwc(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry) -> np
         taps.reshape(n, geo.r * geo.s).T), geo.r, geo.s, geo.stride_y, geo.stride_x,
         geo.dil_y, geo.dil_x, geo.pad_top, geo.pad_left, geo.pad_value, geo.out_h,
         geo.out_w, out)
-    return np.ascontiguousarray(out.T)
+    return out
 
 
 def depthwise_sums(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry,
@@ -242,7 +243,7 @@ def depthwise_sums(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry,
     if channels_last is None:
         channels_last = takes_channels_last(n, geo)
     if channels_last:
-        return depthwise_sums_hwc(x.transpose(1, 2, 0), taps, geo)
+        return np.ascontiguousarray(depthwise_sums_hwc(x.transpose(1, 2, 0), taps, geo).T)
     out = np.empty((n, geo.out_h * geo.out_w), dtype=np.int32)
     x = np.ascontiguousarray(x)
     if geo.stride_x == 2 and sys.byteorder == "little":    # rows as byte pairs: _frame

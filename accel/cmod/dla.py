@@ -495,10 +495,10 @@ class Dla:
             return None
         packed = self.weight_matrix(raw, plan).pointwise(engine, sp.c_pad, pixels.shape[1])
         signed = engine.signed and int(pixels.view(np.uint8).max()) < 128
-        y, sdp_sat = post.run_pixels(packed.run(pixels, signed))
-        streamed = sp.deliver_packed(self.dram, y)
-        return ConvDone(0, sp.pipeline_record(True), sdp_sat, streamed, raw, None, (c, h, w),
-                        c * h * w, False, weights_reused, note)
+        y, sdp_sats = post.run_pixels(packed.run(pixels, signed))
+        streamed = sp.deliver_packed(self.dram, y[0])
+        return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
+                        (c, h, w), c * h * w, False, weights_reused, note)
 
     def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan, done: ConvDone | None = None
                   ) -> tuple[OpRecord, np.ndarray | None]:

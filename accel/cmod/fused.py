@@ -196,50 +196,36 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
 
 
 @njit(cache=True, nogil=True)
-def _post_pixels(acc, st, alu, mul, cvt, c, out):
-    """:func:`_fused_channel` over pixel-major sums ``acc`` (int32 ``[points, C_pad]``, a
+def _post_pixels(acc, m, am, counted, x_shift, lo, cvt, out, sats):
+    """:func:`_fused_channel` over pixel-major sums ``acc`` (int32 ``[points, channels]``, a
     pixel's channels side by side, as a GEMM of pixels by kernels makes them) into
-    ``out`` (int8 ``[C_pad / atom, points, atom]``, NVDLA's channel packing, which
-    holds a pixel's channels side by side too); returns the converter's saturation
-    count among the first ``c`` channels.  ``alu``/``mul``: per-channel operands
-    (one value, or one per channel)."""
+    ``out`` (int8 ``[channels / atom, points, atom]``, NVDLA's channel packing, which
+    holds a pixel's channels side by side too).  Per channel: ``m`` the multiplier,
+    ``am`` the ALU operand times it, ``counted`` 1 where the converter's saturations
+    count; ``lo``: 0 for ReLU; ``sats[s]``: the saturation count of surface ``s``."""
     surfaces, points, atom = out.shape
-    c_pad = surfaces * atom
-    a_flat, m_flat = alu.ravel(), mul.ravel()
-    m = np.ones(c_pad, dtype=np.int64)
-    am = np.zeros(c_pad, dtype=np.int64)
-    counted = np.zeros(c_pad, dtype=np.int64)     # 1 for the channels whose saturations count
-    for ch in range(c_pad):
-        if not st[MUL_BYPASS]:
-            m[ch] = _wide(m_flat[ch if m_flat.size > 1 else 0])
-        if not st[ALU_BYPASS]:
-            am[ch] = _wide(a_flat[ch if a_flat.size > 1 else 0]) * m[ch]
-        counted[ch] = ch < c
-    lo = 0 if not st[RELU_BYPASS] else _I32_LO
-    x_shift = st[SHIFT]
-    offset, scale, shift = cvt[0, 0], _wide(cvt[0, 1]), cvt[0, 2]
+    offset, scale, shift = cvt[0], _wide(cvt[1]), cvt[2]
     offset_scaled = offset * scale
     identity = offset == 0 and scale == 1 and shift == 0
-    outside = 0
     # indexed in place: a slice per pixel costs more than the pixel's arithmetic
-    if identity:
-        for s in range(surfaces):
-            b = s * atom
+    for s in range(surfaces):
+        b = s * atom
+        outside = 0
+        if identity:
             for p in range(points):
                 for j in range(atom):
                     v = max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo)
                     outside += counted[b + j] & _outside17(v)
                     out[s, p, j] = min(max(v, -128), 127)
-        return outside
-    for s in range(surfaces):
-        b = s * atom
-        for p in range(points):
-            for j in range(atom):
-                v = min(max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo), _I32_HI)
-                v = _cvt(v, scale, offset_scaled, shift)
-                outside += counted[b + j] & _outside17(v)
-                out[s, p, j] = min(max(v, -128), 127)
-    return outside
+        else:
+            for p in range(points):
+                for j in range(atom):
+                    v = min(max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo),
+                            _I32_HI)
+                    v = _cvt(v, scale, offset_scaled, shift)
+                    outside += counted[b + j] & _outside17(v)
+                    out[s, p, j] = min(max(v, -128), 127)
+        sats[s] = outside
 
 
 @njit(cache=True, nogil=True)
@@ -451,14 +437,15 @@ class PostProcess:
             raise ValueError(f"PostProcess: {shape[0]} channels are not whole atoms of {atom}")
         self.shape, self.atom = shape, atom
         st0, st1 = stages
-        per_channel = [op.shape[0] == 1 and op.shape[2] == 1 for op in ops[:2]]
-        #: one operation of the compiler's usual program (see :func:`_fused_channel`), which
-        #: :meth:`run_pixels` takes as pixel-major sums
+        per_channel = [op.shape[2] == 1 for op in ops[:2]]
+        #: operations of the compiler's usual program (see :func:`_fused_channel`) with one
+        #: converter, which :meth:`run_pixels` takes as pixel-major sums
         self.pixels_ready = bool(
-            self._args[0].shape == (1,) and self._args[0][0] == 0 and rows.shape[0] == 1
+            not self._args[0].any() and (rows == rows[0]).all()
             and not st0.bypass and st1.bypass and not (st0.prelu and not st0.mul_bypass)
             and (st0.alu_bypass or (st0.alu_algo == ALU_SUM and per_channel[0]))
             and (st0.mul_bypass or per_channel[1]))
+        self._channel_operands: dict[int, tuple[np.ndarray, ...]] = {}
 
     def run_packed(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(int8 [B, C_pad / atom, H, W, atom], int64 [B, 2])``: the outputs in NVDLA's
@@ -480,23 +467,54 @@ class PostProcess:
               sat)
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat
 
-    def run_pixels(self, acc: np.ndarray) -> tuple[np.ndarray, int]:
-        """:meth:`run_packed` of one operation (:attr:`pixels_ready`) from its sums as
-        pixels: ``acc`` int32 ``[H*W, C_pad]``, the channels past the convolution's kernels
-        0 (as disabled MAC cells deliver).  ``(int8 [C_pad / atom, H, W, atom], the
-        converter's saturation count)``; CACC saturates nothing (32-bit sums, no
-        truncate)."""
+    def run_pixels(self, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`run_packed` of :attr:`pixels_ready` operations from their sums as pixels:
+        ``acc`` int32 ``[H*W, B * C_pad]``, the ``B`` operations' channels side by side,
+        those past each one's kernels 0 (as disabled MAC cells deliver).  ``(int8 [B,
+        C_pad / atom, H, W, atom], each one's converter saturation count)``; CACC
+        saturates nothing (32-bit sums, no truncate)."""
         if not self.pixels_ready:
-            raise ValueError("PostProcess.run_pixels: not one operation of a per-channel X1 "
-                             "program without truncate")
+            raise ValueError("PostProcess.run_pixels: not operations of a per-channel X1 "
+                             "program without truncate, with one converter")
         c_pad, h, w = self.shape
-        if acc.shape != (h * w, c_pad) or acc.dtype != np.int32:
+        if (acc.dtype != np.int32 or acc.ndim != 2 or acc.shape[0] != h * w
+                or acc.shape[1] % c_pad or not acc.shape[1]):
             raise ValueError(f"PostProcess.run_pixels: sums {acc.shape} {acc.dtype}, need "
-                             f"int32 {(h * w, c_pad)}")
-        out = np.empty((c_pad // self.atom, h * w, self.atom), dtype=np.int8)
-        _, table, a0, m0, _, _, rows, c = self._args
-        sat = _post_pixels(acc, table[0], a0, m0, rows, c, out)
-        return out.reshape(c_pad // self.atom, h, w, self.atom), int(sat)
+                             f"int32 ({h * w}, a multiple of {c_pad})")
+        n = acc.shape[1] // c_pad
+        m, am, counted = self._per_channel(n)
+        out = np.empty((n * c_pad // self.atom, h * w, self.atom), dtype=np.int8)
+        sats = np.empty(out.shape[0], dtype=np.int64)
+        table, rows = self._args[1], self._args[-2]
+        lo = _I32_LO if table[0, RELU_BYPASS] else 0
+        _post_pixels(acc, m, am, counted, table[0, SHIFT], lo, rows[0], out, sats)
+        return (out.reshape(n, c_pad // self.atom, h, w, self.atom),
+                sats.reshape(n, -1).sum(axis=1))
+
+    def _per_channel(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """int64 ``[n * C_pad]`` each, for :func:`_post_pixels` on ``n`` operations: X1's
+        multiplier, its ALU operand times the multiplier (both as 32-bit values, as
+        :func:`_wide` takes them), 1 where the converter's saturations count."""
+        got = self._channel_operands.get(n)
+        if got is not None:
+            return got
+        c_pad = self.shape[0]
+        table, a0, m0, c = self._args[1], self._args[2], self._args[3], self._args[-1]
+        for op in (a0, m0):
+            if op.shape[0] not in (1, n):
+                raise ValueError(f"PostProcess.run_pixels: {n} operations' sums for operands "
+                                 f"of {op.shape[0]}")
+
+        def spread(op: np.ndarray) -> np.ndarray:
+            lanes = np.broadcast_to(op[:, :, 0], (n, op.shape[1]))
+            return np.broadcast_to(lanes[:, :c_pad], (n, c_pad)).astype(np.int32).astype(
+                np.int64).ravel()
+
+        m = np.ones(n * c_pad, np.int64) if table[0, MUL_BYPASS] else spread(m0)
+        am = np.zeros(n * c_pad, np.int64) if table[0, ALU_BYPASS] else spread(a0) * m
+        counted = (np.arange(n * c_pad) % c_pad < c).astype(np.int64)
+        got = self._channel_operands[n] = (m, am, counted)
+        return got
 
     def run(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`run_packed` with the outputs as planes, int8 ``[B, C_pad, H, W]``."""

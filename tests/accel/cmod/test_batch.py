@@ -362,11 +362,9 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
     assert got == want and sum(got) > 0, got
 
 
-def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch):
-    """A depthwise layer of 64 channels on 20x20 planes (eight 8-channel blocks, rows too
-    short for the row loops): the batch reads its inputs as pixels straight into the
-    channels-last loops. Bytes equal the int8 reference and the launches one at a time,
-    strides 1 and 2, padding with ReLU before."""
+def _wide_depthwise():
+    """Two depthwise layers of 64 channels on 20x20 planes (eight 8-channel blocks each,
+    rows too short for the row loops), strides 1 and 2, padding, ReLU between."""
     rng = np.random.default_rng(13)
     c = 64
     inits = {"w1": rng.normal(0, 0.4, (c, 1, 3, 3)), "b1": rng.normal(0, 0.3, c),
@@ -378,8 +376,15 @@ def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch
                          strides=[2, 2]),
     ]
     graph = _model(nodes, inits, (1, c, 20, 20), "y", (1, c, 10, 10))
-    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
-    read = []
+    return graph, calibrate(graph, _samples(graph, 4, 1), progress=False)
+
+
+def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch):
+    """The batches of :func:`_wide_depthwise` read their inputs as pixels straight into the
+    channels-last loops, whose sums go to the pixel-major SDP pass. Bytes equal the int8
+    reference and the launches one at a time."""
+    graph, table = _wide_depthwise()
+    read, pixel_passes = [], []
     pixels = batch.ConvBatch._pixels
 
     def spy(self, dram):
@@ -387,6 +392,12 @@ def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch
         read.append(got is not None)
         return got
     monkeypatch.setattr(batch.ConvBatch, "_pixels", spy)
+    run_pixels = batch.PostProcess.run_pixels
+
+    def spy_pass(self, acc):
+        pixel_passes.append(acc.shape)
+        return run_pixels(self, acc)
+    monkeypatch.setattr(batch.PostProcess, "run_pixels", spy_pass)
     with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
         for i, s in enumerate(_samples(graph, 8, 5)):
             out, ref = fast.infer(s)
@@ -396,3 +407,29 @@ def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch
                 np.testing.assert_array_equal(out[name], slow_out[name])
             assert fast.memory() == slow.memory(), f"sample {i}"
     assert read and all(read), read
+    assert (400, 64) in pixel_passes and (100, 64) in pixel_passes, set(pixel_passes)
+
+
+def test_channels_last_batches_count_saturations_per_launch():
+    """With output scales far below the calibrated ones, the pixel-major SDP pass of
+    :func:`_wide_depthwise`'s batches counts each 8-channel block's converter saturations
+    apart, as the launches one at a time do, and sets the same registers."""
+    graph, table = _wide_depthwise()
+    table = {t: dict(v, scale=v["scale"] / {"r1": 3e3, "y": 3e7}.get(t, 1))
+             for t, v in table.items()}
+    sample = _samples(graph, 1, 7)[0]
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        for _ in range(6):
+            fast.run(sample)
+            slow.run(sample)
+        assert fast.batches()
+        got, want = _count_saturations(fast), _count_saturations(slow)
+        out, ref = fast.infer(sample)
+        slow.run(sample)
+        for name in ref:
+            np.testing.assert_array_equal(out[name], ref[name])
+        assert got == want
+        assert len(got) == 16 and len(set(got[:8])) > 1 and len(set(got[8:])) > 1, got
+        off = fast.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
+        counts = [g[off] for g in fast.dla.regs["NVDLA_SDP"].groups]
+        assert counts == [g[off] for g in slow.dla.regs["NVDLA_SDP"].groups]

@@ -227,24 +227,27 @@ def test_rows_longer_than_a_chunk(usual, form, cvt, kind, atom):
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), c=st.integers(1, 40),
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3), c=st.integers(1, 40),
        atom=st.sampled_from([4, 8, 16, 32]), hw=st.sampled_from([(1, 1), (2, 3), (5, 7)]),
        data=st.data())
-def test_pixel_major_sums_equal_numpy_form(seed, c, atom, hw, data):
-    """``run_pixels``: one operation of the compiler's usual program from pixel-major int32
-    sums (a pixel's channels side by side, zeros past the kernels), against the numpy
-    form of the same sums; the int32 extremes and exact halves are among the sums."""
+def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
+    """``run_pixels``: ``n`` operations of the compiler's usual program (a batch, each with
+    its own operands) from pixel-major int32 sums (a pixel's channels side by side,
+    operation after operation, zeros past the kernels), against the numpy form of the
+    same sums one operation at a time; the int32 extremes and exact halves are among
+    the sums, and each operation's saturations are counted apart."""
     rng = np.random.default_rng(seed)
     h, w = hw
     c_pad = -(-c // atom) * atom
     k = data.draw(st.integers(1, c))
-    acc = _sums(rng, (1, k, h * w), "int32")
+    acc = _sums(rng, (n, k, h * w), "int32")
     stages = [_stage(data.draw, usual=True), _bypassed()]
     def per_channel():          # _operand's forms but the per-element one
-        form = data.draw(st.sampled_from(["int", "launch", "channel"]))
+        form = data.draw(st.sampled_from(["int", "launch", "channel", "shared"]))
         if form == "int":
             return data.draw(I16)
-        shape = (1, 1, 1, 1) if form == "launch" else (1, c_pad, 1, 1)
+        shape = {"launch": (n, 1, 1, 1), "channel": (n, c_pad, 1, 1),
+                 "shared": (1, c_pad, 1, 1)}[form]
         values = rng.integers(-(1 << 15), 1 << 15, size=shape)
         return np.where(rng.random(shape) < 0.3, rng.choice([-(1 << 15), -1, 0, 1,
                                                               (1 << 15) - 1], shape), values)
@@ -252,35 +255,45 @@ def test_pixel_major_sums_equal_numpy_form(seed, c, atom, hw, data):
     operands = [(per_channel(), per_channel(), False), (0, 0, False)]
     cvt = data.draw(st.sampled_from([(0, 1, 0), (-3, 517, 9), (100, -2, 1),
                                      ((1 << 31) - 1, 1, 63)]))
-    want, want_sat = _reference(acc, True, 0, stages, operands, cvt, c, c_pad, h, w)
+    def each(v):                # the reference picks operation b's operands by index
+        return np.broadcast_to(v, (n, *v.shape[1:])) if isinstance(v, np.ndarray) else v
+
+    want, want_sat = _reference(acc, True, 0, stages,
+                                [tuple(each(v) for v in op) for op in operands], cvt, c,
+                                c_pad, h, w)
     post = PostProcess(0, stages, operands, cvt, c, (c_pad, h, w), atom)
     assert post.pixels_ready
-    pixels = np.zeros((h * w, c_pad), dtype=np.int32)
-    pixels[:, :k] = acc[0].T
-    got, sat = post.run_pixels(pixels)
-    lanes = want[0].reshape(c_pad // atom, atom, h, w).transpose(0, 2, 3, 1)
+    pixels = np.zeros((h * w, n, c_pad), dtype=np.int32)
+    pixels[:, :, :k] = acc.transpose(2, 0, 1)
+    got, sat = post.run_pixels(pixels.reshape(h * w, n * c_pad))
+    lanes = want.reshape(n, c_pad // atom, atom, h, w).transpose(0, 1, 3, 4, 2)
     np.testing.assert_array_equal(got, lanes)
-    assert want_sat[0].tolist() == [0, sat]
+    assert want_sat[:, 0].tolist() == [0] * n
+    assert want_sat[:, 1].tolist() == sat.tolist()
 
 
-def test_pixel_major_sums_only_for_one_usual_operation():
-    """Per-element operands, a CACC truncate, a second stage or a batch of two take the
-    channel-major pass; asked anyway, run_pixels refuses rather than computing wrong."""
+def test_pixel_major_sums_only_for_usual_operations_with_one_converter():
+    """Per-element operands, a CACC truncate, a second stage or converters that differ
+    between the operations take the channel-major pass; asked anyway, run_pixels refuses
+    rather than computing wrong; so it does sums that are not whole operations."""
     usual = StageConfig(False, False, ALU_SUM, False, False, False, False, 0, 0, False, 8, 0)
     per_channel = (np.arange(8).reshape(1, 8, 1, 1), 3, False)
     element = (np.arange(16).reshape(1, 8, 1, 2), 3, False)
 
-    def post(truncate=0, second=None, ops=per_channel, n=1):
-        cvt = (0, 1, 0) if n == 1 else tuple(np.zeros(n, np.int64) + v for v in (0, 1, 0))
+    def post(truncate=0, second=None, ops=per_channel, offsets=(0,)):
+        cvt = (np.array(offsets), 1, 0)
         stages = [usual, second or _bypassed()]
         return PostProcess(truncate, stages, [ops, (0, 0, False)], cvt, 8, (8, 1, 2), 8)
 
-    assert post().pixels_ready
+    assert post().pixels_ready and post(offsets=(5, 5)).pixels_ready
     for other in (post(ops=element), post(truncate=2), post(second=usual),
-                  post(n=2)):
+                  post(offsets=(0, 1))):
         assert not other.pixels_ready
         with pytest.raises(ValueError, match="run_pixels"):
             other.run_pixels(np.zeros((2, 8), dtype=np.int32))
+    for shape, dtype in (((2, 12), np.int32), ((3, 8), np.int32), ((2, 8), np.int64)):
+        with pytest.raises(ValueError, match="run_pixels: sums"):
+            post().run_pixels(np.zeros(shape, dtype=dtype))
 
 
 @settings(max_examples=200, deadline=None)
