@@ -40,18 +40,20 @@ def test_a_cube_leaving_its_region_is_not_read():
     assert read_int8_pixels(dram, 0, 8, 10, 4, 8, 32, 320, "test") is None   # 320 bytes
 
 
-def test_a_batch_of_cubes_side_by_side():
-    """Three 16-channel cubes 0x300 bytes apart: cube ``b``'s channels at columns
-    ``16 b ...`` of each pixel."""
+@pytest.mark.parametrize("batch", [2, 3])    # 4 and 6 words a pixel: both copies
+def test_a_batch_of_cubes_side_by_side(batch):
+    """16-channel cubes 0x300 bytes apart: cube ``b``'s channels at columns ``16 b ...`` of
+    each pixel."""
     h, w, atom, line, surf, step = 2, 3, 8, 32, 64, 0x300
     dram = Dram()
-    dram.map(0, 3 * step)
+    dram.map(0, batch * step)
     rng = np.random.default_rng(3)
-    dram.write(0, rng.integers(0, 256, 3 * step).astype(np.uint8))
-    mem = dram.read(0, 3 * step).view(np.int8)
-    got = read_int8_pixels(dram, 0, 16, h, w, atom, line, surf, "test", batch=3, step=step)
-    assert got.shape == (h * w, 48)
-    for b in range(3):
+    dram.write(0, rng.integers(0, 256, batch * step).astype(np.uint8))
+    mem = dram.read(0, batch * step).view(np.int8)
+    got = read_int8_pixels(dram, 0, 16, h, w, atom, line, surf, "test", batch=batch,
+                           step=step)
+    assert got.shape == (h * w, 16 * batch)
+    for b in range(batch):
         for y in range(h):
             for x in range(w):
                 for ch in range(16):
