@@ -202,8 +202,10 @@ def _post_pixels(acc, m, am, counted, x_shift, lo, cvt, out, sats):
     ``out`` (int8 ``[channels / atom, points, atom]``, NVDLA's channel packing, which
     holds a pixel's channels side by side too).  Per channel: ``m`` the multiplier,
     ``am`` the ALU operand times it, ``counted`` 1 where the converter's saturations
-    count; ``lo``: 0 for ReLU; ``sats[s]``: the saturation count of surface ``s``."""
+    count; ``lo``: 0 for ReLU; ``sats[i]`` (zeros on entry): the saturation count of
+    operation ``i``, whose channels are the ``channels / len(sats)`` from its first."""
     surfaces, points, atom = out.shape
+    per_operation = surfaces // sats.shape[0]
     offset, scale, shift = cvt[0], _wide(cvt[1]), cvt[2]
     offset_scaled = offset * scale
     identity = offset == 0 and scale == 1 and shift == 0
@@ -225,7 +227,7 @@ def _post_pixels(acc, m, am, counted, x_shift, lo, cvt, out, sats):
                     v = _cvt(v, scale, offset_scaled, shift)
                     outside += counted[b + j] & _outside17(v)
                     out[s, p, j] = min(max(v, -128), 127)
-        sats[s] = outside
+        sats[s // per_operation] += outside
 
 
 @njit(cache=True, nogil=True)
@@ -484,12 +486,11 @@ class PostProcess:
         n = acc.shape[1] // c_pad
         m, am, counted = self._per_channel(n)
         out = np.empty((n * c_pad // self.atom, h * w, self.atom), dtype=np.int8)
-        sats = np.empty(out.shape[0], dtype=np.int64)
+        sats = np.zeros(n, dtype=np.int64)
         table, rows = self._args[1], self._args[-2]
         lo = _I32_LO if table[0, RELU_BYPASS] else 0
         _post_pixels(acc, m, am, counted, table[0, SHIFT], lo, rows[0], out, sats)
-        return (out.reshape(n, c_pad // self.atom, h, w, self.atom),
-                sats.reshape(n, -1).sum(axis=1))
+        return out.reshape(n, c_pad // self.atom, h, w, self.atom), sats
 
     def _per_channel(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """int64 ``[n * C_pad]`` each, for :func:`_post_pixels` on ``n`` operations: X1's
