@@ -7,8 +7,9 @@ x*sx + j*dx])`` over the kernel, where ``plane`` is channel ``n`` in its padded
 frame (the frame :func:`accel.cmod.csc.im2col` builds: ``pad_value`` around the
 input, the input clipped to the rows and columns the windows reach).  A loop
 compiled by numba computes them from the int8 cube, with no im2col and no
-GEMM of ``R * S`` terms per output.  int32 holds them: at most ``R * S``
-products of magnitude 2**14.
+GEMM of ``R * S`` terms per output; a 3x3 kernel, the one of nearly every
+depthwise layer, in one pass over the outputs for all nine taps.  int32 holds
+the sums: at most ``R * S`` products of magnitude 2**14.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ per-channel bias and multiplier in X1, X2 off) runs as one loop per channel
 (:func:`_fused_channel`); the outputs are packed 8 channels to a 64-bit word.
 The same program also runs on pixel-major sums (:meth:`PostProcess.run_pixels`:
 a GEMM of pixels by kernels gives a pixel's channels side by side, as NVDLA's
-channel packing holds them), and an element-wise sum of two cubes read as
-pixels runs in one pass of its own (:func:`eltwise_pixels`).
+channel packing holds them, and so do the channels-last depthwise loops for a
+batch of operations, theirs side by side), and an element-wise sum of two cubes
+read as pixels runs in one pass of its own (:func:`eltwise_pixels`).
 
 The rounding rule is the one of :func:`accel.arith.shift_round_int` (compiled
 here), the operation order the one of the numpy form, which stays the
