@@ -38,7 +38,12 @@ class NvdlaPrepared:
     compiled: CompiledSubgraph
     runtime: Runtime
     captured: dict[str, np.ndarray] = field(default_factory=dict)   # tensor -> int8
-    cycles: int = 0      # estimated cycles of the last run (cmodel op records)
+
+    @property
+    def cycles(self) -> int:
+        """Estimated cycles of the last run, from the cmodel's op records (summed when
+        asked: a thousand records per inference of a large network)."""
+        return sum(op.cycles for op in self.runtime.backend.stats)
 
 
 def _check_finite(name: str, x: np.ndarray) -> None:
@@ -135,7 +140,6 @@ class NvdlaDevice:
         outs = {t.name: dequantize(unpack_feature(rt.read_output(t.name), t.layout),
                                    t.scale).reshape(t.host_shape)
                 for t in compiled.outputs}
-        prepared.cycles = sum(op.cycles for op in rt.backend.stats)
         return outs
 
     def _read(self, prepared: NvdlaPrepared, name: str) -> np.ndarray:
