@@ -32,7 +32,7 @@ import numpy as np
 from accel import cbuf
 from accel.arith import saturate, shift_round, sign_extend
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
+from accel.cmod.cube import padded_channels, read_int8_cube, read_int8_raw, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.perf import pdp_cycles
@@ -70,9 +70,13 @@ def _extreme(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, 
     input hold the neutral value, as in the windowed form."""
     (kh, kw), (sh, sw), (pt, pl), (oh, ow) = k, stride, pad, out_hw
     c, h, w = x.shape
-    fill, better = (-_FAR, np.maximum) if method == MAX else (_FAR, np.minimum)
+    # int8 data (the PDP's) in an int16 frame, a quarter of the int64 one's memory, whose
+    # extreme value is a neutral fill: no int16 value is beyond it
+    dtype = np.int16 if x.dtype in (np.int8, np.int16) else np.int64
+    lo, hi = (-(1 << 15), (1 << 15) - 1) if dtype == np.int16 else (-_FAR, _FAR)
+    fill, better = (lo, np.maximum) if method == MAX else (hi, np.minimum)
     need_h, need_w = (oh - 1) * sh + kh, (ow - 1) * sw + kw
-    frame = np.full((c, need_h, need_w), fill, dtype=np.int64)
+    frame = np.full((c, need_h, need_w), fill, dtype=dtype)
     # input row i sits at frame row i + pad: clip both to the frame
     y0, y1 = max(0, -pt), min(h, need_h - pt)
     x0, x1 = max(0, -pl), min(w, need_w - pl)
@@ -201,15 +205,18 @@ class PdpPlan:
                 ) -> OpRecord:
         """Pool (``x_in``: the SDP's output on the fly) and write; return the record."""
         a, c_pad, h, w = cfg.atom_size, self.c_pad, self.h, self.w
+        extreme = self.method in (MAX, MIN)      # these pool int8 values as they are
         if self.src is not None:
             base, line, surf = self.src
-            x = read_int8_cube(dram, base, c_pad, h, w, a, line, surf, "PDP_RDMA")
+            read = read_int8_raw if extreme else read_int8_cube
+            x = read(dram, base, c_pad, h, w, a, line, surf, "PDP_RDMA")
         else:
             if x_in.shape[1:] != (h, w) or x_in.shape[0] < self.c:
                 raise ConfigError(UNIT, "D_DATA_CUBE_IN_CHANNEL", self.c - 1,
                                   f"PDP input {self.c}x{h}x{w} (CxHxW) does not match the SDP "
                                   f"output {'x'.join(map(str, x_in.shape))}")
-            x = np.zeros((c_pad, h, w), dtype=np.int64)
+            x = np.zeros((c_pad, h, w), dtype=np.int8 if extreme and x_in.dtype == np.int8
+                         else np.int64)
             n = min(c_pad, x_in.shape[0])
             x[:n] = x_in[:n]
         out = np.empty((c_pad, self.oh, self.ow), dtype=np.int64)

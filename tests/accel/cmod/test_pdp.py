@@ -40,15 +40,18 @@ def _windowed(x, method, k, stride, pad, out_hw):
 @given(st.integers(1, 8), st.integers(1, 8), st.integers(1, 4), st.integers(1, 4),
        st.integers(0, 3), st.integers(0, 3), st.integers(1, 12), st.integers(1, 12),
        st.integers(0, 3), st.integers(0, 3), st.sampled_from([MAX, MIN]),
-       st.integers(0, 2**31))
+       st.integers(0, 2**31), st.sampled_from([np.int8, np.int64]))
 def test_max_min_equal_the_windows_one_by_one(kh, kw, sh, sw, pt, pl, h, w, pb, pr, method,
-                                              seed):
+                                              seed, dtype):
+    """Both frames: int16 for int8 data (as the PDP reads it), int64 for any other."""
     # padding on every side, each less than the window: every window holds an input
     pt, pl, pb, pr = min(pt, kh - 1), min(pl, kw - 1), min(pb, kh - 1), min(pr, kw - 1)
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
     if oh < 1 or ow < 1:
         return
-    x = np.random.default_rng(seed).integers(-128, 128, (3, h, w))
+    rng = np.random.default_rng(seed)
+    x = np.where(rng.random((3, h, w)) < 0.2, rng.choice([-128, 127], (3, h, w)),
+                 rng.integers(-128, 128, (3, h, w))).astype(dtype)
     got = pool(x, method, (kh, kw), (sh, sw), (pt, pl), (oh, ow))
     np.testing.assert_array_equal(got, _windowed(x, method, (kh, kw), (sh, sw), (pt, pl),
                                                  (oh, ow)))
