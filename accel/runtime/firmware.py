@@ -246,6 +246,7 @@ class Firmware:
         if fast is not None:
             if rec.prepared is None:
                 rec.prepared = self.backend.prepare_replay(rec.events)
+                rec.compact()
             if not fast(rec.prepared, self.on_complete):
                 return False
         else:
@@ -264,6 +265,15 @@ class Firmware:
         self._busy: dict[int, dict[int, _Op]] = {t: {} for t in range(OP_NUM)}
         self._running: dict[int, _Op] = {}      # enabled, not yet completed, by index
         self._left = len(ops)
+        try:
+            self._program_all()
+        finally:    # the decoded descriptors serve this run only
+            self._net = self._ops = None
+            self._busy, self._running = {}, {}
+
+    def _program_all(self) -> None:
+        """Program, enable and complete every op of the loaded task."""
+        ops = self._ops
         self._sync_groups()
         for t in range(OP_NUM):
             self._program_ready(t)

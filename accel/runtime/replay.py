@@ -57,6 +57,12 @@ class Recording:
             out.append((ev[1], ev[2]))
         return out
 
+    def compact(self) -> None:
+        """Keep of the events only the preamble, once a backend has prepared its own form
+        (:attr:`prepared`) and replays that: the writes of a large network's task are tens
+        of thousands of tuples."""
+        self.events = self.events[:len(self.preamble())]
+
 
 class Recorder:
     """A backend proxy that forwards everything and logs the firmware's side of it."""

@@ -113,6 +113,23 @@ def test_learned_replays_are_bit_exact_over_many_inputs(model):
             assert not (reg.name == "D_OP_ENABLE" and reg.unit in cmod_replay._LEARNED_UNITS)
 
 
+
+def test_what_a_run_decoded_and_recorded_is_not_kept_past_its_use(model):
+    """The decoded descriptors live for their run; a recording the cmodel has prepared keeps
+    only the register reads its validity check compares (its preamble), not the writes."""
+    graph, table = model
+    with _executor(graph, table) as ex:
+        handle = _handle(ex)
+        for sample in _samples(4, 4):
+            ex.run(sample)
+        fw = handle.runtime.firmware
+        recs = [r for rs in fw._recordings.values() for r in rs]
+    assert fw._ops is None and fw._net is None and not fw._running
+    prepared = [r for r in recs if r.prepared is not None]
+    assert prepared       # (a recording not replayed yet keeps its events to prepare)
+    for r in prepared:
+        assert r.preamble() and [(e[1], e[2]) for e in r.events] == r.preamble()
+
 def test_rewritten_descriptors_are_decoded_again(model):
     graph, table = model
     samples = _samples(4, 3)
