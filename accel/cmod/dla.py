@@ -495,8 +495,14 @@ class Dla:
             return None
         packed = self.weight_matrix(raw, plan).pointwise(engine, sp.c_pad, pixels.shape[1])
         signed = engine.signed and int(pixels.view(np.uint8).max()) < 128
-        y, sdp_sats = post.run_pixels(packed.run(pixels, signed))
-        streamed = sp.deliver_packed(self.dram, y[0])
+        acc = packed.run(pixels, signed)
+        dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
+        y, sdp_sats = post.run_pixels(acc, dst)
+        if dst is None:
+            streamed = sp.deliver_packed(self.dram, y[0])
+        else:
+            streamed = None
+            self.dram.touched(sp.dst[0])
         return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
                         (c, h, w), c * h * w, False, weights_reused, note)
 

@@ -470,12 +470,15 @@ class PostProcess:
               sat)
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat
 
-    def run_pixels(self, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def run_pixels(self, acc: np.ndarray, out: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`run_packed` of :attr:`pixels_ready` operations from their sums as pixels:
         ``acc`` int32 ``[H*W, B * C_pad]``, the ``B`` operations' channels side by side,
         those past each one's kernels 0 (as disabled MAC cells deliver).  ``(int8 [B,
         C_pad / atom, H, W, atom], each one's converter saturation count)``; CACC
-        saturates nothing (32-bit sums, no truncate)."""
+        saturates nothing (32-bit sums, no truncate).  ``out``: int8 ``[B * C_pad / atom,
+        H*W, atom]`` (any strides, e.g. the output cube in memory) to write the outputs
+        to, else a new array."""
         if not self.pixels_ready:
             raise ValueError("PostProcess.run_pixels: not operations of a per-channel X1 "
                              "program without truncate, with one converter")
@@ -486,7 +489,12 @@ class PostProcess:
                              f"int32 ({h * w}, a multiple of {c_pad})")
         n = acc.shape[1] // c_pad
         m, am, counted = self._per_channel(n)
-        out = np.empty((n * c_pad // self.atom, h * w, self.atom), dtype=np.int8)
+        shape = (n * c_pad // self.atom, h * w, self.atom)
+        if out is None:
+            out = np.empty(shape, dtype=np.int8)
+        elif out.shape != shape or out.dtype != np.int8:
+            raise ValueError(f"PostProcess.run_pixels: outputs {out.shape} {out.dtype}, need "
+                             f"int8 {shape}")
         sats = np.zeros(n, dtype=np.int64)
         table, rows = self._args[1], self._args[-2]
         lo = _I32_LO if table[0, RELU_BYPASS] else 0

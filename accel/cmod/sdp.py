@@ -402,6 +402,22 @@ class SdpPlan:
         write_int8_cube(dram, base, out, cfg.atom_size, line, surf, "SDP_WDMA")
         return None
 
+    def dst_pixels(self, dram: Dram, atom: int) -> np.ndarray | None:
+        """The output cube in memory as int8 ``[C_pad / atom, H * W, atom]``, writeable (the
+        channel packing, a surface's pixels in order): for an output to memory whose lines
+        are dense (line stride ``W * atom``) and whose surfaces do not overlap; None for
+        any other (or one leaving its region).  Whoever writes through it calls
+        ``dram.touched(dst[0])`` after, as :meth:`deliver_packed` does."""
+        if self.to_pdp:
+            return None
+        base, line, surf = self.dst
+        surfaces, points = self.c_pad // atom, self.h * self.w
+        if line != self.w * atom or (surfaces > 1 and surf < points * atom):
+            return None
+        view = dram.strided(base, (surfaces, points, atom), (surf, atom, 1), "SDP_WDMA",
+                            "write")
+        return None if view is None else view.view(np.int8)
+
     def deliver_packed(self, dram: Dram, packed: np.ndarray) -> np.ndarray | None:
         """:meth:`deliver` of the output as :meth:`accel.cmod.fused.PostProcess.run_packed`
         makes it, channel-packed ``[S, H, W, atom]``."""

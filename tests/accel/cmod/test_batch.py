@@ -18,6 +18,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from accel.cmod import batch, cmac, replay
+from accel.cmod.dram import Dram
+from accel.cmod.sdp import SdpPlan
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.frontend import load_onnx
@@ -343,6 +345,19 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
         forms.add(signed)
         return run(self, patches, signed)
     monkeypatch.setattr(cmac.PackedWeights, "run", form)
+    in_place = []      # outputs written straight into memory, and the writes counted
+    dst_pixels, touched = SdpPlan.dst_pixels, Dram.touched
+
+    def spy_dst(self, dram, atom):
+        view = dst_pixels(self, dram, atom)
+        in_place.append(("view", self.dst[0]) if view is not None else ("copy",))
+        return view
+
+    def spy_touched(self, base, writes=1):
+        in_place.append(("touched", base))
+        return touched(self, base, writes)
+    monkeypatch.setattr(SdpPlan, "dst_pixels", spy_dst)
+    monkeypatch.setattr(Dram, "touched", spy_touched)
     with _Run(graph, table, batched=False) as pixels:
         got = _count_saturations(pixels)
         out, ref = pixels.infer(sample)
@@ -351,6 +366,9 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
         counts = [g[off] for g in pixels.dla.regs["NVDLA_SDP"].groups]
     assert taken and all(taken), taken
     assert forms == ({False, True} if cmac.int_engine().signed else {False})
+    views = [i for i, e in enumerate(in_place) if e[0] == "view"]
+    assert views and ("copy",) not in in_place
+    assert all(in_place[i + 1] == ("touched", in_place[i][1]) for i in views), in_place
     monkeypatch.setattr(Dla, "_pointwise_datapath", lambda self, *args: None)
     with _Run(graph, table, batched=False) as planes:
         want = _count_saturations(planes)

@@ -73,3 +73,31 @@ def test_per_channel_operands_broadcast():
 def test_output_converter(x, offset, scale, shift, expect, sat):
     out, flags = output_cvt(np.array([x]), offset, scale, shift)
     assert out.tolist() == [expect] and flags.tolist() == [sat]
+
+
+def _plan(dst, to_pdp=False, c=20, h=3, w=5):
+    from accel.cmod.sdp import SdpPlan
+    return SdpPlan(c=c, h=h, w=w, c_pad=24, flying=True, src=None, stages=(), y_stage=False,
+                   lut_perf=False, cvt=(0, 1, 0), to_pdp=to_pdp, dst=dst, cycles=0, note="")
+
+
+def test_the_output_cube_written_in_place_follows_the_layout():
+    """``dst_pixels``: channel ``c`` of pixel ``p`` at ``base + (c // 8) * surf + p * 8 +
+    c % 8`` (dense lines, surfaces apart with a gap); None where lines have gaps, surfaces
+    overlap, the output goes to the PDP or the cube leaves memory."""
+    from accel.cmod.dram import Dram
+    dram = Dram()
+    dram.map(0x1000, 0x400)
+    base, surf = 0x1010, 3 * 5 * 8 + 16
+    view = _plan((base, 5 * 8, surf)).dst_pixels(dram, 8)
+    assert view.shape == (3, 15, 8) and view.dtype == np.int8
+    values = np.arange(-128, -128 + view.size).reshape(view.shape) % 256 - 128
+    view[...] = values
+    mem = dram.read(0x1000, 0x400).view(np.int8)
+    for c in range(24):
+        for p in range(15):
+            assert mem[base - 0x1000 + (c // 8) * surf + p * 8 + c % 8] == values[c // 8, p, c % 8]
+    assert _plan((base, 5 * 8 + 8, surf)).dst_pixels(dram, 8) is None      # line gaps
+    assert _plan((base, 5 * 8, 3 * 5 * 8 - 8)).dst_pixels(dram, 8) is None  # overlap
+    assert _plan(None, to_pdp=True).dst_pixels(dram, 8) is None
+    assert _plan((0x1300, 5 * 8, surf)).dst_pixels(dram, 8) is None         # leaves memory
