@@ -146,3 +146,19 @@ def test_lrn_batchnorm_reduce(against_ort, rng):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     got, want = against_ort("ReduceSum", {"x": x}, {"axes": np.array([2], np.int64)})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_sigmoid_is_the_split_formula_exactly(rng):
+    """Bit for bit ``1 / (1 + e)`` for x >= 0 and ``e / (1 + e)`` below, e = exp(-|x|) (the
+    form that never overflows), written plainly, at the float32 extremes, signed zeros,
+    subnormals and NaN too."""
+    from tengine_host.ops.sigmoid import sigmoid
+    x = np.concatenate([rng.normal(0, 8, 1000).astype(np.float32), np.array(
+        [0.0, -0.0, 88.7, -88.7, -104.0, 1e-30, -1e-45, np.inf, -np.inf, np.nan],
+        np.float32)])
+    e = np.exp(-np.abs(x))
+    want = np.array([1 / (1 + ei) if xi >= 0 else ei / (1 + ei)
+                     for xi, ei in zip(x, e, strict=True)], np.float32)
+    got = sigmoid(x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
