@@ -54,12 +54,13 @@ def read_feature(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, int, in
     return read_int8_raw(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT)
 
 
-def read_feature_pixels(dram: Dram, cfg: HwConfig,
-                        source: tuple[int, int, int, int, int, int]) -> np.ndarray | None:
+def read_feature_pixels(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, int, int, int]
+                        ) -> tuple[np.ndarray, bool] | None:
     """The input cube of a :func:`feature_source` as int8 pixels ``[H * W, C_pad]``
-    (:func:`accel.cmod.cube.read_int8_pixels`), or None."""
+    (:func:`accel.cmod.cube.read_int8_pixels`) and whether they are all non-negative, or
+    None."""
     base, c, h, w, line, surf = source
-    return read_int8_pixels(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT)
+    return read_int8_pixels(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT, sign=True)
 
 
 def fetch_feature(g: GroupView, dram: Dram, cfg: HwConfig) -> np.ndarray:

@@ -49,13 +49,14 @@ def read_int8_raw(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
 
 def read_int8_pixels(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
                      line_stride: int, surf_stride: int, unit: str, batch: int = 1,
-                     step: int = 0) -> np.ndarray | None:
+                     step: int = 0, sign: bool = False):
     """The cube as int8 pixels ``[h * w, C_pad]`` (``C_pad``: ``c`` rounded up to whole
     atoms, the lanes past ``c`` as memory holds them): whole atoms copied at once, or
     memory itself for one surface of consecutive lines; None when the cube's whole
     atoms leave the region (:func:`read_int8_raw` then gathers, naming the address).
     ``batch`` cubes ``step`` bytes apart: ``[h * w, batch * C_pad]``, cube ``b``'s
-    channels at columns ``b * C_pad ...``."""
+    channels at columns ``b * C_pad ...``.  With ``sign``: ``(pixels, whether every byte
+    read is non-negative)``, the test taken in the copy where it is compiled."""
     check_elements("DMA", f"a {c}x{h}x{w} (CxHxW) cube", batch * c * h * w)
     (surfaces, _, _, _), _ = _atoms(c, h, w, atom, line_stride, surf_stride)
     view = dram.strided(base, (batch, surfaces, h, w, atom),
@@ -66,13 +67,19 @@ def read_int8_pixels(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
     if atom % 8 == 0 and words <= FEW_WORDS:
         # whole atoms as 64-bit words, a line of pixels at a time
         pixels = np.empty((h * w, words), dtype=np.uint64)
-        _pixel_words(view.view(np.uint64).reshape(batch, surfaces, h, w * atom // 8),
-                     pixels)
-        return pixels.view(np.int8)
+        bits = _pixel_words(view.view(np.uint64).reshape(batch, surfaces, h,
+                                                         w * atom // 8), pixels)
+        pixels = pixels.view(np.int8)
+        return (pixels, not bits & _SIGN_BITS) if sign else pixels
     if atom % 8 == 0:        # whole atoms as 64-bit words: a copy moves 8 bytes at a time
         view = view.view(np.uint64)
     pixels = np.ascontiguousarray(view.transpose(2, 3, 0, 1, 4))
-    return pixels.view(np.int8).reshape(h * w, batch * surfaces * atom)
+    pixels = pixels.view(np.int8).reshape(h * w, batch * surfaces * atom)
+    return (pixels, int(pixels.view(np.uint8).max()) < 128) if sign else pixels
+
+
+#: the sign bit of each byte of a 64-bit word
+_SIGN_BITS = 0x8080808080808080
 
 
 #: 64-bit words per pixel up to which :func:`read_int8_pixels` copies with
@@ -85,12 +92,13 @@ FEW_WORDS = 4
 def _pixel_words(words, out):
     """``out[y * W + x, (b * S + s) * Q + k] = words[b, s, y, x * Q + k]`` (uint64;
     ``words`` as memory holds them, any strides): a line of output pixels at a time,
-    each surface's line read in order."""
+    each surface's line read in order; returns the OR of all words."""
     batch, surfaces, h, line_words = words.shape
     row = out.shape[1]
     q = row // (batch * surfaces)
     w = line_words // q
     flat = out.reshape(out.size)
+    bits = np.uint64(0)
     for y in range(h):
         first = y * w * row
         for b in range(batch):
@@ -100,10 +108,13 @@ def _pixel_words(words, out):
                 if q == 1:
                     for x in range(w):
                         flat[col + x * row] = line[x]
+                        bits |= line[x]
                 else:
                     for x in range(w):
                         for k in range(q):
                             flat[col + x * row + k] = line[x * q + k]
+                            bits |= line[x * q + k]
+    return bits
 
 
 def read_int8_cube(dram: Dram, base: int, c: int, h: int, w: int, atom: int,

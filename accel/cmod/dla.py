@@ -490,11 +490,12 @@ class Dla:
         post = self._post_process(sp, plan.truncate)
         if not post.pixels_ready:
             return None
-        pixels = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
-        if pixels is None:
+        read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
+        if read is None:
             return None
+        pixels, nonnegative = read
         packed = self.weight_matrix(raw, plan).pointwise(engine, sp.c_pad, pixels.shape[1])
-        signed = engine.signed and int(pixels.view(np.uint8).max()) < 128
+        signed = engine.signed and nonnegative
         acc = packed.run(pixels, signed)
         dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
         y, sdp_sats = post.run_pixels(acc, dst)

@@ -59,3 +59,29 @@ def test_a_batch_of_cubes_side_by_side(batch):
                 for ch in range(16):
                     at = b * step + (ch // atom) * surf + y * line + x * atom + ch % atom
                     assert got[y * w + x, 16 * b + ch] == mem[at]
+
+
+@pytest.mark.parametrize("c", [16, 40])          # 2 and 5 words a pixel: both copies
+def test_the_sign_of_what_was_read(c):
+    """``sign=True``: whether every byte read is non-negative, one byte of 0x80 or more
+    anywhere (here the last lane of the last pixel, or the first) being enough to say no;
+    the gaps between lines are not read."""
+    h, w, atom = 3, 4, 8
+    line, surf = w * atom + atom, 4 * (w * atom + atom)
+    surfaces = -(-c // atom)
+    for where in (None, 0, -1):
+        dram = Dram()
+        dram.map(0, surfaces * surf)
+        mem = np.random.default_rng(c).integers(0, 128, surfaces * surf).astype(np.uint8)
+        for s in range(surfaces):        # negative bytes in the gaps only
+            for y in range(h):
+                mem[s * surf + y * line + w * atom:s * surf + (y + 1) * line] = 0xFF
+        if where is not None:
+            at = (surfaces - 1) * surf + (h - 1) * line + (w - 1) * atom + atom - 1
+            mem[0 if where == 0 else at] = 0x80
+        dram.write(0, mem)
+        pixels, nonnegative = read_int8_pixels(dram, 0, c, h, w, atom, line, surf, "test",
+                                               sign=True)
+        assert nonnegative == (where is None)
+        assert np.array_equal(pixels, read_int8_pixels(dram, 0, c, h, w, atom, line, surf,
+                                                       "test"))
