@@ -175,12 +175,12 @@ def _count_saturations(run: _Run) -> list[int]:
     return seen
 
 
-def test_saturation_counts_are_kept_per_launch(depthwise):
-    graph, table = depthwise
-    # output scales far below the calibrated ones: the converters of both depthwise layers
-    # (ReLU, then signed) leave their 17-bit range, each 8-channel block by its own count
-    table = {t: dict(v, scale=v["scale"] / {"r1": 3e3, "c2": 1e6}.get(t, 1))
-             for t, v in table.items()}
+def _saturations_batched_and_one_by_one(graph, table, divide: dict[str, float]) -> list[int]:
+    """Run ``graph`` batched and launch by launch with the output scales of ``divide``'s
+    tensors divided by its values (far below the calibrated ones: converters leave their
+    17-bit range); both must leave the same outputs, per-launch saturation counts and
+    counter registers.  Returns the counts, in launch order."""
+    table = {t: dict(v, scale=v["scale"] / divide.get(t, 1)) for t, v in table.items()}
     sample = _samples(graph, 1, 7)[0]
     with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
         # each starting state of the group pointers is recorded, then learned: the runs
@@ -195,11 +195,17 @@ def test_saturation_counts_are_kept_per_launch(depthwise):
         for name in ref:
             np.testing.assert_array_equal(out[name], ref[name])
         assert got == want
-        assert len(set(got[:3])) == 3 and len(set(got[3:6]) - {0}) >= 1, got
         off = fast.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
         counts = [g[off] for g in fast.dla.regs["NVDLA_SDP"].groups]
         assert counts == [g[off] for g in slow.dla.regs["NVDLA_SDP"].groups]
+    return got
 
+
+def test_saturation_counts_are_kept_per_launch(depthwise):
+    """The converters of both depthwise layers (ReLU, then signed) saturate, each 8-channel
+    block by its own count."""
+    got = _saturations_batched_and_one_by_one(*depthwise, {"r1": 3e3, "c2": 1e6})
+    assert len(set(got[:3])) == 3 and len(set(got[3:6]) - {0}) >= 1, got
 
 def test_convolutions_reading_an_earlier_ones_output_are_not_batched(monkeypatch):
     graph = _chain_graph()
@@ -429,25 +435,7 @@ def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch
 
 
 def test_channels_last_batches_count_saturations_per_launch():
-    """With output scales far below the calibrated ones, the pixel-major SDP pass of
-    :func:`_wide_depthwise`'s batches counts each 8-channel block's converter saturations
-    apart, as the launches one at a time do, and sets the same registers."""
-    graph, table = _wide_depthwise()
-    table = {t: dict(v, scale=v["scale"] / {"r1": 3e3, "y": 3e7}.get(t, 1))
-             for t, v in table.items()}
-    sample = _samples(graph, 1, 7)[0]
-    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
-        for _ in range(6):
-            fast.run(sample)
-            slow.run(sample)
-        assert fast.batches()
-        got, want = _count_saturations(fast), _count_saturations(slow)
-        out, ref = fast.infer(sample)
-        slow.run(sample)
-        for name in ref:
-            np.testing.assert_array_equal(out[name], ref[name])
-        assert got == want
-        assert len(got) == 16 and len(set(got[:8])) > 1 and len(set(got[8:])) > 1, got
-        off = fast.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
-        counts = [g[off] for g in fast.dla.regs["NVDLA_SDP"].groups]
-        assert counts == [g[off] for g in slow.dla.regs["NVDLA_SDP"].groups]
+    """The pixel-major SDP pass of :func:`_wide_depthwise`'s batches counts each 8-channel
+    block's converter saturations apart, as the launches one at a time do."""
+    got = _saturations_batched_and_one_by_one(*_wide_depthwise(), {"r1": 3e3, "y": 3e7})
+    assert len(got) == 16 and len(set(got[:8])) > 1 and len(set(got[8:])) > 1, got
