@@ -64,9 +64,8 @@ def _frame(x, pairs, ch, sx, pad_top, pad_left, rows, width, phases):
                     dst[m] = src[xx + m * sx]
 
 
-# A 3x3 kernel, the one of nearly every depthwise layer, has its own loops: all nine taps
-# in one pass over the outputs, where the general loops make a pass per tap (each
-# reading and writing the sums again).
+# A 3x3 kernel's own loops: all nine taps in one pass over the outputs, where the general
+# loops make a pass per tap, each reading and writing the sums again.
 
 
 @njit(inline="always")
@@ -169,12 +168,12 @@ def _sums_channels_last(x, taps, r, s, sy, sx, dy, dx, pad_top, pad_left, pad_va
                         out_h, out_w, out):
     """:func:`_sums` with the channels innermost (``x[H, W, N]``, ``taps[R*S, N]``,
     ``out[out_h*out_w, N]``): loops as long as the channels, for small planes."""
-    h, w, n = x.shape
-    acc = np.empty(n, dtype=np.int32)
     if r == 3 and s == 3:
         _channels_last3x3(x, taps, sy, sx, dy, dx, pad_top, pad_left, pad_value, out_h, out_w,
                           out)
         return
+    h, w, n = x.shape
+    acc = np.empty(n, dtype=np.int32)
     for oy in range(out_h):
         for ox in range(out_w):
             acc[:] = 0
@@ -201,9 +200,11 @@ CHANNELS_LAST_MIN = 32
 
 
 def _check(geo: ConvGeometry) -> None:
-    if geo.r * geo.s > MAX_TAPS or geo.pad_top < 0 or geo.pad_left < 0:
+    if (geo.r * geo.s > MAX_TAPS or geo.pad_top < 0 or geo.pad_left < 0
+            or not -128 <= geo.pad_value <= 127):
         raise ValueError(f"depthwise_sums: a {geo.r}x{geo.s} kernel padded by "
-                         f"({geo.pad_top}, {geo.pad_left}) is outside what it computes")
+                         f"({geo.pad_top}, {geo.pad_left}) with {geo.pad_value} is outside "
+                         f"what it computes (int8 cubes, int8 pad values)")
 
 
 def takes_channels_last(n: int, geo: ConvGeometry) -> bool:

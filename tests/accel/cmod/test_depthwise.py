@@ -101,10 +101,14 @@ def test_largest_sums_fit():
         assert (got == 121 * 16384).all()
 
 
-def test_negative_padding_is_refused():
+def test_negative_padding_and_pad_values_past_int8_are_refused():
     with pytest.raises(ValueError, match="padded by"):
         depthwise_sums(np.zeros((1, 2, 2), np.int8), np.zeros((1, 1), np.int8),
                        _geometry(1, 1, 1, 1, 1, 1, 1, 1, -1, 0, 0))
+    for pad_value in (-129, 128):
+        with pytest.raises(ValueError, match=f"with {pad_value} is outside"):
+            depthwise_sums(np.zeros((1, 2, 2), np.int8), np.zeros((1, 9), np.int8),
+                           _geometry(3, 3, 2, 2, 1, 1, 1, 1, 1, 1, pad_value))
 
 
 @pytest.mark.parametrize("stride", [1, 2, 3])
