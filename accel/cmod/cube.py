@@ -64,8 +64,9 @@ def read_int8_pixels(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
     if view is None:
         return None
     words = batch * surfaces * atom // 8
-    if atom % 8 == 0 and words <= FEW_WORDS:
-        # whole atoms as 64-bit words, a line of pixels at a time
+    if atom % 8 == 0 and words <= FEW_WORDS and batch * surfaces > 1:
+        # whole atoms as 64-bit words, a line of pixels at a time (one surface of
+        # consecutive lines is taken as memory holds it, below)
         pixels = np.empty((h * w, words), dtype=np.uint64)
         bits = _pixel_words(view.view(np.uint64).reshape(batch, surfaces, h,
                                                          w * atom // 8), pixels)
@@ -82,9 +83,10 @@ def read_int8_pixels(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
 _SIGN_BITS = 0x8080808080808080
 
 
-#: 64-bit words per pixel up to which :func:`read_int8_pixels` copies with
-#: :func:`_pixel_words`: numpy's transposing copy takes 1.7-3x as long on 104x104 to
-#: 208x208 cubes of 2-4 words, and less on more words (measured on yolox_nano's shapes)
+#: 64-bit words per pixel up to which :func:`read_int8_pixels` copies cubes of several
+#: surfaces with :func:`_pixel_words`: numpy's transposing copy takes 1.7-3.5x as long on
+#: 104x104 to 208x208 cubes of 2-4 words, and less on more words (measured on yolox_nano's
+#: shapes)
 FEW_WORDS = 4
 
 
