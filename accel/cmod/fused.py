@@ -515,10 +515,9 @@ class PostProcess:
                 raise ValueError(f"PostProcess.run_pixels: {n} operations' sums for operands "
                                  f"of {op.shape[0]}")
 
-        def spread(op: np.ndarray) -> np.ndarray:
-            lanes = np.broadcast_to(op[:, :, 0], (n, op.shape[1]))
-            return np.broadcast_to(lanes[:, :c_pad], (n, c_pad)).astype(np.int32).astype(
-                np.int64).ravel()
+        def spread(op: np.ndarray) -> np.ndarray:     # [1 or n, 1 or C_pad, 1] -> [n * C_pad]
+            lanes = np.broadcast_to(op[:, :c_pad, 0], (n, c_pad))
+            return lanes.astype(np.int32).astype(np.int64).ravel()
 
         m = np.ones(n * c_pad, np.int64) if table[0, MUL_BYPASS] else spread(m0)
         am = np.zeros(n * c_pad, np.int64) if table[0, ALU_BYPASS] else spread(a0) * m

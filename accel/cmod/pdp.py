@@ -203,7 +203,7 @@ class PdpPlan:
 
     def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None
                 ) -> OpRecord:
-        """Pool (``x_in``: the SDP's output on the fly) and write; return the record."""
+        """Pool (``x_in``: the SDP's output on the fly, int8) and write; return the record."""
         a, c_pad, h, w = cfg.atom_size, self.c_pad, self.h, self.w
         extreme = self.method in (MAX, MIN)      # these pool int8 values as they are
         if self.src is not None:

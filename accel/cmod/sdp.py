@@ -394,10 +394,10 @@ class SdpPlan:
         return rec
 
     def deliver(self, dram: Dram, cfg: HwConfig, out: np.ndarray) -> np.ndarray | None:
-        """Write the converted output ``out[C_pad, H, W]`` (int8 values), or return it as int64
+        """Write the converted output ``out[C_pad, H, W]`` (int8 values), or return it as int8
         when it streams to PDP."""
         if self.to_pdp:
-            return out.astype(np.int64, copy=False)
+            return out.astype(np.int8)
         base, line, surf = self.dst
         write_int8_cube(dram, base, out, cfg.atom_size, line, surf, "SDP_WDMA")
         return None
@@ -422,7 +422,7 @@ class SdpPlan:
         """:meth:`deliver` of the output as :meth:`accel.cmod.fused.PostProcess.run_packed`
         makes it, channel-packed ``[S, H, W, atom]``."""
         if self.to_pdp:
-            return planar(packed).astype(np.int64)
+            return planar(packed)
         base, line, surf = self.dst
         write_packed_cube(dram, base, packed, line, surf, "SDP_WDMA")
         return None
