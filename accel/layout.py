@@ -37,7 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from accel.config import HwConfig
 
@@ -164,33 +163,16 @@ def pack_feature(x: np.ndarray, layout: CubeLayout, pad_value: int = 0) -> np.nd
     buf = np.zeros(layout.size, dtype=np.uint8)
     view = _atom_view(buf, layout)
     if dtype == np.int8:
-        _pack_lanes(x.astype(dtype, copy=False), view, np.array(pad_value).astype(dtype))
+        # compiled, and imported here: numba takes longer to import than the compiler, which
+        # packs no feature cubes
+        from accel.layout_compiled import pack_lanes
+        pack_lanes(x.astype(dtype, copy=False), view, np.array(pad_value).astype(dtype))
         return buf
     full = np.empty((view.shape[0] * view.shape[1], *shape[1:]), dtype=dtype)
     full[:layout.channels] = x.astype(dtype, copy=False)
     full[layout.channels:] = np.array(pad_value).astype(dtype)
     view[...] = full.reshape(view.shape)
     return buf
-
-
-@njit(cache=True, nogil=True)
-def _pack_lanes(x, view, pad):
-    """``view[c // atom, c % atom, y, x] = x[c, y, x]`` (``view``: :func:`_atom_view` of a
-    zeroed buffer), ``pad`` in the lanes past the channels: a lane's line at a time
-    (numpy's copy of the whole cube into the strided view took 5x as long on a 3x416x416
-    input)."""
-    surfaces, atom, h, w = view.shape
-    for ch in range(surfaces * atom):
-        s, lane = ch // atom, ch % atom
-        for y in range(h):
-            dst = view[s, lane, y]
-            if ch < x.shape[0]:
-                src = x[ch, y]
-                for i in range(w):
-                    dst[i] = src[i]
-            elif pad != 0:
-                for i in range(w):
-                    dst[i] = pad
 
 
 def unpack_feature(buf: np.ndarray | bytes, layout: CubeLayout) -> np.ndarray:
