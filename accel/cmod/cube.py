@@ -49,7 +49,8 @@ def read_int8_raw(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
 
 def read_int8_pixels(dram: Dram, base: int, c: int, h: int, w: int, atom: int,
                      line_stride: int, surf_stride: int, unit: str, batch: int = 1,
-                     step: int = 0, sign: bool = False):
+                     step: int = 0, sign: bool = False
+                     ) -> np.ndarray | tuple[np.ndarray, bool] | None:
     """The cube as int8 pixels ``[h * w, C_pad]`` (``C_pad``: ``c`` rounded up to whole
     atoms, the lanes past ``c`` as memory holds them): whole atoms copied at once, or
     memory itself for one surface of consecutive lines; None when the cube's whole
