@@ -18,15 +18,18 @@ read-modify-write of the ordinary path.
 The first run of a prepared recording also *learns* what each op enable did
 (:func:`_learn`): an enable that started a pipeline becomes a store followed by
 :meth:`accel.cmod.dla.Dla.launch` of the very op it started, one that did not
-becomes a store, and a pointer write becomes a masked store.  Later runs play
-the learned steps, with no CSB decoding, no readiness checks and no plan
-lookups.  What the learned launches read beyond the recording's own writes is
-checked before each learned run (:attr:`Learned.inherited`: configuration
-registers the recording leaves as it found them, and every op enable bit); if
-any differs, the run takes the unlearned steps, which decide everything
+becomes a store, and a pointer write becomes a masked store (it keeps the
+consumer pointer).  Later runs play the learned steps, with no CSB decoding, no
+readiness checks and no plan lookups.  What the learned launches read beyond
+the recording's own writes is checked before each learned run
+(:attr:`Learned.inherited`: configuration registers the recording leaves as it
+found them; :attr:`Learned.start`: every op enable bit and consumer pointer);
+if any differs, the run takes the unlearned steps, which decide everything
 again.  A learned run without a completion hook (nothing looks at memory
 between two ops) plays :attr:`Learned.fast`: runs of independent convolutions
-computed together (:mod:`accel.cmod.batch`), stores merged into bulk updates.
+computed together (:mod:`accel.cmod.batch`), stores merged into bulk updates
+(a pointer write with the consumer it found when learned, which the same start
+makes the same).
 """
 
 from __future__ import annotations
@@ -62,12 +65,12 @@ class Learned:
     steps: list[tuple]
     #: ``(store, offset, value)`` the launches read and the recording does not write
     inherited: list[tuple[dict, int, int]]
-    #: op enable bit of both groups of every learned unit at the start
-    enables: tuple[int, ...]
+    #: the learned units at the start (:func:`_start`)
+    start: tuple[int, ...]
     #: the steps of a run without a completion hook (:func:`_fast`): runs of independent
     #: convolutions computed together (:func:`accel.cmod.batch.batches`: ``(BATCH, batch)``
     #: before the first of a run, ``(DONE, store, offset, keep, bits, launch, batch, i)``
-    #: in place of its launches), plain stores merged, completion marks dropped
+    #: in place of its launches), stores merged, completion marks dropped
     fast: list[tuple] | None = None
 
 
@@ -85,9 +88,14 @@ class Prepared:
         ("learning", "learned", "unlearned"), 0))
 
 
+def _writable(reg) -> bool:
+    """Every field of ``reg`` is software writable: a write leaves nothing of the old
+    value (the bits it does not set are unused and stay zero)."""
+    return all("w" in f.access for f in reg.fields)
+
+
 def _plain(reg) -> bool:
-    return (reg.unit not in _ACTING_UNITS and reg.name not in _ACTING
-            and all("w" in f.access for f in reg.fields))
+    return reg.unit not in _ACTING_UNITS and reg.name not in _ACTING and _writable(reg)
 
 
 def prepare(dla, events: list[tuple]) -> Prepared:
@@ -136,12 +144,16 @@ def prepare(dla, events: list[tuple]) -> Prepared:
     return out
 
 
-def _enables(dla) -> tuple[int, ...]:
+def _start(dla) -> tuple[int, ...]:
+    """What the learned steps assume of the learned units when they start: the op enable
+    bit of both groups and the consumer pointer of each unit.  From the same start the
+    same launches complete in the same order, so every consumer pointer along the run
+    is the learned one too."""
     out = []
     for name in _LEARNED_UNITS:
         regs = dla.regs[name]
         off = regs.unit.registers["D_OP_ENABLE"].offset
-        out += [regs.groups[0][off] & 1, regs.groups[1][off] & 1]
+        out += [regs.groups[0][off] & 1, regs.groups[1][off] & 1, regs.consumer]
     return tuple(out)
 
 
@@ -163,7 +175,7 @@ def run(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> b
     if learned is None:
         prepared.runs["learning"] += 1
         prepared.learned = _learn(dla, prepared, on_complete)
-    elif (_enables(dla) != learned.enables
+    elif (_start(dla) != learned.start
             or any(store[off] != value for store, off, value in learned.inherited)):
         prepared.runs["unlearned"] += 1
         _play(dla, prepared.steps, on_complete)
@@ -247,8 +259,10 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
     """Run the prepared steps on ``dla`` and resolve what each op enable and pointer
     write did; return the learned steps with the state they depend on."""
     regs = dla.regs
-    enables = _enables(dla)
+    start = _start(dla)
     learned: list[tuple] = []
+    #: id of a pointer's masked STORE -> the register after it (its consumer as learned)
+    settled: dict[int, int] = {}
     written: set[tuple[int, int]] = set()      # (id(store), offset) the recording has set
     inherited: dict[tuple[int, int], tuple[dict, int, int]] = {}
     for step in prepared.steps:
@@ -273,13 +287,18 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
         dla.launched, n_stats = None, len(dla.stats)
         dla.csb_write(addr, value)
         written.add((id(store), reg.offset))
-        store_step = (store, reg.offset, ~mask & 0xFFFFFFFF, value & mask)
+        # an op enable replaces its register (then merged with the plain stores around it
+        # by _fast); a pointer write keeps the consumer the hardware sets
+        keep = 0 if _writable(reg) else ~mask & 0xFFFFFFFF
+        store_step = (store, reg.offset, keep, value & mask)
         launch = dla.launched
         if launch is None:
             if len(dla.stats) != n_stats:   # something ran that cannot be replayed as a launch
                 learned.append(step)
             else:
                 learned.append((STORE, *store_step))
+                if keep:
+                    settled[id(learned[-1])] = store[reg.offset]
             continue
         learned.append((LAUNCH, *store_step, launch))
         for name in _launch_units(launch):   # the groups it ran from
@@ -289,15 +308,16 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
                 key = (id(g), off)
                 if key not in written and key not in inherited:
                     inherited[key] = (g, off, g[off])
-    return Learned(learned, list(inherited.values()), enables,
-                   _fast(learned, dla.cfg.atom_size if dla.batch_convs else None))
+    return Learned(learned, list(inherited.values()), start,
+                   _fast(learned, settled, dla.cfg.atom_size if dla.batch_convs else None))
 
 
-def _fast(steps: list[tuple], atom: int | None) -> list[tuple]:
+def _fast(steps: list[tuple], settled: dict[int, int], atom: int | None) -> list[tuple]:
     """The learned ``steps`` for a run without a completion hook: CALL marks dropped,
-    stores that replace a whole register merged into one bulk update per run of them, and
-    (``atom``: the preset's atom size; None: no batching) runs of independent convolutions
-    batched."""
+    stores merged into one bulk update per run of them (a store that replaces its whole
+    register, and a pointer write with the value it left when learned: ``settled``, by
+    the id of its step; see :func:`_start`), and (``atom``: the preset's atom size; None:
+    no batching) runs of independent convolutions batched."""
     out: list[tuple] = []
     bulk: dict[int, tuple[dict, dict]] = {}
 
@@ -313,8 +333,9 @@ def _fast(steps: list[tuple], atom: int | None) -> list[tuple]:
         if kind == BULK:
             for store, updates in step[1]:
                 bulk.setdefault(id(store), (store, {}))[1].update(updates)
-        elif kind == STORE and step[3] == 0:     # nothing of the old value is kept
-            bulk.setdefault(id(step[1]), (step[1], {}))[1][step[2]] = step[4]
+        elif kind == STORE and (step[3] == 0 or id(step) in settled):
+            value = step[4] if step[3] == 0 else settled[id(step)]
+            bulk.setdefault(id(step[1]), (step[1], {}))[1][step[2]] = value
         else:
             flush()
             out.append(step)

@@ -114,6 +114,43 @@ def test_learned_replays_are_bit_exact_over_many_inputs(model):
 
 
 
+def test_learned_op_enables_are_stored_with_the_configuration(model):
+    """An op enable that starts nothing replaces its whole register (OP_EN is its only
+    field), so the fast steps store it in the bulk update of the configuration around
+    it.  A pointer write keeps the consumer bit the hardware sets: a masked store in
+    the learned steps; the fast steps store the value it left when learned (the same
+    start gives the same consumers), so they hold no masked store of either."""
+    graph, table = model
+    with _executor(graph, table) as ex:
+        for sample in _samples(4, 3):
+            ex.run(sample)
+        dla = _handle(ex).runtime.backend.dla
+        learned = [p.learned for p in _prepared(_handle(ex)) if p.learned is not None]
+    assert learned
+    enables, pointers = set(), {}
+    for name in cmod_replay._LEARNED_UNITS:
+        regs = dla.regs[name]
+        off = regs.unit.registers["D_OP_ENABLE"].offset
+        enables |= {(id(g), off) for g in regs.groups}
+        # every bit but the producer's (the consumer among them) is left as it is
+        written = sum(f.mask for f in regs.unit.registers["S_POINTER"].fields
+                      if "w" in f.access)
+        pointers[(id(regs.stores()[0]), regs.pointer_offset)] = ~written & 0xFFFFFFFF
+    for lr in learned:
+        stores = [s for s in lr.steps if s[0] in (cmod_replay.STORE, cmod_replay.LAUNCH)]
+        enable_steps = [s for s in stores if (id(s[1]), s[2]) in enables]
+        pointer_steps = [s for s in stores if (id(s[1]), s[2]) in pointers]
+        assert enable_steps and pointer_steps
+        assert all(s[3] == 0 for s in enable_steps)
+        assert all(s[3] == pointers[(id(s[1]), s[2])] != 0 for s in pointer_steps)
+        fast = [t for s in lr.fast
+                for t in (s[1].steps if s[0] == cmod_replay.SPAN else [s])]
+        assert not [s for s in fast if s[0] == cmod_replay.STORE]
+        merged = {(id(store), off) for s in fast if s[0] == cmod_replay.BULK
+                  for store, updates in s[1] for off in updates}
+        assert {(id(s[1]), s[2]) for s in stores if s[0] == cmod_replay.STORE} <= merged
+
+
 def test_what_a_run_decoded_and_recorded_is_not_kept_past_its_use(model):
     """The decoded descriptors live for their run; a recording the cmodel has prepared keeps
     only the register reads its validity check compares (its preamble), not the writes."""
@@ -175,6 +212,32 @@ def test_a_changed_inherited_register_is_not_replayed_from_the_learned_steps(mod
         changed = [k for k in after if after[k] != before[k]]
         assert changed and all(after[k]["unlearned"] == before[k]["unlearned"] + 1
                                for k in changed)
+
+
+def test_a_moved_consumer_pointer_is_not_replayed_from_the_learned_steps(model, monkeypatch):
+    """The fast steps store each pointer write with the consumer it found when learned:
+    they are played only from the learned consumers of every learned unit."""
+    graph, table = model
+    with _executor(graph, table) as ex:
+        for s in _samples(9, 4):
+            ex.run(s)
+        dla = _handle(ex).runtime.backend.dla
+        prepared = _prepared(_handle(ex))
+    producers = {name: regs.producer for name, regs in dla.regs.items()}
+    (nxt,) = [p for p in prepared if p.pointers == producers]
+    assert nxt.learned is not None
+    played = []
+    monkeypatch.setattr(cmod_replay, "_play", lambda d, steps, hook: played.append(steps))
+    assert cmod_replay.run(dla, nxt, None) and played[-1] is nxt.learned.fast
+    for name in cmod_replay._LEARNED_UNITS:
+        regs = dla.regs[name]
+        regs.flip_consumer()
+        try:
+            assert cmod_replay.run(dla, nxt, None)
+        finally:
+            regs.flip_consumer()
+        assert played[-1] is nxt.steps, name
+    assert nxt.runs["unlearned"] == len(cmod_replay._LEARNED_UNITS)
 
 
 def test_learned_runs_pause_the_cycle_collector_and_restore_it(model):
