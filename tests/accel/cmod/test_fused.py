@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cmod import cacc, sdp
-from accel.cmod.fused import CHUNK, PostProcess, eltwise_pixels
+from accel.cmod.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_pixels
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
 
 I16 = st.integers(-(1 << 15), (1 << 15) - 1)
@@ -226,8 +226,9 @@ def test_rows_longer_than_a_chunk(usual, form, cvt, kind, atom):
     assert 0 < np.mean(np.abs(want.astype(np.int64)) >= 127) < 0.9   # not all saturated
 
 
-@settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3), c=st.integers(1, 40),
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3),
+       c=st.one_of(st.integers(1, 40), st.integers(ROW_CHANNELS - 7, ROW_CHANNELS + 40)),
        atom=st.sampled_from([4, 8, 16, 32]), hw=st.sampled_from([(1, 1), (2, 3), (5, 7)]),
        data=st.data())
 def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
@@ -235,7 +236,9 @@ def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
     its own operands) from pixel-major int32 sums (a pixel's channels side by side,
     operation after operation, zeros past the kernels), against the numpy form of the
     same sums one operation at a time; the int32 extremes and exact halves are among
-    the sums, and each operation's saturations are counted apart."""
+    the sums, and each operation's saturations are counted apart.  Operations of
+    :data:`ROW_CHANNELS` channels or more (of whole 64-bit words per atom) take the
+    two-pass form, the others the one-pass one: both are drawn."""
     rng = np.random.default_rng(seed)
     h, w = hw
     c_pad = -(-c // atom) * atom
@@ -270,6 +273,39 @@ def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
     np.testing.assert_array_equal(got, lanes)
     assert want_sat[:, 0].tolist() == [0] * n
     assert want_sat[:, 1].tolist() == sat.tolist()
+
+
+@pytest.mark.parametrize("atom", [8, 16])
+def test_pixel_major_outputs_written_through_any_view_of_memory(atom):
+    """``run_pixels(acc, out)`` with ``out`` a view of memory: surfaces apart with a gap
+    between them (which stays as it was), or one byte off 64-bit alignment (the one-pass
+    form then); the same bytes as a new array, and as the numpy form gives."""
+    rng = np.random.default_rng(5)
+    n, c, h, w = 2, ROW_CHANNELS + atom + 3, 3, 5
+    c_pad = -(-c // atom) * atom
+    acc = _sums(rng, (n, c, h * w), "int32")
+    usual = StageConfig(False, False, ALU_SUM, False, False, False, False, 0, 0, False, 9, 0)
+    bias = rng.integers(-(1 << 15), 1 << 15, (n, c_pad, 1, 1))
+    scale = rng.integers(1, 1 << 15, (n, c_pad, 1, 1))
+    stages, operands = [usual, _bypassed()], [(bias, scale, False), (0, 0, False)]
+    cvt = (-3, 517, 9)
+    want, want_sat = _reference(acc, True, 0, stages, operands, cvt, c, c_pad, h, w)
+    lanes = want.reshape(n, c_pad // atom, atom, h, w).transpose(0, 1, 3, 4, 2)
+    post = PostProcess(0, stages, operands, cvt, c, (c_pad, h, w), atom)
+    pixels = np.zeros((h * w, n, c_pad), dtype=np.int32)
+    pixels[:, :, :c] = acc.transpose(2, 0, 1)
+    pixels = pixels.reshape(h * w, n * c_pad)
+    surfaces, points = n * c_pad // atom, h * w
+    for lead, surf in ((0, points * atom + 40), (1, points * atom)):
+        memory = np.full(lead + surfaces * surf, 0x5A, dtype=np.uint8)
+        out = np.lib.stride_tricks.as_strided(memory[lead:], (surfaces, points, atom),
+                                              (surf, atom, 1)).view(np.int8)
+        got, sat = post.run_pixels(pixels, out)
+        np.testing.assert_array_equal(got, lanes)
+        np.testing.assert_array_equal(out.reshape(got.shape), lanes)
+        assert sat.tolist() == want_sat[:, 1].tolist()
+        gaps = memory[lead:].reshape(surfaces, surf)[:, points * atom:]
+        assert (gaps == 0x5A).all() and memory[:lead].tolist() == [0x5A] * lead
 
 
 def test_pixel_major_sums_only_for_usual_operations_with_one_converter():
