@@ -231,10 +231,11 @@ def _post_pixels(acc, m, am, counted, x_shift, lo, cvt, out, sats):
         sats[s // per_operation] += outside
 
 
-#: channels per operation from which :meth:`PostProcess.run_pixels` takes
-#: :func:`_post_rows`: on fewer, the short row loops cost more than the word moves save
-#: (measured on the 1x1 convolutions of mobilenet_v2 and yolox_nano: 0.95 against 1.15
-#: ns per value from 64 channels, 1.37 against 1.16 on 32)
+#: channels per pixel (of all the operations side by side) from which
+#: :meth:`PostProcess.run_pixels` takes :func:`_post_rows`: on fewer, the short row loops
+#: cost more than the word moves save (measured on the 1x1 convolutions of mobilenet_v2
+#: and yolox_nano: 0.95 against 1.15 ns per value from 64 channels, 1.3 against 1.15 on
+#: 32)
 ROW_CHANNELS = 64
 
 
@@ -267,17 +268,23 @@ def _operation_rows(acc, m, am, counted, x_shift, lo, cvt, rows, b, width):
 
 @njit(cache=True, nogil=True)
 def _post_rows(acc, m, am, counted, x_shift, lo, cvt, words, sats):
-    """:func:`_post_pixels` in two passes, for operations of many channels: the values
-    pixel-major as the sums are (each pixel's channels in one loop that vectorizes), then
-    their 64-bit words into the channel packing, ``words`` (``out`` as uint64 ``[channels
-    / atom, points, atom / 8]``)."""
+    """:func:`_post_pixels` in two passes, for pixels of many channels: the values
+    pixel-major as the sums are (each pixel's channels, of all the operations, in one
+    loop that vectorizes), then their 64-bit words into the channel packing, ``words``
+    (``out`` as uint64 ``[channels / atom, points, atom / 8]``).  The saturations are
+    counted for all the operations at once, and again for each one only when there are
+    any."""
     points, channels = acc.shape
     n = sats.shape[0]
-    width = channels // n
     rows = np.empty((points, channels), dtype=np.int8)
-    for i in range(n):
-        sats[i] += _operation_rows(acc, m, am, counted, x_shift, lo, cvt, rows, i * width,
-                                   width)
+    outside = _operation_rows(acc, m, am, counted, x_shift, lo, cvt, rows, 0, channels)
+    if outside and n > 1:     # whose they are: each operation's channels again (rare)
+        width = channels // n
+        for i in range(n):
+            sats[i] += _operation_rows(acc, m, am, counted, x_shift, lo, cvt, rows,
+                                       i * width, width)
+    else:
+        sats[0] += outside
     surfaces, _, q = words.shape
     row_words = rows.view(np.uint64)
     for p in range(points):
@@ -554,7 +561,7 @@ class PostProcess:
         sats = np.zeros(n, dtype=np.int64)
         table, rows = self._args[1], self._args[-2]
         lo = _I32_LO if table[0, RELU_BYPASS] else 0
-        words = self._words(out) if c_pad >= ROW_CHANNELS else None
+        words = self._words(out) if acc.shape[1] >= ROW_CHANNELS else None
         if words is not None:
             _post_rows(acc, m, am, counted, table[0, SHIFT], lo, rows[0], words, sats)
         else:

@@ -227,7 +227,7 @@ def test_rows_longer_than_a_chunk(usual, form, cvt, kind, atom):
 
 
 @settings(max_examples=300, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3),
+@given(seed=st.integers(0, 2**32 - 1), n=st.one_of(st.integers(1, 3), st.integers(8, 24)),
        c=st.one_of(st.integers(1, 40), st.integers(ROW_CHANNELS - 7, ROW_CHANNELS + 40)),
        atom=st.sampled_from([4, 8, 16, 32]), hw=st.sampled_from([(1, 1), (2, 3), (5, 7)]),
        data=st.data())
@@ -236,7 +236,7 @@ def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
     its own operands) from pixel-major int32 sums (a pixel's channels side by side,
     operation after operation, zeros past the kernels), against the numpy form of the
     same sums one operation at a time; the int32 extremes and exact halves are among
-    the sums, and each operation's saturations are counted apart.  Operations of
+    the sums, and each operation's saturations are counted apart.  Pixels of
     :data:`ROW_CHANNELS` channels or more (of whole 64-bit words per atom) take the
     two-pass form, the others the one-pass one: both are drawn."""
     rng = np.random.default_rng(seed)
