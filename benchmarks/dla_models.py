@@ -2,16 +2,17 @@
 
 Usage::
 
-    python benchmarks/dla_models.py [MODEL ...] [--preset nv_small] [--repeat 10]
+    python benchmarks/dla_models.py [MODEL ...] [--preset nv_small] [--repeat 20]
                                     [--rss N] [--ops N]
 
 For each zoo model (default: resnet18_cifar, mobilenet_v2, yolox_nano): the
 model is calibrated on seeded random inputs and partitioned between the
 ``nvdla`` device (the bit-accurate cmodel behind the firmware) and the CPU, as
 ``opendla run --device nvdla`` does.  Timed warm, median of ``--repeat``
-inferences after four warm-ups (``WARMUP``), every engine on one thread (numpy's BLAS
-through threadpoolctl, onnxruntime's intra-op pool), which compares the work
-rather than the schedulers and keeps ratios stable on a shared machine; the
+inferences after eight warm-ups (``WARMUP``: until the replays are learned),
+every engine on one thread (numpy's BLAS through threadpoolctl, onnxruntime's
+intra-op pool), which compares the work rather than the schedulers and keeps
+ratios stable on a shared machine; the
 engines take turns, one inference each per round, so a drifting machine speed
 weighs on all of them alike:
 
@@ -56,10 +57,13 @@ DEFAULT_MODELS = ("resnet18_cifar", "mobilenet_v2", "yolox_nano")
 GOALS = {"resnet18_cifar": 1.5, "mobilenet_v2": 3.0, "yolox_nano": 3.0}
 
 
-#: untimed runs first: the firmware records a task's register program on its first run and
-#: replays it later, once per starting state of the engines' group pointers (a task with an
-#: odd number of convolutions leaves them flipped, so its runs alternate between two states)
-WARMUP = 4
+#: untimed runs first, until every replay is learned: the firmware records a task's register
+#: program on its first run, once per starting state of the engines' group pointers (a task
+#: with an odd number of convolutions leaves them flipped, so its runs alternate between two
+#: states); the cmodel learns each recording on its first replay and each batch's register
+#: effect on the first fast play after that.  resnet18_cifar and yolox_nano (two states)
+#: run at their steady speed from the eighth inference, mobilenet_v2 from the fifth
+WARMUP = 8
 
 
 def _medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
@@ -176,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"zoo models (default {' '.join(DEFAULT_MODELS)}; all: "
                         f"{', '.join(MODELS)})")
     p.add_argument("--preset", default="nv_small")
-    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--ops", type=int, default=40, help="conv+SDP chain length (0: skip)")
     p.add_argument("--rss", type=int, default=0, help="inferences for the memory check")
     args = p.parse_args(argv)
