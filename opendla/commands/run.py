@@ -80,7 +80,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the inputs N times and print min/median/mean (default 1)")
     p.add_argument("--warmup", type=int, default=0, metavar="W",
-                   help="untimed runs before the timed ones (default 0)")
+                   help="untimed runs before the timed ones (default 0; with --device nvdla "
+                        "the first runs record and learn the register programs: up to 8 "
+                        "runs before the steady speed)")
     p.add_argument("--trace-regs", action="store_true",
                    help="print every NVDLA register write on stderr")
     add_backend_options(p, "with --device nvdla: ")
