@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 
@@ -73,6 +74,9 @@ _MODELLED = frozenset(_ON_ENABLE)
 # units with a LUT behind S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA
 _LUT_UNITS = ("NVDLA_CDP", "NVDLA_SDP")
 MAX_PLANS = 8192   # decoded ops kept (a loadable's ops, several loadables)
+#: the SDP registers that decide where its data comes from and goes (:meth:`Dla._sdp_mode`)
+_SDP_MODE_REGISTERS = ("D_FEATURE_MODE_CFG", *(f"D_DP_{p}_{r}" for p in ("BS", "BN", "EW")
+                                              for r in ("CFG", "ALU_CFG", "MUL_CFG")))
 
 
 @dataclass
@@ -136,6 +140,10 @@ class Dla:
         self._matrices: dict[tuple, tuple[np.ndarray, Weights]] = {}
         self._books: dict[tuple, tuple] = {}           # see _conv_books
         self._posts: dict[tuple, tuple] = {}           # see _post_process
+        sdp = self.regs["NVDLA_SDP"]
+        self._sdp_mode_key = itemgetter(*(sdp.unit.registers[name].offset
+                                          for name in _SDP_MODE_REGISTERS))
+        self._sdp_modes: dict[tuple, tuple[bool, bool, bool]] = {}   # see _sdp_mode
         # the units a convolution completes, without / with SDP_RDMA
         self._conv_units = {rdma: tuple(self.regs[u] for u in CONV_UNITS + self._sdp_units(rdma))
                             for rdma in (False, True)}
@@ -228,12 +236,22 @@ class Dla:
         return False
 
     def _sdp_mode(self) -> tuple[bool, bool, bool]:
-        """``(needs SDP_RDMA, output to PDP, input on the fly)`` of the SDP's next op."""
-        def decode() -> tuple[bool, bool, bool]:
+        """``(needs SDP_RDMA, output to PDP, input on the fly)`` of the SDP's next op.
+
+        Kept by the values of the registers it is decided from alone: it is asked
+        whenever a pipeline unit is enabled, while the SDP's group may still hold
+        what an earlier op left in the registers this op does not use."""
+        regs = self.regs["NVDLA_SDP"]
+        key = self._sdp_mode_key(regs.groups[regs.consumer])
+        mode = self._sdp_modes.get(key)
+        if mode is None:
             g = self._exec("NVDLA_SDP")
-            return (self._sdp_needs_rdma(g), bool(g("D_FEATURE_MODE_CFG", "OUTPUT_DST")),
+            mode = (self._sdp_needs_rdma(g), bool(g("D_FEATURE_MODE_CFG", "OUTPUT_DST")),
                     bool(g("D_FEATURE_MODE_CFG", "FLYING_MODE")))
-        return self._plan("sdp-mode", ("NVDLA_SDP",), decode)
+            if len(self._sdp_modes) >= MAX_PLANS:
+                self._sdp_modes.pop(next(iter(self._sdp_modes)))
+            self._sdp_modes[key] = mode
+        return mode
 
     def _try_run(self) -> None:
         """Start the SDP pipeline (a convolution feeding it, or its memory input; a PDP it

@@ -9,6 +9,13 @@ RAM is shared by both register groups: the scheduler keeps two ops with
 different tables apart (:func:`accel.runtime.fw_cdp.lut_conflict`, the same
 rule as the CDP's).  Whether the preset has the Y stage and the LUT is the
 hardware's business: the cmodel refuses a Y stage its configuration lacks.
+
+Beyond NVIDIA's firmware, the registers an op leaves unused (the operands of a
+stage that takes them from memory or is bypassed, the source cube of an
+on-the-fly input, the destination of an output to the PDP) are written too, as
+zero: an op's register group then holds nothing of the op that used the group
+before it, so the same op is programmed the same way whichever group it lands
+in, and a model keyed on register values sees one op, not two.
 """
 
 from __future__ import annotations
@@ -82,6 +89,8 @@ def _rdma_operand(w: RegWriter, prefix: str, x: SdpOp, cube: object, enabled: bo
         f"{prefix}_RAM_TYPE": _RAM[cube.type] if cube.type < 2 else "MC"})
     if enabled:
         w.cube("NVDLA_SDP_RDMA", base, addr, cube.line_stride, cube.surf_stride)
+    else:
+        w.cube("NVDLA_SDP_RDMA", base, 0, 0, 0)
 
 
 def _x_unit(w: RegWriter, unit: str, x: SdpOp) -> None:
@@ -94,18 +103,17 @@ def _x_unit(w: RegWriter, unit: str, x: SdpOp) -> None:
         f"{p}_MUL_BYPASS": _YESNO[x.type not in (SDP_OP_ADD, SDP_OP_NONE)],
         f"{p}_MUL_PRELU": "YES" if x.act == ACTIVATION_PRELU else "NO",
         f"{p}_RELU_BYPASS": _YESNO[x.act == ACTIVATION_RELU]})
-    if not x.enable:
-        return
-    src = "REG" if x.mode == SDP_OP_PER_LAYER else "MEM"
-    if x.type in (SDP_OP_ADD, SDP_OP_BOTH):
-        w.write("NVDLA_SDP", f"D_DP_{p}_ALU_CFG", **{f"{p}_ALU_SRC": src,
-                                                   f"{p}_ALU_SHIFT_VALUE": x.shift_value})
-    if x.mode == SDP_OP_PER_LAYER:
-        w.write("NVDLA_SDP", f"D_DP_{p}_ALU_SRC_VALUE", x.alu_operand & 0xFFFF)
-        w.write("NVDLA_SDP", f"D_DP_{p}_MUL_SRC_VALUE", x.mul_operand & 0xFFFF)
+    # a bypassed stage, an unused ALU and operands from memory leave zeros
+    src = "MEM" if x.enable and x.mode != SDP_OP_PER_LAYER else "REG"
+    alu = x.enable and x.type in (SDP_OP_ADD, SDP_OP_BOTH)
+    w.write("NVDLA_SDP", f"D_DP_{p}_ALU_CFG", **{
+        f"{p}_ALU_SRC": src if alu else "REG", f"{p}_ALU_SHIFT_VALUE": x.shift_value * alu})
+    per_layer = x.enable and x.mode == SDP_OP_PER_LAYER
+    w.write("NVDLA_SDP", f"D_DP_{p}_ALU_SRC_VALUE", x.alu_operand & 0xFFFF if per_layer else 0)
+    w.write("NVDLA_SDP", f"D_DP_{p}_MUL_SRC_VALUE", x.mul_operand & 0xFFFF if per_layer else 0)
     # the MUL truncate applies even when the multiplier is bypassed
-    w.write("NVDLA_SDP", f"D_DP_{p}_MUL_CFG", **{f"{p}_MUL_SRC": src,
-                                               f"{p}_MUL_SHIFT_VALUE": x.truncate})
+    w.write("NVDLA_SDP", f"D_DP_{p}_MUL_CFG", **{
+        f"{p}_MUL_SRC": src, f"{p}_MUL_SHIFT_VALUE": x.truncate if x.enable else 0})
 
 
 def _y_unit(w: RegWriter, y: SdpOp) -> None:
@@ -176,7 +184,10 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_WIDTH", src.width - 1)
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_HEIGHT", src.height - 1)
         w.write("NVDLA_SDP_RDMA", "D_DATA_CUBE_CHANNEL", src.channel - 1)
-        if not fly:
+        if fly:
+            w.cube("NVDLA_SDP_RDMA", "SRC", 0, 0, 0)
+            w.write("NVDLA_SDP_RDMA", "D_SRC_DMA_CFG", 0)
+        else:
             w.cube("NVDLA_SDP_RDMA", "SRC", src_addr, src.line_stride, src.surf_stride)
             w.write("NVDLA_SDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=_RAM[src.type])
         _rdma_operand(w, "BRDMA", op.x1_op, surf.x1_data, x_rdma[0], x1_addr)
@@ -190,6 +201,8 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
     w.write("NVDLA_SDP", "D_DATA_CUBE_CHANNEL", src.channel - 1)
     if out_dma:
         w.cube("NVDLA_SDP", "DST", dst_addr, dst.line_stride, dst.surf_stride)
+    else:
+        w.cube("NVDLA_SDP", "DST", 0, 0, 0)
     _x_unit(w, "BS", op.x1_op)
     _x_unit(w, "BN", op.x2_op)
     _y_unit(w, op.y_op)
@@ -197,8 +210,7 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
             OUTPUT_DST="MEM" if out_dma else "PDP", WINOGRAD=winograd,
             BATCH_NUMBER=op.batch_num - 1)
     w.write("NVDLA_SDP", "D_DST_DMA_CFG", DST_RAM_TYPE=_RAM[dst.type] if out_dma else "MC")
-    if op.batch_num > 1:
-        w.write("NVDLA_SDP", "D_DST_BATCH_STRIDE", op.batch_stride)
+    w.write("NVDLA_SDP", "D_DST_BATCH_STRIDE", op.batch_stride if op.batch_num > 1 else 0)
     w.write("NVDLA_SDP", "D_DATA_FORMAT", PROC_PRECISION=proc,
             OUT_PRECISION=_PRECISION[op.dst_precision])
     w.write("NVDLA_SDP", "D_CVT_OFFSET", op.out_cvt.offset & 0xFFFFFFFF)
