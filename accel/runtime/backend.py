@@ -11,6 +11,7 @@ enabling register write lands and raises the GLB interrupt status bits.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -77,7 +78,7 @@ class CmodBackend:
         """Changes whenever the DRAM region holding ``addr`` is written."""
         return self.dla.dram.version(addr)
 
-    def prepare_replay(self, events: list[tuple]) -> Any:
+    def prepare_replay(self, events: Iterable[tuple]) -> Any:
         from accel.cmod import replay
         return replay.prepare(self.dla, events)
 

@@ -26,24 +26,57 @@ wrong assumption.  A backend may run a recording its own faster way
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from accel.runtime.errors import RuntimeFault
 
 WRITE, READ, WAIT, CALL = "w", "r", "i", "c"
+_KINDS = (WRITE, READ, WAIT, CALL)
+_CODES = {kind: code for code, kind in enumerate(_KINDS)}
 
 
 class ReplayDiverged(RuntimeFault):
     """A replayed task saw other interrupts than the recorded run."""
 
 
+class Events:
+    """A recording's events, three 32-bit words each (kind, two operands): a large
+    network's task makes over a hundred thousand of them, which as tuples of Python
+    ints take ten times the memory.  Iterating gives the tuples ``(WRITE, addr, value)``,
+    ``(READ, addr, value)``, ``(WAIT, mask, status)`` and ``(CALL, index)``."""
+
+    __slots__ = ("_words",)
+
+    def __init__(self, events: tuple[tuple, ...] = ()) -> None:
+        self._words = array("I")
+        for ev in events:
+            self.append(*ev)
+
+    def append(self, kind: str, a: int, b: int = 0) -> None:
+        self._words.extend((_CODES[kind], a, b))
+
+    def __len__(self) -> int:
+        return len(self._words) // 3
+
+    def __iter__(self) -> Iterator[tuple]:
+        words = self._words
+        for i in range(0, len(words), 3):
+            kind = _KINDS[words[i]]
+            yield (kind, words[i + 1]) if kind == CALL else (kind, words[i + 1], words[i + 2])
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` events."""
+        del self._words[3 * n:]
+
+
 @dataclass
 class Recording:
     """The backend interaction of one task's firmware run (see the module docstring)."""
 
-    events: list[tuple] = field(default_factory=list)
+    events: Events = field(default_factory=Events)
     versions: dict[int, int] = field(default_factory=dict)   # read address -> region version
     fw_events: list[str] = field(default_factory=list)       # the firmware's events log
     prepared: Any = None          # the backend's own form, from prepare_replay
@@ -59,9 +92,8 @@ class Recording:
 
     def compact(self) -> None:
         """Keep of the events only the preamble, once a backend has prepared its own form
-        (:attr:`prepared`) and replays that: the writes of a large network's task are tens
-        of thousands of tuples."""
-        self.events = self.events[:len(self.preamble())]
+        (:attr:`prepared`) and replays that."""
+        self.events.truncate(len(self.preamble()))
 
 
 class Recorder:
@@ -70,6 +102,7 @@ class Recorder:
     def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.recording = Recording()
+        self._log = self.recording.events.append
         self._version = getattr(backend, "memory_version", None)
 
     @property
@@ -77,17 +110,17 @@ class Recorder:
         return self.backend.name
 
     def write_reg(self, addr: int, value: int) -> None:
-        self.recording.events.append((WRITE, addr, value & 0xFFFFFFFF))
+        self._log(WRITE, addr, value & 0xFFFFFFFF)
         self.backend.write_reg(addr, value)
 
     def read_reg(self, addr: int) -> int:
         value = self.backend.read_reg(addr)
-        self.recording.events.append((READ, addr, value))
+        self._log(READ, addr, value)
         return value
 
     def wait_interrupt(self, mask: int) -> int:
         status = self.backend.wait_interrupt(mask)
-        self.recording.events.append((WAIT, mask, status))
+        self._log(WAIT, mask, status)
         return status
 
     def read_mem(self, addr: int, size: int):
@@ -97,7 +130,7 @@ class Recorder:
 
     def completed(self, index: int) -> None:
         """Mark where the firmware took op ``index``'s completion (the hook's place)."""
-        self.recording.events.append((CALL, index))
+        self._log(CALL, index)
 
     def __getattr__(self, name: str) -> Any:      # map_memory, write_mem, stats, ...
         return getattr(self.backend, name)
