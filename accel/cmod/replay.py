@@ -5,7 +5,7 @@ group its unit's producer pointer selects, or an ``S_`` register.  The
 pointers change only by the writes of the recording itself, so the store each
 write reaches is known when the recording is prepared; a run of such writes
 between two writes that act (an op enable, a pointer, the LUT port, GLB, BDMA)
-becomes one ``dict.update`` per register group.  The writes that act still go
+becomes one update per register group.  The writes that act still go
 through :meth:`accel.cmod.dla.Dla.csb_write`, in their recorded order, so
 operations start exactly when they did.
 
@@ -29,13 +29,13 @@ again.  A learned run without a completion hook (nothing looks at memory
 between two ops) plays :attr:`Learned.fast`: runs of independent convolutions
 computed together (:mod:`accel.cmod.batch`), stores merged into bulk updates
 (a pointer write with the consumer it found when learned, which the same start
-makes the same).
+makes the same) without the stores of a value the register already holds.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -44,7 +44,7 @@ from accel.regs import by_address
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
 _ACTING_UNITS = {"NVDLA_GLB", "NVDLA_BDMA"}
-BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN = range(10)
+BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED = range(11)
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
@@ -59,8 +59,9 @@ class ReplayError(RuntimeError):
 @dataclass
 class Learned:
     """Steps with the op enables resolved (see the module docstring): the steps of
-    :class:`Prepared` plus ``(STORE, store, offset, keep, bits)`` (a masked store) and
-    ``(LAUNCH, store, offset, keep, bits, launch)`` (a store, then ``dla.launch``)."""
+    :class:`Prepared` plus ``(STORE, store, offset, keep, bits, left)`` (a masked store,
+    with the value it left when learned) and ``(LAUNCH, store, offset, keep, bits,
+    launch)`` (a store, then ``dla.launch``)."""
 
     steps: list[tuple]
     #: ``(store, offset, value)`` the launches read and the recording does not write
@@ -76,8 +77,11 @@ class Learned:
 
 @dataclass
 class Prepared:
-    """A recording as steps: ``(BULK, [(store, updates), ...])``, ``(WRITE, addr, value)``,
-    ``(WAIT, mask, status)``, ``(CALL, index)``, ``(READ, addr, value)``."""
+    """A recording as steps: ``(BULK, ((store, offsets, values), ...))`` (register
+    stores, offsets and values as tuples: the prepared steps of a network take megabytes,
+    and are played once to learn, then only when the learned steps cannot be),
+    ``(WRITE, addr, value)``, ``(WAIT, mask, status)``, ``(CALL, index)``, ``(READ, addr,
+    value)``."""
 
     steps: list[tuple] = field(default_factory=list)
     pointers: dict[str, int] = field(default_factory=dict)   # unit -> producer at the start
@@ -98,17 +102,25 @@ def _plain(reg) -> bool:
     return reg.unit not in _ACTING_UNITS and reg.name not in _ACTING and _writable(reg)
 
 
-def prepare(dla, events: list[tuple]) -> Prepared:
+def prepare(dla, events: Iterable[tuple]) -> Prepared:
     """Turn recorded events (see :mod:`accel.runtime.replay`) into steps against ``dla``."""
     regs = dla.regs
     producer = {name: u.producer for name, u in regs.items()}
     out = Prepared(pointers=dict(producer))
     bulk: dict[int, tuple[dict, dict]] = {}
     started = False
+    #: one object per distinct step, value or tuple of them: tens of thousands of
+    #: pointer writes and register values repeat a few hundred distinct ones
+    shared: dict = {}
 
     def flush() -> None:
         if bulk:
-            out.steps.append((BULK, list(bulk.values())))
+            parts = []
+            for store, updates in bulk.values():
+                offsets, values = tuple(updates), tuple(updates.values())
+                parts.append((store, shared.setdefault(offsets, offsets),
+                              shared.setdefault(values, values)))
+            out.steps.append((BULK, tuple(parts)))
             bulk.clear()
 
     for ev in events:
@@ -128,15 +140,18 @@ def prepare(dla, events: list[tuple]) -> Prepared:
             if _plain(reg):
                 store = unit.store_of(reg, producer[reg.unit])
                 entry = bulk.setdefault(id(store), (store, {}))
-                entry[1][reg.offset] = value & unit.write_mask(reg)
+                value &= unit.write_mask(reg)
+                entry[1][reg.offset] = shared.setdefault(value, value)
                 continue
             flush()
-            out.steps.append((WRITE, addr, value))
+            step = (WRITE, addr, value)
+            out.steps.append(shared.setdefault(step, step))
             if reg.name == "S_POINTER":
                 producer[reg.unit] = value & 1
         elif kind == "i":
             flush()
-            out.steps.append((WAIT, ev[1], ev[2]))
+            step = (WAIT, ev[1], ev[2])
+            out.steps.append(shared.setdefault(step, step))
         elif kind == "c":
             flush()
             out.steps.append((CALL, ev[1]))
@@ -208,11 +223,16 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
     glb = dla.glb
     for step in steps:
         kind = step[0]
-        if kind == BULK:
+        if kind == MERGED:
             for store, updates in step[1]:
                 store.update(updates)
+            for store, off, value in step[2]:
+                store[off] = value
+        elif kind == BULK:
+            for store, offsets, values in step[1]:
+                store.update(zip(offsets, values, strict=True))
         elif kind == STORE:
-            _, store, off, keep, bits = step
+            _, store, off, keep, bits, _left = step
             store[off] = (store[off] & keep) | bits
         elif kind == LAUNCH:
             _, store, off, keep, bits, launch = step
@@ -261,15 +281,15 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
     regs = dla.regs
     start = _start(dla)
     learned: list[tuple] = []
-    #: id of a pointer's masked STORE -> the register after it (its consumer as learned)
-    settled: dict[int, int] = {}
+    #: one STORE step per distinct content: a pointer write repeats for every op
+    stores: dict[tuple, tuple] = {}
     written: set[tuple[int, int]] = set()      # (id(store), offset) the recording has set
     inherited: dict[tuple[int, int], tuple[dict, int, int]] = {}
     for step in prepared.steps:
         kind = step[0]
         if kind == BULK:
-            for store, updates in step[1]:
-                written.update((id(store), off) for off in updates)
+            for store, offsets, _values in step[1]:
+                written.update((id(store), off) for off in offsets)
         if kind != WRITE:
             _play(dla, [step], on_complete)
             learned.append(step)
@@ -296,9 +316,9 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
             if len(dla.stats) != n_stats:   # something ran that cannot be replayed as a launch
                 learned.append(step)
             else:
-                learned.append((STORE, *store_step))
-                if keep:
-                    settled[id(learned[-1])] = store[reg.offset]
+                left = store[reg.offset]
+                key = (id(store), reg.offset, keep, value & mask, left)
+                learned.append(stores.setdefault(key, (STORE, *store_step, left)))
             continue
         learned.append((LAUNCH, *store_step, launch))
         for name in _launch_units(launch):   # the groups it ran from
@@ -309,42 +329,90 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
                 if key not in written and key not in inherited:
                     inherited[key] = (g, off, g[off])
     return Learned(learned, list(inherited.values()), start,
-                   _fast(learned, settled, dla.cfg.atom_size if dla.batch_convs else None))
+                   _fast(dla, learned))
 
 
-def _fast(steps: list[tuple], settled: dict[int, int], atom: int | None) -> list[tuple]:
-    """The learned ``steps`` for a run without a completion hook: CALL marks dropped,
-    stores merged into one bulk update per run of them (a store that replaces its whole
-    register, and a pointer write with the value it left when learned: ``settled``, by
-    the id of its step; see :func:`_start`), and (``atom``: the preset's atom size; None:
-    no batching) runs of independent convolutions batched."""
+def _fast(dla, steps: list[tuple]) -> list[tuple]:
+    """The learned ``steps`` for a run without a completion hook on ``dla``: CALL marks
+    dropped, runs of independent convolutions batched (unless ``dla.batch_convs`` is
+    off), each batch's steps one :class:`Span`, and the stores between spans merged into
+    one bulk update per run of them (:func:`_merged`), each store as the value it left
+    when learned (a pointer's consumer bit included: the same start gives the same
+    consumers, see :func:`_start`).
+
+    A span keeps the learned step tuples themselves, unmerged: it plays them once, to
+    learn its effect, and again only when that does not hold, so merged copies of its
+    configuration would be memory spent for nothing."""
+    out = [step for step in steps if step[0] != CALL]
+    if dla.batch_convs:
+        batched = batch.batches(out, dla.cfg.atom_size,
+                                {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE}, _quiet)
+        if batched is not None:
+            out = _spans(batched)
+    return _merged(out, _settled(dla))
+
+
+def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tuple]:
+    """``steps`` with each run of BULK and STORE steps made one ``(MERGED, [(store,
+    {offset: value}), ...], [(store, offset, value), ...])`` (see :func:`_fast`): the
+    registers of a store written together, a store's single register (a pointer, most
+    often) on its own; leaving out a store of the value its register already holds.
+
+    What a register holds is known from the run's own earlier stores, for the registers
+    of ``settled`` (id of a register group -> the offsets nothing but software writes).
+    A span or a CSB write other than to GLB forgets all of it."""
     out: list[tuple] = []
     bulk: dict[int, tuple[dict, dict]] = {}
+    known: dict[tuple[int, int], int] = {}
+    singles: dict[tuple[int, int, int], tuple[dict, int, int]] = {}   # one of each
+
+    def put(store: dict, off: int, value: int) -> None:
+        key = (id(store), off)
+        if key in known and known[key] == value:
+            return
+        if off in settled.get(id(store), ()):
+            known[key] = value
+        bulk.setdefault(id(store), (store, {}))[1][off] = value
 
     def flush() -> None:
         if bulk:
-            out.append((BULK, list(bulk.values())))
+            several, one = [], []
+            for store, updates in bulk.values():
+                if len(updates) > 1:
+                    several.append((store, updates))
+                    continue
+                ((off, value),) = updates.items()
+                one.append(singles.setdefault((id(store), off, value), (store, off, value)))
+            out.append((MERGED, several, one))
             bulk.clear()
 
     for step in steps:
         kind = step[0]
-        if kind == CALL:
-            continue
         if kind == BULK:
-            for store, updates in step[1]:
-                bulk.setdefault(id(store), (store, {}))[1].update(updates)
-        elif kind == STORE and (step[3] == 0 or id(step) in settled):
-            value = step[4] if step[3] == 0 else settled[id(step)]
-            bulk.setdefault(id(step[1]), (step[1], {}))[1][step[2]] = value
+            for store, offsets, values in step[1]:
+                for off, value in zip(offsets, values, strict=True):
+                    put(store, off, value)
+        elif kind == STORE:
+            put(step[1], step[2], step[5])
         else:
             flush()
             out.append(step)
+            if kind == SPAN or (kind == WRITE and by_address(step[1]).unit != "NVDLA_GLB"):
+                known.clear()
     flush()
-    if atom is None:
-        return out
-    batched = batch.batches(out, atom, {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE},
-                            _quiet)
-    return out if batched is None else _spans(batched)
+    return out
+
+
+def _settled(dla) -> dict[int, frozenset[int]]:
+    """The registers of each register group that only software writes: its
+    configuration, op enable aside (an op's completion clears it)."""
+    out = {}
+    for regs in dla.regs.values():
+        enable = regs.unit.registers.get("D_OP_ENABLE")
+        offsets = frozenset(regs.config_offsets) - {enable.offset if enable else None}
+        for group in regs.groups:
+            out[id(group)] = offsets
+    return out
 
 
 def _spans(steps: list[tuple]) -> list[tuple]:
@@ -429,8 +497,8 @@ class _Effect:
         for step in steps:
             kind = step[0]
             if kind == BULK:
-                for store, updates in step[1]:
-                    for off in updates:
+                for store, offsets, _values in step[1]:
+                    for off in offsets:
                         whole.setdefault((id(store), off), True)
             elif kind in (STORE, DONE):
                 whole.setdefault((id(step[1]), step[2]), step[3] == 0)

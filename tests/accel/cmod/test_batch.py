@@ -82,10 +82,13 @@ def _samples(graph, n: int, seed: int, scale: float = 1.0) -> list[dict[str, np.
 
 
 class _Run:
-    """One network on the nvdla device alone; ``batched`` False runs one launch at a time."""
+    """One network on the nvdla device alone; ``batched`` False runs one launch at a time;
+    ``capture`` reads each tensor as its op completes (learned replays then play their
+    steps one by one, with the completion marks)."""
 
-    def __init__(self, graph, table, batched: bool = True) -> None:
-        self.ex = Executor(graph, [get_device("nvdla", preset="nv_small")], table)
+    def __init__(self, graph, table, batched: bool = True, capture: bool = False) -> None:
+        self.ex = Executor(graph, [get_device("nvdla", preset="nv_small", capture=capture)],
+                           table)
         self.ex.prerun()
         ((self.device, _, self.handle),) = self.ex.prepared
         self.dla = self.handle.runtime.backend.dla
@@ -199,6 +202,43 @@ def _saturations_batched_and_one_by_one(graph, table, divide: dict[str, float]) 
         counts = [g[off] for g in fast.dla.regs["NVDLA_SDP"].groups]
         assert counts == [g[off] for g in slow.dla.regs["NVDLA_SDP"].groups]
     return got
+
+
+def _merged_entries(run: _Run) -> int:
+    return sum(len(updates) for lr in run.learned() for s in lr.fast if s[0] == replay.MERGED
+               for _store, updates in s[1]) + sum(
+        len(s[2]) for lr in run.learned() for s in lr.fast if s[0] == replay.MERGED)
+
+
+def test_the_fast_steps_leave_every_register_as_the_learned_steps_do(monkeypatch):
+    """The fast steps merge the stores between batches and leave out a store of the value
+    its register already holds; a run that captures its tensors plays the learned steps
+    store by store.  Both leave the same registers, memory and op records after every
+    inference, and the fast steps store fewer values than with nothing left out (a chain
+    of convolutions of one shape: each one's configuration mostly the one before's)."""
+    graph = _chain_graph(6)
+    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
+    samples = _samples(graph, 5, 7) + _samples(graph, 2, 8, scale=4.0)
+    with _Run(graph, table) as fast, _Run(graph, table, capture=True) as stepped:
+        for i, s in enumerate(samples):
+            out, ref = fast.infer(s)
+            for name in ref:
+                np.testing.assert_array_equal(out[name], ref[name], err_msg=f"sample {i}")
+            stepped.run(s)
+            assert fast.memory() == stepped.memory(), f"sample {i}"
+            assert [r.as_dict() for r in fast.dla.stats] == \
+                [r.as_dict() for r in stepped.dla.stats], f"sample {i}"
+            for name, regs in fast.dla.regs.items():
+                assert regs.stores() == stepped.dla.regs[name].stores(), f"{name}, sample {i}"
+        runs = [r.prepared.runs for rs in fast.handle.runtime.firmware._recordings.values()
+                for r in rs if r.prepared is not None]
+        assert sum(r["learned"] for r in runs) >= 4
+        kept = _merged_entries(fast)
+    monkeypatch.setattr(replay, "_settled", lambda dla: {})    # nothing known: all stored
+    with _Run(graph, table) as every:
+        for s in samples[:4]:
+            every.run(s)
+        assert kept < _merged_entries(every)
 
 
 def test_saturation_counts_are_kept_per_launch(depthwise):

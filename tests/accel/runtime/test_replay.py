@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from accel.cmod import replay as cmod_replay
 from accel.regs import by_address
+from accel.runtime import replay as runtime_replay
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.frontend import load_onnx
@@ -143,12 +144,22 @@ def test_learned_op_enables_are_stored_with_the_configuration(model):
         assert enable_steps and pointer_steps
         assert all(s[3] == 0 for s in enable_steps)
         assert all(s[3] == pointers[(id(s[1]), s[2])] != 0 for s in pointer_steps)
-        fast = [t for s in lr.fast
-                for t in (s[1].steps if s[0] == cmod_replay.SPAN else [s])]
-        assert not [s for s in fast if s[0] == cmod_replay.STORE]
-        merged = {(id(store), off) for s in fast if s[0] == cmod_replay.BULK
+        # a batch's span keeps the learned steps themselves (it plays them only to learn
+        # its effect and when that does not hold); the steps between spans are merged
+        spans = [s[1] for s in lr.fast if s[0] == cmod_replay.SPAN]
+        assert spans
+        in_spans = {id(t) for span in spans for t in span.steps}
+        learned_ids = {id(t) for t in lr.steps}
+        for span in spans:
+            assert all(id(t) in learned_ids for t in span.steps
+                       if t[0] not in (cmod_replay.BATCH, cmod_replay.DONE))
+        assert not [s for s in lr.fast if s[0] == cmod_replay.STORE]
+        merged = {(id(store), off) for s in lr.fast if s[0] == cmod_replay.MERGED
                   for store, updates in s[1] for off in updates}
-        assert {(id(s[1]), s[2]) for s in stores if s[0] == cmod_replay.STORE} <= merged
+        merged |= {(id(store), off) for s in lr.fast if s[0] == cmod_replay.MERGED
+                   for store, off, _value in s[2]}
+        assert {(id(s[1]), s[2]) for s in stores
+                if s[0] == cmod_replay.STORE and id(s) not in in_spans} <= merged
 
 
 def test_what_a_run_decoded_and_recorded_is_not_kept_past_its_use(model):
@@ -268,3 +279,35 @@ def test_learned_runs_pause_the_cycle_collector_and_restore_it(model):
             gc.enable()
         assert sum(p.runs["learned"] for p in prepared) == learned + 2
     assert seen and not any(seen)
+
+
+def test_an_op_is_decoded_once_whichever_register_group_it_lands_in(model):
+    """The second run of a task starts from other group pointers, so each op lands in the
+    other register group, over what another op left there.  The firmware writes the
+    registers an op leaves unused as well, so the cmodel, which keeps decoded ops by
+    their register values, finds every op of the later runs among those of the first."""
+    graph, table = model
+    with _executor(graph, table) as ex:
+        samples = _samples(5, 9)
+        ex.run(samples[0])
+        dla = _handle(ex).runtime.backend.dla
+        first = set(dla._plans)
+        for sample in samples[1:]:
+            ex.run(sample)
+        runs = _handle(ex).runtime.firmware.run_counts
+    assert runs["full"] >= 2          # two starting states: each op ran in both groups
+    assert first and set(dla._plans) == first
+
+
+def test_recorded_events_read_back_as_logged():
+    """A recording keeps its events as 32-bit words; they read back as the tuples logged,
+    extremes included, and a truncated log keeps its first events."""
+    logged = [(runtime_replay.WRITE, 0x5004, 0xFFFFFFFF), (runtime_replay.READ, 0xA004, 0x10001),
+              (runtime_replay.WAIT, 0x3, 0x1), (runtime_replay.CALL, 7),
+              (runtime_replay.WRITE, 0, 0)]
+    events = runtime_replay.Events()
+    for ev in logged:
+        events.append(*ev)
+    assert len(events) == 5 and list(events) == logged
+    events.truncate(2)
+    assert list(events) == logged[:2]
