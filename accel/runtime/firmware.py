@@ -36,7 +36,7 @@ by name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from accel.config import HwConfig
 from accel.loadable.containers import (
@@ -159,9 +159,10 @@ class Firmware:
     interface_version: tuple[int, int, int] = INTERFACE_V12
     trace: bool = False
     log_regs: bool = False
-    events: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        #: the last run's events, or a replayed recording's as one string (split when read)
+        self._events: list[str] | str = []
         self.regs = RegWriter(self.backend, self.trace, keep_log=self.log_regs)
         self._io = self.backend          # the backend, or the recorder in front of it
         self._recordings: dict[tuple[int, ...], list[replay.Recording]] = {}
@@ -177,6 +178,13 @@ class Firmware:
         # device) may have used the engine since.
         self._next_group = [0] * OP_NUM
         self._next_rdma_group = [0] * OP_NUM
+
+    @property
+    def events(self) -> list[str]:
+        """The last run's program / enable / complete lines, one per op and step."""
+        if isinstance(self._events, str):
+            self._events = self._events.split("\n") if self._events else []
+        return self._events
 
     # ------------------------------------------------------------ descriptors
     def _read(self, addresses: list[int], index: int, size: int, what: str) -> bytes:
@@ -234,7 +242,7 @@ class Firmware:
             self._run(addresses)
         finally:
             self._io = self.regs.backend = self.backend
-        recorder.recording.fw_events = list(self.events)
+        recorder.recording.fw_events = "\n".join(self.events)
         recs[:] = [r for r in recs if r.preamble() != recorder.recording.preamble()]
         recs.append(recorder.recording)
         del recs[:-MAX_RECORDINGS]
@@ -251,11 +259,11 @@ class Firmware:
                 return False
         else:
             replay.replay(self.backend, rec, self.on_complete)
-        self.events = list(rec.fw_events)
+        self._events = rec.fw_events
         return True
 
     def _run(self, addresses: list[int]) -> None:
-        self.events = []
+        self._events = []
         net, ops = self.load(addresses)
         self._net = net
         self._addresses = addresses

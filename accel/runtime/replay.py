@@ -78,7 +78,7 @@ class Recording:
 
     events: Events = field(default_factory=Events)
     versions: dict[int, int] = field(default_factory=dict)   # read address -> region version
-    fw_events: list[str] = field(default_factory=list)       # the firmware's events log
+    fw_events: str = ""          # the firmware's events log, one event per line
     prepared: Any = None          # the backend's own form, from prepare_replay
 
     def preamble(self) -> list[tuple[int, int]]:
