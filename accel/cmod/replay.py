@@ -48,6 +48,8 @@ BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED = range(
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
+#: one tuple of each set of register offsets that :class:`_Effect` updates
+_OFFSETS: dict[tuple[int, ...], tuple[int, ...]] = {}
 _LEARNED_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
                   "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
 
@@ -478,9 +480,9 @@ class Span:
 class _Effect:
     """What a :class:`Span`'s steps leave in the registers (see there)."""
 
-    #: ``(store, {offset: value})``: every register the steps changed or wrote, the
+    #: ``(store, offsets, values)``: every register the steps changed or wrote, the
     #: counters aside
-    updates: list[tuple[dict, dict]]
+    updates: list[tuple[dict, tuple[int, ...], tuple[int, ...]]]
     #: ``(store, offset, value)`` before the steps, of every register the effect depends on
     depends: list[tuple[dict, int, int]]
     #: ``(store, offset, launch index, ConvDone field)``: the counters, each as its last
@@ -523,8 +525,10 @@ class _Effect:
                 if key in always or ((written or old[off] != value)
                                      and not whole.get(key, False)):
                     depends.append((store, off, old[off]))
-            if changed:
-                updates.append((store, changed))
+            if changed:   # as tuples: a dict of a few entries takes several times the memory
+                offsets = tuple(changed)
+                updates.append((store, _OFFSETS.setdefault(offsets, offsets),
+                                tuple(changed.values())))
         return cls(updates, depends, list(counters.values()))
 
     def holds(self) -> bool:
@@ -536,8 +540,8 @@ class _Effect:
 
     def apply(self, dla, conv_batch) -> None:
         """Leave the registers as the steps would have after ``conv_batch`` ran."""
-        for store, changed in self.updates:
-            store.update(changed)
+        for store, offsets, values in self.updates:
+            store.update(zip(offsets, values, strict=True))
         saturations = conv_batch.saturations
         for store, off, i, field_name in self.counters:
             store[off] = saturations[field_name][i] & 0xFFFFFFFF
