@@ -26,18 +26,21 @@ Goals (issue 9): ``nvdla`` / ort fp32 <= 1.5 for resnet18_cifar, <= 3.0 for
 mobilenet_v2 and yolox_nano.  ``--ops N`` times a chain of N small
 conv+SDP operations (1x1, 8 -> 8 channels, 4x4) in one loadable and prints the
 fixed cost per operation (goal <= 0.1 ms).  ``--rss N`` runs N inferences of
-the first model and prints the resident memory after 1 and after N (goal:
-within 5 MiB).
+each model, each in a fresh process (what an earlier model freed would hide
+growth), and prints the resident memory after 1 and after N (goal: within
+5 MiB).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +119,24 @@ def _rss_mib() -> float:
         pages = int(f.read().split()[1])
     import os
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def rss_growth(name: str, preset: str, n: int) -> tuple[float, float]:
+    """Resident MiB after the first and the ``n``-th inference of ``name`` on the nvdla
+    device (call it in a fresh process)."""
+    with threadpool_limits(limits=1), tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"{name}.onnx"
+        onnx.save(build(name), path)
+        graph = load_model(path)
+        table = calibrate(graph, random_samples(graph, 4), progress=False)
+        sample = random_samples(graph, 1, seed=3)[0]
+        with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
+                      table) as ex:
+            ex.run(sample)
+            first = _rss_mib()
+            for _ in range(n - 1):
+                ex.run(sample)
+            return first, _rss_mib()
 
 
 def bench_model(name: str, preset: str, repeat: int, tmp: Path) -> dict:
@@ -203,21 +224,11 @@ def main(argv: list[str] | None = None) -> int:
             per, whole = bench_ops(args.ops, args.preset, args.repeat, tmp)
             print(f"fixed cost of one small conv+SDP op: {per * 1e3:.3f} ms "
                   f"({args.ops} ops in {whole * 1e3:.1f} ms; goal <= 0.1 ms)")
-        if args.rss:
-            path = tmp / f"{args.models[0]}.onnx"
-            onnx.save(build(args.models[0]), path)
-            graph = load_model(path)
-            table = calibrate(graph, random_samples(graph, 4), progress=False)
-            sample = random_samples(graph, 1, seed=3)[0]
-            with Executor(graph, [get_device("nvdla", preset=args.preset),
-                                  get_device("cpu")], table) as ex:
-                ex.run(sample)
-                first = _rss_mib()
-                for _ in range(args.rss - 1):
-                    ex.run(sample)
-                last = _rss_mib()
-            print(f"RSS {args.models[0]}: {first:.1f} MiB after 1 inference, {last:.1f} MiB "
-                  f"after {args.rss} ({last - first:+.1f} MiB; goal within 5 MiB)")
+    for name in args.models if args.rss else ():
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            first, last = pool.submit(rss_growth, name, args.preset, args.rss).result()
+        print(f"RSS {name}: {first:.1f} MiB after 1 inference, {last:.1f} MiB after "
+              f"{args.rss} ({last - first:+.1f} MiB; goal within 5 MiB)", flush=True)
     return 0
 
 
