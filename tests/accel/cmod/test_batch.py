@@ -128,6 +128,23 @@ class _Run:
         return [dram.read(base, size).tobytes() for base, size, _ in dram.regions]
 
 
+def _run_alike(run: _Run, other: _Run, sample, what: str) -> None:
+    """Run ``sample`` on both: ``run``'s outputs equal the int8 reference, and both leave
+    the same outputs, op records, memory, registers (counters, pointers, GLB status) and
+    CBUF state."""
+    out, ref = run.infer(sample)
+    for name in ref:
+        np.testing.assert_array_equal(out[name], ref[name], err_msg=what)
+    other_out = other.run(sample)
+    for name in out:
+        np.testing.assert_array_equal(out[name], other_out[name], err_msg=what)
+    assert [r.as_dict() for r in run.dla.stats] == [r.as_dict() for r in other.dla.stats], what
+    assert run.memory() == other.memory(), what
+    for name, regs in run.dla.regs.items():
+        assert regs.stores() == other.dla.regs[name].stores(), f"{name}, {what}"
+    assert run.dla.cbuf.partial_rows == other.dla.cbuf.partial_rows, what
+
+
 @pytest.fixture(scope="module")
 def depthwise():
     graph = _depthwise_graph()
@@ -140,18 +157,7 @@ def test_batched_launches_match_the_reference_and_the_launches_one_at_a_time(dep
     samples = _samples(graph, 6, 2) + _samples(graph, 3, 3, scale=4.0)
     with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
         for i, s in enumerate(samples):
-            out, ref = fast.infer(s)
-            for name in ref:
-                np.testing.assert_array_equal(out[name], ref[name], err_msg=f"sample {i}")
-            slow_out = slow.run(s)
-            for name in out:
-                np.testing.assert_array_equal(out[name], slow_out[name])
-            assert [r.as_dict() for r in fast.dla.stats] == \
-                [r.as_dict() for r in slow.dla.stats], f"sample {i}"
-            assert fast.memory() == slow.memory(), f"sample {i}"
-            for name, regs in fast.dla.regs.items():     # counters, pointers, GLB status
-                assert regs.stores() == slow.dla.regs[name].stores(), f"{name}, sample {i}"
-            assert fast.dla.cbuf.partial_rows == slow.dla.cbuf.partial_rows
+            _run_alike(fast, slow, s, f"sample {i}")
         assert fast.spans() and all(sp.plays["applied"] for sp in fast.spans())
         batches = fast.batches()
         assert not slow.batches()
@@ -221,15 +227,7 @@ def test_the_fast_steps_leave_every_register_as_the_learned_steps_do(monkeypatch
     samples = _samples(graph, 5, 7) + _samples(graph, 2, 8, scale=4.0)
     with _Run(graph, table) as fast, _Run(graph, table, capture=True) as stepped:
         for i, s in enumerate(samples):
-            out, ref = fast.infer(s)
-            for name in ref:
-                np.testing.assert_array_equal(out[name], ref[name], err_msg=f"sample {i}")
-            stepped.run(s)
-            assert fast.memory() == stepped.memory(), f"sample {i}"
-            assert [r.as_dict() for r in fast.dla.stats] == \
-                [r.as_dict() for r in stepped.dla.stats], f"sample {i}"
-            for name, regs in fast.dla.regs.items():
-                assert regs.stores() == stepped.dla.regs[name].stores(), f"{name}, sample {i}"
+            _run_alike(fast, stepped, s, f"sample {i}")
         runs = [r.prepared.runs for rs in fast.handle.runtime.firmware._recordings.values()
                 for r in rs if r.prepared is not None]
         assert sum(r["learned"] for r in runs) >= 4
