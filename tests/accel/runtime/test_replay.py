@@ -14,6 +14,9 @@ recording leaves alone changed) is not replayed from the old assumptions.
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -311,3 +314,27 @@ def test_recorded_events_read_back_as_logged():
     assert len(events) == 5 and list(events) == logged
     events.truncate(2)
     assert list(events) == logged[:2]
+
+
+def test_learned_inferences_keep_nothing(model):
+    """Once the replays are learned, an inference leaves nothing behind: no register log,
+    no firmware events or op records that accumulate, no new recordings or plans."""
+    graph, table = model
+    samples = _samples(4, 12)
+    with Executor(graph, [get_device("nvdla", preset="nv_small"), get_device("cpu")],
+                  table) as ex:
+        for i in range(12):
+            ex.run(samples[i % 4])
+        tracemalloc.start()
+        try:
+            for i in range(8):          # tracemalloc's own tables settle
+                ex.run(samples[i % 4])
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            for i in range(40):
+                ex.run(samples[i % 4])
+            gc.collect()
+            after = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+    assert after - before < 16 * 1024, f"{after - before} bytes kept by 40 inferences"
