@@ -48,10 +48,11 @@ BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED = range(
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
-#: one tuple of each set of register offsets that :class:`_Effect` updates
-_OFFSETS: dict[tuple[int, ...], tuple[int, ...]] = {}
 _LEARNED_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
                   "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
+#: one tuple of each set of register offsets that :class:`_Effect` updates (a few hundred
+#: distinct sets, shared by every learned span of the process)
+_OFFSETS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class ReplayError(RuntimeError):

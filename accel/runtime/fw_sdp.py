@@ -107,7 +107,8 @@ def _x_unit(w: RegWriter, unit: str, x: SdpOp) -> None:
     src = "MEM" if x.enable and x.mode != SDP_OP_PER_LAYER else "REG"
     alu = x.enable and x.type in (SDP_OP_ADD, SDP_OP_BOTH)
     w.write("NVDLA_SDP", f"D_DP_{p}_ALU_CFG", **{
-        f"{p}_ALU_SRC": src if alu else "REG", f"{p}_ALU_SHIFT_VALUE": x.shift_value * alu})
+        f"{p}_ALU_SRC": src if alu else "REG",
+        f"{p}_ALU_SHIFT_VALUE": x.shift_value if alu else 0})
     per_layer = x.enable and x.mode == SDP_OP_PER_LAYER
     w.write("NVDLA_SDP", f"D_DP_{p}_ALU_SRC_VALUE", x.alu_operand & 0xFFFF if per_layer else 0)
     w.write("NVDLA_SDP", f"D_DP_{p}_MUL_SRC_VALUE", x.mul_operand & 0xFFFF if per_layer else 0)
