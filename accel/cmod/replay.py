@@ -50,9 +50,6 @@ BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED = range(
 #: Rubik and BDMA keep their writes)
 _LEARNED_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
                   "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
-#: one tuple of each set of register offsets that :class:`_Effect` updates (a few hundred
-#: distinct sets, shared by every learned span of the process)
-_OFFSETS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class ReplayError(RuntimeError):
@@ -367,6 +364,7 @@ def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tupl
     out: list[tuple] = []
     bulk: dict[int, tuple[dict, dict]] = {}
     known: dict[tuple[int, int], int] = {}
+    stored: list[tuple] = []          # the MERGED steps since known was last cleared
     singles: dict[tuple[int, int, int], tuple[dict, int, int]] = {}   # one of each
 
     def put(store: dict, off: int, value: int) -> None:
@@ -387,6 +385,7 @@ def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tupl
                 ((off, value),) = updates.items()
                 one.append(singles.setdefault((id(store), off, value), (store, off, value)))
             out.append((MERGED, several, one))
+            stored.append(out[-1])
             bulk.clear()
 
     for step in steps:
@@ -401,7 +400,10 @@ def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tupl
             flush()
             out.append(step)
             if kind == SPAN or (kind == WRITE and by_address(step[1]).unit != "NVDLA_GLB"):
+                if kind == SPAN:
+                    step[1].stored = stored
                 known.clear()
+                stored = []
     flush()
     return out
 
@@ -455,18 +457,38 @@ class Span:
     records, as the steps would have.  A play whose registers the effect depends on
     differ from the first one's (a group pointer, GLB's interrupt status or mask, a
     register the steps only partly write) runs the steps instead.
+
+    :attr:`stored` (set by :func:`_merged`, kept until the effect is learned): the
+    MERGED steps that every fast run plays between the last point that forgets what
+    the registers hold and the span.  A register they store (one only software
+    writes) holds that value whenever the span starts, so the effect leaves it out
+    when the span leaves the same value there.
     """
 
     def __init__(self, steps: list[tuple]) -> None:
         self.steps = steps
         self.batch = steps[0][1]
         self.effect: _Effect | None = None
+        self.stored: list[tuple] = []
         self.plays = dict.fromkeys(("learning", "applied", "stepped"), 0)
+
+    def known(self, dla) -> set[tuple[int, int]]:
+        """``(id(store), offset)`` of the registers that hold, whenever the span starts,
+        what :attr:`stored` stores there."""
+        settled = _settled(dla)
+        out = set()
+        for step in self.stored:
+            keys = [(store, off) for store, updates in step[1] for off in updates]
+            keys += [(store, off) for store, off, _ in step[2]]
+            out.update((id(store), off) for store, off in keys
+                       if off in settled.get(id(store), ()))
+        return out
 
     def play(self, dla) -> None:
         if self.effect is None:
             self.plays["learning"] += 1
-            self.effect = _Effect.learn(dla, self.steps)
+            self.effect = _Effect.learn(dla, self.steps, self.known(dla))
+            self.stored = []
         elif self.effect.holds():
             self.plays["applied"] += 1
             conv_batch = self.batch
@@ -481,9 +503,9 @@ class Span:
 class _Effect:
     """What a :class:`Span`'s steps leave in the registers (see there)."""
 
-    #: ``(store, offsets, values)``: every register the steps changed or wrote, the
-    #: counters aside
-    updates: list[tuple[dict, tuple[int, ...], tuple[int, ...]]]
+    #: ``(store, offset, value)``: every register the steps changed or wrote, the
+    #: counters and the known ones aside (a few per store: stored one by one)
+    updates: list[tuple[dict, int, int]]
     #: ``(store, offset, value)`` before the steps, of every register the effect depends on
     depends: list[tuple[dict, int, int]]
     #: ``(store, offset, launch index, ConvDone field)``: the counters, each as its last
@@ -491,8 +513,9 @@ class _Effect:
     counters: list[tuple[dict, int, int, str]]
 
     @classmethod
-    def learn(cls, dla, steps: list[tuple]) -> _Effect:
-        """Play ``steps`` on ``dla`` and return their effect."""
+    def learn(cls, dla, steps: list[tuple], known: set[tuple[int, int]]) -> _Effect:
+        """Play ``steps`` on ``dla`` and return their effect, leaving out a register of
+        ``known`` (see :meth:`Span.known`) that they leave as they found it."""
         stores = [st for regs in dla.regs.values() for st in regs.stores()]
         before = [dict(st) for st in stores]
         whole: dict[tuple[int, int], bool] = {}   # first software write replaces it all?
@@ -515,21 +538,15 @@ class _Effect:
         always |= {(id(dla.glb.regs.stores()[0]), off) for off in dla.glb.regs.stores()[0]}
         updates, depends = [], []
         for store, old in zip(stores, before, strict=True):
-            changed = {}
             for off, value in store.items():
                 key = (id(store), off)
                 if key in counters:
                     continue
-                written = key in whole
-                if written or old[off] != value:
-                    changed[off] = value
-                if key in always or ((written or old[off] != value)
-                                     and not whole.get(key, False)):
+                touched = key in whole or old[off] != value
+                if touched and (old[off] != value or key not in known):
+                    updates.append((store, off, value))
+                if key in always or (touched and not whole.get(key, False)):
                     depends.append((store, off, old[off]))
-            if changed:   # as tuples: a dict of a few entries takes several times the memory
-                offsets = tuple(changed)
-                updates.append((store, _OFFSETS.setdefault(offsets, offsets),
-                                tuple(changed.values())))
         return cls(updates, depends, list(counters.values()))
 
     def holds(self) -> bool:
@@ -541,8 +558,8 @@ class _Effect:
 
     def apply(self, dla, conv_batch) -> None:
         """Leave the registers as the steps would have after ``conv_batch`` ran."""
-        for store, offsets, values in self.updates:
-            store.update(zip(offsets, values, strict=True))
+        for store, off, value in self.updates:
+            store[off] = value
         saturations = conv_batch.saturations
         for store, off, i, field_name in self.counters:
             store[off] = saturations[field_name][i] & 0xFFFFFFFF

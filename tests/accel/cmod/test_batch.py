@@ -239,6 +239,27 @@ def test_the_fast_steps_leave_every_register_as_the_learned_steps_do(monkeypatch
         assert kept < _merged_entries(every)
 
 
+def test_a_span_leaves_out_what_the_steps_before_it_stored(depthwise, monkeypatch):
+    """A span's learned effect leaves out a register the fast steps before it stored with
+    the value the span leaves there (every fast run finds it so): the effects are smaller
+    than with nothing known (the batched test above checks the registers they leave)."""
+    graph, table = depthwise
+    samples = _samples(graph, 4, 2)
+
+    def stores(run: _Run) -> int:
+        return sum(len(sp.effect.updates) for sp in run.spans() if sp.effect is not None)
+
+    with _Run(graph, table) as fast:
+        for s in samples:
+            fast.run(s)
+        kept = stores(fast)
+    monkeypatch.setattr(replay.Span, "known", lambda self, dla: set())   # nothing known
+    with _Run(graph, table) as every:
+        for s in samples:
+            every.run(s)
+        assert 0 < kept < stores(every)
+
+
 def test_saturation_counts_are_kept_per_launch(depthwise):
     """The converters of both depthwise layers (ReLU, then signed) saturate, each 8-channel
     block by its own count."""
