@@ -360,7 +360,8 @@ def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tupl
 
     What a register holds is known from the run's own earlier stores, for the registers
     of ``settled`` (id of a register group -> the offsets nothing but software writes).
-    A span or a CSB write other than to GLB forgets all of it."""
+    A span or a CSB write other than to GLB forgets all of it; a span gets the MERGED
+    steps since the last such point (:attr:`Span.stored`)."""
     out: list[tuple] = []
     bulk: dict[int, tuple[dict, dict]] = {}
     known: dict[tuple[int, int], int] = {}
