@@ -50,10 +50,8 @@ class Events:
 
     __slots__ = ("_words",)
 
-    def __init__(self, events: tuple[tuple, ...] = ()) -> None:
+    def __init__(self) -> None:
         self._words = array("I")
-        for ev in events:
-            self.append(*ev)
 
     def append(self, kind: str, a: int, b: int = 0) -> None:
         self._words.extend((_CODES[kind], a, b))
