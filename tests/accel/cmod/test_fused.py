@@ -275,6 +275,55 @@ def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
     assert want_sat[:, 1].tolist() == sat.tolist()
 
 
+def _edge_sums(rng, alu, mul, shift, points):
+    """int32 sums for channels of ALU operand ``alu`` and multiplier ``mul`` (arrays,
+    ``[C]``) that put ``x * mul + alu * mul`` on and next to the exact halves of
+    ``2**shift`` where the rounded value crosses -129..128 (the int8 clip) and the
+    17-bit bounds, with sums anywhere in int32 among them: ``[points, C]``."""
+    c = alu.shape[0]
+    targets = np.concatenate([np.arange(-130, 130), [-(1 << 16) - 1, -(1 << 16), (1 << 16) - 1,
+                                                     1 << 16]])
+    out = rng.integers(-(1 << 31), 1 << 31, (points, c))
+    for j in range(c):
+        if mul[j] == 0:
+            continue
+        tie = (2 * targets[rng.integers(0, targets.size, points)] + 1) << shift >> 1
+        x = (tie - int(alu[j]) * int(mul[j])) // int(mul[j]) + rng.integers(-2, 3, points)
+        out[:, j] = np.where(rng.random(points) < 0.9, x, out[:, j])
+    return np.clip(out, -(1 << 31), (1 << 31) - 1).astype(np.int32)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3), c=st.integers(1, 70),
+       shift=st.one_of(st.sampled_from([0, 1, 2, 30, 31]), st.integers(14, 25)),
+       relu=st.booleans(), mul_bits=st.sampled_from([2, 8, 16]))
+def test_pixel_sums_at_every_rounding_and_clipping_edge(seed, n, c, shift, relu, mul_bits):
+    """``run_pixels`` with the compiler's identity converter: sums placed on and next to
+    each channel's exact halves where the output leaves int8 or the converter's 17 bits
+    (the random sums of the test above mostly saturate), multipliers of both signs and
+    0, ReLU or not, against the numpy form."""
+    rng = np.random.default_rng(seed)
+    atom, h, w = 8, 4, 17
+    c_pad = -(-c // atom) * atom
+    bound = 1 << (mul_bits - 1)
+    mul = rng.integers(-bound, bound, (n, c_pad))
+    mul[:, ::5] = 0 if n * c_pad > 5 else mul[:, ::5]
+    alu = rng.integers(-(1 << 15), 1 << 15, (n, c_pad))
+    stage = StageConfig(False, False, ALU_SUM, False, False, not relu, False, 0, 0, False,
+                        shift, 0)
+    operands = [(alu[..., None, None], mul[..., None, None], False), (0, 0, False)]
+    sums = _edge_sums(rng, alu.ravel(), mul.ravel(), shift, h * w)     # [points, n * c_pad]
+    per_op = sums.reshape(h * w, n, c_pad).transpose(1, 2, 0)
+    want, want_sat = _reference(per_op, True, 0, [stage, _bypassed()], operands, (0, 1, 0), c,
+                                c_pad, h, w)
+    post = PostProcess(0, [stage, _bypassed()], operands, (0, 1, 0), c, (c_pad, h, w), atom)
+    got, sat = post.run_pixels(sums)
+    lanes = want.reshape(n, c_pad // atom, atom, h, w).transpose(0, 1, 3, 4, 2)
+    np.testing.assert_array_equal(got, lanes)
+    assert sat.tolist() == want_sat[:, 1].tolist()
+    assert 0 < np.mean(np.abs(want.astype(np.int64)) < 127)         # not all saturated
+
+
 @pytest.mark.parametrize("atom", [8, 16])
 def test_pixel_major_outputs_written_through_any_view_of_memory(atom):
     """``run_pixels(acc, out)`` with ``out`` a view of memory: surfaces apart with a gap
