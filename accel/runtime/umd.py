@@ -142,7 +142,9 @@ class Runtime:
     def bind_input(self, key: int | str, data: bytes | np.ndarray) -> None:
         """Write raw surface bytes of input ``key`` (bind id or tensor name)."""
         b = self._find(key, MemoryFlags.INPUT)
-        raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+        # an array's bytes in C order as they are (tobytes would copy them once more)
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1) \
+            if isinstance(data, np.ndarray) else bytes(data)
         if len(raw) != b.size:
             raise ValueError(f"input {b.name!r} needs {b.size} bytes, got {len(raw)}")
         self.backend.write_mem(b.address, raw)

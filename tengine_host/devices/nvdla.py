@@ -25,7 +25,7 @@ from accel.layout import pack_feature, unpack_feature
 from accel.runtime.backend import BACKENDS, get_backend
 from accel.runtime.umd import Runtime
 from tengine_host.ir import Graph, Node
-from tengine_host.quant.weights import dequantize, quantize_activation
+from tengine_host.quant.weights import dequantize, quantize_activation, quantize_counted
 
 
 def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
@@ -44,13 +44,6 @@ class NvdlaPrepared:
         """Estimated cycles of the last run, from the cmodel's op records (summed when
         asked: a thousand records per inference of a large network)."""
         return sum(op.cycles for op in self.runtime.backend.stats)
-
-
-def _check_finite(name: str, x: np.ndarray) -> None:
-    if not np.all(np.isfinite(x)):
-        bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
-        raise ValueError(f"input {name!r} has {bad} NaN/Inf value(s); the DLA quantizes to int8 "
-                         f"and cannot represent them")
 
 
 class NvdlaDevice:
@@ -115,8 +108,11 @@ class NvdlaDevice:
             if x.shape != t.host_shape:
                 raise ValueError(f"input {t.name!r} has shape {x.shape}; the loadable was "
                                  f"compiled for {t.host_shape}")
-            _check_finite(t.name, x)
-            out[t.name] = quantize_activation(x, t.scale)
+            q, bad = quantize_counted(x, t.scale)
+            if bad:
+                raise ValueError(f"input {t.name!r} has {bad} NaN/Inf value(s); the DLA "
+                                 f"quantizes to int8 and cannot represent them")
+            out[t.name] = q
         return out
 
     def run(self, prepared: NvdlaPrepared, inputs: dict[str, np.ndarray]
@@ -129,7 +125,7 @@ class NvdlaDevice:
         compiled, rt = prepared.compiled, prepared.runtime
         for name, q in self.quantize_inputs(compiled, inputs).items():
             t = compiled.tensors[name]
-            rt.bind_input(name, pack_feature(q.reshape(t.region.shape), t.layout).tobytes())
+            rt.bind_input(name, pack_feature(q.reshape(t.region.shape), t.layout))
         prepared.captured = {}
         if self.capture:
             self._watch(prepared)

@@ -22,22 +22,43 @@ def quantize_activation(x: np.ndarray, scale: float) -> np.ndarray:
     One compiled pass over ``x``, each value through float64 as the rule is written:
     ``trunc(y + copysign(0.5, y))`` is :func:`round_half_away` of ``y`` (the sum
     rounds as ``|y| + 0.5`` does, by symmetry)."""
+    return quantize_counted(x, scale)[0]
+
+
+def quantize_counted(x: np.ndarray, scale: float) -> tuple[np.ndarray, int]:
+    """:func:`quantize_activation` of ``x`` and how many of its values are NaN or
+    infinite (counted in the same pass), for callers that refuse them."""
     x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float64)
     out = np.empty(x.shape, dtype=np.int8)
-    _quantize(np.ascontiguousarray(x).reshape(-1), float(scale), out.reshape(-1))
-    return out
+    bad = _quantize(np.ascontiguousarray(x).reshape(-1), float(scale), out.reshape(-1))
+    return out, int(bad)
 
 
 @njit(cache=True, nogil=True)
 def _quantize(x, scale, out):
+    bad = 0
     for i in range(x.shape[0]):
-        y = np.float64(x[i]) / scale
+        v = np.float64(x[i])
+        bad += not np.isfinite(v)
+        y = v / scale
         y = np.trunc(y + np.copysign(0.5, y))
         out[i] = np.int8(-128.0 if y < -128.0 else (127.0 if y > 127.0 else y))
+    return bad
 
 
 def dequantize(q: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
-    """``q * scale`` as float32."""
-    return (np.asarray(q, dtype=np.float64) * scale).astype(np.float32)
+    """``q * scale`` as float32 (the product in float64, then rounded once)."""
+    q = np.asarray(q)
+    if np.ndim(scale) or q.dtype.kind not in "iu":
+        return (np.asarray(q, dtype=np.float64) * scale).astype(np.float32)
+    out = np.empty(q.shape, dtype=np.float32)
+    _dequantize(np.ascontiguousarray(q).reshape(-1), float(scale), out.reshape(-1))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _dequantize(q, scale, out):
+    for i in range(q.shape[0]):
+        out[i] = np.float32(np.float64(q[i]) * scale)
