@@ -162,8 +162,11 @@ def _outside17(v):
 @njit(inline="always")
 def _x1(x, m, am, shift):
     """The X stage of :func:`_fusable` before its clips: ``round_shift(x * m + a * m)``
-    (``am``: ``a * m``), ``x`` and ``m`` 32-bit."""
-    return _shift_round(_wide(x) * m + am, shift)
+    (``am``: ``a * m``), ``x`` and ``m`` 32-bit (``m`` taken as such even when its type is
+    int64, as the per-channel multipliers of :meth:`PostProcess._per_channel` are: one
+    32 x 32 -> 64-bit multiply, where an int64 ``m`` would compile to the three of a
+    64-bit one)."""
+    return _shift_round(_wide(x) * _wide(m) + am, shift)
 
 
 @njit(inline="always")
@@ -311,7 +314,8 @@ def _eltwise_pixels(x, a, a_shift, m, x_shift, lo, cvt, c, out):
         for p in range(points):
             for j in range(atom):
                 operand = min(max(np.int64(a[p, b + j]) << a_shift, _I32_LO), _I32_HI)
-                v = min(max(_x1(x[p, b + j], m, operand * m, x_shift), lo), _I32_HI)
+                v = min(max(_x1(x[p, b + j], m, _wide(operand) * _wide(m), x_shift), lo),
+                        _I32_HI)
                 v = _cvt(v, scale, offset_scaled, shift)
                 outside += (b + j < c) & _outside17(v)
                 out[s, p, j] = min(max(v, -128), 127)
