@@ -56,7 +56,7 @@ from accel.cmod.cube import read_int8_pixels, read_int8_raw
 from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
-from accel.cmod.glb import Glb
+from accel.cmod.glb import Glb, status_bit
 from accel.cmod.lut import LutRam
 from accel.cmod.perf import conv_cycles
 from accel.cmod.records import OpRecord
@@ -149,6 +149,13 @@ class Dla:
                             for rdma in (False, True)}
         self._counters = [(self.regs[unit], self.regs[unit].unit.registers[name].offset, field)
                           for unit, name, field in self.CONV_COUNTERS]
+        # the done interrupts of a convolution by the groups of CDMA, CACC and SDP it ran from
+        self._conv_interrupting = tuple(self.regs[u] for u in ("NVDLA_CDMA", "NVDLA_CACC",
+                                                                "NVDLA_SDP"))
+        self._conv_done_bits = {
+            (a, b, c): (status_bit("CDMA_DAT", a) | status_bit("CDMA_WT", a)
+                        | status_bit("CACC", b) | status_bit("SDP", c))
+            for a in (0, 1) for b in (0, 1) for c in (0, 1)}
         self.launched: Launch | None = None    # the last pipeline started (replay learns it)
         #: learned replays compute runs of independent convolutions together
         #: (:mod:`accel.cmod.batch`); False keeps one datapath pass per launch
@@ -531,20 +538,15 @@ class Dla:
         then its saturation counters, CBUF state, record, completion and interrupts."""
         if done is None:
             done = self._conv_datapath(needs_rdma, plan)
-        regs, rec = self.regs, done.sdp
-        g_cdma, g_cacc = regs["NVDLA_CDMA"].consumer, regs["NVDLA_CACC"].consumer
-        g_sdp = regs["NVDLA_SDP"].consumer
-        for store, off, field_name in self.conv_counters():
-            store[off] = getattr(done, field_name) & 0xFFFFFFFF
+        cdma_regs, cacc_regs, sdp_regs = self._conv_interrupting
+        bits = self._conv_done_bits[cdma_regs.consumer, cacc_regs.consumer, sdp_regs.consumer]
+        for regs, off, field_name in self._counters:
+            regs.groups[regs.consumer][off] = getattr(done, field_name) & 0xFFFFFFFF
         self.conv_finished(plan, done)
         for unit in self._conv_units[needs_rdma]:
             unit.finish()
-        raise_done = self.glb.raise_done
-        raise_done("CDMA_DAT", g_cdma)
-        raise_done("CDMA_WT", g_cdma)
-        raise_done("CACC", g_cacc)
-        raise_done("SDP", g_sdp)
-        return rec, done.streamed
+        self.glb.raise_bits(bits)
+        return done.sdp, done.streamed
 
     #: the registers a convolution's completion sets from its data, in the groups it ran
     #: from: ``(unit, register, ConvDone field)``

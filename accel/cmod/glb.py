@@ -43,14 +43,22 @@ class Glb:
         return self._single[_STATUS.offset]
 
     def raise_done(self, source: str, group: int) -> None:
-        bit = status_bit(source, group)
-        if not self._single[_MASK.offset] & bit:
-            self._single[_STATUS.offset] |= bit
+        self.raise_bits(status_bit(source, group))
+
+    def raise_bits(self, bits: int) -> None:
+        """Raise the done interrupts of ``bits`` (an OR of :func:`status_bit`) that
+        ``S_INTR_MASK`` does not mask."""
+        single = self._single
+        single[_STATUS.offset] |= bits & ~single[_MASK.offset]
+
+    def clear(self, bits: int) -> None:
+        """A CSB write of ``bits`` to ``S_INTR_STATUS``: write 1 to clear."""
+        self._single[_STATUS.offset] &= ~bits
 
     def csb_write(self, name: str, value: int) -> bool:
         """Handle writes with side effects; return False to let the caller store it."""
-        if name == "S_INTR_STATUS":  # write 1 to clear
-            self.regs.set_hw("S_INTR_STATUS", self.status & ~value)
+        if name == "S_INTR_STATUS":
+            self.clear(value)
             return True
         if name == "S_INTR_SET":
             self.regs.set_hw("S_INTR_STATUS", self.status | (value & _STATUS_MASK))

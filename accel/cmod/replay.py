@@ -40,11 +40,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from accel.cmod import batch
-from accel.regs import by_address
+from accel.regs import by_address, lookup
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
+#: GLB's interrupt status: a write clears the bits it sets (:meth:`accel.cmod.glb.Glb.clear`)
+_INTR_STATUS = lookup("NVDLA_GLB.S_INTR_STATUS").address
 _ACTING_UNITS = {"NVDLA_GLB", "NVDLA_BDMA"}
-BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED = range(11)
+BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED, CLEAR = range(12)
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
@@ -71,7 +73,8 @@ class Learned:
     #: the steps of a run without a completion hook (:func:`_fast`): runs of independent
     #: convolutions computed together (:func:`accel.cmod.batch.batches`: ``(BATCH, batch)``
     #: before the first of a run, ``(DONE, store, offset, keep, bits, launch, batch, i)``
-    #: in place of its launches), stores merged, completion marks dropped
+    #: in place of its launches), stores merged, completion marks dropped, writes that clear
+    #: GLB's interrupt status ``(CLEAR, bits)``
     fast: list[tuple] | None = None
 
 
@@ -228,16 +231,23 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
                 store.update(updates)
             for store, off, value in step[2]:
                 store[off] = value
+        elif kind == LAUNCH:
+            _, store, off, keep, bits, launch = step
+            store[off] = (store[off] & keep) | bits
+            dla.launch(launch)
+        elif kind == WAIT:
+            status = glb.status & step[1]
+            if status != step[2]:
+                raise _diverged(f"interrupt wait on mask {step[1]:#x} found {status:#x}, "
+                                f"the recorded run {step[2]:#x}")
+        elif kind == CLEAR:
+            glb.clear(step[1])
         elif kind == BULK:
             for store, offsets, values in step[1]:
                 store.update(zip(offsets, values, strict=True))
         elif kind == STORE:
             _, store, off, keep, bits, _left = step
             store[off] = (store[off] & keep) | bits
-        elif kind == LAUNCH:
-            _, store, off, keep, bits, launch = step
-            store[off] = (store[off] & keep) | bits
-            dla.launch(launch)
         elif kind == SPAN:
             step[1].play(dla)
         elif kind == BATCH:
@@ -248,11 +258,6 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
             dla.launch(launch, conv_batch.done(i))
         elif kind == WRITE:
             dla.csb_write(step[1], step[2])
-        elif kind == WAIT:
-            status = glb.status & step[1]
-            if status != step[2]:
-                raise _diverged(f"interrupt wait on mask {step[1]:#x} found {status:#x}, "
-                                f"the recorded run {step[2]:#x}")
         elif kind == CALL:
             if on_complete is not None:
                 on_complete(step[1])
@@ -338,7 +343,8 @@ def _fast(dla, steps: list[tuple]) -> list[tuple]:
     off), each batch's steps one :class:`Span`, and the stores between spans merged into
     one bulk update per run of them (:func:`_merged`), each store as the value it left
     when learned (a pointer's consumer bit included: the same start gives the same
-    consumers, see :func:`_start`).
+    consumers, see :func:`_start`), and each write to GLB's interrupt status a direct
+    clear of its bits, without the CSB decoding.
 
     A span keeps the learned step tuples themselves, unmerged: it plays them once, to
     learn its effect, and again only when that does not hold, so merged copies of its
@@ -349,7 +355,8 @@ def _fast(dla, steps: list[tuple]) -> list[tuple]:
                                 {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE}, _quiet)
         if batched is not None:
             out = _spans(batched)
-    return _merged(out, _settled(dla))
+    return [(CLEAR, step[2]) if step[0] == WRITE and step[1] == _INTR_STATUS else step
+            for step in _merged(out, _settled(dla))]
 
 
 def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tuple]:

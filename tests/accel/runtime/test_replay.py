@@ -22,7 +22,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from accel.cmod import replay as cmod_replay
-from accel.regs import by_address
+from accel.regs import by_address, lookup
 from accel.runtime import replay as runtime_replay
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
@@ -163,6 +163,21 @@ def test_learned_op_enables_are_stored_with_the_configuration(model):
                    for store, off, _value in s[2]}
         assert {(id(s[1]), s[2]) for s in stores
                 if s[0] == cmod_replay.STORE and id(s) not in in_spans} <= merged
+        # the interrupt clears the firmware writes to GLB are played as direct clears of
+        # the same bits, in the same places
+        status = lookup("NVDLA_GLB.S_INTR_STATUS").address
+
+        def clears(steps: list[tuple]) -> list[int]:
+            return [s[2] for s in steps if s[0] == cmod_replay.WRITE and s[1] == status]
+
+        assert not clears(lr.fast)
+        played = []
+        for s in lr.fast:
+            if s[0] == cmod_replay.CLEAR:
+                played.append(s[1])
+            elif s[0] == cmod_replay.SPAN:
+                played += clears(s[1].steps)
+        assert played == clears(lr.steps) and played
 
 
 def test_what_a_run_decoded_and_recorded_is_not_kept_past_its_use(model):
