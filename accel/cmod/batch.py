@@ -18,12 +18,17 @@ The batch computes at the first launch's place, so a launch joins only when
 that cannot change a byte:
 
 * it has the batch's :func:`signature` (a feature-cube convolution with the
-  SDP on the fly writing to memory, no Y stage, no PDP, nothing kept in or
+  SDP on the fly writing to memory, no Y stage, no PDP, no input kept in or
   reused from the CBUF; the same geometry, cube shapes and strides, stage
   modes and operand layout - addresses, weights, operand values, CACC
   truncate and converter may differ);
 * nothing it reads (input cube, weights, SDP operands) overlaps what an
   earlier member writes;
+* if it reuses the weights kept in the CBUF (the bands of rows a layer too
+  large for the CBUF is split into: each keeps the weights for the next), they
+  are the ones the launch just before it keeps, read from the same bytes of
+  memory (:func:`reuses`); the batch reads them from memory again, so that
+  launch, when it is not a member, must not have written there;
 * between two members the register program only stores configuration, waits
   for interrupts, reads registers, writes GLB or marks completions - nothing
   that reads or writes memory (a completion hook that reads memory, as
@@ -32,7 +37,9 @@ that cannot change a byte:
 The arithmetic is the unbatched one (:func:`accel.cmod.cmac.gemm_int8`,
 :func:`accel.arith.shift_round`, :func:`accel.cmod.sdp.x_stage`) on arrays
 with a leading batch axis; per-launch values (truncate, converter, register
-operands) broadcast along it.
+operands) broadcast along it.  The bands of a 1x1 layer (one weight matrix)
+are one GEMM of their pixels stacked, each band's SDP pass on its own rows of
+the sums, as :meth:`accel.cmod.dla.Dla._pointwise_datapath` computes one.
 """
 
 from __future__ import annotations
@@ -59,8 +66,8 @@ def signature(launch) -> tuple | None:
         return None
     plan = launch.plan
     geo, use, sp = plan.geo, plan.use, plan.sdp
-    if (geo.image or use.data_reuse or use.weight_reuse or use.skip_data_rls
-            or use.skip_weight_rls or sp.y_stage or sp.to_pdp or not sp.flying):
+    if (geo.image or use.data_reuse or use.skip_data_rls or sp.y_stage or sp.to_pdp
+            or not sp.flying):
         return None
     stages = tuple((replace(st, alu_operand=0, mul_operand=0),
                     None if ops is None else (ops.offsets.shape, ops.nbytes, ops.comps))
@@ -89,6 +96,21 @@ def reads_writes(plan, atom: int) -> tuple[list[tuple[int, int]], tuple[int, int
     sp = plan.sdp
     dst, line, surf = sp.dst
     return reads, _cube_span(dst, sp.c_pad, sp.h, sp.w, line, surf, atom)
+
+
+def reuses(prev, plan) -> bool:
+    """Whether ``plan`` computes with the weights the convolution ``prev`` keeps in the CBUF
+    (WEIGHT_REUSE after SKIP_WEIGHT_RLS, as the tiles of one layer do), taken as
+    :meth:`~accel.cmod.cbuf_state.Cbuf.reused_weights` takes them, without a note or an
+    error, and programmed with the address and size of the same bytes: the weights a
+    batch reads from memory for it are then the ones an unbatched run reuses."""
+    a, b = prev.use, plan.use
+    return bool(a.skip_weight_rls and b.weight_reuse
+                and (a.weight_banks, a.data_banks, a.weight_bytes, a.kernels,
+                     a.bytes_per_kernel, a.image)
+                == (b.weight_banks, b.data_banks, b.weight_bytes, b.kernels,
+                    b.bytes_per_kernel, b.image)
+                and (prev.weight_addr, prev.weight_size) == (plan.weight_addr, plan.weight_size))
 
 
 def _overlaps(a: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
@@ -232,6 +254,9 @@ class ConvBatch:
         geo = p0.geo
         _, c, h, w, _, _ = p0.feature
         raws, weights, post = self.inputs(dla)
+        self.raws, self.in_shape = raws, (c, h, w)
+        if self._tiles_run(dla, raws):
+            return
         pixels = (self._pixels(dram) if isinstance(weights, Diagonal)
                   and takes_channels_last(n * c, geo) else None)
         if pixels is not None:      # the channels-last loops take the pixels as they come
@@ -251,15 +276,57 @@ class ConvBatch:
             y, sat = post.run_packed(sums)
         self._write(dram, y)
         self.saturations = {"cacc_sat": sat[:, 0].tolist(), "sdp_sat": sat[:, 1].tolist()}
-        self.raws, self.in_shape = raws, (c, h, w)
+
+    def _tiles_run(self, dla, raws: list) -> bool:
+        """:meth:`run` of 1x1 convolutions of one weight matrix that
+        :meth:`~accel.cmod.dla.Dla.pointwise_datapath` takes (the tiles of one layer, most
+        often): every member's pixels read as memory holds them, stacked into one GEMM
+        on the integer engine, and each member's SDP pass on its rows of the sums
+        straight into its output in memory.  False, with nothing done, for any other
+        batch."""
+        if any(r is not raws[0] for r in raws):
+            return False
+        plans, atom, dram = self.plans, self.atom, dla.dram
+        p0 = plans[0]
+        base, c, h, w, line, surf = p0.feature
+        matrix = dla.weight_matrix(raws[0], p0)
+        engine = dla.pointwise_engine(p0)
+        if engine is None:
+            return False
+        posts = [dla.post_process(p.sdp, p.truncate) for p in plans]
+        dsts = [p.sdp.dst_pixels(dram, atom) for p in plans]
+        if not all(post.pixels_ready for post in posts) or any(d is None for d in dsts):
+            return False
+        n, points = len(self), h * w
+        if self.feature_step == h * line:      # bands of one cube: one read of all of them
+            read = read_int8_pixels(dram, base, c, n * h, w, atom, line, surf, cdma.UNIT,
+                                    sign=True)
+        else:
+            reads = [read_int8_pixels(dram, p.feature[0], c, h, w, atom, line, surf,
+                                      cdma.UNIT, sign=True) for p in plans]
+            read = None if any(r is None for r in reads) else (
+                np.concatenate([r[0] for r in reads]), all(r[1] for r in reads))
+        if read is None:
+            return False
+        pixels, nonnegative = read
+        sp = p0.sdp
+        packed = matrix.pointwise(engine, sp.c_pad, pixels.shape[1])
+        acc = packed.run(pixels, engine.signed and nonnegative)
+        sats = []
+        for i, (p, post, dst) in enumerate(zip(plans, posts, dsts, strict=True)):
+            sats.append(int(post.run_pixels(acc[i * points:(i + 1) * points], dst)[1][0]))
+            dram.touched(p.sdp.dst[0])
+        self.saturations = {"cacc_sat": [0] * n, "sdp_sat": sats}
+        return True
 
     def done(self, i: int):
         """Launch ``i``'s :class:`~accel.cmod.dla.ConvDone` of the last :meth:`run` (made
         on demand: a span's play records a batch without them)."""
         from accel.cmod.dla import ConvDone
-        return ConvDone(self.saturations["cacc_sat"][i], self.plans[i].sdp.pipeline_record(True),
+        plan = self.plans[i]
+        return ConvDone(self.saturations["cacc_sat"][i], plan.sdp.pipeline_record(True),
                         self.saturations["sdp_sat"][i], None, self.raws[i], None, self.in_shape,
-                        self.in_bytes, False, False)
+                        self.in_bytes, False, plan.use.weight_reuse)
 
     @property
     def in_bytes(self) -> int:
@@ -310,27 +377,43 @@ def batches(steps: list[tuple], atom: int, kinds: dict[str, int],
             windows.append(current)
         current, key, written, elements = [], None, [], 0
 
+    #: the batchable launch just before, with only quiet steps since: ``(plan, the bytes it
+    #: writes)``
+    previous: tuple | None = None
     for idx, step in enumerate(steps):
         if step[0] != launch_kind:
             if not quiet(step):
                 close()
+                previous = None
             continue
         launch = step[-1]
         sig = signature(launch)
         if sig is None:
             close()
+            previous = None
             continue
         plan = launch.plan
         reads, writes = reads_writes(plan, atom)
         geo = plan.geo
         size = plan.feature[1] * geo.r * geo.s * geo.out_h * geo.out_w
-        if (sig != key or any(_overlaps(r, written) for r in reads)
-                or elements + size > MAX_BATCH_ELEMENTS):
+        joins = not (sig != key or any(_overlaps(r, written) for r in reads)
+                     or elements + size > MAX_BATCH_ELEMENTS)
+        # a launch reusing kept weights computes with the bytes the launch before it fetched:
+        # as a member after that one, or first of a batch right after it, when what that
+        # one wrote is not where the weights are (a batch reads them again from memory)
+        if plan.use.weight_reuse and not (
+                previous is not None and reuses(previous[0], plan)
+                and (joins or not _overlaps(reads[1], [previous[1]]))):
+            close()
+            previous = (plan, writes)
+            continue
+        if not joins:
             close()
             key = sig
         current.append(idx)
         written.append(writes)
         elements += size
+        previous = (plan, writes)
     close()
     if not windows:
         return None

@@ -47,6 +47,7 @@ from accel.cmod.bdma import Bdma
 from accel.cmod.cmac import (
     INT_ENGINE_MAX_TERMS,
     INT_ENGINE_MIN_MACS,
+    IntEngine,
     Weights,
     gemm_sums,
     int_engine,
@@ -139,7 +140,7 @@ class Dla:
         self._raw_weights: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
         self._matrices: dict[tuple, tuple[np.ndarray, Weights]] = {}
         self._books: dict[tuple, tuple] = {}           # see _conv_books
-        self._posts: dict[tuple, tuple] = {}           # see _post_process
+        self._posts: dict[tuple, tuple] = {}           # see post_process
         sdp = self.regs["NVDLA_SDP"]
         self._sdp_mode_key = itemgetter(*(sdp.unit.registers[name].offset
                                           for name in _SDP_MODE_REGISTERS))
@@ -342,7 +343,7 @@ class Dla:
                 base, line, surf = plan.src
                 x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w,
                                   self.cfg.atom_size, line, surf, sdp_rdma.UNIT)
-                y, sats = self._post_process(plan, 0).run_packed(
+                y, sats = self.post_process(plan, 0).run_packed(
                     np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
                 done = y[0], int(sats[0, 1])
             streamed, sat = plan.deliver_packed(self.dram, done[0]), done[1]
@@ -438,7 +439,7 @@ class Dla:
         self._matrices[key] = (raw, m)
         return m
 
-    def _post_process(self, plan: sdp.SdpPlan, truncate: int) -> fused.PostProcess:
+    def post_process(self, plan: sdp.SdpPlan, truncate: int) -> fused.PostProcess:
         """The compiled CACC/SDP/converter pass of ``plan`` fed by a convolution with
         CLIP_TRUNCATE ``truncate`` (0 for an op reading memory), set up again only when
         the memory its operands come from was written."""
@@ -486,7 +487,7 @@ class Dla:
                 self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
                 y_group=self._y_group(plan.sdp, needs_rdma))
         else:
-            y, sats = self._post_process(plan.sdp, plan.truncate).run_packed(sums[None])
+            y, sats = self.post_process(plan.sdp, plan.truncate).run_packed(sums[None])
             sat, sdp_sat = int(sats[0, 0]), int(sats[0, 1])
             rec = plan.sdp.pipeline_record(True)
             streamed = plan.sdp.deliver_packed(self.dram, y[0])
@@ -502,17 +503,12 @@ class Dla:
         when the pixels are non-negative), the SDP pass on the pixel-major sums
         (:meth:`~accel.cmod.fused.PostProcess.run_pixels`) straight into the channel
         packing; None for any other convolution (or pixels that leave their region)."""
-        geo, use, sp = plan.geo, plan.use, plan.sdp
+        sp = plan.sdp
         _, c, h, w, _, _ = plan.feature
-        if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1
-                or geo.pad_top or geo.pad_left or (geo.out_h, geo.out_w) != (h, w)
-                or kept_data is not None or use.skip_data_rls or sp.y_stage
-                or c > INT_ENGINE_MAX_TERMS or geo.k * c * h * w < INT_ENGINE_MIN_MACS):
-            return None
-        engine = int_engine()
+        engine = self.pointwise_engine(plan) if kept_data is None else None
         if engine is None:
             return None
-        post = self._post_process(sp, plan.truncate)
+        post = self.post_process(sp, plan.truncate)
         if not post.pixels_ready:
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
@@ -531,6 +527,22 @@ class Dla:
             self.dram.touched(sp.dst[0])
         return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
                         (c, h, w), c * h * w, False, weights_reused, note)
+
+    @staticmethod
+    def pointwise_engine(plan: conv.ConvPlan) -> IntEngine | None:
+        """The integer engine, for a convolution :meth:`_pointwise_datapath` computes pixel by
+        pixel: a large 1x1 one of a feature cube, stride 1, no padding, no Y stage, that
+        neither keeps nor reuses data in the CBUF; None for any other (or no engine)."""
+        geo, use = plan.geo, plan.use
+        if plan.feature is None:
+            return None
+        _, c, h, w, _, _ = plan.feature
+        if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1
+                or geo.pad_top or geo.pad_left or (geo.out_h, geo.out_w) != (h, w)
+                or use.data_reuse or use.skip_data_rls or plan.sdp.y_stage
+                or c > INT_ENGINE_MAX_TERMS or geo.k * c * h * w < INT_ENGINE_MIN_MACS):
+            return None
+        return int_engine()
 
     def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan, done: ConvDone | None = None
                   ) -> tuple[OpRecord, np.ndarray | None]:
@@ -570,8 +582,9 @@ class Dla:
 
     def batch_finished(self, conv_batch) -> None:
         """:meth:`conv_finished` of the launches of a :class:`~accel.cmod.batch.ConvBatch`
-        that just ran, from its results (no ConvDone made): none of them keeps anything
-        in the CBUF, so the CBUF state is the last one's; none of them has a note."""
+        that just ran, from its results (no ConvDone made): none of them keeps data in the
+        CBUF, and weights one keeps only its successor in the batch reuses, so the CBUF
+        state is the last one's; none of them has a note."""
         plans = conv_batch.plans
         self.cbuf.complete(plans[-1].use, conv_batch.raws[-1], None)
         # the records depend on the run only through its input shape and saturation counts
@@ -585,7 +598,8 @@ class Dla:
             for plan, cacc_sat in zip(plans, key[1], strict=True):
                 sdp_rec = plan.sdp.pipeline_record(True)
                 self._note(sdp_rec.note)
-                self._conv_recorded(plan, in_shape, in_bytes, cacc_sat, sdp_rec)
+                self._conv_recorded(plan, in_shape, in_bytes, cacc_sat, sdp_rec,
+                                    weights_reused=plan.use.weight_reuse)
             conv_batch.records = (key, self.stats[first:])
             return
         self.stats.extend(kept[1])

@@ -498,3 +498,96 @@ def test_channels_last_batches_count_saturations_per_launch():
     block's converter saturations apart, as the launches one at a time do."""
     got = _saturations_batched_and_one_by_one(*_wide_depthwise(), {"r1": 3e3, "y": 3e7})
     assert len(got) == 16 and len(set(got[:8])) > 1 and len(set(got[8:])) > 1, got
+
+
+def _tiled_graph():
+    """A stem-like 3x3 convolution of three channels, stride 2, and two pointwise ones, on
+    planes too large for nv_small's CBUF: the compiler splits each layer into bands of
+    rows, each band keeping the layer's weights in the CBUF for the next one
+    (SKIP_WEIGHT_RLS, then WEIGHT_REUSE)."""
+    rng = np.random.default_rng(17)
+    inits = {"w0": rng.normal(0, 0.3, (16, 3, 3, 3)), "b0": rng.normal(0, 0.2, 16),
+             "w1": rng.normal(0, 0.2, (32, 16, 1, 1)), "b1": rng.normal(0, 0.2, 32),
+             "w2": rng.normal(0, 0.2, (24, 32, 1, 1)), "b2": rng.normal(0, 0.2, 24)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["y"]),
+    ]
+    graph = _model(nodes, inits, (1, 3, 208, 208), "y", (1, 24, 104, 104))
+    return graph, calibrate(graph, _samples(graph, 4, 1), progress=False)
+
+
+def test_bands_reusing_their_layers_weights_batch_like_their_launches_one_at_a_time(
+        monkeypatch):
+    """The bands of a layer (:func:`_tiled_graph`) join one batch: the weights a band keeps
+    are the ones the next reuses; the 1x1 layers' bands as one GEMM of their stacked
+    pixels.  Bytes equal the int8 reference; the outputs, records (each band's weights
+    "reused" or fetched), memory, registers and the weights left kept in the CBUF equal
+    the launches one at a time, with inputs wide enough to saturate some converters."""
+    graph, table = _tiled_graph()
+    stacked = []
+    tiles_run = batch.ConvBatch._tiles_run
+
+    def spy(self, dla, raws):
+        took = tiles_run(self, dla, raws)
+        stacked.append((self.plans[0].geo.r, took))
+        return took
+    monkeypatch.setattr(batch.ConvBatch, "_tiles_run", spy)
+    samples = _samples(graph, 3, 2) + _samples(graph, 2, 3, scale=4.0)
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        for i, s in enumerate(samples):
+            _run_alike(fast, slow, s, f"sample {i}")
+            kept = [r.dla.cbuf.weights for r in (fast, slow)]
+            assert (kept[0] is None) == (kept[1] is None)
+            if kept[0] is not None:
+                assert kept[0].raw.tobytes() == kept[1].raw.tobytes()
+        reusing = [b for b in fast.batches() if any(p.use.weight_reuse for p in b.plans)]
+        # the pointwise layers' bands and the 3x3 layer's: each band of a batch after its
+        # first reuses the weights the one before it keeps (a first band of another height
+        # has its own signature: a batch may start with a band that reuses its weights)
+        assert {b.plans[0].geo.r for b in reusing} == {1, 3}, [len(b) for b in reusing]
+        for b in reusing:
+            assert all(batch.reuses(a, p) for a, p in zip(b.plans, b.plans[1:], strict=False))
+        records = [r.as_dict() for r in fast.dla.stats if r.unit == "CONV"]
+        assert {r["cbuf"]["weights"] for r in records} >= {"reused", "fetched"}
+    if cmac.int_engine() is not None:
+        assert set(stacked) == {(1, True), (3, False)}, stacked
+
+
+def test_a_band_reuses_only_the_weights_the_one_before_it_keeps_for_it():
+    """:func:`batch.reuses`, field by field on a real band pair: a reuse after a
+    convolution that did not keep its weights, or whose kept weights differ in banks,
+    size, kernels, layout or address (an unbatched run then raises, notes a refetch or
+    reuses other bytes than the batch would read), is not one a batch takes."""
+    graph, table = _tiled_graph()
+    with _Run(graph, table) as fast:
+        for s in _samples(graph, 4, 2):
+            fast.run(s)
+        pairs = [(a, p) for b in fast.batches()
+                 for a, p in zip(b.plans, b.plans[1:], strict=False) if p.use.weight_reuse]
+    assert pairs
+    prev, plan = pairs[0]
+    assert batch.reuses(prev, plan)
+    assert not batch.reuses(replace(prev, use=replace(prev.use, skip_weight_rls=False)), plan)
+    assert not batch.reuses(prev, replace(plan, use=replace(plan.use, weight_reuse=False)))
+    for field, value in (("weight_banks", prev.use.weight_banks + 1),
+                         ("data_banks", prev.use.data_banks + 1),
+                         ("weight_bytes", prev.use.weight_bytes + 8),
+                         ("kernels", prev.use.kernels + 1),
+                         ("bytes_per_kernel", prev.use.bytes_per_kernel + 8),
+                         ("image", not prev.use.image)):
+        assert not batch.reuses(replace(prev, use=replace(prev.use, **{field: value})), plan)
+    assert not batch.reuses(replace(prev, weight_addr=prev.weight_addr + 64), plan)
+    assert not batch.reuses(replace(prev, weight_size=prev.weight_size + 64), plan)
+
+
+def test_bands_count_their_saturations_each():
+    """A batch of bands counts each band's converter saturations on its own rows of the
+    stacked sums: the same counts, launch by launch, as the bands one at a time, with
+    output scales far below the calibrated ones."""
+    graph, table = _tiled_graph()
+    got = _saturations_batched_and_one_by_one(graph, table, {"r0": 1e3, "r1": 1e6, "y": 1e9})
+    assert len(got) == 8 and all(got), got       # three 3x3 bands, then two and three 1x1

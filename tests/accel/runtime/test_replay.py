@@ -140,6 +140,11 @@ def test_learned_op_enables_are_stored_with_the_configuration(model):
         written = sum(f.mask for f in regs.unit.registers["S_POINTER"].fields
                       if "w" in f.access)
         pointers[(id(regs.stores()[0]), regs.pointer_offset)] = ~written & 0xFFFFFFFF
+    status = lookup("NVDLA_GLB.S_INTR_STATUS").address
+
+    def clears(steps: list[tuple]) -> list[int]:
+        return [t[2] for t in steps if t[0] == cmod_replay.WRITE and t[1] == status]
+
     for lr in learned:
         stores = [s for s in lr.steps if s[0] in (cmod_replay.STORE, cmod_replay.LAUNCH)]
         enable_steps = [s for s in stores if (id(s[1]), s[2]) in enables]
@@ -165,11 +170,6 @@ def test_learned_op_enables_are_stored_with_the_configuration(model):
                 if s[0] == cmod_replay.STORE and id(s) not in in_spans} <= merged
         # the interrupt clears the firmware writes to GLB are played as direct clears of
         # the same bits, in the same places
-        status = lookup("NVDLA_GLB.S_INTR_STATUS").address
-
-        def clears(steps: list[tuple]) -> list[int]:
-            return [s[2] for s in steps if s[0] == cmod_replay.WRITE and s[1] == status]
-
         assert not clears(lr.fast)
         played = []
         for s in lr.fast:
