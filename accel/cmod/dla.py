@@ -53,7 +53,7 @@ from accel.cmod.cmac import (
     int_engine,
 )
 from accel.cmod.csb import GroupView, make_register_file
-from accel.cmod.cube import read_int8_pixels, read_int8_raw
+from accel.cmod.cube import read_int8_raw
 from accel.cmod.depthwise import depthwise_sums
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
@@ -338,7 +338,7 @@ class Dla:
                                               y_group=self._y_group(plan, needs_rdma))
         else:
             rec = plan.pipeline_record(False)
-            done = self._eltwise_datapath(plan)
+            done = self._eltwise_datapath(plan) or self._copy_datapath(plan)
             if done is None:
                 base, line, surf = plan.src
                 x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w,
@@ -355,8 +355,8 @@ class Dla:
     def _eltwise_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
         """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op
         reading memory that adds an int8 operand cube element by element (X1 of
-        :func:`~accel.cmod.fused.eltwise_ready`, X2 off), from both cubes read as pixels
-        (:func:`~accel.cmod.fused.eltwise_pixels`); None for any other op, or cubes
+        :func:`~accel.cmod.fused.eltwise_ready`, X2 off), from both cubes as memory holds
+        them (:func:`~accel.cmod.fused.eltwise_packed`); None for any other op, or cubes
         whose atoms leave their regions."""
         (st, reads), (st2, _) = plan.stages
         atom = self.cfg.atom_size
@@ -367,15 +367,35 @@ class Dla:
         (surfaces, lanes, h, w), (surf, lane, line, pixel) = reads.grid
         if lanes != atom or lane != 1 or pixel != atom or (h, w) != (plan.h, plan.w):
             return None
-        operand = read_int8_pixels(self.dram, reads.base, plan.c_pad, h, w, atom, line, surf,
-                                   sdp_rdma.UNIT)
+        operand = self._packed_cube(reads.base, surfaces, h, w, line, surf)
         base, x_line, x_surf = plan.src
-        x = read_int8_pixels(self.dram, base, plan.c_pad, h, w, atom, x_line, x_surf,
-                             sdp_rdma.UNIT)
-        if operand is None or x is None:
+        x = self._packed_cube(base, plan.c_pad // atom, h, w, x_line, x_surf)
+        if operand is None or x is None or operand.shape != x.shape:
             return None
-        y, sat = fused.eltwise_pixels(x, operand, st, plan.cvt, plan.c, atom)
-        return y.reshape(surfaces, h, w, atom), sat
+        return fused.eltwise_packed(x, operand, st, plan.cvt, plan.c)
+
+    def _copy_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
+        """``(int8 [C_pad / atom, H, W, atom], 0)`` of an SDP op reading memory whose stages
+        are all bypassed and whose converter is the identity (a copy into another layout):
+        every int8 value passes unchanged and none leaves 17 bits, so the output's atoms
+        are the input's; None for any other op, or an input whose atoms leave their
+        region."""
+        (st, _), (st2, _) = plan.stages
+        if not (st.bypass and st2.bypass and tuple(plan.cvt) == (0, 1, 0)):
+            return None
+        base, line, surf = plan.src
+        x = self._packed_cube(base, plan.c_pad // self.cfg.atom_size, plan.h, plan.w, line,
+                              surf)
+        return None if x is None else (x.copy(), 0)
+
+    def _packed_cube(self, base: int, surfaces: int, h: int, w: int, line: int, surf: int
+                     ) -> np.ndarray | None:
+        """A cube in memory as int8 ``[surfaces, H, W, atom]``, channel-packed, a view (None
+        when its atoms leave their region)."""
+        atom = self.cfg.atom_size
+        view = self.dram.strided(base, (surfaces, h, w, atom), (surf, line, atom, 1),
+                                 sdp_rdma.UNIT)
+        return None if view is None else view.view(np.int8)
 
     def _try_run_pdp(self) -> None:
         if not self._enabled("NVDLA_PDP"):

@@ -11,8 +11,9 @@ per-channel bias and multiplier in X1, X2 off) runs as one loop per channel
 The same program also runs on pixel-major sums (:meth:`PostProcess.run_pixels`:
 a GEMM of pixels by kernels gives a pixel's channels side by side, as NVDLA's
 channel packing holds them, and so do the channels-last depthwise loops for a
-batch of operations, theirs side by side), and an element-wise sum of two cubes
-read as pixels runs in one pass of its own (:func:`eltwise_pixels`).
+batch of operations, theirs side by side), and an element-wise sum of two int8
+cubes is a lookup per element in a table of its arithmetic on every pair of
+values (:func:`eltwise_packed`).
 
 The rounding rule is the one of :func:`accel.arith.shift_round_int` (compiled
 here), the operation order the one of the numpy form, which stays the
@@ -298,52 +299,78 @@ def _post_rows(acc, m, am, counted, x_shift, lo, cvt, words, sats):
 
 
 @njit(cache=True, nogil=True)
-def _eltwise_pixels(x, a, a_shift, m, x_shift, lo, cvt, c, out):
-    """An SDP op reading memory whose X1 adds a per-element operand (``a``, int8 pixels
+def _eltwise_table(a_shift, m, x_shift, lo, cvt, table):
+    """An SDP op reading memory whose X1 adds a per-element operand (``a``, an int8 value
     shifted left by ``a_shift`` and saturated to 32 bits, as
     :func:`accel.cmod.sdp.alu_operand_shifted`), then multiplies by ``m`` (1: bypassed)
-    and rounds off ``x_shift`` bits, ReLU when ``lo`` is 0; X2 off; then the converter.
-    ``x``, ``a``: int8 ``[points, C_pad]``; ``out`` as :func:`_post_pixels`; returns the
-    converter's saturation count among the first ``c`` channels."""
-    surfaces, points, atom = out.shape
+    and rounds off ``x_shift`` bits, ReLU when ``lo`` is 0; X2 off; then the converter:
+    for every pair of int8 values ``(x, a)``, ``table[x + 128, a + 128]`` (int16) holds
+    the output byte in its low 8 bits and 1 in bit 8 when the converter saturates."""
     offset, scale, shift = cvt[0], _wide(cvt[1]), cvt[2]
     offset_scaled = offset * scale
+    for xi in range(256):
+        for ai in range(256):
+            operand = min(max(np.int64(ai - 128) << a_shift, _I32_LO), _I32_HI)
+            v = min(max(_x1(xi - 128, m, _wide(operand) * _wide(m), x_shift), lo), _I32_HI)
+            v = _cvt(v, scale, offset_scaled, shift)
+            table[xi, ai] = (min(max(v, -128), 127) & 0xFF) | (_outside17(v) << 8)
+
+
+@njit(cache=True, nogil=True)
+def _eltwise_apply(x, a, table, c, out):
+    """``out`` = the op of ``table`` (:func:`_eltwise_table`) on each pair of ``x`` and
+    ``a`` (int8 ``[S, H, W, atom]``, channel-packed, any strides); returns the
+    saturation count among the first ``c`` channels."""
+    surfaces, h, w, atom = out.shape
+    flat = table.ravel()
     outside = 0
     for s in range(surfaces):
-        b = s * atom
-        for p in range(points):
-            for j in range(atom):
-                operand = min(max(np.int64(a[p, b + j]) << a_shift, _I32_LO), _I32_HI)
-                v = min(max(_x1(x[p, b + j], m, _wide(operand) * _wide(m), x_shift), lo),
-                        _I32_HI)
-                v = _cvt(v, scale, offset_scaled, shift)
-                outside += (b + j < c) & _outside17(v)
-                out[s, p, j] = min(max(v, -128), 127)
+        counted = min(max(c - s * atom, 0), atom)      # lanes of this surface that count
+        for y in range(h):
+            for p in range(w):
+                for j in range(atom):
+                    t = flat[(np.int32(x[s, y, p, j]) + 128) * 256 + np.int32(a[s, y, p, j])
+                             + 128]
+                    out[s, y, p, j] = np.int8(t & 0xFF)
+                    outside += (j < counted) & (t >> 8)
     return outside
 
 
-def eltwise_pixels(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int, atom: int
+#: :func:`_eltwise_table` of each X1 stage and converter met (a network has a few)
+_TABLES: dict[tuple, np.ndarray] = {}
+_MAX_TABLES = 256
+
+
+def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int
                    ) -> tuple[np.ndarray, int]:
     """An element-wise SDP op of one shape the compiler emits (:func:`eltwise_ready`
-    ``stage``), from its input and ALU operand as int8 pixels ``[H*W, C_pad]``
-    (:func:`accel.cmod.cube.read_int8_pixels`): ``(int8 [C_pad / atom, H*W, atom],
-    the converter's saturation count)``.  The arithmetic of :func:`accel.cmod.sdp.x_stage`
-    and the converter, in one pass without the int64 operand planes."""
-    points, c_pad = x.shape
-    if operand.shape != x.shape or c_pad % atom or not eltwise_ready(stage):
-        raise ValueError("eltwise_pixels: not an element-wise sum of one operand cube")
-    out = np.empty((c_pad // atom, points, atom), dtype=np.int8)
+    ``stage``), from its input and ALU operand cubes channel-packed as memory holds them
+    (int8 ``[C_pad / atom, H, W, atom]``, any strides): ``(int8 [C_pad / atom, H, W,
+    atom], the converter's saturation count)``.  Both operands are int8, so the
+    arithmetic of :func:`accel.cmod.sdp.x_stage` and the converter is computed once
+    for each of the 65536 pairs of values (a table kept per stage and converter), and
+    the op is a lookup per element."""
+    if operand.shape != x.shape or x.ndim != 4 or not eltwise_ready(stage):
+        raise ValueError("eltwise_packed: not an element-wise sum of one operand cube")
     m = 1 if stage.mul_bypass else int(stage.mul_operand)
     lo = _I32_LO if stage.relu_bypass else 0
-    rows = np.array([cvt[0], cvt[1], min(cvt[2], MAX_SHIFT)], dtype=np.int64)
-    sat = _eltwise_pixels(x, operand, min(stage.alu_shift, 40), m,
-                          min(stage.mul_shift, MAX_SHIFT), lo, rows, c, out)
+    key = (min(stage.alu_shift, 40), m, min(stage.mul_shift, MAX_SHIFT), lo,
+           int(cvt[0]), int(cvt[1]), min(int(cvt[2]), MAX_SHIFT))
+    table = _TABLES.get(key)
+    if table is None:
+        table = np.empty((256, 256), dtype=np.int16)
+        _eltwise_table(key[0], m, key[2], lo, np.array(key[4:], dtype=np.int64), table)
+        if len(_TABLES) >= _MAX_TABLES:
+            _TABLES.clear()
+        _TABLES[key] = table
+    out = np.empty(x.shape, dtype=np.int8)
+    sat = _eltwise_apply(x, operand, table, c, out)
     return out, int(sat)
 
 
 def eltwise_ready(stage) -> bool:
     """Whether X1 ``stage`` adds a per-element operand from memory (a sum, then the
-    register multiplier or none, not PReLU): what :func:`eltwise_pixels` computes."""
+    register multiplier or none, not PReLU): what :func:`eltwise_packed` computes."""
     return bool(not stage.bypass and not stage.alu_bypass and stage.alu_algo == ALU_SUM
                 and stage.alu_src_mem
                 and (stage.mul_bypass or (not stage.prelu and not stage.mul_src_mem)))

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cmod import cacc, sdp
-from accel.cmod.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_pixels
+from accel.cmod.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_packed
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
 
 I16 = st.integers(-(1 << 15), (1 << 15) - 1)
@@ -386,7 +386,7 @@ def test_pixel_major_sums_only_for_usual_operations_with_one_converter():
        atom=st.sampled_from([4, 8, 16, 32]), hw=st.sampled_from([(1, 1), (2, 3), (5, 7)]),
        data=st.data())
 def test_element_wise_sum_equals_numpy_form(seed, c, atom, hw, data):
-    """``eltwise_pixels``: an SDP op reading memory whose X1 adds an int8 operand cube
+    """``eltwise_packed``: an SDP op reading memory whose X1 adds an int8 operand cube
     (shifted as the hardware shifts ALU operands, up to saturation past 31 bits), then
     the register multiplier or none, ReLU or not, and the converter; against the numpy
     form of the same op (operands as per-element planes)."""
@@ -407,11 +407,11 @@ def test_element_wise_sum_equals_numpy_form(seed, c, atom, hw, data):
     operands = [(a, stage.mul_operand, False), (0, 0, False)]
     want, want_sat = _reference(x.astype(np.int8), False, 0, [stage, _bypassed()], operands,
                                 cvt, c, c_pad, h, w)
-    pixels = np.ascontiguousarray(x[0].T).astype(np.int8)
-    operand = np.ascontiguousarray(a[0].reshape(c_pad, -1).T).astype(np.int8)
-    got, sat = eltwise_pixels(pixels, operand, stage, cvt, c, atom)
-    lanes = want[0].reshape(c_pad // atom, atom, h * w).transpose(0, 2, 1)
-    np.testing.assert_array_equal(got, lanes)
+    def packed(planes: np.ndarray) -> np.ndarray:      # [C_pad, H*W] -> [S, H, W, atom]
+        return planes.astype(np.int8).reshape(c_pad // atom, atom, h, w).transpose(0, 2, 3, 1)
+
+    got, sat = eltwise_packed(packed(x[0]), packed(a[0].reshape(c_pad, -1)), stage, cvt, c)
+    np.testing.assert_array_equal(got, packed(want[0]))
     assert want_sat[0].tolist() == [0, sat]
 
 
@@ -419,10 +419,10 @@ def test_element_wise_sum_only_for_its_program():
     """A stage that is not an element-wise sum (MAX, a multiplier from memory, PReLU) is
     refused, not computed wrong."""
     base = StageConfig(False, False, ALU_SUM, True, False, True, True, 0, 0, True, 0, 0)
-    pixels = np.zeros((2, 8), dtype=np.int8)
-    assert eltwise_pixels(pixels, pixels, base, (0, 1, 0), 8, 8)[1] == 0
+    pixels = np.zeros((1, 1, 2, 8), dtype=np.int8)
+    assert eltwise_packed(pixels, pixels, base, (0, 1, 0), 8)[1] == 0
     for other in (replace(base, alu_algo=ALU_MAX), replace(base, alu_src_mem=False),
                   replace(base, mul_bypass=False, mul_src_mem=True),
                   replace(base, mul_bypass=False, mul_src_mem=False, prelu=True)):
-        with pytest.raises(ValueError, match="eltwise_pixels"):
-            eltwise_pixels(pixels, pixels, other, (0, 1, 0), 8, 8)
+        with pytest.raises(ValueError, match="eltwise_packed"):
+            eltwise_packed(pixels, pixels, other, (0, 1, 0), 8)
