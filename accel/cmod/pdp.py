@@ -104,12 +104,12 @@ def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int]
     c, h, w = x.shape
     check_elements(UNIT, f"a {kh}x{kw} window over {out_hw[0]}x{out_hw[1]} outputs",
                    c * out_hw[0] * out_hw[1] * kh * kw)
-    rows, vrow = _taps(out_hw[0], stride[0], pad[0], kh, h)
-    cols, vcol = _taps(out_hw[1], stride[1], pad[1], kw, w)
     if method in (MAX, MIN):
         return _extreme(x, method, k, stride, pad, out_hw)
     if method != AVERAGE:
         raise ValueError(f"pooling method {method} not in AVERAGE=0, MAX=1, MIN=2")
+    rows, vrow = _taps(out_hw[0], stride[0], pad[0], kh, h)
+    cols, vcol = _taps(out_hw[1], stride[1], pad[1], kw, w)
     win = x[:, rows[:, :, None, None], cols[None, None, :, :]]  # [C, OH, KH, OW, KW]
     valid = vrow[:, :, None, None] & vcol[None, None, :, :]
     pv = np.zeros(8, dtype=np.int64) if pad_vals is None else pad_vals
