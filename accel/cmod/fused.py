@@ -338,7 +338,7 @@ def _eltwise_apply(x, a, table, c, out):
 
 #: :func:`_eltwise_table` of each X1 stage and converter met (a network has a few)
 _TABLES: dict[tuple, np.ndarray] = {}
-_MAX_TABLES = 256
+_MAX_TABLES = 64          # 128 KiB each
 
 
 def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int
