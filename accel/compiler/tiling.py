@@ -24,6 +24,7 @@ fill, so equal work in fewer operations is preferred.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -97,7 +98,10 @@ def _in_rows(g: ConvGeom, oy0: int, oy1: int) -> tuple[int, int, int, int]:
 
 
 def _row_split(g: ConvGeom, cfg: HwConfig, data_banks: int) -> list[tuple[int, int]] | None:
-    """Output-row ranges whose inputs each fit ``data_banks``, as even as possible."""
+    """Output-row ranges whose inputs each fit ``data_banks``, as even as possible: ``n``
+    bands of ``oh // n`` rows, the first ``oh % n`` of them one row more, so that bands of
+    one height follow each other (the cmodel computes a run of bands of one shape
+    together)."""
     oh = g.out_hw[0]
     eps = cbuf.entries_per_slice(cfg, g.c, g.w)
     capacity = min(data_banks * cfg.cbuf_bank_depth, MAX_ROWS * eps)
@@ -109,7 +113,9 @@ def _row_split(g: ConvGeom, cfg: HwConfig, data_banks: int) -> list[tuple[int, i
     most = max(1, (capacity // eps - span) // sy + 1) if capacity // eps >= span else 1
     n = ceil_div(oh, min(most, oh))
     while True:
-        bounds = [(i * oh // n, (i + 1) * oh // n) for i in range(n)]
+        q, more = divmod(oh, n)
+        starts = [i * q + min(i, more) for i in range(n + 1)]
+        bounds = list(itertools.pairwise(starts))
         fits = True
         for o0, o1 in bounds:
             iy0, iy1, _, _ = _in_rows(g, o0, o1)

@@ -516,7 +516,7 @@ def _tiled_graph():
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2", "b2"], ["y"]),
     ]
-    graph = _model(nodes, inits, (1, 3, 208, 208), "y", (1, 24, 104, 104))
+    graph = _model(nodes, inits, (1, 3, 224, 224), "y", (1, 24, 112, 112))
     return graph, calibrate(graph, _samples(graph, 4, 1), progress=False)
 
 
@@ -590,4 +590,4 @@ def test_bands_count_their_saturations_each():
     output scales far below the calibrated ones."""
     graph, table = _tiled_graph()
     got = _saturations_batched_and_one_by_one(graph, table, {"r0": 1e3, "r1": 1e6, "y": 1e9})
-    assert len(got) == 8 and all(got), got       # three 3x3 bands, then two and three 1x1
+    assert len(got) == 10 and all(got), got      # four 3x3 bands, then two and four 1x1
