@@ -255,7 +255,7 @@ class ConvBatch:
         _, c, h, w, _, _ = p0.feature
         raws, weights, post = self.inputs(dla)
         self.raws, self.in_shape = raws, (c, h, w)
-        if self._tiles_run(dla, raws):
+        if self._bands_run(dla, raws):
             return
         pixels = (self._pixels(dram) if isinstance(weights, Diagonal)
                   and takes_channels_last(n * c, geo) else None)
@@ -277,9 +277,9 @@ class ConvBatch:
         self._write(dram, y)
         self.saturations = {"cacc_sat": sat[:, 0].tolist(), "sdp_sat": sat[:, 1].tolist()}
 
-    def _tiles_run(self, dla, raws: list) -> bool:
+    def _bands_run(self, dla, raws: list) -> bool:
         """:meth:`run` of 1x1 convolutions of one weight matrix that
-        :meth:`~accel.cmod.dla.Dla.pointwise_datapath` takes (the tiles of one layer, most
+        :meth:`~accel.cmod.dla.Dla.pointwise_engine` admits (the bands of one layer, most
         often): every member's pixels read as memory holds them, stacked into one GEMM
         on the integer engine, and each member's SDP pass on its rows of the sums
         straight into its output in memory.  False, with nothing done, for any other

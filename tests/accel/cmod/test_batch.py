@@ -529,13 +529,13 @@ def test_bands_reusing_their_layers_weights_batch_like_their_launches_one_at_a_t
     the launches one at a time, with inputs wide enough to saturate some converters."""
     graph, table = _tiled_graph()
     stacked = []
-    tiles_run = batch.ConvBatch._tiles_run
+    tiles_run = batch.ConvBatch._bands_run
 
     def spy(self, dla, raws):
         took = tiles_run(self, dla, raws)
         stacked.append((self.plans[0].geo.r, took))
         return took
-    monkeypatch.setattr(batch.ConvBatch, "_tiles_run", spy)
+    monkeypatch.setattr(batch.ConvBatch, "_bands_run", spy)
     samples = _samples(graph, 3, 2) + _samples(graph, 2, 3, scale=4.0)
     with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
         for i, s in enumerate(samples):
