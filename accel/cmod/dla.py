@@ -492,7 +492,7 @@ class Dla:
             in_shape = (fmt.channels, lines.shape[0], use.width)
             data, in_bytes = (lines, fmt), cdma_image.image_bytes(fmt, in_shape[1], in_shape[2])
         else:
-            done = self._pointwise_datapath(plan, kept_data, raw, kept_w is not None, note)
+            done = self._pointwise_datapath(plan, raw, kept_w is not None, note)
             if done is not None:
                 return done
             x = kept_data.value if kept_data is not None else cdma.read_feature(
@@ -514,8 +514,8 @@ class Dla:
         return ConvDone(sat, rec, sdp_sat, streamed, raw, data, in_shape, in_bytes,
                         kept_data is not None, kept_w is not None, note)
 
-    def _pointwise_datapath(self, plan: conv.ConvPlan, kept_data, raw: np.ndarray,
-                            weights_reused: bool, note: str) -> ConvDone | None:
+    def _pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
+                            note: str) -> ConvDone | None:
         """:meth:`_conv_datapath` of a large 1x1 convolution of the compiler's usual SDP
         program, with stride 1 and no padding, that neither keeps nor reuses data in the
         CBUF, computed pixel by pixel: its pixels read as memory holds them (whole
@@ -525,7 +525,7 @@ class Dla:
         packing; None for any other convolution (or pixels that leave their region)."""
         sp = plan.sdp
         _, c, h, w, _, _ = plan.feature
-        engine = self.pointwise_engine(plan) if kept_data is None else None
+        engine = self.pointwise_engine(plan)
         if engine is None:
             return None
         post = self.post_process(sp, plan.truncate)
@@ -572,8 +572,8 @@ class Dla:
             done = self._conv_datapath(needs_rdma, plan)
         cdma_regs, cacc_regs, sdp_regs = self._conv_interrupting
         bits = self._conv_done_bits[cdma_regs.consumer, cacc_regs.consumer, sdp_regs.consumer]
-        for regs, off, field_name in self._counters:
-            regs.groups[regs.consumer][off] = getattr(done, field_name) & 0xFFFFFFFF
+        for store, off, field_name in self.conv_counters():
+            store[off] = getattr(done, field_name) & 0xFFFFFFFF
         self.conv_finished(plan, done)
         for unit in self._conv_units[needs_rdma]:
             unit.finish()
@@ -603,8 +603,8 @@ class Dla:
     def batch_finished(self, conv_batch) -> None:
         """:meth:`conv_finished` of the launches of a :class:`~accel.cmod.batch.ConvBatch`
         that just ran, from its results (no ConvDone made): none of them keeps data in the
-        CBUF, and weights one keeps only its successor in the batch reuses, so the CBUF
-        state is the last one's; none of them has a note."""
+        CBUF, and the weights a member keeps are the ones the next member reuses, so the
+        CBUF state is the last one's; none of them has a note."""
         plans = conv_batch.plans
         self.cbuf.complete(plans[-1].use, conv_batch.raws[-1], None)
         # the records depend on the run only through its input shape and saturation counts
