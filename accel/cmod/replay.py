@@ -58,6 +58,36 @@ class ReplayError(RuntimeError):
     """A recording the cmodel cannot prepare."""
 
 
+class Interned:
+    """One object per distinct content among the structures of a task's recordings.
+
+    A task that leaves a group pointer flipped is recorded once per starting state
+    (see :meth:`accel.runtime.firmware.Firmware.run`): the recordings store the same
+    values into the other group of each register, so their prepared value tuples,
+    merged stores and span effects have the same contents, a megabyte or more for a
+    large network.  The recordings of a task share one table while any of them is
+    still learning (:attr:`Prepared.interned`, :attr:`Span.interned`), and so one
+    object for each; the table goes with the last of them to finish.
+    """
+
+    def __init__(self) -> None:
+        self._objects: dict = {}
+        self._dicts: dict[int, list[dict]] = {}
+
+    def get(self, obj):
+        """The table's object equal to the hashable ``obj`` (``obj`` itself if new)."""
+        return self._objects.setdefault(obj, obj)
+
+    def dict(self, d: dict) -> dict:
+        """The table's dict equal to ``d`` (``d`` itself if new); nothing mutates them."""
+        bucket = self._dicts.setdefault(hash(tuple(d.items())), [])
+        for other in bucket:
+            if other == d:
+                return other
+        bucket.append(d)
+        return d
+
+
 @dataclass
 class Learned:
     """Steps with the op enables resolved (see the module docstring): the steps of
@@ -89,6 +119,8 @@ class Prepared:
     steps: list[tuple] = field(default_factory=list)
     pointers: dict[str, int] = field(default_factory=dict)   # unit -> producer at the start
     learned: Learned | None = None    # after the first run (see :func:`_learn`)
+    #: shared with the task's other recordings until this one and its spans have learned
+    interned: Interned | None = None
     #: runs by kind: "learning" (the first), "learned" (the fast steps) and "unlearned"
     #: (the prepared steps, when the learned ones' state did not hold)
     runs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
@@ -105,24 +137,26 @@ def _plain(reg) -> bool:
     return reg.unit not in _ACTING_UNITS and reg.name not in _ACTING and _writable(reg)
 
 
-def prepare(dla, events: Iterable[tuple]) -> Prepared:
-    """Turn recorded events (see :mod:`accel.runtime.replay`) into steps against ``dla``."""
+def prepare(dla, events: Iterable[tuple], siblings: Iterable[Prepared] = ()) -> Prepared:
+    """Turn recorded events (see :mod:`accel.runtime.replay`) into steps against ``dla``,
+    sharing objects with the still learning ``siblings`` (the task's other recordings,
+    see :class:`Interned`)."""
     regs = dla.regs
     producer = {name: u.producer for name, u in regs.items()}
-    out = Prepared(pointers=dict(producer))
+    interned = next((p.interned for p in siblings if p.interned is not None), Interned())
+    out = Prepared(pointers=dict(producer), interned=interned)
     bulk: dict[int, tuple[dict, dict]] = {}
     started = False
     #: one object per distinct step, value or tuple of them: tens of thousands of
     #: pointer writes and register values repeat a few hundred distinct ones
-    shared: dict = {}
+    share = interned.get
 
     def flush() -> None:
         if bulk:
             parts = []
             for store, updates in bulk.values():
                 offsets, values = tuple(updates), tuple(updates.values())
-                parts.append((store, shared.setdefault(offsets, offsets),
-                              shared.setdefault(values, values)))
+                parts.append((store, share(offsets), share(values)))
             out.steps.append((BULK, tuple(parts)))
             bulk.clear()
 
@@ -144,20 +178,18 @@ def prepare(dla, events: Iterable[tuple]) -> Prepared:
                 store = unit.store_of(reg, producer[reg.unit])
                 entry = bulk.setdefault(id(store), (store, {}))
                 value &= unit.write_mask(reg)
-                entry[1][reg.offset] = shared.setdefault(value, value)
+                entry[1][reg.offset] = share(value)
                 continue
             flush()
-            step = (WRITE, addr, value)
-            out.steps.append(shared.setdefault(step, step))
+            out.steps.append(share((WRITE, addr, value)))
             if reg.name == "S_POINTER":
                 producer[reg.unit] = value & 1
         elif kind == "i":
             flush()
-            step = (WAIT, ev[1], ev[2])
-            out.steps.append(shared.setdefault(step, step))
+            out.steps.append(share((WAIT, ev[1], ev[2])))
         elif kind == "c":
             flush()
-            out.steps.append((CALL, ev[1]))
+            out.steps.append(share((CALL, ev[1])))
     flush()
     return out
 
@@ -202,6 +234,9 @@ def run(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> b
         steps = learned.fast if on_complete is None else learned.steps
         with _collector_paused():
             _play(dla, steps, on_complete)
+    if prepared.interned is not None and prepared.learned is not None and all(
+            step[1].effect is not None for step in prepared.learned.fast if step[0] == SPAN):
+        prepared.interned = None      # learned, spans too: nothing more to share
     return True
 
 
@@ -334,10 +369,10 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
                 if key not in written and key not in inherited:
                     inherited[key] = (g, off, g[off])
     return Learned(learned, list(inherited.values()), start,
-                   _fast(dla, learned))
+                   _fast(dla, learned, prepared.interned or Interned()))
 
 
-def _fast(dla, steps: list[tuple]) -> list[tuple]:
+def _fast(dla, steps: list[tuple], interned: Interned) -> list[tuple]:
     """The learned ``steps`` for a run without a completion hook on ``dla``: CALL marks
     dropped, runs of independent convolutions batched (unless ``dla.batch_convs`` is
     off), each batch's steps one :class:`Span`, and the stores between spans merged into
@@ -348,18 +383,20 @@ def _fast(dla, steps: list[tuple]) -> list[tuple]:
 
     A span keeps the learned step tuples themselves, unmerged: it plays them once, to
     learn its effect, and again only when that does not hold, so merged copies of its
-    configuration would be memory spent for nothing."""
+    configuration would be memory spent for nothing.  The merged stores and the spans'
+    effects are taken from ``interned`` where another recording has the same."""
     out = [step for step in steps if step[0] != CALL]
     if dla.batch_convs:
         batched = batch.batches(out, dla.cfg.atom_size,
                                 {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE}, _quiet)
         if batched is not None:
-            out = _spans(batched)
+            out = _spans(batched, interned)
     return [(CLEAR, step[2]) if step[0] == WRITE and step[1] == _INTR_STATUS else step
-            for step in _merged(out, _settled(dla))]
+            for step in _merged(out, _settled(dla), interned)]
 
 
-def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tuple]:
+def _merged(steps: list[tuple], settled: dict[int, frozenset[int]],
+            interned: Interned) -> list[tuple]:
     """``steps`` with each run of BULK and STORE steps made one ``(MERGED, [(store,
     {offset: value}), ...], [(store, offset, value), ...])`` (see :func:`_fast`): the
     registers of a store written together, a store's single register (a pointer, most
@@ -388,7 +425,7 @@ def _merged(steps: list[tuple], settled: dict[int, frozenset[int]]) -> list[tupl
             several, one = [], []
             for store, updates in bulk.values():
                 if len(updates) > 1:
-                    several.append((store, updates))
+                    several.append((store, interned.dict(updates)))
                     continue
                 ((off, value),) = updates.items()
                 one.append(singles.setdefault((id(store), off, value), (store, off, value)))
@@ -428,7 +465,7 @@ def _settled(dla) -> dict[int, frozenset[int]]:
     return out
 
 
-def _spans(steps: list[tuple]) -> list[tuple]:
+def _spans(steps: list[tuple], interned: Interned) -> list[tuple]:
     """``steps`` with each batch's steps, from its BATCH to its last DONE, made one
     ``(SPAN, Span)``; a batch whose steps read a register keeps them."""
     out: list[tuple] = []
@@ -448,7 +485,7 @@ def _spans(steps: list[tuple]) -> list[tuple]:
         if any(s[0] == READ for s in members):
             out += members
         else:
-            out.append((SPAN, Span(members)))
+            out.append((SPAN, Span(members, interned)))
         i = end + 1
     return out
 
@@ -473,11 +510,12 @@ class Span:
     when the span leaves the same value there.
     """
 
-    def __init__(self, steps: list[tuple]) -> None:
+    def __init__(self, steps: list[tuple], interned: Interned) -> None:
         self.steps = steps
         self.batch = steps[0][1]
         self.effect: _Effect | None = None
         self.stored: list[tuple] = []
+        self.interned: Interned | None = interned     # until the effect is learned
         self.plays = dict.fromkeys(("learning", "applied", "stepped"), 0)
 
     def known(self, dla) -> set[tuple[int, int]]:
@@ -495,8 +533,8 @@ class Span:
     def play(self, dla) -> None:
         if self.effect is None:
             self.plays["learning"] += 1
-            self.effect = _Effect.learn(dla, self.steps, self.known(dla))
-            self.stored = []
+            self.effect = _Effect.learn(dla, self.steps, self.known(dla), self.interned)
+            self.stored, self.interned = [], None
         elif self.effect.holds():
             self.plays["applied"] += 1
             conv_batch = self.batch
@@ -511,19 +549,22 @@ class Span:
 class _Effect:
     """What a :class:`Span`'s steps leave in the registers (see there)."""
 
-    #: ``(store, offset, value)``: every register the steps changed or wrote, the
-    #: counters and the known ones aside (a few per store: stored one by one)
-    updates: list[tuple[dict, int, int]]
-    #: ``(store, offset, value)`` before the steps, of every register the effect depends on
-    depends: list[tuple[dict, int, int]]
+    #: ``(store, {offset: value})``: every register the steps changed or wrote, the
+    #: counters and the known ones aside
+    updates: list[tuple[dict, dict]]
+    #: ``(store, {offset: value})`` before the steps, of every register the effect
+    #: depends on
+    depends: list[tuple[dict, dict]]
     #: ``(store, offset, launch index, ConvDone field)``: the counters, each as its last
     #: launch set it
     counters: list[tuple[dict, int, int, str]]
 
     @classmethod
-    def learn(cls, dla, steps: list[tuple], known: set[tuple[int, int]]) -> _Effect:
+    def learn(cls, dla, steps: list[tuple], known: set[tuple[int, int]],
+              interned: Interned) -> _Effect:
         """Play ``steps`` on ``dla`` and return their effect, leaving out a register of
-        ``known`` (see :meth:`Span.known`) that they leave as they found it."""
+        ``known`` (see :meth:`Span.known`) that they leave as they found it; a store's
+        updates are ``interned``'s where another recording has the same."""
         stores = [st for regs in dla.regs.values() for st in regs.stores()]
         before = [dict(st) for st in stores]
         whole: dict[tuple[int, int], bool] = {}   # first software write replaces it all?
@@ -546,28 +587,34 @@ class _Effect:
         always |= {(id(dla.glb.regs.stores()[0]), off) for off in dla.glb.regs.stores()[0]}
         updates, depends = [], []
         for store, old in zip(stores, before, strict=True):
+            changed, found = {}, {}
             for off, value in store.items():
                 key = (id(store), off)
                 if key in counters:
                     continue
                 touched = key in whole or old[off] != value
                 if touched and (old[off] != value or key not in known):
-                    updates.append((store, off, value))
+                    changed[off] = value
                 if key in always or (touched and not whole.get(key, False)):
-                    depends.append((store, off, old[off]))
+                    found[off] = old[off]
+            if changed:
+                updates.append((store, interned.dict(changed)))
+            if found:
+                depends.append((store, interned.dict(found)))
         return cls(updates, depends, list(counters.values()))
 
     def holds(self) -> bool:
         """The registers the effect depends on hold what they held when it was learned."""
-        for store, off, value in self.depends:
-            if store[off] != value:
-                return False
+        for store, found in self.depends:
+            for off, value in found.items():
+                if store[off] != value:
+                    return False
         return True
 
     def apply(self, dla, conv_batch) -> None:
         """Leave the registers as the steps would have after ``conv_batch`` ran."""
-        for store, off, value in self.updates:
-            store[off] = value
+        for store, changed in self.updates:
+            store.update(changed)
         saturations = conv_batch.saturations
         for store, off, i, field_name in self.counters:
             store[off] = saturations[field_name][i] & 0xFFFFFFFF

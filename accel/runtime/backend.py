@@ -78,9 +78,11 @@ class CmodBackend:
         """Changes whenever the DRAM region holding ``addr`` is written."""
         return self.dla.dram.version(addr)
 
-    def prepare_replay(self, events: Iterable[tuple]) -> Any:
+    def prepare_replay(self, events: Iterable[tuple], siblings: Iterable[Any] = ()) -> Any:
+        """The cmodel's form of a recording (:func:`accel.cmod.replay.prepare`), sharing
+        what it can with ``siblings``, the prepared recordings of the same task."""
         from accel.cmod import replay
-        return replay.prepare(self.dla, events)
+        return replay.prepare(self.dla, events, siblings)
 
     def replay(self, prepared: Any, on_complete: Any = None) -> bool:
         """Play a prepared recording (see :mod:`accel.cmod.replay`); False if the model's

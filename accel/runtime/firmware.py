@@ -228,7 +228,7 @@ class Firmware:
         for rec in list(recs):
             if not replay.still_valid(self.backend, rec):
                 continue
-            if self._replay(rec):
+            if self._replay(rec, recs):
                 self.run_counts["replayed"] += 1
                 return
             recs.remove(rec)
@@ -247,13 +247,16 @@ class Firmware:
         recs.append(recorder.recording)
         del recs[:-MAX_RECORDINGS]
 
-    def _replay(self, rec: replay.Recording) -> bool:
-        """Play ``rec``; False when the backend finds its state differs from the one the
-        recording was prepared for (nothing has been written then)."""
+    def _replay(self, rec: replay.Recording, recs: list[replay.Recording]) -> bool:
+        """Play ``rec``, one of the task's recordings ``recs``; False when the backend finds
+        its state differs from the one the recording was prepared for (nothing has been
+        written then)."""
         fast = getattr(self.backend, "replay", None)
         if fast is not None:
             if rec.prepared is None:
-                rec.prepared = self.backend.prepare_replay(rec.events)
+                siblings = [r.prepared for r in recs if r is not rec and r.prepared is not None
+                            and replay.descriptors_unchanged(self.backend, r)]
+                rec.prepared = self.backend.prepare_replay(rec.events, siblings)
                 rec.compact()
             if not fast(rec.prepared, self.on_complete):
                 return False

@@ -139,12 +139,16 @@ def can_replay(backend: Any) -> bool:
         getattr(backend, "memory_version", None))
 
 
+def descriptors_unchanged(backend: Any, rec: Recording) -> bool:
+    """No DRAM region the recorded run read has been written since."""
+    version = backend.memory_version
+    return all(version(addr) == v for addr, v in rec.versions.items())
+
+
 def still_valid(backend: Any, rec: Recording) -> bool:
     """The descriptors are unchanged and the engines start from the recorded state."""
-    version = backend.memory_version
-    if any(version(addr) != v for addr, v in rec.versions.items()):
-        return False
-    return all(backend.read_reg(addr) == value for addr, value in rec.preamble())
+    return descriptors_unchanged(backend, rec) and all(
+        backend.read_reg(addr) == value for addr, value in rec.preamble())
 
 
 def replay(backend: Any, rec: Recording, on_complete: Callable[[int], None] | None) -> None:

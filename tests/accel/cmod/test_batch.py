@@ -44,13 +44,16 @@ def _model(nodes, inits: dict[str, np.ndarray], shape, out: str, out_shape):
 SHAPE = (1, 24, 40, 40)
 
 
-def _depthwise_graph():
+def _depthwise_graph(odd: bool = False):
+    """``odd``: one more pointwise convolution, 11 launches in all, so that each run leaves
+    the group pointers flipped (and the task is recorded from two starting states)."""
     rng = np.random.default_rng(5)
     c = SHAPE[1]
     inits = {"w1": rng.normal(0, 0.4, (c, 1, 3, 3)), "b1": rng.normal(0, 0.3, c),
              "w2": rng.normal(0, 0.4, (c, 1, 3, 3)), "b2": rng.normal(0, 0.3, c),
              "wg": rng.normal(0, 0.2, (c, 8, 3, 3)), "bg": rng.normal(0, 0.2, c),
-             "w3": rng.normal(0, 0.3, (16, c, 1, 1)), "b3": rng.normal(0, 0.2, 16)}
+             "w3": rng.normal(0, 0.3, (16, c, 1, 1)), "b3": rng.normal(0, 0.2, 16),
+             "w4": rng.normal(0, 0.3, (16, 16, 1, 1)), "b4": rng.normal(0, 0.2, 16)}
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=c),
         helper.make_node("Relu", ["c1"], ["r1"]),
@@ -59,7 +62,11 @@ def _depthwise_graph():
         helper.make_node("Conv", ["c2", "wg", "bg"], ["g"], pads=[1, 1, 1, 1], group=c // 8),
         helper.make_node("Conv", ["g", "w3", "b3"], ["y"]),
     ]
-    return _model(nodes, inits, SHAPE, "y", (1, 16, 20, 20))
+    if not odd:
+        del inits["w4"], inits["b4"]
+        return _model(nodes, inits, SHAPE, "y", (1, 16, 20, 20))
+    nodes.append(helper.make_node("Conv", ["y", "w4", "b4"], ["y2"]))
+    return _model(nodes, inits, SHAPE, "y2", (1, 16, 20, 20))
 
 
 def _chain_graph(n: int = 4):
@@ -239,6 +246,40 @@ def test_the_fast_steps_leave_every_register_as_the_learned_steps_do(monkeypatch
         assert kept < _merged_entries(every)
 
 
+def test_the_recordings_of_a_task_share_what_they_hold_alike():
+    """A task that flips a group pointer is recorded once per starting state; the two
+    recordings' value tuples, merged stores and span effects with the same contents are
+    one object each (:class:`accel.cmod.replay.Interned`), the table that found them is
+    gone once both and their spans have learned, and the runs still match the launches
+    one at a time."""
+    graph = _depthwise_graph(odd=True)
+    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
+    samples = _samples(graph, 8, 21)
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        for i, s in enumerate(samples):
+            _run_alike(fast, slow, s, f"sample {i}")
+        recs = [r.prepared for rs in fast.handle.runtime.firmware._recordings.values()
+                for r in rs if r.prepared is not None and r.prepared.learned is not None]
+        assert len(recs) == 2 and all(p.interned is None for p in recs)
+        assert all(sp.interned is None and sp.effect for sp in fast.spans())
+
+        def values(p):        # each BULK part's value tuple
+            return [v for st in p.steps if st[0] == replay.BULK for _, _, v in st[1]]
+
+        def merged(p):        # each merged store's dict
+            return [d for st in p.learned.fast if st[0] == replay.MERGED for _, d in st[1]]
+
+        def effects(p):
+            return [d for st in p.learned.fast if st[0] == replay.SPAN
+                    for _, d in st[1].effect.updates]
+
+        for part in (values, merged, effects):
+            a, b = (part(p) for p in recs)
+            alike = [(x, y) for x in a for y in b if x == y]
+            assert alike, part.__name__
+            assert all(x is y for x, y in alike), part.__name__
+
+
 def test_a_span_leaves_out_what_the_steps_before_it_stored(depthwise, monkeypatch):
     """A span's learned effect leaves out a register the fast steps before it stored with
     the value the span leaves there (every fast run finds it so): the effects are smaller
@@ -247,7 +288,8 @@ def test_a_span_leaves_out_what_the_steps_before_it_stored(depthwise, monkeypatc
     samples = _samples(graph, 4, 2)
 
     def stores(run: _Run) -> int:
-        return sum(len(sp.effect.updates) for sp in run.spans() if sp.effect is not None)
+        return sum(len(changed) for sp in run.spans() if sp.effect is not None
+                   for _, changed in sp.effect.updates)
 
     with _Run(graph, table) as fast:
         for s in samples:
@@ -347,7 +389,9 @@ def test_a_span_whose_registers_differ_runs_its_steps(depthwise, monkeypatch):
     seen: list[tuple[bool, bool]] = []
 
     def probe(effect):        # (as found, with a register it depends on changed)
-        store, off, value = effect.depends[len(seen) % len(effect.depends)]
+        depends = [(store, off, value) for store, found in effect.depends
+                   for off, value in found.items()]
+        store, off, value = depends[len(seen) % len(depends)]
         store[off] = value ^ 1
         changed = holds(effect)
         store[off] = value
