@@ -263,7 +263,8 @@ class ConvBatch:
             sums = depthwise_sums_hwc(pixels.reshape(h, w, n * c), weights.taps, geo)
             if post.pixels_ready and post.shape[0] == c:   # and so does the SDP pass
                 y, sdp_sats = post.run_pixels(sums)
-                sat = np.stack([np.zeros_like(sdp_sats), sdp_sats], axis=1)
+                sat = np.zeros((n, 2), dtype=np.int64)     # CACC saturates nothing here
+                sat[:, 1] = sdp_sats
             else:
                 y, sat = post.run_packed(np.ascontiguousarray(sums.T).reshape(n, c, -1))
         else:

@@ -463,16 +463,16 @@ class Dla:
         """The compiled CACC/SDP/converter pass of ``plan`` fed by a convolution with
         CLIP_TRUNCATE ``truncate`` (0 for an op reading memory), set up again only when
         the memory its operands come from was written."""
-        versions = tuple(self.dram.version(reads.base) for _, reads in plan.stages
-                         if reads is not None)
         key = (id(plan), truncate)
         hit = self._posts.get(key)
-        if hit is not None and hit[0] is plan and hit[1] == versions:
-            return hit[2]
+        if hit is not None and hit[0] is plan and self.dram.versions(hit[1]) == hit[2]:
+            return hit[3]
+        bases = tuple(reads.base for _, reads in plan.stages if reads is not None)
+        versions = self.dram.versions(bases)
         post = fused.for_plan(plan, truncate, self.dram, self.cfg.atom_size)
         if len(self._posts) >= MAX_PLANS:
             self._posts.pop(next(iter(self._posts)))
-        self._posts[key] = (plan, versions, post)
+        self._posts[key] = (plan, bases, versions, post)
         return post
 
     def _conv_datapath(self, needs_rdma: bool, plan: conv.ConvPlan) -> ConvDone:
