@@ -58,6 +58,8 @@ from accel.cmod.fused import PostProcess
 #: im2col elements of one batch (int8; the GEMM converts them to float32): a bound on the
 #: batch's working memory, not a tuning knob
 MAX_BATCH_ELEMENTS = 1 << 22
+#: output elements of one batch (its sums, int32)
+MAX_BATCH_OUTPUTS = 1 << 18
 
 
 def signature(launch) -> tuple | None:
@@ -157,12 +159,11 @@ class ConvBatch:
         # (input shape, CACC saturation counts) of a run and its launches' records, kept
         # by Dla.batch_finished for the next run with the same
         self.records: tuple[tuple, list] | None = None
-        # what the weights and SDP operands were derived from: one address per memory region
-        # they lie in (its version says whether they changed), and the derived arrays
+        # what the weights and SDP operands are derived from (see inputs): one address per
+        # memory region they lie in (its version says whether they changed)
         reads = {p.weight_addr for p in plans}
         reads |= {ops.base for p in plans for _, ops in p.sdp.stages if ops is not None}
         self._sources = tuple(sorted(reads))
-        self._derived: tuple[tuple, tuple] | None = None
 
     def __len__(self) -> int:
         return len(self.launches)
@@ -190,11 +191,11 @@ class ConvBatch:
     def inputs(self, dla) -> tuple:
         """``(packed weight bytes per launch, weight matrices, the datapath after the MAC
         array with its operands)``, derived again only when the memory they come from was
-        written."""
+        written (:meth:`~accel.cmod.dla.Dla.batch_inputs`)."""
+        return dla.batch_inputs(self.plans, self._sources, lambda: self._derive(dla))
+
+    def _derive(self, dla) -> tuple:
         dram = dla.dram
-        versions = dram.versions(self._sources)
-        if self._derived is not None and self._derived[0] == versions:
-            return self._derived[1]
         plans = self.plans
         raws = [dla.weights_of(p) for p in plans]
         if all(r is raws[0] for r in raws):        # tiles of one layer: one weight matrix
@@ -208,9 +209,7 @@ class ConvBatch:
                          for i, (st, _) in enumerate(sp.stages))
         post = PostProcess(self.truncate, [st for st, _ in sp.stages], operands, self.cvt,
                            sp.c, (sp.c_pad, sp.h, sp.w), self.atom)
-        derived = (raws, weights, post)
-        self._derived = (versions, derived)
-        return derived
+        return raws, weights, post
 
     def _operands(self, i: int, dram) -> tuple:
         """``(alu operand, mul operand, alu already shifted)`` of X stage ``i``."""
@@ -272,8 +271,10 @@ class ConvBatch:
             if isinstance(weights, Diagonal):
                 sums = depthwise_sums(x, weights.taps, geo).reshape(n, c, -1)
             else:
-                sums = gemm_sums(weights, csc.im2col(x, geo).reshape(n, c * geo.r * geo.s,
-                                                                     -1))
+                patches = csc.im2col(x, geo).reshape(n, c * geo.r * geo.s, -1)
+                # patches made for this GEMM alone (not the inputs themselves, as a 1x1
+                # kernel's are) may be turned into the engine's operand where they lie
+                sums = gemm_sums(weights, patches, scratch=not np.may_share_memory(patches, x))
             y, sat = post.run_packed(sums)
         self._write(dram, y)
         self.saturations = {"cacc_sat": sat[:, 0].tolist(), "sdp_sat": sat[:, 1].tolist()}
@@ -370,13 +371,13 @@ def batches(steps: list[tuple], atom: int, kinds: dict[str, int],
     current: list[int] = []
     key = None
     written: list[tuple[int, int]] = []
-    elements = 0
+    elements = sums = 0
 
     def close() -> None:
-        nonlocal current, key, written, elements
+        nonlocal current, key, written, elements, sums
         if len(current) > 1:
             windows.append(current)
-        current, key, written, elements = [], None, [], 0
+        current, key, written, elements, sums = [], None, [], 0, 0
 
     #: the batchable launch just before, with only quiet steps since: ``(plan, the bytes it
     #: writes)``
@@ -397,8 +398,10 @@ def batches(steps: list[tuple], atom: int, kinds: dict[str, int],
         reads, writes = reads_writes(plan, atom)
         geo = plan.geo
         size = plan.feature[1] * geo.r * geo.s * geo.out_h * geo.out_w
+        outputs = geo.k * geo.out_h * geo.out_w
         joins = not (sig != key or any(_overlaps(r, written) for r in reads)
-                     or elements + size > MAX_BATCH_ELEMENTS)
+                     or elements + size > MAX_BATCH_ELEMENTS
+                     or sums + outputs > MAX_BATCH_OUTPUTS)
         # a launch reusing kept weights computes with the bytes the launch before it fetched:
         # as a member after that one, or first of a batch right after it, when what that
         # one wrote is not where the weights are (a batch reads them again from memory)
@@ -414,6 +417,7 @@ def batches(steps: list[tuple], atom: int, kinds: dict[str, int],
         current.append(idx)
         written.append(writes)
         elements += size
+        sums += outputs
         previous = (plan, writes)
     close()
     if not windows:

@@ -273,9 +273,12 @@ def int_engine() -> IntEngine | None:
     return _ENGINE[0]
 
 
-def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray) -> np.ndarray:
+def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray, scratch: bool = False
+              ) -> np.ndarray:
     """Exact ``weights[..., K, R] @ patches[..., R, N]`` of int8 values; leading dimensions
-    broadcast as in :func:`numpy.matmul` (a batch of convolutions).
+    broadcast as in :func:`numpy.matmul` (a batch of convolutions).  ``scratch``: the caller
+    has no further use for ``patches``, which may then be overwritten (the integer
+    engine's operand made in place instead of a copy as large).
 
     Large GEMMs of int8 patches go to the integer engine (:func:`int_engine`, int32
     sums).  The others are float32 GEMMs over chunks of :data:`EXACT_F32_TERMS`
@@ -290,7 +293,12 @@ def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray) -> np.ndarray:
             and weights.int8[..., 0].size * patches.size >= INT_ENGINE_MIN_MACS):
         engine = int_engine()
         if engine is not None:
-            return engine.run(weights.offset, to_offset_binary(patches))
+            if scratch and patches.flags.writeable:
+                offset = patches.view(np.uint8)
+                np.bitwise_xor(offset, np.uint8(0x80), out=offset)    # to_offset_binary
+            else:
+                offset = to_offset_binary(patches)
+            return engine.run(weights.offset, offset)
     w = weights.float32
     p = patches if patches.dtype == np.float32 else patches.astype(np.float32)
     if r <= EXACT_F32_TERMS:

@@ -141,6 +141,7 @@ class Dla:
         self._matrices: dict[tuple, tuple[np.ndarray, Weights]] = {}
         self._books: dict[tuple, tuple] = {}           # see _conv_books
         self._posts: dict[tuple, tuple] = {}           # see post_process
+        self._batch_inputs: dict[tuple, tuple] = {}    # see batch_inputs
         sdp = self.regs["NVDLA_SDP"]
         self._sdp_mode_key = itemgetter(*(sdp.unit.registers[name].offset
                                           for name in _SDP_MODE_REGISTERS))
@@ -474,6 +475,23 @@ class Dla:
             self._posts.pop(next(iter(self._posts)))
         self._posts[key] = (plan, bases, versions, post)
         return post
+
+    def batch_inputs(self, plans: list, sources: tuple[int, ...], derive: Callable[[], tuple]
+                     ) -> tuple:
+        """``derive()``, what a batch of launches of ``plans`` computes with (its weights and
+        SDP operands), derived again only when the memory at ``sources`` was written;
+        kept per plans, not per batch: a task recorded from two starting states batches
+        the same plans twice."""
+        key = tuple(map(id, plans))     # the entry holds the plans: their ids stay theirs
+        versions = self.dram.versions(sources)
+        hit = self._batch_inputs.get(key)
+        if hit is not None and hit[1] == versions:
+            return hit[2]
+        derived = derive()
+        if len(self._batch_inputs) >= MAX_PLANS:
+            self._batch_inputs.pop(next(iter(self._batch_inputs)))
+        self._batch_inputs[key] = (tuple(plans), versions, derived)
+        return derived
 
     def _conv_datapath(self, needs_rdma: bool, plan: conv.ConvPlan) -> ConvDone:
         """CDMA -> CSC -> CMAC -> CACC -> SDP of one convolution: its output written (or

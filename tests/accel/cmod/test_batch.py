@@ -174,6 +174,23 @@ def test_batched_launches_match_the_reference_and_the_launches_one_at_a_time(dep
         assert len({p.weight_addr for p in batches[0].plans}) == 3
 
 
+def test_a_batch_stays_within_its_bound_of_sums(depthwise, monkeypatch):
+    """A batch takes launches while their sums stay within MAX_BATCH_OUTPUTS (a bound on
+    its working memory): with room for two of the depthwise layers' 8x40x40 blocks, their
+    three launches run as two and one, and still match the launches one at a time."""
+    graph, table = depthwise
+    bound = 2 * 8 * 40 * 40
+    monkeypatch.setattr(batch, "MAX_BATCH_OUTPUTS", bound)
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        for i, s in enumerate(_samples(graph, 4, 31)):
+            _run_alike(fast, slow, s, f"sample {i}")
+        batches = fast.batches()
+        assert batches and all(
+            sum(p.geo.k * p.geo.out_h * p.geo.out_w for p in b.plans) <= bound
+            for b in batches)
+        assert [len(b) for b in batches][:1] == [2]
+
+
 def _count_saturations(run: _Run) -> list[int]:
     """Record the converter saturations of every convolution as the Dla finishes it: one
     by one, or a batch's all at once."""
@@ -250,8 +267,8 @@ def test_the_recordings_of_a_task_share_what_they_hold_alike():
     """A task that flips a group pointer is recorded once per starting state; the two
     recordings' value tuples, merged stores and span effects with the same contents are
     one object each (:class:`accel.cmod.replay.Interned`), the table that found them is
-    gone once both and their spans have learned, and the runs still match the launches
-    one at a time."""
+    gone once both and their spans have learned, their batches of the same plans compute
+    with the same arrays, and the runs still match the launches one at a time."""
     graph = _depthwise_graph(odd=True)
     table = calibrate(graph, _samples(graph, 4, 1), progress=False)
     samples = _samples(graph, 8, 21)
@@ -278,6 +295,14 @@ def test_the_recordings_of_a_task_share_what_they_hold_alike():
             alike = [(x, y) for x in a for y in b if x == y]
             assert alike, part.__name__
             assert all(x is y for x, y in alike), part.__name__
+        # both batch the same plans, and compute with the same weights and operands
+        by_plans: dict[tuple, list] = {}
+        for b in fast.batches():
+            by_plans.setdefault(tuple(map(id, b.plans)), []).append(b)
+        twins = [bs for bs in by_plans.values() if len(bs) > 1]
+        assert twins
+        for bs in twins:
+            assert all(b.inputs(fast.dla) is bs[0].inputs(fast.dla) for b in bs)
 
 
 def test_a_span_leaves_out_what_the_steps_before_it_stored(depthwise, monkeypatch):

@@ -124,6 +124,26 @@ def test_engine_random_batched_and_broadcast():
         np.testing.assert_array_equal(got, _reference(w, p))
 
 
+@pytest.mark.parametrize("wv,pv", [(-128, -128), (127, -128), (-128, 127)])
+def test_scratch_patches_give_the_same_sums_and_read_only_ones_stay(wv, pv):
+    """Patches given as scratch become the engine's operand where they lie: the sums are
+    the int64 products on extreme operands, and patches that cannot be written (a view
+    of memory) are left as they were, with the same sums."""
+    _engine()
+    r, n = 1031, 1500
+    w = np.full((4, r), wv, dtype=np.int8)
+    p = np.full((r, n), pv, dtype=np.int8)
+    p[r // 2:, n // 2:] = 127 if pv == -128 else -128
+    want = _reference(w, p)
+    scratch = p.copy()
+    np.testing.assert_array_equal(cmac.gemm_sums(cmac.Weights(w), scratch, scratch=True), want)
+    assert not np.array_equal(scratch, p)             # it was the operand
+    kept = p.copy()
+    kept.flags.writeable = False
+    np.testing.assert_array_equal(cmac.gemm_sums(cmac.Weights(w), kept, scratch=True), want)
+    np.testing.assert_array_equal(kept, p)
+
+
 def test_engine_check_rejects_saturating_pairs(monkeypatch):
     """An engine that adds products in pairs saturated to int16 (onnxruntime's uint8 x
     int8 kernels on AVX2 without VNNI) fails the check, and the GEMMs stay with BLAS."""
