@@ -79,7 +79,8 @@ class Interned:
         return self._objects.setdefault(obj, obj)
 
     def dict(self, d: dict) -> dict:
-        """The table's dict equal to ``d`` (``d`` itself if new); nothing mutates them."""
+        """The table's dict equal to ``d`` with its items in the same order (``d`` itself
+        if new; the recordings make theirs in the same order); nothing mutates them."""
         bucket = self._dicts.setdefault(hash(tuple(d.items())), [])
         for other in bucket:
             if other == d:
@@ -120,6 +121,7 @@ class Prepared:
     pointers: dict[str, int] = field(default_factory=dict)   # unit -> producer at the start
     learned: Learned | None = None    # after the first run (see :func:`_learn`)
     #: shared with the task's other recordings until this one and its spans have learned
+    #: (runs with a completion hook never play the spans: such a recording keeps it)
     interned: Interned | None = None
     #: runs by kind: "learning" (the first), "learned" (the fast steps) and "unlearned"
     #: (the prepared steps, when the learned ones' state did not hold)
