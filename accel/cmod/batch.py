@@ -291,7 +291,6 @@ class ConvBatch:
         plans, atom, dram = self.plans, self.atom, dla.dram
         p0 = plans[0]
         base, c, h, w, line, surf = p0.feature
-        matrix = dla.weight_matrix(raws[0], p0)
         engine = dla.pointwise_engine(p0)
         if engine is None:
             return False
@@ -310,10 +309,7 @@ class ConvBatch:
                 np.concatenate([r[0] for r in reads]), all(r[1] for r in reads))
         if read is None:
             return False
-        pixels, nonnegative = read
-        sp = p0.sdp
-        packed = matrix.pointwise(engine, sp.c_pad, pixels.shape[1])
-        acc = packed.run(pixels, engine.signed and nonnegative)
+        acc = dla.pointwise_sums(p0, raws[0], engine, *read)
         sats = []
         for i, (p, post, dst) in enumerate(zip(plans, posts, dsts, strict=True)):
             sats.append(int(post.run_pixels(acc[i * points:(i + 1) * points], dst)[1][0]))

@@ -552,10 +552,7 @@ class Dla:
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
             return None
-        pixels, nonnegative = read
-        packed = self.weight_matrix(raw, plan).pointwise(engine, sp.c_pad, pixels.shape[1])
-        signed = engine.signed and nonnegative
-        acc = packed.run(pixels, signed)
+        acc = self.pointwise_sums(plan, raw, engine, *read)
         dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
         y, sdp_sats = post.run_pixels(acc, dst)
         if dst is None:
@@ -565,6 +562,16 @@ class Dla:
             self.dram.touched(sp.dst[0])
         return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
                         (c, h, w), c * h * w, False, weights_reused, note)
+
+    def pointwise_sums(self, plan: conv.ConvPlan, raw: np.ndarray, engine: IntEngine,
+                       pixels: np.ndarray, nonnegative: bool) -> np.ndarray:
+        """int32 ``[pixels, C_pad]``: int8 ``pixels`` (``[pixels, C_pad]``, as
+        :func:`~accel.cmod.cube.read_int8_pixels` reads them) through the 1x1 weights
+        ``raw`` of ``plan``, on ``engine`` (:meth:`pointwise_engine`): its uint8 x int8
+        kernels when the pixels are all non-negative, the offset form otherwise."""
+        packed = self.weight_matrix(raw, plan).pointwise(engine, plan.sdp.c_pad,
+                                                         pixels.shape[1])
+        return packed.run(pixels, engine.signed and nonnegative)
 
     @staticmethod
     def pointwise_engine(plan: conv.ConvPlan) -> IntEngine | None:

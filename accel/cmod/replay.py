@@ -236,9 +236,10 @@ def run(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> b
         steps = learned.fast if on_complete is None else learned.steps
         with _collector_paused():
             _play(dla, steps, on_complete)
-    if prepared.interned is not None and prepared.learned is not None and all(
+    # learned, spans too (only runs without a hook play them): nothing more to share
+    if prepared.interned is not None and on_complete is None and all(
             step[1].effect is not None for step in prepared.learned.fast if step[0] == SPAN):
-        prepared.interned = None      # learned, spans too: nothing more to share
+        prepared.interned = None
     return True
 
 
