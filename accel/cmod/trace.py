@@ -17,12 +17,14 @@ carries a ``note`` saying so (``strict=True`` skips it instead).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -276,7 +278,7 @@ def _model(backend: str, cfg: HwConfig, strict: bool):
 def run_trace(path: str | Path, preset: str | None = None,
               hw: HwConfig | None = None, strict: bool = False,
               backend: str = "cmod", simulator: str = "icarus",
-              memory: str = "axi") -> TraceResult:
+              memory: str = "axi", player: Any = None) -> TraceResult:
     """Play the trace in directory ``path`` and check its golden CRC.
 
     ``hw`` overrides the configuration (e.g. a preset variant with an extra
@@ -284,7 +286,9 @@ def run_trace(path: str | Path, preset: str | None = None,
     ``strict`` refuses a Y stage the configuration lacks (the trace is then
     skipped as unsupported) instead of modelling it with a note.  ``backend`` is one of
     :data:`TRACE_BACKENDS`; ``simulator`` and ``memory`` apply to ``rtl`` (see
-    :func:`accel.rtl.trace_player.play`).
+    :func:`accel.rtl.trace_player.play`), whose simulations ``player`` (an
+    :class:`accel.rtl.trace_player.TracePlayer` for that simulator and memory) keeps
+    for the next traces.
     """
     trace_dir = Path(path)
     t0 = time.perf_counter()
@@ -302,7 +306,8 @@ def run_trace(path: str | Path, preset: str | None = None,
         if backend == "rtl":
             from accel.rtl.trace_player import play
 
-            run = play(trace_dir, cfg, simulator=simulator, memory=memory)
+            run = player.play(trace_dir, cfg) if player is not None else \
+                play(trace_dir, cfg, simulator=simulator, memory=memory)
             result.status = "pass" if run.passed else "fail"
             result.reason, result.cycles = run.reason, run.cycles
             if run.engine_seconds > 0:
@@ -358,14 +363,23 @@ def run_traces(paths: Iterable[str | Path], preset: str | None = None,
                strict: bool = False, backend: str = "cmod", simulator: str = "icarus",
                memory: str = "axi") -> list[TraceResult]:
     """Run every trace under ``paths`` on ``backend``; ``progress`` is called after each one.
-    ``simulator`` and ``memory``: of the ``rtl`` backend (:func:`run_trace`)."""
+    ``simulator`` and ``memory``: of the ``rtl`` backend (:func:`run_trace`), which
+    builds and starts the engine's simulation once per configuration for all the
+    traces."""
     if backend not in TRACE_BACKENDS:
         raise ValueError(f"trace backend {backend!r} is not one of {', '.join(TRACE_BACKENDS)}")
     results = []
-    for trace_dir in find_traces(paths):
-        res = run_trace(trace_dir, preset, strict=strict, backend=backend, simulator=simulator,
-                        memory=memory)
-        results.append(res)
-        if progress is not None:
-            progress(res)
+    player = contextlib.nullcontext()
+    if backend == "rtl":
+        from accel.rtl.trace_player import TracePlayer
+
+        player = TracePlayer(simulator, memory)
+    with player:
+        for trace_dir in find_traces(paths):
+            res = run_trace(trace_dir, preset, strict=strict, backend=backend,
+                            simulator=simulator, memory=memory,
+                            player=player if backend == "rtl" else None)
+            results.append(res)
+            if progress is not None:
+                progress(res)
     return results

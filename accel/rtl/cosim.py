@@ -29,14 +29,8 @@ memories) run on the cmodel; :attr:`RtlDla.fallbacks` names each kind once.
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
-import os
-import select
 import shutil
 import tempfile
-import threading
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -52,10 +46,8 @@ from accel.rtl.conv_core import SIZE_BITS
 from accel.rtl.conv_engine import OPERAND_ENTRIES
 from accel.rtl.csb_regs import d_registers
 from accel.rtl.generate import TRACE_ENTRIES
-from accel.rtl.sim import DEFAULT_TB_DIR, run_cocotb
-from accel.rtl.trace_player import unsupported
+from accel.rtl.trace_player import RtlError, RtlSimulator, unsupported
 from accel.runtime.backend import CmodBackend
-from accel.runtime.errors import RuntimeFault
 
 #: the units an RTL convolution programs, in enable order (the last enable starts it)
 ENABLE_ORDER = ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
@@ -65,106 +57,8 @@ _MASKED = ("CDMA_DAT_DONE_MASK0", "CDMA_DAT_DONE_MASK1", "CDMA_WT_DONE_MASK0",
            "CDMA_WT_DONE_MASK1", "CACC_DONE_MASK0", "CACC_DONE_MASK1")
 
 
-class RtlError(RuntimeFault):
-    """The RTL simulation failed to run an operation (it stopped, or refused the trace)."""
-
-
 class RtlMismatch(RtlError):
     """The RTL engine's output differs from the cmodel's."""
-
-
-class RtlSimulator:
-    """One simulation of the ``engine_traces`` top that plays traces on request.
-
-    The simulation runs in a thread (cocotb's runner starts the simulator and
-    blocks until it exits); requests and replies are JSON lines on two named
-    pipes (see ``serve`` in ``tests/rtl/trace_tb.py``).  Building starts at
-    construction; the first :meth:`play` waits for it.
-    """
-
-    def __init__(self, cfg: HwConfig, simulator: str = "icarus",
-                 build_dir: Path | None = None) -> None:
-        self.cfg, self.simulator = cfg, simulator
-        self.work = Path(tempfile.mkdtemp(prefix="opendla-rtl-"))
-        self.requests, self.replies = self.work / "requests", self.work / "replies"
-        os.mkfifo(self.requests)
-        os.mkfifo(self.replies)
-        self.build_dir = Path(build_dir) if build_dir else self.work / "build"
-        self.error: BaseException | None = None
-        self.summary: dict | None = None
-        self._out: Any = None
-        self._in: int | None = None
-        self._pending = b""
-        self.thread = threading.Thread(target=self._simulate, name="rtl-sim", daemon=True)
-        self.thread.start()
-
-    def _simulate(self) -> None:
-        try:
-            self.summary = run_cocotb(
-                self.cfg, self.build_dir, top="engine_traces", test_module="trace_tb",
-                tb_dir=DEFAULT_TB_DIR, simulator=self.simulator,
-                extra_env={"OPENDLA_TRACE_REQUESTS": str(self.requests),
-                           "OPENDLA_TRACE_REPLIES": str(self.replies)})
-        except BaseException as exc:        # reported to the waiting caller
-            self.error = exc
-
-    def _alive(self) -> None:
-        if not self.thread.is_alive():
-            raise RtlError(f"the {self.simulator} simulation of the RTL engine stopped: "
-                           f"{self.error or 'it exited'}")
-
-    def _connect(self) -> None:
-        while True:                 # the testbench opens its end once the simulator runs
-            try:
-                fd = os.open(self.requests, os.O_WRONLY | os.O_NONBLOCK)
-                break
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:
-                    raise
-            self._alive()
-            time.sleep(0.05)
-        os.set_blocking(fd, True)
-        self._out = os.fdopen(fd, "w")
-        self._in = os.open(self.replies, os.O_RDONLY | os.O_NONBLOCK)
-
-    def _reply(self) -> dict:
-        while b"\n" not in self._pending:
-            ready, _, _ = select.select([self._in], [], [], 0.5)
-            chunk = os.read(self._in, 1 << 16) if ready else b""
-            if chunk:
-                self._pending += chunk
-                continue
-            self._alive()           # a timeout, or no writer yet
-            if ready:
-                time.sleep(0.02)
-        line, _, self._pending = self._pending.partition(b"\n")
-        return json.loads(line)
-
-    def play(self, trace_dir: Path, dumps: list[tuple[int, int, Path]]) -> dict:
-        """Play the trace in ``trace_dir``; write each ``(addr, size, file)`` region of the
-        memory image afterwards to ``file``.  Returns the reply (``cycles``...)."""
-        if self._out is None:
-            self._connect()
-        self._out.write(json.dumps({"trace": str(trace_dir),
-                                    "dumps": [[a, s, str(f)] for a, s, f in dumps]}) + "\n")
-        self._out.flush()
-        reply = self._reply()
-        if not reply.get("ok"):
-            raise RtlError(f"the RTL engine failed {trace_dir.name}: {reply.get('reason')}")
-        return reply
-
-    def close(self) -> None:
-        """End the simulation (it writes its summary) and remove the pipes."""
-        if self._out is not None:
-            with contextlib.suppress(OSError):
-                self._out.write(json.dumps({"quit": True}) + "\n")
-                self._out.close()
-            self._out = None
-        if self._in is not None:
-            os.close(self._in)
-            self._in = None
-        self.thread.join(timeout=60)
-        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def _merge(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -4,12 +4,19 @@ The testbench process learns the configuration from ``OPENDLA_RTL_CONFIG``
 (the JSON of the ``HwConfig``) and writes what it checked to the JSON file
 named by ``OPENDLA_RTL_SUMMARY``; :func:`run_cocotb` returns that summary so
 callers can report and assert on the number of vectors, not only on "passed".
+
+A compiled simulation is kept in :data:`CACHE_DIR` under the hash of its
+Verilog and build options, and every later run of the same design reuses it:
+Verilator spends minutes compiling the engine, and the traces, the engine
+testbench and the runtime's convolutions all run the same model.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -35,6 +42,14 @@ BUILD_ARGS = {"icarus": [], "verilator": ["-Wno-fatal"]}
 
 #: cocotb 2 needs Verilator 5.036 or newer (Debian's 5.006 is too old)
 MIN_VERILATOR = (5, 36)
+
+#: compiled simulations, one directory per design and build options (``build/rtl/cache``
+#: of the source checkout, or ``OPENDLA_RTL_CACHE``)
+CACHE_DIR = Path(os.environ.get("OPENDLA_RTL_CACHE",
+                                DEFAULT_TB_DIR.parents[1] / "build" / "rtl" / "cache"))
+
+#: the simulation's time unit and precision
+TIMESCALE = ("1ns", "1ps")
 
 
 class SimulationFailed(RuntimeError):
@@ -95,6 +110,40 @@ def _on_sys_path(directory: Path) -> Iterator[None]:
         sys.path.remove(str(directory))
 
 
+def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = False) -> Path:
+    """The directory of ``verilog`` compiled by ``runner`` for ``simulator``: built on the
+    first call for this design and these options, reused afterwards.  Processes that ask
+    for the same design at once wait for one build (a file lock).
+
+    Raises
+    ------
+    SimulationFailed
+        If the build fails (its log's last lines in the message).
+    """
+    options = [simulator, top, repr(waves), repr(TIMESCALE), *BUILD_ARGS[simulator]]
+    key = hashlib.sha256(verilog.read_bytes() + "\0".join(options).encode()).hexdigest()
+    out = CACHE_DIR / f"{top}-{simulator}-{key[:16]}"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)    # released when the file closes
+        cached = (out / "built").exists()
+        if cached:
+            # the runner's test() uses the settings its build() records: build() still
+            # runs, without its commands
+            runner._build_command = list
+        log = out / f"{simulator}-build.log"
+        try:       # the simulator's compile output goes to a file, not the caller's stdout
+            runner.build(sources=[verilog], hdl_toplevel=top, build_dir=out, always=True,
+                         timescale=TIMESCALE, waves=waves, build_args=BUILD_ARGS[simulator],
+                         log_file=None if cached else log)
+        except RuntimeError as exc:
+            tail = "\n".join(log.read_text().splitlines()[-25:]) if log.exists() else ""
+            raise SimulationFailed(f"building {top} with {simulator} failed ({exc}; log "
+                                   f"{log}):\n{tail}") from None
+        (out / "built").touch()
+    return out
+
+
 def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                test_module: str = "cmac_tb", tb_dir: str | Path = DEFAULT_TB_DIR,
                simulator: str = "icarus", seed: int = 1, waves: bool = False,
@@ -106,7 +155,8 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     cfg : HwConfig
         Configuration of the generated RTL (and of the testbench's scoreboard).
     build_dir : path
-        Verilog, simulator build and results go here (use a gitignored path).
+        Verilog, logs and results go here (use a gitignored path); the compiled
+        simulation goes to :data:`CACHE_DIR` (see :func:`compiled`).
     top, test_module, tb_dir : str, str, path
         Component to generate, cocotb module name and the directory holding it.
     simulator : str
@@ -122,8 +172,9 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     -------
     dict
         The testbench summary (``vectors``, ``sim_time_ns``, ``clock_ns`` ...) plus
-        ``wall_s``, ``tests``, ``verilog``, the test phase's ``test_s`` and the
-        simulated ``cycles`` and ``cycles_per_s`` (simulator start-up included).
+        ``wall_s``, ``tests``, ``verilog``, the build's ``build_s`` (near 0 when the
+        compiled simulation was reused), the test phase's ``test_s`` and the simulated
+        ``cycles`` and ``cycles_per_s`` (simulator start-up included).
 
     Raises
     ------
@@ -149,21 +200,15 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     env = _verilator_env() if simulator == "verilator" else contextlib.nullcontext()
     with env, _on_sys_path(tb_dir):
         runner = get_runner(simulator)
-        build_log = build / f"{simulator}-build.log"
-        try:       # the simulator's compile output goes to a file, not the caller's stdout
-            runner.build(sources=[verilog], hdl_toplevel=top, build_dir=build / simulator,
-                         always=True, timescale=("1ns", "1ps"), waves=waves,
-                         build_args=BUILD_ARGS[simulator], log_file=build_log)
-        except RuntimeError as exc:
-            tail = "\n".join(build_log.read_text().splitlines()[-25:]) \
-                if build_log.exists() else ""
-            raise SimulationFailed(f"building {top} with {simulator} failed ({exc}; log "
-                                   f"{build_log}):\n{tail}") from None
+        build_start = time.perf_counter()
+        sim_dir = compiled(runner, verilog, top, simulator, waves)
+        build_s = time.perf_counter() - build_start
         test_start = time.perf_counter()
         try:
             runner.test(
-                test_module=test_module, hdl_toplevel=top, build_dir=build / simulator,
-                seed=seed, waves=waves, log_file=log, results_xml=str(results),
+                test_module=test_module, hdl_toplevel=top, build_dir=sim_dir,
+                test_dir=build / simulator, seed=seed, waves=waves, log_file=log,
+                results_xml=str(results),
                 extra_env={"OPENDLA_RTL_CONFIG": json.dumps(dataclasses.asdict(cfg)),
                            "OPENDLA_RTL_SUMMARY": str(summary_file), **(extra_env or {})})
         except SystemExit:
@@ -179,7 +224,8 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
         raise SimulationFailed(f"testbench wrote no summary to {summary_file}")
     summary = json.loads(summary_file.read_text())
     summary.update(wall_s=round(time.perf_counter() - start, 2), tests=tests,
-                   verilog=str(verilog), simulator=simulator, test_s=round(test_s, 3))
+                   verilog=str(verilog), simulator=simulator, build_s=round(build_s, 2),
+                   test_s=round(test_s, 3))
     clock_ns = summary.get("clock_ns")
     if clock_ns:
         summary["cycles"] = int(summary["sim_time_ns"] / clock_ns)

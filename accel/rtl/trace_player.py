@@ -1,32 +1,51 @@
 """NVIDIA's register traces on the RTL engine: the ``rtl`` backend of :mod:`accel.cmod.trace`.
 
-Each trace runs in its own simulation of the ``engine_traces`` top (the conv
-engine with memories deep enough for NVIDIA's direct-convolution traces),
-driven by the cocotb testbench ``tests/rtl/trace_tb.py``: the trace's
-register writes go to the engine's CSB port, its interrupt waits watch the
-engine's interrupt pin, and its golden CRCs are checked on the memory image.
-The engine's own DMAs fetch the cube, weights and operands and write the
-output over its AXI4 port; the testbench only serves that port from the
-trace's memory image (and the CSB).  With ``memory="ram"`` the engine runs on
-the board's block RAM instead (the ``engine_ram`` top): the testbench loads
-the trace's memory image into it and reads results back, and the engine's
-bus traffic stays inside the simulator - the fast way to simulate it.  Only
-what the engine implements can run: a trace that programs another unit fails
-at load with the register named.
+A :class:`TracePlayer` keeps one simulation per configuration (an
+:class:`RtlSimulator`: the ``engine_traces`` top, the conv engine with
+memories deep enough for NVIDIA's direct-convolution traces), started at the
+configuration's first trace and reset before each of the others, so a run of
+many traces builds and starts the engine once.  The cocotb testbench
+``tests/rtl/trace_tb.py`` drives it: the trace's register writes go to the
+engine's CSB port, its interrupt waits watch the engine's interrupt pin, and
+its golden CRCs are checked on the memory image.  The engine's own DMAs fetch
+the cube, weights and operands and write the output over its AXI4 port; the
+testbench only serves that port from the trace's memory image (and the CSB).
+With ``memory="ram"`` the engine runs on the board's block RAM instead (the
+``engine_ram`` top): the testbench loads the trace's memory image into it and
+reads results back, and the engine's bus traffic stays inside the simulator -
+the fast way to simulate it.  Only what the engine implements can run: a trace
+that programs another unit fails at load, before any simulation starts, with
+the register named.
+
+The runtime's ``rtl`` backend (:mod:`accel.rtl.cosim`) plays its recorded
+convolutions through the same :class:`RtlSimulator`, without the resets.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
+import os
 import re
+import select
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from accel.cmod.trace import TraceError, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
 from accel.rtl.csb_regs import CONV_UNITS
-from accel.rtl.sim import DEFAULT_TB_DIR, SimulationFailed, run_cocotb
+from accel.rtl.sim import DEFAULT_TB_DIR, run_cocotb
+from accel.runtime.errors import RuntimeFault
 
-#: the build directory of each trace's simulation (gitignored)
+#: where each configuration's simulation writes its Verilog and logs (gitignored)
 BUILD_ROOT = Path("build") / "rtl" / "traces"
 
 
@@ -64,9 +83,132 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
     return None
 
 
+def refusal(trace_dir: Path, hw: HwConfig) -> str | None:
+    """Why the engine cannot play the trace in ``trace_dir`` (None: it can): the first
+    register access :func:`unsupported` refuses, with the file and line."""
+    cfg_path = find_cfg(trace_dir)
+    for cmd in parse_cfg(cfg_path):
+        if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
+            value = parse_int(cmd.args[1]) if cmd.name == "reg_write" else 0
+            why = unsupported(cmd.args[0], value, hw)
+            if why:
+                return f"{cfg_path}:{cmd.line}: {why}"
+    return None
+
+
 #: where the engine's memory is: served over AXI by the testbench, or the block RAM
 MEMORIES = ("axi", "ram")
 _TOPS = {"axi": "engine_traces", "ram": "engine_ram"}
+
+
+class RtlError(RuntimeFault):
+    """The RTL simulation failed to run an operation (it stopped, or refused the trace)."""
+
+
+class RtlSimulator:
+    """One simulation of the engine that plays traces on request.
+
+    The simulation runs in a thread (cocotb's runner starts the simulator and
+    blocks until it exits); requests and replies are JSON lines on two named
+    pipes (see ``serve`` in ``tests/rtl/trace_tb.py``).  Building starts at
+    construction; the first :meth:`play` waits for it.  ``memory`` is one of
+    :data:`MEMORIES`.
+    """
+
+    def __init__(self, cfg: HwConfig, simulator: str = "icarus",
+                 build_dir: Path | None = None, memory: str = "axi") -> None:
+        if memory not in MEMORIES:
+            raise ValueError(f"engine memory {memory!r} not in {', '.join(MEMORIES)}")
+        self.cfg, self.simulator, self.memory = cfg, simulator, memory
+        self.work = Path(tempfile.mkdtemp(prefix="opendla-rtl-"))
+        self.requests, self.replies = self.work / "requests", self.work / "replies"
+        os.mkfifo(self.requests)
+        os.mkfifo(self.replies)
+        self.build_dir = Path(build_dir) if build_dir else self.work / "build"
+        self.error: BaseException | None = None
+        self.summary: dict | None = None
+        self._out: Any = None
+        self._in: int | None = None
+        self._pending = b""
+        self.thread = threading.Thread(target=self._simulate, name="rtl-sim", daemon=True)
+        self.thread.start()
+
+    def _simulate(self) -> None:
+        try:
+            self.summary = run_cocotb(
+                self.cfg, self.build_dir, top=_TOPS[self.memory], test_module="trace_tb",
+                tb_dir=DEFAULT_TB_DIR, simulator=self.simulator,
+                extra_env={"OPENDLA_TRACE_REQUESTS": str(self.requests),
+                           "OPENDLA_TRACE_REPLIES": str(self.replies),
+                           "OPENDLA_RTL_MEMORY": self.memory})
+        except BaseException as exc:        # reported to the waiting caller
+            self.error = exc
+
+    def _alive(self) -> None:
+        if not self.thread.is_alive():
+            raise RtlError(f"the {self.simulator} simulation of the RTL engine stopped: "
+                           f"{self.error or 'it exited'}")
+
+    def _connect(self) -> None:
+        while True:                 # the testbench opens its end once the simulator runs
+            try:
+                fd = os.open(self.requests, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+            self._alive()
+            time.sleep(0.05)
+        os.set_blocking(fd, True)
+        self._out = os.fdopen(fd, "w")
+        self._in = os.open(self.replies, os.O_RDONLY | os.O_NONBLOCK)
+
+    def _reply(self) -> dict:
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([self._in], [], [], 0.5)
+            chunk = os.read(self._in, 1 << 16) if ready else b""
+            if chunk:
+                self._pending += chunk
+                continue
+            self._alive()           # a timeout, or no writer yet
+            if ready:
+                time.sleep(0.02)
+        line, _, self._pending = self._pending.partition(b"\n")
+        return json.loads(line)
+
+    def request(self, trace_dir: Path, dumps: Sequence[tuple[int, int, Path]] = (),
+                reset: bool = False) -> dict:
+        """Play the trace in ``trace_dir`` (after resetting the engine with ``reset``); write
+        each ``(addr, size, file)`` region of the memory image afterwards to ``file``.
+        Returns the reply: ``ok`` and ``cycles``, ``seconds``, ``trace_cycles``,
+        ``crc_checks``, or ``reason``.  Raises :class:`RtlError` if the simulation
+        stopped."""
+        if self._out is None:
+            self._connect()
+        self._out.write(json.dumps({"trace": str(trace_dir), "reset": reset,
+                                    "dumps": [[a, s, str(f)] for a, s, f in dumps]}) + "\n")
+        self._out.flush()
+        return self._reply()
+
+    def play(self, trace_dir: Path, dumps: list[tuple[int, int, Path]]) -> dict:
+        """:meth:`request` without a reset; a failed trace raises :class:`RtlError`."""
+        reply = self.request(trace_dir, dumps)
+        if not reply.get("ok"):
+            raise RtlError(f"the RTL engine failed {trace_dir.name}: {reply.get('reason')}")
+        return reply
+
+    def close(self) -> None:
+        """End the simulation (it writes its summary) and remove the pipes."""
+        if self._out is not None:
+            with contextlib.suppress(OSError):
+                self._out.write(json.dumps({"quit": True}) + "\n")
+                self._out.close()
+            self._out = None
+        if self._in is not None:
+            os.close(self._in)
+            self._in = None
+        self.thread.join(timeout=60)
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 @dataclass
@@ -89,21 +231,60 @@ def _failure(text: str) -> str:
     return text.strip().splitlines()[-1] if text.strip() else "simulation failed"
 
 
+class TracePlayer:
+    """Plays traces on the RTL engine in ``simulator`` with its memory one of
+    :data:`MEMORIES`: one simulation per configuration, started at its first trace and
+    reset before each trace (registers, group pointers, interrupt status; the memories
+    are loaded anew).  A simulation that stops fails its trace and is started again for
+    the next one.  Close it (or use it as a context manager) to end the simulations."""
+
+    def __init__(self, simulator: str = "icarus", memory: str = "axi",
+                 build_root: Path = BUILD_ROOT) -> None:
+        if memory not in MEMORIES:
+            raise ValueError(f"engine memory {memory!r} not in {', '.join(MEMORIES)}")
+        self.simulator, self.memory, self.build_root = simulator, memory, Path(build_root)
+        self.sims: dict[HwConfig, RtlSimulator] = {}
+
+    def play(self, trace_dir: Path, cfg: HwConfig) -> RtlTraceRun:
+        """Run the trace in ``trace_dir`` on the engine for ``cfg`` and check its CRCs."""
+        try:
+            why = refusal(trace_dir, cfg)
+        except TraceError as exc:
+            return RtlTraceRun(False, str(exc))
+        if why:
+            return RtlTraceRun(False, why)
+        sim = self.sims.get(cfg)
+        if sim is None:
+            build = self.build_root / f"{cfg.name}-{self.memory}-{self.simulator}"
+            sim = self.sims[cfg] = RtlSimulator(cfg, self.simulator, build, self.memory)
+        try:
+            reply = sim.request(Path(trace_dir).resolve(), reset=True)
+        except RtlError as exc:
+            sim.close()
+            del self.sims[cfg]
+            return RtlTraceRun(False, _failure(str(sim.error or exc)))
+        if not reply.get("ok"):
+            return RtlTraceRun(False, reply.get("reason", "failed"))
+        if not reply["crc_checks"]:
+            return RtlTraceRun(False, f"{trace_dir}: the trace checked nothing")
+        return RtlTraceRun(True, cycles=reply["trace_cycles"], crc_checks=reply["crc_checks"],
+                           engine_cycles=reply["cycles"], engine_seconds=reply["seconds"])
+
+    def close(self) -> None:
+        for sim in self.sims.values():
+            sim.close()
+        self.sims.clear()
+
+    def __enter__(self) -> TracePlayer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def play(trace_dir: Path, cfg: HwConfig, simulator: str = "icarus",
          build_root: Path = BUILD_ROOT, memory: str = "axi") -> RtlTraceRun:
     """Run the trace in ``trace_dir`` on the RTL engine for ``cfg``, in ``simulator``, its
-    memory one of :data:`MEMORIES`."""
-    if memory not in MEMORIES:
-        raise ValueError(f"engine memory {memory!r} not in {', '.join(MEMORIES)}")
-    build = build_root / f"{trace_dir.name}-{memory}-{simulator}"
-    try:
-        summary = run_cocotb(cfg, build, top=_TOPS[memory], test_module="trace_tb",
-                             tb_dir=DEFAULT_TB_DIR, simulator=simulator,
-                             extra_env={"OPENDLA_TRACE": str(trace_dir.resolve()),
-                                        "OPENDLA_RTL_MEMORY": memory})
-    except SimulationFailed as exc:
-        log = build / "trace_tb.log"
-        return RtlTraceRun(False, _failure(log.read_text() if log.exists() else str(exc)))
-    return RtlTraceRun(True, cycles=summary["trace_cycles"], crc_checks=summary["crc_checks"],
-                       engine_cycles=summary["wait_cycles"],
-                       engine_seconds=summary["wait_seconds"])
+    memory one of :data:`MEMORIES` (a :class:`TracePlayer` of its own)."""
+    with TracePlayer(simulator, memory, build_root) as player:
+        return player.play(trace_dir, cfg)

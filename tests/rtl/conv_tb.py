@@ -192,9 +192,11 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
     return res
 
 
-async def reset(dut, *inputs: str) -> None:
-    """Start the clock and reset the design with the inputs named held at 0."""
-    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+async def reset(dut, *inputs: str, clock: bool = True) -> None:
+    """Start the clock (``clock``: else it runs already) and reset the design with the
+    inputs named held at 0."""
+    if clock:
+        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
     for name in inputs:
         getattr(dut, name).value = 0

