@@ -37,7 +37,8 @@ demo: $(STAMP)
 # workers take one test at a time, so nothing waits in the queue of the worker that
 # builds the bitstream and the RTL simulations overlap the rest of the suite.
 test: $(STAMP) tools
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --maxprocesses 4 --dist load --maxschedchunk 1
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --maxprocesses 4 --dist load --maxschedchunk 1 \
+	  --durations=20
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not rtl and not fpga and not conformance"
