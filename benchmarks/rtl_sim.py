@@ -19,7 +19,8 @@ The rate printed is of the engine's run alone - from the op enable to the
 interrupt, while the testbench only waits for the interrupt pin (and serves
 the bus, with ``axi``) - next to the whole simulation's (register writes,
 memory loads and the CRC read-back included).  Issue 8's aim: >= 50,000
-cycles/s on Verilator.  Builds take about a minute each on Verilator.
+cycles/s on Verilator.  Verilator compiles each design in about a minute, once
+(the compiled simulation is kept in ``build/rtl/cache``).
 """
 
 from __future__ import annotations

@@ -59,12 +59,46 @@ ALIGNED = {f"NVDLA_{r}" for r in (
     "SDP.D_DST_BASE_ADDR_LOW", "SDP.D_DST_LINE_STRIDE", "SDP.D_DST_SURFACE_STRIDE")}
 
 
+#: fields the engine implements at one value only: register, field, that value, and what
+#: the other values ask for
+FIXED_FIELDS = {
+    **{(f"NVDLA_{unit}.D_MISC_CFG", f): (0, what) for unit in ("CDMA", "CSC")
+       for f, what in (("CONV_MODE", "Winograd convolution"),
+                       ("IN_PRECISION", "int16 or fp16 input"),
+                       ("PROC_PRECISION", "int16 or fp16 arithmetic"))},
+    **{(f"NVDLA_{unit}.D_MISC_CFG", f): (0, what) for unit in ("CMAC_A", "CMAC_B", "CACC")
+       for f, what in (("CONV_MODE", "Winograd convolution"),
+                       ("PROC_PRECISION", "int16 or fp16 arithmetic"))},
+    **{(f"NVDLA_{unit}.D_BATCH_NUMBER", "BATCHES"): (0, "batches of several cubes")
+       for unit in ("CDMA", "CSC", "CACC")},
+    ("NVDLA_CDMA.D_DATAIN_FORMAT", "DATAIN_FORMAT"): (0, "image (pixel) input"),
+    ("NVDLA_CSC.D_DATAIN_FORMAT", "DATAIN_FORMAT"): (0, "image (pixel) input"),
+    ("NVDLA_CDMA.D_CVT_CFG", "CVT_EN"): (0, "CDMA's input data conversion"),
+    ("NVDLA_CDMA.D_WEIGHT_FORMAT", "WEIGHT_FORMAT"): (0, "compressed weights"),
+    ("NVDLA_CSC.D_WEIGHT_FORMAT", "WEIGHT_FORMAT"): (0, "compressed weights"),
+    ("NVDLA_SDP.D_FEATURE_MODE_CFG", "OUTPUT_DST"): (0, "SDP output to PDP"),
+    ("NVDLA_SDP.D_FEATURE_MODE_CFG", "WINOGRAD"): (0, "Winograd output"),
+    ("NVDLA_SDP.D_FEATURE_MODE_CFG", "BATCH_NUMBER"): (0, "batches of several cubes"),
+    ("NVDLA_SDP.D_DATA_FORMAT", "PROC_PRECISION"): (0, "int16 or fp16 arithmetic"),
+    ("NVDLA_SDP.D_DATA_FORMAT", "OUT_PRECISION"): (0, "int16 or fp16 output"),
+    ("NVDLA_SDP.D_DP_EW_CFG", "EW_BYPASS"): (1, "SDP's element-wise (Y) stage"),
+}
+
+
 def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
-    """Why the engine cannot run a trace writing ``value`` to ``symbol`` (None: it can)."""
+    """Why the engine cannot run a trace writing ``value`` to ``symbol`` (None: it can).
+    CDMA and CSC's data and weight reuse flags are accepted: the engine fetches the cube
+    and the weights for every operation, which gives what reusing them would."""
     reg = lookup(symbol)
     if reg.unit not in CONV_UNITS:
         return f"{reg.symbol} belongs to {reg.unit}, which the RTL engine does not implement"
     name = reg.name
+    for field in reg.fields:
+        fixed = FIXED_FIELDS.get((f"{reg.unit}.{name}", field.name))
+        if fixed is not None and field_get(value, reg, field.name) != fixed[0]:
+            return (f"{reg.symbol}={value:#x}: {field.name}="
+                    f"{field_get(value, reg, field.name)} asks for {fixed[1]}, which the "
+                    f"engine does not implement ({field.name}={fixed[0]} only)")
     if reg.unit == "NVDLA_SDP_RDMA":
         for dma in ("BRDMA", "NRDMA", "ERDMA"):
             if name == f"D_{dma}_CFG" and not field_get(value, reg, f"{dma}_DISABLE"):
