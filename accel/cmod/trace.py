@@ -17,7 +17,6 @@ carries a ``note`` saying so (``strict=True`` skips it instead).
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 import zlib
@@ -369,17 +368,19 @@ def run_traces(paths: Iterable[str | Path], preset: str | None = None,
     if backend not in TRACE_BACKENDS:
         raise ValueError(f"trace backend {backend!r} is not one of {', '.join(TRACE_BACKENDS)}")
     results = []
-    player = contextlib.nullcontext()
+    player = None
     if backend == "rtl":
         from accel.rtl.trace_player import TracePlayer
 
         player = TracePlayer(simulator, memory)
-    with player:
+    try:
         for trace_dir in find_traces(paths):
             res = run_trace(trace_dir, preset, strict=strict, backend=backend,
-                            simulator=simulator, memory=memory,
-                            player=player if backend == "rtl" else None)
+                            simulator=simulator, memory=memory, player=player)
             results.append(res)
             if progress is not None:
                 progress(res)
+    finally:
+        if player is not None:
+            player.close()
     return results

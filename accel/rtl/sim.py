@@ -43,10 +43,13 @@ BUILD_ARGS = {"icarus": [], "verilator": ["-Wno-fatal"]}
 #: cocotb 2 needs Verilator 5.036 or newer (Debian's 5.006 is too old)
 MIN_VERILATOR = (5, 36)
 
-#: compiled simulations, one directory per design and build options (``build/rtl/cache``
-#: of the source checkout, or ``OPENDLA_RTL_CACHE``)
-CACHE_DIR = Path(os.environ.get("OPENDLA_RTL_CACHE",
-                                DEFAULT_TB_DIR.parents[1] / "build" / "rtl" / "cache"))
+#: where simulations write their Verilog, logs and results: ``build/rtl`` of the source
+#: checkout (gitignored)
+BUILD_DIR = DEFAULT_TB_DIR.parents[1] / "build" / "rtl"
+
+#: compiled simulations, one directory per design and build options (``OPENDLA_RTL_CACHE``
+#: overrides)
+CACHE_DIR = Path(os.environ.get("OPENDLA_RTL_CACHE", BUILD_DIR / "cache"))
 
 #: the simulation's time unit and precision
 TIMESCALE = ("1ns", "1ps")
@@ -130,7 +133,7 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
         if cached:
             # the runner's test() uses the settings its build() records: build() still
             # runs, without its commands
-            runner._build_command = list
+            runner._build_command = lambda: []
         log = out / f"{simulator}-build.log"
         try:       # the simulator's compile output goes to a file, not the caller's stdout
             runner.build(sources=[verilog], hdl_toplevel=top, build_dir=out, always=True,

@@ -14,8 +14,9 @@ With ``memory="ram"`` the engine runs on the board's block RAM instead (the
 ``engine_ram`` top): the testbench loads the trace's memory image into it and
 reads results back, and the engine's bus traffic stays inside the simulator -
 the fast way to simulate it.  Only what the engine implements can run: a trace
-that programs another unit fails at load, before any simulation starts, with
-the register named.
+that programs another unit, or a field at a value the engine does not
+implement (:data:`FIXED_FIELDS`), fails at load, before any simulation starts,
+with the register named.
 
 The runtime's ``rtl`` backend (:mod:`accel.rtl.cosim`) plays its recorded
 convolutions through the same :class:`RtlSimulator`, without the resets.
@@ -42,11 +43,11 @@ from accel.cmod.trace import TraceError, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
 from accel.rtl.csb_regs import CONV_UNITS
-from accel.rtl.sim import DEFAULT_TB_DIR, run_cocotb
+from accel.rtl.sim import BUILD_DIR, DEFAULT_TB_DIR, run_cocotb
 from accel.runtime.errors import RuntimeFault
 
-#: where each configuration's simulation writes its Verilog and logs (gitignored)
-BUILD_ROOT = Path("build") / "rtl" / "traces"
+#: where each configuration's simulation writes its Verilog and logs
+BUILD_ROOT = BUILD_DIR / "traces"
 
 
 #: the address registers the engine's DMAs use: upper halves, and what must be atom aligned

@@ -37,17 +37,27 @@ def test_every_nv_small_dc_trace_passes_on_verilator(capsys) -> None:
     assert all(r["cycles"] > 0 and "verilator" in r["note"] for r in passed)
 
 
-def test_traces_in_one_icarus_simulation(capsys) -> None:
-    """Icarus, the default simulator: two traces in one simulation, the engine reset
-    between them (the second starts from its register groups' reset state)."""
+def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
+    """Icarus, the default simulator: three traces in one simulation, the engine reset
+    before each.  The first is NVIDIA's 1x1 trace with a wrong golden CRC: it fails, and
+    the same trace with the right one and a dilated 4x4 trace still pass after it."""
     if shutil.which("iverilog") is None:
         pytest.skip("iverilog not installed (apt-get install -y iverilog)")
-    names = ("dc_1x1x8_1x1x8x1_int8_0", "dc_8x8x36_4x4x36x16_dilation_int8_0")
-    paths = [str(shared_path("nvdla", "traces", "nv_small", name)) for name in names]
-    assert main(["trace", "run", "--backend", "rtl", "--json", *paths]) == 0
+    one = shared_path("nvdla", "traces", "nv_small", "dc_1x1x8_1x1x8x1_int8_0")
+    broken = tmp_path / "nv_small" / "dc_wrong_golden"
+    shutil.copytree(one, broken)
+    cfg = broken / f"{one.name}.cfg"
+    text = cfg.read_text()
+    assert "0x8f68a2ae);" in text                     # the golden CRC of NVIDIA's trace
+    cfg.write_text(text.replace("0x8f68a2ae);", "0x8f68a2af);"))
+    dilated = shared_path("nvdla", "traces", "nv_small", "dc_8x8x36_4x4x36x16_dilation_int8_0")
+    assert main(["trace", "run", "--backend", "rtl", "--preset", "nv_small", "--json",
+                 str(broken), str(one), str(dilated)]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert doc["summary"] == {"pass": 2, "fail": 0, "skip": 0}
-    assert all(r["cycles"] > 0 for r in doc["results"])
+    assert doc["summary"] == {"pass": 2, "fail": 1, "skip": 0}
+    first = doc["results"][0]
+    assert first["result"] == "fail" and "golden 0x8f68a2af" in first["reason"]
+    assert all(r["result"] == "pass" and r["cycles"] > 0 for r in doc["results"][1:])
 
 
 def test_a_trace_for_another_unit_is_refused_at_load(monkeypatch) -> None:
