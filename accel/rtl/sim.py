@@ -129,7 +129,9 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)    # released when the file closes
-        cached = (out / "built").exists()
+        # what the simulator runs: Icarus's compiled design, Verilator's executable
+        product = out / ("sim.vvp" if simulator == "icarus" else top)
+        cached = (out / "built").exists() and product.exists()
         if cached:
             # the runner's test() uses the settings its build() records: build() still
             # runs, without its commands
