@@ -360,11 +360,12 @@ def find_traces(paths: Iterable[str | Path]) -> list[Path]:
 def run_traces(paths: Iterable[str | Path], preset: str | None = None,
                progress: Callable[[TraceResult], None] | None = None,
                strict: bool = False, backend: str = "cmod", simulator: str = "icarus",
-               memory: str = "axi") -> list[TraceResult]:
+               memory: str = "axi", announce: Callable[[str], None] | None = None
+               ) -> list[TraceResult]:
     """Run every trace under ``paths`` on ``backend``; ``progress`` is called after each one.
     ``simulator`` and ``memory``: of the ``rtl`` backend (:func:`run_trace`), which
     builds and starts the engine's simulation once per configuration for all the
-    traces."""
+    traces, telling ``announce`` when it starts one."""
     if backend not in TRACE_BACKENDS:
         raise ValueError(f"trace backend {backend!r} is not one of {', '.join(TRACE_BACKENDS)}")
     results = []
@@ -372,7 +373,7 @@ def run_traces(paths: Iterable[str | Path], preset: str | None = None,
     if backend == "rtl":
         from accel.rtl.trace_player import TracePlayer
 
-        player = TracePlayer(simulator, memory)
+        player = TracePlayer(simulator, memory, announce=announce)
     try:
         for trace_dir in find_traces(paths):
             res = run_trace(trace_dir, preset, strict=strict, backend=backend,

@@ -34,7 +34,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from accel.cmod.trace import TraceError, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
 from accel.rtl.csb_regs import CONV_UNITS
-from accel.rtl.sim import BUILD_DIR, DEFAULT_TB_DIR, run_cocotb
+from accel.rtl.sim import BUILD_DIR, CACHE_DIR, DEFAULT_TB_DIR, run_cocotb
 from accel.runtime.errors import RuntimeFault
 
 #: where each configuration's simulation writes its Verilog and logs
@@ -271,13 +271,17 @@ class TracePlayer:
     :data:`MEMORIES`: one simulation per configuration, started at its first trace and
     reset before each trace (registers, group pointers, interrupt status; the memories
     are loaded anew).  A simulation that stops fails its trace and is started again for
-    the next one.  Close it (or use it as a context manager) to end the simulations."""
+    the next one.  ``announce`` is told, in a sentence, when a simulation starts (the
+    first trace of a configuration waits for it, and for the engine's compilation the
+    first time).  Close it (or use it as a context manager) to end the simulations."""
 
     def __init__(self, simulator: str = "icarus", memory: str = "axi",
-                 build_root: Path = BUILD_ROOT) -> None:
+                 build_root: Path = BUILD_ROOT,
+                 announce: Callable[[str], None] | None = None) -> None:
         if memory not in MEMORIES:
             raise ValueError(f"engine memory {memory!r} not in {', '.join(MEMORIES)}")
         self.simulator, self.memory, self.build_root = simulator, memory, Path(build_root)
+        self.announce = announce
         self.sims: dict[HwConfig, RtlSimulator] = {}
 
     def play(self, trace_dir: Path, cfg: HwConfig) -> RtlTraceRun:
@@ -290,6 +294,10 @@ class TracePlayer:
             return RtlTraceRun(False, why)
         sim = self.sims.get(cfg)
         if sim is None:
+            if self.announce is not None:
+                self.announce(f"starting the {self.simulator} simulation of the {cfg.name} "
+                              f"engine ({self.memory} memory; an engine not compiled before "
+                              f"is compiled first, into {CACHE_DIR})")
             build = self.build_root / f"{cfg.name}-{self.memory}-{self.simulator}"
             sim = self.sims[cfg] = RtlSimulator(cfg, self.simulator, build, self.memory)
         try:

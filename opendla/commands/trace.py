@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 
 from accel.config import PRESETS
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
                              strict=getattr(args, "strict", False),
                              backend=getattr(args, "backend", "cmod"),
                              simulator=getattr(args, "simulator", "icarus"),
-                             memory=getattr(args, "memory", "axi"))
+                             memory=getattr(args, "memory", "axi"),
+                             announce=lambda text: print(text, file=sys.stderr, flush=True))
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}

@@ -53,8 +53,11 @@ def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
     dilated = shared_path("nvdla", "traces", "nv_small", "dc_8x8x36_4x4x36x16_dilation_int8_0")
     assert main(["trace", "run", "--backend", "rtl", "--preset", "nv_small", "--json",
                  str(broken), str(one), str(dilated)]) == 1
-    doc = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
     assert doc["summary"] == {"pass": 2, "fail": 1, "skip": 0}
+    # one simulation for the three traces, announced once
+    assert err.count("starting the icarus simulation of the nv_small engine") == 1
     first = doc["results"][0]
     assert first["result"] == "fail" and "golden 0x8f68a2af" in first["reason"]
     assert all(r["result"] == "pass" and r["cycles"] > 0 for r in doc["results"][1:])
