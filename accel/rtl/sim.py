@@ -51,6 +51,10 @@ BUILD_DIR = DEFAULT_TB_DIR.parents[1] / "build" / "rtl"
 #: overrides)
 CACHE_DIR = Path(os.environ.get("OPENDLA_RTL_CACHE", BUILD_DIR / "cache"))
 
+#: what a compiled simulation no longer needs once built: Verilator's object files,
+#: archives and precompiled headers
+INTERMEDIATES = ("*.gch", "*.o", "*.a")
+
 #: the simulation's time unit and precision
 TIMESCALE = ("1ns", "1ps")
 
@@ -145,6 +149,13 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
             tail = "\n".join(log.read_text().splitlines()[-25:]) if log.exists() else ""
             raise SimulationFailed(f"building {top} with {simulator} failed ({exc}; log "
                                    f"{log}):\n{tail}") from None
+        if not cached:
+            # a design is never compiled again in place (its directory is named by its
+            # hash): the compiler's intermediates, 180 MB of precompiled headers for the
+            # engine on Verilator, go
+            for pattern in INTERMEDIATES:
+                for path in out.glob(pattern):
+                    path.unlink()
         (out / "built").touch()
     return out
 
