@@ -118,11 +118,11 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
     return None
 
 
-def refusal(trace_dir: Path, hw: HwConfig) -> str | None:
-    """Why the engine cannot play the trace in ``trace_dir`` (None: it can): the first
-    register access :func:`unsupported` refuses, with the file and line."""
-    cfg_path = find_cfg(trace_dir)
-    for cmd in parse_cfg(cfg_path):
+def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
+    """Why the engine cannot play a trace (None: it can), given its ``.cfg`` file and the
+    commands parsed from it: the first register access :func:`unsupported` refuses, with
+    the file and line."""
+    for cmd in cmds:
         if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
             value = parse_int(cmd.args[1]) if cmd.name == "reg_write" else 0
             why = unsupported(cmd.args[0], value, hw)
@@ -287,7 +287,8 @@ class TracePlayer:
     def play(self, trace_dir: Path, cfg: HwConfig) -> RtlTraceRun:
         """Run the trace in ``trace_dir`` on the engine for ``cfg`` and check its CRCs."""
         try:
-            why = refusal(trace_dir, cfg)
+            cfg_path = find_cfg(trace_dir)
+            why = refusal(cfg_path, parse_cfg(cfg_path), cfg)
         except TraceError as exc:
             return RtlTraceRun(False, str(exc))
         if why:

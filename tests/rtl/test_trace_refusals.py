@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from accel.cmod.trace import find_cfg, parse_cfg
 from accel.config import get_preset
 from accel.rtl.trace_player import refusal, unsupported
 from tests.conftest import shared_path
@@ -40,11 +41,16 @@ def test_what_the_engine_implements_passes(symbol: str, value: int) -> None:
     assert unsupported(symbol, value, NV_SMALL) is None
 
 
+def _refusal(trace) -> str | None:
+    cfg_path = find_cfg(trace)
+    return refusal(cfg_path, parse_cfg(cfg_path), NV_SMALL)
+
+
 def test_nvidias_image_traces_are_refused_and_the_dc_traces_are_not() -> None:
     root = shared_path("nvdla", "traces", "nv_small")
     for trace in sorted(root.iterdir()):
         if trace.name.startswith("img_"):
-            why = refusal(trace, NV_SMALL)
+            why = _refusal(trace)
             assert why is not None and "DATAIN_FORMAT=1" in why and "image" in why, trace
         elif trace.name.startswith("dc_"):
-            assert refusal(trace, NV_SMALL) is None, trace
+            assert _refusal(trace) is None, trace

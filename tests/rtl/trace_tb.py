@@ -1,8 +1,10 @@
 """NVIDIA's direct-convolution traces on the RTL engine (``accel/rtl/conv_engine.py``).
 
-The trace (``OPENDLA_TRACE``: its directory) is played as the cmodel's trace
-player plays it (:mod:`accel.cmod.trace`: the same parser, memory files and
-golden CRCs), with the engine on the CSB and its AXI4 port served by
+Traces arrive on request (``serve``: a JSON line per trace on the pipe named by
+``OPENDLA_TRACE_REQUESTS``, from :class:`accel.rtl.trace_player.RtlSimulator`),
+and each is played as the cmodel's trace player plays it
+(:mod:`accel.cmod.trace`: the same parser, memory files and golden CRCs), with
+the engine on the CSB and its AXI4 port served by
 ``cocotbext-axi``'s AXI slave over the trace's memory image: every
 ``reg_write`` goes to the engine's CSB port, ``poll_reg_equal`` reads it,
 ``intr_notify`` waits for the engine's interrupt pin and acknowledges the
@@ -198,11 +200,11 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
     """Play the trace in directory ``trace`` on the engine; its memory image becomes
     ``target``'s.  Returns the CRC checks, cycles, the cycles and seconds spent waiting
     for interrupts (the engine running) and the memory image."""
-    why = refusal(trace, hw)          # what the engine lacks: an error, before anything runs
-    if why:
-        raise TraceError(why)
     cfg_path = find_cfg(trace)
     cmds = parse_cfg(cfg_path)
+    why = refusal(cfg_path, cmds, hw)  # what the engine lacks: an error, before anything runs
+    if why:
+        raise TraceError(why)
     dram = target.dram = Dram()
     target.faults.clear()
     ram = target if isinstance(target, RamTarget) else None
@@ -247,9 +249,6 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
             if ram is not None:
                 await ram.fetch(base, size)
             region = dram.read(base, size)
-            dump = os.environ.get("OPENDLA_TRACE_DUMP")
-            if dump:
-                np.save(dump, region)
             crc = zlib.crc32(region.tobytes()) & 0xFFFFFFFF
             assert crc == golden, f"{where}: CRC {crc:#010x}, golden {golden:#010x}"
             checks += 1
@@ -309,15 +308,8 @@ async def play_trace(dut) -> None:
         attach_memory(dut, target=target)
     await reset(dut, *inputs)
     path = os.environ.get("OPENDLA_RTL_SUMMARY")
-    requests = os.environ.get("OPENDLA_TRACE_REQUESTS")
-    if requests:
-        summary = await serve(dut, hw, target, requests, os.environ["OPENDLA_TRACE_REPLIES"],
-                              inputs)
-    else:
-        trace = Path(os.environ["OPENDLA_TRACE"])
-        res = await play(dut, trace, hw, target)
-        assert res["crc_checks"] > 0, "the trace checked nothing"
-        summary = {"trace": trace.name, **{k: v for k, v in res.items() if k != "dram"}}
+    summary = await serve(dut, hw, target, os.environ["OPENDLA_TRACE_REQUESTS"],
+                          os.environ["OPENDLA_TRACE_REPLIES"], inputs)
     if path:
         with open(path, "w") as f:
             json.dump({**summary, "sim_time_ns": get_sim_time("ns"), "clock_ns": CLOCK_NS}, f)
