@@ -38,7 +38,11 @@ from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac, pipeline_depth
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 
-SIZE_BITS = 12
+#: bits of a size the registers give as a 13-bit field plus one (cube width, height and
+#: channels, kernels, output width and height: up to 8192)
+SIZE_BITS = 14
+#: bits of a kernel width or height (5-bit field plus one: up to 32) and of a dilation
+KERNEL_BITS = 6
 
 
 class ConvConfigLayout(data.StructLayout):
@@ -50,9 +54,9 @@ class ConvConfigLayout(data.StructLayout):
     def __init__(self) -> None:
         size = unsigned(SIZE_BITS)
         super().__init__({
-            "c": size, "h": size, "w": size, "k": size, "r": 4, "s": 4,
-            "stride_x": 4, "stride_y": 4, "dilation_x": 4, "dilation_y": 4,
-            "pad_left": 4, "pad_top": 4, "out_w": size, "out_h": size,
+            "c": size, "h": size, "w": size, "k": size, "r": KERNEL_BITS, "s": KERNEL_BITS,
+            "stride_x": 4, "stride_y": 4, "dilation_x": KERNEL_BITS, "dilation_y": KERNEL_BITS,
+            "pad_left": 5, "pad_top": 5, "out_w": size, "out_h": size,
             "channel_groups": size, "kernel_groups": size, "stripe_points": size,
             "pad_value": signed(8),
             "post": ConfigLayout(),
@@ -298,8 +302,8 @@ class _Rounds:
         self.cfg, self.total = cfg, total
         self.kg = Signal(SIZE_BITS, name=f"{name}_kg")
         self.cg = Signal(SIZE_BITS, name=f"{name}_cg")
-        self.r = Signal(4, name=f"{name}_r")
-        self.s = Signal(4, name=f"{name}_s")
+        self.r = Signal(KERNEL_BITS, name=f"{name}_r")
+        self.s = Signal(KERNEL_BITS, name=f"{name}_s")
         self.stripe = Signal(2 * SIZE_BITS, name=f"{name}_stripe")     # its first point
         self.stripe_y = Signal(SIZE_BITS, name=f"{name}_stripe_y")
         self.stripe_x = Signal(SIZE_BITS, name=f"{name}_stripe_x")

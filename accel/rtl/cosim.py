@@ -42,7 +42,6 @@ from accel.cmod.trace_writer import TraceBuilder
 from accel.config import HwConfig
 from accel.layout import CubeLayout
 from accel.regs import lookup
-from accel.rtl.conv_core import SIZE_BITS
 from accel.rtl.conv_engine import OPERAND_ENTRIES
 from accel.rtl.csb_regs import d_registers
 from accel.rtl.generate import TRACE_ENTRIES
@@ -162,14 +161,9 @@ class RtlDla(Dla):
             return "SDP Y (EW/LUT) stages"
         _, c, h, w, _, _ = plan.feature
         cgs, kgs = -(-c // hw.atomic_c), -(-geo.k // hw.atomic_k)
-        if max(c, h, w, geo.k, geo.out_h, geo.out_w) >= 1 << SIZE_BITS:
-            return f"cubes of {1 << SIZE_BITS} or more in a dimension"
         if cgs * h * w > self.entries or kgs * cgs * geo.r * geo.s * hw.atomic_k > \
                 self.entries or kgs > OPERAND_ENTRIES:
             return "convolutions larger than the engine's memories"
-        if max(geo.r, geo.s, geo.stride_x, geo.stride_y, geo.dil_x, geo.dil_y,
-               geo.pad_left, geo.pad_top) > 15:
-            return "kernels, strides, dilations or padding above 15"
         return None
 
     def _registers(self, units: list[str]) -> list[tuple[str, int]]:

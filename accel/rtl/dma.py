@@ -38,7 +38,13 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
-from accel.rtl.conv_core import SIZE_BITS, operand_layout, operand_write_layout, write_layout
+from accel.rtl.conv_core import (
+    KERNEL_BITS,
+    SIZE_BITS,
+    operand_layout,
+    operand_write_layout,
+    write_layout,
+)
 from accel.rtl.postproc import ResultLayout
 
 ADDR_BITS = 32
@@ -60,7 +66,7 @@ class FetchConfigLayout(data.StructLayout):
         size = SIZE_BITS
         super().__init__({
             "feature_addr": ADDR_BITS, "line_stride": ADDR_BITS, "surf_stride": ADDR_BITS,
-            "c": size, "h": size, "w": size, "k": size, "r": 4, "s": 4,
+            "c": size, "h": size, "w": size, "k": size, "r": KERNEL_BITS, "s": KERNEL_BITS,
             "channel_groups": size, "kernel_groups": size,
             "weight_addr": ADDR_BITS, "weight_bytes": ADDR_BITS,
             "x1": OperandFetchLayout(), "x2": OperandFetchLayout(),
@@ -147,7 +153,7 @@ class ConvFetch(wiring.Component):
         buf = Signal(8 * cap)
         count = Signal(range(cap + 1))
         wkg, wcg, wkk = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(range(n_k))
-        wr, ws = Signal(4), Signal(4)
+        wr, ws = Signal(KERNEL_BITS), Signal(KERNEL_BITS)
         c_last, k_last = Signal(SIZE_BITS), Signal(SIZE_BITS)
         entries_done = Signal()
         level = Signal(range(self.entries[1] + 1))

