@@ -6,16 +6,21 @@ sequencer walks them (NVDLA's CBUF banks hold the same atoms):
 * feature atom ``(cg, y, x)`` (``atomic_c`` channels of group ``cg``) at
   ``(cg * H + y) * W + x``;
 * weight entry of kernel ``kg * atomic_k + k``, channel group ``cg``, tap
-  ``(r, s)`` at ``(((kg * CG + cg) * R + r) * S + s) * atomic_k + k``; kernels
-  past ``K`` and channels past ``C`` hold zeros.
+  ``(r, s)`` at ``(((kg * CG + cg) * R + r) * S + s) * atomic_k + k``; channels
+  past ``C`` hold zeros, the entries of kernels past ``K`` are never read.
 
 For every kernel group, the output points are taken in raster order in
 stripes of at most ``points`` (the CACC's entries), balanced
 (:func:`stripe_points`).  For every (channel
-group, kernel tap) of a stripe the sequencer loads the group's ``atomic_k``
-kernels into the MAC array, then sends one feature atom per point: the input
-pixel ``(oy * SY + r * DY - PAD_TOP, ox * SX + s * DX - PAD_LEFT)``, or the pad
-value outside the cube, with the lanes past ``C`` masked.  The CACC adds the
+group, kernel tap) of a stripe - a *round* - the sequencer loads the group's
+``atomic_k`` kernels into the MAC array's shadow bank, then sends one feature
+atom per point: the input pixel ``(oy * SY + r * DY - PAD_TOP, ox * SX + s *
+DX - PAD_LEFT)``, or the pad value outside the cube, with the lanes past ``C``
+masked.  The round's first atom swaps the banks, in the cycle after its last
+kernel entered at the earliest; the next round's kernels enter from that same
+cycle on, so a round costs ``max(kernels, points)`` cycles.  In the last
+kernel group only the ``K mod atomic_k`` real kernels are loaded (the others
+once per stripe, as zeros).  The CACC adds the
 partial sums up per point and hands each finished point to the
 post-processing pipeline (:mod:`accel.rtl.postproc`), whose int8 beats leave
 on ``out`` in the same order: kernel group, then point.
@@ -143,30 +148,48 @@ class ConvCore(wiring.Component):
         rounds_started = Signal(32)       # rounds whose first atom (the swap) was accepted
 
         # ---- the kernel loader: the next round's kernels into the shadow bank --------------
+        # A round loads ``atomic_k`` kernels, but in the last kernel group only its
+        # ``k_last`` real ones: the others are loaded as zeros (masked beats) in the first
+        # round of each stripe and stay zero in the shadow bank, which no later beat of the
+        # stripe overwrites.
         lw = _Rounds(m, "load", cfg, total, self.points)
         k = Signal(range(n_k))
+        k_last = Signal(range(n_k + 1))
+        m.d.comb += k_last.eq((cfg.k - 1)[:n_k.bit_length() - 1] + 1)
+        last_kg = Signal()
+        m.d.comb += last_kg.eq(lw.kg == cfg.kernel_groups - 1)
+        kernels = Signal(range(n_k + 1))    # beats of this round
+        m.d.comb += kernels.eq(Mux(last_kg & ~lw.first_round, k_last, n_k))
         load_round = Signal(32)
         loading = Signal()                # the loader has rounds left
+        # the beat waiting for the MAC array: its kernel, round, whether it is zero and
+        # whether it is its round's last
         w_valid, w_kernel = Signal(), Signal(range(n_k))
+        w_round, w_zero, w_last = Signal(32), Signal(), Signal()
+        w_accepted = Signal()
+        m.d.comb += w_accepted.eq(cmac.weight.valid & cmac.weight.ready)
         w_free = Signal()
-        m.d.comb += w_free.eq(~w_valid | cmac.weight.ready)
+        m.d.comb += w_free.eq(~w_valid | w_accepted)
         w_fire = Signal()
         w_addr = Signal(range(self.weight_entries))
         m.d.comb += w_addr.eq((((lw.kg * cfg.channel_groups + lw.cg) * cfg.r + lw.r)
                                * cfg.s + lw.s) * n_k + k)
-        m.d.comb += w_fire.eq(loading & w_free & (load_round <= rounds_started)
+        # a round's kernels are read while the round before them waits in the shadow bank,
+        # and enter it with (or after) that round's swap
+        m.d.comb += w_fire.eq(loading & w_free & (load_round <= rounds_started + 1)
                               & (w_addr < self.weight_level))
         m.d.comb += [w_rd.en.eq(w_fire), w_rd.addr.eq(w_addr)]
         with m.If(w_free):
             m.d.sync += w_valid.eq(w_fire)
             with m.If(w_fire):
-                m.d.sync += w_kernel.eq(k)
+                m.d.sync += [w_kernel.eq(k), w_round.eq(load_round),
+                             w_zero.eq(last_kg & (k >= k_last)), w_last.eq(k == kernels - 1)]
         with m.If(w_fire):
             m.d.sync += k.eq(k + 1)
-            with m.If(k == n_k - 1):
+            with m.If(k == kernels - 1):
                 m.d.sync += [k.eq(0), load_round.eq(load_round + 1)]
                 lw.advance(m, loading)
-        with m.If(cmac.weight.valid & cmac.weight.ready & (w_kernel == n_k - 1)):
+        with m.If(w_accepted & w_last):
             m.d.sync += rounds_loaded.eq(rounds_loaded + 1)
 
         # ---- the atom sender: one atom per point of the stripe and round ------------------
@@ -177,10 +200,14 @@ class ConvCore(wiring.Component):
         d_valid, d_pad, d_mask = Signal(), Signal(), Signal(n_c)
         d_point, d_first, d_last, d_swap = (Signal(range(self.points)), Signal(), Signal(),
                                             Signal())
+        # a round's swap atom waits in the sender's register until the round's last kernel
+        # entered the shadow bank in an earlier cycle
+        d_allowed = Signal()
+        m.d.comb += d_allowed.eq(~d_swap | (rounds_started < rounds_loaded))
         d_free = Signal()
-        m.d.comb += d_free.eq(~d_valid | cmac.data.ready)
+        m.d.comb += d_free.eq(~d_valid | (d_allowed & cmac.data.ready))
         d_fire = Signal()
-        m.d.comb += d_fire.eq(running & d_free & (send_round < rounds_loaded))
+        m.d.comb += d_fire.eq(running & d_free & (send_round <= rounds_loaded))
         iy = Signal(signed(2 * SIZE_BITS + 2))
         ix = Signal(signed(2 * SIZE_BITS + 2))
         m.d.comb += [iy.eq(oy * cfg.stride_y + sd.r * cfg.dilation_y - cfg.pad_top),
@@ -230,11 +257,13 @@ class ConvCore(wiring.Component):
 
         # ---- into the MAC array ------------------------------------------------------
         m.d.comb += [
-            cmac.weight.valid.eq(w_valid),
+            # a beat of the round after the waiting one enters with that round's swap
+            cmac.weight.valid.eq(w_valid & (w_round <= rounds_started
+                                            + (cmac.data.valid & d_swap))),
             cmac.weight.payload.data.eq(w_rd.data),
-            cmac.weight.payload.mask.eq((1 << n_c) - 1),
+            cmac.weight.payload.mask.eq(Mux(w_zero, 0, (1 << n_c) - 1)),
             cmac.weight.payload.kernel.eq(w_kernel),
-            cmac.data.valid.eq(d_valid),
+            cmac.data.valid.eq(d_valid & d_allowed),
             cmac.data.payload.mask.eq(d_mask),
             cmac.data.payload.swap.eq(d_swap),
         ]

@@ -16,10 +16,11 @@ one :class:`~accel.rtl.axi.AxiReader`:
 3. **Weights** (CDMA): ``WEIGHT_BYTES`` from ``WEIGHT_ADDR`` in NVDLA's
    direct-convolution order (kernel group, channel group, tap, kernel,
    channel - channels and kernels of the last groups packed without padding)
-   through a byte aligner into weight memory entries, kernels past ``K``
-   written as zeros.  ``ready`` rises when 1 and 2 are done: the convolution
-   starts while the weights stream in, the sequencer reading an entry only
-   once ``weight_level`` has passed it.
+   through a byte aligner into weight memory entries; the entries of kernels
+   past ``K`` are skipped, not written (the sequencer loads zeros for them).
+   ``ready`` rises when 1 and 2 are done: the convolution starts while the
+   weights stream in, the sequencer reading an entry only once
+   ``weight_level`` has passed it.
 
 :class:`OutputWriter` is SDP's write DMA: every output beat (``atomic_k``
 channels of one point, kernel group by kernel group in raster order) to
@@ -160,13 +161,16 @@ class ConvFetch(wiring.Component):
         m.d.comb += self.weight_level.eq(level)
         nc = Signal(range(n_c + 1))
         m.d.comb += nc.eq(Mux(wcg == cfg.channel_groups - 1, c_last, n_c))
-        exists = Signal()
-        m.d.comb += exists.eq((wkg != cfg.kernel_groups - 1) | (wkk < k_last))
+        # the last kernel of this (kernel group, channel group, tap): the entries of the
+        # kernels past K are not written (the sequencer loads zeros for them)
+        group_end = Signal()
+        m.d.comb += group_end.eq(Mux(wkg == cfg.kernel_groups - 1, wkk == k_last - 1,
+                                     wkk == n_k - 1))
         weighing = Signal()
         write_now = Signal()
-        m.d.comb += write_now.eq(weighing & ~entries_done & (~exists | (count >= nc)))
+        m.d.comb += write_now.eq(weighing & ~entries_done & (count >= nc))
         take = Signal(range(n_c + 1))
-        m.d.comb += take.eq(Mux(write_now & exists, nc, 0))
+        m.d.comb += take.eq(Mux(write_now, nc, 0))
         after = Signal(8 * cap)
         count_after = Signal(range(cap + 1))
         m.d.comb += [after.eq(buf >> (take * 8)), count_after.eq(count - take)]
@@ -175,12 +179,12 @@ class ConvFetch(wiring.Component):
         ww = self.weight_write
         m.d.comb += [ww.en.eq(write_now), ww.addr.eq(level)]
         for lane in range(n_c):
-            m.d.comb += ww.data[lane].eq(Mux(exists & (lane < nc), buf[8 * lane:8 * lane + 8], 0))
+            m.d.comb += ww.data[lane].eq(Mux(lane < nc, buf[8 * lane:8 * lane + 8], 0))
         with m.If(write_now):
-            m.d.sync += level.eq(level + 1)
-            with m.If(wkk != n_k - 1):
-                m.d.sync += wkk.eq(wkk + 1)
-            with m.Else():
+            with m.If(~group_end):
+                m.d.sync += [wkk.eq(wkk + 1), level.eq(level + 1)]
+            with m.Else():                      # the level skips the kernels past K
+                m.d.sync += level.eq(level + n_k - wkk)
                 m.d.sync += wkk.eq(0)
                 with m.If(ws != cfg.s - 1):
                     m.d.sync += ws.eq(ws + 1)
