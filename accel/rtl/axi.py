@@ -7,8 +7,8 @@ interconnect attaches by name.  IDs are constant 0: every read is in order,
 and writes are counted until their responses return.
 
 * :class:`AxiReader` turns a command (byte address, beats) into INCR bursts of
-  at most 256 beats that never cross a 4 KiB boundary (the AXI rule), one
-  burst in flight, and hands the data beats on in order.
+  at most 256 beats that never cross a 4 KiB boundary (the AXI rule), a few
+  bursts in flight, and hands the data beats on in order.
 * :class:`AxiWriter` writes one beat per request (address, data, byte
   strobes) with up to ``outstanding`` responses in flight; ``idle`` says every
   write has been answered.
@@ -76,17 +76,23 @@ def _size_code(data_bytes: int) -> int:
 class AxiReader(wiring.Component):
     """Reads ``beats`` consecutive bus words from ``addr`` (bus aligned) per command.
 
+    The address side issues a command's bursts back to back while at most
+    ``bursts`` are unanswered, and takes the next command once it has issued
+    the last one, so the next command's first burst goes out while the data of
+    the one before still arrives: a stream of short commands (a feature cube's
+    lines) keeps the data channel busy.  Bursts are answered in order (one ID).
+
     Attributes
     ----------
-    cmd : ``In(stream)`` of ``addr``, ``beats``; accepted when the reader is idle
-    data : ``Out(stream)`` of bus words, in address order
-    busy : ``Out(1)`` while a command is under way
+    cmd : ``In(stream)`` of ``addr``, ``beats``; taken when the address side is free
+    data : ``Out(stream)`` of bus words, in command and address order
+    busy : ``Out(1)`` while a command's bursts are being issued or answered
     bus_error : ``Out(1)``, sticky: a read response was not OKAY
     axi : the AXI4 read channels
     """
 
-    def __init__(self, addr_width: int = 32, data_bytes: int = 8) -> None:
-        self.addr_width, self.data_bytes = addr_width, data_bytes
+    def __init__(self, addr_width: int = 32, data_bytes: int = 8, bursts: int = 4) -> None:
+        self.addr_width, self.data_bytes, self.bursts = addr_width, data_bytes, bursts
         self.size = _size_code(data_bytes)
         super().__init__({
             "cmd": In(stream.Signature(data.StructLayout({"addr": addr_width,
@@ -100,7 +106,7 @@ class AxiReader(wiring.Component):
         m = Module()
         axi = self.axi
         addr = Signal(self.addr_width)
-        remaining = Signal(BEAT_BITS)
+        remaining = Signal(BEAT_BITS)           # beats of the command not yet requested
         # beats to the next 4 KiB boundary, and this burst's beats
         to_boundary = Signal(13 - self.size + 1)
         m.d.comb += to_boundary.eq((4096 - addr[:12]) >> self.size)
@@ -113,29 +119,30 @@ class AxiReader(wiring.Component):
         m.d.comb += [self.data.payload.eq(axi.rdata)]
         with m.If(axi.rvalid & axi.rready & (axi.rresp != 0)):
             m.d.sync += self.bus_error.eq(1)
-        with m.FSM() as fsm:
-            with m.State("IDLE"):
-                with m.If(self.cmd.valid & (self.cmd.payload.beats != 0)):
-                    m.d.sync += [addr.eq(self.cmd.payload.addr),
-                                 remaining.eq(self.cmd.payload.beats)]
-                    m.next = "ADDRESS"
-            with m.State("ADDRESS"):
-                with m.If(axi.arready):
-                    m.d.sync += [addr.eq(addr + (burst << self.size)),
-                                 remaining.eq(remaining - burst)]
-                    m.next = "DATA"
-            with m.State("DATA"):
-                with m.If(axi.rvalid & axi.rready & axi.rlast):
-                    with m.If(remaining == 0):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "ADDRESS"
+        # bursts requested and not yet answered by their last beat
+        in_flight = Signal(range(self.bursts + 1))
+        requested = Signal()
+        answered = Signal()
+        m.d.comb += [requested.eq(axi.arvalid & axi.arready),
+                     answered.eq(axi.rvalid & axi.rready & axi.rlast)]
+        with m.If(requested & ~answered):
+            m.d.sync += in_flight.eq(in_flight + 1)
+        with m.Elif(answered & ~requested):
+            m.d.sync += in_flight.eq(in_flight - 1)
+        issuing = Signal()                      # a command's bursts are being requested
+        m.d.comb += self.cmd.ready.eq(~issuing)
+        with m.If(self.cmd.valid & ~issuing & (self.cmd.payload.beats != 0)):
+            m.d.sync += [addr.eq(self.cmd.payload.addr), remaining.eq(self.cmd.payload.beats),
+                         issuing.eq(1)]
+        with m.If(requested):
+            m.d.sync += [addr.eq(addr + (burst << self.size)), remaining.eq(remaining - burst)]
+            with m.If(remaining == burst):
+                m.d.sync += issuing.eq(0)
         m.d.comb += [
-            self.cmd.ready.eq(fsm.ongoing("IDLE")),
-            axi.arvalid.eq(fsm.ongoing("ADDRESS")),
-            self.data.valid.eq(fsm.ongoing("DATA") & axi.rvalid),
-            axi.rready.eq(fsm.ongoing("DATA") & self.data.ready),
-            self.busy.eq(~fsm.ongoing("IDLE")),
+            axi.arvalid.eq(issuing & (in_flight < self.bursts)),
+            self.data.valid.eq(axi.rvalid),
+            axi.rready.eq(self.data.ready),
+            self.busy.eq(issuing | (in_flight != 0)),
         ]
         return m
 

@@ -102,8 +102,9 @@ class ConvCore(wiring.Component):
     start : ``In(1)``, a one-cycle pulse; ``busy`` : ``Out(1)`` until every atom is sent
     feature_write, weight_write : ``In`` address / data / enable of the memories (the
     feature entries in lane groups of one memory atom)
-    weight_level : ``In``: weight entries written so far; the sequencer reads an entry
-    only below it, so the weights may stream in while the convolution runs
+    feature_level, weight_level : ``In``: entries of the feature / weight memory written
+    so far (every entry below the level is complete); the sequencer reads an entry only
+    below it, so the input and the weights may stream in while the convolution runs
     out : ``Out(stream.Signature(ResultLayout(cfg)))``
     """
 
@@ -119,6 +120,7 @@ class ConvCore(wiring.Component):
             "feature_write": In(write_layout(cfg, feature_entries,
                                              cfg.atomic_c // cfg.atom_size)),
             "weight_write": In(write_layout(cfg, weight_entries)),
+            "feature_level": In(range(feature_entries + 1)),
             "weight_level": In(range(weight_entries + 1)),
             "operand_write": In(operand_write_layout(cfg, operand_entries)),
             "out": Out(stream.Signature(ResultLayout(cfg))),
@@ -206,15 +208,20 @@ class ConvCore(wiring.Component):
         m.d.comb += d_allowed.eq(~d_swap | (rounds_started < rounds_loaded))
         d_free = Signal()
         m.d.comb += d_free.eq(~d_valid | (d_allowed & cmac.data.ready))
-        d_fire = Signal()
-        m.d.comb += d_fire.eq(running & d_free & (send_round <= rounds_loaded))
         iy = Signal(signed(2 * SIZE_BITS + 2))
         ix = Signal(signed(2 * SIZE_BITS + 2))
         m.d.comb += [iy.eq(oy * cfg.stride_y + sd.r * cfg.dilation_y - cfg.pad_top),
                      ix.eq(ox * cfg.stride_x + sd.s * cfg.dilation_x - cfg.pad_left)]
         inside = Signal()
         m.d.comb += inside.eq((iy >= 0) & (iy < cfg.h) & (ix >= 0) & (ix < cfg.w))
-        m.d.comb += [f_rd.en.eq(d_fire), f_rd.addr.eq((sd.cg * cfg.h + iy) * cfg.w + ix)]
+        f_addr = Signal(signed(3 * SIZE_BITS + 4))
+        m.d.comb += f_addr.eq((sd.cg * cfg.h + iy) * cfg.w + ix)
+        # an atom is read once its round's kernels are loaded or loading, and its pixel is
+        # padding or in memory
+        d_fire = Signal()
+        m.d.comb += d_fire.eq(running & d_free & (send_round <= rounds_loaded)
+                              & (~inside | (f_addr < self.feature_level)))
+        m.d.comb += [f_rd.en.eq(d_fire), f_rd.addr.eq(f_addr)]
         remaining = Signal(signed(SIZE_BITS + 2))
         m.d.comb += remaining.eq(cfg.c - sd.cg * n_c)
         mask = Signal(n_c)

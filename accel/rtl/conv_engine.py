@@ -75,6 +75,7 @@ class ConvEngine(wiring.Component):
                      core.weight_write.eq(fetch.weight_write),
                      core.operand_write.eq(fetch.operand_write),
                      core.weight_level.eq(fetch.weight_level),
+                     core.feature_level.eq(fetch.feature_level),
                      self.bus_error.eq(fetch.bus_error | wdma.bus_error)]
         connect_channels(m, self.axi, fetch.axi)
         connect_channels(m, self.axi, wdma.axi)

@@ -38,7 +38,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
-from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
+from accel.rtl.axi import BEAT_BITS, AxiReader, AxiWriter, read_signature, write_signature
 from accel.rtl.conv_core import (
     KERNEL_BITS,
     SIZE_BITS,
@@ -108,6 +108,7 @@ class ConvFetch(wiring.Component):
             "cfg": In(FetchConfigLayout()),
             "start": In(1), "ready": Out(1), "done": Out(1),
             "weight_level": Out(range(weight_entries + 1)),
+            "feature_level": Out(range(feature_entries + 1)),
             "feature_write": Out(write_layout(cfg, feature_entries, feature_groups(cfg))),
             "weight_write": Out(write_layout(cfg, weight_entries)),
             "operand_write": Out(operand_write_layout(cfg, operand_entries)),
@@ -126,14 +127,77 @@ class ConvFetch(wiring.Component):
         cmd = reader.cmd
         beat = reader.data
 
-        # ---- features -------------------------------------------------------------
+        ready, done = Signal(), Signal()
+        # After the operands, the features and the weights stream in one after the other,
+        # the smaller first: the convolution runs from ``ready`` on, each of its reads
+        # waiting for its entry, so it follows the larger of the two as it arrives.
+        body = Signal()                          # features and weights under way
+        weights_first = Signal()
+        c_phase, d_phase = Signal(2), Signal(2)  # commands / data: 0 first, 1 second, 2 done
+        c_features = Signal()
+        c_weights = Signal()
+        d_features = Signal()
+        d_weights = Signal()
+        m.d.comb += [c_features.eq(body & (c_phase == Mux(weights_first, 1, 0))),
+                     c_weights.eq(body & (c_phase == Mux(weights_first, 0, 1))),
+                     d_features.eq(body & (d_phase == Mux(weights_first, 1, 0))),
+                     d_weights.eq(body & (d_phase == Mux(weights_first, 0, 1)))]
+
+        # ---- features: a command per line of each surface that exists, issued ahead of
+        # the data; the data fill the lane groups of entry (cg * H + y) * W + x
+        fc_surface, fc_y = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        fc_surf_addr, fc_line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        fc_more = Signal()
+        m.d.comb += fc_more.eq(fc_surface * bus < cfg.c)
+        fd_surface = Signal(SIZE_BITS)
         cg, j, y, x = (Signal(SIZE_BITS), Signal(range(groups)), Signal(SIZE_BITS),
                        Signal(SIZE_BITS))
-        surface = Signal(SIZE_BITS + 4)
-        surf_addr, line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
         row_base, cg_base = Signal(range(self.entries[0] + 1)), Signal(range(self.entries[0] + 1))
+        feature_beat = Signal()
+        m.d.comb += feature_beat.eq(d_features & beat.valid)
         fw = self.feature_write
-        ready, done = Signal(), Signal()
+        m.d.comb += [fw.en.eq(Mux(feature_beat, 1 << j, 0)), fw.addr.eq(row_base + x)]
+        for g in range(groups):
+            for lane in range(bus):
+                m.d.comb += fw.data[g * bus + lane].eq(beat.payload[8 * lane:8 * lane + 8])
+        with m.If(c_features & cmd.ready):
+            with m.If(~fc_more):
+                m.d.sync += c_phase.eq(c_phase + 1)
+            with m.Elif(fc_y != cfg.h - 1):
+                m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride)]
+            with m.Else():
+                m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
+                             fc_surf_addr.eq(fc_surf_addr + cfg.surf_stride),
+                             fc_line_addr.eq(fc_surf_addr + cfg.surf_stride)]
+        with m.If(feature_beat):
+            m.d.sync += x.eq(x + 1)
+            with m.If(x == cfg.w - 1):
+                m.d.sync += x.eq(0)
+                with m.If(y != cfg.h - 1):
+                    m.d.sync += [y.eq(y + 1), row_base.eq(row_base + cfg.w)]
+                with m.Else():
+                    m.d.sync += [y.eq(0), fd_surface.eq(fd_surface + 1)]
+                    with m.If((fd_surface + 1) * bus >= cfg.c):      # the last surface
+                        m.d.sync += d_phase.eq(d_phase + 1)
+                    with m.Elif(j != groups - 1):
+                        m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
+                    with m.Else():
+                        # the next channel group's entries follow this one's H x W
+                        m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + cfg.h * cfg.w),
+                                     row_base.eq(cg_base + cfg.h * cfg.w)]
+        # entries below the level hold all their channels: the whole cube once it is in,
+        # else the entries of the channel groups before, and in a group's last surface
+        # those before the data's position
+        features_in = Signal()
+        m.d.comb += features_in.eq(body & ~d_features & (d_phase != 0) | done)
+        flevel = Signal.like(self.feature_level)
+        with m.If(features_in):
+            m.d.sync += flevel.eq(self.entries[0])
+        with m.Elif(j == groups - 1):
+            m.d.sync += flevel.eq(row_base + x)
+        with m.Else():
+            m.d.sync += flevel.eq(cg_base)
+        m.d.comb += self.feature_level.eq(flevel)
 
         # ---- operands ----------------------------------------------------------------
         kg = Signal(SIZE_BITS)
@@ -149,7 +213,7 @@ class ConvFetch(wiring.Component):
         ow = self.operand_write
         decoded = _decode_operands(m, Cat(*words), st, n_k)
 
-        # ---- weights -------------------------------------------------------------------
+        # ---- weights: one command; the aligner fills entries as words arrive -------------
         cap = n_c + bus                        # aligner bytes
         buf = Signal(8 * cap)
         count = Signal(range(cap + 1))
@@ -159,6 +223,9 @@ class ConvFetch(wiring.Component):
         entries_done = Signal()
         level = Signal(range(self.entries[1] + 1))
         m.d.comb += self.weight_level.eq(level)
+        weight_words = Signal(BEAT_BITS)
+        m.d.comb += weight_words.eq((cfg.weight_bytes + bus - 1) >> (bus.bit_length() - 1))
+        wd_beats = Signal(BEAT_BITS)             # weight words still to arrive
         nc = Signal(range(n_c + 1))
         m.d.comb += nc.eq(Mux(wcg == cfg.channel_groups - 1, c_last, n_c))
         # the last kernel of this (kernel group, channel group, tap): the entries of the
@@ -166,9 +233,8 @@ class ConvFetch(wiring.Component):
         group_end = Signal()
         m.d.comb += group_end.eq(Mux(wkg == cfg.kernel_groups - 1, wkk == k_last - 1,
                                      wkk == n_k - 1))
-        weighing = Signal()
         write_now = Signal()
-        m.d.comb += write_now.eq(weighing & ~entries_done & (count >= nc))
+        m.d.comb += write_now.eq(body & ~entries_done & (count >= nc))
         take = Signal(range(n_c + 1))
         m.d.comb += take.eq(Mux(write_now, nc, 0))
         after = Signal(8 * cap)
@@ -198,60 +264,43 @@ class ConvFetch(wiring.Component):
                         m.d.sync += wkg.eq(wkg + 1)
                     with m.Else():
                         m.d.sync += entries_done.eq(1)
+        # a weight word is taken while the aligner has room for it (words past the last
+        # entry are dropped)
+        weight_beat = Signal()
+        m.d.comb += weight_beat.eq(d_weights & beat.valid & (entries_done | room))
         accept = Signal()
-        m.d.comb += accept.eq(weighing & beat.valid & beat.ready & ~entries_done)
-        with m.If(weighing):
+        m.d.comb += accept.eq(weight_beat & ~entries_done)
+        with m.If(body):
             m.d.sync += [buf.eq(Mux(accept, after | (beat.payload << (count_after * 8)), after)),
                          count.eq(count_after + Mux(accept, bus, 0))]
+        with m.If(c_weights & cmd.ready):
+            m.d.sync += c_phase.eq(c_phase + 1)
+        with m.If(weight_beat):
+            m.d.sync += wd_beats.eq(wd_beats - 1)
+            with m.If(wd_beats == 1):
+                m.d.sync += d_phase.eq(d_phase + 1)
 
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [ready.eq(0), done.eq(0), cg.eq(0), j.eq(0), y.eq(0), surface.eq(0),
-                                 surf_addr.eq(cfg.feature_addr), line_addr.eq(cfg.feature_addr),
+                    m.d.sync += [ready.eq(0), done.eq(0),
+                                 fc_surface.eq(0), fc_y.eq(0),
+                                 fc_surf_addr.eq(cfg.feature_addr),
+                                 fc_line_addr.eq(cfg.feature_addr),
+                                 fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
                                  row_base.eq(0), cg_base.eq(0),
                                  kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
                                  x2_addr.eq(cfg.x2.addr),
                                  wkg.eq(0), wcg.eq(0), wkk.eq(0), wr.eq(0), ws.eq(0), level.eq(0),
                                  count.eq(0), buf.eq(0), entries_done.eq(0),
+                                 wd_beats.eq(weight_words),
+                                 weights_first.eq(cfg.weight_bytes < cfg.c * cfg.h * cfg.w),
                                  c_last.eq(cfg.c - ((cfg.channel_groups - 1) * n_c)),
                                  k_last.eq(cfg.k - ((cfg.kernel_groups - 1) * n_k))]
-                    m.next = "FEATURE_LINE"
-            # ---- features: one burst per line of each surface that exists
-            with m.State("FEATURE_LINE"):
-                with m.If(surface * hw.atom_size >= cfg.c):
-                    m.next = "NEXT_SURFACE"
-                with m.Elif(cmd.ready):
-                    m.d.sync += x.eq(0)
-                    m.next = "FEATURE_DATA"
-            with m.State("FEATURE_DATA"):
-                with m.If(beat.valid):
-                    m.d.sync += x.eq(x + 1)
-                    with m.If(x == cfg.w - 1):
-                        m.next = "NEXT_LINE"
-            with m.State("NEXT_LINE"):
-                with m.If(y != cfg.h - 1):
-                    m.d.sync += [y.eq(y + 1), line_addr.eq(line_addr + cfg.line_stride),
-                                 row_base.eq(row_base + cfg.w)]
-                    m.next = "FEATURE_LINE"
-                with m.Else():
-                    m.next = "NEXT_SURFACE"
-            with m.State("NEXT_SURFACE"):
-                m.d.sync += [y.eq(0), surface.eq(surface + 1),
-                             surf_addr.eq(surf_addr + cfg.surf_stride),
-                             line_addr.eq(surf_addr + cfg.surf_stride)]
-                with m.If(j != groups - 1):
-                    m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
-                    m.next = "FEATURE_LINE"
-                with m.Elif(cg != cfg.channel_groups - 1):
-                    # the next channel group's entries follow this one's H x W
-                    m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + cfg.h * cfg.w),
-                                 row_base.eq(cg_base + cfg.h * cfg.w)]
-                    m.next = "FEATURE_LINE"
-                with m.Elif(cfg.x1.fetch | cfg.x2.fetch):
-                    m.next = "OPERAND_WORDS"
-                with m.Else():
-                    m.next = "WEIGHTS"
+                    with m.If(cfg.x1.fetch | cfg.x2.fetch):
+                        m.next = "OPERAND_WORDS"
+                    with m.Else():
+                        m.next = "START"
             # ---- SDP operands: per kernel group, X1's then X2's elements
             with m.State("OPERAND_WORDS"):
                 with m.If(~st.fetch):
@@ -281,41 +330,31 @@ class ConvFetch(wiring.Component):
                 with m.Else():
                     m.d.sync += [stage.eq(0), kg.eq(kg + 1)]
                     with m.If(kg == cfg.kernel_groups - 1):
-                        m.next = "WEIGHTS"
+                        m.next = "START"
                     with m.Else():
                         m.next = "OPERAND_WORDS"
-            # ---- weights: one command; the aligner fills entries as words arrive
-            with m.State("WEIGHTS"):
-                m.d.sync += ready.eq(1)
-                with m.If(cmd.ready):
-                    m.next = "WEIGHT_DATA"
-            with m.State("WEIGHT_DATA"):
-                with m.If(entries_done & ~reader.busy):
-                    m.d.sync += done.eq(1)
+            with m.State("START"):
+                m.d.sync += [ready.eq(1), body.eq(1), c_phase.eq(0),
+                             d_phase.eq(0)]
+                m.next = "BODY"
+            with m.State("BODY"):
+                with m.If((d_phase == 2) & entries_done & ~reader.busy):
+                    m.d.sync += [done.eq(1), body.eq(0)]
                     m.next = "IDLE"
-        weight_words = (cfg.weight_bytes + bus - 1) >> (bus.bit_length() - 1)
-        feature_line = fsm.ongoing("FEATURE_LINE") & (surface * hw.atom_size < cfg.c)
         operand_words = fsm.ongoing("OPERAND_WORDS") & st.fetch
-        weights_cmd = fsm.ongoing("WEIGHTS")
+        feature_line = c_features & fc_more
         m.d.comb += [
-            cmd.valid.eq(feature_line | operand_words | weights_cmd),
-            cmd.payload.addr.eq(Mux(feature_line, line_addr,
-                                    Mux(weights_cmd, cfg.weight_addr,
+            cmd.valid.eq(feature_line | operand_words | c_weights),
+            cmd.payload.addr.eq(Mux(feature_line, fc_line_addr,
+                                    Mux(c_weights, cfg.weight_addr,
                                         Mux(stage, x2_addr, x1_addr)))),
-            cmd.payload.beats.eq(Mux(feature_line, cfg.w, Mux(weights_cmd, weight_words, esize))),
-            weighing.eq(fsm.ongoing("WEIGHT_DATA")),
-            beat.ready.eq(fsm.ongoing("FEATURE_DATA") | fsm.ongoing("OPERAND_DATA")
-                          | (weighing & (entries_done | room))),
-            fw.en.eq(Mux(fsm.ongoing("FEATURE_DATA") & beat.valid, 1 << j, 0)),
-            fw.addr.eq(row_base + x),
+            cmd.payload.beats.eq(Mux(feature_line, cfg.w, Mux(c_weights, weight_words, esize))),
+            beat.ready.eq(d_features | fsm.ongoing("OPERAND_DATA") | weight_beat),
             ow.en.eq(fsm.ongoing("NEXT_STAGE") & stage),
             ow.addr.eq(kg),
             self.ready.eq(ready),
             self.done.eq(done),
         ]
-        for g in range(groups):
-            for lane in range(hw.atom_size):
-                m.d.comb += fw.data[g * hw.atom_size + lane].eq(beat.payload[8 * lane:8 * lane + 8])
         m.d.comb += ow.data.eq(assembled)
         return m
 

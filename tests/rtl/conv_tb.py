@@ -251,6 +251,7 @@ async def random_convolutions(dut) -> None:
     rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
     await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write")
     dut.weight_level.value = (1 << len(dut.weight_level)) - 1     # every entry is loaded
+    dut.feature_level.value = (1 << len(dut.feature_level)) - 1
     checked = stalled = saturated = 0
     for case in range(CONFIGS):
         conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
@@ -284,6 +285,7 @@ async def cycles_against_the_cmodel(dut) -> None:
     rng = np.random.default_rng(7)
     await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write")
     dut.weight_level.value = (1 << len(dut.weight_level)) - 1     # every entry is loaded
+    dut.feature_level.value = (1 << len(dut.feature_level)) - 1
     rows = []
     for case, (c, k, h, w, r, s, stride, pad) in enumerate(TIMED):
         oh = (h + 2 * pad - r) // stride + 1
