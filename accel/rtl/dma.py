@@ -1,26 +1,31 @@
 """The engine's DMAs over AXI4: CDMA and SDP_RDMA fetch, SDP's write DMA.
 
-:class:`ConvFetch` does the reads of a direct convolution, in this order, over
-one :class:`~accel.rtl.axi.AxiReader`:
+:class:`ConvFetch` does the reads of a direct convolution over one
+:class:`~accel.rtl.axi.AxiReader` (several bursts in flight):
 
-1. **Features** (CDMA): the input cube in NVDLA's feature layout (a surface of
+1. **SDP operands** first (SDP_RDMA, per-kernel mode): for every kernel
+   group, the ``atomic_k`` elements of X1's (BRDMA) and X2's (NRDMA) packed
+   1x1xC operand cubes - one or two 8/16-bit components each (ALU first) -
+   into one operand memory entry.  Then ``ready`` rises and the convolution
+   starts; each of its reads waits until ``feature_level`` / ``weight_level``
+   has passed the entry, so it runs as the input and the weights arrive.
+2. **Features** (CDMA): the input cube in NVDLA's feature layout (a surface of
    ``atom`` channels per ``SURF_STRIDE``, a line of ``W`` atoms per
-   ``LINE_STRIDE``), one burst per line, into the feature memory: the
+   ``LINE_STRIDE``), one command per line, into the feature memory: the
    ``atomic_c / atom`` surfaces of channel group ``cg`` fill the lane groups
    of entry ``(cg * H + y) * W + x``.  Surfaces past ``C`` do not exist in
    memory and are not read (the sequencer masks those lanes).
-2. **SDP operands** (SDP_RDMA, per-kernel mode): for every kernel group, the
-   ``atomic_k`` elements of X1's (BRDMA) and X2's (NRDMA) packed 1x1xC
-   operand cubes - one or two 8/16-bit components each (ALU first) - into one
-   operand memory entry.
 3. **Weights** (CDMA): ``WEIGHT_BYTES`` from ``WEIGHT_ADDR`` in NVDLA's
    direct-convolution order (kernel group, channel group, tap, kernel,
    channel - channels and kernels of the last groups packed without padding)
    through a byte aligner into weight memory entries; the entries of kernels
    past ``K`` are skipped, not written (the sequencer loads zeros for them).
-   ``ready`` rises when 1 and 2 are done: the convolution starts while the
-   weights stream in, the sequencer reading an entry only once
-   ``weight_level`` has passed it.
+
+The commands of 2 and 3 interleave in the order the convolution's first
+kernel group consumes them: a channel group's lines, then that channel
+group's weights of the first kernel group, and so on; the other kernel
+groups' weights after the last line.  A tag per command (weights or a line,
+and its words) routes the data as they come back.
 
 :class:`OutputWriter` is SDP's write DMA: every output beat (``atomic_k``
 channels of one point, kernel group by kernel group in raster order) to
@@ -34,7 +39,7 @@ output beat is one word.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
@@ -49,6 +54,8 @@ from accel.rtl.conv_core import (
 from accel.rtl.postproc import ResultLayout
 
 ADDR_BITS = 32
+#: bursts the CDMA's reader keeps in flight
+READ_BURSTS = 4
 #: SDP_RDMA ``DATA_USE`` codes
 USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
 
@@ -121,54 +128,86 @@ class ConvFetch(wiring.Component):
         hw, cfg = self.hw, self.cfg
         bus, n_c, n_k = hw.atom_size, hw.atomic_c, hw.atomic_k
         groups = feature_groups(hw)
-        m.submodules.reader = reader = AxiReader(ADDR_BITS, bus)
+        m.submodules.reader = reader = AxiReader(ADDR_BITS, bus, bursts=READ_BURSTS)
         wiring.connect(m, wiring.flipped(self.axi), reader.axi)
         m.d.comb += self.bus_error.eq(reader.bus_error)
         cmd = reader.cmd
         beat = reader.data
-
         ready, done = Signal(), Signal()
-        # After the operands, the features and the weights stream in one after the other,
-        # the smaller first: the convolution runs from ``ready`` on, each of its reads
-        # waiting for its entry, so it follows the larger of the two as it arrives.
         body = Signal()                          # features and weights under way
-        weights_first = Signal()
-        c_phase, d_phase = Signal(2), Signal(2)  # commands / data: 0 first, 1 second, 2 done
-        c_features = Signal()
-        c_weights = Signal()
-        d_features = Signal()
-        d_weights = Signal()
-        m.d.comb += [c_features.eq(body & (c_phase == Mux(weights_first, 1, 0))),
-                     c_weights.eq(body & (c_phase == Mux(weights_first, 0, 1))),
-                     d_features.eq(body & (d_phase == Mux(weights_first, 1, 0))),
-                     d_weights.eq(body & (d_phase == Mux(weights_first, 0, 1)))]
+        # what each command issued in the body reads, in order: its words and whether
+        # they are weights (else one line of features)
+        m.submodules.tags = tags = fifo.SyncFIFO(width=BEAT_BITS + 1, depth=READ_BURSTS + 4)
+        tag_beats, tag_weights = tags.r_data[:BEAT_BITS], tags.r_data[BEAT_BITS]
+        issue = Signal()                         # a body command is taken now
 
-        # ---- features: a command per line of each surface that exists, issued ahead of
-        # the data; the data fill the lane groups of entry (cg * H + y) * W + x
+        # ---- features, commands: one per line of each surface that exists -------------
         fc_surface, fc_y = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        fc_j = Signal(range(groups))
         fc_surf_addr, fc_line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
         fc_more = Signal()
         m.d.comb += fc_more.eq(fc_surface * bus < cfg.c)
+        fc_issue = Signal()
+        group_issued = Signal()                  # the command of a channel group's last line
+        m.d.comb += group_issued.eq(fc_issue & (fc_y == cfg.h - 1)
+                                    & ((fc_j == groups - 1) | ((fc_surface + 1) * bus >= cfg.c)))
+        with m.If(fc_issue):
+            with m.If(fc_y != cfg.h - 1):
+                m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride)]
+            with m.Else():
+                m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
+                             fc_j.eq(Mux(fc_j == groups - 1, 0, fc_j + 1)),
+                             fc_surf_addr.eq(fc_surf_addr + cfg.surf_stride),
+                             fc_line_addr.eq(fc_surf_addr + cfg.surf_stride)]
+
+        # ---- weights, commands: the stream in pieces, interleaved with the features: after
+        # a channel group's lines, the words of the first kernel group's weights for it
+        # (the convolution's first rounds need both), the rest after the last line
+        wc_addr, wc_left = Signal(ADDR_BITS), Signal(BEAT_BITS)
+        credit = Signal(BEAT_BITS)               # weight words to read before the next line
+        block = Signal(BEAT_BITS)                # words of one channel group's first kernels
+        weight_words = Signal(BEAT_BITS)
+        m.d.comb += weight_words.eq((cfg.weight_bytes + bus - 1) >> (bus.bit_length() - 1))
+        piece = Signal(BEAT_BITS)
+        m.d.comb += piece.eq(Mux(~fc_more | (credit > wc_left), wc_left, credit))
+        wc_issue = Signal()
+        with m.If(wc_issue):
+            m.d.sync += [wc_addr.eq(wc_addr + (piece << (bus.bit_length() - 1))),
+                         wc_left.eq(wc_left - piece), credit.eq(credit - piece)]
+        with m.If(group_issued):
+            m.d.sync += credit.eq(credit + block)
+        # weights (within their credit, or all once the lines are issued) before lines
+        wc_ready = Signal()
+        m.d.comb += wc_ready.eq((wc_left != 0) & (~fc_more | (credit != 0)))
+        body_cmd = Signal()
+        m.d.comb += [body_cmd.eq(body & tags.w_rdy & (wc_ready | fc_more)),
+                     issue.eq(body_cmd & cmd.ready),
+                     wc_issue.eq(issue & wc_ready), fc_issue.eq(issue & ~wc_ready)]
+        m.d.comb += [tags.w_en.eq(issue),
+                     tags.w_data.eq(Cat(Mux(wc_ready, piece, cfg.w).as_unsigned()
+                                        [:BEAT_BITS], wc_ready))]
+
+        # ---- data: routed by the tag of the command they answer --------------------------
+        got = Signal(BEAT_BITS)                  # words of the current command so far
+        feature_beat, weight_beat = Signal(), Signal()
+        with m.If(beat.valid & beat.ready & body):
+            m.d.sync += got.eq(got + 1)
+            with m.If(got == tag_beats - 1):
+                m.d.sync += got.eq(0)
+        m.d.comb += tags.r_en.eq(beat.valid & beat.ready & body & (got == tag_beats - 1))
+
+        # features: the lane groups of entry (cg * H + y) * W + x
         fd_surface = Signal(SIZE_BITS)
         cg, j, y, x = (Signal(SIZE_BITS), Signal(range(groups)), Signal(SIZE_BITS),
                        Signal(SIZE_BITS))
         row_base, cg_base = Signal(range(self.entries[0] + 1)), Signal(range(self.entries[0] + 1))
-        feature_beat = Signal()
-        m.d.comb += feature_beat.eq(d_features & beat.valid)
+        features_in = Signal()
+        m.d.comb += feature_beat.eq(body & tags.r_rdy & ~tag_weights & beat.valid)
         fw = self.feature_write
         m.d.comb += [fw.en.eq(Mux(feature_beat, 1 << j, 0)), fw.addr.eq(row_base + x)]
         for g in range(groups):
             for lane in range(bus):
                 m.d.comb += fw.data[g * bus + lane].eq(beat.payload[8 * lane:8 * lane + 8])
-        with m.If(c_features & cmd.ready):
-            with m.If(~fc_more):
-                m.d.sync += c_phase.eq(c_phase + 1)
-            with m.Elif(fc_y != cfg.h - 1):
-                m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride)]
-            with m.Else():
-                m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
-                             fc_surf_addr.eq(fc_surf_addr + cfg.surf_stride),
-                             fc_line_addr.eq(fc_surf_addr + cfg.surf_stride)]
         with m.If(feature_beat):
             m.d.sync += x.eq(x + 1)
             with m.If(x == cfg.w - 1):
@@ -178,7 +217,7 @@ class ConvFetch(wiring.Component):
                 with m.Else():
                     m.d.sync += [y.eq(0), fd_surface.eq(fd_surface + 1)]
                     with m.If((fd_surface + 1) * bus >= cfg.c):      # the last surface
-                        m.d.sync += d_phase.eq(d_phase + 1)
+                        m.d.sync += features_in.eq(1)
                     with m.Elif(j != groups - 1):
                         m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
                     with m.Else():
@@ -188,8 +227,6 @@ class ConvFetch(wiring.Component):
         # entries below the level hold all their channels: the whole cube once it is in,
         # else the entries of the channel groups before, and in a group's last surface
         # those before the data's position
-        features_in = Signal()
-        m.d.comb += features_in.eq(body & ~d_features & (d_phase != 0) | done)
         flevel = Signal.like(self.feature_level)
         with m.If(features_in):
             m.d.sync += flevel.eq(self.entries[0])
@@ -199,21 +236,8 @@ class ConvFetch(wiring.Component):
             m.d.sync += flevel.eq(cg_base)
         m.d.comb += self.feature_level.eq(flevel)
 
-        # ---- operands ----------------------------------------------------------------
-        kg = Signal(SIZE_BITS)
-        stage = Signal()
-        st = Signal(OperandFetchLayout())          # the stage being fetched
-        m.d.comb += st.eq(Mux(stage, cfg.x2.as_value(), cfg.x1.as_value()))
-        x1_addr, x2_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
-        esize = Signal(3)                       # bytes per element = bus words per kernel group
-        m.d.comb += esize.eq(Mux(st.wide, 2, 1) * Mux(st.use == USE_BOTH, 2, 1))
-        words = Array(Signal(8 * bus, name=f"operand_word{i}") for i in range(4))
-        word = Signal(2)
-        assembled = Signal(operand_layout(hw))
-        ow = self.operand_write
-        decoded = _decode_operands(m, Cat(*words), st, n_k)
-
-        # ---- weights: one command; the aligner fills entries as words arrive -------------
+        # weights: a byte aligner into weight memory entries, in NVDLA's direct-convolution
+        # order
         cap = n_c + bus                        # aligner bytes
         buf = Signal(8 * cap)
         count = Signal(range(cap + 1))
@@ -223,9 +247,6 @@ class ConvFetch(wiring.Component):
         entries_done = Signal()
         level = Signal(range(self.entries[1] + 1))
         m.d.comb += self.weight_level.eq(level)
-        weight_words = Signal(BEAT_BITS)
-        m.d.comb += weight_words.eq((cfg.weight_bytes + bus - 1) >> (bus.bit_length() - 1))
-        wd_beats = Signal(BEAT_BITS)             # weight words still to arrive
         nc = Signal(range(n_c + 1))
         m.d.comb += nc.eq(Mux(wcg == cfg.channel_groups - 1, c_last, n_c))
         # the last kernel of this (kernel group, channel group, tap): the entries of the
@@ -266,35 +287,46 @@ class ConvFetch(wiring.Component):
                         m.d.sync += entries_done.eq(1)
         # a weight word is taken while the aligner has room for it (words past the last
         # entry are dropped)
-        weight_beat = Signal()
-        m.d.comb += weight_beat.eq(d_weights & beat.valid & (entries_done | room))
+        m.d.comb += weight_beat.eq(body & tags.r_rdy & tag_weights & beat.valid
+                                   & (entries_done | room))
         accept = Signal()
         m.d.comb += accept.eq(weight_beat & ~entries_done)
         with m.If(body):
             m.d.sync += [buf.eq(Mux(accept, after | (beat.payload << (count_after * 8)), after)),
                          count.eq(count_after + Mux(accept, bus, 0))]
-        with m.If(c_weights & cmd.ready):
-            m.d.sync += c_phase.eq(c_phase + 1)
-        with m.If(weight_beat):
-            m.d.sync += wd_beats.eq(wd_beats - 1)
-            with m.If(wd_beats == 1):
-                m.d.sync += d_phase.eq(d_phase + 1)
+
+        # ---- operands ----------------------------------------------------------------
+        kg = Signal(SIZE_BITS)
+        stage = Signal()
+        st = Signal(OperandFetchLayout())          # the stage being fetched
+        m.d.comb += st.eq(Mux(stage, cfg.x2.as_value(), cfg.x1.as_value()))
+        x1_addr, x2_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        esize = Signal(3)                       # bytes per element = bus words per kernel group
+        m.d.comb += esize.eq(Mux(st.wide, 2, 1) * Mux(st.use == USE_BOTH, 2, 1))
+        words = Array(Signal(8 * bus, name=f"operand_word{i}") for i in range(4))
+        word = Signal(2)
+        assembled = Signal(operand_layout(hw))
+        ow = self.operand_write
+        decoded = _decode_operands(m, Cat(*words), st, n_k)
 
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [ready.eq(0), done.eq(0),
-                                 fc_surface.eq(0), fc_y.eq(0),
+                                 fc_surface.eq(0), fc_y.eq(0), fc_j.eq(0),
                                  fc_surf_addr.eq(cfg.feature_addr),
                                  fc_line_addr.eq(cfg.feature_addr),
+                                 wc_addr.eq(cfg.weight_addr), wc_left.eq(weight_words),
+                                 credit.eq(0),
+                                 block.eq(cfg.r * cfg.s * Mux(cfg.kernel_groups == 1, cfg.k, n_k)
+                                          * (n_c // bus)),
+                                 got.eq(0), features_in.eq(0),
                                  fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
                                  row_base.eq(0), cg_base.eq(0),
                                  kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
                                  x2_addr.eq(cfg.x2.addr),
                                  wkg.eq(0), wcg.eq(0), wkk.eq(0), wr.eq(0), ws.eq(0), level.eq(0),
                                  count.eq(0), buf.eq(0), entries_done.eq(0),
-                                 wd_beats.eq(weight_words),
-                                 weights_first.eq(cfg.weight_bytes < cfg.c * cfg.h * cfg.w),
                                  c_last.eq(cfg.c - ((cfg.channel_groups - 1) * n_c)),
                                  k_last.eq(cfg.k - ((cfg.kernel_groups - 1) * n_k))]
                     with m.If(cfg.x1.fetch | cfg.x2.fetch):
@@ -333,23 +365,24 @@ class ConvFetch(wiring.Component):
                         m.next = "START"
                     with m.Else():
                         m.next = "OPERAND_WORDS"
+            # ---- the input and the weights: the convolution starts, each of its reads
+            # waiting for its entry
             with m.State("START"):
-                m.d.sync += [ready.eq(1), body.eq(1), c_phase.eq(0),
-                             d_phase.eq(0)]
+                m.d.sync += [ready.eq(1), body.eq(1)]
                 m.next = "BODY"
             with m.State("BODY"):
-                with m.If((d_phase == 2) & entries_done & ~reader.busy):
+                with m.If(~fc_more & (wc_left == 0) & ~tags.r_rdy & entries_done
+                          & ~reader.busy):
                     m.d.sync += [done.eq(1), body.eq(0)]
                     m.next = "IDLE"
         operand_words = fsm.ongoing("OPERAND_WORDS") & st.fetch
-        feature_line = c_features & fc_more
         m.d.comb += [
-            cmd.valid.eq(feature_line | operand_words | c_weights),
-            cmd.payload.addr.eq(Mux(feature_line, fc_line_addr,
-                                    Mux(c_weights, cfg.weight_addr,
-                                        Mux(stage, x2_addr, x1_addr)))),
-            cmd.payload.beats.eq(Mux(feature_line, cfg.w, Mux(c_weights, weight_words, esize))),
-            beat.ready.eq(d_features | fsm.ongoing("OPERAND_DATA") | weight_beat),
+            cmd.valid.eq(operand_words | body_cmd),
+            cmd.payload.addr.eq(Mux(body, Mux(wc_ready, wc_addr, fc_line_addr),
+                                    Mux(stage, x2_addr, x1_addr))),
+            cmd.payload.beats.eq(Mux(body, Mux(wc_ready, piece, cfg.w), esize)),
+            beat.ready.eq(fsm.ongoing("OPERAND_DATA")
+                          | (body & tags.r_rdy & (~tag_weights | entries_done | room))),
             ow.en.eq(fsm.ongoing("NEXT_STAGE") & stage),
             ow.addr.eq(kg),
             self.ready.eq(ready),
