@@ -13,11 +13,11 @@ addresses and strides from CDMA (``D_DAIN_ADDR``, ``D_LINE_STRIDE``,
 ``D_SURF_STRIDE``, ``D_WEIGHT_ADDR``, ``D_WEIGHT_BYTES``), SDP_RDMA
 (``D_BS/BN_BASE_ADDR``, ``D_BRDMA/NRDMA_CFG``) and SDP (``D_DST_*``), the
 truncation from CACC (``D_CLIP_CFG``), X1/X2 and the converter from SDP.  It
-derives the group counts and the stripe length (two short division loops),
-fetches the input cube and the per-kernel operands over AXI
-(:class:`~accel.rtl.dma.ConvFetch`), starts the
-:class:`~accel.rtl.conv_core.ConvCore` while the weights stream in, and
-writes every output beat to memory (:class:`~accel.rtl.dma.OutputWriter`).
+starts the fetch over AXI (:class:`~accel.rtl.dma.ConvFetch`) while it derives
+the group counts and the stripe length (two short division loops), starts the
+:class:`~accel.rtl.conv_core.ConvCore` once the per-kernel operands are in (it
+runs as the input and the weights stream in), and writes every output beat to
+memory (:class:`~accel.rtl.dma.OutputWriter`).
 When the last write is answered it completes the units at once: their
 enables clear, their consumer pointers flip, GLB raises
 ``CDMA_DAT``/``CDMA_WT``/``CACC``/``SDP`` done for that group and ``irq``
@@ -191,9 +191,12 @@ class ConvEngine(wiring.Component):
         stripes = Signal(2 * SIZE_BITS)
         covered = Signal(2 * SIZE_BITS + 1)
         outputs = Signal(3 * SIZE_BITS)          # output beats still to leave
+        kick = Signal()                          # the DMAs start: the cycle after the latch
+        m.d.sync += kick.eq(0)
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(enabled):
+                    m.d.sync += kick.eq(1)
                     m.d.sync += [*latch, total.eq(ow * oh), remaining.eq(ow * oh),
                                  stripes.eq(0), with_rdma.eq(operands)]
                     m.next = "STRIPES"
@@ -213,7 +216,7 @@ class ConvEngine(wiring.Component):
                 with m.Else():
                     m.d.sync += outputs.eq(op.kernel_groups * total)
                     m.next = "FETCH"
-            with m.State("FETCH"):              # the input cube and the operands come in
+            with m.State("FETCH"):              # the operands come in
                 with m.If(fetch.ready):
                     m.next = "RUN"
             with m.State("RUN"):
@@ -225,8 +228,7 @@ class ConvEngine(wiring.Component):
                 m.next = "IDLE"
         # outputs as plain functions of the state (no defaults inside the state machine:
         # Icarus never evaluates those before the state first changes)
-        leaving_length = fsm.ongoing("LENGTH") & (covered >= total)
-        m.d.comb += [fetch.start.eq(leaving_length), wdma.start.eq(leaving_length),
+        m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick),
                      core.start.eq(fsm.ongoing("FETCH") & fetch.ready)]
         m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(fsm.ongoing("COMPLETE"))
                      for unit in OP_UNITS]
