@@ -9,12 +9,19 @@ resource, assuming the units of a fused pipeline overlap completely:
 * **Convolution** (CDMA -> CSC -> CMAC -> CACC): one *MAC atom* per cycle, an
   atom being ``ATOMIC_C`` input channels x ``ATOMIC_K`` kernels of one output
   pixel and kernel tap: ``out_h * out_w * R * S * ceil(C / ATOMIC_C) *
-  ceil(K / ATOMIC_K)``; bounded below by the fused SDP and by what the CDMA
-  fetches: the input and ``WEIGHT_BYTES`` of weights, nothing for an input or
-  weights reused from the CBUF (``DATA_REUSE`` / ``WEIGHT_REUSE``).  With SDP
-  on the fly, the last stripe's sums leave the CACC only after the MAC
-  array's last atom: SDP's time for one stripe (of the op's output points cut
-  into equal stripes of at most :data:`STRIPE_POINTS`) follows the atoms.
+  ceil(K / ATOMIC_K)``.  The CSC walks *rounds* (kernel group, stripe of
+  output points, channel group, tap): the op's output points cut into equal
+  stripes of at most :data:`STRIPE_POINTS`, a round sends its stripe's atoms,
+  and loads the next round's kernels into the CMAC's shadow weights meanwhile,
+  one CBUF entry (one kernel's ``ATOMIC_C`` weights) per cycle: a round lasts
+  ``max(stripe points, kernels of its group)`` cycles.  Bounded below by the
+  fused SDP, by what the CDMA fetches (the input and ``WEIGHT_BYTES`` of
+  weights, nothing for an input or weights reused from the CBUF,
+  ``DATA_REUSE`` / ``WEIGHT_REUSE``), and by the order of the kernel groups:
+  the first one ends no sooner than the whole input and its own weights are
+  in, and the rounds of the others follow.  With SDP on the fly, the last
+  stripe's sums leave the CACC only after the MAC array's last atom: SDP's
+  time for one stripe follows the rounds.
 * **SDP**: ``c_pad * h * w`` elements at the throughput of the slowest
   active stage (``SDP_BS/BN/EW_THROUGHPUT``; the BS throughput when all are
   bypassed); from memory also bounded by the input + operand + output DMA.
@@ -30,7 +37,8 @@ resource, assuming the units of a fused pipeline overlap completely:
 What it does not count: DMA latency and bank conflicts, stalls of weights
 streaming through fewer banks than they need (the input always fits: the
 model refuses an op whose input does not), CSB programming time, pipeline
-fill/drain (but for the fused SDP's last stripe), and interrupts.
+fill/drain (but for the fused SDP's last stripe), and interrupts: an op of a
+few atoms takes its pipeline's latency (tens of cycles), not its estimate.
 """
 
 from __future__ import annotations
@@ -60,9 +68,25 @@ def conv_cycles(cfg: HwConfig, out_hw: tuple[int, int], kernel: tuple[int, int, 
     """
     k, c, r, s = kernel
     points, kgs = out_hw[0] * out_hw[1], ceil_div(k, cfg.atomic_k)
-    atoms = points * r * s * ceil_div(c, cfg.atomic_c) * kgs
-    last_stripe = ceil_div(sdp, kgs * ceil_div(points, STRIPE_POINTS)) if sdp else 0
-    return max(atoms + last_stripe, dma_cycles(cfg, data_bytes + weight_bytes), sdp), atoms
+    cgs = ceil_div(c, cfg.atomic_c)
+    atoms = points * r * s * cgs * kgs
+    stripes = ceil_div(points, STRIPE_POINTS)
+    last_stripe = ceil_div(sdp, kgs * stripes) if sdp else 0
+    # equal stripes: `longer` of them one point longer than the others
+    short, longer = divmod(points, stripes)
+
+    def group(kernels: int) -> int:
+        """Cycles of one kernel group's rounds."""
+        return r * s * cgs * (longer * max(short + 1, kernels)
+                              + (stripes - longer) * max(short, kernels))
+
+    first = group(min(k, cfg.atomic_k))
+    rounds = first + (kgs - 2) * group(cfg.atomic_k) + group(k - (kgs - 1) * cfg.atomic_k) \
+        if kgs > 1 else first
+    first_weights = ceil_div(weight_bytes * min(k, cfg.atomic_k), k)
+    in_order = dma_cycles(cfg, data_bytes + first_weights) + rounds - first
+    return max(rounds + last_stripe, dma_cycles(cfg, data_bytes + weight_bytes), sdp,
+               in_order + last_stripe), atoms
 
 
 def sdp_cycles(g, cfg: HwConfig, c_pad: int, h: int, w: int, from_memory: bool) -> int:

@@ -349,16 +349,20 @@ def test_non_conv_ops_leave_the_kept_weights_alone():
 
 def test_cycle_estimate_of_reused_weights_has_no_weight_dma():
     # 1 pixel of 1024 channels, 16 kernels: 1 x 128 channel atoms x 2 kernel groups = 256
-    # MAC atoms; fetching 16 x 1024 weight bytes over nv_small's 8-byte bus takes 2048
-    # cycles, the 1024 input bytes 128; SDP on the fly passes the last stripe (1 point of
-    # the second kernel group: 8 elements at 1 per cycle) after the last atom
+    # MAC atoms in 256 rounds of one point each, but a round lasts the 8 loads of its
+    # kernels: 2048 cycles, 1024 per kernel group.  Fetching 16 x 1024 weight bytes over
+    # nv_small's 8-byte bus takes 2048 cycles, the 1024 input bytes 128.  The first kernel
+    # group ends no sooner than the input and its 8 x 1024 weight bytes are in (128 + 1024
+    # cycles), the second group's 1024 follow.  SDP on the fly passes the last stripe (1
+    # point of the second kernel group: 8 elements at 1 per cycle) after the last round.
     x, wt = RNG.integers(-1, 2, (1024, 1, 1)), RNG.integers(-1, 2, (16, 1024))
     dla = _dla({X1: x, W1: wt})
     kw = dict(c=1024, h=1, w=1, k=16, banks=(1, 4))
     first = _conv(dla, **kw, misc=KEEP_WEIGHTS)
-    assert (first.details["mac_atoms"], first.cycles) == (256, 2048 + 128)
-    reused = _conv(dla, **kw, misc=REUSE_WEIGHTS)
-    assert (reused.details["cbuf"]["weights"], reused.cycles) == ("reused", 256 + 8)
+    assert (first.details["mac_atoms"], first.cycles) == (256, 128 + 1024 + 1024 + 8)
+    reused = _conv(dla, **kw, misc=REUSE_WEIGHTS)       # the rounds, then the last stripe
+    assert (reused.details["cbuf"]["weights"], reused.cycles) == ("reused", 2048 + 8)
     kept_data = _conv(dla, **kw, misc=KEEP_DATA)
-    assert kept_data.cycles == 2048 + 128
-    assert _conv(dla, **kw, misc=REUSE_DATA).cycles == 2048   # weights only
+    assert kept_data.cycles == 128 + 1024 + 1024 + 8
+    # weights only: the first group's 1024 fetch cycles, the second group's rounds
+    assert _conv(dla, **kw, misc=REUSE_DATA).cycles == 1024 + 1024 + 8
