@@ -120,25 +120,34 @@ class AxiRam(wiring.Component):
         rd = mem.read_port()
         wr = mem.write_port(granularity=8)
         index = Signal(range(self.words))
-        beats = Signal(9)
-        r_valid = Signal()
-        reading = Signal()
+        beats = Signal(9)                   # words of the current burst still to read
+        r_valid, r_last = Signal(), Signal()
         m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0),
                      axi.rdata.eq(rd.data), axi.rvalid.eq(r_valid),
-                     axi.rlast.eq(r_valid & (beats == 0))]
-        # ---- reads: one burst at a time, a word per cycle
+                     axi.rlast.eq(r_valid & r_last)]
+        # ---- reads: a word per cycle; the next burst's address waits in `pending` and
+        # its first word follows the current burst's last
         fire = Signal()
-        m.d.comb += fire.eq(reading & (beats != 0) & (~r_valid | axi.rready))
-        m.d.comb += axi.arready.eq(~reading)
-        with m.If(axi.arvalid & axi.arready):
-            m.d.sync += [reading.eq(1), index.eq(axi.araddr[self.shift:]),
-                         beats.eq(axi.arlen + 1)]
+        m.d.comb += fire.eq((beats != 0) & (~r_valid | axi.rready))
+        pending, p_index, p_beats = Signal(), Signal.like(index), Signal.like(beats)
+        m.d.comb += axi.arready.eq(~pending)
+        accepted = axi.arvalid & axi.arready
+        free = Signal()                     # the current burst has no word left to read
+        m.d.comb += free.eq((beats == 0) | (fire & (beats == 1)))
         with m.If(fire):
-            m.d.sync += [index.eq(index + 1), beats.eq(beats - 1), r_valid.eq(1)]
+            m.d.sync += [index.eq(index + 1), beats.eq(beats - 1), r_valid.eq(1),
+                         r_last.eq(beats == 1)]
         with m.Elif(r_valid & axi.rready):
             m.d.sync += r_valid.eq(0)
-            with m.If(beats == 0):
-                m.d.sync += reading.eq(0)
+        with m.If(free & pending):
+            m.d.sync += [index.eq(p_index), beats.eq(p_beats)]
+        with m.Elif(free & accepted):
+            m.d.sync += [index.eq(axi.araddr[self.shift:]), beats.eq(axi.arlen + 1)]
+        with m.If(accepted & (pending | ~free)):
+            m.d.sync += [p_index.eq(axi.araddr[self.shift:]), p_beats.eq(axi.arlen + 1)]
+        m.d.sync += pending.eq(Mux(free, accepted & pending, pending | accepted))
+        reading = Signal()
+        m.d.comb += reading.eq((beats != 0) | pending | r_valid)
         # ---- writes: address and data together, a response each
         b_valid = Signal()
         m.d.comb += axi.bvalid.eq(b_valid)
