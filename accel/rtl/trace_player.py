@@ -42,7 +42,9 @@ from typing import Any
 from accel.cmod.trace import TraceError, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
+from accel.rtl.conv_engine import OPERAND_ENTRIES
 from accel.rtl.csb_regs import CONV_UNITS
+from accel.rtl.generate import TRACE_ENTRIES
 from accel.rtl.sim import BUILD_DIR, CACHE_DIR, DEFAULT_TB_DIR, run_cocotb
 from accel.runtime.errors import RuntimeFault
 
@@ -120,14 +122,45 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
 
 def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
     """Why the engine cannot play a trace (None: it can), given its ``.cfg`` file and the
-    commands parsed from it: the first register access :func:`unsupported` refuses, with
-    the file and line."""
+    commands parsed from it: the first register access :func:`unsupported` refuses, or
+    the first operation larger than the engine's memories (:func:`too_large`), with the
+    file and line."""
+    csc: dict[str, int] = {}            # the CSC registers as last written
     for cmd in cmds:
         if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
             value = parse_int(cmd.args[1]) if cmd.name == "reg_write" else 0
             why = unsupported(cmd.args[0], value, hw)
+            if not why and cmd.name == "reg_write":
+                reg = lookup(cmd.args[0])
+                if reg.unit == "NVDLA_CSC":
+                    csc[reg.name] = value
+                    if reg.name == "D_OP_ENABLE" and value & 1:
+                        why = too_large(csc, hw)
             if why:
                 return f"{cfg_path}:{cmd.line}: {why}"
+    return None
+
+
+def too_large(csc: dict[str, int], hw: HwConfig, entries: int = TRACE_ENTRIES) -> str | None:
+    """Why the operation the CSC registers ``csc`` (name -> value) describe does not fit the
+    engine's feature, weight or operand memories (None: it fits); their addresses would
+    wrap."""
+    def size(reg: str, name: str) -> int:
+        return field_get(csc.get(reg, 0), lookup(f"NVDLA_CSC.{reg}"), name) + 1
+
+    c, k = size("D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT"), size("D_WEIGHT_SIZE_EXT_1",
+                                                                    "WEIGHT_KERNEL")
+    h, w = (size("D_DATAIN_SIZE_EXT_0", f"DATAIN_{d}_EXT") for d in ("HEIGHT", "WIDTH"))
+    r, s = (size("D_WEIGHT_SIZE_EXT_0", f"WEIGHT_{d}_EXT") for d in ("HEIGHT", "WIDTH"))
+    cgs, kgs = -(-c // hw.atomic_c), -(-k // hw.atomic_k)
+    needs = {"feature": cgs * h * w, "weight": kgs * cgs * r * s * hw.atomic_k}
+    for memory, n in needs.items():
+        if n > entries:
+            return (f"the operation ({c}x{h}x{w} input, {k} kernels of {r}x{s}) needs {n} "
+                    f"{memory} memory entries; the engine has {entries}")
+    if kgs > OPERAND_ENTRIES:
+        return (f"the operation's {k} kernels make {kgs} kernel groups; the engine holds "
+                f"SDP operands for {OPERAND_ENTRIES}")
     return None
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from accel.cmod.trace import find_cfg, parse_cfg
 from accel.config import get_preset
-from accel.rtl.trace_player import refusal, unsupported
+from accel.rtl.trace_player import refusal, too_large, unsupported
 from tests.conftest import shared_path
 
 NV_SMALL = get_preset("nv_small")
@@ -52,5 +52,33 @@ def test_nvidias_image_traces_are_refused_and_the_dc_traces_are_not() -> None:
         if trace.name.startswith("img_"):
             why = _refusal(trace)
             assert why is not None and "DATAIN_FORMAT=1" in why and "image" in why, trace
+        elif trace.name == "dc_32x26x76_6x3x76x270_int8_0":
+            # 34 kernel groups x 10 channel groups x 18 taps x 8 kernels of weights
+            why = _refusal(trace)
+            assert why is not None and "needs 48960 weight memory entries" in why
+            assert "the engine has 16384" in why
         elif trace.name.startswith("dc_"):
             assert _refusal(trace) is None, trace
+
+
+@pytest.mark.parametrize(("regs", "words"), [
+    # 8192 channels, 3 rows of 7: 1024 channel groups x 21 pixels = 21504 > 16384
+    ({"D_DATAIN_SIZE_EXT_0": (2 << 16) | 6, "D_DATAIN_SIZE_EXT_1": 8191},
+     "needs 21504 feature memory entries"),
+    # 9 kernels of 9 x 9 x 1024 channels: 2 kernel groups x 128 x 81 x 8 = 165888
+    ({"D_DATAIN_SIZE_EXT_1": 1023, "D_WEIGHT_SIZE_EXT_0": (8 << 16) | 8,
+      "D_WEIGHT_SIZE_EXT_1": 8 << 16}, "needs 165888 weight memory entries"),
+    # 520 kernels of 1x1x1: 65 kernel groups, one more than the 64 operand entries
+    ({"D_WEIGHT_SIZE_EXT_1": 519 << 16}, "65 kernel groups"),
+])
+def test_an_operation_larger_than_the_memories_is_refused(regs: dict, words: str) -> None:
+    why = too_large(regs, NV_SMALL)
+    assert why is not None and words in why, why
+
+
+def test_an_operation_that_fits_is_not_refused() -> None:
+    # 128 x 16 x 8 input, 32 kernels of 3x3 (NVIDIA's dc_8x16x128): 2048 feature and
+    # 4 x 16 x 9 x 8 = 4608 weight entries
+    regs = {"D_DATAIN_SIZE_EXT_0": (15 << 16) | 7, "D_DATAIN_SIZE_EXT_1": 127,
+            "D_WEIGHT_SIZE_EXT_0": (2 << 16) | 2, "D_WEIGHT_SIZE_EXT_1": 31 << 16}
+    assert too_large(regs, NV_SMALL) is None
