@@ -214,7 +214,9 @@ class ConvCore(wiring.Component):
                      ix.eq(ox * cfg.stride_x + sd.s * cfg.dilation_x - cfg.pad_left)]
         inside = Signal()
         m.d.comb += inside.eq((iy >= 0) & (iy < cfg.h) & (ix >= 0) & (ix < cfg.w))
-        f_addr = Signal(signed(3 * SIZE_BITS + 4))
+        # the address in the memory's width: exact for a pixel inside the cube (the
+        # operation fits the memory), and only those are read
+        f_addr = Signal(range(self.feature_entries))
         m.d.comb += f_addr.eq((sd.cg * cfg.h + iy) * cfg.w + ix)
         # an atom is read once its round's kernels are loaded or loading, and its pixel is
         # padding or in memory
