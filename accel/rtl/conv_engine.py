@@ -47,6 +47,23 @@ OPERAND_DMAS = {"x1": ("BRDMA", "BS"), "x2": ("NRDMA", "BN")}
 OPERAND_ENTRIES = 64
 
 
+def memory_refusal(hw: HwConfig, c: int, h: int, w: int, k: int, r: int, s: int,
+              entries: int) -> str | None:
+    """Why a convolution of a ``c x h x w`` input by ``k`` kernels of ``r x s`` does not fit
+    an engine with ``entries`` feature and weight memory entries (None: it fits): its
+    addresses would wrap."""
+    cgs, kgs = -(-c // hw.atomic_c), -(-k // hw.atomic_k)
+    needs = {"feature": cgs * h * w, "weight": kgs * cgs * r * s * hw.atomic_k}
+    for memory, n in needs.items():
+        if n > entries:
+            return (f"the operation ({c}x{h}x{w} input, {k} kernels of {r}x{s}) needs {n} "
+                    f"{memory} memory entries; the engine has {entries}")
+    if kgs > OPERAND_ENTRIES:
+        return (f"the operation's {k} kernels make {kgs} kernel groups; the engine holds "
+                f"SDP operands for {OPERAND_ENTRIES}")
+    return None
+
+
 class ConvEngine(wiring.Component):
     """See the module docstring."""
 

@@ -42,7 +42,7 @@ from accel.cmod.trace_writer import TraceBuilder
 from accel.config import HwConfig
 from accel.layout import CubeLayout
 from accel.regs import lookup
-from accel.rtl.conv_engine import OPERAND_ENTRIES
+from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import d_registers
 from accel.rtl.generate import TRACE_ENTRIES
 from accel.rtl.trace_player import RtlError, RtlSimulator, unsupported
@@ -160,11 +160,7 @@ class RtlDla(Dla):
         if plan.sdp.y_stage:
             return "SDP Y (EW/LUT) stages"
         _, c, h, w, _, _ = plan.feature
-        cgs, kgs = -(-c // hw.atomic_c), -(-geo.k // hw.atomic_k)
-        if cgs * h * w > self.entries or kgs * cgs * geo.r * geo.s * hw.atomic_k > \
-                self.entries or kgs > OPERAND_ENTRIES:
-            return "convolutions larger than the engine's memories"
-        return None
+        return memory_refusal(hw, c, h, w, geo.k, geo.r, geo.s, self.entries)
 
     def _registers(self, units: list[str]) -> list[tuple[str, int]]:
         """``(symbol, value)`` of every D register the firmware programmed for the op."""

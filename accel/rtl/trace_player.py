@@ -42,7 +42,7 @@ from typing import Any
 from accel.cmod.trace import TraceError, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
-from accel.rtl.conv_engine import OPERAND_ENTRIES
+from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import CONV_UNITS
 from accel.rtl.generate import TRACE_ENTRIES
 from accel.rtl.sim import BUILD_DIR, CACHE_DIR, DEFAULT_TB_DIR, run_cocotb
@@ -143,8 +143,7 @@ def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
 
 def too_large(csc: dict[str, int], hw: HwConfig, entries: int = TRACE_ENTRIES) -> str | None:
     """Why the operation the CSC registers ``csc`` (name -> value) describe does not fit the
-    engine's feature, weight or operand memories (None: it fits); their addresses would
-    wrap."""
+    engine's memories (None: it fits; :func:`accel.rtl.conv_engine.memory_refusal`)."""
     def size(reg: str, name: str) -> int:
         return field_get(csc.get(reg, 0), lookup(f"NVDLA_CSC.{reg}"), name) + 1
 
@@ -152,16 +151,7 @@ def too_large(csc: dict[str, int], hw: HwConfig, entries: int = TRACE_ENTRIES) -
                                                                     "WEIGHT_KERNEL")
     h, w = (size("D_DATAIN_SIZE_EXT_0", f"DATAIN_{d}_EXT") for d in ("HEIGHT", "WIDTH"))
     r, s = (size("D_WEIGHT_SIZE_EXT_0", f"WEIGHT_{d}_EXT") for d in ("HEIGHT", "WIDTH"))
-    cgs, kgs = -(-c // hw.atomic_c), -(-k // hw.atomic_k)
-    needs = {"feature": cgs * h * w, "weight": kgs * cgs * r * s * hw.atomic_k}
-    for memory, n in needs.items():
-        if n > entries:
-            return (f"the operation ({c}x{h}x{w} input, {k} kernels of {r}x{s}) needs {n} "
-                    f"{memory} memory entries; the engine has {entries}")
-    if kgs > OPERAND_ENTRIES:
-        return (f"the operation's {k} kernels make {kgs} kernel groups; the engine holds "
-                f"SDP operands for {OPERAND_ENTRIES}")
-    return None
+    return memory_refusal(hw, c, h, w, k, r, s, entries)
 
 
 #: where the engine's memory is: served over AXI by the testbench, or the block RAM
