@@ -12,10 +12,8 @@ Weights are loaded like NVDLA's ``sc2mac_wt`` interface: one kernel per beat
 on the ``weight`` port, addressed by its cell index, and held in the cells
 until overwritten.  Ordering rule: an atom accepted in cycle *t* is multiplied
 by the kernels as updated by every weight beat accepted up to and including
-cycle *t*.  To keep that exact while the atom waits in the input register, the
-``weight`` port is ready exactly when the ``data`` port is (both are held off
-while the input stage is stalled), so a producer sends an atom together with
-(or after) the last kernel it needs.
+cycle *t*.  The ``weight`` port is ready exactly when the ``data`` port is, so
+a producer sends an atom together with (or after) the last kernel it needs.
 
 With ``shadow=True`` (NVDLA's CMAC keeps a shadow copy of the kernels) the
 weight beats fill a second bank while the first one computes, and an atom
@@ -24,25 +22,26 @@ the cycles before, the active one for itself and the atoms after it: the
 next kernels load while the current ones are in use, so loading costs no
 cycles once an atom stream is at least ``atomic_k`` atoms long.
 
-Pipeline (latency ``2 + log2(atomic_c)`` cycles when not stalled)::
+Pipeline (latency ``2 + log2(atomic_c)`` cycles to the output FIFO)::
 
     data -> [mask, input reg] -> [x weights[k], products reg] -> [adder level 1 reg]
-         -> ... -> [adder level L reg] -> result
+         -> ... -> [adder level L reg] -> output FIFO -> result
 
 The input register cuts the broadcast of each lane to ``atomic_k`` multipliers
 (spread over the DSP columns) from the multiplier itself; without it an 8x8
-array closes at 88 MHz on an ECP5-85F, with it above 100 MHz.  Every stage has
-a valid bit and advances when the next stage is empty or advancing, so
-bubbles collapse and a stalled ``result`` (ready low) holds the pipeline
-without losing or duplicating an atom.  ``data.ready`` therefore depends
-combinationally on ``result.ready`` (allowed by the stream rules: ready may
-depend on the other side, valid never depends on ready).
+array closes at 88 MHz on an ECP5-85F, with it above 100 MHz.  Every stage
+moves every cycle (no enable fans out to the thousands of product and sum
+bits); results wait in the output FIFO of :func:`capacity` entries, and the
+array takes an atom only while an entry is free for it, counting atoms in
+flight, so a stalled ``result`` (ready low) stops the input without losing or
+duplicating an atom, and ``data.ready`` does not depend on ``result.ready``
+within the cycle.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
@@ -128,8 +127,16 @@ class CmacSignature(wiring.Signature):
 
 
 def pipeline_depth(cfg: HwConfig) -> int:
-    """Register stages between ``data`` and ``result``: input, products, one per adder level."""
+    """Register stages between ``data`` and the output FIFO: input, products, one per adder
+    level."""
     return 2 + (cfg.atomic_c.bit_length() - 1)
+
+
+def capacity(cfg: HwConfig) -> int:
+    """Atoms the array holds when ``result`` is stalled: its output FIFO's entries, enough
+    for the stages and the FIFO's own latency, so that the array takes an atom every cycle
+    while ``result`` is ready."""
+    return pipeline_depth(cfg) + 3
 
 
 class Cmac(wiring.Component):
@@ -161,21 +168,28 @@ class Cmac(wiring.Component):
         levels = n_c.bit_length() - 1
         product_bits = 2 * OPERAND_BITS
 
-        # Stage enables: a stage takes new contents when it is empty or its
-        # successor takes its contents (bubble collapsing); the last stage
-        # hands over when the consumer is ready.  Stage 0 is the input
-        # register, stage 1 the products, stages 2..L+1 the adder levels.
+        # Every stage moves every cycle; results wait in the output FIFO, and an atom (and
+        # a weight beat, see the ordering rule) is taken only while the FIFO has an entry
+        # promised for it (credits: entries no atom in flight holds).  ``result``'s
+        # back-pressure so never reaches the stages: no enable fans out to the products.
+        # Stage 0 is the input register, stage 1 the products, stages 2..L+1 the adder
+        # levels.
         last = levels + 1
+        depth = capacity(cfg)
+        m.submodules.results = results = fifo.SyncFIFOBuffered(
+            width=len(self.result.payload.as_value()), depth=depth)
+        credits = Signal(range(depth + 1), init=depth)
+        take = self.data.valid & self.data.ready
+        give = self.result.valid & self.result.ready
+        m.d.comb += [self.data.ready.eq(credits != 0), self.weight.ready.eq(credits != 0)]
+        m.d.sync += credits.eq(credits - take + give)
         valid = [Signal(name=f"stage{s}_valid") for s in range(last + 1)]
-        enable = [Signal(name=f"stage{s}_en") for s in range(last + 1)]
-        m.d.comb += enable[last].eq(~valid[last] | self.result.ready)
-        for s in range(last):
-            m.d.comb += enable[s].eq(~valid[s] | enable[s + 1])
-        m.d.comb += [self.data.ready.eq(enable[0]), self.weight.ready.eq(enable[0])]
+        m.d.sync += valid[0].eq(take)
+        m.d.sync += [valid[s].eq(valid[s - 1]) for s in range(1, last + 1)]
 
-        # Weight storage, written only while the input stage is empty or
-        # advancing (see the ordering rule).  Masked weights are stored as 0,
-        # so a masked weight lane yields a zero product with no mask later.
+        # Weight storage, written only with an accepted beat (ready as for atoms).  Masked
+        # weights are stored as 0, so a masked weight lane yields a zero product with no
+        # mask later.
         weights = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
                    for k in range(n_k)]
         wbeat = self.weight.payload
@@ -185,41 +199,36 @@ class Cmac(wiring.Component):
         loaded = [Signal.like(weights[k], name=f"shadow_{k}") for k in range(n_k)] \
             if self.shadow else weights
         for k in range(n_k):
-            with m.If(self.weight.valid & enable[0] & (wbeat.kernel == k)):
+            with m.If(self.weight.valid & self.weight.ready & (wbeat.kernel == k)):
                 m.d.sync += [loaded[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
                              for c in range(n_c)]
         if self.shadow:
-            with m.If(self.data.valid & enable[0] & self.data.payload.swap):
+            with m.If(take & self.data.payload.swap):
                 m.d.sync += [weights[k].eq(loaded[k]) for k in range(n_k)]
 
         # Stage 0: the atom with masked lanes zeroed.
         atom = self.data.payload
         lanes = [Signal(signed(OPERAND_BITS), name=f"lane_{c}") for c in range(n_c)]
-        with m.If(enable[0]):
-            m.d.sync += valid[0].eq(self.data.valid)
-            m.d.sync += [lanes[c].eq(Mux(atom.mask[c], atom.data[c], 0)) for c in range(n_c)]
+        m.d.sync += [lanes[c].eq(Mux(atom.mask[c], atom.data[c], 0)) for c in range(n_c)]
 
         # Stage 1: one registered product per MAC.
         stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
                  for k in range(n_k)]
-        with m.If(enable[1]):
-            m.d.sync += valid[1].eq(valid[0])
-            m.d.sync += [stage[k][c].eq(lanes[c] * weights[k][c])
-                         for k in range(n_k) for c in range(n_c)]
+        m.d.sync += [stage[k][c].eq(lanes[c] * weights[k][c])
+                     for k in range(n_k) for c in range(n_c)]
 
         # Stages 2..L+1: one adder-tree level each, one bit wider per level, so
         # the last level is exactly mac_result_bits wide and cannot overflow.
         for level in range(1, levels + 1):
-            s = level + 1
             width = product_bits + level
             nxt = [[Signal(signed(width), name=f"sum{level}_k{k}_{i}")
                     for i in range(len(stage[k]) // 2)] for k in range(n_k)]
-            with m.If(enable[s]):
-                m.d.sync += valid[s].eq(valid[s - 1])
-                m.d.sync += [nxt[k][i].eq(stage[k][2 * i] + stage[k][2 * i + 1])
-                             for k in range(n_k) for i in range(len(nxt[k]))]
+            m.d.sync += [nxt[k][i].eq(stage[k][2 * i] + stage[k][2 * i + 1])
+                         for k in range(n_k) for i in range(len(nxt[k]))]
             stage = nxt
 
-        m.d.comb += self.result.valid.eq(valid[last])
-        m.d.comb += [self.result.payload[k].eq(stage[k][0]) for k in range(n_k)]
+        m.d.comb += [results.w_en.eq(valid[last]),
+                     results.w_data.eq(Cat(stage[k][0] for k in range(n_k))),
+                     self.result.valid.eq(results.r_rdy), results.r_en.eq(self.result.ready),
+                     self.result.payload.eq(results.r_data)]
         return m

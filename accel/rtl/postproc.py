@@ -17,22 +17,26 @@ contract of NVDLA_FACTS section 3, the same as the cmodel's
   17 bits (flagged per lane: ``D_PERF_OUT_SATURATION``), then to int8.
 
 Operands come from the ``cfg`` registers or, per stage and operand, from the
-beat (``ALU_SRC`` / ``MUL_SRC`` = memory).  ``cfg`` must stay constant while
-an operation's beats are in flight.
+beat (``ALU_SRC`` / ``MUL_SRC`` = memory).  ``cfg`` must hold from two cycles
+before an operation's first beat until its last beat is out.
 
-Pipeline (:class:`LaneDatapath`): nine register stages (truncate, X1 ALU, X1
-product, X1 shift/truncate/ReLU, X2 ALU, X2 product, X2 shift/..., CVT
-product, CVT shift/saturate).  The
-whole pipeline moves when its output register is empty or being read, with
-``inp.ready`` low while ``out`` is stalled.  :class:`PostProcessor` runs it at
-SDP's throughput, as NVDLA's configurations size SDP: nv_small computes one
-lane a cycle (a beat of 8 lanes every 8 cycles), nv_medium_512 four.
+Pipeline (:class:`LaneDatapath`): 24 register stages, each at most one carry
+chain, one barrel shifter or one 18x18 product deep (for 100 MHz on an ECP5):
+the input beat; CACC truncation (round, shift, saturate); X1 and X2 (ALU
+compare and add, ALU choice, two for the product, round, shift, saturate and
+ReLU); CVT (subtract, two for the product, round, shift, saturate).  Every
+stage moves every cycle; results wait in an output FIFO, and a beat enters
+only while the FIFO has room promised for it, so ``out``'s back-pressure never
+reaches the stages.  Saturation checks the bits above the range instead of
+comparing with the bounds.  :class:`PostProcessor` runs it at SDP's
+throughput, as NVDLA's configurations size SDP: nv_small computes one lane a
+cycle (a beat of 8 lanes every 8 cycles), nv_medium_512 four.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Array, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
@@ -40,8 +44,8 @@ from accel.config import HwConfig
 ACC_BITS = 34                # CACC_PARSUM_WIDTH
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
 MAX_ALU_SHIFT = 40           # larger operand shifts saturate the same way
-MAX_SHIFT = 62               # larger right shifts of a <= 50-bit value all give 0 or -1 -> 0
-STAGES = 9
+X_STAGES = 7                 # an X stage: 2 of ALU, 2 of product, 2 of rounding shift, saturation
+STAGES = 1 + 3 + 2 * X_STAGES + 6    # the input register, CACC truncation, X1, X2, CVT
 
 
 class StageLayout(data.StructLayout):
@@ -91,23 +95,31 @@ def _bounds(bits: int) -> tuple[int, int]:
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 
-def saturate(x: Value, bits: int) -> Value:
-    """``x`` clamped to the signed ``bits`` range, as a ``signed(bits)`` value."""
-    lo, hi = _bounds(bits)
-    return Mux(x > hi, hi, Mux(x < lo, lo, x))[:bits].as_signed()
-
-
 def overflows(x: Value, bits: int) -> Value:
+    """Whether signed ``x`` is outside the signed ``bits`` range: its bits from ``bits - 1``
+    up are not all equal (a few LUT levels, where comparing against the bounds would take
+    two carry chains)."""
+    top = x.as_signed()[bits - 1:]
+    return ~(top.all() | ~top.any())
+
+
+def saturate(x: Value, bits: int) -> Value:
+    """Signed ``x`` clamped to the signed ``bits`` range, as a ``signed(bits)`` value."""
     lo, hi = _bounds(bits)
-    return (x > hi) | (x < lo)
+    x = x.as_signed()
+    return Mux(overflows(x, bits), Mux(x[-1], lo, hi), x[:bits].as_signed())[:bits].as_signed()
 
 
-def shift_round(x: Value, shift: Value) -> Value:
-    """Arithmetic ``x >> shift`` rounding half away from zero (``shift`` unsigned; 0 keeps
-    ``x``): ``(x + 2**(shift-1) - (x < 0)) >> shift``."""
-    half = (Const(1, 1) << shift) >> 1
-    neg = Mux(shift == 0, 0, x < 0)
-    return (x + half - neg) >> shift
+def round_carry(negative: Value, shift_is_zero: Value) -> Value:
+    """Rounding half away from zero adds ``2**(shift-1) - (x < 0)`` before an arithmetic
+    right shift, 0 for a shift of 0; as :func:`half_minus_one` (a constant of the
+    operation) plus this carry: ``x >= 0``, or 1 (``-1 + 1``) for a shift of 0."""
+    return Mux(shift_is_zero, 1, ~negative)
+
+
+def half_minus_one(shift: Value, bits: int) -> Value:
+    """``2**(shift-1) - 1`` as a signed ``bits``-bit value, -1 for a shift of 0."""
+    return Mux(shift == 0, -1, ((Const(1, bits) << shift) >> 1) - 1)
 
 
 def _clamped(shift: Value, limit: int) -> Value:
@@ -125,6 +137,65 @@ def lanes_per_cycle(cfg: HwConfig) -> int:
     return n
 
 
+class _Settings:
+    """The registers' values one stage of arithmetic needs, derived from ``cfg`` and held
+    in registers (``cfg`` is constant through an operation): a shift clamped to its
+    useful range, the rounding constant of that shift, and a register operand."""
+
+    def __init__(self, m: Module, name: str, shift: Value, bits: int) -> None:
+        # a shift of bits + 1 or more rounds every bits-bit value to 0, as bits + 1 does
+        limit = bits + 1
+        self.shift = Signal(range(limit + 1), name=f"{name}_shift")
+        self.zero = Signal(name=f"{name}_zero")
+        self.half_m1 = Signal(signed(bits + 2), name=f"{name}_half_m1")
+        clamped = _clamped(shift, limit)
+        m.d.sync += [self.shift.eq(clamped), self.zero.eq(clamped == 0),
+                     self.half_m1.eq(half_minus_one(clamped, bits + 2))]
+
+
+class _Pipe:
+    """Registers of one lane's pipeline: ``reg(name, value)`` is ``value`` one cycle
+    later (every stage moves every cycle)."""
+
+    def __init__(self, m: Module, lane: int) -> None:
+        self.m, self.lane = m, lane
+
+    def reg(self, name: str, value: Value, shape=None) -> Signal:
+        sig = Signal(shape if shape is not None else Value.cast(value).shape(),
+                     name=f"{name}_{self.lane}")
+        self.m.d.sync += sig.eq(value)
+        return sig
+
+    def carry(self, name: str, values: dict[str, Value], stages: int) -> dict[str, Value]:
+        """``values`` delayed by ``stages`` cycles."""
+        for i in range(stages):
+            values = {k: self.reg(f"{name}{i}_{k}", v) for k, v in values.items()}
+        return values
+
+
+def shift_round_stages(p: _Pipe, name: str, x: Value, st: _Settings, no_shift: Value,
+                       bits: int) -> Value:
+    """``x >> shift`` (``x`` of ``bits`` bits, ``st`` its settings) rounding half away from
+    zero in two stages: add the rounding term, then shift (the caller saturates); with
+    ``no_shift`` set ``x`` passes unshifted.  Returns the shifted value (``bits + 2``
+    bits), two cycles after ``x``."""
+    zero = st.zero | no_shift
+    rounded = p.reg(f"{name}_rnd", x.as_signed() + Mux(zero, -1, st.half_m1)
+                    + round_carry(x.as_signed()[-1], zero), signed(bits + 2))
+    amount = p.reg(f"{name}_amt", Mux(no_shift, 0, st.shift))
+    return p.reg(f"{name}_shr", rounded >> amount, signed(bits + 2))
+
+
+def product_stages(p: _Pipe, name: str, x: Value, operand: Value) -> Value:
+    """``x * operand`` (``x`` up to 35 bits signed, ``operand`` 16 bits signed) in two
+    stages: two 18x18 products of ``x``'s low 17 bits (unsigned) and the rest, then their
+    sum.  Returns the product two cycles after ``x``."""
+    x = x.as_signed()
+    low = p.reg(f"{name}_lo", x[:17].as_unsigned() * operand.as_signed())
+    high = p.reg(f"{name}_hi", x[17:].as_signed() * operand.as_signed())
+    return p.reg(f"{name}_prod", (high << 17) + low, signed(len(x) + 16))
+
+
 class LaneDatapath(wiring.Component):
     """``lanes`` lanes of CACC scaling, SDP X1/X2 and CVT, all in parallel, one beat per
     cycle; see the module docstring.
@@ -132,7 +203,8 @@ class LaneDatapath(wiring.Component):
     Attributes
     ----------
     cfg : ``In(ConfigLayout())``
-        Register values of the running operation.
+        Register values of the running operation; must hold from two cycles before its
+        first beat until its last beat is out.
     inp : ``In(stream.Signature(BeatLayout(cfg, lanes)))``
     out : ``Out(stream.Signature(ResultLayout(cfg, lanes)))``
     """
@@ -145,95 +217,94 @@ class LaneDatapath(wiring.Component):
             "out": Out(stream.Signature(ResultLayout(cfg, lanes))),
         })
 
-    def _x_alu(self, st, x: Value, mem_op: Value) -> Value:
-        op16 = Mux(st.alu_src, mem_op, st.alu_operand)
-        op = saturate(op16.as_signed() << _clamped(st.alu_shift, MAX_ALU_SHIFT), 32)
-        result = Mux(st.alu_algo == ALU_MAX, Mux(x > op, x, op),
-                     Mux(st.alu_algo == ALU_MIN, Mux(x < op, x, op), x + op))
-        return Mux(st.bypass | st.alu_bypass, x, result)
-
-    @staticmethod
-    def _x_product(st, x: Value, mem_op: Value) -> Value:
-        """The X multiplier's product (its own pipeline stage: the DSP blocks' delay)."""
-        return x * Mux(st.mul_src, mem_op, st.mul_operand).as_signed()
-
-    def _x_mul(self, st, x: Value, x_times_op: Value) -> Value:
-        shift = _clamped(st.mul_shift, MAX_SHIFT)
-        product = saturate(shift_round(x_times_op, shift), 32)
-        multiplied = Mux(st.prelu & (x >= 0), saturate(x, 32), product)
-        truncated = saturate(shift_round(x, shift), 32)
-        y = Mux(st.mul_bypass, truncated, multiplied)
-        y = Mux(st.relu_bypass | (y >= 0), y, 0)
-        return Mux(st.bypass, x, y)
+    def _x_stage(self, p: _Pipe, name: str, st, s, x: Value, alu_op: Value,
+                 mul_op: Value) -> Value:
+        """One X stage (X1 or X2): ALU, product, shift with rounding, saturation and ReLU;
+        ``x`` and the operands enter together, the result leaves :data:`X_STAGES` cycles
+        later."""
+        # ALU (2 stages: compare and add, then choose): MAX / MIN / SUM of x and the
+        # shifted, saturated operand
+        greater, less = p.reg(f"{name}_gt", x > alu_op), p.reg(f"{name}_lt", x < alu_op)
+        total = p.reg(f"{name}_sum", x + alu_op)
+        x, alu_op = p.reg(f"{name}_x", x), p.reg(f"{name}_aluop", alu_op)
+        result = Mux(st.alu_algo == ALU_MAX, Mux(greater, x, alu_op),
+                     Mux(st.alu_algo == ALU_MIN, Mux(less, x, alu_op), total))
+        a = p.reg(f"{name}_alu", Mux(st.bypass | st.alu_bypass, x, result), signed(34))
+        mul_op = p.carry(f"{name}_mulop", {"v": mul_op}, 2)["v"]
+        # the multiplier (2 stages); beside it, what the shift takes instead of the product:
+        # x itself when the multiplier is bypassed (truncation only) or PReLU passes x >= 0
+        product = product_stages(p, f"{name}_mul", a, mul_op)
+        passes = st.prelu & (a >= 0)
+        flags = p.carry(f"{name}_f", {"a": a, "take_x": st.mul_bypass | passes,
+                                      "no_shift": ~st.mul_bypass & passes}, 2)
+        z = Mux(flags["take_x"], flags["a"], product)
+        # shift with rounding (3 stages, see shift_round_stages), then saturate and ReLU
+        shifted = shift_round_stages(p, name, z, s, flags["no_shift"], len(product))
+        a_late = p.carry(f"{name}_a", {"a": flags["a"]}, 2)["a"]
+        y = saturate(shifted, 32)
+        y = Mux(st.relu_bypass | ~y[-1], y, 0)
+        return p.reg(f"{name}_out", Mux(st.bypass, a_late, y), signed(32))
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        cfg, beat = self.cfg, self.inp.payload
+        # the beat, registered as it comes in (the stages after it start from registers)
+        beat = Signal(BeatLayout(self.hw, self.lanes))
+        m.d.sync += beat.eq(self.inp.payload)
 
-        valid = [Signal(name=f"valid{i}") for i in range(1, STAGES + 1)]
-        advance = Signal()        # every stage moves on: the output register is free
-        m.d.comb += [advance.eq(~valid[-1] | self.out.ready), self.inp.ready.eq(advance)]
-        with m.If(advance):
-            m.d.sync += valid[0].eq(self.inp.valid)
-            m.d.sync += [valid[i].eq(valid[i - 1]) for i in range(1, STAGES)]
+        # cfg, registered once (it fans out to every stage) and the values derived from it
+        cfg = Signal(ConfigLayout())
+        m.d.sync += cfg.eq(self.cfg)
+        trunc = _Settings(m, "trunc", cfg.truncate, ACC_BITS)
+        mul_s = {x: _Settings(m, f"{x}_mul", getattr(cfg, x).mul_shift, 50) for x in ("x1", "x2")}
+        cvt_s = _Settings(m, "cvt", cfg.cvt_shift, 49)
+
+        # every stage moves every cycle; results wait in the output FIFO, and a beat is taken
+        # only while the FIFO has a free entry for it (credits: entries not yet promised)
+        depth = STAGES + 2
+        m.submodules.results = results = fifo.SyncFIFOBuffered(
+            width=Shape.cast(ResultLayout(self.hw, self.lanes)).width, depth=depth)
+        credits = Signal(range(depth + 1), init=depth)
+        take = self.inp.valid & self.inp.ready
+        give = self.out.valid & self.out.ready
+        m.d.comb += self.inp.ready.eq(credits != 0)
+        m.d.sync += credits.eq(credits - take + give)
+        valid = take
+        for i in range(STAGES):
+            stage_valid = Signal(name=f"valid{i + 1}")
+            m.d.sync += stage_valid.eq(valid)
+            valid = stage_valid
+        m.d.comb += [results.w_en.eq(valid), self.out.valid.eq(results.r_rdy),
+                     results.r_en.eq(self.out.ready),
+                     self.out.payload.eq(results.r_data)]
+        out = Signal(ResultLayout(self.hw, self.lanes))
+        m.d.comb += results.w_data.eq(out)
 
         for k in range(self.lanes):
-            def reg(name: str, shape, k=k) -> Signal:
-                return Signal(shape, name=f"{name}_{k}")
-
-            # per stage: the value computed there, the operands still to come, CACC's flag
-            t, cs1 = reg("s1_trunc", signed(32)), reg("s1_csat", 1)
-            op_a1, op_m1 = reg("s1_alu1", signed(16)), reg("s1_mul1", signed(16))
-            op_a2, op_m2 = reg("s1_alu2", signed(16)), reg("s1_mul2", signed(16))
-            a1, cs2 = reg("s2_x1alu", signed(34)), reg("s2_csat", 1)
-            m1_2, a2_2, m2_2 = (reg("s2_mul1", signed(16)), reg("s2_alu2", signed(16)),
-                                reg("s2_mul2", signed(16)))
-            p1, a1_3, cs3 = reg("s3_x1prod", signed(50)), reg("s3_x1alu", signed(34)), \
-                reg("s3_csat", 1)
-            a2_3, m2_3 = reg("s3_alu2", signed(16)), reg("s3_mul2", signed(16))
-            x1, cs4 = reg("s4_x1", signed(32)), reg("s4_csat", 1)
-            a2_4, m2_4 = reg("s4_alu2", signed(16)), reg("s4_mul2", signed(16))
-            a2, cs5, m2_5 = reg("s5_x2alu", signed(34)), reg("s5_csat", 1), \
-                reg("s5_mul2", signed(16))
-            p2, a2_6, cs6 = reg("s6_x2prod", signed(50)), reg("s6_x2alu", signed(34)), \
-                reg("s6_csat", 1)
-            x2, cs7 = reg("s7_x2", signed(32)), reg("s7_csat", 1)
-            prod, cs8 = reg("s8_cvt", signed(50)), reg("s8_csat", 1)
-            out8, osat, cs9 = reg("s9_out", signed(8)), reg("s9_osat", 1), reg("s9_csat", 1)
-
-            scaled = shift_round(beat.acc[k], cfg.truncate)
-            cvt = shift_round(prod, cfg.cvt_shift)
-            with m.If(advance):
-                m.d.sync += [
-                    # 1: CACC clip-truncate
-                    t.eq(saturate(scaled, 32)), cs1.eq(overflows(scaled, 32)),
-                    op_a1.eq(beat.alu1[k]), op_m1.eq(beat.mul1[k]),
-                    op_a2.eq(beat.alu2[k]), op_m2.eq(beat.mul2[k]),
-                    # 2: X1 ALU
-                    a1.eq(self._x_alu(cfg.x1, t, op_a1)), cs2.eq(cs1),
-                    m1_2.eq(op_m1), a2_2.eq(op_a2), m2_2.eq(op_m2),
-                    # 3: X1 multiplier product
-                    p1.eq(self._x_product(cfg.x1, a1, m1_2)), a1_3.eq(a1), cs3.eq(cs2),
-                    a2_3.eq(a2_2), m2_3.eq(m2_2),
-                    # 4: X1 shift, truncate, ReLU
-                    x1.eq(self._x_mul(cfg.x1, a1_3, p1)), cs4.eq(cs3),
-                    a2_4.eq(a2_3), m2_4.eq(m2_3),
-                    # 5: X2 ALU
-                    a2.eq(self._x_alu(cfg.x2, x1, a2_4)), cs5.eq(cs4), m2_5.eq(m2_4),
-                    # 6: X2 multiplier product
-                    p2.eq(self._x_product(cfg.x2, a2, m2_5)), a2_6.eq(a2), cs6.eq(cs5),
-                    # 7: X2 shift, truncate, ReLU
-                    x2.eq(self._x_mul(cfg.x2, a2_6, p2)), cs7.eq(cs6),
-                    # 8: converter product
-                    prod.eq((x2 - cfg.cvt_offset) * cfg.cvt_scale), cs8.eq(cs7),
-                    # 9: converter shift, 17-bit then 8-bit saturation
-                    out8.eq(saturate(saturate(cvt, 17), 8)), osat.eq(overflows(cvt, 17)),
-                    cs9.eq(cs8),
-                ]
-            m.d.comb += [self.out.payload.data[k].eq(out8),
-                         self.out.payload.cacc_sat[k].eq(cs9),
-                         self.out.payload.cvt_sat[k].eq(osat)]
-        m.d.comb += self.out.valid.eq(valid[-1])
+            p = _Pipe(m, k)
+            # operands: register or memory, the ALU's shifted and saturated (2 stages)
+            ops = {}
+            for x, a_name, m_name in (("x1", "alu1", "mul1"), ("x2", "alu2", "mul2")):
+                st = getattr(cfg, x)
+                a16 = Mux(st.alu_src, getattr(beat, a_name)[k], st.alu_operand).as_signed()
+                shifted = p.reg(f"{x}_aluop_shl", a16 << _clamped(st.alu_shift, MAX_ALU_SHIFT))
+                ops[x] = {"alu": p.reg(f"{x}_aluop", saturate(shifted, 32)),
+                          "mul": p.carry(f"{x}_mulop_d", {"v": Mux(
+                              st.mul_src, getattr(beat, m_name)[k], st.mul_operand)}, 2)["v"]}
+            # CACC: round, shift, saturate to int32 (3 stages)
+            shifted = shift_round_stages(p, "trunc", beat.acc[k], trunc, Const(0), ACC_BITS)
+            t = p.reg("trunc", saturate(shifted, 32))
+            csat = p.reg("csat", overflows(shifted, 32))
+            x1_ops = p.carry("x1_ops", ops["x1"], 1)
+            x1 = self._x_stage(p, "x1", cfg.x1, mul_s["x1"], t, x1_ops["alu"], x1_ops["mul"])
+            x2_ops = p.carry("x2_ops", ops["x2"], 1 + X_STAGES)
+            x2 = self._x_stage(p, "x2", cfg.x2, mul_s["x2"], x1, x2_ops["alu"], x2_ops["mul"])
+            # CVT: subtract, product (2 stages), round and shift (2), saturate
+            diff = p.reg("cvt_sub", x2 - cfg.cvt_offset, signed(33))
+            prod = product_stages(p, "cvt_mul", diff, cfg.cvt_scale)
+            cvt = shift_round_stages(p, "cvt", prod, cvt_s, Const(0), len(prod))
+            m.d.sync += [out.data[k].eq(saturate(saturate(cvt, 17), 8)),
+                         out.cvt_sat[k].eq(overflows(cvt, 17))]
+            m.d.sync += out.cacc_sat[k].eq(p.carry("csat_d", {"c": csat}, STAGES - 5)["c"])
         return m
 
 

@@ -29,7 +29,7 @@ from cocotb.utils import get_sim_time
 from accel.arith import sign_extend
 from accel.cmod.cmac import mac_atoms
 from accel.config import HwConfig
-from accel.rtl.cmac import DataAtomLayout, ResultLayout, WeightLayout, pipeline_depth
+from accel.rtl.cmac import DataAtomLayout, ResultLayout, WeightLayout, capacity, pipeline_depth
 
 CLOCK_NS = 10
 
@@ -288,7 +288,7 @@ async def random_atoms(dut: object) -> None:
 @cocotb.test()
 async def stalled_pipeline_fills(dut: object) -> None:
     """With ``result`` stalled, idle gaps in the input must not leave bubbles: the
-    array keeps accepting until each of its ``pipeline_depth`` stages holds an atom."""
+    array keeps accepting until it holds ``capacity`` atoms, then takes no more."""
     cfg = config_from_env()
     rng = np.random.default_rng(_seed() + 2)
     tb = TB(dut, cfg, rng)
@@ -296,7 +296,7 @@ async def stalled_pipeline_fills(dut: object) -> None:
     k, c = cfg.atomic_k, cfg.atomic_c
     await tb.load_kernels(np.arange(k), rng.integers(-128, 128, (k, c)), np.ones((k, c), bool))
     tb.ready_prob = 0.0
-    depth = pipeline_depth(cfg)
+    depth = capacity(cfg)
     # Offer more atoms than fit, with a gap of several cycles between them.
     sender = cocotb.start_soon(tb.send_atoms(rng.integers(-128, 128, (depth + 3, c)),
                                              np.ones((depth + 3, c), bool), idle_prob=0.8))

@@ -134,6 +134,9 @@ async def random_configurations(dut) -> None:
     for case in range(CONFIGS):
         c, beats = random_case(rng, lanes)
         dut.cfg.value = pack(cfg_layout, c)
+        dut.inp__valid.value = 0
+        for _ in range(2):                  # the registers hold two cycles before a beat
+            await RisingEdge(dut.clk)
         expected: deque = deque(model(c, a, o) for a, o in beats)
         sent = 0
         while expected:

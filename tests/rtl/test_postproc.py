@@ -37,17 +37,17 @@ def test_postproc_matches_cmodel(preset: str) -> None:
 
 
 def test_an_injected_rounding_bug_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Round half up instead of half away from zero (a classic slip): the scoreboard
-    must fail the simulation."""
-    from amaranth.hdl import Const
+    """Round half up instead of half away from zero (a classic slip: negative values get
+    the same rounding carry as positive ones): the scoreboard must fail the simulation."""
+    from amaranth.hdl import Mux
 
     from accel.rtl import postproc
     from accel.rtl.sim import SimulationFailed
 
-    def floor_half_up(x, shift):
-        return (x + ((Const(1, 1) << shift) >> 1)) >> shift
+    def half_up(negative, shift_is_zero):
+        return Mux(shift_is_zero, 1, 1)
 
-    monkeypatch.setattr(postproc, "shift_round", floor_half_up)
+    monkeypatch.setattr(postproc, "round_carry", half_up)
     cfg = dataclasses.replace(get_preset("nv_small"), name="postproc-bug")
     with pytest.raises(SimulationFailed, match="1 of 1 cocotb tests failed"):
         _run(cfg, "postproc-bug")
