@@ -20,7 +20,18 @@ masked.  The round's first atom swaps the banks, in the cycle after its last
 kernel entered at the earliest; the next round's kernels enter from that same
 cycle on, so a round costs ``max(kernels, points)`` cycles.  In the last
 kernel group only the ``K mod atomic_k`` real kernels are loaded (the others
-once per stripe, as zeros).  The CACC adds the
+once per stripe, as zeros).
+
+For timing, nothing is multiplied per atom: the weight address counts up
+(back to the kernel group's first entry for each stripe), and the pixel and
+its feature address are running sums stepped by the strides, the dilations
+and their products with ``W``, taken in the ``PREP`` cycles after ``start``.
+The two generators wait for each other on small difference counters rather
+than by comparing round numbers.  The atom sender's generator runs ahead of
+the feature memory through two stages (the address summed, the pixel checked
+against the cube) into a queue it holds credits for, so the MAC array's
+back-pressure (a registered credit check, :mod:`accel.rtl.cmac`) never
+reaches the counters.  The CACC adds the
 partial sums up per point and hands each finished point to the
 post-processing pipeline (:mod:`accel.rtl.postproc`), whose int8 beats leave
 on ``out`` in the same order: kernel group, then point.
@@ -34,13 +45,13 @@ SDP_RDMA delivers them in per-kernel mode (``operand_write``).
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
-from accel.rtl.cmac import Cmac, pipeline_depth
+from accel.rtl.cmac import Cmac, capacity
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 
 #: bits of a size the registers give as a 13-bit field plus one (cube width, height and
@@ -48,6 +59,11 @@ from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 SIZE_BITS = 14
 #: bits of a kernel width or height (5-bit field plus one: up to 32) and of a dilation
 KERNEL_BITS = 6
+#: cycles from ``start`` to the first read: the operation's products are taken meanwhile
+PREP = 2
+#: the sender's queue of atoms between its generator and the feature memory (enough for
+#: the generator's credit loop to send an atom every cycle)
+QUEUE = 8
 
 
 class ConvConfigLayout(data.StructLayout):
@@ -143,132 +159,228 @@ class ConvCore(wiring.Component):
             m.d.comb += [wr.addr.eq(port.addr), wr.data.eq(port.data), wr.en.eq(port.en)]
         f_rd, w_rd = fmem.read_port(), wmem.read_port()
 
-        total = Signal(2 * SIZE_BITS)
-        m.d.comb += total.eq(cfg.out_w * cfg.out_h)
-        running = Signal()
-        rounds_loaded = Signal(32)        # rounds whose kernels are all in the shadow bank
-        rounds_started = Signal(32)       # rounds whose first atom (the swap) was accepted
+        # ---- the operation's constants, taken at start (cfg holds until the last output)
+        # and in the PREP cycles after it, so that no product is computed per atom
+        prep = Signal(range(PREP + 1))
+        running = Signal()                # the sender's generator has points left
+        loading = Signal()                # the loader has rounds left
+        begin = Signal()                  # the generators start: the last cycle of PREP
+        m.d.comb += begin.eq(prep == 1)
+        with m.If(prep != 0):
+            m.d.sync += prep.eq(prep - 1)
+        a_bits = (self.feature_entries - 1).bit_length()
+        total = Signal(2 * SIZE_BITS)               # output points
+        total_m1 = Signal(2 * SIZE_BITS)
+        size = Signal(range(self.points + 1))       # points of a full stripe
+        first_stripe = Signal(range(self.points + 1))   # points of a kernel group's first
+        first_is_last = Signal()                    # ... and whether it is its last
+        surface = Signal(a_bits)                    # h * w: the entries of a channel group
+        row_step = Signal(a_bits)                   # stride_y * w
+        tap_row_step = Signal(a_bits)               # dilation_y * w
+        top_rows = Signal(a_bits)                   # pad_top * w
+        k_last = Signal(range(n_k + 1))             # real kernels of the last kernel group
+        with m.If(self.start & (prep == 0) & ~running):
+            m.d.sync += [prep.eq(PREP), total.eq(cfg.out_w * cfg.out_h),
+                         size.eq(Mux(cfg.stripe_points > self.points, self.points,
+                                     cfg.stripe_points)),
+                         surface.eq(cfg.h * cfg.w), row_step.eq(cfg.stride_y * cfg.w),
+                         tap_row_step.eq(cfg.dilation_y * cfg.w),
+                         top_rows.eq(cfg.pad_top * cfg.w),
+                         k_last.eq((cfg.k - 1)[:n_k.bit_length() - 1] + 1)]
+        with m.If(prep == PREP):
+            m.d.sync += [total_m1.eq(total - 1), first_is_last.eq(total <= size),
+                         first_stripe.eq(Mux(total <= size, total, size))]
+        bounds = _Bounds(m, cfg)
+
+        # The generators wait for each other by round.  Their differences stay small, so
+        # small counters hold them instead of round numbers to compare:
+        # loader: rounds it may still read ahead (2 + rounds started - rounds read)
+        load_room = Signal(range(3))
+        # sender: rounds it may still send (1 + rounds loaded - rounds sent)
+        send_room = Signal(range(4))
+        # swap: rounds loaded - rounds started (a swap waits until its round is loaded)
+        loaded_ahead = Signal(range(3))
 
         # ---- the kernel loader: the next round's kernels into the shadow bank --------------
-        # A round loads ``atomic_k`` kernels, but in the last kernel group only its
-        # ``k_last`` real ones: the others are loaded as zeros (masked beats) in the first
-        # round of each stripe and stay zero in the shadow bank, which no later beat of the
-        # stripe overwrites.
-        lw = _Rounds(m, "load", cfg, total, self.points)
+        # Weight entries are read in order: a round's kernels one after the other, the
+        # rounds of a stripe (channel group, tap) in order, every stripe of a kernel group
+        # from the group's first entry again.  A round loads ``atomic_k`` kernels, but in
+        # the last kernel group only its ``k_last`` real ones: the others are loaded as
+        # zeros (masked beats) in the first round of each stripe and stay zero in the
+        # shadow bank, which no later beat of the stripe overwrites.
+        lw = _Rounds(m, "load", bounds, total, size, first_stripe, first_is_last)
         k = Signal(range(n_k))
-        k_last = Signal(range(n_k + 1))
-        m.d.comb += k_last.eq((cfg.k - 1)[:n_k.bit_length() - 1] + 1)
-        last_kg = Signal()
-        m.d.comb += last_kg.eq(lw.kg == cfg.kernel_groups - 1)
-        kernels = Signal(range(n_k + 1))    # beats of this round
-        m.d.comb += kernels.eq(Mux(last_kg & ~lw.first_round, k_last, n_k))
-        load_round = Signal(32)
-        loading = Signal()                # the loader has rounds left
-        # the beat waiting for the MAC array: its kernel, round, whether it is zero and
-        # whether it is its round's last
+        kernels_m1 = Signal(range(n_k))   # beats of this round - 1
+        m.d.comb += kernels_m1.eq(Mux(lw.last_kg & ~lw.first_round, k_last - 1, n_k - 1))
+        w_addr, w_base, w_group = (Signal(range(self.weight_entries)) for _ in range(3))
+        # the beat waiting for the MAC array: its kernel, whether it is zero, whether it is
+        # its round's last and whether it must wait for a swap (it belongs to the round
+        # after the one in the shadow bank)
         w_valid, w_kernel = Signal(), Signal(range(n_k))
-        w_round, w_zero, w_last = Signal(32), Signal(), Signal()
+        w_zero, w_last, w_wait = Signal(), Signal(), Signal()
         w_accepted = Signal()
         m.d.comb += w_accepted.eq(cmac.weight.valid & cmac.weight.ready)
         w_free = Signal()
         m.d.comb += w_free.eq(~w_valid | w_accepted)
+        swap_now = Signal()               # a round's swap atom enters the MAC array
         w_fire = Signal()
-        w_addr = Signal(range(self.weight_entries))
-        m.d.comb += w_addr.eq((((lw.kg * cfg.channel_groups + lw.cg) * cfg.r + lw.r)
-                               * cfg.s + lw.s) * n_k + k)
-        # a round's kernels are read while the round before them waits in the shadow bank,
-        # and enter it with (or after) that round's swap
-        m.d.comb += w_fire.eq(loading & w_free & (load_round <= rounds_started + 1)
+        m.d.comb += w_fire.eq(loading & w_free & (load_room != 0)
                               & (w_addr < self.weight_level))
         m.d.comb += [w_rd.en.eq(w_fire), w_rd.addr.eq(w_addr)]
         with m.If(w_free):
             m.d.sync += w_valid.eq(w_fire)
             with m.If(w_fire):
-                m.d.sync += [w_kernel.eq(k), w_round.eq(load_round),
-                             w_zero.eq(last_kg & (k >= k_last)), w_last.eq(k == kernels - 1)]
+                m.d.sync += [w_kernel.eq(k), w_zero.eq(lw.last_kg & (k >= k_last)),
+                             w_last.eq(k == kernels_m1), w_wait.eq((load_room == 1) & ~swap_now)]
+        with m.Elif(swap_now):
+            m.d.sync += w_wait.eq(0)
+        w_round_read = w_fire & (k == kernels_m1)
         with m.If(w_fire):
-            m.d.sync += k.eq(k + 1)
-            with m.If(k == kernels - 1):
-                m.d.sync += [k.eq(0), load_round.eq(load_round + 1)]
+            m.d.sync += [k.eq(k + 1), w_addr.eq(w_addr + 1)]
+            with m.If(k == kernels_m1):
+                # the next round's entries follow this one's in the kernel group; a stripe
+                # starts again at the group's first, and the next group follows the last
+                m.d.sync += [k.eq(0), w_addr.eq(w_base + n_k), w_base.eq(w_base + n_k)]
+                with m.If(lw.last_round & ~lw.last_stripe):
+                    m.d.sync += [w_addr.eq(w_group), w_base.eq(w_group)]
+                with m.If(lw.last_round & lw.last_stripe):
+                    m.d.sync += w_group.eq(w_base + n_k)
                 lw.advance(m, loading)
-        with m.If(w_accepted & w_last):
-            m.d.sync += rounds_loaded.eq(rounds_loaded + 1)
+        loaded = w_accepted & w_last
 
-        # ---- the atom sender: one atom per point of the stripe and round ------------------
-        sd = _Rounds(m, "send", cfg, total, self.points)
+        # ---- the atom sender ----------------------------------------------------------
+        # A generator walks the points and rounds with the input pixel and its feature
+        # address as running sums (no multiplication per atom), two stages add them up and
+        # check the pixel against the cube, and the atoms wait in a queue; the generator
+        # runs while the queue has room promised (credits), so the MAC array's back-pressure
+        # never reaches it.  The queue's head is read from the feature memory once its
+        # round's kernels are loaded or loading and its pixel is padding or in memory.
+        sd = _Rounds(m, "send", bounds, total, size, first_stripe, first_is_last)
         p = Signal(range(self.points))
         oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        send_round = Signal(32)
+        soy, sox = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the stripe's first point
+        # the point's pixel for tap (0, 0), (py, px) = (oy*SY - PAD_TOP, ox*SX - PAD_LEFT),
+        # py * w as an address (modulo the memory's size: only addresses inside matter),
+        # and the same of the stripe's first point
+        coord = signed(SIZE_BITS + 6)
+        py, px, spy, spx = Signal(coord), Signal(coord), Signal(coord), Signal(coord)
+        a_py, sa_py = Signal(a_bits), Signal(a_bits)
+        # the tap's offset (ty, tx) = (r*DY, s*DX); the channel group's first entry
+        # cg*h*w, its row of the tap cg*h*w + ty*w, and the tap's entry (+ tx)
+        ty, tx = Signal(2 * KERNEL_BITS), Signal(2 * KERNEL_BITS)
+        a_cg, a_row, a_tap = Signal(a_bits), Signal(a_bits), Signal(a_bits)
+        c_left = Signal(signed(SIZE_BITS + 1))      # channels from this channel group on
+
+        entry = data.StructLayout({"addr": a_bits, "pad": 1, "mask": n_c,
+                                   "point": range(self.points), "first": 1, "last": 1,
+                                   "swap": 1, "round_end": 1})
+        m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=entry.size, depth=QUEUE)
+        credits = Signal(range(QUEUE + 1), init=QUEUE)
+        g_fire = Signal()
+        m.d.comb += g_fire.eq(running & (credits != 0))
+        round_end = p == sd.in_stripe_m1
+        # the next point of the raster (within a stripe or past it)
+        wrap = ox == bounds.out_w_m1
+        n_ox, n_oy = Mux(wrap, 0, ox + 1), Mux(wrap, oy + 1, oy)
+        n_px = Mux(wrap, -cfg.pad_left, px + cfg.stride_x)
+        n_py = Mux(wrap, py + cfg.stride_y, py)
+        n_apy = Mux(wrap, a_py + row_step, a_py)
+        origin = [ox.eq(0), oy.eq(0), px.eq(-cfg.pad_left), py.eq(-cfg.pad_top),
+                  a_py.eq(-top_rows), sox.eq(0), soy.eq(0), spx.eq(-cfg.pad_left),
+                  spy.eq(-cfg.pad_top), sa_py.eq(-top_rows)]
+        with m.If(g_fire):
+            m.d.sync += [ox.eq(n_ox), oy.eq(n_oy), px.eq(n_px), py.eq(n_py), a_py.eq(n_apy),
+                         p.eq(p + 1)]
+            with m.If(round_end):
+                m.d.sync += p.eq(0)
+                # the next tap or channel group
+                with m.If(sd.step_s):
+                    m.d.sync += [tx.eq(tx + cfg.dilation_x), a_tap.eq(a_tap + cfg.dilation_x)]
+                with m.Elif(sd.step_r):
+                    m.d.sync += [tx.eq(0), ty.eq(ty + cfg.dilation_y),
+                                 a_row.eq(a_row + tap_row_step),
+                                 a_tap.eq(a_row + tap_row_step)]
+                with m.Elif(sd.step_cg):
+                    m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(a_cg + surface),
+                                 a_row.eq(a_cg + surface), a_tap.eq(a_cg + surface),
+                                 c_left.eq(c_left - n_c)]
+                with m.Else():
+                    m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(0), a_row.eq(0), a_tap.eq(0),
+                                 c_left.eq(cfg.c)]
+                # the next round starts at the stripe's first point, or past its last
+                with m.If(~sd.last_round):
+                    m.d.sync += [ox.eq(sox), oy.eq(soy), px.eq(spx), py.eq(spy),
+                                 a_py.eq(sa_py)]
+                with m.Elif(~sd.last_stripe):
+                    m.d.sync += [sox.eq(n_ox), soy.eq(n_oy), spx.eq(n_px), spy.eq(n_py),
+                                 sa_py.eq(n_apy)]
+                with m.Else():                              # a new kernel group
+                    m.d.sync += origin
+                sd.advance(m, running)
+
+        # stage 1: the pixel and the address's two halves
+        s1_valid = Signal()
+        s1 = Signal(entry)
+        s1_a, s1_b = Signal(a_bits), Signal(a_bits)
+        s1_iy, s1_ix = Signal(coord), Signal(coord)
+        m.d.sync += [s1_valid.eq(g_fire), s1_a.eq(a_tap), s1_b.eq(a_py + px),
+                     s1_iy.eq(py + ty), s1_ix.eq(px + tx),
+                     s1.mask.eq(Cat(c_left > i for i in range(n_c))), s1.point.eq(p),
+                     s1.first.eq(sd.first_round), s1.last.eq(sd.last_round),
+                     s1.swap.eq(p == 0), s1.round_end.eq(round_end)]
+        # stage 2: the address, and whether the pixel is padding, into the queue
+        s2_valid = Signal()
+        s2 = Signal(entry)
+        m.d.sync += [s2_valid.eq(s1_valid), s2.eq(s1), s2.addr.eq(s1_a + s1_b),
+                     s2.pad.eq((s1_iy < 0) | (s1_iy >= bounds.h) | (s1_ix < 0)
+                               | (s1_ix >= bounds.w))]
+        m.d.comb += [queue.w_en.eq(s2_valid), queue.w_data.eq(s2)]
+
+        # the queue's head into the feature memory; the atom read (d_*) waits for the MAC
+        head = Signal(entry)
+        m.d.comb += head.eq(queue.r_data)
         d_valid, d_pad, d_mask = Signal(), Signal(), Signal(n_c)
         d_point, d_first, d_last, d_swap = (Signal(range(self.points)), Signal(), Signal(),
                                             Signal())
-        # a round's swap atom waits in the sender's register until the round's last kernel
-        # entered the shadow bank in an earlier cycle
+        # a round's swap atom waits in the register until the round's last kernel entered
+        # the shadow bank in an earlier cycle
         d_allowed = Signal()
-        m.d.comb += d_allowed.eq(~d_swap | (rounds_started < rounds_loaded))
+        m.d.comb += d_allowed.eq(~d_swap | (loaded_ahead != 0))
         d_free = Signal()
         m.d.comb += d_free.eq(~d_valid | (d_allowed & cmac.data.ready))
-        iy = Signal(signed(2 * SIZE_BITS + 2))
-        ix = Signal(signed(2 * SIZE_BITS + 2))
-        m.d.comb += [iy.eq(oy * cfg.stride_y + sd.r * cfg.dilation_y - cfg.pad_top),
-                     ix.eq(ox * cfg.stride_x + sd.s * cfg.dilation_x - cfg.pad_left)]
-        inside = Signal()
-        m.d.comb += inside.eq((iy >= 0) & (iy < cfg.h) & (ix >= 0) & (ix < cfg.w))
-        # the address in the memory's width: exact for a pixel inside the cube (the
-        # operation fits the memory), and only those are read
-        f_addr = Signal(range(self.feature_entries))
-        m.d.comb += f_addr.eq((sd.cg * cfg.h + iy) * cfg.w + ix)
-        # an atom is read once its round's kernels are loaded or loading, and its pixel is
-        # padding or in memory
-        d_fire = Signal()
-        m.d.comb += d_fire.eq(running & d_free & (send_round <= rounds_loaded)
-                              & (~inside | (f_addr < self.feature_level)))
-        m.d.comb += [f_rd.en.eq(d_fire), f_rd.addr.eq(f_addr)]
-        remaining = Signal(signed(SIZE_BITS + 2))
-        m.d.comb += remaining.eq(cfg.c - sd.cg * n_c)
-        mask = Signal(n_c)
-        m.d.comb += [mask[i].eq(remaining > i) for i in range(n_c)]
+        pop = Signal()
+        m.d.comb += pop.eq(queue.r_rdy & d_free & (send_room != 0)
+                           & (head.pad | (head.addr < self.feature_level)))
+        m.d.comb += [queue.r_en.eq(pop), f_rd.en.eq(pop), f_rd.addr.eq(head.addr)]
+        m.d.sync += credits.eq(credits - g_fire + pop)
         with m.If(d_free):
-            m.d.sync += d_valid.eq(d_fire)
-            with m.If(d_fire):
-                m.d.sync += [d_pad.eq(~inside), d_mask.eq(mask), d_point.eq(p),
-                             d_first.eq(sd.first_round), d_last.eq(sd.last_round),
-                             d_swap.eq(p == 0)]
-        with m.If(d_fire):
-            with m.If(ox == cfg.out_w - 1):
-                m.d.sync += [ox.eq(0), oy.eq(oy + 1)]
-            with m.Else():
-                m.d.sync += ox.eq(ox + 1)
-            m.d.sync += p.eq(p + 1)
-            with m.If(p == sd.in_stripe - 1):            # the round is over
-                m.d.sync += [p.eq(0), send_round.eq(send_round + 1)]
-                last_of_stripe = sd.advance(m, running)
-                # the next round starts at the stripe's first point, or past its last
-                with m.If(last_of_stripe):
-                    m.d.sync += [sd.stripe_y.eq(Mux(ox == cfg.out_w - 1, oy + 1, oy)),
-                                 sd.stripe_x.eq(Mux(ox == cfg.out_w - 1, 0, ox + 1)),
-                                 oy.eq(Mux(ox == cfg.out_w - 1, oy + 1, oy)),
-                                 ox.eq(Mux(ox == cfg.out_w - 1, 0, ox + 1))]
-                    with m.If(sd.stripe + sd.in_stripe >= total):   # a new kernel group
-                        m.d.sync += [sd.stripe_y.eq(0), sd.stripe_x.eq(0), oy.eq(0), ox.eq(0)]
-                with m.Else():
-                    m.d.sync += [oy.eq(sd.stripe_y), ox.eq(sd.stripe_x)]
-        with m.If(cmac.data.valid & cmac.data.ready & cmac.data.payload.swap):
-            m.d.sync += rounds_started.eq(rounds_started + 1)
+            m.d.sync += d_valid.eq(pop)
+            with m.If(pop):
+                m.d.sync += [d_pad.eq(head.pad), d_mask.eq(head.mask), d_point.eq(head.point),
+                             d_first.eq(head.first), d_last.eq(head.last),
+                             d_swap.eq(head.swap)]
+        m.d.comb += swap_now.eq(cmac.data.valid & d_swap)
+        started = swap_now & cmac.data.ready
 
-        with m.If(self.start & ~running):
-            m.d.sync += [running.eq(1), loading.eq(1), k.eq(0), p.eq(0), oy.eq(0), ox.eq(0),
-                         load_round.eq(0), send_round.eq(0), rounds_loaded.eq(0),
-                         rounds_started.eq(0)]
+        # the rounds' differences
+        m.d.sync += [load_room.eq(load_room - w_round_read + started),
+                     send_room.eq(send_room + loaded - (pop & head.round_end)),
+                     loaded_ahead.eq(loaded_ahead + loaded - started)]
+
+        with m.If(begin):
+            m.d.sync += [running.eq(1), loading.eq(1), k.eq(0), p.eq(0), w_addr.eq(0),
+                         w_base.eq(0), w_group.eq(0), tx.eq(0), ty.eq(0), a_cg.eq(0),
+                         a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c), *origin,
+                         load_room.eq(2), send_room.eq(1), loaded_ahead.eq(0)]
             lw.reset(m)
             sd.reset(m)
-        m.d.comb += self.busy.eq(running | d_valid | loading | w_valid)
+        m.d.comb += self.busy.eq((prep != 0) | running | s1_valid | s2_valid | queue.r_rdy
+                                 | d_valid | loading | w_valid)
 
         # ---- into the MAC array ------------------------------------------------------
         m.d.comb += [
-            # a beat of the round after the waiting one enters with that round's swap
-            cmac.weight.valid.eq(w_valid & (w_round <= rounds_started
-                                            + (cmac.data.valid & d_swap))),
+            # a beat of the round after the one in the shadow bank enters with its swap
+            cmac.weight.valid.eq(w_valid & (~w_wait | swap_now)),
             cmac.weight.payload.data.eq(w_rd.data),
             cmac.weight.payload.mask.eq(Mux(w_zero, 0, (1 << n_c) - 1)),
             cmac.weight.payload.kernel.eq(w_kernel),
@@ -281,7 +393,7 @@ class ConvCore(wiring.Component):
 
         # the point and its place in the sum travel beside the MAC pipeline
         m.submodules.meta = meta = fifo.SyncFIFOBuffered(
-            width=len(d_point) + 2, depth=pipeline_depth(hw) + 2)
+            width=len(d_point) + 2, depth=capacity(hw) + 1)
         m.d.comb += [meta.w_data.eq(d_point | (d_first << len(d_point))
                                     | (d_last << (len(d_point) + 1))),
                      meta.w_en.eq(cmac.data.valid & cmac.data.ready)]
@@ -322,7 +434,7 @@ class ConvCore(wiring.Component):
             m.d.sync += [out_kg.eq(0), out_point.eq(0)]
         with m.Elif(post.inp.valid & post.inp.ready):
             m.d.sync += out_point.eq(out_point + 1)
-            with m.If(out_point == total - 1):
+            with m.If(out_point == total_m1):
                 m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1)]
         m.d.comb += o_rd.addr.eq(out_kg)
         for name in ("alu1", "mul1", "alu2", "mul2"):
@@ -332,49 +444,78 @@ class ConvCore(wiring.Component):
         return m
 
 
+class _Bounds:
+    """The last value of each counter the generators compare, as registers (cfg holds from
+    ``start``; these follow a cycle later, within the core's PREP cycles)."""
+
+    def __init__(self, m: Module, cfg) -> None:
+        self.out_w_m1 = Signal(SIZE_BITS, name="out_w_m1")
+        self.cg_m1 = Signal(SIZE_BITS, name="cg_m1")
+        self.kg_m1 = Signal(SIZE_BITS, name="kg_m1")
+        self.r_m1 = Signal(KERNEL_BITS, name="r_m1")
+        self.s_m1 = Signal(KERNEL_BITS, name="s_m1")
+        self.h, self.w = Signal(SIZE_BITS, name="cube_h"), Signal(SIZE_BITS, name="cube_w")
+        m.d.sync += [self.out_w_m1.eq(cfg.out_w - 1), self.cg_m1.eq(cfg.channel_groups - 1),
+                     self.kg_m1.eq(cfg.kernel_groups - 1), self.r_m1.eq(cfg.r - 1),
+                     self.s_m1.eq(cfg.s - 1), self.h.eq(cfg.h), self.w.eq(cfg.w)]
+
+
 class _Rounds:
     """The round counters one generator walks: kernel group, stripe of output points,
-    channel group, kernel tap; ``advance`` steps to the next round."""
+    channel group, kernel tap; ``advance`` steps to the next round.  ``rest`` counts the
+    points from the stripe's first to the kernel group's last; the stripe's length
+    (``in_stripe_m1`` + 1) and whether it is the group's last are registers, worked out
+    when the stripe before ends."""
 
-    def __init__(self, m: Module, name: str, cfg, total: Signal, points: int) -> None:
-        self.cfg, self.total = cfg, total
+    def __init__(self, m: Module, name: str, bounds: _Bounds, total: Signal,
+                 size: Signal, first_stripe: Signal, first_is_last: Signal) -> None:
+        self.bounds, self.total, self.size = bounds, total, size
+        self.first_stripe, self.first_is_last = first_stripe, first_is_last
         self.kg = Signal(SIZE_BITS, name=f"{name}_kg")
         self.cg = Signal(SIZE_BITS, name=f"{name}_cg")
         self.r = Signal(KERNEL_BITS, name=f"{name}_r")
         self.s = Signal(KERNEL_BITS, name=f"{name}_s")
-        self.stripe = Signal(2 * SIZE_BITS, name=f"{name}_stripe")     # its first point
-        self.stripe_y = Signal(SIZE_BITS, name=f"{name}_stripe_y")
-        self.stripe_x = Signal(SIZE_BITS, name=f"{name}_stripe_x")
-        self.in_stripe = Signal(range(points + 1), name=f"{name}_points")
-        size = Mux(cfg.stripe_points > points, points, cfg.stripe_points)
-        m.d.comb += self.in_stripe.eq(Mux(total - self.stripe > size, size,
-                                          total - self.stripe))
+        self.last_kg = Signal(name=f"{name}_last_kg")
+        self.rest = Signal(2 * SIZE_BITS, name=f"{name}_rest")
+        self.in_stripe_m1 = Signal.like(size, name=f"{name}_points_m1")
+        self.last_stripe = Signal(name=f"{name}_last_stripe")
         self.first_round = (self.cg == 0) & (self.r == 0) & (self.s == 0)
-        self.last_round = ((self.cg == cfg.channel_groups - 1) & (self.r == cfg.r - 1)
-                           & (self.s == cfg.s - 1))
+        self.last_round = ((self.cg == bounds.cg_m1) & (self.r == bounds.r_m1)
+                           & (self.s == bounds.s_m1))
+        # which counter the next round steps (none: the stripe is over)
+        self.step_s = self.s != bounds.s_m1
+        self.step_r = ~self.step_s & (self.r != bounds.r_m1)
+        self.step_cg = ~self.step_s & ~self.step_r & (self.cg != bounds.cg_m1)
+
+    def _group_start(self) -> list:
+        return [self.rest.eq(self.total), self.last_stripe.eq(self.first_is_last),
+                self.in_stripe_m1.eq(self.first_stripe - 1)]
 
     def reset(self, m: Module) -> None:
         m.d.sync += [self.kg.eq(0), self.cg.eq(0), self.r.eq(0), self.s.eq(0),
-                     self.stripe.eq(0), self.stripe_y.eq(0), self.stripe_x.eq(0)]
+                     self.last_kg.eq(self.bounds.kg_m1 == 0), *self._group_start()]
 
-    def advance(self, m: Module, active: Signal) -> Value:
-        """Step to the next round (clearing ``active`` after the last); returns whether
-        this round was the last of its stripe."""
-        cfg = self.cfg
-        with m.If(self.s != cfg.s - 1):
+    def advance(self, m: Module, active: Signal) -> None:
+        """Step to the next round (clearing ``active`` after the last)."""
+        size = self.size
+        with m.If(self.step_s):
             m.d.sync += self.s.eq(self.s + 1)
-        with m.Elif(self.r != cfg.r - 1):
+        with m.Elif(self.step_r):
             m.d.sync += [self.s.eq(0), self.r.eq(self.r + 1)]
-        with m.Elif(self.cg != cfg.channel_groups - 1):
+        with m.Elif(self.step_cg):
             m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(self.cg + 1)]
         with m.Else():                                  # the stripe is over
             m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(0)]
-            with m.If(self.stripe + self.in_stripe < self.total):
-                m.d.sync += self.stripe.eq(self.stripe + self.in_stripe)
+            with m.If(~self.last_stripe):               # it had `size` points
+                next_is_last = self.rest <= (size << 1)
+                m.d.sync += [self.rest.eq(self.rest - size),
+                             self.last_stripe.eq(next_is_last),
+                             self.in_stripe_m1.eq(Mux(next_is_last, self.rest - size - 1,
+                                                      size - 1))]
             with m.Else():                              # the kernel group is over
-                m.d.sync += self.stripe.eq(0)
-                with m.If(self.kg == cfg.kernel_groups - 1):
+                m.d.sync += self._group_start()
+                with m.If(self.last_kg):
                     m.d.sync += active.eq(0)
                 with m.Else():
-                    m.d.sync += self.kg.eq(self.kg + 1)
-        return self.last_round
+                    m.d.sync += [self.kg.eq(self.kg + 1),
+                                 self.last_kg.eq(self.kg + 1 == self.bounds.kg_m1)]
