@@ -201,6 +201,7 @@ class ConvFetch(wiring.Component):
         cg, j, y, x = (Signal(SIZE_BITS), Signal(range(groups)), Signal(SIZE_BITS),
                        Signal(SIZE_BITS))
         row_base, cg_base = Signal(range(self.entries[0] + 1)), Signal(range(self.entries[0] + 1))
+        surface = Signal(range(self.entries[0] + 1))     # H * W: a channel group's entries
         features_in = Signal()
         m.d.comb += feature_beat.eq(body & tags.r_rdy & ~tag_weights & beat.valid)
         fw = self.feature_write
@@ -222,8 +223,8 @@ class ConvFetch(wiring.Component):
                         m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
                     with m.Else():
                         # the next channel group's entries follow this one's H x W
-                        m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + cfg.h * cfg.w),
-                                     row_base.eq(cg_base + cfg.h * cfg.w)]
+                        m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + surface),
+                                     row_base.eq(cg_base + surface)]
         # entries below the level hold all their channels: the whole cube once it is in,
         # else the entries of the channel groups before, and in a group's last surface
         # those before the data's position
@@ -236,55 +237,34 @@ class ConvFetch(wiring.Component):
             m.d.sync += flevel.eq(cg_base)
         m.d.comb += self.feature_level.eq(flevel)
 
-        # weights: a byte aligner into weight memory entries, in NVDLA's direct-convolution
-        # order
-        cap = n_c + bus                        # aligner bytes
+        # weights: a byte aligner of ``cap`` bytes between the bus words and the weight
+        # entries, in NVDLA's direct-convolution order.  An entry takes ``nc`` bytes
+        # (atomic_c, or what C leaves in the last channel group).  The byte count runs a
+        # cycle ahead of the bytes: each cycle decides from the count alone whether the
+        # next entry is written and a word taken, and the cycle after moves the bytes and
+        # writes the entry (``step_*``), so no cycle both decides and shifts.
+        cap = n_c + bus
         buf = Signal(8 * cap)
-        count = Signal(range(cap + 1))
+        count = Signal(range(cap + 1))          # bytes in buf once the pending step is done
         wkg, wcg, wkk = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(range(n_k))
         wr, ws = Signal(KERNEL_BITS), Signal(KERNEL_BITS)
         c_last, k_last = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        # the next entry: its bytes, and whether it is the last of its kernel group, channel
+        # group and tap (the entries of the kernels past K are not written: the sequencer
+        # loads zeros for them)
+        nc = Signal(range(n_c + 1))
+        group_end = Signal()
         entries_done = Signal()
         level = Signal(range(self.entries[1] + 1))
         m.d.comb += self.weight_level.eq(level)
-        nc = Signal(range(n_c + 1))
-        m.d.comb += nc.eq(Mux(wcg == cfg.channel_groups - 1, c_last, n_c))
-        # the last kernel of this (kernel group, channel group, tap): the entries of the
-        # kernels past K are not written (the sequencer loads zeros for them)
-        group_end = Signal()
-        m.d.comb += group_end.eq(Mux(wkg == cfg.kernel_groups - 1, wkk == k_last - 1,
-                                     wkk == n_k - 1))
         write_now = Signal()
         m.d.comb += write_now.eq(body & ~entries_done & (count >= nc))
         take = Signal(range(n_c + 1))
         m.d.comb += take.eq(Mux(write_now, nc, 0))
-        after = Signal(8 * cap)
         count_after = Signal(range(cap + 1))
-        m.d.comb += [after.eq(buf >> (take * 8)), count_after.eq(count - take)]
-        room = Signal()
-        m.d.comb += room.eq(count_after + bus <= cap)
-        ww = self.weight_write
-        m.d.comb += [ww.en.eq(write_now), ww.addr.eq(level)]
-        for lane in range(n_c):
-            m.d.comb += ww.data[lane].eq(Mux(lane < nc, buf[8 * lane:8 * lane + 8], 0))
-        with m.If(write_now):
-            with m.If(~group_end):
-                m.d.sync += [wkk.eq(wkk + 1), level.eq(level + 1)]
-            with m.Else():                      # the level skips the kernels past K
-                m.d.sync += level.eq(level + n_k - wkk)
-                m.d.sync += wkk.eq(0)
-                with m.If(ws != cfg.s - 1):
-                    m.d.sync += ws.eq(ws + 1)
-                with m.Elif(wr != cfg.r - 1):
-                    m.d.sync += [ws.eq(0), wr.eq(wr + 1)]
-                with m.Elif(wcg != cfg.channel_groups - 1):
-                    m.d.sync += [ws.eq(0), wr.eq(0), wcg.eq(wcg + 1)]
-                with m.Else():
-                    m.d.sync += [ws.eq(0), wr.eq(0), wcg.eq(0)]
-                    with m.If(wkg != cfg.kernel_groups - 1):
-                        m.d.sync += wkg.eq(wkg + 1)
-                    with m.Else():
-                        m.d.sync += entries_done.eq(1)
+        m.d.comb += count_after.eq(count - take)
+        room = Signal()                         # a word fits, whatever this cycle writes
+        m.d.comb += room.eq(count <= cap - bus)
         # a weight word is taken while the aligner has room for it (words past the last
         # entry are dropped)
         m.d.comb += weight_beat.eq(body & tags.r_rdy & tag_weights & beat.valid
@@ -292,8 +272,52 @@ class ConvFetch(wiring.Component):
         accept = Signal()
         m.d.comb += accept.eq(weight_beat & ~entries_done)
         with m.If(body):
-            m.d.sync += [buf.eq(Mux(accept, after | (beat.payload << (count_after * 8)), after)),
-                         count.eq(count_after + Mux(accept, bus, 0))]
+            m.d.sync += count.eq(count_after + Mux(accept, bus, 0))
+        # the pending step, applied the cycle after its decision
+        step_write, step_accept = Signal(), Signal()
+        step_nc, step_take = Signal(range(n_c + 1)), Signal(range(n_c + 1))
+        step_after = Signal(range(cap + 1))
+        step_level = Signal(range(n_k + 1))     # entries the level moves past
+        step_word = Signal(8 * bus)
+        m.d.sync += [step_write.eq(write_now), step_nc.eq(nc), step_take.eq(take),
+                     step_after.eq(count_after), step_accept.eq(accept),
+                     step_word.eq(beat.payload),
+                     step_level.eq(Mux(group_end, n_k - wkk, 1))]
+        after = buf >> (step_take * 8)
+        m.d.sync += buf.eq(Mux(step_accept, after | (step_word << (step_after * 8)), after))
+        ww = self.weight_write
+        m.d.comb += [ww.en.eq(step_write), ww.addr.eq(level)]
+        for lane in range(n_c):
+            m.d.comb += ww.data[lane].eq(Mux(lane < step_nc, buf[8 * lane:8 * lane + 8], 0))
+        with m.If(step_write):
+            m.d.sync += level.eq(level + step_level)
+        # the entry after this one
+        n_wkk, n_ws, n_wr = Signal.like(wkk), Signal.like(ws), Signal.like(wr)
+        n_wcg, n_wkg = Signal.like(wcg), Signal.like(wkg)
+        last_entry = Signal()
+        m.d.comb += [n_wkk.eq(wkk + 1), n_ws.eq(ws), n_wr.eq(wr), n_wcg.eq(wcg),
+                     n_wkg.eq(wkg), last_entry.eq(0)]
+        with m.If(group_end):
+            m.d.comb += n_wkk.eq(0)
+            with m.If(ws != cfg.s - 1):
+                m.d.comb += n_ws.eq(ws + 1)
+            with m.Elif(wr != cfg.r - 1):
+                m.d.comb += [n_ws.eq(0), n_wr.eq(wr + 1)]
+            with m.Elif(wcg != cfg.channel_groups - 1):
+                m.d.comb += [n_ws.eq(0), n_wr.eq(0), n_wcg.eq(wcg + 1)]
+            with m.Else():
+                m.d.comb += [n_ws.eq(0), n_wr.eq(0), n_wcg.eq(0)]
+                with m.If(wkg != cfg.kernel_groups - 1):
+                    m.d.comb += n_wkg.eq(wkg + 1)
+                with m.Else():
+                    m.d.comb += last_entry.eq(1)
+        with m.If(write_now):
+            m.d.sync += [wkk.eq(n_wkk), ws.eq(n_ws), wr.eq(n_wr), wcg.eq(n_wcg), wkg.eq(n_wkg),
+                         nc.eq(Mux(n_wcg == cfg.channel_groups - 1, c_last, n_c)),
+                         group_end.eq(Mux(n_wkg == cfg.kernel_groups - 1, n_wkk == k_last - 1,
+                                          n_wkk == n_k - 1))]
+            with m.If(last_entry):
+                m.d.sync += entries_done.eq(1)
 
         # ---- operands ----------------------------------------------------------------
         kg = Signal(SIZE_BITS)
@@ -309,6 +333,14 @@ class ConvFetch(wiring.Component):
         ow = self.operand_write
         decoded = _decode_operands(m, Cat(*words), st, n_k)
 
+        # products of the operation's registers, as registers: cfg holds from start, and
+        # these are used two cycles later at the earliest (the first line's command)
+        taps, block_kernels = Signal(2 * KERNEL_BITS), Signal(SIZE_BITS + 2)
+        m.d.sync += [taps.eq(cfg.r * cfg.s), surface.eq(cfg.h * cfg.w),
+                     block_kernels.eq(Mux(cfg.kernel_groups == 1, cfg.k, n_k) * (n_c // bus)),
+                     block.eq(taps * block_kernels)]
+        c_last_now = cfg.c - ((cfg.channel_groups - 1) * n_c)
+        k_last_now = cfg.k - ((cfg.kernel_groups - 1) * n_k)
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -318,8 +350,6 @@ class ConvFetch(wiring.Component):
                                  fc_line_addr.eq(cfg.feature_addr),
                                  wc_addr.eq(cfg.weight_addr), wc_left.eq(weight_words),
                                  credit.eq(0),
-                                 block.eq(cfg.r * cfg.s * Mux(cfg.kernel_groups == 1, cfg.k, n_k)
-                                          * (n_c // bus)),
                                  got.eq(0), features_in.eq(0),
                                  fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
                                  row_base.eq(0), cg_base.eq(0),
@@ -327,8 +357,10 @@ class ConvFetch(wiring.Component):
                                  x2_addr.eq(cfg.x2.addr),
                                  wkg.eq(0), wcg.eq(0), wkk.eq(0), wr.eq(0), ws.eq(0), level.eq(0),
                                  count.eq(0), buf.eq(0), entries_done.eq(0),
-                                 c_last.eq(cfg.c - ((cfg.channel_groups - 1) * n_c)),
-                                 k_last.eq(cfg.k - ((cfg.kernel_groups - 1) * n_k))]
+                                 c_last.eq(c_last_now), k_last.eq(k_last_now),
+                                 nc.eq(Mux(cfg.channel_groups == 1, c_last_now, n_c)),
+                                 group_end.eq(Mux(cfg.kernel_groups == 1, k_last_now == 1,
+                                                  n_k == 1))]
                     with m.If(cfg.x1.fetch | cfg.x2.fetch):
                         m.next = "OPERAND_WORDS"
                     with m.Else():
