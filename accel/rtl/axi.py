@@ -107,13 +107,20 @@ class AxiReader(wiring.Component):
         axi = self.axi
         addr = Signal(self.addr_width)
         remaining = Signal(BEAT_BITS)           # beats of the command not yet requested
-        # beats to the next 4 KiB boundary, and this burst's beats
-        to_boundary = Signal(13 - self.size + 1)
-        m.d.comb += to_boundary.eq((4096 - addr[:12]) >> self.size)
+        # this burst's beats: at most 256, and none past a 4 KiB boundary.  ``to_b`` (beats
+        # from the address to the next boundary) and ``limit`` (the smaller of it and 256)
+        # are registers: taken from the command's address, and after each burst worked
+        # out from the registers alone (a command's bursts but its last take ``limit``)
+        page = 4096 >> self.size
+        full = min(256, page)
+        to_boundary = Signal(range(page + 1))
+        m.d.comb += to_boundary.eq((4096 - self.cmd.payload.addr[:12]) >> self.size)
+        to_b = Signal(range(page + 1))
+        limit = Signal(range(full + 1))
+        next_to_b = Signal(range(page + 1))
+        m.d.comb += next_to_b.eq(Mux(to_b <= full, page, to_b - full))
         burst = Signal(9)
-        limit = Signal(range(257))
-        m.d.comb += [limit.eq(Mux(to_boundary < 256, to_boundary, 256)),
-                     burst.eq(Mux(remaining < limit, remaining, limit))]
+        m.d.comb += burst.eq(Mux(remaining < limit, remaining, limit))
         m.d.comb += [axi.arid.eq(0), axi.arsize.eq(self.size), axi.arburst.eq(1),  # INCR
                      axi.araddr.eq(addr), axi.arlen.eq(burst - 1)]
         m.d.comb += [self.data.payload.eq(axi.rdata)]
@@ -133,9 +140,11 @@ class AxiReader(wiring.Component):
         m.d.comb += self.cmd.ready.eq(~issuing)
         with m.If(self.cmd.valid & ~issuing & (self.cmd.payload.beats != 0)):
             m.d.sync += [addr.eq(self.cmd.payload.addr), remaining.eq(self.cmd.payload.beats),
-                         issuing.eq(1)]
+                         to_b.eq(to_boundary),
+                         limit.eq(Mux(to_boundary < full, to_boundary, full)), issuing.eq(1)]
         with m.If(requested):
-            m.d.sync += [addr.eq(addr + (burst << self.size)), remaining.eq(remaining - burst)]
+            m.d.sync += [addr.eq(addr + (burst << self.size)), remaining.eq(remaining - burst),
+                         to_b.eq(next_to_b), limit.eq(Mux(next_to_b < full, next_to_b, full))]
             with m.If(remaining == burst):
                 m.d.sync += issuing.eq(0)
         m.d.comb += [

@@ -325,8 +325,15 @@ class ConvFetch(wiring.Component):
         st = Signal(OperandFetchLayout())          # the stage being fetched
         m.d.comb += st.eq(Mux(stage, cfg.x2.as_value(), cfg.x1.as_value()))
         x1_addr, x2_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
-        esize = Signal(3)                       # bytes per element = bus words per kernel group
-        m.d.comb += esize.eq(Mux(st.wide, 2, 1) * Mux(st.use == USE_BOTH, 2, 1))
+        # bytes per element = bus words per kernel group, of each stage (registers of the
+        # operation's registers: used from the operands on, cycles after start)
+        sizes = []
+        for operands in (cfg.x1, cfg.x2):
+            size, both = Signal(3), operands.use == USE_BOTH
+            m.d.sync += size.eq(Mux(operands.wide & both, 4, Mux(operands.wide | both, 2, 1)))
+            sizes.append(size)
+        esize = Signal(3)
+        m.d.comb += esize.eq(Mux(stage, sizes[1], sizes[0]))
         words = Array(Signal(8 * bus, name=f"operand_word{i}") for i in range(4))
         word = Signal(2)
         assembled = Signal(operand_layout(hw))
