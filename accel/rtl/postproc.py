@@ -148,9 +148,10 @@ class _Settings:
         self.shift = Signal(range(limit + 1), name=f"{name}_shift")
         self.zero = Signal(name=f"{name}_zero")
         self.half_m1 = Signal(signed(bits + 2), name=f"{name}_half_m1")
+        # two register stages: the clamped shift, then its rounding constant
         clamped = _clamped(shift, limit)
         m.d.sync += [self.shift.eq(clamped), self.zero.eq(clamped == 0),
-                     self.half_m1.eq(half_minus_one(clamped, bits + 2))]
+                     self.half_m1.eq(half_minus_one(self.shift, bits + 2))]
 
 
 class _Pipe:
@@ -264,10 +265,12 @@ class LaneDatapath(wiring.Component):
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=Shape.cast(ResultLayout(self.hw, self.lanes)).width, depth=depth)
         credits = Signal(range(depth + 1), init=depth)
+        room = Signal(init=1)  # credits != 0, registered: ready leaves a flip-flop
         take = self.inp.valid & self.inp.ready
         give = self.out.valid & self.out.ready
-        m.d.comb += self.inp.ready.eq(credits != 0)
-        m.d.sync += credits.eq(credits - take + give)
+        credits_next = credits - take + give
+        m.d.comb += self.inp.ready.eq(room)
+        m.d.sync += [credits.eq(credits_next), room.eq(credits_next != 0)]
         valid = take
         for i in range(STAGES):
             stage_valid = Signal(name=f"valid{i + 1}")
@@ -355,8 +358,13 @@ class PostProcessor(wiring.Component):
                 m.d.comb += dst[j].eq(lane[g_in])
         with m.If(dp.inp.valid & dp.inp.ready):
             m.d.sync += g_in.eq(Mux(g_in == groups - 1, 0, g_in + 1))
+        # the beat is copied whenever the slot may take one (valid or not: ``have`` says
+        # whether it holds one), so the copy's enable, which fans out to every bit of the
+        # beat, does not wait on the upstream's valid
+        with m.If(self.inp.ready):
+            m.d.sync += held.eq(self.inp.payload)
         with m.If(self.inp.valid & self.inp.ready):
-            m.d.sync += [held.eq(self.inp.payload), have.eq(1)]
+            m.d.sync += have.eq(1)
         with m.Elif(last_in):
             m.d.sync += have.eq(0)
         # ---- out: gather the lane groups' results into a beat
