@@ -27,7 +27,12 @@ LFSR_TAPS = (31, 21, 1, 0)
 
 def pll_clock(m: Module, platform: object, target_hz: float) -> float:
     """The ``sync`` domain at ``target_hz`` from the board's reference clock through the
-    ECP5 PLL, held in reset until the PLL locks; returns the frequency reached."""
+    ECP5 PLL, held in reset until the PLL locks; returns the frequency reached.
+
+    The domain's reset is asynchronous (released in step with the clock by the reset
+    synchronizer), so it reaches the flip-flops on their dedicated set/reset input: a
+    synchronous reset is logic in front of every register's data input, and on the
+    conv engine its net was among the most congested of the whole design."""
     ref = platform.request(platform.default_clk, dir="-")
     f_ref = platform.default_clk_frequency
     cd_ref = ClockDomain("ref", reset_less=True)
@@ -35,7 +40,7 @@ def pll_clock(m: Module, platform: object, target_hz: float) -> float:
     m.submodules.ref_buf = ref_buf = io.Buffer("i", ref)
     m.d.comb += cd_ref.clk.eq(ref_buf.i)
     pll = m.submodules.pll = Ecp5Pll(ecp5_pll_params(f_ref, target_hz), f_ref)
-    sync = ClockDomain("sync")
+    sync = ClockDomain("sync", async_reset=True)
     m.domains += sync
     m.d.comb += sync.clk.eq(pll.clk_out)
     m.submodules.rst_sync = ResetSynchronizer(~pll.locked, domain="sync")
