@@ -2,13 +2,15 @@
 
 Build only: amaranth-boards' platform writes the yosys script, the LPF and a
 shell script; the YoWASP tools (set through :func:`accel.rtl.toolchain.yowasp_env`)
-run synthesis, place-and-route and packing.  Three deliberate choices:
+run synthesis, place-and-route and packing.  Four deliberate choices:
 
 * LUT mapping by yosys's classic ``abc -lut 4:7`` between the two halves of
   ``synth_ecp5`` (``-run :map_luts``, then ``-run map_cells:``) instead of its
   ``abc9``: on the conv engine, YoWASP yosys 0.70's ``abc9`` ran for over an
   hour without finishing, where ``abc`` maps it in under two minutes (and
   ``abc9`` without ``-dff`` fails an internal assertion, ``ABC_OPS_REINTEGRATE``).
+* registers whose signal is marked ``keep`` keep their cells (:data:`KEEP_REGISTERS`):
+  copies made for placement survive yosys's merging of identical cells.
 * ``nextpnr --timing-allow-fail``: a design that misses the target still gets
   a bitstream and a report whose ``fmax_mhz`` says by how much.
 * ``nextpnr --router router2``: on the conv engine the default router ran 27
@@ -60,6 +62,12 @@ class _StageWatcher(threading.Thread):
                 if self.done.wait(self.poll_s):
                     return
 
+
+#: yosys commands before synthesis: a register whose output signal is marked ``keep``
+#: (``Signal(attrs={"keep": 1})``) gets the attribute on its cell too, so that yosys does not
+#: merge it with identical ones: the CMAC copies each lane per cell, for placement beside
+#: that cell's multipliers (the attribute on the signal alone keeps only the wire's name)
+KEEP_REGISTERS = "\n".join(["proc", "setattr -set keep 1 a:keep %ci1 c:* %i"])
 
 #: yosys commands after ``synth_ecp5 -run :map_luts``: LUTs by classic abc, then the rest
 #: of synth_ecp5 (see the module docstring)
@@ -127,7 +135,8 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     start = time.perf_counter()
     watcher = _StageWatcher(out, progress) if progress is not None else None
     with yowasp_env():
-        plan = platform.prepare(top, name=TOP_NAME, synth_opts="-run :map_luts",
+        plan = platform.prepare(top, name=TOP_NAME, script_after_read=KEEP_REGISTERS,
+                                synth_opts="-run :map_luts",
                                 script_after_synth=_MAP_LUTS,
                                 nextpnr_opts=f"--timing-allow-fail --router router2 --seed {seed}")
         try:

@@ -12,12 +12,14 @@ addition and saturating the exact total, as the cmodel does, agree.)
 
 Each ``psum`` beat names its entry (``point``) and whether it is the point's
 first partial sum (the entry starts from it) and last (the sum goes out on
-``sum``).  One beat per cycle; the entry is read, added and written in the
-same cycle (the buffer is a memory of ``points`` entries read asynchronously,
-written at the clock: distributed RAM on an FPGA, not ``points x atomic_k``
-34-bit registers and their read multiplexer), and a beat whose ``last``
-result cannot leave because ``sum`` is stalled holds ``psum``.  An entry is
-only read after its ``first`` beat wrote it: the buffer needs no reset.
+``sum``).  One beat per cycle: each beat is registered as it comes in, and
+its entry is read, added and written in the next cycle (the buffer is a memory
+per lane of ``points`` entries read asynchronously, written at the clock:
+distributed RAM on an FPGA, not ``points x atomic_k`` 34-bit registers and
+their read multiplexer; each lane's memory is addressed by its own copy of the
+point register).  A beat whose ``last`` result cannot leave because ``sum`` is
+stalled stays in the register and holds ``psum``.  An entry is only read after
+its ``first`` beat wrote it: the buffer needs no reset.
 """
 
 from __future__ import annotations
@@ -65,38 +67,46 @@ class Accumulator(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        beat = self.psum.payload
         lanes = self.hw.atomic_k
-        m.submodules.buffer = buffer = memory.Memory(shape=SumLayout(self.hw),
-                                                     depth=self.points, init=[])
-        read = buffer.read_port(domain="comb")
-        write = buffer.write_port()
-        m.d.comb += [read.addr.eq(beat.point), write.addr.eq(beat.point)]
-        # the selected entry and its new value
-        current = read.data
-        added = [Signal(signed(ACC_BITS), name=f"added{k}") for k in range(lanes)]
-        m.d.comb += [write.data[k].eq(added[k]) for k in range(lanes)]
-        for k in range(lanes):
-            with m.If(beat.first):
-                m.d.comb += added[k].eq(beat.data[k])
-            with m.Else():
-                m.d.comb += added[k].eq(saturate(beat.data[k] + current[k], ACC_BITS))
-
+        # the beat, registered as it comes in: the buffer is addressed from flip-flops, one
+        # copy of the point per lane (``keep``: not merged), each beside its lane's memory
+        beat = Signal(PsumLayout(self.hw, self.points), name="beat")
+        point = [Signal(range(self.points), name=f"point{k}", attrs={"keep": 1})
+                 for k in range(lanes)]
+        have = Signal()
         # output register: a finished sum waits here until taken
         out_valid = Signal()
         out_data = [Signal(signed(ACC_BITS), name=f"out{k}") for k in range(lanes)]
-        take = Signal()
-        m.d.comb += [self.sum.valid.eq(out_valid),
-                     take.eq(self.psum.valid & self.psum.ready)]
+        m.d.comb += [self.sum.valid.eq(out_valid)]
         m.d.comb += [self.sum.payload[k].eq(out_data[k]) for k in range(lanes)]
-        # a last beat needs the output register free (or being emptied this cycle)
+        # the held beat is added in unless it is a last one and the output register is full
+        # (and not being emptied this cycle)
         out_free = ~out_valid | self.sum.ready
-        m.d.comb += self.psum.ready.eq(~beat.last | out_free)
+        advance = Signal()
+        m.d.comb += [advance.eq(have & (~beat.last | out_free)),
+                     self.psum.ready.eq(~have | advance)]
+        # copied whenever the register may take a beat (valid or not: ``have`` says whether
+        # it holds one), so the copy's enable does not wait on the upstream's valid
+        with m.If(self.psum.ready):
+            m.d.sync += [beat.eq(self.psum.payload), have.eq(self.psum.valid)]
+            m.d.sync += [point[k].eq(self.psum.payload.point) for k in range(lanes)]
+
+        # one memory per lane: the selected entry and its new value
+        added = [Signal(signed(ACC_BITS), name=f"added{k}") for k in range(lanes)]
+        for k in range(lanes):
+            buffer = memory.Memory(shape=signed(ACC_BITS), depth=self.points, init=[])
+            m.submodules[f"buffer{k}"] = buffer
+            read = buffer.read_port(domain="comb")
+            write = buffer.write_port()
+            m.d.comb += [read.addr.eq(point[k]), write.addr.eq(point[k]),
+                         write.data.eq(added[k]), write.en.eq(advance)]
+            with m.If(beat.first):
+                m.d.comb += added[k].eq(beat.data[k])
+            with m.Else():
+                m.d.comb += added[k].eq(saturate(beat.data[k] + read.data, ACC_BITS))
+
         with m.If(self.sum.ready):
             m.d.sync += out_valid.eq(0)
-        m.d.comb += write.en.eq(take)
-        with m.If(take):
-            with m.If(beat.last):
-                m.d.sync += [out_valid.eq(1)] + [out_data[k].eq(added[k])
-                                                   for k in range(lanes)]
+        with m.If(advance & beat.last):
+            m.d.sync += [out_valid.eq(1)] + [out_data[k].eq(added[k]) for k in range(lanes)]
         return m

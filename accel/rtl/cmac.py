@@ -22,20 +22,22 @@ the cycles before, the active one for itself and the atoms after it: the
 next kernels load while the current ones are in use, so loading costs no
 cycles once an atom stream is at least ``atomic_k`` atoms long.
 
-Pipeline (latency ``2 + log2(atomic_c)`` cycles to the output FIFO)::
+Pipeline (latency ``3 + log2(atomic_c)`` cycles to the output FIFO)::
 
-    data -> [mask, input reg] -> [x weights[k], products reg] -> [adder level 1 reg]
-         -> ... -> [adder level L reg] -> output FIFO -> result
+    data -> [mask, input reg] -> [a copy of the lanes per cell] -> [x weights[k], products
+         reg] -> [adder level 1 reg] -> ... -> [adder level L reg] -> output FIFO -> result
 
-The input register cuts the broadcast of each lane to ``atomic_k`` multipliers
-(spread over the DSP columns) from the multiplier itself; without it an 8x8
-array closes at 88 MHz on an ECP5-85F, with it above 100 MHz.  Every stage
-moves every cycle (no enable fans out to the thousands of product and sum
-bits); results wait in the output FIFO of :func:`capacity` entries, and the
-array takes an atom only while an entry is free for it, counting atoms in
-flight, so a stalled ``result`` (ready low) stops the input without losing or
-duplicating an atom, and ``data.ready`` does not depend on ``result.ready``
-within the cycle.
+The input register and its copies cut the broadcast of each lane to ``atomic_k``
+multipliers (spread over the DSP columns) from the multipliers: each cell's copy
+is placed beside its multipliers (the copies are marked ``keep``, which the FPGA
+flow honours, see :data:`fpga.build.KEEP_REGISTERS`).  Alone on an ECP5-85F (8x8,
+routed) the array closes at 86 MHz with the input register only, at 103 MHz with
+the copies.  Every stage moves every cycle (no enable fans out to the thousands
+of product and sum bits); results wait in the output FIFO of :func:`capacity`
+entries, and the array takes an atom only while an entry is free for it, counting
+atoms in flight (:func:`accel.rtl.credits.credit_room`), so a stalled ``result``
+(ready low) stops the input without losing or duplicating an atom, and
+``data.ready`` is a register, independent of ``result.ready`` within the cycle.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
+from accel.rtl.credits import credit_room
 
 #: Bits of one int8 operand (the v2 configurations are int8-only).
 OPERAND_BITS = 8
@@ -127,9 +130,9 @@ class CmacSignature(wiring.Signature):
 
 
 def pipeline_depth(cfg: HwConfig) -> int:
-    """Register stages between ``data`` and the output FIFO: input, products, one per adder
-    level."""
-    return 2 + (cfg.atomic_c.bit_length() - 1)
+    """Register stages between ``data`` and the output FIFO: input, the lanes' copies per
+    cell, products, one per adder level."""
+    return 3 + (cfg.atomic_c.bit_length() - 1)
 
 
 def capacity(cfg: HwConfig) -> int:
@@ -172,38 +175,44 @@ class Cmac(wiring.Component):
         # a weight beat, see the ordering rule) is taken only while the FIFO has an entry
         # promised for it (credits: entries no atom in flight holds).  ``result``'s
         # back-pressure so never reaches the stages: no enable fans out to the products.
-        # Stage 0 is the input register, stage 1 the products, stages 2..L+1 the adder
-        # levels.
-        last = levels + 1
+        # Stage 0 is the input register, stage 1 its copies per cell, stage 2 the products,
+        # stages 3..L+2 the adder levels.
+        last = levels + 2
         depth = capacity(cfg)
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=len(self.result.payload.as_value()), depth=depth)
-        credits = Signal(range(depth + 1), init=depth)
         take = self.data.valid & self.data.ready
         give = self.result.valid & self.result.ready
-        m.d.comb += [self.data.ready.eq(credits != 0), self.weight.ready.eq(credits != 0)]
-        m.d.sync += credits.eq(credits - take + give)
+        room = credit_room(m, depth, take, give)
+        m.d.comb += [self.data.ready.eq(room), self.weight.ready.eq(room)]
         valid = [Signal(name=f"stage{s}_valid") for s in range(last + 1)]
         m.d.sync += valid[0].eq(take)
         m.d.sync += [valid[s].eq(valid[s - 1]) for s in range(1, last + 1)]
 
         # Weight storage, written only with an accepted beat (ready as for atoms).  Masked
         # weights are stored as 0, so a masked weight lane yields a zero product with no
-        # mask later.
+        # mask later.  Beats and swaps act a cycle after they are accepted (from registers:
+        # the write enables, which fan out to every weight bit, start at flip-flops), as the
+        # atoms reach the multipliers a cycle later through the lanes' copies.
         weights = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
                    for k in range(n_k)]
-        wbeat = self.weight.payload
+        wbeat = Signal.like(self.weight.payload, name="wbeat")
+        w_take = Signal()
+        m.d.sync += [wbeat.eq(self.weight.payload),
+                     w_take.eq(self.weight.valid & self.weight.ready)]
         # With shadow kernels, weight beats fill the shadow bank while the active one
         # computes; an atom with ``swap`` makes the shadow (as loaded by the beats of
         # earlier cycles) active for itself and the atoms after it.
         loaded = [Signal.like(weights[k], name=f"shadow_{k}") for k in range(n_k)] \
             if self.shadow else weights
         for k in range(n_k):
-            with m.If(self.weight.valid & self.weight.ready & (wbeat.kernel == k)):
+            with m.If(w_take & (wbeat.kernel == k)):
                 m.d.sync += [loaded[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
                              for c in range(n_c)]
         if self.shadow:
-            with m.If(take & self.data.payload.swap):
+            swap = Signal()
+            m.d.sync += swap.eq(take & self.data.payload.swap)
+            with m.If(swap):
                 m.d.sync += [weights[k].eq(loaded[k]) for k in range(n_k)]
 
         # Stage 0: the atom with masked lanes zeroed.
@@ -211,13 +220,19 @@ class Cmac(wiring.Component):
         lanes = [Signal(signed(OPERAND_BITS), name=f"lane_{c}") for c in range(n_c)]
         m.d.sync += [lanes[c].eq(Mux(atom.mask[c], atom.data[c], 0)) for c in range(n_c)]
 
-        # Stage 1: one registered product per MAC.
+        # Stage 1: a copy of the lanes for each cell (``keep``: not merged into one), so
+        # that each can be placed beside its cell's multipliers.
+        near = [[Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
+                 for c in range(n_c)] for k in range(n_k)]
+        m.d.sync += [near[k][c].eq(lanes[c]) for k in range(n_k) for c in range(n_c)]
+
+        # Stage 2: one registered product per MAC.
         stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
                  for k in range(n_k)]
-        m.d.sync += [stage[k][c].eq(lanes[c] * weights[k][c])
+        m.d.sync += [stage[k][c].eq(near[k][c] * weights[k][c])
                      for k in range(n_k) for c in range(n_c)]
 
-        # Stages 2..L+1: one adder-tree level each, one bit wider per level, so
+        # Stages 3..L+2: one adder-tree level each, one bit wider per level, so
         # the last level is exactly mac_result_bits wide and cannot overflow.
         for level in range(1, levels + 1):
             width = product_bits + level

@@ -52,6 +52,7 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac, capacity
+from accel.rtl.credits import credit_room
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 
 #: bits of a size the registers give as a 13-bit field plus one (cube width, height and
@@ -275,9 +276,7 @@ class ConvCore(wiring.Component):
                                    "point": range(self.points), "first": 1, "last": 1,
                                    "swap": 1, "round_end": 1})
         m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=entry.size, depth=QUEUE)
-        credits = Signal(range(QUEUE + 1), init=QUEUE)
         g_fire = Signal()
-        m.d.comb += g_fire.eq(running & (credits != 0))
         round_end = p == sd.in_stripe_m1
         # the next point of the raster (within a stripe or past it)
         wrap = ox == bounds.out_w_m1
@@ -352,7 +351,7 @@ class ConvCore(wiring.Component):
         m.d.comb += pop.eq(queue.r_rdy & d_free & (send_room != 0)
                            & (head.pad | (head.addr < self.feature_level)))
         m.d.comb += [queue.r_en.eq(pop), f_rd.en.eq(pop), f_rd.addr.eq(head.addr)]
-        m.d.sync += credits.eq(credits - g_fire + pop)
+        m.d.comb += g_fire.eq(running & credit_room(m, QUEUE, g_fire, pop))
         with m.If(d_free):
             m.d.sync += d_valid.eq(pop)
             with m.If(pop):
@@ -408,8 +407,14 @@ class ConvCore(wiring.Component):
         ]
         # ---- CACC -> SDP -> out ------------------------------------------------------
         m.d.comb += post.cfg.eq(cfg.post)
+        # the SDP operands of the kernel group in SDP: read from block RAM into a register,
+        # two cycles after the kernel group changes (no beat enters SDP meanwhile)
+        settle = Signal(range(3))
+        ops_ok = Signal()
+        m.d.comb += ops_ok.eq(settle == 0)
         if post.lanes == n_k:
-            m.d.comb += [post.inp.valid.eq(cacc.sum.valid), cacc.sum.ready.eq(post.inp.ready)]
+            m.d.comb += [post.inp.valid.eq(cacc.sum.valid & ops_ok),
+                         cacc.sum.ready.eq(post.inp.ready & ops_ok)]
             m.d.comb += [post.inp.payload.acc[i].eq(cacc.sum.payload[i]) for i in range(n_k)]
         else:
             # SDP takes a beat every n_k / lanes cycles, the CACC empties a stripe at once:
@@ -419,7 +424,8 @@ class ConvCore(wiring.Component):
             m.submodules.dbuf = dbuf = fifo.SyncFIFOBuffered(width=len(sums), depth=self.points)
             m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(cacc.sum.valid),
                          cacc.sum.ready.eq(dbuf.w_rdy),
-                         post.inp.valid.eq(dbuf.r_rdy), dbuf.r_en.eq(post.inp.ready),
+                         post.inp.valid.eq(dbuf.r_rdy & ops_ok),
+                         dbuf.r_en.eq(post.inp.ready & ops_ok),
                          post.inp.payload.acc.as_value().eq(dbuf.r_data)]
         # the per-kernel SDP operands of the kernel group whose sums enter SDP
         m.submodules.omem = omem = memory.Memory(shape=operand_layout(hw),
@@ -428,17 +434,21 @@ class ConvCore(wiring.Component):
         m.d.comb += [ow_port.addr.eq(self.operand_write.addr),
                      ow_port.data.eq(self.operand_write.data),
                      ow_port.en.eq(self.operand_write.en)]
-        o_rd = omem.read_port(domain="comb")
+        o_rd = omem.read_port()
+        ops = Signal(operand_layout(hw))
+        m.d.sync += ops.eq(o_rd.data)
         out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
+        with m.If(settle != 0):
+            m.d.sync += settle.eq(settle - 1)
         with m.If(self.start):
-            m.d.sync += [out_kg.eq(0), out_point.eq(0)]
+            m.d.sync += [out_kg.eq(0), out_point.eq(0), settle.eq(2)]
         with m.Elif(post.inp.valid & post.inp.ready):
             m.d.sync += out_point.eq(out_point + 1)
             with m.If(out_point == total_m1):
-                m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1)]
+                m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1), settle.eq(2)]
         m.d.comb += o_rd.addr.eq(out_kg)
         for name in ("alu1", "mul1", "alu2", "mul2"):
-            m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(o_rd.data, name)[i])
+            m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(ops, name)[i])
                          for i in range(n_k)]
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
@@ -455,9 +465,14 @@ class _Bounds:
         self.r_m1 = Signal(KERNEL_BITS, name="r_m1")
         self.s_m1 = Signal(KERNEL_BITS, name="s_m1")
         self.h, self.w = Signal(SIZE_BITS, name="cube_h"), Signal(SIZE_BITS, name="cube_w")
+        # whether the tap and channel group counters have a single value
+        self.s_one, self.r_one = Signal(name="s_one"), Signal(name="r_one")
+        self.cg_one = Signal(name="cg_one")
         m.d.sync += [self.out_w_m1.eq(cfg.out_w - 1), self.cg_m1.eq(cfg.channel_groups - 1),
                      self.kg_m1.eq(cfg.kernel_groups - 1), self.r_m1.eq(cfg.r - 1),
-                     self.s_m1.eq(cfg.s - 1), self.h.eq(cfg.h), self.w.eq(cfg.w)]
+                     self.s_m1.eq(cfg.s - 1), self.h.eq(cfg.h), self.w.eq(cfg.w),
+                     self.s_one.eq(cfg.s == 1), self.r_one.eq(cfg.r == 1),
+                     self.cg_one.eq(cfg.channel_groups == 1)]
 
 
 class _Rounds:
@@ -479,33 +494,48 @@ class _Rounds:
         self.rest = Signal(2 * SIZE_BITS, name=f"{name}_rest")
         self.in_stripe_m1 = Signal.like(size, name=f"{name}_points_m1")
         self.last_stripe = Signal(name=f"{name}_last_stripe")
+        # whether each counter is at its last value: flags kept with the counters (a
+        # comparison of registers as a counter moves), so the step decisions below are
+        # gates of flip-flops, not comparisons
+        self.s_last, self.r_last = Signal(name=f"{name}_s_last"), Signal(name=f"{name}_r_last")
+        self.cg_last = Signal(name=f"{name}_cg_last")
         self.first_round = (self.cg == 0) & (self.r == 0) & (self.s == 0)
-        self.last_round = ((self.cg == bounds.cg_m1) & (self.r == bounds.r_m1)
-                           & (self.s == bounds.s_m1))
+        self.last_round = self.cg_last & self.r_last & self.s_last
         # which counter the next round steps (none: the stripe is over)
-        self.step_s = self.s != bounds.s_m1
-        self.step_r = ~self.step_s & (self.r != bounds.r_m1)
-        self.step_cg = ~self.step_s & ~self.step_r & (self.cg != bounds.cg_m1)
+        self.step_s = ~self.s_last
+        self.step_r = self.s_last & ~self.r_last
+        self.step_cg = self.s_last & self.r_last & ~self.cg_last
 
     def _group_start(self) -> list:
         return [self.rest.eq(self.total), self.last_stripe.eq(self.first_is_last),
                 self.in_stripe_m1.eq(self.first_stripe - 1)]
 
+    def _first_s(self) -> list:
+        return [self.s.eq(0), self.s_last.eq(self.bounds.s_one)]
+
+    def _first_r(self) -> list:
+        return [self.r.eq(0), self.r_last.eq(self.bounds.r_one)]
+
+    def _first_cg(self) -> list:
+        return [self.cg.eq(0), self.cg_last.eq(self.bounds.cg_one)]
+
     def reset(self, m: Module) -> None:
-        m.d.sync += [self.kg.eq(0), self.cg.eq(0), self.r.eq(0), self.s.eq(0),
+        m.d.sync += [self.kg.eq(0), *self._first_cg(), *self._first_r(), *self._first_s(),
                      self.last_kg.eq(self.bounds.kg_m1 == 0), *self._group_start()]
 
     def advance(self, m: Module, active: Signal) -> None:
         """Step to the next round (clearing ``active`` after the last)."""
-        size = self.size
+        size, bounds = self.size, self.bounds
         with m.If(self.step_s):
-            m.d.sync += self.s.eq(self.s + 1)
+            m.d.sync += [self.s.eq(self.s + 1), self.s_last.eq(self.s + 1 == bounds.s_m1)]
         with m.Elif(self.step_r):
-            m.d.sync += [self.s.eq(0), self.r.eq(self.r + 1)]
+            m.d.sync += [*self._first_s(), self.r.eq(self.r + 1),
+                         self.r_last.eq(self.r + 1 == bounds.r_m1)]
         with m.Elif(self.step_cg):
-            m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(self.cg + 1)]
+            m.d.sync += [*self._first_s(), *self._first_r(), self.cg.eq(self.cg + 1),
+                         self.cg_last.eq(self.cg + 1 == bounds.cg_m1)]
         with m.Else():                                  # the stripe is over
-            m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(0)]
+            m.d.sync += [*self._first_s(), *self._first_r(), *self._first_cg()]
             with m.If(~self.last_stripe):               # it had `size` points
                 next_is_last = self.rest <= (size << 1)
                 m.d.sync += [self.rest.eq(self.rest - size),

@@ -40,6 +40,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
+from accel.rtl.credits import credit_room
 
 ACC_BITS = 34                # CACC_PARSUM_WIDTH
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
@@ -264,13 +265,9 @@ class LaneDatapath(wiring.Component):
         depth = STAGES + 2
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=Shape.cast(ResultLayout(self.hw, self.lanes)).width, depth=depth)
-        credits = Signal(range(depth + 1), init=depth)
-        room = Signal(init=1)  # credits != 0, registered: ready leaves a flip-flop
         take = self.inp.valid & self.inp.ready
         give = self.out.valid & self.out.ready
-        credits_next = credits - take + give
-        m.d.comb += self.inp.ready.eq(room)
-        m.d.sync += [credits.eq(credits_next), room.eq(credits_next != 0)]
+        m.d.comb += self.inp.ready.eq(credit_room(m, depth, take, give))
         valid = take
         for i in range(STAGES):
             stage_valid = Signal(name=f"valid{i + 1}")

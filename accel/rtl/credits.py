@@ -1,0 +1,24 @@
+"""Credits: how a pipeline that moves every cycle is kept from overrunning its buffer.
+
+A unit whose stages never stall writes each result into a FIFO at the end of the
+pipeline.  It takes an input only while the FIFO has an entry that no input in
+flight has been promised: the count starts at the FIFO's depth, an input taken
+spends one and a result read out gives one back.  Back-pressure on the output so
+never reaches the stages.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal, Value
+
+
+def credit_room(m: Module, depth: int, take: Value, give: Value, name: str = "credits") -> Signal:
+    """Count credits for a ``depth``-entry buffer (``take``: an input spends one this
+    cycle, ``give``: an entry leaves the buffer) and return a flag, high while at least one
+    is left.  The flag is a register computed from the next count, so a ``ready`` made
+    from it leaves a flip-flop rather than a comparison of the count."""
+    credits = Signal(range(depth + 1), init=depth, name=name)
+    room = Signal(init=1, name=f"{name}_left")
+    after = credits - take + give
+    m.d.sync += [credits.eq(after), room.eq(after != 0)]
+    return room
