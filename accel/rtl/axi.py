@@ -84,7 +84,8 @@ class AxiReader(wiring.Component):
 
     Attributes
     ----------
-    cmd : ``In(stream)`` of ``addr``, ``beats``; taken when the address side is free
+    cmd : ``In(stream)`` of ``addr``, ``beats``; taken into a one-command register
+        while the command before is issued (a command of 0 beats is taken and dropped)
     data : ``Out(stream)`` of bus words, in command and address order
     busy : ``Out(1)`` while a command's bursts are being issued or answered
     bus_error : ``Out(1)``, sticky: a read response was not OKAY
@@ -113,8 +114,15 @@ class AxiReader(wiring.Component):
         # out from the registers alone (a command's bursts but its last take ``limit``)
         page = 4096 >> self.size
         full = min(256, page)
+        # the next command waits in a register (taken while the one before is issued): its
+        # boundary arithmetic starts from flip-flops, not from the producer's logic
+        pending = Signal.like(self.cmd.payload, name="pending")
+        pending_valid = Signal()
+        m.d.comb += self.cmd.ready.eq(~pending_valid)
+        with m.If(self.cmd.valid & ~pending_valid & (self.cmd.payload.beats != 0)):
+            m.d.sync += [pending.eq(self.cmd.payload), pending_valid.eq(1)]
         to_boundary = Signal(range(page + 1))
-        m.d.comb += to_boundary.eq((4096 - self.cmd.payload.addr[:12]) >> self.size)
+        m.d.comb += to_boundary.eq((4096 - pending.addr[:12]) >> self.size)
         to_b = Signal(range(page + 1))
         limit = Signal(range(full + 1))
         next_to_b = Signal(range(page + 1))
@@ -137,10 +145,9 @@ class AxiReader(wiring.Component):
         with m.Elif(answered & ~requested):
             m.d.sync += in_flight.eq(in_flight - 1)
         issuing = Signal()                      # a command's bursts are being requested
-        m.d.comb += self.cmd.ready.eq(~issuing)
-        with m.If(self.cmd.valid & ~issuing & (self.cmd.payload.beats != 0)):
-            m.d.sync += [addr.eq(self.cmd.payload.addr), remaining.eq(self.cmd.payload.beats),
-                         to_b.eq(to_boundary),
+        with m.If(pending_valid & ~issuing):
+            m.d.sync += [addr.eq(pending.addr), remaining.eq(pending.beats),
+                         to_b.eq(to_boundary), pending_valid.eq(0),
                          limit.eq(Mux(to_boundary < full, to_boundary, full)), issuing.eq(1)]
         with m.If(requested):
             m.d.sync += [addr.eq(addr + (burst << self.size)), remaining.eq(remaining - burst),
@@ -151,7 +158,7 @@ class AxiReader(wiring.Component):
             axi.arvalid.eq(issuing & (in_flight < self.bursts)),
             self.data.valid.eq(axi.rvalid),
             axi.rready.eq(self.data.ready),
-            self.busy.eq(issuing | (in_flight != 0)),
+            self.busy.eq(pending_valid | issuing | (in_flight != 0)),
         ]
         return m
 

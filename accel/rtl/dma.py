@@ -137,7 +137,8 @@ class ConvFetch(wiring.Component):
         body = Signal()                          # features and weights under way
         # what each command issued in the body reads, in order: its words and whether
         # they are weights (else one line of features)
-        m.submodules.tags = tags = fifo.SyncFIFO(width=BEAT_BITS + 1, depth=READ_BURSTS + 4)
+        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=BEAT_BITS + 1,
+                                                         depth=READ_BURSTS + 4)
         tag_beats, tag_weights = tags.r_data[:BEAT_BITS], tags.r_data[BEAT_BITS]
         issue = Signal()                         # a body command is taken now
 
@@ -145,17 +146,21 @@ class ConvFetch(wiring.Component):
         fc_surface, fc_y = Signal(SIZE_BITS), Signal(SIZE_BITS)
         fc_j = Signal(range(groups))
         fc_surf_addr, fc_line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
-        fc_more = Signal()
-        m.d.comb += fc_more.eq(fc_surface * bus < cfg.c)
+        # whether lines are left, this surface is the last and this line its last: flags
+        # worked out as the counters move (comparisons of registers, one cycle ahead)
+        fc_more, fc_last_surface, fc_last_line = Signal(), Signal(), Signal()
         fc_issue = Signal()
         group_issued = Signal()                  # the command of a channel group's last line
-        m.d.comb += group_issued.eq(fc_issue & (fc_y == cfg.h - 1)
-                                    & ((fc_j == groups - 1) | ((fc_surface + 1) * bus >= cfg.c)))
+        m.d.comb += group_issued.eq(fc_issue & fc_last_line
+                                    & ((fc_j == groups - 1) | fc_last_surface))
         with m.If(fc_issue):
-            with m.If(fc_y != cfg.h - 1):
-                m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride)]
+            with m.If(~fc_last_line):
+                m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride),
+                             fc_last_line.eq(fc_y + 2 == cfg.h)]
             with m.Else():
                 m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
+                             fc_last_line.eq(cfg.h == 1), fc_more.eq(~fc_last_surface),
+                             fc_last_surface.eq((fc_surface + 2) * bus >= cfg.c),
                              fc_j.eq(Mux(fc_j == groups - 1, 0, fc_j + 1)),
                              fc_surf_addr.eq(fc_surf_addr + cfg.surf_stride),
                              fc_line_addr.eq(fc_surf_addr + cfg.surf_stride)]
@@ -168,17 +173,31 @@ class ConvFetch(wiring.Component):
         block = Signal(BEAT_BITS)                # words of one channel group's first kernels
         weight_words = Signal(BEAT_BITS)
         m.d.comb += weight_words.eq((cfg.weight_bytes + bus - 1) >> (bus.bit_length() - 1))
+        # a command takes all the words left (once the lines are issued, or if the credit
+        # covers them) or the credit.  The comparison is a register: ``spare`` (words left
+        # less credit) stays as it is when a command takes words from both, and loses a
+        # block when the credit gains one; whether words and credit are left are flags
+        # worked out with the command that changes them
+        spare = Signal(signed(BEAT_BITS + 1))
+        left_nz, credit_nz = Signal(), Signal()
+        take_all = Signal()
+        m.d.comb += take_all.eq(~fc_more | spare[-1])
         piece = Signal(BEAT_BITS)
-        m.d.comb += piece.eq(Mux(~fc_more | (credit > wc_left), wc_left, credit))
+        m.d.comb += piece.eq(Mux(take_all, wc_left, credit))
         wc_issue = Signal()
         with m.If(wc_issue):
             m.d.sync += [wc_addr.eq(wc_addr + (piece << (bus.bit_length() - 1))),
-                         wc_left.eq(wc_left - piece), credit.eq(credit - piece)]
+                         wc_left.eq(Mux(take_all, 0, spare)),
+                         credit.eq(Mux(take_all, credit - wc_left, 0)),
+                         left_nz.eq(~take_all & (spare != 0)),
+                         credit_nz.eq(take_all & (credit != wc_left))]
+        gained = Signal(BEAT_BITS)
+        m.d.comb += gained.eq(credit + block)
         with m.If(group_issued):
-            m.d.sync += credit.eq(credit + block)
+            m.d.sync += [credit.eq(gained), spare.eq(spare - block), credit_nz.eq(gained != 0)]
         # weights (within their credit, or all once the lines are issued) before lines
         wc_ready = Signal()
-        m.d.comb += wc_ready.eq((wc_left != 0) & (~fc_more | (credit != 0)))
+        m.d.comb += wc_ready.eq(left_nz & (~fc_more | credit_nz))
         body_cmd = Signal()
         m.d.comb += [body_cmd.eq(body & tags.w_rdy & (wc_ready | fc_more)),
                      issue.eq(body_cmd & cmd.ready),
@@ -188,13 +207,13 @@ class ConvFetch(wiring.Component):
                                         [:BEAT_BITS], wc_ready))]
 
         # ---- data: routed by the tag of the command they answer --------------------------
-        got = Signal(BEAT_BITS)                  # words of the current command so far
+        # the word at the bus is the nth of its command (counted from 1, so that its last
+        # word is an equality with the tag, no subtraction)
+        nth = Signal(BEAT_BITS, init=1)
         feature_beat, weight_beat = Signal(), Signal()
         with m.If(beat.valid & beat.ready & body):
-            m.d.sync += got.eq(got + 1)
-            with m.If(got == tag_beats - 1):
-                m.d.sync += got.eq(0)
-        m.d.comb += tags.r_en.eq(beat.valid & beat.ready & body & (got == tag_beats - 1))
+            m.d.sync += nth.eq(Mux(nth == tag_beats, 1, nth + 1))
+        m.d.comb += tags.r_en.eq(beat.valid & beat.ready & body & (nth == tag_beats))
 
         # features: the lane groups of entry (cg * H + y) * W + x
         fd_surface = Signal(SIZE_BITS)
@@ -248,7 +267,7 @@ class ConvFetch(wiring.Component):
         count = Signal(range(cap + 1))          # bytes in buf once the pending step is done
         wkg, wcg, wkk = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(range(n_k))
         wr, ws = Signal(KERNEL_BITS), Signal(KERNEL_BITS)
-        c_last, k_last = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        c_last = Signal(SIZE_BITS)
         # the next entry: its bytes, and whether it is the last of its kernel group, channel
         # group and tap (the entries of the kernels past K are not written: the sequencer
         # loads zeros for them)
@@ -291,31 +310,39 @@ class ConvFetch(wiring.Component):
             m.d.comb += ww.data[lane].eq(Mux(lane < step_nc, buf[8 * lane:8 * lane + 8], 0))
         with m.If(step_write):
             m.d.sync += level.eq(level + step_level)
-        # the entry after this one
-        n_wkk, n_ws, n_wr = Signal.like(wkk), Signal.like(ws), Signal.like(wr)
-        n_wcg, n_wkg = Signal.like(wcg), Signal.like(wkg)
+        # the entry after this one.  Whether each counter is at its last value is a flag
+        # kept with it (a comparison of registers when the counter moves), so the next
+        # entry's size and group end come from flags, not from chained comparisons
+        s_m1, r_m1, cg_m1, kg_m1 = (Signal(KERNEL_BITS), Signal(KERNEL_BITS),
+                                    Signal(SIZE_BITS), Signal(SIZE_BITS))
+        k_last_m1 = Signal(SIZE_BITS)
+        ws_last, wr_last, wcg_last, wkg_last = Signal(), Signal(), Signal(), Signal()
+        n_wkk, n_wcg_last, n_wkg_last = Signal.like(wkk), Signal(), Signal()
         last_entry = Signal()
-        m.d.comb += [n_wkk.eq(wkk + 1), n_ws.eq(ws), n_wr.eq(wr), n_wcg.eq(wcg),
-                     n_wkg.eq(wkg), last_entry.eq(0)]
-        with m.If(group_end):
-            m.d.comb += n_wkk.eq(0)
-            with m.If(ws != cfg.s - 1):
-                m.d.comb += n_ws.eq(ws + 1)
-            with m.Elif(wr != cfg.r - 1):
-                m.d.comb += [n_ws.eq(0), n_wr.eq(wr + 1)]
-            with m.Elif(wcg != cfg.channel_groups - 1):
-                m.d.comb += [n_ws.eq(0), n_wr.eq(0), n_wcg.eq(wcg + 1)]
-            with m.Else():
-                m.d.comb += [n_ws.eq(0), n_wr.eq(0), n_wcg.eq(0)]
-                with m.If(wkg != cfg.kernel_groups - 1):
-                    m.d.comb += n_wkg.eq(wkg + 1)
-                with m.Else():
-                    m.d.comb += last_entry.eq(1)
+        m.d.comb += [n_wkk.eq(Mux(group_end, 0, wkk + 1)), n_wcg_last.eq(wcg_last),
+                     n_wkg_last.eq(wkg_last),
+                     last_entry.eq(group_end & ws_last & wr_last & wcg_last & wkg_last)]
+        first = [ws.eq(0), ws_last.eq(s_m1 == 0)]
         with m.If(write_now):
-            m.d.sync += [wkk.eq(n_wkk), ws.eq(n_ws), wr.eq(n_wr), wcg.eq(n_wcg), wkg.eq(n_wkg),
-                         nc.eq(Mux(n_wcg == cfg.channel_groups - 1, c_last, n_c)),
-                         group_end.eq(Mux(n_wkg == cfg.kernel_groups - 1, n_wkk == k_last - 1,
-                                          n_wkk == n_k - 1))]
+            m.d.sync += wkk.eq(n_wkk)
+            with m.If(group_end):
+                with m.If(~ws_last):
+                    m.d.sync += [ws.eq(ws + 1), ws_last.eq(ws + 1 == s_m1)]
+                with m.Elif(~wr_last):
+                    m.d.sync += first + [wr.eq(wr + 1), wr_last.eq(wr + 1 == r_m1)]
+                with m.Elif(~wcg_last):
+                    m.d.comb += n_wcg_last.eq(wcg + 1 == cg_m1)
+                    m.d.sync += first + [wr.eq(0), wr_last.eq(r_m1 == 0), wcg.eq(wcg + 1),
+                                         wcg_last.eq(n_wcg_last)]
+                with m.Else():
+                    m.d.comb += n_wcg_last.eq(cg_m1 == 0)
+                    m.d.sync += first + [wr.eq(0), wr_last.eq(r_m1 == 0), wcg.eq(0),
+                                         wcg_last.eq(n_wcg_last)]
+                    with m.If(~wkg_last):
+                        m.d.comb += n_wkg_last.eq(wkg + 1 == kg_m1)
+                        m.d.sync += [wkg.eq(wkg + 1), wkg_last.eq(n_wkg_last)]
+            m.d.sync += [nc.eq(Mux(n_wcg_last, c_last, n_c)),
+                         group_end.eq(Mux(n_wkg_last, n_wkk == k_last_m1, n_wkk == n_k - 1))]
             with m.If(last_entry):
                 m.d.sync += entries_done.eq(1)
 
@@ -353,18 +380,27 @@ class ConvFetch(wiring.Component):
                 with m.If(self.start):
                     m.d.sync += [ready.eq(0), done.eq(0),
                                  fc_surface.eq(0), fc_y.eq(0), fc_j.eq(0),
+                                 fc_more.eq(cfg.c != 0), fc_last_surface.eq(bus >= cfg.c),
+                                 fc_last_line.eq(cfg.h == 1),
                                  fc_surf_addr.eq(cfg.feature_addr),
                                  fc_line_addr.eq(cfg.feature_addr),
                                  wc_addr.eq(cfg.weight_addr), wc_left.eq(weight_words),
-                                 credit.eq(0),
-                                 got.eq(0), features_in.eq(0),
+                                 credit.eq(0), spare.eq(weight_words),
+                                 left_nz.eq(weight_words != 0), credit_nz.eq(0),
+                                 nth.eq(1), features_in.eq(0),
                                  fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
                                  row_base.eq(0), cg_base.eq(0),
                                  kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
                                  x2_addr.eq(cfg.x2.addr),
                                  wkg.eq(0), wcg.eq(0), wkk.eq(0), wr.eq(0), ws.eq(0), level.eq(0),
                                  count.eq(0), buf.eq(0), entries_done.eq(0),
-                                 c_last.eq(c_last_now), k_last.eq(k_last_now),
+                                 c_last.eq(c_last_now), k_last_m1.eq(k_last_now - 1),
+                                 s_m1.eq(cfg.s - 1), r_m1.eq(cfg.r - 1),
+                                 cg_m1.eq(cfg.channel_groups - 1),
+                                 kg_m1.eq(cfg.kernel_groups - 1),
+                                 ws_last.eq(cfg.s == 1), wr_last.eq(cfg.r == 1),
+                                 wcg_last.eq(cfg.channel_groups == 1),
+                                 wkg_last.eq(cfg.kernel_groups == 1),
                                  nc.eq(Mux(cfg.channel_groups == 1, c_last_now, n_c)),
                                  group_end.eq(Mux(cfg.kernel_groups == 1, k_last_now == 1,
                                                   n_k == 1))]
