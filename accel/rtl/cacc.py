@@ -12,19 +12,23 @@ addition and saturating the exact total, as the cmodel does, agree.)
 
 Each ``psum`` beat names its entry (``point``) and whether it is the point's
 first partial sum (the entry starts from it) and last (the sum goes out on
-``sum``).  One beat per cycle: each beat is registered as it comes in, and
-its entry is read, added and written in the next cycle (the buffer is a memory
-per lane of ``points`` entries read asynchronously, written at the clock:
-distributed RAM on an FPGA, not ``points x atomic_k`` 34-bit registers and
-their read multiplexer; each lane's memory is addressed by its own copy of the
-point register).  A beat whose ``last`` result cannot leave because ``sum`` is
-stalled stays in the register and holds ``psum``.  An entry is only read after
-its ``first`` beat wrote it: the buffer needs no reset.
+``sum``).  One beat per cycle, in two stages: a beat is registered as it
+comes in, and in the next cycle its entry is read and the partial sum added
+(stage A); the cycle after, the exact sum is saturated, written back and, for a
+``last`` beat, handed to the output register (stage B).  The buffer is a memory
+per lane of ``points`` entries read asynchronously, written at the clock
+(distributed RAM on an FPGA, not ``points x atomic_k`` 34-bit registers and
+their read multiplexer), each read and written through its own copies of the
+point registers.  A beat whose entry stage B is still writing waits a cycle
+(only a stripe of one point adds to an entry in consecutive beats), and a
+``last`` sum that cannot leave because ``sum`` is stalled holds both stages and
+``psum``.  An entry is only read after its ``first`` beat wrote it: the buffer
+needs no reset.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -68,45 +72,62 @@ class Accumulator(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         lanes = self.hw.atomic_k
-        # the beat, registered as it comes in: the buffer is addressed from flip-flops, one
-        # copy of the point per lane (``keep``: not merged), each beside its lane's memory
+        # stage A: the beat, registered as it comes in.  The buffer is read from flip-flops,
+        # one copy of the point per lane (``keep``: not merged), each beside its lane's
+        # memory, and the partial sum added to the entry.
         beat = Signal(PsumLayout(self.hw, self.points), name="beat")
         point = [Signal(range(self.points), name=f"point{k}", attrs={"keep": 1})
                  for k in range(lanes)]
         have = Signal()
+        # stage B: the exact sums, saturated and written back (and handed on if last)
+        b_valid, b_last = Signal(), Signal()
+        b_point = [Signal(range(self.points), name=f"b_point{k}", attrs={"keep": 1})
+                   for k in range(lanes)]
+        b_sum = [Signal(signed(ACC_BITS + 1), name=f"b_sum{k}") for k in range(lanes)]
         # output register: a finished sum waits here until taken
         out_valid = Signal()
         out_data = [Signal(signed(ACC_BITS), name=f"out{k}") for k in range(lanes)]
         m.d.comb += [self.sum.valid.eq(out_valid)]
         m.d.comb += [self.sum.payload[k].eq(out_data[k]) for k in range(lanes)]
-        # the held beat is added in unless it is a last one and the output register is full
-        # (and not being emptied this cycle)
+
+        # B goes unless it is a last beat and the output register is full (and not being
+        # emptied this cycle).  A goes into B when B is free, unless B holds the same entry:
+        # its new value is written at the end of this cycle, so A reads it a cycle later
+        # (only a stripe of one point adds to an entry in consecutive beats)
         out_free = ~out_valid | self.sum.ready
-        advance = Signal()
-        m.d.comb += [advance.eq(have & (~beat.last | out_free)),
-                     self.psum.ready.eq(~have | advance)]
-        # copied whenever the register may take a beat (valid or not: ``have`` says whether
+        b_go, a_go = Signal(), Signal()
+        hazard = b_valid & (b_point[0] == point[0])
+        m.d.comb += [b_go.eq(b_valid & (~b_last | out_free)),
+                     a_go.eq(have & (~b_valid | b_go) & ~hazard),
+                     self.psum.ready.eq(~have | a_go)]
+        # stage A is loaded whenever it may take a beat (valid or not: ``have`` says whether
         # it holds one), so the copy's enable does not wait on the upstream's valid
         with m.If(self.psum.ready):
             m.d.sync += [beat.eq(self.psum.payload), have.eq(self.psum.valid)]
             m.d.sync += [point[k].eq(self.psum.payload.point) for k in range(lanes)]
+        with m.If(a_go):
+            m.d.sync += [b_valid.eq(1), b_last.eq(beat.last)]
+            m.d.sync += [b_point[k].eq(point[k]) for k in range(lanes)]
+        with m.Elif(b_go):
+            m.d.sync += b_valid.eq(0)
 
-        # one memory per lane: the selected entry and its new value
-        added = [Signal(signed(ACC_BITS), name=f"added{k}") for k in range(lanes)]
+        # one memory per lane
         for k in range(lanes):
             buffer = memory.Memory(shape=signed(ACC_BITS), depth=self.points, init=[])
             m.submodules[f"buffer{k}"] = buffer
             read = buffer.read_port(domain="comb")
             write = buffer.write_port()
-            m.d.comb += [read.addr.eq(point[k]), write.addr.eq(point[k]),
-                         write.data.eq(added[k]), write.en.eq(advance)]
-            with m.If(beat.first):
-                m.d.comb += added[k].eq(beat.data[k])
-            with m.Else():
-                m.d.comb += added[k].eq(saturate(beat.data[k] + read.data, ACC_BITS))
+            saturated = Signal(signed(ACC_BITS), name=f"saturated{k}")
+            m.d.comb += [read.addr.eq(point[k]), write.addr.eq(b_point[k]),
+                         saturated.eq(saturate(b_sum[k], ACC_BITS)),
+                         write.data.eq(saturated), write.en.eq(b_go)]
+            with m.If(a_go):
+                m.d.sync += b_sum[k].eq(Mux(beat.first, beat.data[k], beat.data[k] + read.data))
+            with m.If(b_go & b_last):
+                m.d.sync += out_data[k].eq(saturated)
 
         with m.If(self.sum.ready):
             m.d.sync += out_valid.eq(0)
-        with m.If(advance & beat.last):
-            m.d.sync += [out_valid.eq(1)] + [out_data[k].eq(added[k]) for k in range(lanes)]
+        with m.If(b_go & b_last):
+            m.d.sync += out_valid.eq(1)
         return m

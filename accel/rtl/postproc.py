@@ -311,9 +311,10 @@ class LaneDatapath(wiring.Component):
 class PostProcessor(wiring.Component):
     """A beat of ``atomic_k`` lanes through :class:`LaneDatapath` at SDP's throughput:
     :func:`lanes_per_cycle` lanes a cycle (``atomic_k / lanes_per_cycle`` cycles per
-    beat; all lanes at once where SDP keeps up with the MAC array).  The beat is held
-    while its lane groups enter the datapath, and the next one is taken as its last group
-    goes in; results are gathered into an output beat.
+    beat; all lanes at once where SDP keeps up with the MAC array).  The beat stays at the
+    input (its producer holds the payload until it is taken, as a stream's must) while
+    its lane groups enter the datapath, and is taken as its last group goes in; results
+    are gathered into an output beat.
 
     Attributes
     ----------
@@ -342,28 +343,19 @@ class PostProcessor(wiring.Component):
             wiring.connect(m, dp.out, wiring.flipped(self.out))
             return m
         groups = k // n
-        # ---- in: hold the beat, hand its lane groups over one by one
-        held = Signal(BeatLayout(self.hw))
-        have = Signal()
+        # ---- in: the beat's lane groups go in one by one, straight from the input (a
+        # stream's payload holds while it waits), and the beat is taken with its last
         g_in = Signal(range(groups))
-        last_in = dp.inp.valid & dp.inp.ready & (g_in == groups - 1)
-        m.d.comb += [self.inp.ready.eq(~have | last_in), dp.inp.valid.eq(have)]
+        g_last = g_in == groups - 1
+        m.d.comb += [dp.inp.valid.eq(self.inp.valid),
+                     self.inp.ready.eq(dp.inp.ready & g_last)]
         for name in ("acc", "alu1", "mul1", "alu2", "mul2"):
-            src, dst = getattr(held, name), getattr(dp.inp.payload, name)
+            src, dst = getattr(self.inp.payload, name), getattr(dp.inp.payload, name)
             for j in range(n):
                 lane = Array(src[i * n + j] for i in range(groups))
                 m.d.comb += dst[j].eq(lane[g_in])
         with m.If(dp.inp.valid & dp.inp.ready):
-            m.d.sync += g_in.eq(Mux(g_in == groups - 1, 0, g_in + 1))
-        # the beat is copied whenever the slot may take one (valid or not: ``have`` says
-        # whether it holds one), so the copy's enable, which fans out to every bit of the
-        # beat, does not wait on the upstream's valid
-        with m.If(self.inp.ready):
-            m.d.sync += held.eq(self.inp.payload)
-        with m.If(self.inp.valid & self.inp.ready):
-            m.d.sync += have.eq(1)
-        with m.Elif(last_in):
-            m.d.sync += have.eq(0)
+            m.d.sync += g_in.eq(Mux(g_last, 0, g_in + 1))
         # ---- out: gather the lane groups' results into a beat
         full = Signal()
         g_out = Signal(range(groups))
