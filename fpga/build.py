@@ -20,6 +20,7 @@ run synthesis, place-and-route and packing.  Four deliberate choices:
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from accel.rtl.toolchain import yowasp_env
 from fpga.boards import get_board
 from fpga.report import (
     BuildReport,
+    parse_nextpnr_critical_path,
     parse_nextpnr_fmax,
     parse_nextpnr_utilisation,
     parse_yosys_stat,
@@ -38,6 +40,9 @@ from fpga.top import CmacSelfTest
 
 #: Name of the generated top (file names in the build directory derive from it).
 TOP_NAME = "top"
+
+#: nextpnr's JSON report (utilisation, Fmax and critical paths) in the build directory
+TIMING_REPORT = "nextpnr-report.json"
 
 #: The flow's stages, each with the file whose appearance ends it (amaranth's build script
 #: writes the yosys netlist, then nextpnr's placed design, then ecppack's bitstream).
@@ -138,7 +143,8 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
         plan = platform.prepare(top, name=TOP_NAME, script_after_read=KEEP_REGISTERS,
                                 synth_opts="-run :map_luts",
                                 script_after_synth=_MAP_LUTS,
-                                nextpnr_opts=f"--timing-allow-fail --router router2 --seed {seed}")
+                                nextpnr_opts=f"--timing-allow-fail --router router2 --seed {seed} "
+                                             f"--report {TIMING_REPORT}")
         try:
             if watcher is not None:
                 watcher.start()
@@ -168,11 +174,14 @@ def read_report(out_dir: str | Path, *, board: str, cfg: HwConfig, target_mhz: f
     # The array's clock is the one constrained at the target; the slowest
     # clock is the honest answer if there were several.
     fmax = min(f for f, _ in clocks.values())
+    timing = out / TIMING_REPORT
+    critical = parse_nextpnr_critical_path(json.loads(timing.read_text())) \
+        if timing.exists() else {}
     return BuildReport(
         board=board, config=cfg.name, atomic_c=cfg.atomic_c, atomic_k=cfg.atomic_k,
         target_mhz=target_mhz, fmax_mhz=fmax,
         lut4=cells.get("LUT4", 0), ff=cells.get("TRELLIS_FF", 0),
         dsp=cells.get("MULT18X18D", 0), bram=cells.get("DP16KD", 0),
         carry=cells.get("CCU2C", 0), bitstream=str(bitstream), build_s=round(build_s, 1),
-        clocks=clocks, utilisation=parse_nextpnr_utilisation(pnr_log),
+        clocks=clocks, utilisation=parse_nextpnr_utilisation(pnr_log), critical_path=critical,
     )

@@ -57,6 +57,21 @@ def parse_nextpnr_fmax(log: str) -> dict[str, tuple[float, float]]:
     return {m.group(1): (float(m.group(2)), float(m.group(4))) for m in _FMAX.finditer(log)}
 
 
+def parse_nextpnr_critical_path(report: dict) -> dict:
+    """The first critical path of nextpnr's ``--report`` JSON: its first and last cells,
+    total delay and how much of it is routing (ns), and its logic steps; ``{}`` if the
+    report has no paths (nextpnr gives them only after routing)."""
+    paths = report.get("critical_paths") or []
+    if not paths or not paths[0].get("path"):
+        return {}
+    steps = paths[0]["path"]
+    total = sum(step["delay"] for step in steps)
+    routing = sum(step["delay"] for step in steps if step["type"] == "routing")
+    return {"from": steps[0]["from"]["cell"], "to": steps[-1]["to"]["cell"],
+            "ns": round(total, 2), "routing_ns": round(routing, 2),
+            "logic_steps": sum(step["type"] == "logic" for step in steps)}
+
+
 @dataclass
 class BuildReport:
     """What one bitstream build produced and how fast it runs."""
@@ -76,6 +91,7 @@ class BuildReport:
     build_s: float
     clocks: dict[str, tuple[float, float]] = field(default_factory=dict)
     utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
+    critical_path: dict = field(default_factory=dict)
 
     @property
     def timing_met(self) -> bool:
@@ -101,6 +117,13 @@ class BuildReport:
             ("BRAM (DP16KD)", f"{self.bram}{avail('DP16KD')}"),
             ("carry (CCU2C)", str(self.carry)),
             ("Fmax", f"{self.fmax_mhz:.2f} MHz (target {self.target_mhz:g} MHz, {verdict})"),
+        ]
+        if self.critical_path:
+            cp = self.critical_path
+            rows.append(("critical path", f"{cp['from']} -> {cp['to']}: {cp['ns']:.2f} ns "
+                                          f"({cp['routing_ns']:.2f} routing, "
+                                          f"{cp['logic_steps']} logic steps)"))
+        rows += [
             ("bitstream", self.bitstream),
             ("build time", f"{self.build_s:.1f} s"),
         ]

@@ -6,6 +6,7 @@ import pytest
 
 from fpga.report import (
     BuildReport,
+    parse_nextpnr_critical_path,
     parse_nextpnr_fmax,
     parse_nextpnr_utilisation,
     parse_yosys_stat,
@@ -86,3 +87,22 @@ def test_report_text_says_whether_timing_is_met() -> None:
     text = report.to_text()
     assert "NOT met" in text and "64 / 156" in text
     assert report.to_dict()["timing_met"] is False
+
+
+def test_critical_path_from_a_nextpnr_report() -> None:
+    # the shape of nextpnr's --report JSON, two cells apart by one LUT
+    step = {"from": {"cell": "a"}, "to": {"cell": "b"}}
+    report = {"critical_paths": [{"from": "posedge clk", "to": "posedge clk", "path": [
+        {**step, "type": "clk-to-q", "delay": 0.5},
+        {**step, "type": "routing", "delay": 2.25},
+        {"from": {"cell": "lut"}, "to": {"cell": "lut"}, "type": "logic", "delay": 0.25},
+        {"from": {"cell": "lut"}, "to": {"cell": "ff"}, "type": "routing", "delay": 1.0},
+        {"from": {"cell": "ff"}, "to": {"cell": "ff"}, "type": "setup", "delay": 0.0}]}]}
+    assert parse_nextpnr_critical_path(report) == {
+        "from": "a", "to": "ff", "ns": 4.0, "routing_ns": 3.25, "logic_steps": 1}
+    assert parse_nextpnr_critical_path({"critical_paths": []}) == {}
+    text = BuildReport(board="ulx3s-85f", config="nv_small", atomic_c=8, atomic_k=8,
+                       target_mhz=100.0, fmax_mhz=250.0, lut4=1, ff=1, dsp=0, bram=0, carry=0,
+                       bitstream="top.bit", build_s=1.0,
+                       critical_path=parse_nextpnr_critical_path(report)).to_text()
+    assert "a -> ff: 4.00 ns (3.25 routing, 1 logic steps)" in text
