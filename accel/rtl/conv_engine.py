@@ -172,7 +172,7 @@ class ConvEngine(wiring.Component):
                       & field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC"))))
         operands = Signal()
         m.d.comb += operands.eq(needs["x1"] | needs["x2"])
-        latch += [
+        latch_fetch = [
             fc.feature_addr.eq(field(cdma, "D_DAIN_ADDR_LOW_0")),
             fc.line_stride.eq(field(cdma, "D_LINE_STRIDE")),
             fc.surf_stride.eq(field(cdma, "D_SURF_STRIDE")),
@@ -188,11 +188,11 @@ class ConvEngine(wiring.Component):
         ]
         for stage, (dma, p) in OPERAND_DMAS.items():
             st = getattr(fc, stage)
-            latch += [st.fetch.eq(needs[stage]),
+            latch_fetch += [st.fetch.eq(needs[stage]),
                       st.addr.eq(field(rdma, f"D_{p}_BASE_ADDR_LOW")),
                       st.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
                       st.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE"))]
-        latch += [wdma.cfg.dst_addr.eq(field(sdp, "D_DST_BASE_ADDR_LOW")),
+        latch_wdma = [wdma.cfg.dst_addr.eq(field(sdp, "D_DST_BASE_ADDR_LOW")),
                   wdma.cfg.line_stride.eq(field(sdp, "D_DST_LINE_STRIDE")),
                   wdma.cfg.surf_stride.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
                   wdma.cfg.out_w.eq(ow), wdma.cfg.out_h.eq(oh)]
@@ -203,6 +203,7 @@ class ConvEngine(wiring.Component):
                                      for u in OP_UNITS)).all()
                                & (~operands | csb.sdp_rdma_op_en))
         with_rdma = Signal()                     # the operation completes SDP_RDMA too
+        fsm_idle = Signal()
         total = Signal(2 * SIZE_BITS)
         remaining = Signal(2 * SIZE_BITS + 1)
         stripes = Signal(2 * SIZE_BITS)
@@ -210,11 +211,20 @@ class ConvEngine(wiring.Component):
         outputs = Signal(3 * SIZE_BITS)          # output beats still to leave
         kick = Signal()                          # the DMAs start: the cycle after the latch
         m.d.sync += kick.eq(0)
+        # the latch: a cycle after the units are found enabled while idle, from a register
+        # (one copy per group of latched registers, ``keep``: not merged), so that the
+        # enable of a thousand flip-flops is not the logic that finds the units enabled
+        go = {name: Signal(name=f"latch_{name}", attrs={"keep": 1})
+              for name in ("core", "fetch", "wdma")}
+        for name, part in (("core", latch), ("fetch", latch_fetch), ("wdma", latch_wdma)):
+            m.d.sync += go[name].eq(enabled & fsm_idle & ~go[name])
+            with m.If(go[name]):
+                m.d.sync += part
         with m.FSM() as fsm:
             with m.State("IDLE"):
-                with m.If(enabled):
+                with m.If(go["core"]):
                     m.d.sync += kick.eq(1)
-                    m.d.sync += [*latch, total.eq(ow * oh), remaining.eq(ow * oh),
+                    m.d.sync += [total.eq(ow * oh), remaining.eq(ow * oh),
                                  stripes.eq(0), with_rdma.eq(operands)]
                     m.next = "STRIPES"
             with m.State("STRIPES"):            # stripes = ceil(total / points)
@@ -243,6 +253,7 @@ class ConvEngine(wiring.Component):
                     m.next = "COMPLETE"
             with m.State("COMPLETE"):           # the units finish together
                 m.next = "IDLE"
+        m.d.comb += fsm_idle.eq(fsm.ongoing("IDLE"))
         # outputs as plain functions of the state (no defaults inside the state machine:
         # Icarus never evaluates those before the state first changes)
         m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick),

@@ -208,6 +208,12 @@ class HostBridge(wiring.Component):
         with m.If(self.tx.valid & self.tx.ready):
             m.d.sync += [out.eq(out >> 8), out_left.eq(out_left - 1)]
         lane = addr[:shift]
+        # the CSB request leaves a register (a one-cycle pulse after WRITE_REG or READ_REG):
+        # its address and data fan out to every register of the register file, and start
+        # at flip-flops rather than at this state machine's logic
+        req = Signal(CSB_REQUEST)
+        m.d.comb += self.req.eq(req)
+        m.d.sync += req.valid.eq(0)
         with m.FSM() as fsm:
             with m.State("OPCODE"):
                 with m.If(inq.r_rdy & (out_left == 0)):
@@ -238,12 +244,11 @@ class HostBridge(wiring.Component):
                         with m.Else():
                             m.next = "MEM_READ"
             with m.State("WRITE_REG"):
-                m.d.comb += [self.req.valid.eq(1), self.req.write.eq(1),
-                             self.req.addr.eq(addr), self.req.wdata.eq(value)]
-                m.d.sync += [out.eq(ACK | WRITE_REG), out_left.eq(1)]
+                m.d.sync += [req.valid.eq(1), req.write.eq(1), req.addr.eq(addr),
+                             req.wdata.eq(value), out.eq(ACK | WRITE_REG), out_left.eq(1)]
                 m.next = "OPCODE"
             with m.State("READ_REG"):
-                m.d.comb += [self.req.valid.eq(1), self.req.addr.eq(addr)]
+                m.d.sync += [req.valid.eq(1), req.write.eq(0), req.addr.eq(addr)]
                 m.next = "READ_WAIT"
             with m.State("READ_WAIT"):
                 with m.If(self.rvalid):
