@@ -26,7 +26,7 @@ driver learns of it instead of hanging.
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -123,37 +123,63 @@ class CsbRegisterFile(wiring.Component):
         def write(target: Signal, wmask: int):
             return target.eq((target & ~wmask) | (req.wdata & wmask))
 
-        # ---- CSB requests -----------------------------------------------------------
+        # ---- CSB requests ---------------------------------------------------------------
+        # The address is decoded in two halves that all registers share, the unit's 4 KiB
+        # window and the word within it, so a register's select is one gate of two shared
+        # decodes (not a comparison of all 32 address bits per register); the read data is
+        # selected by the word within each window, then by the window.
+        aligned = req.addr[:2] == 0
+        window, word = {}, {}
+        for base in sorted({a >> 12 for a in storage}):
+            window[base] = Signal(name=f"csb_window_{base:x}")
+            m.d.comb += window[base].eq(req.valid & aligned & (req.addr[12:] == base))
+        for offset in sorted({(a >> 2) & 0x3FF for a in storage}):
+            word[offset] = Signal(name=f"csb_word_{offset:x}")
+            m.d.comb += word[offset].eq(req.addr[2:12] == offset)
         rdata, hit = Signal(32), Signal()
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
-        with m.If(req.valid):
-            with m.Switch(req.addr):
-                for addr, (reg, store, pointer) in storage.items():
-                    wmask = write_mask(reg)
-                    with m.Case(addr):
-                        m.d.comb += hit.eq(1)
-                        if isinstance(store, tuple):          # a D_ register: two groups
-                            g0, g1 = store
-                            if pointer is None:
-                                m.d.comb += rdata.eq(g0)
-                                with m.If(req.write):
-                                    m.d.sync += write(g0, wmask)
-                            else:
-                                m.d.comb += rdata.eq(Mux(pointer[0], g1, g0))
-                                with m.If(req.write & ~pointer[0]):
-                                    m.d.sync += write(g0, wmask)
-                                with m.If(req.write & pointer[0]):
-                                    m.d.sync += write(g1, wmask)
-                        else:
-                            m.d.comb += rdata.eq(store)
-                            with m.If(req.write):
-                                if reg is status_reg:
-                                    m.d.comb += cleared.eq(req.wdata & status_bits)
-                                elif reg is set_reg:
-                                    m.d.comb += setbits.eq(req.wdata & status_bits)
-                                elif wmask:
-                                    m.d.sync += write(store, wmask)
+        selects = []
+        in_window: dict[int, dict[int, Value]] = {base: {} for base in window}
+        for addr, (reg, store, pointer) in storage.items():
+            sel = Signal(name=f"csb_select_{addr:x}")
+            m.d.comb += sel.eq(window[addr >> 12] & word[(addr >> 2) & 0x3FF])
+            selects.append(sel)
+            wmask = write_mask(reg)
+            if isinstance(store, tuple):                  # a D_ register: two groups
+                g0, g1 = store
+                if pointer is None:
+                    value = g0
+                    with m.If(sel & req.write):
+                        m.d.sync += write(g0, wmask)
+                else:
+                    value = Mux(pointer[0], g1, g0)
+                    with m.If(sel & req.write & ~pointer[0]):
+                        m.d.sync += write(g0, wmask)
+                    with m.If(sel & req.write & pointer[0]):
+                        m.d.sync += write(g1, wmask)
+            else:
+                value = store
+                with m.If(sel & req.write):
+                    if reg is status_reg:
+                        m.d.comb += cleared.eq(req.wdata & status_bits)
+                    elif reg is set_reg:
+                        m.d.comb += setbits.eq(req.wdata & status_bits)
+                    elif wmask:
+                        m.d.sync += write(store, wmask)
+            in_window[addr >> 12][(addr >> 2) & 0x3FF] = value
+        m.d.comb += hit.eq(Cat(*selects).any())
+        window_data = {}
+        for base, values in in_window.items():
+            window_data[base] = Signal(32, name=f"csb_read_{base:x}")
+            with m.Switch(req.addr[2:12]):
+                for offset, value in values.items():
+                    with m.Case(offset):
+                        m.d.comb += window_data[base].eq(value)
+        with m.Switch(req.addr[12:]):
+            for base, value in window_data.items():
+                with m.Case(base):
+                    m.d.comb += rdata.eq(value)
         m.d.sync += [self.rvalid.eq(req.valid & ~req.write & hit),
                      self.rdata.eq(rdata), self.error.eq(req.valid & ~hit)]
 
