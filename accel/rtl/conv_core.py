@@ -40,7 +40,10 @@ The registers arrive on ``cfg`` (constant from ``start`` until the last
 output; the CSB register file drives them in the full engine).  X1/X2
 operands come from the registers, or (``ALU_SRC``/``MUL_SRC`` = memory) per
 output channel from the operand memory, one entry per kernel group, as
-SDP_RDMA delivers them in per-kernel mode (``operand_write``).
+SDP_RDMA delivers them in per-kernel mode (``operand_write``); the entry is
+read from block RAM into a register, and SDP takes no beat in the two cycles
+after the kernel group changes.  The round counters keep flags for "at the
+last value" (set as they move), so the generators decide from flip-flops.
 """
 
 from __future__ import annotations
