@@ -189,13 +189,13 @@ class ConvEngine(wiring.Component):
         for stage, (dma, p) in OPERAND_DMAS.items():
             st = getattr(fc, stage)
             latch_fetch += [st.fetch.eq(needs[stage]),
-                      st.addr.eq(field(rdma, f"D_{p}_BASE_ADDR_LOW")),
-                      st.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
-                      st.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE"))]
+                            st.addr.eq(field(rdma, f"D_{p}_BASE_ADDR_LOW")),
+                            st.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
+                            st.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE"))]
         latch_wdma = [wdma.cfg.dst_addr.eq(field(sdp, "D_DST_BASE_ADDR_LOW")),
-                  wdma.cfg.line_stride.eq(field(sdp, "D_DST_LINE_STRIDE")),
-                  wdma.cfg.surf_stride.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
-                  wdma.cfg.out_w.eq(ow), wdma.cfg.out_h.eq(oh)]
+                      wdma.cfg.line_stride.eq(field(sdp, "D_DST_LINE_STRIDE")),
+                      wdma.cfg.surf_stride.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
+                      wdma.cfg.out_w.eq(ow), wdma.cfg.out_h.eq(oh)]
 
         # ---- the operation's life: start, divide, fetch, run, complete -------------------
         enabled = Signal()

@@ -48,6 +48,20 @@ DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": (
 CSB_REQUEST = data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32})
 
 
+#: each unit's registers lie in a window of 2**WINDOW_BITS bytes (4 KiB)
+WINDOW_BITS = 12
+
+
+def _window(addr: int) -> int:
+    """The window (unit) of a register's byte address."""
+    return addr >> WINDOW_BITS
+
+
+def _word(addr: int) -> int:
+    """The 32-bit word of a register's byte address within its window."""
+    return (addr & ((1 << WINDOW_BITS) - 1)) >> 2
+
+
 def port_name(unit: str) -> str:
     """``NVDLA_CMAC_A`` -> ``cmac_a``."""
     return unit.removeprefix("NVDLA_").lower()
@@ -130,12 +144,12 @@ class CsbRegisterFile(wiring.Component):
         # selected by the word within each window, then by the window.
         aligned = req.addr[:2] == 0
         window, word = {}, {}
-        for base in sorted({a >> 12 for a in storage}):
+        for base in sorted({_window(a) for a in storage}):
             window[base] = Signal(name=f"csb_window_{base:x}")
-            m.d.comb += window[base].eq(req.valid & aligned & (req.addr[12:] == base))
-        for offset in sorted({(a >> 2) & 0x3FF for a in storage}):
+            m.d.comb += window[base].eq(req.valid & aligned & (req.addr[WINDOW_BITS:] == base))
+        for offset in sorted({_word(a) for a in storage}):
             word[offset] = Signal(name=f"csb_word_{offset:x}")
-            m.d.comb += word[offset].eq(req.addr[2:12] == offset)
+            m.d.comb += word[offset].eq(req.addr[2:WINDOW_BITS] == offset)
         rdata, hit = Signal(32), Signal()
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
@@ -143,7 +157,7 @@ class CsbRegisterFile(wiring.Component):
         in_window: dict[int, dict[int, Value]] = {base: {} for base in window}
         for addr, (reg, store, pointer) in storage.items():
             sel = Signal(name=f"csb_select_{addr:x}")
-            m.d.comb += sel.eq(window[addr >> 12] & word[(addr >> 2) & 0x3FF])
+            m.d.comb += sel.eq(window[_window(addr)] & word[_word(addr)])
             selects.append(sel)
             wmask = write_mask(reg)
             if isinstance(store, tuple):                  # a D_ register: two groups
@@ -167,16 +181,16 @@ class CsbRegisterFile(wiring.Component):
                         m.d.comb += setbits.eq(req.wdata & status_bits)
                     elif wmask:
                         m.d.sync += write(store, wmask)
-            in_window[addr >> 12][(addr >> 2) & 0x3FF] = value
+            in_window[_window(addr)][_word(addr)] = value
         m.d.comb += hit.eq(Cat(*selects).any())
         window_data = {}
         for base, values in in_window.items():
             window_data[base] = Signal(32, name=f"csb_read_{base:x}")
-            with m.Switch(req.addr[2:12]):
+            with m.Switch(req.addr[2:WINDOW_BITS]):
                 for offset, value in values.items():
                     with m.Case(offset):
                         m.d.comb += window_data[base].eq(value)
-        with m.Switch(req.addr[12:]):
+        with m.Switch(req.addr[WINDOW_BITS:]):
             for base, value in window_data.items():
                 with m.Case(base):
                     m.d.comb += rdata.eq(value)
