@@ -15,6 +15,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from accel.rtl.credits import credit_room
 from accel.rtl.csb_regs import CSB_REQUEST
 from fpga.protocol import (
     ACK,
@@ -102,7 +103,18 @@ class AxiRam(wiring.Component):
     """Block RAM of ``words`` words behind an AXI4 slave (``axi``, flipped manager
     signature) and a bridge port (``port`` request, ``rdata``/``done`` the cycle after it
     is granted; the bridge waits while the AXI side is busy).  Addresses are taken
-    modulo the RAM's size."""
+    modulo the RAM's size.
+
+    On the board the RAM is dozens of block RAMs spread over the die, so every signal
+    into them starts at a flip-flop: a write is taken into a register stage and written
+    the cycle after (its response is given when it is taken; a read issued once the
+    manager has seen it reads the new data), reads are issued on credits for an output
+    FIFO rather than on the manager's ``rready``, and the bridge is granted the RAM on
+    the AXI side's registered activity."""
+
+    #: Words of the read FIFO: one read in flight, one in the FIFO, one being taken
+    #: out keep a word a cycle flowing.
+    READ_FIFO = 3
 
     def __init__(self, axi_signature: wiring.Signature, words: int, word_bytes: int) -> None:
         self.words, self.word_bytes = words, word_bytes
@@ -119,26 +131,33 @@ class AxiRam(wiring.Component):
         m.submodules.mem = mem = memory.Memory(shape=8 * nb, depth=self.words, init=[])
         rd = mem.read_port()
         wr = mem.write_port(granularity=8)
+        # the bridge's turn: the port asks and the AXI side was idle the cycle before
+        axi_busy = Signal()
+        grant = Signal()
+        m.d.comb += grant.eq(self.port.valid & ~axi_busy)
+        m.d.sync += self.done.eq(grant)
+        m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0)]
+        # ---- reads: a word per cycle while the FIFO has room for it; the next burst's
+        # address waits in `pending` and its first word follows the current burst's last
         index = Signal(range(self.words))
         beats = Signal(9)                   # words of the current burst still to read
-        r_valid, r_last = Signal(), Signal()
-        m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0),
-                     axi.rdata.eq(rd.data), axi.rvalid.eq(r_valid),
-                     axi.rlast.eq(r_valid & r_last)]
-        # ---- reads: a word per cycle; the next burst's address waits in `pending` and
-        # its first word follows the current burst's last
-        fire = Signal()
-        m.d.comb += fire.eq((beats != 0) & (~r_valid | axi.rready))
+        m.submodules.rfifo = rfifo = fifo.SyncFIFO(width=8 * nb + 1, depth=self.READ_FIFO)
+        popped = rfifo.r_rdy & axi.rready
+        m.d.comb += [axi.rdata.eq(rfifo.r_data[:-1]), axi.rlast.eq(rfifo.r_data[-1]),
+                     axi.rvalid.eq(rfifo.r_rdy), rfifo.r_en.eq(axi.rready)]
+        issue = Signal()
+        room = credit_room(m, self.READ_FIFO, issue, popped, name="read_credits")
+        m.d.comb += issue.eq((beats != 0) & room)
+        issued, issued_last = Signal(), Signal()
+        m.d.sync += [issued.eq(issue), issued_last.eq(beats == 1)]
+        m.d.comb += [rfifo.w_en.eq(issued), rfifo.w_data.eq(Cat(rd.data, issued_last))]
         pending, p_index, p_beats = Signal(), Signal.like(index), Signal.like(beats)
         m.d.comb += axi.arready.eq(~pending)
         accepted = axi.arvalid & axi.arready
         free = Signal()                     # the current burst has no word left to read
-        m.d.comb += free.eq((beats == 0) | (fire & (beats == 1)))
-        with m.If(fire):
-            m.d.sync += [index.eq(index + 1), beats.eq(beats - 1), r_valid.eq(1),
-                         r_last.eq(beats == 1)]
-        with m.Elif(r_valid & axi.rready):
-            m.d.sync += r_valid.eq(0)
+        m.d.comb += free.eq((beats == 0) | (issue & (beats == 1)))
+        with m.If(issue):
+            m.d.sync += [index.eq(index + 1), beats.eq(beats - 1)]
         with m.If(free & pending):
             m.d.sync += [index.eq(p_index), beats.eq(p_beats)]
         with m.Elif(free & accepted):
@@ -146,33 +165,32 @@ class AxiRam(wiring.Component):
         with m.If(accepted & (pending | ~free)):
             m.d.sync += [p_index.eq(axi.araddr[self.shift:]), p_beats.eq(axi.arlen + 1)]
         m.d.sync += pending.eq(Mux(free, accepted & pending, pending | accepted))
-        reading = Signal()
-        m.d.comb += reading.eq((beats != 0) | pending | r_valid)
-        # ---- writes: address and data together, a response each
+        m.d.comb += [rd.en.eq(issue | grant), rd.addr.eq(Mux(grant, self.port.addr, index)),
+                     self.rdata.eq(rd.data)]
+        # ---- writes: address and data together into the write stage, a response each
+        w_valid = Signal()
+        w_addr = Signal.like(wr.addr)
+        w_data = Signal.like(wr.data)
+        w_strb = Signal(nb)
         b_valid = Signal()
         m.d.comb += axi.bvalid.eq(b_valid)
         take = Signal()
-        m.d.comb += take.eq(axi.awvalid & axi.wvalid & (~b_valid | axi.bready))
+        m.d.comb += take.eq(axi.awvalid & axi.wvalid & ~grant & (~b_valid | axi.bready))
         m.d.comb += [axi.awready.eq(take), axi.wready.eq(take)]
         with m.If(take):
             m.d.sync += b_valid.eq(1)
         with m.Elif(axi.bready):
             m.d.sync += b_valid.eq(0)
-        # ---- the bridge port, when the AXI side leaves the memory alone
-        axi_busy = reading | axi.arvalid | axi.awvalid
-        grant = Signal()
-        m.d.comb += grant.eq(self.port.valid & ~axi_busy)
-        m.d.comb += [
-            rd.en.eq(fire | grant),
-            rd.addr.eq(Mux(grant, self.port.addr, index)),
-            wr.addr.eq(Mux(take, axi.awaddr[self.shift:], self.port.addr)),
-            wr.data.eq(Mux(take, axi.wdata, self.port.wdata)),
-            self.rdata.eq(rd.data),
+        m.d.sync += [
+            w_valid.eq(take | (grant & self.port.write)),
+            w_addr.eq(Mux(take, axi.awaddr[self.shift:], self.port.addr)),
+            w_data.eq(Mux(take, axi.wdata, self.port.wdata)),
+            w_strb.eq(Mux(take, axi.wstrb, Mux(grant & self.port.write, self.port.strb, 0))),
         ]
-        for i in range(nb):
-            m.d.comb += wr.en[i].eq(Mux(take, axi.wstrb[i],
-                                        grant & self.port.write & self.port.strb[i]))
-        m.d.sync += self.done.eq(grant)
+        m.d.comb += [wr.addr.eq(w_addr), wr.data.eq(w_data)]
+        m.d.comb += wr.en.eq(w_strb)
+        m.d.sync += axi_busy.eq((beats != 0) | pending | rfifo.r_rdy | issued
+                                | axi.arvalid | axi.awvalid | take | w_valid)
         return m
 
 
