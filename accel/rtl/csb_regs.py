@@ -19,9 +19,12 @@ semantics, as the cmodel's :class:`accel.cmod.csb.UnitRegs` has them:
 
 The CSB port is a simple request/response bus: ``req`` (``valid``, byte
 ``addr``, ``write``, ``wdata``) is always ready; a read returns ``rdata`` with
-``rvalid`` the next cycle.  A request to an address no implemented register
-has reads 0, changes nothing and pulses ``error`` the next cycle, so a
-driver learns of it instead of hanging.
+``rvalid`` two cycles later (:data:`READ_LATENCY`: the read data is selected in
+two registered stages, within each unit's window and then among the windows),
+holding the register as it was when the request came.  A request to an address
+no implemented register has reads 0, changes nothing and pulses ``error`` two
+cycles later (a read still gets its ``rvalid``), so a driver learns of it
+instead of hanging.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": (
 #: a CSB request: byte address, write or read, write data (always accepted)
 CSB_REQUEST = data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32})
 
+
+#: cycles from a read request to its ``rvalid`` (and from any request to its ``error``)
+READ_LATENCY = 2
 
 #: each unit's registers lie in a window of 2**WINDOW_BITS bytes (4 KiB)
 WINDOW_BITS = 12
@@ -150,15 +156,12 @@ class CsbRegisterFile(wiring.Component):
         for offset in sorted({_word(a) for a in storage}):
             word[offset] = Signal(name=f"csb_word_{offset:x}")
             m.d.comb += word[offset].eq(req.addr[2:WINDOW_BITS] == offset)
-        rdata, hit = Signal(32), Signal()
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
-        selects = []
         in_window: dict[int, dict[int, Value]] = {base: {} for base in window}
         for addr, (reg, store, pointer) in storage.items():
             sel = Signal(name=f"csb_select_{addr:x}")
             m.d.comb += sel.eq(window[_window(addr)] & word[_word(addr)])
-            selects.append(sel)
             wmask = write_mask(reg)
             if isinstance(store, tuple):                  # a D_ register: two groups
                 g0, g1 = store
@@ -182,20 +185,26 @@ class CsbRegisterFile(wiring.Component):
                     elif wmask:
                         m.d.sync += write(store, wmask)
             in_window[_window(addr)][_word(addr)] = value
-        m.d.comb += hit.eq(Cat(*selects).any())
-        window_data = {}
+        # reads in two stages: each window's word, and whether the address names a
+        # register, into registers first; then the window's word out
+        read, valid = Signal(), Signal()
+        m.d.sync += [read.eq(req.valid & ~req.write), valid.eq(req.valid)]
+        window_data, window_hit = {}, {}
         for base, values in in_window.items():
             window_data[base] = Signal(32, name=f"csb_read_{base:x}")
+            window_hit[base] = Signal(name=f"csb_hit_{base:x}")
             with m.Switch(req.addr[2:WINDOW_BITS]):
                 for offset, value in values.items():
                     with m.Case(offset):
-                        m.d.comb += window_data[base].eq(value)
-        with m.Switch(req.addr[WINDOW_BITS:]):
-            for base, value in window_data.items():
-                with m.Case(base):
-                    m.d.comb += rdata.eq(value)
-        m.d.sync += [self.rvalid.eq(req.valid & ~req.write & hit),
-                     self.rdata.eq(rdata), self.error.eq(req.valid & ~hit)]
+                        m.d.sync += [window_data[base].eq(Mux(window[base], value, 0)),
+                                     window_hit[base].eq(window[base])]
+                with m.Default():
+                    m.d.sync += [window_data[base].eq(0), window_hit[base].eq(0)]
+        hit = Cat(*window_hit.values()).any()
+        rdata = 0
+        for value in window_data.values():
+            rdata = rdata | value
+        m.d.sync += [self.rvalid.eq(read), self.rdata.eq(rdata), self.error.eq(valid & ~hit)]
 
         # ---- the datapath's view, op enables, completions -------------------------------
         raised = []               # status bits the completions of this cycle raise

@@ -16,13 +16,20 @@ import os
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
 from accel.cmod.csb import UnitRegs
 from accel.cmod.glb import Glb
 from accel.regs import UNITS, by_address
-from accel.rtl.csb_regs import CONV_UNITS, DONE_SOURCES, HW_STATUS, d_registers, port_name
+from accel.rtl.csb_regs import (
+    CONV_UNITS,
+    DONE_SOURCES,
+    HW_STATUS,
+    READ_LATENCY,
+    d_registers,
+    port_name,
+)
 
 CLOCK_NS = 10
 STEPS = 3000
@@ -112,19 +119,12 @@ async def random_csb_traffic(dut) -> None:
         await ReadOnly()
         mapped = req is not None and by_address(req[0]) is not None \
             and by_address(req[0]).unit in CONV_UNITS
-        if req is not None and not mapped:
-            assert dut.error.value == 1, f"step {step}: no error for {req[0]:#x}"
-            counts["errors"] += 1
-        elif req is not None and req[1]:
+        want = None                         # a read's value, as the request found it
+        if req is not None and mapped and req[1]:
             model.write(req[0], req[2])
             counts["writes"] += 1
-        elif req is not None:
-            assert dut.rvalid.value == 1 and dut.error.value == 0
+        elif req is not None and mapped:
             want = model.read(req[0])
-            assert int(dut.rdata.value) == want, \
-                f"step {step}: read {by_address(req[0]).symbol} = {int(dut.rdata.value):#x}, " \
-                f"model {want:#x}"
-            counts["reads"] += 1
         if done is not None:
             model.done(done)
             counts["dones"] += 1
@@ -137,7 +137,25 @@ async def random_csb_traffic(dut) -> None:
             raw = int(getattr(dut, f"{port_name(u)}_regs").value)
             got = [(raw >> (32 * i)) & 0xFFFFFFFF for i in range(len(d_registers(u)))]
             assert got == model.view(u), f"step {step}: {u} consumer-group registers"
-        await RisingEdge(dut.clk)
+        # the read's data and the error come READ_LATENCY cycles after the request
+        for _ in range(READ_LATENCY - 1):
+            await RisingEdge(dut.clk)
+        await ReadOnly()
+        if req is not None and not mapped:
+            assert dut.error.value == 1, f"step {step}: no error for {req[0]:#x}"
+            assert dut.rvalid.value == (not req[1]), f"step {step}: rvalid of {req[0]:#x}"
+            if not req[1]:
+                assert int(dut.rdata.value) == 0, f"step {step}: {req[0]:#x} does not read 0"
+            counts["errors"] += 1
+        elif want is not None:
+            assert dut.rvalid.value == 1 and dut.error.value == 0, f"step {step}: rvalid"
+            assert int(dut.rdata.value) == want, \
+                f"step {step}: read {by_address(req[0]).symbol} = {int(dut.rdata.value):#x}, " \
+                f"model {want:#x}"
+            counts["reads"] += 1
+        else:
+            assert dut.rvalid.value == 0 and dut.error.value == 0, f"step {step}: a response"
+        await FallingEdge(dut.clk)
     assert min(counts.values()) > 10, counts
     path = os.environ.get("OPENDLA_RTL_SUMMARY")
     if path:

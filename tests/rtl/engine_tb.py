@@ -35,6 +35,7 @@ from accel.config import HwConfig
 from accel.layout import CubeLayout, pack_dc_weights, pack_feature, unpack_feature
 from accel.regs import field_set, lookup
 from accel.rtl.conv_engine import OP_UNITS
+from accel.rtl.csb_regs import READ_LATENCY
 
 CLOCK_NS = 10
 OPERATIONS = int(os.environ.get("OPENDLA_ENGINE_OPERATIONS", "12"))
@@ -76,6 +77,8 @@ async def csb_read(dut, symbol: str) -> int:
     dut.req.value = 1 | (lookup(symbol).address << 1)
     await RisingEdge(dut.clk)
     dut.req.value = 0
+    for _ in range(READ_LATENCY - 1):
+        await RisingEdge(dut.clk)
     await ReadOnly()
     assert dut.rvalid.value == 1 and dut.error.value == 0, symbol
     value = int(dut.rdata.value)
