@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accel.config import get_preset  # noqa: E402
 from accel.rtl.toolchain import find_yowasp  # noqa: E402
+from fpga.boards import get_board  # noqa: E402
 from fpga.build import KEEP_REGISTERS, MAP_LUTS, TOP_NAME  # noqa: E402
 from fpga.protocol import ENGINE_ENTRIES  # noqa: E402
 from fpga.report import (  # noqa: E402
@@ -79,7 +80,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     unit = _unit(args.unit, get_preset(args.config), args.entries)
-    (out / "top.il").write_text(rtlil.convert(unit, name="top"))
+    # elaborated for the board's platform, as in the build (the CMAC multiplies in the
+    # DSP blocks' registers on ECP5)
+    (out / "top.il").write_text(rtlil.convert(unit, name="top", platform=get_board("ulx3s-85f")))
     (out / "top.ys").write_text("\n".join([
         "read_rtlil top.il", KEEP_REGISTERS, f"synth_ecp5 -run :map_luts -top {TOP_NAME}",
         MAP_LUTS, "stat", "write_json top.json"]))

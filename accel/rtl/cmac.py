@@ -27,6 +27,9 @@ Pipeline (latency ``3 + log2(atomic_c)`` cycles to the output FIFO)::
     data -> [mask, input reg] -> [a copy of the lanes per cell] -> [x weights[k], products
          reg] -> [adder level 1 reg] -> ... -> [adder level L reg] -> output FIFO -> result
 
+On ECP5 builds the copies and the products are the registers of the sysDSP
+blocks themselves (input register A, output register: :func:`ecp5_multiply`).
+
 The input register and its copies cut the broadcast of each lane to ``atomic_k``
 multipliers (spread over the DSP columns) from the multipliers: each cell's copy
 is placed beside its multipliers (the copies are marked ``keep``, which the FPGA
@@ -42,7 +45,7 @@ atoms in flight (:func:`accel.rtl.credits.credit_room`), so a stalled ``result``
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -142,6 +145,34 @@ def capacity(cfg: HwConfig) -> int:
     return pipeline_depth(cfg) + 3
 
 
+#: MULT18X18D (ECP5 sysDSP) operand and product widths
+DSP_OPERAND_BITS, DSP_PRODUCT_BITS = 18, 36
+
+
+def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal) -> None:
+    """``product`` = ``a`` x ``b`` (signed) two cycles after ``a`` and in the cycle after
+    ``b``, in an ECP5 MULT18X18D: ``a`` through the block's input register A, the product
+    through its output register, ``b`` (a kernel weight, which changes only between atom
+    streams) straight into the multiplier.  The same timing as a register on ``a`` and one
+    on the product in fabric, without the routes from fabric registers into the DSP
+    column and back in the cycle of the multiplication."""
+    a18 = Signal(signed(DSP_OPERAND_BITS), name=f"{name}_a")
+    b18 = Signal(signed(DSP_OPERAND_BITS), name=f"{name}_b")
+    p36 = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_p")
+    m.d.comb += [a18.eq(a), b18.eq(b), product.eq(p36)]
+    ports = {f"i_{pin}{i}": value[i] for pin, value in (("A", a18), ("B", b18))
+             for i in range(DSP_OPERAND_BITS)}
+    ports.update({f"i_C{i}": 0 for i in range(DSP_OPERAND_BITS)})
+    ports.update({f"o_P{i}": p36[i] for i in range(DSP_PRODUCT_BITS)})
+    ports.update({f"i_CE{i}": 1 for i in range(4)})
+    ports.update({f"i_RST{i}": 0 for i in range(4)})
+    m.submodules[name] = Instance(
+        "MULT18X18D",
+        p_REG_INPUTA_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0", p_GSR="DISABLED",
+        i_CLK0=ClockSignal("sync"), i_SIGNEDA=1, i_SIGNEDB=1, i_SOURCEA=0, i_SOURCEB=0,
+        **ports)
+
+
 class Cmac(wiring.Component):
     """Pipelined int8 MAC array; see the module docstring for the protocol.
 
@@ -149,6 +180,12 @@ class Cmac(wiring.Component):
     ----------
     cfg : HwConfig
         ``atomic_c`` (lanes per cell) and ``atomic_k`` (cells) come from here.
+    shadow : bool
+        Shadow kernels (see the module docstring).
+    ecp5_dsp : bool, optional
+        Multiply in ECP5 MULT18X18D instances with their registers (:func:`ecp5_multiply`)
+        instead of fabric registers around a ``*``.  Default: when elaborated for an ECP5
+        platform.  ``True`` elsewhere needs a simulation model of the primitive.
 
     Attributes
     ----------
@@ -160,8 +197,9 @@ class Cmac(wiring.Component):
         Cell sums (:class:`ResultLayout`).
     """
 
-    def __init__(self, cfg: HwConfig, shadow: bool = False) -> None:
-        self.cfg, self.shadow = cfg, shadow
+    def __init__(self, cfg: HwConfig, shadow: bool = False,
+                 ecp5_dsp: bool | None = None) -> None:
+        self.cfg, self.shadow, self.ecp5_dsp = cfg, shadow, ecp5_dsp
         super().__init__(CmacSignature(cfg, shadow))
 
     def elaborate(self, platform: object) -> Module:
@@ -221,16 +259,20 @@ class Cmac(wiring.Component):
         m.d.sync += [lanes[c].eq(Mux(atom.mask[c], atom.data[c], 0)) for c in range(n_c)]
 
         # Stage 1: a copy of the lanes for each cell (``keep``: not merged into one), so
-        # that each can be placed beside its cell's multipliers.
-        near = [[Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
-                 for c in range(n_c)] for k in range(n_k)]
-        m.d.sync += [near[k][c].eq(lanes[c]) for k in range(n_k) for c in range(n_c)]
-
-        # Stage 2: one registered product per MAC.
+        # that each can be placed beside its cell's multipliers.  Stage 2: one registered
+        # product per MAC.  On ECP5 both registers are the multiplier's own (its input
+        # register A and output register, :func:`ecp5_multiply`).
         stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
                  for k in range(n_k)]
-        m.d.sync += [stage[k][c].eq(near[k][c] * weights[k][c])
-                     for k in range(n_k) for c in range(n_c)]
+        ecp5 = self.ecp5_dsp if self.ecp5_dsp is not None else \
+            getattr(platform, "family", None) == "ecp5"
+        for k in range(n_k):
+            for c in range(n_c):
+                if ecp5:
+                    ecp5_multiply(m, f"mult_k{k}_c{c}", lanes[c], weights[k][c], stage[k][c])
+                    continue
+                near = Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
+                m.d.sync += [near.eq(lanes[c]), stage[k][c].eq(near * weights[k][c])]
 
         # Stages 3..L+2: one adder-tree level each, one bit wider per level, so
         # the last level is exactly mac_result_bits wide and cannot overflow.

@@ -35,6 +35,9 @@ TRACE_ENTRIES = 16384
 #: Top-level component name -> constructor from a config.
 TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cmac": Cmac,
+    # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
+    # with a model of the primitive: tests/rtl/mult18x18d_model.v)
+    "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),
     "postproc": PostProcessor,
     "cacc": Accumulator,
     "conv": ConvCore,

@@ -122,10 +122,12 @@ def _on_sys_path(directory: Path) -> Iterator[None]:
         sys.path.remove(str(directory))
 
 
-def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = False) -> Path:
-    """The directory of ``verilog`` compiled by ``runner`` for ``simulator``: built on the
-    first call for this design and these options, reused afterwards.  Processes that ask
-    for the same design at once wait for one build (a file lock).
+def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = False,
+             models: tuple[Path, ...] = ()) -> Path:
+    """The directory of ``verilog`` (with the Verilog ``models`` of primitives it
+    instantiates) compiled by ``runner`` for ``simulator``: built on the first call for
+    this design and these options, reused afterwards.  Processes that ask for the same
+    design at once wait for one build (a file lock).
 
     Raises
     ------
@@ -133,7 +135,8 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
         If the build fails (its log's last lines in the message).
     """
     options = [simulator, top, repr(waves), repr(TIMESCALE), *BUILD_ARGS[simulator]]
-    key = hashlib.sha256(verilog.read_bytes() + "\0".join(options).encode()).hexdigest()
+    text = b"".join(path.read_bytes() for path in (verilog, *models))
+    key = hashlib.sha256(text + "\0".join(options).encode()).hexdigest()
     out = CACHE_DIR / f"{top}-{simulator}-{key[:16]}"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "lock", "w") as lock:
@@ -147,7 +150,7 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
             runner._build_command = lambda: []
         log = out / f"{simulator}-build.log"
         try:       # the simulator's compile output goes to a file, not the caller's stdout
-            runner.build(sources=[verilog], hdl_toplevel=top, build_dir=out, always=True,
+            runner.build(sources=[verilog, *models], hdl_toplevel=top, build_dir=out, always=True,
                          timescale=TIMESCALE, waves=waves, build_args=BUILD_ARGS[simulator],
                          log_file=None if cached else log)
         except RuntimeError as exc:
@@ -168,7 +171,8 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
 def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                test_module: str = "cmac_tb", tb_dir: str | Path = DEFAULT_TB_DIR,
                simulator: str = "icarus", seed: int = 1, waves: bool = False,
-               extra_env: dict[str, str] | None = None) -> dict:
+               extra_env: dict[str, str] | None = None,
+               models: tuple[Path, ...] = ()) -> dict:
     """Generate ``top`` for ``cfg``, build it with ``simulator`` and run ``test_module``.
 
     Parameters
@@ -188,6 +192,8 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
         Dump waveforms into ``build_dir``.
     extra_env : dict, optional
         More environment for the testbench (e.g. the trace it plays).
+    models : paths
+        Verilog models of the FPGA primitives ``top`` instantiates, compiled with it.
 
     Returns
     -------
@@ -222,7 +228,7 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     with env, _on_sys_path(tb_dir):
         runner = get_runner(simulator)
         build_start = time.perf_counter()
-        sim_dir = compiled(runner, verilog, top, simulator, waves)
+        sim_dir = compiled(runner, verilog, top, simulator, waves, tuple(models))
         build_s = time.perf_counter() - build_start
         test_start = time.perf_counter()
         try:
