@@ -28,7 +28,8 @@ Pipeline (latency ``3 + log2(atomic_c)`` cycles to the output FIFO)::
          reg] -> [adder level 1 reg] -> ... -> [adder level L reg] -> output FIFO -> result
 
 On ECP5 builds the copies and the products are the registers of the sysDSP
-blocks themselves (input register A, output register: :func:`ecp5_multiply`).
+blocks themselves (input registers, output register: :func:`ecp5_multiply`; the
+weights go in a cycle ahead, from what the kernel registers take next).
 
 The input register and its copies cut the broadcast of each lane to ``atomic_k``
 multipliers (spread over the DSP columns) from the multipliers: each cell's copy
@@ -150,12 +151,12 @@ DSP_OPERAND_BITS, DSP_PRODUCT_BITS = 18, 36
 
 
 def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal) -> None:
-    """``product`` = ``a`` x ``b`` (signed) two cycles after ``a`` and in the cycle after
-    ``b``, in an ECP5 MULT18X18D: ``a`` through the block's input register A, the product
-    through its output register, ``b`` (a kernel weight, which changes only between atom
-    streams) straight into the multiplier.  The same timing as a register on ``a`` and one
-    on the product in fabric, without the routes from fabric registers into the DSP
-    column and back in the cycle of the multiplication."""
+    """``product`` = ``a`` x ``b`` (signed) two cycles after ``a`` and ``b``, in an ECP5
+    MULT18X18D: both operands through the block's input registers, the product through its
+    output register.  The same timing as a register on each operand and one on the
+    product in fabric, without the routes from fabric registers into the DSP column and
+    back in the cycle of the multiplication.  (nextpnr times a block with one input
+    registered and the other not as if neither were.)"""
     a18 = Signal(signed(DSP_OPERAND_BITS), name=f"{name}_a")
     b18 = Signal(signed(DSP_OPERAND_BITS), name=f"{name}_b")
     p36 = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_p")
@@ -168,7 +169,8 @@ def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal) -> 
     ports.update({f"i_RST{i}": 0 for i in range(4)})
     m.submodules[name] = Instance(
         "MULT18X18D",
-        p_REG_INPUTA_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0", p_GSR="DISABLED",
+        p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
+        p_GSR="DISABLED",
         i_CLK0=ClockSignal("sync"), i_SIGNEDA=1, i_SIGNEDB=1, i_SOURCEA=0, i_SOURCEB=0,
         **ports)
 
@@ -234,24 +236,33 @@ class Cmac(wiring.Component):
         # atoms reach the multipliers a cycle later through the lanes' copies.
         weights = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
                    for k in range(n_k)]
+        # what the kernels hold in the next cycle (the DSP blocks' registered weight inputs
+        # on ECP5 take it a cycle ahead)
+        w_next = [Signal.like(weights[k], name=f"wt_next_{k}") for k in range(n_k)]
+        m.d.comb += [w_next[k].eq(weights[k]) for k in range(n_k)]
+        m.d.sync += [weights[k].eq(w_next[k]) for k in range(n_k)]
         wbeat = Signal.like(self.weight.payload, name="wbeat")
         w_take = Signal()
         m.d.sync += [wbeat.eq(self.weight.payload),
                      w_take.eq(self.weight.valid & self.weight.ready)]
-        # With shadow kernels, weight beats fill the shadow bank while the active one
-        # computes; an atom with ``swap`` makes the shadow (as loaded by the beats of
-        # earlier cycles) active for itself and the atoms after it.
-        loaded = [Signal.like(weights[k], name=f"shadow_{k}") for k in range(n_k)] \
-            if self.shadow else weights
-        for k in range(n_k):
-            with m.If(w_take & (wbeat.kernel == k)):
-                m.d.sync += [loaded[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
-                             for c in range(n_c)]
+        beat = [Mux(wbeat.mask[c], wbeat.data[c], 0) for c in range(n_c)]
         if self.shadow:
-            swap = Signal()
-            m.d.sync += swap.eq(take & self.data.payload.swap)
-            with m.If(swap):
-                m.d.sync += [weights[k].eq(loaded[k]) for k in range(n_k)]
+            # With shadow kernels, weight beats fill the shadow bank while the active one
+            # computes; an atom with ``swap`` makes the shadow (as loaded by the beats of
+            # earlier cycles) active for itself and the atoms after it.  The swap is a
+            # register per cell (``keep``), each beside its cell's multipliers.
+            loaded = [Signal.like(weights[k], name=f"shadow_{k}") for k in range(n_k)]
+            for k in range(n_k):
+                with m.If(w_take & (wbeat.kernel == k)):
+                    m.d.sync += [loaded[k][c].eq(beat[c]) for c in range(n_c)]
+                swap = Signal(name=f"swap_k{k}", attrs={"keep": 1})
+                m.d.sync += swap.eq(take & self.data.payload.swap)
+                with m.If(swap):
+                    m.d.comb += w_next[k].eq(loaded[k])
+        else:
+            for k in range(n_k):
+                with m.If(w_take & (wbeat.kernel == k)):
+                    m.d.comb += [w_next[k][c].eq(beat[c]) for c in range(n_c)]
 
         # Stage 0: the atom with masked lanes zeroed.
         atom = self.data.payload
@@ -261,7 +272,7 @@ class Cmac(wiring.Component):
         # Stage 1: a copy of the lanes for each cell (``keep``: not merged into one), so
         # that each can be placed beside its cell's multipliers.  Stage 2: one registered
         # product per MAC.  On ECP5 both registers are the multiplier's own (its input
-        # register A and output register, :func:`ecp5_multiply`).
+        # registers and output register, :func:`ecp5_multiply`).
         stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
                  for k in range(n_k)]
         ecp5 = self.ecp5_dsp if self.ecp5_dsp is not None else \
@@ -269,7 +280,7 @@ class Cmac(wiring.Component):
         for k in range(n_k):
             for c in range(n_c):
                 if ecp5:
-                    ecp5_multiply(m, f"mult_k{k}_c{c}", lanes[c], weights[k][c], stage[k][c])
+                    ecp5_multiply(m, f"mult_k{k}_c{c}", lanes[c], w_next[k][c], stage[k][c])
                     continue
                 near = Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
                 m.d.sync += [near.eq(lanes[c]), stage[k][c].eq(near * weights[k][c])]
