@@ -12,9 +12,9 @@ feeds the PLL.
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockDomain, Const, Elaboratable, Module, Signal
+from amaranth.hdl import ClockDomain, Const, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io
-from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.cdc import AsyncFFSynchronizer
 
 from accel.config import HwConfig
 from accel.rtl.cmac import Cmac
@@ -32,7 +32,10 @@ def pll_clock(m: Module, platform: object, target_hz: float) -> float:
     The domain's reset is asynchronous (released in step with the clock by the reset
     synchronizer), so it reaches the flip-flops on their dedicated set/reset input: a
     synchronous reset is logic in front of every register's data input, and on the
-    conv engine its net was among the most congested of the whole design."""
+    conv engine its net was among the most congested of the whole design.  It leaves the
+    synchronizer through a global buffer (DCCA): nextpnr promotes only clocks to the
+    global network by itself, and routed in the fabric the reset of the 8x8 engine's
+    19,000 flip-flops was its most congested net."""
     ref = platform.request(platform.default_clk, dir="-")
     f_ref = platform.default_clk_frequency
     cd_ref = ClockDomain("ref", reset_less=True)
@@ -43,7 +46,10 @@ def pll_clock(m: Module, platform: object, target_hz: float) -> float:
     sync = ClockDomain("sync", async_reset=True)
     m.domains += sync
     m.d.comb += sync.clk.eq(pll.clk_out)
-    m.submodules.rst_sync = ResetSynchronizer(~pll.locked, domain="sync")
+    local_rst = Signal()
+    m.submodules.rst_sync = AsyncFFSynchronizer(~pll.locked, local_rst, o_domain="sync",
+                                                async_edge="pos")
+    m.submodules.rst_buf = Instance("DCCA", i_CLKI=local_rst, i_CE=1, o_CLKO=sync.rst)
     platform.add_clock_constraint(sync.clk, pll.params.f_out)
     return pll.params.f_out
 
