@@ -18,13 +18,15 @@ semantics, as the cmodel's :class:`accel.cmod.csb.UnitRegs` has them:
   and ``irq`` is high while any status bit is.
 
 The CSB port is a simple request/response bus: ``req`` (``valid``, byte
-``addr``, ``write``, ``wdata``) is always ready; a read returns ``rdata`` with
-``rvalid`` two cycles later (:data:`READ_LATENCY`: the read data is selected in
-two registered stages, within each unit's window and then among the windows),
-holding the register as it was when the request came.  A request to an address
-no implemented register has reads 0, changes nothing and pulses ``error`` two
-cycles later (a read still gets its ``rvalid``), so a driver learns of it
-instead of hanging.
+``addr``, ``write``, ``wdata``) is always ready and registered once per unit
+(:data:`WRITE_LATENCY`: a write changes its register at the end of the cycle
+after the one it is presented in, after a completion pulsed with the request);
+a read returns ``rdata`` with ``rvalid`` :data:`READ_LATENCY` cycles after the
+request (the read data is then selected in two registered stages, within each
+unit's window and among the windows).  Requests take effect in order.  A
+request to an address no implemented register has reads 0, changes nothing
+and pulses ``error`` when a read would return (a read still gets its
+``rvalid``), so a driver learns of it instead of hanging.
 """
 
 from __future__ import annotations
@@ -51,8 +53,11 @@ DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": (
 CSB_REQUEST = data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32})
 
 
+#: cycles from a request to the end of the cycle in which a write changes its register
+WRITE_LATENCY = 1
+
 #: cycles from a read request to its ``rvalid`` (and from any request to its ``error``)
-READ_LATENCY = 2
+READ_LATENCY = 3
 
 #: each unit's registers lie in a window of 2**WINDOW_BITS bytes (4 KiB)
 WINDOW_BITS = 12
@@ -140,71 +145,85 @@ class CsbRegisterFile(wiring.Component):
         def consumer(pointer: Signal | None):
             return pointer[16] if pointer is not None else 0
 
-        def write(target: Signal, wmask: int):
-            return target.eq((target & ~wmask) | (req.wdata & wmask))
-
         # ---- CSB requests ---------------------------------------------------------------
-        # The address is decoded in two halves that all registers share, the unit's 4 KiB
-        # window and the word within it, so a register's select is one gate of two shared
-        # decodes (not a comparison of all 32 address bits per register); the read data is
-        # selected by the word within each window, then by the window.
+        # The request is registered once per unit window (the copies marked ``keep``, so
+        # each can sit beside its unit's registers): from a single register the write data
+        # and the address fanned out to every register of the file, the most congested
+        # nets of the board build after its reset.  Each copy holds whether the request is
+        # for its window (valid, word-aligned, the window's 4 KiB), the word within the
+        # window, write and the data; a register's select is its window's valid and a
+        # compare of the word.  Reads then select each window's word into a register and
+        # the window's word out of those.
         aligned = req.addr[:2] == 0
-        window, word = {}, {}
-        for base in sorted({_window(a) for a in storage}):
-            window[base] = Signal(name=f"csb_window_{base:x}")
-            m.d.comb += window[base].eq(req.valid & aligned & (req.addr[WINDOW_BITS:] == base))
-        for offset in sorted({_word(a) for a in storage}):
-            word[offset] = Signal(name=f"csb_word_{offset:x}")
-            m.d.comb += word[offset].eq(req.addr[2:WINDOW_BITS] == offset)
+        bases = sorted({_window(a) for a in storage})
+        mine, word, writing, wdata = {}, {}, {}, {}
+        for base in bases:
+            mine[base] = Signal(name=f"csb_req_{base:x}_valid", attrs={"keep": 1})
+            word[base] = Signal(WINDOW_BITS - 2, name=f"csb_req_{base:x}_word",
+                                attrs={"keep": 1})
+            writing[base] = Signal(name=f"csb_req_{base:x}_write", attrs={"keep": 1})
+            wdata[base] = Signal(32, name=f"csb_req_{base:x}_wdata", attrs={"keep": 1})
+            m.d.sync += [
+                mine[base].eq(req.valid & aligned & (req.addr[WINDOW_BITS:] == base)),
+                word[base].eq(req.addr[2:WINDOW_BITS]), writing[base].eq(req.write),
+                wdata[base].eq(req.wdata)]
+
+        def write(target: Signal, wmask: int, base: int):
+            return target.eq((target & ~wmask) | (wdata[base] & wmask))
+
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
-        in_window: dict[int, dict[int, Value]] = {base: {} for base in window}
+        in_window: dict[int, dict[int, Value]] = {base: {} for base in bases}
         for addr, (reg, store, pointer) in storage.items():
+            base = _window(addr)
             sel = Signal(name=f"csb_select_{addr:x}")
-            m.d.comb += sel.eq(window[_window(addr)] & word[_word(addr)])
+            m.d.comb += sel.eq(mine[base] & writing[base] & (word[base] == _word(addr)))
             wmask = write_mask(reg)
             if isinstance(store, tuple):                  # a D_ register: two groups
                 g0, g1 = store
                 if pointer is None:
                     value = g0
-                    with m.If(sel & req.write):
-                        m.d.sync += write(g0, wmask)
+                    with m.If(sel):
+                        m.d.sync += write(g0, wmask, base)
                 else:
                     value = Mux(pointer[0], g1, g0)
-                    with m.If(sel & req.write & ~pointer[0]):
-                        m.d.sync += write(g0, wmask)
-                    with m.If(sel & req.write & pointer[0]):
-                        m.d.sync += write(g1, wmask)
+                    with m.If(sel & ~pointer[0]):
+                        m.d.sync += write(g0, wmask, base)
+                    with m.If(sel & pointer[0]):
+                        m.d.sync += write(g1, wmask, base)
             else:
                 value = store
-                with m.If(sel & req.write):
+                with m.If(sel):
                     if reg is status_reg:
-                        m.d.comb += cleared.eq(req.wdata & status_bits)
+                        m.d.comb += cleared.eq(wdata[base] & status_bits)
                     elif reg is set_reg:
-                        m.d.comb += setbits.eq(req.wdata & status_bits)
+                        m.d.comb += setbits.eq(wdata[base] & status_bits)
                     elif wmask:
-                        m.d.sync += write(store, wmask)
-            in_window[_window(addr)][_word(addr)] = value
-        # reads in two stages: each window's word, and whether the address names a
-        # register, into registers first; then the window's word out
-        read, valid = Signal(), Signal()
-        m.d.sync += [read.eq(req.valid & ~req.write), valid.eq(req.valid)]
+                        m.d.sync += write(store, wmask, base)
+            in_window[base][_word(addr)] = value
+        # the request's read and valid flags follow it through the stages
+        read = [Signal(name=f"csb_read_{i}") for i in range(READ_LATENCY - 1)]
+        valid = [Signal(name=f"csb_valid_{i}") for i in range(READ_LATENCY - 1)]
+        m.d.sync += [read[0].eq(req.valid & ~req.write), valid[0].eq(req.valid)]
+        m.d.sync += [read[i].eq(read[i - 1]) for i in range(1, READ_LATENCY - 1)]
+        m.d.sync += [valid[i].eq(valid[i - 1]) for i in range(1, READ_LATENCY - 1)]
         window_data, window_hit = {}, {}
         for base, values in in_window.items():
             window_data[base] = Signal(32, name=f"csb_read_{base:x}")
             window_hit[base] = Signal(name=f"csb_hit_{base:x}")
-            with m.Switch(req.addr[2:WINDOW_BITS]):
+            with m.Switch(word[base]):
                 for offset, value in values.items():
                     with m.Case(offset):
-                        m.d.sync += [window_data[base].eq(Mux(window[base], value, 0)),
-                                     window_hit[base].eq(window[base])]
+                        m.d.sync += [window_data[base].eq(Mux(mine[base], value, 0)),
+                                     window_hit[base].eq(mine[base])]
                 with m.Default():
                     m.d.sync += [window_data[base].eq(0), window_hit[base].eq(0)]
         hit = Cat(*window_hit.values()).any()
         rdata = 0
         for value in window_data.values():
             rdata = rdata | value
-        m.d.sync += [self.rvalid.eq(read), self.rdata.eq(rdata), self.error.eq(valid & ~hit)]
+        m.d.sync += [self.rvalid.eq(read[-1]), self.rdata.eq(rdata),
+                     self.error.eq(valid[-1] & ~hit)]
 
         # ---- the datapath's view, op enables, completions -------------------------------
         raised = []               # status bits the completions of this cycle raise

@@ -27,6 +27,7 @@ from accel.rtl.csb_regs import (
     DONE_SOURCES,
     HW_STATUS,
     READ_LATENCY,
+    WRITE_LATENCY,
     d_registers,
     port_name,
 )
@@ -112,11 +113,16 @@ async def random_csb_traffic(dut) -> None:
             dut.req.value = 1 | (addr << 1) | (write << 33) | (value << 34)
         if done is not None:
             getattr(dut, f"{port_name(done)}_done").value = 1
-        await RisingEdge(dut.clk)
+        await RisingEdge(dut.clk)           # the completion acts, the request is taken
         dut.req.value = 0
         if done is not None:
             getattr(dut, f"{port_name(done)}_done").value = 0
+        for _ in range(WRITE_LATENCY):      # ... and acts
+            await RisingEdge(dut.clk)
         await ReadOnly()
+        if done is not None:
+            model.done(done)
+            counts["dones"] += 1
         mapped = req is not None and by_address(req[0]) is not None \
             and by_address(req[0]).unit in CONV_UNITS
         want = None                         # a read's value, as the request found it
@@ -125,9 +131,6 @@ async def random_csb_traffic(dut) -> None:
             counts["writes"] += 1
         elif req is not None and mapped:
             want = model.read(req[0])
-        if done is not None:
-            model.done(done)
-            counts["dones"] += 1
         # everything the datapath sees
         assert int(dut.irq.value) == int(model.glb.status != 0), f"step {step}: irq"
         counts["irq_cycles"] += int(dut.irq.value)
@@ -138,7 +141,7 @@ async def random_csb_traffic(dut) -> None:
             got = [(raw >> (32 * i)) & 0xFFFFFFFF for i in range(len(d_registers(u)))]
             assert got == model.view(u), f"step {step}: {u} consumer-group registers"
         # the read's data and the error come READ_LATENCY cycles after the request
-        for _ in range(READ_LATENCY - 1):
+        for _ in range(READ_LATENCY - 1 - WRITE_LATENCY):
             await RisingEdge(dut.clk)
         await ReadOnly()
         if req is not None and not mapped:

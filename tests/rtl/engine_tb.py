@@ -35,7 +35,7 @@ from accel.config import HwConfig
 from accel.layout import CubeLayout, pack_dc_weights, pack_feature, unpack_feature
 from accel.regs import field_set, lookup
 from accel.rtl.conv_engine import OP_UNITS
-from accel.rtl.csb_regs import READ_LATENCY
+from accel.rtl.csb_regs import READ_LATENCY, WRITE_LATENCY
 
 CLOCK_NS = 10
 OPERATIONS = int(os.environ.get("OPENDLA_ENGINE_OPERATIONS", "12"))
@@ -65,12 +65,15 @@ def attach_memory(dut, rng: np.random.Generator | None = None, size: int = MEMOR
 
 
 async def csb_write(dut, symbol: str, value: int = 0, **fields: int) -> None:
+    """Write a register; returns once the write has changed it."""
     reg = lookup(symbol)
     for name, v in fields.items():
         value = field_set(value, reg, name, v)
     dut.req.value = 1 | (reg.address << 1) | (1 << 33) | ((value & 0xFFFFFFFF) << 34)
     await RisingEdge(dut.clk)
     dut.req.value = 0
+    for _ in range(WRITE_LATENCY):
+        await RisingEdge(dut.clk)
 
 
 async def csb_read(dut, symbol: str) -> int:
