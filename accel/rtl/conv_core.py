@@ -354,7 +354,11 @@ class ConvCore(wiring.Component):
         m.d.comb += pop.eq(queue.r_rdy & d_free & (send_room != 0)
                            & (head.pad | (head.addr < self.feature_level)))
         m.d.comb += [queue.r_en.eq(pop), f_rd.en.eq(pop), f_rd.addr.eq(head.addr)]
-        m.d.comb += g_fire.eq(running & credit_room(m, QUEUE, g_fire, pop))
+        # a popped entry's credit comes back a cycle later, from a register: the head's
+        # check against the memory's level and the credit count's adder are a cycle apart
+        popped = Signal()
+        m.d.sync += popped.eq(pop)
+        m.d.comb += g_fire.eq(running & credit_room(m, QUEUE, g_fire, popped))
         with m.If(d_free):
             m.d.sync += d_valid.eq(pop)
             with m.If(pop):
