@@ -22,16 +22,16 @@ The CSB port is a simple request/response bus: ``req`` (``valid``, byte
 (:data:`WRITE_LATENCY`: a write changes its register at the end of the cycle
 after the one it is presented in, after a completion pulsed with the request);
 a read returns ``rdata`` with ``rvalid`` :data:`READ_LATENCY` cycles after the
-request (the read data is then selected in two registered stages, within each
-unit's window and among the windows).  Requests take effect in order.  A
-request to an address no implemented register has reads 0, changes nothing
-and pulses ``error`` when a read would return (a read still gets its
-``rvalid``), so a driver learns of it instead of hanging.
+request (the read data is then selected in :data:`READ_STAGES` registered
+stages).  Requests take effect in order.  A request to an address no
+implemented register has reads 0, changes nothing and pulses ``error`` when a
+read would return (a read still gets its ``rvalid``), so a driver learns of it
+instead of hanging.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -56,8 +56,14 @@ CSB_REQUEST = data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32
 #: cycles from a request to the end of the cycle in which a write changes its register
 WRITE_LATENCY = 1
 
+#: registered stages of a read after the request's copy (see :class:`CsbRegisterFile`)
+READ_STAGES = 4
+
 #: cycles from a read request to its ``rvalid`` (and from any request to its ``error``)
-READ_LATENCY = 3
+READ_LATENCY = WRITE_LATENCY + READ_STAGES
+
+#: registers a read's second stage selects among in one place
+READ_CHUNK = 8
 
 #: each unit's registers lie in a window of 2**WINDOW_BITS bytes (4 KiB)
 WINDOW_BITS = 12
@@ -71,6 +77,14 @@ def _window(addr: int) -> int:
 def _word(addr: int) -> int:
     """The 32-bit word of a register's byte address within its window."""
     return (addr & ((1 << WINDOW_BITS) - 1)) >> 2
+
+
+def _or(values) -> Value:
+    """The OR of ``values`` (0 when there are none)."""
+    result = Const(0, 1)
+    for value in values:
+        result = result | value
+    return result
 
 
 def port_name(unit: str) -> str:
@@ -173,26 +187,29 @@ class CsbRegisterFile(wiring.Component):
 
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
-        in_window: dict[int, dict[int, Value]] = {base: {} for base in bases}
+        # what a read may return: (register, the read selects it) per window
+        readable: dict[int, list[tuple[Signal, Value]]] = {base: [] for base in bases}
         for addr, (reg, store, pointer) in storage.items():
             base = _window(addr)
+            here = word[base] == _word(addr)
             sel = Signal(name=f"csb_select_{addr:x}")
-            m.d.comb += sel.eq(mine[base] & writing[base] & (word[base] == _word(addr)))
+            m.d.comb += sel.eq(mine[base] & writing[base] & here)
+            asked = mine[base] & ~writing[base] & here
             wmask = write_mask(reg)
             if isinstance(store, tuple):                  # a D_ register: two groups
                 g0, g1 = store
                 if pointer is None:
-                    value = g0
+                    readable[base].append((g0, asked))
                     with m.If(sel):
                         m.d.sync += write(g0, wmask, base)
                 else:
-                    value = Mux(pointer[0], g1, g0)
+                    readable[base] += [(g0, asked & ~pointer[0]), (g1, asked & pointer[0])]
                     with m.If(sel & ~pointer[0]):
                         m.d.sync += write(g0, wmask, base)
                     with m.If(sel & pointer[0]):
                         m.d.sync += write(g1, wmask, base)
             else:
-                value = store
+                readable[base].append((store, asked))
                 with m.If(sel):
                     if reg is status_reg:
                         m.d.comb += cleared.eq(wdata[base] & status_bits)
@@ -200,30 +217,41 @@ class CsbRegisterFile(wiring.Component):
                         m.d.comb += setbits.eq(wdata[base] & status_bits)
                     elif wmask:
                         m.d.sync += write(store, wmask, base)
-            in_window[base][_word(addr)] = value
-        # the request's read and valid flags follow it through the stages
+
+        # Reads, after the request's copy, in READ_STAGES registered stages of a few
+        # gates each (the registers of a unit lie wherever their datapath is, so every
+        # stage also crosses the die): a one-hot select per register; the selected
+        # register of each chunk of READ_CHUNK; of each window; of all windows.
+        chosen = {base: [] for base in bases}
+        for base, entries in readable.items():
+            for i, (value, asked) in enumerate(entries):
+                picked = Signal(name=f"csb_pick_{base:x}_{i}")
+                m.d.sync += picked.eq(asked)
+                chosen[base].append((value, picked))
+        window_data = []
+        for base, entries in chosen.items():
+            chunks = []
+            for i in range(0, len(entries), READ_CHUNK):
+                chunk = Signal(32, name=f"csb_chunk_{base:x}_{i // READ_CHUNK}")
+                m.d.sync += chunk.eq(_or(Mux(picked, value, 0)
+                                         for value, picked in entries[i:i + READ_CHUNK]))
+                chunks.append(chunk)
+            window = Signal(32, name=f"csb_window_{base:x}")
+            m.d.sync += window.eq(_or(chunks))
+            window_data.append(window)
+        m.d.sync += self.rdata.eq(_or(window_data))
+        # the request's read and valid flags, and whether it named a register, follow it
         read = [Signal(name=f"csb_read_{i}") for i in range(READ_LATENCY - 1)]
         valid = [Signal(name=f"csb_valid_{i}") for i in range(READ_LATENCY - 1)]
         m.d.sync += [read[0].eq(req.valid & ~req.write), valid[0].eq(req.valid)]
         m.d.sync += [read[i].eq(read[i - 1]) for i in range(1, READ_LATENCY - 1)]
         m.d.sync += [valid[i].eq(valid[i - 1]) for i in range(1, READ_LATENCY - 1)]
-        window_data, window_hit = {}, {}
-        for base, values in in_window.items():
-            window_data[base] = Signal(32, name=f"csb_read_{base:x}")
-            window_hit[base] = Signal(name=f"csb_hit_{base:x}")
-            with m.Switch(word[base]):
-                for offset, value in values.items():
-                    with m.Case(offset):
-                        m.d.sync += [window_data[base].eq(Mux(mine[base], value, 0)),
-                                     window_hit[base].eq(mine[base])]
-                with m.Default():
-                    m.d.sync += [window_data[base].eq(0), window_hit[base].eq(0)]
-        hit = Cat(*window_hit.values()).any()
-        rdata = 0
-        for value in window_data.values():
-            rdata = rdata | value
-        m.d.sync += [self.rvalid.eq(read[-1]), self.rdata.eq(rdata),
-                     self.error.eq(valid[-1] & ~hit)]
+        hit = [Signal(name=f"csb_hit_{i}") for i in range(READ_STAGES - 1)]
+        words = {base: {_word(a) for a in storage if _window(a) == base} for base in bases}
+        m.d.sync += hit[0].eq(_or(mine[base] & _or(word[base] == w for w in sorted(offsets))
+                                  for base, offsets in words.items()))
+        m.d.sync += [hit[i].eq(hit[i - 1]) for i in range(1, READ_STAGES - 1)]
+        m.d.sync += [self.rvalid.eq(read[-1]), self.error.eq(valid[-1] & ~hit[-1])]
 
         # ---- the datapath's view, op enables, completions -------------------------------
         raised = []               # status bits the completions of this cycle raise
