@@ -101,7 +101,7 @@ def ram_port_layout(words: int, word_bytes: int) -> data.StructLayout:
 
 class AxiRam(wiring.Component):
     """Block RAM of ``words`` words behind an AXI4 slave (``axi``, flipped manager
-    signature) and a bridge port (``port`` request, ``rdata``/``done`` the cycle after it
+    signature) and a bridge port (``port`` request, ``rdata``/``done`` two cycles after it
     is granted; the bridge waits while the AXI side is busy).  Addresses are taken
     modulo the RAM's size.
 
@@ -110,11 +110,14 @@ class AxiRam(wiring.Component):
     the cycle after (its response is given when it is taken; a read issued once the
     manager has seen it reads the new data), reads are issued on credits for an output
     FIFO rather than on the manager's ``rready``, and the bridge is granted the RAM on
-    the AXI side's registered activity."""
+    the AXI side's registered activity; and every signal out of them ends at one (the
+    read data is registered before it goes anywhere: a block RAM's output takes 5.8 ns
+    and the routes from it cross the die; the full build's critical path ran from there
+    into the bridge's byte select)."""
 
-    #: Words of the read FIFO: one read in flight, one in the FIFO, one being taken
-    #: out keep a word a cycle flowing.
-    READ_FIFO = 3
+    #: Words of the read FIFO: two reads in flight (the block RAM, its data register),
+    #: one in the FIFO, one being taken out keep a word a cycle flowing.
+    READ_FIFO = 4
 
     def __init__(self, axi_signature: wiring.Signature, words: int, word_bytes: int) -> None:
         self.words, self.word_bytes = words, word_bytes
@@ -131,11 +134,15 @@ class AxiRam(wiring.Component):
         m.submodules.mem = mem = memory.Memory(shape=8 * nb, depth=self.words, init=[])
         rd = mem.read_port()
         wr = mem.write_port(granularity=8)
-        # the bridge's turn: the port asks and the AXI side was idle the cycle before
+        # the bridge's turn: the port asks, no request of it is under way (the port holds
+        # its request until ``done``) and the AXI side was idle the cycle before
         axi_busy = Signal()
         grant = Signal()
-        m.d.comb += grant.eq(self.port.valid & ~axi_busy)
-        m.d.sync += self.done.eq(grant)
+        granted = Signal()
+        m.d.comb += grant.eq(self.port.valid & ~axi_busy & ~granted & ~self.done)
+        m.d.sync += [granted.eq(grant), self.done.eq(granted)]
+        data = Signal.like(rd.data)                 # the RAM's read data, registered
+        m.d.sync += data.eq(rd.data)
         m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0)]
         # ---- reads: a word per cycle while the FIFO has room for it; the next burst's
         # address waits in `pending` and its first word follows the current burst's last
@@ -148,9 +155,12 @@ class AxiRam(wiring.Component):
         issue = Signal()
         room = credit_room(m, self.READ_FIFO, issue, popped, name="read_credits")
         m.d.comb += issue.eq((beats != 0) & room)
-        issued, issued_last = Signal(), Signal()
-        m.d.sync += [issued.eq(issue), issued_last.eq(beats == 1)]
-        m.d.comb += [rfifo.w_en.eq(issued), rfifo.w_data.eq(Cat(rd.data, issued_last))]
+        # a read's word comes out of the RAM the cycle after it is issued, out of the data
+        # register the cycle after that
+        issued, issued_last = Signal(2), Signal(2)
+        m.d.sync += [issued.eq(Cat(issue, issued[0])),
+                     issued_last.eq(Cat(beats == 1, issued_last[0]))]
+        m.d.comb += [rfifo.w_en.eq(issued[1]), rfifo.w_data.eq(Cat(data, issued_last[1]))]
         pending, p_index, p_beats = Signal(), Signal.like(index), Signal.like(beats)
         m.d.comb += axi.arready.eq(~pending)
         accepted = axi.arvalid & axi.arready
@@ -166,7 +176,7 @@ class AxiRam(wiring.Component):
             m.d.sync += [p_index.eq(axi.araddr[self.shift:]), p_beats.eq(axi.arlen + 1)]
         m.d.sync += pending.eq(Mux(free, accepted & pending, pending | accepted))
         m.d.comb += [rd.en.eq(issue | grant), rd.addr.eq(Mux(grant, self.port.addr, index)),
-                     self.rdata.eq(rd.data)]
+                     self.rdata.eq(data)]
         # ---- writes: address and data together into the write stage, a response each
         w_valid = Signal()
         w_addr = Signal.like(wr.addr)
@@ -189,7 +199,7 @@ class AxiRam(wiring.Component):
         ]
         m.d.comb += [wr.addr.eq(w_addr), wr.data.eq(w_data)]
         m.d.comb += wr.en.eq(w_strb)
-        m.d.sync += axi_busy.eq((beats != 0) | pending | rfifo.r_rdy | issued
+        m.d.sync += axi_busy.eq((beats != 0) | pending | rfifo.r_rdy | issued.any()
                                 | axi.arvalid | axi.awvalid | take | w_valid)
         return m
 
@@ -353,7 +363,7 @@ class RamEngine(wiring.Component):
     """The conv engine on its block RAM (:class:`AxiRam`), as on the board, with the RAM's
     host port as ports of its own (``mem_*``) instead of the UART bridge: a simulation
     top whose memory traffic stays inside the simulator.  A testbench loads the RAM and
-    reads results through the port (a word per request, ``mem_done`` the cycle after
+    reads results through the port (a word per request, ``mem_done`` two cycles after
     it is granted, which is whenever the engine leaves the RAM alone).
 
     Bus addresses go through ``windows`` address windows on their way to the RAM

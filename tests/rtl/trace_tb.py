@@ -99,7 +99,7 @@ class RamTarget:
         for _ in range(BUDGET):
             await RisingEdge(dut.clk)
             await ReadOnly()
-            if dut.mem_done.value == 1:      # granted at this edge
+            if dut.mem_done.value == 1:      # the request is done, its data here
                 data = int(dut.mem_rdata.value)
                 await NextTimeStep()
                 dut.mem_valid.value = 0
