@@ -35,9 +35,6 @@ TRACE_ENTRIES = 16384
 #: Top-level component name -> constructor from a config.
 TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cmac": Cmac,
-    # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
-    # with a model of the primitive: tests/rtl/mult18x18d_model.v)
-    "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),
     "postproc": PostProcessor,
     "cacc": Accumulator,
     "conv": ConvCore,
@@ -52,6 +49,9 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     # the engine on the board's block RAM, loaded through a port of its own: traces whose
     # memory traffic never leaves the simulator (the fast way to simulate the engine)
     "engine_ram": lambda cfg: _ram_engine(cfg),
+    # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
+    # with a model of the primitive: tests/rtl/mult18x18d_model.v)
+    "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),
 }
 
 #: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
