@@ -209,6 +209,7 @@ class ConvEngine(wiring.Component):
         stripes = Signal(2 * SIZE_BITS)
         covered = Signal(2 * SIZE_BITS + 1)
         outputs = Signal(3 * SIZE_BITS)          # output beats still to leave
+        groups_left = Signal.like(op.kernel_groups)  # kernel groups still to count in
         kick = Signal()                          # the DMAs start: the cycle after the latch
         m.d.sync += kick.eq(0)
         # the latch: a cycle after the units are found enabled while idle, from a register
@@ -241,7 +242,12 @@ class ConvEngine(wiring.Component):
                     m.d.sync += [covered.eq(covered + stripes),
                                  op.stripe_points.eq(op.stripe_points + 1)]
                 with m.Else():
-                    m.d.sync += outputs.eq(op.kernel_groups * total)
+                    m.d.sync += [outputs.eq(0), groups_left.eq(op.kernel_groups)]
+                    m.next = "OUTPUTS"
+            with m.State("OUTPUTS"):            # outputs = kernel groups x total, added up
+                with m.If(groups_left != 0):
+                    m.d.sync += [outputs.eq(outputs + total), groups_left.eq(groups_left - 1)]
+                with m.Else():
                     m.next = "FETCH"
             with m.State("FETCH"):              # the operands come in
                 with m.If(fetch.ready):
