@@ -166,8 +166,7 @@ class CsbRegisterFile(wiring.Component):
         # nets of the board build after its reset.  Each copy holds whether the request is
         # for its window (valid, word-aligned, the window's 4 KiB), the word within the
         # window, write and the data; a register's select is its window's valid and a
-        # compare of the word.  Reads then select each window's word into a register and
-        # the window's word out of those.
+        # compare of the word.
         aligned = req.addr[:2] == 0
         bases = sorted({_window(a) for a in storage})
         mine, word, writing, wdata = {}, {}, {}, {}
@@ -187,11 +186,14 @@ class CsbRegisterFile(wiring.Component):
 
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
-        # what a read may return: (register, the read selects it) per window
+        # what a read may return: (register, the read selects it) per window; whether the
+        # request names a register of the window
         readable: dict[int, list[tuple[Signal, Value]]] = {base: [] for base in bases}
+        named: dict[int, list[Value]] = {base: [] for base in bases}
         for addr, (reg, store, pointer) in storage.items():
             base = _window(addr)
             here = word[base] == _word(addr)
+            named[base].append(here)
             sel = Signal(name=f"csb_select_{addr:x}")
             m.d.comb += sel.eq(mine[base] & writing[base] & here)
             asked = mine[base] & ~writing[base] & here
@@ -247,9 +249,7 @@ class CsbRegisterFile(wiring.Component):
         m.d.sync += [read[i].eq(read[i - 1]) for i in range(1, READ_LATENCY - 1)]
         m.d.sync += [valid[i].eq(valid[i - 1]) for i in range(1, READ_LATENCY - 1)]
         hit = [Signal(name=f"csb_hit_{i}") for i in range(READ_STAGES - 1)]
-        words = {base: {_word(a) for a in storage if _window(a) == base} for base in bases}
-        m.d.sync += hit[0].eq(_or(mine[base] & _or(word[base] == w for w in sorted(offsets))
-                                  for base, offsets in words.items()))
+        m.d.sync += hit[0].eq(_or(mine[base] & _or(named[base]) for base in bases))
         m.d.sync += [hit[i].eq(hit[i - 1]) for i in range(1, READ_STAGES - 1)]
         m.d.sync += [self.rvalid.eq(read[-1]), self.error.eq(valid[-1] & ~hit[-1])]
 
