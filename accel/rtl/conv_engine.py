@@ -14,7 +14,8 @@ addresses and strides from CDMA (``D_DAIN_ADDR``, ``D_LINE_STRIDE``,
 (``D_BS/BN_BASE_ADDR``, ``D_BRDMA/NRDMA_CFG``) and SDP (``D_DST_*``), the
 truncation from CACC (``D_CLIP_CFG``), X1/X2 and the converter from SDP.  It
 starts the fetch over AXI (:class:`~accel.rtl.dma.ConvFetch`) while it derives
-the group counts and the stripe length (two short division loops), starts the
+the output surface, the stripe length and the output beats (short loops of
+additions: no multiplier or divider between registers), starts the
 :class:`~accel.rtl.conv_core.ConvCore` once the per-kernel operands are in (it
 runs as the input and the weights stream in), and writes every output beat to
 memory (:class:`~accel.rtl.dma.OutputWriter`).
@@ -204,7 +205,8 @@ class ConvEngine(wiring.Component):
                                & (~operands | csb.sdp_rdma_op_en))
         with_rdma = Signal()                     # the operation completes SDP_RDMA too
         fsm_idle = Signal()
-        total = Signal(2 * SIZE_BITS)
+        total = Signal(2 * SIZE_BITS)            # output points of the operation
+        rows = Signal.like(op.out_h)             # rows of them added up so far
         remaining = Signal(2 * SIZE_BITS + 1)
         stripes = Signal(2 * SIZE_BITS)
         covered = Signal(2 * SIZE_BITS + 1)
@@ -225,8 +227,14 @@ class ConvEngine(wiring.Component):
             with m.State("IDLE"):
                 with m.If(go["core"]):
                     m.d.sync += kick.eq(1)
-                    m.d.sync += [total.eq(ow * oh), remaining.eq(ow * oh),
-                                 stripes.eq(0), with_rdma.eq(operands)]
+                    m.d.sync += [total.eq(0), rows.eq(0), stripes.eq(0),
+                                 with_rdma.eq(operands)]
+                    m.next = "SURFACE"
+            with m.State("SURFACE"):            # total = out_w x out_h, added up a row a cycle
+                with m.If(rows != op.out_h):
+                    m.d.sync += [total.eq(total + op.out_w), rows.eq(rows + 1)]
+                with m.Else():
+                    m.d.sync += remaining.eq(total)
                     m.next = "STRIPES"
             with m.State("STRIPES"):            # stripes = ceil(total / points)
                 with m.If(remaining != 0):

@@ -101,27 +101,41 @@ def ram_port_layout(words: int, word_bytes: int) -> data.StructLayout:
 
 class AxiRam(wiring.Component):
     """Block RAM of ``words`` words behind an AXI4 slave (``axi``, flipped manager
-    signature) and a bridge port (``port`` request, ``rdata``/``done`` two cycles after it
-    is granted; the bridge waits while the AXI side is busy).  Addresses are taken
-    modulo the RAM's size.
+    signature) and a bridge port (``port`` request, ``rdata``/``done``
+    :data:`PORT_LATENCY` cycles after it is granted; the bridge waits while the AXI side
+    is busy).  Addresses are taken modulo the RAM's size.
 
-    On the board the RAM is dozens of block RAMs spread over the die, so every signal
-    into them starts at a flip-flop: a write is taken into a register stage and written
-    the cycle after (its response is given when it is taken; a read issued once the
-    manager has seen it reads the new data), reads are issued on credits for an output
-    FIFO rather than on the manager's ``rready``, and the bridge is granted the RAM on
-    the AXI side's registered activity; and every signal out of them ends at one (the
-    read data is registered before it goes anywhere: a block RAM's output takes 5.8 ns
-    and the routes from it cross the die; the full build's critical path ran from there
-    into the bridge's byte select)."""
+    On the board the RAM is dozens of block RAMs spread over the die, so it is split into
+    banks of :data:`BANK_WORDS` words (consecutive addresses in one bank), and every
+    signal into a bank's block RAMs starts at a flip-flop of that bank's own (a copy
+    placed beside them: one write stage or read address driving all the block RAMs
+    across the die was the full build's critical path, 23 ns of routing), and every
+    signal out of them ends at one (a block RAM's output takes 5.8 ns; the bank's read
+    data is registered beside it, then picked by the registered bank number and
+    registered again).  A write is taken into the banks' write stages and written the
+    cycle after (its response is given when it is taken; a read issued once the manager
+    has seen it reads the new data); reads are issued on credits for an output FIFO
+    rather than on the manager's ``rready``; the bridge is granted the RAM on the AXI
+    side's registered activity."""
 
-    #: Words of the read FIFO: two reads in flight (the block RAM, its data register),
-    #: one in the FIFO, one being taken out keep a word a cycle flowing.
-    READ_FIFO = 4
+    #: Words of a bank: one block RAM (2048 x 9) per byte lane.
+    BANK_WORDS = 2048
+    #: Cycles from a read's issue to its word in the FIFO's input register: the banks'
+    #: address registers, the block RAM, the bank's data register, the picked data register.
+    READ_STAGES = 4
+    #: Words of the read FIFO: the reads in flight, one in the FIFO, one being taken out
+    #: keep a word a cycle flowing.
+    READ_FIFO = READ_STAGES + 2
+    #: Cycles from the bridge's grant to its ``done`` (and ``rdata``).
+    PORT_LATENCY = READ_STAGES
 
     def __init__(self, axi_signature: wiring.Signature, words: int, word_bytes: int) -> None:
         self.words, self.word_bytes = words, word_bytes
         self.shift = word_bytes.bit_length() - 1
+        if words > self.BANK_WORDS and words % self.BANK_WORDS == 0:
+            self.banks, self.bank_words = words // self.BANK_WORDS, self.BANK_WORDS
+        else:
+            self.banks, self.bank_words = 1, words
         super().__init__({
             "axi": In(axi_signature),
             "port": In(ram_port_layout(words, word_bytes)),
@@ -131,18 +145,15 @@ class AxiRam(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         axi, nb = self.axi, self.word_bytes
-        m.submodules.mem = mem = memory.Memory(shape=8 * nb, depth=self.words, init=[])
-        rd = mem.read_port()
-        wr = mem.write_port(granularity=8)
+        low_bits = (self.bank_words - 1).bit_length()
         # the bridge's turn: the port asks, no request of it is under way (the port holds
         # its request until ``done``) and the AXI side was idle the cycle before
         axi_busy = Signal()
         grant = Signal()
-        granted = Signal()
-        m.d.comb += grant.eq(self.port.valid & ~axi_busy & ~granted & ~self.done)
-        m.d.sync += [granted.eq(grant), self.done.eq(granted)]
-        data = Signal.like(rd.data)                 # the RAM's read data, registered
-        m.d.sync += data.eq(rd.data)
+        granted = Signal(self.PORT_LATENCY)
+        m.d.comb += grant.eq(self.port.valid & ~axi_busy & ~granted.any())
+        m.d.sync += granted.eq(Cat(grant, granted[:-1]))
+        m.d.comb += self.done.eq(granted[-1])
         m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0)]
         # ---- reads: a word per cycle while the FIFO has room for it; the next burst's
         # address waits in `pending` and its first word follows the current burst's last
@@ -155,12 +166,6 @@ class AxiRam(wiring.Component):
         issue = Signal()
         room = credit_room(m, self.READ_FIFO, issue, popped, name="read_credits")
         m.d.comb += issue.eq((beats != 0) & room)
-        # a read's word comes out of the RAM the cycle after it is issued, out of the data
-        # register the cycle after that
-        issued, issued_last = Signal(2), Signal(2)
-        m.d.sync += [issued.eq(Cat(issue, issued[0])),
-                     issued_last.eq(Cat(beats == 1, issued_last[0]))]
-        m.d.comb += [rfifo.w_en.eq(issued[1]), rfifo.w_data.eq(Cat(data, issued_last[1]))]
         pending, p_index, p_beats = Signal(), Signal.like(index), Signal.like(beats)
         m.d.comb += axi.arready.eq(~pending)
         accepted = axi.arvalid & axi.arready
@@ -175,13 +180,20 @@ class AxiRam(wiring.Component):
         with m.If(accepted & (pending | ~free)):
             m.d.sync += [p_index.eq(axi.araddr[self.shift:]), p_beats.eq(axi.arlen + 1)]
         m.d.sync += pending.eq(Mux(free, accepted & pending, pending | accepted))
-        m.d.comb += [rd.en.eq(issue | grant), rd.addr.eq(Mux(grant, self.port.addr, index)),
-                     self.rdata.eq(data)]
-        # ---- writes: address and data together into the write stage, a response each
-        w_valid = Signal()
-        w_addr = Signal.like(wr.addr)
-        w_data = Signal.like(wr.data)
-        w_strb = Signal(nb)
+        read_addr = Signal.like(index)
+        m.d.comb += read_addr.eq(Mux(grant, self.port.addr, index))
+        # what each read carries down the pipeline: that it is one, whether it is its
+        # burst's last word (for the AXI side), which bank it reads
+        read = Signal(self.READ_STAGES)
+        last = Signal(self.READ_STAGES)
+        m.d.sync += [read.eq(Cat(issue, read[:-1])), last.eq(Cat(beats == 1, last[:-1]))]
+        bank_of = [Signal(range(self.banks), name=f"read_bank_{i}")
+                   for i in range(self.READ_STAGES)]
+        m.d.sync += bank_of[0].eq(read_addr[low_bits:])
+        for i in range(1, self.READ_STAGES):
+            m.d.sync += bank_of[i].eq(bank_of[i - 1])
+        # ---- writes: address and data together into the banks' write stages, a
+        # response each
         b_valid = Signal()
         m.d.comb += axi.bvalid.eq(b_valid)
         take = Signal()
@@ -191,16 +203,38 @@ class AxiRam(wiring.Component):
             m.d.sync += b_valid.eq(1)
         with m.Elif(axi.bready):
             m.d.sync += b_valid.eq(0)
-        m.d.sync += [
-            w_valid.eq(take | (grant & self.port.write)),
-            w_addr.eq(Mux(take, axi.awaddr[self.shift:], self.port.addr)),
-            w_data.eq(Mux(take, axi.wdata, self.port.wdata)),
-            w_strb.eq(Mux(take, axi.wstrb, Mux(grant & self.port.write, self.port.strb, 0))),
-        ]
-        m.d.comb += [wr.addr.eq(w_addr), wr.data.eq(w_data)]
-        m.d.comb += wr.en.eq(w_strb)
-        m.d.sync += axi_busy.eq((beats != 0) | pending | rfifo.r_rdy | issued.any()
-                                | axi.arvalid | axi.awvalid | take | w_valid)
+        write_addr = Signal.like(index)
+        m.d.comb += write_addr.eq(Mux(take, axi.awaddr[self.shift:], self.port.addr))
+        write_data = Mux(take, axi.wdata, self.port.wdata)
+        write_strb = Mux(take, axi.wstrb, Mux(grant & self.port.write, self.port.strb, 0))
+        # ---- the banks, each with its own registers (``keep``: yosys must not merge the
+        # copies, which are there to be placed apart)
+        picked = Signal(8 * nb)
+        for i in range(self.banks):
+            m.submodules[f"bank_{i}"] = mem = memory.Memory(
+                shape=8 * nb, depth=self.bank_words, init=[])
+            rd = mem.read_port()
+            wr = mem.write_port(granularity=8)
+            hit_r = read_addr[low_bits:] == i if self.banks > 1 else Const(1)
+            hit_w = write_addr[low_bits:] == i if self.banks > 1 else Const(1)
+            keep = {"keep": 1}
+            r_en = Signal(name=f"bank_{i}_r_en", attrs=keep)
+            r_addr = Signal(low_bits, name=f"bank_{i}_r_addr", attrs=keep)
+            w_addr = Signal(low_bits, name=f"bank_{i}_w_addr", attrs=keep)
+            w_data = Signal(8 * nb, name=f"bank_{i}_w_data", attrs=keep)
+            w_strb = Signal(nb, name=f"bank_{i}_w_strb", attrs=keep)
+            data = Signal(8 * nb, name=f"bank_{i}_data", attrs=keep)
+            m.d.sync += [r_en.eq((issue | grant) & hit_r), r_addr.eq(read_addr[:low_bits]),
+                         w_addr.eq(write_addr[:low_bits]), w_data.eq(write_data),
+                         w_strb.eq(Mux(hit_w, write_strb, 0)), data.eq(rd.data)]
+            m.d.comb += [rd.en.eq(r_en), rd.addr.eq(r_addr),
+                         wr.addr.eq(w_addr), wr.data.eq(w_data), wr.en.eq(w_strb)]
+            with m.If((read[2] | granted[2]) & (bank_of[2] == i)):
+                m.d.sync += picked.eq(data)     # and held: the bridge takes it after done
+        m.d.comb += [rfifo.w_en.eq(read[-1]), rfifo.w_data.eq(Cat(picked, last[-1])),
+                     self.rdata.eq(picked)]
+        m.d.sync += axi_busy.eq((beats != 0) | pending | rfifo.r_rdy | read.any()
+                                | axi.arvalid | axi.awvalid | take)
         return m
 
 
@@ -363,8 +397,9 @@ class RamEngine(wiring.Component):
     """The conv engine on its block RAM (:class:`AxiRam`), as on the board, with the RAM's
     host port as ports of its own (``mem_*``) instead of the UART bridge: a simulation
     top whose memory traffic stays inside the simulator.  A testbench loads the RAM and
-    reads results through the port (a word per request, ``mem_done`` two cycles after
-    it is granted, which is whenever the engine leaves the RAM alone).
+    reads results through the port (a word per request, ``mem_done``
+    :data:`AxiRam.PORT_LATENCY` cycles after it is granted, which is whenever the engine
+    leaves the RAM alone).
 
     Bus addresses go through ``windows`` address windows on their way to the RAM
     (``map_base``/``map_size``/``map_offset``: 32 bits per window, window ``i`` in bits
