@@ -10,7 +10,9 @@ run synthesis, place-and-route and packing.  Four deliberate choices:
   hour without finishing, where ``abc`` maps it in under two minutes (and
   ``abc9`` without ``-dff`` fails an internal assertion, ``ABC_OPS_REINTEGRATE``).
 * registers whose signal is marked ``keep`` keep their cells (:data:`KEEP_REGISTERS`):
-  copies made for placement survive yosys's merging of identical cells.
+  copies made for placement survive yosys's merging of identical cells; memories named
+  for it read undefined data on a same-cycle write (:data:`COLLISIONS_UNDEFINED`), which
+  spares the flip-flops yosys adds to promise the old word.
 * ``nextpnr --timing-allow-fail``: a design that misses the target still gets
   a bitstream and a report whose ``fmax_mhz`` says by how much.
 * ``nextpnr --router router2``: on the conv engine the default router ran 27
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from accel.config import HwConfig
+from accel.rtl.memories import NO_COLLISION
 from accel.rtl.toolchain import yowasp_env
 from fpga.boards import get_board
 from fpga.report import (
@@ -73,6 +76,17 @@ class _StageWatcher(threading.Thread):
 #: merge it with identical ones: the CMAC copies each lane per cell, for placement beside
 #: that cell's multipliers (the attribute on the signal alone keeps only the wire's name)
 KEEP_REGISTERS = "\n".join(["proc", "setattr -set keep 1 a:keep %ci1 c:* %i"])
+
+#: yosys command after reading the design: the read ports of memories whose name ends in
+#: :data:`accel.rtl.memories.NO_COLLISION` return undefined data when the word they read is
+#: written in the same cycle (``COLLISION_X_MASK``), instead of the old word that yosys
+#: otherwise gives with a delayed write and a bypass (see :mod:`accel.rtl.memories`; on the
+#: board RAM's 64 block RAMs, 1,240 flip-flops and 490 LUTs).
+COLLISIONS_UNDEFINED = (f"setparam -set COLLISION_X_MASK 1 r:MEMID=\\*{NO_COLLISION} "
+                        "t:$memrd_v2 %i")
+
+#: yosys commands right after reading the design
+AFTER_READ = "\n".join([KEEP_REGISTERS, COLLISIONS_UNDEFINED])
 
 #: yosys commands after ``synth_ecp5 -run :map_luts``: LUTs by classic abc, then the rest
 #: of synth_ecp5 (see the module docstring)
@@ -140,7 +154,7 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     start = time.perf_counter()
     watcher = _StageWatcher(out, progress) if progress is not None else None
     with yowasp_env():
-        plan = platform.prepare(top, name=TOP_NAME, script_after_read=KEEP_REGISTERS,
+        plan = platform.prepare(top, name=TOP_NAME, script_after_read=AFTER_READ,
                                 synth_opts="-run :map_luts",
                                 script_after_synth=MAP_LUTS,
                                 nextpnr_opts=f"--timing-allow-fail --router router2 --seed {seed} "

