@@ -67,7 +67,7 @@ KERNEL_BITS = 6
 #: cycles from ``start`` to the first read: the operation's products are taken meanwhile
 PREP = 2
 #: Entries of the FIFO between the MAC array and CACC: a beat a cycle flows through it
-#: with its credits given back a cycle late.
+#: with its credit given back from a register, a cycle after the beat leaves.
 PSUM_BUFFER = 4
 #: the sender's queue of atoms between its generator and the feature memory (enough for
 #: the generator's credit loop to send an atom every cycle)
@@ -414,9 +414,10 @@ class ConvCore(wiring.Component):
         psum = Signal(cacc.psum.payload.shape())
         m.submodules.psums = psums = fifo.SyncFIFO(width=len(psum.as_value()),
                                                    depth=PSUM_BUFFER)
-        moved = Signal()
+        moved, popped = Signal(), Signal()
+        m.d.sync += popped.eq(psums.r_rdy & psums.r_en)    # CACC's ready ends at a register
         m.d.comb += moved.eq(cmac.result.valid & meta.r_rdy & credit_room(
-            m, PSUM_BUFFER, moved, psums.r_rdy & psums.r_en, name="psum_credits"))
+            m, PSUM_BUFFER, moved, popped, name="psum_credits"))
         m.d.comb += [
             psum.data.eq(cmac.result.payload),
             psum.point.eq(meta.r_data[:len(d_point)]),
@@ -444,8 +445,15 @@ class ConvCore(wiring.Component):
             # goes on with the next stripe
             sums = cacc.sum.payload.as_value()
             m.submodules.dbuf = dbuf = fifo.SyncFIFOBuffered(width=len(sums), depth=self.points)
-            m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(cacc.sum.valid),
-                         cacc.sum.ready.eq(dbuf.w_rdy),
+            # CACC's output is taken on credits for the buffer's entries (the buffer's own
+            # w_rdy, a comparison of its level, was the start of the conv core's critical
+            # path back through CACC's stages)
+            d_taken, d_popped = Signal(), Signal()
+            m.d.sync += d_popped.eq(dbuf.r_rdy & dbuf.r_en)
+            m.d.comb += [cacc.sum.ready.eq(credit_room(m, self.points, d_taken, d_popped,
+                                                       name="sum_credits")),
+                         d_taken.eq(cacc.sum.valid & cacc.sum.ready)]
+            m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(d_taken),
                          post.inp.valid.eq(dbuf.r_rdy & ops_ok),
                          dbuf.r_en.eq(post.inp.ready & ops_ok),
                          post.inp.payload.acc.as_value().eq(dbuf.r_data)]

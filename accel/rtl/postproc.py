@@ -35,7 +35,7 @@ cycle (a beat of 8 lanes every 8 cycles), nv_medium_512 four.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -311,10 +311,9 @@ class LaneDatapath(wiring.Component):
 class PostProcessor(wiring.Component):
     """A beat of ``atomic_k`` lanes through :class:`LaneDatapath` at SDP's throughput:
     :func:`lanes_per_cycle` lanes a cycle (``atomic_k / lanes_per_cycle`` cycles per
-    beat; all lanes at once where SDP keeps up with the MAC array).  The beat stays at the
-    input (its producer holds the payload until it is taken, as a stream's must) while
-    its lane groups enter the datapath, and is taken as its last group goes in; results
-    are gathered into an output beat.
+    beat; all lanes at once where SDP keeps up with the MAC array).  A beat is taken into
+    registers whose lane groups enter the datapath one a cycle (the next beat is taken as
+    the last group goes in); results are gathered into an output beat.
 
     Attributes
     ----------
@@ -343,19 +342,23 @@ class PostProcessor(wiring.Component):
             wiring.connect(m, dp.out, wiring.flipped(self.out))
             return m
         groups = k // n
-        # ---- in: the beat's lane groups go in one by one, straight from the input (a
-        # stream's payload holds while it waits), and the beat is taken with its last
-        g_in = Signal(range(groups))
-        g_last = g_in == groups - 1
-        m.d.comb += [dp.inp.valid.eq(self.inp.valid),
-                     self.inp.ready.eq(dp.inp.ready & g_last)]
-        for name in ("acc", "alu1", "mul1", "alu2", "mul2"):
-            src, dst = getattr(self.inp.payload, name), getattr(dp.inp.payload, name)
-            for j in range(n):
-                lane = Array(src[i * n + j] for i in range(groups))
-                m.d.comb += dst[j].eq(lane[g_in])
-        with m.If(dp.inp.valid & dp.inp.ready):
-            m.d.sync += g_in.eq(Mux(g_last, 0, g_in + 1))
+        # ---- in: the beat is taken into registers, a lane group each, and the groups shift
+        # towards the datapath's input one a cycle, the next beat taken as the last goes in
+        # (a multiplexer picking a group of the waiting beat had its select fan out to every
+        # bit of the beat, the conv core's critical path: 11.0 ns, 87% routing)
+        held = [Signal(BeatLayout(self.hw, n), name=f"held{i}") for i in range(groups)]
+        left = Signal(range(groups + 1))            # groups still to go in
+        m.d.comb += [dp.inp.valid.eq(left != 0), dp.inp.payload.eq(held[0]),
+                     self.inp.ready.eq((left == 0) | ((left == 1) & dp.inp.ready))]
+        with m.If(self.inp.valid & self.inp.ready):
+            m.d.sync += left.eq(groups)
+            for i in range(groups):
+                for name in ("acc", "alu1", "mul1", "alu2", "mul2"):
+                    src, dst = getattr(self.inp.payload, name), getattr(held[i], name)
+                    m.d.sync += [dst[j].eq(src[i * n + j]) for j in range(n)]
+        with m.Elif(dp.inp.valid & dp.inp.ready):
+            m.d.sync += left.eq(left - 1)
+            m.d.sync += [held[i].eq(held[i + 1]) for i in range(groups - 1)]
         # ---- out: gather the lane groups' results into a beat
         full = Signal()
         g_out = Signal(range(groups))
