@@ -74,10 +74,12 @@ class Accumulator(wiring.Component):
         lanes = self.hw.atomic_k
         # stage A: the beat, registered as it comes in.  The buffer is read from flip-flops,
         # one copy of the point per lane (``keep``: not merged), each beside its lane's
-        # memory, and the partial sum added to the entry.
+        # memory, and the partial sum added to the entry (or not, for the point's first:
+        # that flag copied per lane too).
         beat = Signal(PsumLayout(self.hw, self.points), name="beat")
         point = [Signal(range(self.points), name=f"point{k}", attrs={"keep": 1})
                  for k in range(lanes)]
+        first = [Signal(name=f"first{k}", attrs={"keep": 1}) for k in range(lanes)]
         have = Signal()
         # stage B: the exact sums, saturated and written back (and handed on if last)
         b_valid, b_last = Signal(), Signal()
@@ -105,6 +107,7 @@ class Accumulator(wiring.Component):
         with m.If(self.psum.ready):
             m.d.sync += [beat.eq(self.psum.payload), have.eq(self.psum.valid)]
             m.d.sync += [point[k].eq(self.psum.payload.point) for k in range(lanes)]
+            m.d.sync += [first[k].eq(self.psum.payload.first) for k in range(lanes)]
         with m.If(a_go):
             m.d.sync += [b_valid.eq(1), b_last.eq(beat.last)]
             m.d.sync += [b_point[k].eq(point[k]) for k in range(lanes)]
@@ -122,7 +125,7 @@ class Accumulator(wiring.Component):
                          saturated.eq(saturate(b_sum[k], ACC_BITS)),
                          write.data.eq(saturated), write.en.eq(b_go)]
             with m.If(a_go):
-                m.d.sync += b_sum[k].eq(Mux(beat.first, beat.data[k], beat.data[k] + read.data))
+                m.d.sync += b_sum[k].eq(Mux(first[k], beat.data[k], beat.data[k] + read.data))
             with m.If(b_go & b_last):
                 m.d.sync += out_data[k].eq(saturated)
 

@@ -172,8 +172,11 @@ class ConvCore(wiring.Component):
         prep = Signal(range(PREP + 1))
         running = Signal()                # the sender's generator has points left
         loading = Signal()                # the loader has rounds left
-        begin = Signal()                  # the generators start: the last cycle of PREP
-        m.d.comb += begin.eq(prep == 1)
+        # the generators start in the last cycle of PREP: a flag per generator, a register
+        # each (``keep``; as one net from a comparison, the start of every counter was among
+        # the build's most congested)
+        begin = {g: Signal(name=f"begin_{g}", attrs={"keep": 1}) for g in ("load", "send")}
+        m.d.sync += [flag.eq(prep == 2) for flag in begin.values()]     # PREP >= 2
         with m.If(prep != 0):
             m.d.sync += prep.eq(prep - 1)
         a_bits = (self.feature_entries - 1).bit_length()
@@ -377,12 +380,14 @@ class ConvCore(wiring.Component):
                      send_room.eq(send_room + loaded - (pop & head.round_end)),
                      loaded_ahead.eq(loaded_ahead + loaded - started)]
 
-        with m.If(begin):
-            m.d.sync += [running.eq(1), loading.eq(1), k.eq(0), p.eq(0), w_addr.eq(0),
-                         w_base.eq(0), w_group.eq(0), tx.eq(0), ty.eq(0), a_cg.eq(0),
-                         a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c), *origin,
-                         load_room.eq(2), send_room.eq(1), loaded_ahead.eq(0)]
+        with m.If(begin["load"]):
+            m.d.sync += [loading.eq(1), k.eq(0), w_addr.eq(0), w_base.eq(0), w_group.eq(0),
+                         load_room.eq(2), loaded_ahead.eq(0)]
             lw.reset(m)
+        with m.If(begin["send"]):
+            m.d.sync += [running.eq(1), p.eq(0), tx.eq(0), ty.eq(0), a_cg.eq(0),
+                         a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c), *origin,
+                         send_room.eq(1)]
             sd.reset(m)
         m.d.comb += self.busy.eq((prep != 0) | running | s1_valid | s2_valid | queue.r_rdy
                                  | d_valid | loading | w_valid)

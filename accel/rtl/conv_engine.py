@@ -46,6 +46,8 @@ OP_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CA
 OPERAND_DMAS = {"x1": ("BRDMA", "BS"), "x2": ("NRDMA", "BN")}
 #: SDP operand entries (kernel groups) the engine holds
 OPERAND_ENTRIES = 64
+#: fields latched at an operation's start per copy of the latch enable
+LATCH_FIELDS = 6
 
 
 def memory_refusal(hw: HwConfig, c: int, h: int, w: int, k: int, r: int, s: int,
@@ -215,14 +217,17 @@ class ConvEngine(wiring.Component):
         kick = Signal()                          # the DMAs start: the cycle after the latch
         m.d.sync += kick.eq(0)
         # the latch: a cycle after the units are found enabled while idle, from a register
-        # (one copy per group of latched registers, ``keep``: not merged), so that the
-        # enable of a thousand flip-flops is not the logic that finds the units enabled
-        go = {name: Signal(name=f"latch_{name}", attrs={"keep": 1})
-              for name in ("core", "fetch", "wdma")}
+        # (one copy per few latched fields, ``keep``: not merged), so that the enable of a
+        # thousand flip-flops is neither the logic that finds the units enabled nor one net
+        # spread over all of them (a copy per group of fields was among the most congested)
+        go = {}
         for name, part in (("core", latch), ("fetch", latch_fetch), ("wdma", latch_wdma)):
-            m.d.sync += go[name].eq(enabled & fsm_idle & ~go[name])
-            with m.If(go[name]):
-                m.d.sync += part
+            for j in range(0, len(part), LATCH_FIELDS):
+                copy = Signal(name=f"latch_{name}_{j // LATCH_FIELDS}", attrs={"keep": 1})
+                go.setdefault(name, copy)
+                m.d.sync += copy.eq(enabled & fsm_idle & ~copy)
+                with m.If(copy):
+                    m.d.sync += part[j:j + LATCH_FIELDS]
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(go["core"]):

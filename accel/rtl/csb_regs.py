@@ -18,9 +18,10 @@ semantics, as the cmodel's :class:`accel.cmod.csb.UnitRegs` has them:
   and ``irq`` is high while any status bit is.
 
 The CSB port is a simple request/response bus: ``req`` (``valid``, byte
-``addr``, ``write``, ``wdata``) is always ready and registered once per unit
-(:data:`WRITE_LATENCY`: a write changes its register at the end of the cycle
-after the one it is presented in, after a completion pulsed with the request);
+``addr``, ``write``, ``wdata``) is always ready and registered once per 64 bytes
+of registers (:data:`PART_BITS`; :data:`WRITE_LATENCY`: a write changes its
+register at the end of the cycle after the one it is presented in, after a
+completion pulsed with the request);
 a read returns ``rdata`` with ``rvalid`` :data:`READ_LATENCY` cycles after the
 request (the read data is then selected in :data:`READ_STAGES` registered
 stages).  Requests take effect in order.  A request to an address no
@@ -69,14 +70,24 @@ READ_CHUNK = 8
 WINDOW_BITS = 12
 
 
+#: each copy of the request serves the registers of 2**PART_BITS bytes (16 words) of a
+#: window (the SDP window alone holds 120 32-bit registers)
+PART_BITS = 6
+
+
+def _part(addr: int) -> int:
+    """The part of a window a register's byte address lies in (its copy of the request)."""
+    return addr >> PART_BITS
+
+
 def _window(addr: int) -> int:
     """The window (unit) of a register's byte address."""
     return addr >> WINDOW_BITS
 
 
 def _word(addr: int) -> int:
-    """The 32-bit word of a register's byte address within its window."""
-    return (addr & ((1 << WINDOW_BITS) - 1)) >> 2
+    """The 32-bit word of a register's byte address within its part."""
+    return (addr & ((1 << PART_BITS) - 1)) >> 2
 
 
 def _or(values) -> Value:
@@ -160,65 +171,67 @@ class CsbRegisterFile(wiring.Component):
             return pointer[16] if pointer is not None else 0
 
         # ---- CSB requests ---------------------------------------------------------------
-        # The request is registered once per unit window (the copies marked ``keep``, so
-        # each can sit beside its unit's registers): from a single register the write data
-        # and the address fanned out to every register of the file, the most congested
-        # nets of the board build after its reset.  Each copy holds whether the request is
-        # for its window (valid, word-aligned, the window's 4 KiB), the word within the
-        # window, write and the data; a register's select is its window's valid and a
-        # compare of the word.
+        # The request is registered once per part of a unit's window (the copies marked
+        # ``keep``, so each can sit beside its registers): from a single register the write
+        # data and the address fanned out to every register of the file, the most
+        # congested nets of the board build after its reset, and one copy per window still
+        # left the SDP window's among the most congested.  Each copy holds whether the
+        # request is for its part (valid, word-aligned, the part's 64 bytes), the word
+        # within the part, write and the data; a register's select is its part's valid and
+        # a compare of the word.
         aligned = req.addr[:2] == 0
-        bases = sorted({_window(a) for a in storage})
+        parts = sorted({_part(a) for a in storage})
         mine, word, writing, wdata = {}, {}, {}, {}
-        for base in bases:
-            mine[base] = Signal(name=f"csb_req_{base:x}_valid", attrs={"keep": 1})
-            word[base] = Signal(WINDOW_BITS - 2, name=f"csb_req_{base:x}_word",
+        for part in parts:
+            mine[part] = Signal(name=f"csb_req_{part:x}_valid", attrs={"keep": 1})
+            word[part] = Signal(PART_BITS - 2, name=f"csb_req_{part:x}_word",
                                 attrs={"keep": 1})
-            writing[base] = Signal(name=f"csb_req_{base:x}_write", attrs={"keep": 1})
-            wdata[base] = Signal(32, name=f"csb_req_{base:x}_wdata", attrs={"keep": 1})
+            writing[part] = Signal(name=f"csb_req_{part:x}_write", attrs={"keep": 1})
+            wdata[part] = Signal(32, name=f"csb_req_{part:x}_wdata", attrs={"keep": 1})
             m.d.sync += [
-                mine[base].eq(req.valid & aligned & (req.addr[WINDOW_BITS:] == base)),
-                word[base].eq(req.addr[2:WINDOW_BITS]), writing[base].eq(req.write),
-                wdata[base].eq(req.wdata)]
+                mine[part].eq(req.valid & aligned & (req.addr[PART_BITS:] == part)),
+                word[part].eq(req.addr[2:PART_BITS]), writing[part].eq(req.write),
+                wdata[part].eq(req.wdata)]
 
-        def write(target: Signal, wmask: int, base: int):
-            return target.eq((target & ~wmask) | (wdata[base] & wmask))
+        def write(target: Signal, wmask: int, part: int):
+            return target.eq((target & ~wmask) | (wdata[part] & wmask))
 
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
         # what a read may return: (register, the read selects it) per window; whether the
-        # request names a register of the window
+        # request names a register of a part
+        bases = sorted({_window(a) for a in storage})
         readable: dict[int, list[tuple[Signal, Value]]] = {base: [] for base in bases}
-        named: dict[int, list[Value]] = {base: [] for base in bases}
+        named: dict[int, list[Value]] = {part: [] for part in parts}
         for addr, (reg, store, pointer) in storage.items():
-            base = _window(addr)
-            here = word[base] == _word(addr)
-            named[base].append(here)
+            base, part = _window(addr), _part(addr)
+            here = word[part] == _word(addr)
+            named[part].append(here)
             sel = Signal(name=f"csb_select_{addr:x}")
-            m.d.comb += sel.eq(mine[base] & writing[base] & here)
-            asked = mine[base] & ~writing[base] & here
+            m.d.comb += sel.eq(mine[part] & writing[part] & here)
+            asked = mine[part] & ~writing[part] & here
             wmask = write_mask(reg)
             if isinstance(store, tuple):                  # a D_ register: two groups
                 g0, g1 = store
                 if pointer is None:
                     readable[base].append((g0, asked))
                     with m.If(sel):
-                        m.d.sync += write(g0, wmask, base)
+                        m.d.sync += write(g0, wmask, part)
                 else:
                     readable[base] += [(g0, asked & ~pointer[0]), (g1, asked & pointer[0])]
                     with m.If(sel & ~pointer[0]):
-                        m.d.sync += write(g0, wmask, base)
+                        m.d.sync += write(g0, wmask, part)
                     with m.If(sel & pointer[0]):
-                        m.d.sync += write(g1, wmask, base)
+                        m.d.sync += write(g1, wmask, part)
             else:
                 readable[base].append((store, asked))
                 with m.If(sel):
                     if reg is status_reg:
-                        m.d.comb += cleared.eq(wdata[base] & status_bits)
+                        m.d.comb += cleared.eq(wdata[part] & status_bits)
                     elif reg is set_reg:
-                        m.d.comb += setbits.eq(wdata[base] & status_bits)
+                        m.d.comb += setbits.eq(wdata[part] & status_bits)
                     elif wmask:
-                        m.d.sync += write(store, wmask, base)
+                        m.d.sync += write(store, wmask, part)
 
         # Reads, after the request's copy, in READ_STAGES registered stages of a few
         # gates each (the registers of a unit lie wherever their datapath is, so every
@@ -249,7 +262,7 @@ class CsbRegisterFile(wiring.Component):
         m.d.sync += [read[i].eq(read[i - 1]) for i in range(1, READ_LATENCY - 1)]
         m.d.sync += [valid[i].eq(valid[i - 1]) for i in range(1, READ_LATENCY - 1)]
         hit = [Signal(name=f"csb_hit_{i}") for i in range(READ_STAGES - 1)]
-        m.d.sync += hit[0].eq(_or(mine[base] & _or(named[base]) for base in bases))
+        m.d.sync += hit[0].eq(_or(mine[part] & _or(named[part]) for part in parts))
         m.d.sync += [hit[i].eq(hit[i - 1]) for i in range(1, READ_STAGES - 1)]
         m.d.sync += [self.rvalid.eq(read[-1]), self.error.eq(valid[-1] & ~hit[-1])]
 
@@ -261,9 +274,22 @@ class CsbRegisterFile(wiring.Component):
                 continue
             pointer = pointers.get(unit)
             view = getattr(self, f"{port_name(unit)}_regs")
+            done = getattr(self, f"{port_name(unit)}_done", None)
             for i, reg in enumerate(regs):
                 g0, g1 = storage[reg.address][1]
-                m.d.comb += view[i].eq(g0 if pointer is None else Mux(pointer[16], g1, g0))
+                if pointer is None:
+                    m.d.comb += view[i].eq(g0)
+                    continue
+                # the consumer bit, copied per register (``keep``): the pointer's own bit
+                # selecting every register of the unit was among the build's most congested
+                # nets.  Each copy takes the bit's next value, so it always equals the bit
+                # (only a completion flips it; the field is read-only)
+                here = Signal(name=f"{port_name(unit)}_consumer_{i}",
+                              init=(UNITS[unit].registers["S_POINTER"].reset >> 16) & 1,
+                              attrs={"keep": 1})
+                flip = done if done is not None else Const(0)
+                m.d.sync += here.eq(pointer[16] ^ flip)
+                m.d.comb += view[i].eq(Mux(here, g1, g0))
             if "D_OP_ENABLE" not in UNITS[unit].registers:
                 continue
             g0, g1 = storage[UNITS[unit].registers["D_OP_ENABLE"].address][1]
