@@ -90,8 +90,8 @@ def _word(addr: int) -> int:
     return (addr & ((1 << PART_BITS) - 1)) >> 2
 
 
-def _or(values) -> Value:
-    """The OR of ``values`` (0 when there are none)."""
+def any_of(values) -> Value:
+    """The bitwise OR of ``values`` (0 when there are none)."""
     result = Const(0, 1)
     for value in values:
         result = result | value
@@ -248,13 +248,13 @@ class CsbRegisterFile(wiring.Component):
             chunks = []
             for i in range(0, len(entries), READ_CHUNK):
                 chunk = Signal(32, name=f"csb_chunk_{base:x}_{i // READ_CHUNK}")
-                m.d.sync += chunk.eq(_or(Mux(picked, value, 0)
+                m.d.sync += chunk.eq(any_of(Mux(picked, value, 0)
                                          for value, picked in entries[i:i + READ_CHUNK]))
                 chunks.append(chunk)
             window = Signal(32, name=f"csb_window_{base:x}")
-            m.d.sync += window.eq(_or(chunks))
+            m.d.sync += window.eq(any_of(chunks))
             window_data.append(window)
-        m.d.sync += self.rdata.eq(_or(window_data))
+        m.d.sync += self.rdata.eq(any_of(window_data))
         # the request's read and valid flags, and whether it named a register, follow it
         read = [Signal(name=f"csb_read_{i}") for i in range(READ_LATENCY - 1)]
         valid = [Signal(name=f"csb_valid_{i}") for i in range(READ_LATENCY - 1)]
@@ -262,7 +262,7 @@ class CsbRegisterFile(wiring.Component):
         m.d.sync += [read[i].eq(read[i - 1]) for i in range(1, READ_LATENCY - 1)]
         m.d.sync += [valid[i].eq(valid[i - 1]) for i in range(1, READ_LATENCY - 1)]
         hit = [Signal(name=f"csb_hit_{i}") for i in range(READ_STAGES - 1)]
-        m.d.sync += hit[0].eq(_or(mine[part] & _or(named[part]) for part in parts))
+        m.d.sync += hit[0].eq(any_of(mine[part] & any_of(named[part]) for part in parts))
         m.d.sync += [hit[i].eq(hit[i - 1]) for i in range(1, READ_STAGES - 1)]
         m.d.sync += [self.rvalid.eq(read[-1]), self.error.eq(valid[-1] & ~hit[-1])]
 

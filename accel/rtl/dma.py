@@ -51,6 +51,7 @@ from accel.rtl.conv_core import (
     operand_write_layout,
     write_layout,
 )
+from accel.rtl.csb_regs import any_of
 from accel.rtl.postproc import ResultLayout
 
 ADDR_BITS = 32
@@ -293,17 +294,27 @@ class ConvFetch(wiring.Component):
         with m.If(body):
             m.d.sync += count.eq(count_after + Mux(accept, bus, 0))
         # the pending step, applied the cycle after its decision
-        step_write, step_accept = Signal(), Signal()
-        step_nc, step_take = Signal(range(n_c + 1)), Signal(range(n_c + 1))
-        step_after = Signal(range(cap + 1))
+        step_write, step_nc = Signal(), Signal(range(n_c + 1))
         step_level = Signal(range(n_k + 1))     # entries the level moves past
         step_word = Signal(8 * bus)
-        m.d.sync += [step_write.eq(write_now), step_nc.eq(nc), step_take.eq(take),
-                     step_after.eq(count_after), step_accept.eq(accept),
-                     step_word.eq(beat.payload),
+        m.d.sync += [step_write.eq(write_now), step_nc.eq(nc), step_word.eq(beat.payload),
                      step_level.eq(Mux(group_end, n_k - wkk, 1))]
-        after = buf >> (step_take * 8)
-        m.d.sync += buf.eq(Mux(step_accept, after | (step_word << (step_after * 8)), after))
+        # the step, byte by byte: byte b takes the byte ``take`` above it, or the word's
+        # byte that lands on it when a word comes in after ``after`` bytes.  Each byte has
+        # its own copy of the step (``keep``): as shifts of the whole buffer by two
+        # registers, their selects were among the full build's most congested nets.
+        for b in range(cap):
+            take_b = Signal(range(n_c + 1), name=f"step_take_{b}", attrs={"keep": 1})
+            after_b = Signal(range(cap + 1), name=f"step_after_{b}", attrs={"keep": 1})
+            accept_b = Signal(name=f"step_accept_{b}", attrs={"keep": 1})
+            m.d.sync += [take_b.eq(take), after_b.eq(count_after), accept_b.eq(accept)]
+            # as expressions, not a process with cases (Icarus leaves such a process's
+            # outputs undefined until one of its inputs first changes)
+            kept = [Mux(take_b == t, buf[8 * (b + t):8 * (b + t + 1)], 0)
+                    for t in range(n_c + 1) if b + t < cap]
+            landed = [Mux(accept_b & (after_b == a), step_word[8 * (b - a):8 * (b - a + 1)], 0)
+                      for a in range(max(0, b - bus + 1), b + 1)]     # a <= b < a + bus
+            m.d.sync += buf[8 * b:8 * (b + 1)].eq(any_of(kept + landed))
         ww = self.weight_write
         m.d.comb += [ww.en.eq(step_write), ww.addr.eq(level)]
         for lane in range(n_c):
@@ -365,7 +376,13 @@ class ConvFetch(wiring.Component):
         word = Signal(2)
         assembled = Signal(operand_layout(hw))
         ow = self.operand_write
-        decoded = _decode_operands(m, Cat(*words), st, n_k)
+        # the decode's selects (the stage's use and width), a register per lane (``keep``):
+        # as one net they were among the full build's most congested.  They follow the
+        # stage a cycle late, and the decode comes cycles after the stage's words.
+        selects = [Signal(3, name=f"operand_format_{lane}", attrs={"keep": 1})
+                   for lane in range(n_k)]
+        m.d.sync += [sel.eq(Cat(st.use, st.wide)) for sel in selects]
+        decoded = _decode_operands(m, Cat(*words), selects, n_k)
 
         # products of the operation's registers, as registers: cfg holds from start, and
         # these are used two cycles later at the earliest (the first line's command)
@@ -467,9 +484,10 @@ class ConvFetch(wiring.Component):
         return m
 
 
-def _decode_operands(m: Module, raw, st, lanes: int) -> dict[str, object]:
+def _decode_operands(m: Module, raw, selects, lanes: int) -> dict[str, object]:
     """The ALU and multiplier operand of each lane from a kernel group's packed elements
-    (``st.use`` components of ``st.wide`` 16 or 8 bits, ALU first)."""
+    (each lane's ``selects``: ``Cat(use, wide)``, ``use`` components of ``wide`` 16 or 8
+    bits, ALU first)."""
     alu = Signal(data.ArrayLayout(signed(16), lanes))
     mul = Signal(data.ArrayLayout(signed(16), lanes))
 
@@ -479,7 +497,7 @@ def _decode_operands(m: Module, raw, st, lanes: int) -> dict[str, object]:
         return raw[8 * index:8 * index + 8].as_signed()
 
     for lane in range(lanes):
-        with m.Switch(Cat(st.use, st.wide)):
+        with m.Switch(selects[lane]):
             for wide in (0, 1):
                 with m.Case(USE_ALU | wide << 2):
                     m.d.comb += alu[lane].eq(component(lane, wide))
