@@ -102,9 +102,9 @@ def ram_port_layout(words: int, word_bytes: int) -> data.StructLayout:
 
 class AxiRam(wiring.Component):
     """Block RAM of ``words`` words behind an AXI4 slave (``axi``, flipped manager
-    signature) and a bridge port (``port`` request, ``rdata``/``done``
-    :data:`PORT_LATENCY` cycles after it is granted; the bridge waits while the AXI side
-    is busy).  Addresses are taken modulo the RAM's size.
+    signature) and a bridge port (``port`` request, held until ``done``; ``rdata``/``done``
+    :data:`PORT_LATENCY` cycles after the request is granted, which waits while the AXI
+    side is busy).  Addresses are taken modulo the RAM's size.
 
     On the board the RAM is dozens of block RAMs spread over the die, so it is split into
     banks of :data:`BANK_WORDS` words (consecutive addresses in one bank), and every
@@ -117,7 +117,9 @@ class AxiRam(wiring.Component):
     cycle after (its response is given when it is taken; a read issued once the manager
     has seen it reads the new data); reads are issued on credits for an output FIFO
     rather than on the manager's ``rready``; the bridge is granted the RAM on the AXI
-    side's registered activity."""
+    side's registered activity, from a register of its request (the bridge's state into
+    the grant, the write select and the banks' write stages was the critical path of the
+    routed full build, 14.9 ns)."""
 
     #: Words of a bank: one block RAM (2048 x 9) per byte lane.
     BANK_WORDS = 2048
@@ -127,8 +129,9 @@ class AxiRam(wiring.Component):
     #: Words of the read FIFO: the reads in flight, one in the FIFO, one being taken out
     #: keep a word a cycle flowing.
     READ_FIFO = READ_STAGES + 2
-    #: Cycles from the bridge's grant to its ``done`` (and ``rdata``).
-    PORT_LATENCY = READ_STAGES
+    #: Cycles from the bridge's request to its ``done`` (and ``rdata``) when the AXI side
+    #: is idle: the request's register, then the stages of a read.
+    PORT_LATENCY = READ_STAGES + 1
 
     def __init__(self, axi_signature: wiring.Signature, words: int, word_bytes: int) -> None:
         self.words, self.word_bytes = words, word_bytes
@@ -147,14 +150,18 @@ class AxiRam(wiring.Component):
         m = Module()
         axi, nb = self.axi, self.word_bytes
         low_bits = (self.bank_words - 1).bit_length()
-        # the bridge's turn: the port asks, no request of it is under way (the port holds
-        # its request until ``done``) and the AXI side was idle the cycle before
+        # the bridge's turn: its request (registered) asks, none of its requests is under
+        # way and the AXI side was idle the cycle before.  ``granted`` follows a grant
+        # through the read's stages to ``done`` and a cycle beyond, while the register
+        # still holds the request that ``done`` ended.
+        port = Signal.like(self.port)
+        m.d.sync += port.eq(self.port)
         axi_busy = Signal()
         grant = Signal()
-        granted = Signal(self.PORT_LATENCY)
-        m.d.comb += grant.eq(self.port.valid & ~axi_busy & ~granted.any())
+        granted = Signal(self.READ_STAGES + 1)
+        m.d.comb += grant.eq(port.valid & ~axi_busy & ~granted.any())
         m.d.sync += granted.eq(Cat(grant, granted[:-1]))
-        m.d.comb += self.done.eq(granted[-1])
+        m.d.comb += self.done.eq(granted[self.READ_STAGES - 1])
         m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0)]
         # ---- reads: a word per cycle while the FIFO has room for it; the next burst's
         # address waits in `pending` and its first word follows the current burst's last
@@ -182,7 +189,7 @@ class AxiRam(wiring.Component):
             m.d.sync += [p_index.eq(axi.araddr[self.shift:]), p_beats.eq(axi.arlen + 1)]
         m.d.sync += pending.eq(Mux(free, accepted & pending, pending | accepted))
         read_addr = Signal.like(index)
-        m.d.comb += read_addr.eq(Mux(grant, self.port.addr, index))
+        m.d.comb += read_addr.eq(Mux(grant, port.addr, index))
         # what each read carries down the pipeline: that it is one, whether it is its
         # burst's last word (for the AXI side), which bank it reads
         read = Signal(self.READ_STAGES)
@@ -205,9 +212,9 @@ class AxiRam(wiring.Component):
         with m.Elif(axi.bready):
             m.d.sync += b_valid.eq(0)
         write_addr = Signal.like(index)
-        m.d.comb += write_addr.eq(Mux(take, axi.awaddr[self.shift:], self.port.addr))
-        write_data = Mux(take, axi.wdata, self.port.wdata)
-        write_strb = Mux(take, axi.wstrb, Mux(grant & self.port.write, self.port.strb, 0))
+        m.d.comb += write_addr.eq(Mux(take, axi.awaddr[self.shift:], port.addr))
+        write_data = Mux(take, axi.wdata, port.wdata)
+        write_strb = Mux(take, axi.wstrb, Mux(grant & port.write, port.strb, 0))
         # ---- the banks, each with its own registers (``keep``: yosys must not merge the
         # copies, which are there to be placed apart)
         picked = Signal(8 * nb)
@@ -405,8 +412,8 @@ class RamEngine(wiring.Component):
     host port as ports of its own (``mem_*``) instead of the UART bridge: a simulation
     top whose memory traffic stays inside the simulator.  A testbench loads the RAM and
     reads results through the port (a word per request, ``mem_done``
-    :data:`AxiRam.PORT_LATENCY` cycles after it is granted, which is whenever the engine
-    leaves the RAM alone).
+    :data:`AxiRam.PORT_LATENCY` cycles after the request while the engine leaves the RAM
+    alone).
 
     Bus addresses go through ``windows`` address windows on their way to the RAM
     (``map_base``/``map_size``/``map_offset``: 32 bits per window, window ``i`` in bits
