@@ -2,7 +2,7 @@
 
 Build only: amaranth-boards' platform writes the yosys script, the LPF and a
 shell script; the YoWASP tools (set through :func:`accel.rtl.toolchain.yowasp_env`)
-run synthesis, place-and-route and packing.  Four deliberate choices:
+run synthesis, place-and-route and packing.  Five deliberate choices:
 
 * LUT mapping by yosys's classic ``abc -lut 4:7`` between the two halves of
   ``synth_ecp5`` (``-run :map_luts``, then ``-run map_cells:``) instead of its
