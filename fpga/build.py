@@ -22,7 +22,7 @@ run synthesis, place-and-route and packing.  Five deliberate choices:
   HeAP: HeAP packed the 8x8 engine into about two fifths of the die, where
   router2 stalled near 13,000 overused wires; the same netlist placed by the
   static placer started routing with 34,000 instead of 44,000 and routed at
-  iteration 60 (67.1 MHz, the best routed build so far).
+  iteration 60 (67.1 MHz).
 """
 
 from __future__ import annotations

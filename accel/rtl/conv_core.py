@@ -363,9 +363,7 @@ class ConvCore(wiring.Component):
         m.d.comb += [queue.r_en.eq(pop), f_rd.en.eq(pop), f_rd.addr.eq(head.addr)]
         # a popped entry's credit comes back a cycle later, from a register: the head's
         # check against the memory's level and the credit count's adder are a cycle apart
-        popped = Signal()
-        m.d.sync += popped.eq(pop)
-        m.d.comb += g_fire.eq(running & credit_room(m, QUEUE, g_fire, popped))
+        m.d.comb += g_fire.eq(running & credit_room(m, QUEUE, g_fire, pop, late_give=True))
         with m.If(d_free):
             m.d.sync += d_valid.eq(pop)
             with m.If(pop):
@@ -419,10 +417,10 @@ class ConvCore(wiring.Component):
         psum = Signal(cacc.psum.payload.shape())
         m.submodules.psums = psums = fifo.SyncFIFO(width=len(psum.as_value()),
                                                    depth=PSUM_BUFFER)
-        moved, popped = Signal(), Signal()
-        m.d.sync += popped.eq(psums.r_rdy & psums.r_en)    # CACC's ready ends at a register
+        moved = Signal()
         m.d.comb += moved.eq(cmac.result.valid & meta.r_rdy & credit_room(
-            m, PSUM_BUFFER, moved, popped, name="psum_credits"))
+            m, PSUM_BUFFER, moved, psums.r_rdy & psums.r_en, name="psum_credits",
+            late_give=True))                            # CACC's ready ends at a register
         m.d.comb += [
             psum.data.eq(cmac.result.payload),
             psum.point.eq(meta.r_data[:len(d_point)]),
@@ -453,10 +451,10 @@ class ConvCore(wiring.Component):
             # CACC's output is taken on credits for the buffer's entries (the buffer's own
             # w_rdy, a comparison of its level, was the start of the conv core's critical
             # path back through CACC's stages)
-            d_taken, d_popped = Signal(), Signal()
-            m.d.sync += d_popped.eq(dbuf.r_rdy & dbuf.r_en)
-            m.d.comb += [cacc.sum.ready.eq(credit_room(m, self.points, d_taken, d_popped,
-                                                       name="sum_credits")),
+            d_taken = Signal()
+            m.d.comb += [cacc.sum.ready.eq(credit_room(m, self.points, d_taken,
+                                                       dbuf.r_rdy & dbuf.r_en,
+                                                       name="sum_credits", late_give=True)),
                          d_taken.eq(cacc.sum.valid & cacc.sum.ready)]
             m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(d_taken),
                          post.inp.valid.eq(dbuf.r_rdy & ops_ok),

@@ -12,13 +12,21 @@ from __future__ import annotations
 from amaranth.hdl import Module, Signal, Value
 
 
-def credit_room(m: Module, depth: int, take: Value, give: Value, name: str = "credits") -> Signal:
+def credit_room(m: Module, depth: int, take: Value, give: Value, name: str = "credits", *,
+                late_give: bool = False) -> Signal:
     """Count credits for a ``depth``-entry buffer (``take``: an input spends one this
     cycle, ``give``: an entry leaves the buffer) and return a flag, high while at least one
     is left.  The flag is a register computed from the next count, so a ``ready`` made
-    from it leaves a flip-flop rather than a comparison of the count."""
+    from it leaves a flip-flop rather than a comparison of the count.  ``late_give``: the
+    credit comes back a cycle after the entry leaves, from a register, so that whatever
+    decides the buffer's reads ends there instead of running on into the count's adder
+    (the buffer then needs a cycle's worth more entries to keep a beat a cycle flowing)."""
     credits = Signal(range(depth + 1), init=depth, name=name)
     room = Signal(init=1, name=f"{name}_left")
+    if late_give:
+        given = Signal(name=f"{name}_given")
+        m.d.sync += given.eq(give)
+        give = given
     after = credits - take + give
     m.d.sync += [credits.eq(after), room.eq(after != 0)]
     return room

@@ -103,8 +103,8 @@ def ram_port_layout(words: int, word_bytes: int) -> data.StructLayout:
 class AxiRam(wiring.Component):
     """Block RAM of ``words`` words behind an AXI4 slave (``axi``, flipped manager
     signature) and a bridge port (``port`` request, held until ``done``; ``rdata``/``done``
-    :data:`PORT_LATENCY` cycles after the request is granted, which waits while the AXI
-    side is busy).  Addresses are taken modulo the RAM's size.
+    :data:`PORT_LATENCY` cycles after the request while the AXI side is idle, later while
+    it is busy).  Addresses are taken modulo the RAM's size.
 
     On the board the RAM is dozens of block RAMs spread over the die, so it is split into
     banks of :data:`BANK_WORDS` words (consecutive addresses in one bank), and every
@@ -220,8 +220,8 @@ class AxiRam(wiring.Component):
         picked = Signal(8 * nb)
         bank_data = []
         for i in range(self.banks):
-            hit_r = read_addr[low_bits:] == i if self.banks > 1 else Const(1)
-            hit_w = write_addr[low_bits:] == i if self.banks > 1 else Const(1)
+            hit_r = read_addr[low_bits:] == i       # (no bits, always true, for one bank)
+            hit_w = write_addr[low_bits:] == i
             keep = {"keep": 1}
             r_en = Signal(name=f"bank_{i}_r_en", attrs=keep)
             r_addr = Signal(low_bits, name=f"bank_{i}_r_addr", attrs=keep)
