@@ -128,23 +128,32 @@ class AxiReader(wiring.Component):
         next_to_b = Signal(range(page + 1))
         m.d.comb += next_to_b.eq(Mux(to_b <= full, page, to_b - full))
         burst = Signal(9)
-        m.d.comb += burst.eq(Mux(remaining < limit, remaining, limit))
-        m.d.comb += [axi.arid.eq(0), axi.arsize.eq(self.size), axi.arburst.eq(1),  # INCR
-                     axi.araddr.eq(addr), axi.arlen.eq(burst - 1)]
+        # (limit <= 256: the comparisons need only the low 9 bits)
+        last_burst = (remaining[9:] == 0) & (remaining[:9] <= limit)
+        m.d.comb += burst.eq(Mux(last_burst, remaining, limit))
+        m.d.comb += [axi.arid.eq(0), axi.arsize.eq(self.size), axi.arburst.eq(1)]  # INCR
         m.d.comb += [self.data.payload.eq(axi.rdata)]
         with m.If(axi.rvalid & axi.rready & (axi.rresp != 0)):
             m.d.sync += self.bus_error.eq(1)
-        # bursts requested and not yet answered by their last beat
+        # bursts requested and not yet answered by their last beat.  A burst is requested
+        # into the address channel's registers (``arvalid``, ``araddr``, ``arlen``) when
+        # they are free or being taken: the subordinate's decoding of the burst starts at
+        # flip-flops, not at this count's arithmetic
         in_flight = Signal(range(self.bursts + 1))
+        issuing = Signal()                      # a command's bursts are being requested
         requested = Signal()
         answered = Signal()
-        m.d.comb += [requested.eq(axi.arvalid & axi.arready),
+        m.d.comb += [requested.eq(issuing & (in_flight < self.bursts)
+                                  & (~axi.arvalid | axi.arready)),
                      answered.eq(axi.rvalid & axi.rready & axi.rlast)]
+        with m.If(requested):
+            m.d.sync += [axi.arvalid.eq(1), axi.araddr.eq(addr), axi.arlen.eq(burst - 1)]
+        with m.Elif(axi.arready):
+            m.d.sync += axi.arvalid.eq(0)
         with m.If(requested & ~answered):
             m.d.sync += in_flight.eq(in_flight + 1)
         with m.Elif(answered & ~requested):
             m.d.sync += in_flight.eq(in_flight - 1)
-        issuing = Signal()                      # a command's bursts are being requested
         with m.If(pending_valid & ~issuing):
             m.d.sync += [addr.eq(pending.addr), remaining.eq(pending.beats),
                          to_b.eq(to_boundary), pending_valid.eq(0),
@@ -152,10 +161,9 @@ class AxiReader(wiring.Component):
         with m.If(requested):
             m.d.sync += [addr.eq(addr + (burst << self.size)), remaining.eq(remaining - burst),
                          to_b.eq(next_to_b), limit.eq(Mux(next_to_b < full, next_to_b, full))]
-            with m.If(remaining == burst):
+            with m.If(last_burst):
                 m.d.sync += issuing.eq(0)
         m.d.comb += [
-            axi.arvalid.eq(issuing & (in_flight < self.bursts)),
             self.data.valid.eq(axi.rvalid),
             axi.rready.eq(self.data.ready),
             self.busy.eq(pending_valid | issuing | (in_flight != 0)),

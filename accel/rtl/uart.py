@@ -11,12 +11,12 @@ driver and the cocotb test share.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.rtl.credits import credit_room
-from accel.rtl.csb_regs import CSB_REQUEST
+from accel.rtl.csb_regs import CSB_REQUEST, any_of
 from accel.rtl.memories import NO_COLLISION
 from fpga.protocol import (
     ACK,
@@ -107,25 +107,32 @@ class AxiRam(wiring.Component):
     it is busy).  Addresses are taken modulo the RAM's size.
 
     On the board the RAM is dozens of block RAMs spread over the die, so it is split into
-    banks of :data:`BANK_WORDS` words (consecutive addresses in one bank), and every
-    signal into a bank's block RAMs starts at a flip-flop of that bank's own (a copy
-    placed beside them: one write stage or read address driving all the block RAMs
-    across the die was the full build's critical path, 23 ns of routing), and every
-    signal out of them ends at one (a block RAM's output takes 5.8 ns; the bank's read
-    data is registered beside it, then picked by the registered bank number and
-    registered again).  A write is taken into the banks' write stages and written the
-    cycle after (its response is given when it is taken; a read issued once the manager
-    has seen it reads the new data); reads are issued on credits for an output FIFO
-    rather than on the manager's ``rready``; the bridge is granted the RAM on the AXI
-    side's registered activity, from a register of its request (the bridge's state into
-    the grant, the write select and the banks' write stages was the critical path of the
-    routed full build, 14.9 ns)."""
+    banks of :data:`BANK_WORDS` words (consecutive addresses in one bank), and the paths
+    across the die run from flip-flop to flip-flop (the critical paths of the routed full
+    builds were each a little logic and up to 23 ns of routing):
+
+    * each cycle's accesses (the read and the write, their banks as one bit per bank) are
+      registered in one place, then copied into each bank's own registers beside its
+      block RAMs, which drive them;
+    * a bank's read data are registered beside it (a block RAM's output takes 5.8 ns),
+      reset to 0 unless the bank was read, so that a read's word is the OR of all banks'
+      data: taken in two registered levels, groups of :data:`GROUP_BANKS` banks and then
+      the groups, instead of a select by bank number reaching every bank's data.
+
+    A write is taken into the access register, then the banks' write stages, and written
+    the cycle after (its response is given when it is taken; a read issued once the
+    manager has seen it reads the new data); reads are issued on credits for an output
+    FIFO rather than on the manager's ``rready``; the bridge is granted the RAM on the AXI
+    side's registered activity, from a register of its request."""
 
     #: Words of a bank: one block RAM (2048 x 9) per byte lane.
     BANK_WORDS = 2048
-    #: Cycles from a read's issue to its word in the FIFO's input register: the banks'
-    #: address registers, the block RAM, the bank's data register, the picked data register.
-    READ_STAGES = 4
+    #: Banks whose data are OR'd into one register before the last OR into ``picked``.
+    GROUP_BANKS = 4
+    #: Cycles from a read's issue to its word in the FIFO's input register: the access's
+    #: register, the bank's address registers, the block RAM, the bank's data register, the
+    #: group's register, the picked data register.
+    READ_STAGES = 6
     #: Words of the read FIFO: the reads in flight, one in the FIFO, one being taken out
     #: keep a word a cycle flowing.
     READ_FIFO = READ_STAGES + 2
@@ -191,15 +198,10 @@ class AxiRam(wiring.Component):
         read_addr = Signal.like(index)
         m.d.comb += read_addr.eq(Mux(grant, port.addr, index))
         # what each read carries down the pipeline: that it is one, whether it is its
-        # burst's last word (for the AXI side), which bank it reads
+        # burst's last word (for the AXI side)
         read = Signal(self.READ_STAGES)
         last = Signal(self.READ_STAGES)
         m.d.sync += [read.eq(Cat(issue, read[:-1])), last.eq(Cat(beats == 1, last[:-1]))]
-        bank_of = [Signal(range(self.banks), name=f"read_bank_{i}")
-                   for i in range(self.READ_STAGES)]
-        m.d.sync += bank_of[0].eq(read_addr[low_bits:])
-        for i in range(1, self.READ_STAGES):
-            m.d.sync += bank_of[i].eq(bank_of[i - 1])
         # ---- writes: address and data together into the banks' write stages, a
         # response each
         b_valid = Signal()
@@ -213,25 +215,37 @@ class AxiRam(wiring.Component):
             m.d.sync += b_valid.eq(0)
         write_addr = Signal.like(index)
         m.d.comb += write_addr.eq(Mux(take, axi.awaddr[self.shift:], port.addr))
-        write_data = Mux(take, axi.wdata, port.wdata)
-        write_strb = Mux(take, axi.wstrb, Mux(grant & port.write, port.strb, 0))
+        # ---- the accesses of this cycle, registered here before they fan out to the
+        # banks (from the grant and the write's handshake into every bank's write stage
+        # was the critical path of the routed full build, 13.9 ns): the bank each reads
+        # and writes as one bit per bank (none for one bank), the address's bits within a
+        # bank, the write's data and byte strobes
+        hit_r, hit_w = Signal(self.banks), Signal(self.banks)
+        r_low, w_low = Signal(low_bits), Signal(low_bits)
+        w_data_c, w_strb_c = Signal(8 * nb), Signal(nb)
+        m.d.sync += [
+            hit_r.eq(Mux(issue | grant, 1 << read_addr[low_bits:], 0)),
+            hit_w.eq(1 << write_addr[low_bits:]),
+            r_low.eq(read_addr[:low_bits]), w_low.eq(write_addr[:low_bits]),
+            w_data_c.eq(Mux(take, axi.wdata, port.wdata)),
+            w_strb_c.eq(Mux(take, axi.wstrb, Mux(grant & port.write, port.strb, 0))),
+        ]
         # ---- the banks, each with its own registers (``keep``: yosys must not merge the
         # copies, which are there to be placed apart)
         picked = Signal(8 * nb)
         bank_data = []
         for i in range(self.banks):
-            hit_r = read_addr[low_bits:] == i       # (no bits, always true, for one bank)
-            hit_w = write_addr[low_bits:] == i
             keep = {"keep": 1}
             r_en = Signal(name=f"bank_{i}_r_en", attrs=keep)
             r_addr = Signal(low_bits, name=f"bank_{i}_r_addr", attrs=keep)
             w_addr = Signal(low_bits, name=f"bank_{i}_w_addr", attrs=keep)
             w_data = Signal(8 * nb, name=f"bank_{i}_w_data", attrs=keep)
             w_strb = Signal(nb, name=f"bank_{i}_w_strb", attrs=keep)
+            r_en_q = Signal(name=f"bank_{i}_r_en_q", attrs=keep)
             data = Signal(8 * nb, name=f"bank_{i}_data", attrs=keep)
-            m.d.sync += [r_en.eq((issue | grant) & hit_r), r_addr.eq(read_addr[:low_bits]),
-                         w_addr.eq(write_addr[:low_bits]), w_data.eq(write_data),
-                         w_strb.eq(Mux(hit_w, write_strb, 0))]
+            m.d.sync += [r_en.eq(hit_r[i]), r_addr.eq(r_low), r_en_q.eq(r_en),
+                         w_addr.eq(w_low), w_data.eq(w_data_c),
+                         w_strb.eq(Mux(hit_w[i], w_strb_c, 0))]
             # the bank's words.  A read in the cycle its word is written may return anything
             # on the board (NO_COLLISION): a manager that reads a word after its write's
             # response (the engine does) never reads it then, nor does the bridge, which
@@ -239,12 +253,20 @@ class AxiRam(wiring.Component):
             mem = memory.Memory(shape=8 * nb, depth=self.bank_words, init=[])
             m.submodules[f"bank_{i}{NO_COLLISION}"] = mem
             rd, wr = mem.read_port(), mem.write_port(granularity=8)
-            m.d.sync += data.eq(rd.data)
+            # the data of a bank not read are 0 (the flip-flops' reset): the read bank's
+            # word is the OR of all banks' data, with no select reaching across the die
+            m.d.sync += data.eq(Mux(r_en_q, rd.data, 0))
             m.d.comb += [rd.en.eq(r_en), rd.addr.eq(r_addr), wr.addr.eq(w_addr),
                          wr.data.eq(w_data), wr.en.eq(w_strb)]
             bank_data.append(data)
-        with m.If(read[2] | granted[2]):        # and held: the bridge takes it after done
-            m.d.sync += picked.eq(Array(bank_data)[bank_of[2]])
+        groups = []
+        for g in range(0, self.banks, self.GROUP_BANKS):
+            group = Signal(8 * nb, name=f"group_{g // self.GROUP_BANKS}_data")
+            m.d.sync += group.eq(any_of(bank_data[g:g + self.GROUP_BANKS]))
+            groups.append(group)
+        # (and held: the bridge takes it after done)
+        with m.If(read[-2] | granted[self.READ_STAGES - 2]):
+            m.d.sync += picked.eq(any_of(groups))
         m.d.comb += [rfifo.w_en.eq(read[-1]), rfifo.w_data.eq(Cat(picked, last[-1])),
                      self.rdata.eq(picked)]
         m.d.sync += axi_busy.eq((beats != 0) | pending | rfifo.r_rdy | read.any()
@@ -276,6 +298,9 @@ class HostBridge(wiring.Component):
         opcode = Signal(8)
         addr = Signal(32)
         value = Signal(32)                  # register data, or the byte count
+        # the byte count is 0: a flag set with the count (its comparison into the response
+        # register was the reduced build's critical path)
+        no_bytes = Signal()
         n = Signal(range(5))
         out = Signal(40)                    # response bytes, first in the low byte
         out_left = Signal(range(6))
@@ -313,7 +338,8 @@ class HostBridge(wiring.Component):
                         m.next = "WRITE_REG"
             with m.State("VALUE2"):
                 with m.If(inq.r_rdy):
-                    m.d.sync += [value.eq(Cat(value[8:16], byte)), n.eq(n + 1)]
+                    m.d.sync += [value.eq(Cat(value[8:16], byte)), n.eq(n + 1),
+                                 no_bytes.eq((value[8:16] == 0) & (byte == 0))]
                     with m.If(n == 1):
                         with m.If(opcode == WRITE_MEM):
                             m.next = "MEM_BYTE_IN"
@@ -333,7 +359,7 @@ class HostBridge(wiring.Component):
                     m.next = "OPCODE"
             # memory writes: a byte at a time, each a strobed word write
             with m.State("MEM_BYTE_IN"):
-                with m.If(value[:16] == 0):
+                with m.If(no_bytes):
                     m.d.sync += [out.eq(ACK | WRITE_MEM), out_left.eq(1)]
                     m.next = "OPCODE"
                 with m.Elif(inq.r_rdy):
@@ -344,13 +370,14 @@ class HostBridge(wiring.Component):
                              self.port.addr.eq(addr[shift:]), self.port.wdata.eq(word),
                              self.port.strb.eq(1 << lane)]
                 with m.If(self.mem_done):
-                    m.d.sync += [addr.eq(addr + 1), value.eq(value - 1)]
+                    m.d.sync += [addr.eq(addr + 1), value.eq(value - 1),
+                                 no_bytes.eq(value[:16] == 1)]
                     m.next = "MEM_BYTE_IN"
             # memory reads: a word read per byte, the byte sent before the next read
             with m.State("MEM_READ"):
                 # the byte before goes out first (and the acknowledgement after the last)
                 with m.If(out_left == 0):
-                    with m.If(value[:16] == 0):
+                    with m.If(no_bytes):
                         m.d.sync += [out.eq(ACK | READ_MEM), out_left.eq(1)]
                         m.next = "OPCODE"
                     with m.Else():
@@ -359,7 +386,8 @@ class HostBridge(wiring.Component):
                             m.next = "MEM_BYTE_OUT"
             with m.State("MEM_BYTE_OUT"):
                 m.d.sync += [out.eq(self.mem_rdata.word_select(lane, 8)), out_left.eq(1),
-                             addr.eq(addr + 1), value.eq(value - 1)]
+                             addr.eq(addr + 1), value.eq(value - 1),
+                             no_bytes.eq(value[:16] == 1)]
                 m.next = "MEM_READ"
         # which states take a byte, as one expression outside the FSM: Icarus evaluates a
         # process of the FSM's only once one of its inputs changes, and in OPCODE none does
@@ -367,7 +395,7 @@ class HostBridge(wiring.Component):
         m.d.comb += inq.r_en.eq(
             (fsm.ongoing("OPCODE") & (out_left == 0)) | fsm.ongoing("ADDRESS")
             | fsm.ongoing("VALUE4") | fsm.ongoing("VALUE2")
-            | (fsm.ongoing("MEM_BYTE_IN") & (value[:16] != 0)))
+            | (fsm.ongoing("MEM_BYTE_IN") & ~no_bytes))
         return m
 
 
