@@ -223,6 +223,10 @@ class ConvFetch(wiring.Component):
         row_base, cg_base = Signal(range(self.entries[0] + 1)), Signal(range(self.entries[0] + 1))
         surface = Signal(range(self.entries[0] + 1))     # H * W: a channel group's entries
         features_in = Signal()
+        # whether x and y are at their line's and surface's ends and the surface is the last:
+        # flags worked out as the counters move, like the commands' (the surface count's
+        # comparison with C behind x's and y's was the reduced build's critical path)
+        x_last, y_last, fd_last_surface = Signal(), Signal(), Signal()
         m.d.comb += feature_beat.eq(body & tags.r_rdy & ~tag_weights & beat.valid)
         fw = self.feature_write
         m.d.comb += [fw.en.eq(Mux(feature_beat, 1 << j, 0)), fw.addr.eq(row_base + x)]
@@ -230,14 +234,16 @@ class ConvFetch(wiring.Component):
             for lane in range(bus):
                 m.d.comb += fw.data[g * bus + lane].eq(beat.payload[8 * lane:8 * lane + 8])
         with m.If(feature_beat):
-            m.d.sync += x.eq(x + 1)
-            with m.If(x == cfg.w - 1):
-                m.d.sync += x.eq(0)
-                with m.If(y != cfg.h - 1):
-                    m.d.sync += [y.eq(y + 1), row_base.eq(row_base + cfg.w)]
+            m.d.sync += [x.eq(x + 1), x_last.eq(x + 2 == cfg.w)]
+            with m.If(x_last):
+                m.d.sync += [x.eq(0), x_last.eq(cfg.w == 1)]
+                with m.If(~y_last):
+                    m.d.sync += [y.eq(y + 1), y_last.eq(y + 2 == cfg.h),
+                                 row_base.eq(row_base + cfg.w)]
                 with m.Else():
-                    m.d.sync += [y.eq(0), fd_surface.eq(fd_surface + 1)]
-                    with m.If((fd_surface + 1) * bus >= cfg.c):      # the last surface
+                    m.d.sync += [y.eq(0), y_last.eq(cfg.h == 1), fd_surface.eq(fd_surface + 1),
+                                 fd_last_surface.eq((fd_surface + 2) * bus >= cfg.c)]
+                    with m.If(fd_last_surface):
                         m.d.sync += features_in.eq(1)
                     with m.Elif(j != groups - 1):
                         m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
@@ -406,6 +412,8 @@ class ConvFetch(wiring.Component):
                                  left_nz.eq(weight_words != 0), credit_nz.eq(0),
                                  nth.eq(1), features_in.eq(0),
                                  fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
+                                 x_last.eq(cfg.w == 1), y_last.eq(cfg.h == 1),
+                                 fd_last_surface.eq(bus >= cfg.c),
                                  row_base.eq(0), cg_base.eq(0),
                                  kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
                                  x2_addr.eq(cfg.x2.addr),
@@ -538,21 +546,33 @@ class OutputWriter(wiring.Component):
         wiring.connect(m, wiring.flipped(self.axi), writer.axi)
         m.d.comb += [self.idle.eq(writer.idle), self.bus_error.eq(writer.bus_error)]
         ox, oy = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        point, row, surface = Signal(ADDR_BITS), Signal(ADDR_BITS), Signal(ADDR_BITS)
+        point = Signal(ADDR_BITS)
         m.d.comb += [writer.req.valid.eq(self.inp.valid), self.inp.ready.eq(writer.req.ready),
                      writer.req.payload.addr.eq(point),
                      writer.req.payload.data.eq(self.inp.payload.data.as_value()),
                      writer.req.payload.strb.eq((1 << hw.atom_size) - 1)]
+        # whether the point ends its line and the line its surface, and the next line's and
+        # surface's addresses: registers worked out a beat ahead (the comparisons with the
+        # registers' sizes behind the next line's sum were the routed full build's
+        # critical path, 13.0 ns)
+        ox_last, oy_last = Signal(), Signal()
+        next_row, next_surface = Signal(ADDR_BITS), Signal(ADDR_BITS)
         with m.If(self.start):
-            m.d.sync += [ox.eq(0), oy.eq(0), point.eq(cfg.dst_addr), row.eq(cfg.dst_addr),
-                         surface.eq(cfg.dst_addr)]
+            m.d.sync += [ox.eq(0), oy.eq(0), point.eq(cfg.dst_addr),
+                         ox_last.eq(cfg.out_w == 1), oy_last.eq(cfg.out_h == 1),
+                         next_row.eq(cfg.dst_addr + cfg.line_stride),
+                         next_surface.eq(cfg.dst_addr + cfg.surf_stride)]
         with m.Elif(self.inp.valid & self.inp.ready):
-            m.d.sync += [ox.eq(ox + 1), point.eq(point + hw.atom_size)]
-            with m.If(ox == cfg.out_w - 1):
-                m.d.sync += [ox.eq(0), oy.eq(oy + 1), row.eq(row + cfg.line_stride),
-                             point.eq(row + cfg.line_stride)]
-                with m.If(oy == cfg.out_h - 1):        # the next kernel group's surface
-                    m.d.sync += [oy.eq(0), surface.eq(surface + cfg.surf_stride),
-                                 row.eq(surface + cfg.surf_stride),
-                                 point.eq(surface + cfg.surf_stride)]
+            m.d.sync += [ox.eq(ox + 1), ox_last.eq(ox + 2 == cfg.out_w),
+                         point.eq(point + hw.atom_size)]
+            with m.If(ox_last):
+                m.d.sync += [ox.eq(0), ox_last.eq(cfg.out_w == 1),
+                             oy.eq(oy + 1), oy_last.eq(oy + 2 == cfg.out_h),
+                             point.eq(next_row),
+                             next_row.eq(next_row + cfg.line_stride)]
+                with m.If(oy_last):                     # the next kernel group's surface
+                    m.d.sync += [oy.eq(0), oy_last.eq(cfg.out_h == 1),
+                                 point.eq(next_surface),
+                                 next_row.eq(next_surface + cfg.line_stride),
+                                 next_surface.eq(next_surface + cfg.surf_stride)]
         return m
