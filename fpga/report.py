@@ -92,6 +92,8 @@ class BuildReport:
     clocks: dict[str, tuple[float, float]] = field(default_factory=dict)
     utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
     critical_path: dict = field(default_factory=dict)
+    #: nextpnr's placement seed of the build
+    seed: int = 1
 
     @property
     def timing_met(self) -> bool:
@@ -124,6 +126,7 @@ class BuildReport:
                                           f"({cp['routing_ns']:.2f} routing, "
                                           f"{cp['logic_steps']} logic steps)"))
         rows += [
+            ("nextpnr seed", str(self.seed)),
             ("bitstream", self.bitstream),
             ("build time", f"{self.build_s:.1f} s"),
         ]
