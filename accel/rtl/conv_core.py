@@ -447,9 +447,10 @@ class ConvCore(wiring.Component):
         m.d.comb += post.cfg.eq(cfg.post)
         # the SDP operands of the kernel group in SDP: read from block RAM into a register,
         # two cycles after the kernel group changes (no beat enters SDP meanwhile)
+        # (``ops_ok``: settled, a register of the next count, like every flag that decides
+        # whether SDP takes a beat: the take enables a whole beat of registers)
         settle = Signal(range(3))
-        ops_ok = Signal()
-        m.d.comb += ops_ok.eq(settle == 0)
+        ops_ok = Signal(init=1)
         if post.lanes == n_k:
             m.d.comb += [post.inp.valid.eq(cacc.sum.valid & ops_ok),
                          cacc.sum.ready.eq(post.inp.ready & ops_ok)]
@@ -467,12 +468,18 @@ class ConvCore(wiring.Component):
             # w_rdy, a comparison of its level, was the start of the conv core's critical
             # path back through CACC's stages)
             d_taken = Signal()
-            m.d.comb += [cacc.sum.ready.eq(credit_room(m, self.points, d_taken,
-                                                       dbuf.r_rdy & dbuf.r_en,
+            # whether the buffer holds a beat: a register worked out from the next level
+            # (the buffer's own, a comparison of its level, was the 8x8 build's critical
+            # path at 70.39 MHz, into every register of the beat, 14.2 ns)
+            filled, nonempty = Signal(range(self.points + 1)), Signal()
+            d_given = dbuf.r_en & nonempty
+            after = filled + d_taken - d_given
+            m.d.sync += [filled.eq(after), nonempty.eq(after != 0)]
+            m.d.comb += [cacc.sum.ready.eq(credit_room(m, self.points, d_taken, d_given,
                                                        name="sum_credits", late_give=True)),
                          d_taken.eq(cacc.sum.valid & cacc.sum.ready)]
             m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(d_taken),
-                         post.inp.valid.eq(dbuf.r_rdy & ops_ok),
+                         post.inp.valid.eq(nonempty & ops_ok),
                          dbuf.r_en.eq(post.inp.ready & ops_ok),
                          post.inp.payload.acc.as_value().eq(dbuf.r_data)]
         # the per-kernel SDP operands of the kernel group whose sums enter SDP
@@ -489,14 +496,22 @@ class ConvCore(wiring.Component):
         ops = Signal(operand_layout(hw))
         m.d.sync += ops.eq(o_rd.data)
         out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
-        with m.If(settle != 0):
-            m.d.sync += settle.eq(settle - 1)
+        # the kernel group's last beat into SDP, flagged a beat ahead (first in PREP's last
+        # cycle, once total_m1 is there: the first sums reach SDP many cycles later)
+        last_out = Signal()
+        moved = post.inp.valid & post.inp.ready
         with m.If(self.start):
-            m.d.sync += [out_kg.eq(0), out_point.eq(0), settle.eq(2)]
-        with m.Elif(post.inp.valid & post.inp.ready):
-            m.d.sync += out_point.eq(out_point + 1)
-            with m.If(out_point == total_m1):
-                m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1), settle.eq(2)]
+            m.d.sync += [out_kg.eq(0), out_point.eq(0)]
+        with m.Elif(prep == 1):
+            m.d.sync += last_out.eq(total_m1 == 0)
+        with m.Elif(moved):
+            m.d.sync += [out_point.eq(out_point + 1), last_out.eq(out_point + 1 == total_m1)]
+            with m.If(last_out):
+                m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1), last_out.eq(total_m1 == 0)]
+        settle_next = Signal.like(settle)
+        m.d.comb += settle_next.eq(Mux(self.start | (moved & last_out), 2,
+                                       Mux(settle != 0, settle - 1, 0)))
+        m.d.sync += [settle.eq(settle_next), ops_ok.eq(settle_next == 0)]
         m.d.comb += o_rd.addr.eq(out_kg)
         for name in ("alu1", "mul1", "alu2", "mul2"):
             m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(ops, name)[i])
