@@ -34,7 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--atomic-c", type=int, help="override MAC_ATOMIC_C_SIZE of the preset")
     b.add_argument("--atomic-k", type=int, help="override MAC_ATOMIC_K_SIZE of the preset")
     b.add_argument("--target-mhz", type=float, default=100.0, help="clock target (default 100)")
-    b.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    b.add_argument("--seed", type=int, default=1,
+                   help="nextpnr placement seed (the next seeds, up to two, if its placement "
+                        "leaves an arc without any route)")
     b.add_argument("-o", "--out", default=None,
                    help="build directory (default build/fpga/<board>-<config>)")
     b.add_argument("--design", choices=_designs(), default="cmac-selftest",
