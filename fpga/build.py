@@ -161,13 +161,12 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     -------
     BuildReport
     """
-    platform = get_board(board)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for try_seed in range(seed, seed + ROUTE_RETRIES + 1):
         try:
-            _run_flow(platform, out, design, cfg, target_mhz, leds, try_seed, progress)
+            _run_flow(board, out, design, cfg, target_mhz, leds, try_seed, progress)
             break
         except subprocess.CalledProcessError:
             log = out / f"{TOP_NAME}.tim"
@@ -185,10 +184,12 @@ def build(board: str, cfg: HwConfig, out_dir: str | Path, *, target_mhz: float =
     return report
 
 
-def _run_flow(platform, out: Path, design: str, cfg: HwConfig, target_mhz: float,
+def _run_flow(board: str, out: Path, design: str, cfg: HwConfig, target_mhz: float,
               leds: int, seed: int, progress: Callable[[str], None] | None) -> None:
     """Elaborate ``design`` and run the tools once (a failing tool raises
-    :class:`subprocess.CalledProcessError`)."""
+    :class:`subprocess.CalledProcessError`), on a platform of its own (an amaranth
+    platform prepares one design only)."""
+    platform = get_board(board)
     for _, product in STAGES:        # a rebuild must not see the last run's products
         (out / product).unlink(missing_ok=True)
     if progress is not None:

