@@ -24,10 +24,12 @@ run synthesis, place-and-route and packing.  Five deliberate choices:
   static placer started routing with 34,000 instead of 44,000 and routed at
   iteration 60 (67.1 MHz).
 
-A placement for which nextpnr finds no route at all for some arc (once in a dozen
-8x8 builds: the reset synchronizer's flip-flop into the global buffer's input) is
-placed again with the next seed, up to :data:`ROUTE_RETRIES` times; the report
-gives the seed that routed.
+A placement for which nextpnr finds no route at all for some arc (four of ten
+placements since 2026-11-28, 8x8 and reduced: the reset synchronizer's flip-flop
+into the global buffer's input, its cause not yet found) is placed again with the
+next seed, up to :data:`ROUTE_RETRIES` times; the report gives the seed that routed.
+Each try runs the whole flow again, synthesis included (a minute or two), since the
+seed is part of the build script amaranth writes.
 """
 
 from __future__ import annotations
