@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from amaranth.hdl import ClockDomain, Const, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io
-from amaranth.lib.cdc import AsyncFFSynchronizer
 
 from accel.config import HwConfig
 from accel.rtl.cmac import Cmac
@@ -29,13 +28,15 @@ def pll_clock(m: Module, platform: object, target_hz: float) -> float:
     """The ``sync`` domain at ``target_hz`` from the board's reference clock through the
     ECP5 PLL, held in reset until the PLL locks; returns the frequency reached.
 
-    The domain's reset is asynchronous (released in step with the clock by the reset
-    synchronizer), so it reaches the flip-flops on their dedicated set/reset input: a
-    synchronous reset is logic in front of every register's data input, and on the
-    conv engine its net was among the most congested of the whole design.  It leaves the
-    synchronizer through a global buffer (DCCA): nextpnr promotes only clocks to the
-    global network by itself, and routed in the fabric the reset of the 8x8 engine's
-    19,000 flip-flops was its most congested net."""
+    The domain has no reset signal of its own: its flip-flops are reset through the chip's
+    global set/reset network (GSR), which reaches every flip-flop on a dedicated wire and
+    loads its initial value - the way amaranth's own ECP5 platform resets its default
+    domain.  The PLL's lock, synchronized by two flip-flops kept out of that network (they
+    must leave reset first), drives the network through ``SGSR``, which releases it in step
+    with the clock.  A reset in the fabric is logic or routing at every register: as a
+    synchronous reset it was among the conv engine's most congested nets, as an
+    asynchronous one through a global buffer (DCCA) nextpnr found no route into the
+    buffer's input in four of ten placements."""
     ref = platform.request(platform.default_clk, dir="-")
     f_ref = platform.default_clk_frequency
     cd_ref = ClockDomain("ref", reset_less=True)
@@ -43,13 +44,16 @@ def pll_clock(m: Module, platform: object, target_hz: float) -> float:
     m.submodules.ref_buf = ref_buf = io.Buffer("i", ref)
     m.d.comb += cd_ref.clk.eq(ref_buf.i)
     pll = m.submodules.pll = Ecp5Pll(ecp5_pll_params(f_ref, target_hz), f_ref)
-    sync = ClockDomain("sync", async_reset=True)
+    sync = ClockDomain("sync", reset_less=True)
     m.domains += sync
     m.d.comb += sync.clk.eq(pll.clk_out)
-    local_rst = Signal()
-    m.submodules.rst_sync = AsyncFFSynchronizer(~pll.locked, local_rst, o_domain="sync",
-                                                async_edge="pos")
-    m.submodules.rst_buf = Instance("DCCA", i_CLKI=local_rst, i_CE=1, o_CLKO=sync.rst)
+    locked_0, locked_1 = Signal(), Signal()
+    m.submodules.lock_sync_0 = Instance("FD1S3AX", p_GSR="DISABLED", i_CK=sync.clk,
+                                        i_D=pll.locked, o_Q=locked_0)
+    m.submodules.lock_sync_1 = Instance("FD1S3AX", p_GSR="DISABLED", i_CK=sync.clk,
+                                        i_D=locked_0, o_Q=locked_1)
+    # GSR is active low: flip-flops stay at their initial values until the lock is through
+    m.submodules.gsr = Instance("SGSR", i_CLK=sync.clk, i_GSR=locked_1)
     platform.add_clock_constraint(sync.clk, pll.params.f_out)
     return pll.params.f_out
 
