@@ -24,12 +24,13 @@ run synthesis, place-and-route and packing.  Five deliberate choices:
   static placer started routing with 34,000 instead of 44,000 and routed at
   iteration 60 (67.1 MHz).
 
-A placement for which nextpnr finds no route at all for some arc (four of ten
-placements since 2026-11-28, 8x8 and reduced: the reset synchronizer's flip-flop
-into the global buffer's input, its cause not yet found) is placed again with the
-next seed, up to :data:`ROUTE_RETRIES` times; the report gives the seed that routed.
-Each try runs the whole flow again, synthesis included (a minute or two), since the
-seed is part of the build script amaranth writes.
+A placement for which nextpnr finds no route at all for some arc is placed again with
+the next seed, up to :data:`ROUTE_RETRIES` times; the report gives the seed that routed.
+(On 2026-11-28 four of ten placements left the reset synchronizer's arc into its global
+buffer without a route; the reset now goes through the GSR network instead, see
+:func:`fpga.top.pll_clock`, and the retry stays as a guard.)  Each try runs the whole
+flow again, synthesis included (a minute or two), since the seed is part of the build
+script amaranth writes.
 """
 
 from __future__ import annotations
