@@ -38,7 +38,7 @@ output beat is one word.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -391,17 +391,23 @@ class ConvFetch(wiring.Component):
             sizes.append(size)
         esize = Signal(3)
         m.d.comb += esize.eq(Mux(stage, sizes[1], sizes[0]))
-        words = Array(Signal(8 * bus, name=f"operand_word{i}") for i in range(4))
+        # The stage's words, then its lanes one a cycle: each lane's element is at the
+        # bottom of the words, which then shift down by an element (bytes per element =
+        # words per kernel group, as the bus word is ``atomic_k`` bytes), and its ALU and
+        # multiplier operands shift into the top of the stage's operands.  (All lanes at
+        # once, a multiplexer per lane on the format, were the full build's critical path
+        # through congested routing: 16.9 ns, 15.7 of them routing, at 59.09 MHz.)
+        raw = Signal(4 * 8 * bus)
         word = Signal(2)
+        lane = Signal(range(n_k))
+        elem = Signal(3)                          # esize during the decode, one-hot
         assembled = Signal(operand_layout(hw))
         ow = self.operand_write
-        # the decode's selects (the stage's use and width), a register per lane (``keep``):
-        # as one net they were among the full build's most congested.  They follow the
-        # stage a cycle late, and the decode comes cycles after the stage's words.
-        selects = [Signal(3, name=f"operand_format_{lane}", attrs={"keep": 1})
-                   for lane in range(n_k)]
-        m.d.sync += [sel.eq(Cat(st.use, st.wide)) for sel in selects]
-        decoded = _decode_operands(m, Cat(*words), selects, n_k)
+        use, wide = st.use, st.wide
+        first = Mux(wide, raw[:16].as_signed(), raw[:8].as_signed())
+        second = Mux(wide, raw[16:32].as_signed(), raw[8:16].as_signed())
+        alu_new = Mux((use == USE_ALU) | (use == USE_BOTH), first, 0)
+        mul_new = Mux(use == USE_MUL, first, Mux(use == USE_BOTH, second, 0))
 
         # products of the operation's registers, as registers: cfg holds from start, and
         # these are used two cycles later at the earliest (the first line's command)
@@ -455,19 +461,25 @@ class ConvFetch(wiring.Component):
                     m.next = "OPERAND_DATA"
             with m.State("OPERAND_DATA"):
                 with m.If(beat.valid):
-                    m.d.sync += [words[word].eq(beat.payload), word.eq(word + 1)]
+                    m.d.sync += [raw.word_select(word, 8 * bus).eq(beat.payload),
+                                 word.eq(word + 1)]
                     with m.If(word == esize - 1):
+                        m.d.sync += [lane.eq(0), elem.eq(esize)]
                         m.next = "OPERAND_DECODE"
             with m.State("OPERAND_DECODE"):
-                with m.If(stage):
-                    m.d.sync += [assembled.alu2.eq(decoded["alu"]),
-                                 assembled.mul2.eq(decoded["mul"]),
-                                 x2_addr.eq(x2_addr + esize * bus)]
-                with m.Else():
-                    m.d.sync += [assembled.alu1.eq(decoded["alu"]),
-                                 assembled.mul1.eq(decoded["mul"]),
-                                 x1_addr.eq(x1_addr + esize * bus)]
-                m.next = "NEXT_STAGE"
+                m.d.sync += [raw.eq(Mux(elem[2], raw >> 32, Mux(elem[1], raw >> 16, raw >> 8))),
+                             lane.eq(lane + 1)]
+                for x_alu, x_mul, x_stage in ((assembled.alu1, assembled.mul1, ~stage),
+                                              (assembled.alu2, assembled.mul2, stage)):
+                    with m.If(x_stage):
+                        m.d.sync += [x_alu.eq(Cat(x_alu.as_value()[16:], alu_new)),
+                                     x_mul.eq(Cat(x_mul.as_value()[16:], mul_new))]
+                with m.If(lane == n_k - 1):
+                    with m.If(stage):
+                        m.d.sync += x2_addr.eq(x2_addr + esize * bus)
+                    with m.Else():
+                        m.d.sync += x1_addr.eq(x1_addr + esize * bus)
+                    m.next = "NEXT_STAGE"
             with m.State("NEXT_STAGE"):
                 with m.If(~stage):
                     m.d.sync += stage.eq(1)
@@ -503,31 +515,6 @@ class ConvFetch(wiring.Component):
         ]
         m.d.comb += ow.data.eq(assembled)
         return m
-
-
-def _decode_operands(m: Module, raw, selects, lanes: int) -> dict[str, object]:
-    """The ALU and multiplier operand of each lane from a kernel group's packed elements
-    (each lane's ``selects``: ``Cat(use, wide)``, ``use`` components of ``wide`` 16 or 8
-    bits, ALU first)."""
-    alu = Signal(data.ArrayLayout(signed(16), lanes))
-    mul = Signal(data.ArrayLayout(signed(16), lanes))
-
-    def component(index: int, wide: bool):
-        if wide:
-            return raw[16 * index:16 * index + 16].as_signed()
-        return raw[8 * index:8 * index + 8].as_signed()
-
-    for lane in range(lanes):
-        with m.Switch(selects[lane]):
-            for wide in (0, 1):
-                with m.Case(USE_ALU | wide << 2):
-                    m.d.comb += alu[lane].eq(component(lane, wide))
-                with m.Case(USE_MUL | wide << 2):
-                    m.d.comb += mul[lane].eq(component(lane, wide))
-                with m.Case(USE_BOTH | wide << 2):
-                    m.d.comb += [alu[lane].eq(component(2 * lane, wide)),
-                                 mul[lane].eq(component(2 * lane + 1, wide))]
-    return {"alu": alu, "mul": mul}
 
 
 class OutputWriter(wiring.Component):
