@@ -31,6 +31,7 @@ from tengine_host.int8_ref import accumulate
 CLOCK_NS = 10
 POINTS = 16                     # the core's CACC entries (ConvCore's default)
 CONFIGS = int(os.environ.get("OPENDLA_CONV_CONFIGS", "50"))
+STREAMED = 12                   # convolutions with their memories written while they run
 
 
 def random_conv(rng: np.random.Generator, n_c: int, n_k: int) -> dict:
@@ -120,9 +121,9 @@ def expected(conv: dict, post: dict, sums: np.ndarray, operands: dict | None = N
     return out
 
 
-async def load_memories(dut, hw: HwConfig, conv: dict, entries: int = 2048) -> None:
-    """Write the feature and weight memories (``entries`` deep) through their ports, one
-    atom per cycle."""
+def memory_writes(hw: HwConfig, conv: dict, entries: int = 2048) -> tuple[list, list]:
+    """The feature and weight memories' writes (``entries`` deep) of ``conv``, each a value
+    for its write port, in address order."""
     n_c, n_k = hw.atomic_c, hw.atomic_k
     write = write_layout(hw, entries)
     groups = hw.atomic_c // hw.atom_size
@@ -130,26 +131,47 @@ async def load_memories(dut, hw: HwConfig, conv: dict, entries: int = 2048) -> N
     cgs, kgs = -(-conv["c"] // n_c), -(-conv["k"] // n_k)
     xp = np.zeros((cgs * n_c, conv["h"], conv["w"]), np.int64)
     xp[:conv["c"]] = conv["x"][0]
-    for cg in range(cgs):
-        for y in range(conv["h"]):
-            for x in range(conv["w"]):
-                addr = (cg * conv["h"] + y) * conv["w"] + x
-                dut.feature_write.value = pack(feature_write, {
-                    "addr": addr, "en": (1 << groups) - 1,
-                    "data": xp[cg * n_c:(cg + 1) * n_c, y, x]})
-                await RisingEdge(dut.clk)
+    features = [pack(feature_write, {"addr": (cg * conv["h"] + y) * conv["w"] + x,
+                                     "en": (1 << groups) - 1,
+                                     "data": xp[cg * n_c:(cg + 1) * n_c, y, x]})
+                for cg in range(cgs) for y in range(conv["h"]) for x in range(conv["w"])]
     wp = np.zeros((kgs * n_k, cgs * n_c, conv["r"], conv["s"]), np.int64)
     wp[:conv["k"], :conv["c"]] = conv["wt"]
-    for kg in range(kgs):
-        for cg in range(cgs):
-            for r in range(conv["r"]):
-                for s in range(conv["s"]):
-                    for kk in range(n_k):
-                        addr = (((kg * cgs + cg) * conv["r"] + r) * conv["s"] + s) * n_k + kk
-                        dut.weight_write.value = pack(write, {
-                            "addr": addr, "en": 1,
+    weights = [pack(write, {"addr": (((kg * cgs + cg) * conv["r"] + r) * conv["s"] + s) * n_k
+                            + kk, "en": 1,
                             "data": wp[kg * n_k + kk, cg * n_c:(cg + 1) * n_c, r, s]})
-                        await RisingEdge(dut.clk)
+               for kg in range(kgs) for cg in range(cgs) for r in range(conv["r"])
+               for s in range(conv["s"]) for kk in range(n_k)]
+    return features, weights
+
+
+async def load_memories(dut, hw: HwConfig, conv: dict, entries: int = 2048) -> None:
+    """Write the feature and weight memories (``entries`` deep) through their ports, one
+    atom per cycle."""
+    features, weights = memory_writes(hw, conv, entries)
+    for port, values in ((dut.feature_write, features), (dut.weight_write, weights)):
+        for value in values:
+            port.value = value
+            await RisingEdge(dut.clk)
+        port.value = 0
+
+
+async def stream_memories(dut, hw: HwConfig, conv: dict, rng: np.random.Generator) -> None:
+    """Write the memories as the fetch does while the core runs: entries in address order,
+    feature and weight entries interleaved at random with random gaps, each memory's level
+    raised to the entries written once a write is in."""
+    pending = dict(zip(("feature", "weight"), memory_writes(hw, conv), strict=True))
+    done = {name: 0 for name in pending}
+    while any(done[name] < len(values) for name, values in pending.items()):
+        writing = {name: done[name] < len(values) and rng.random() < 0.4
+                   for name, values in pending.items()}
+        for name, values in pending.items():
+            getattr(dut, f"{name}_write").value = values[done[name]] if writing[name] else 0
+        await RisingEdge(dut.clk)
+        for name in pending:
+            if writing[name]:
+                done[name] += 1
+                getattr(dut, f"{name}_level").value = done[name]
     dut.feature_write.value = 0
     dut.weight_write.value = 0
 
@@ -195,10 +217,20 @@ def conv_label(case: int, conv: dict) -> str:
 
 
 async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarray,
-                       rng: np.random.Generator | None, case: int) -> dict:
-    """The core: memories, registers on ``cfg``, start, every output checked."""
+                       rng: np.random.Generator | None, case: int,
+                       stream: np.random.Generator | None = None) -> dict:
+    """The core: memories, registers on ``cfg``, start, every output checked.  ``stream``:
+    the memories hold another convolution's values of the same shapes at the start, levels
+    0, and the entries are written while the core runs (:func:`stream_memories`)."""
     n_c, n_k = hw.atomic_c, hw.atomic_k
-    await load_memories(dut, hw, conv)
+    if stream is None:
+        await load_memories(dut, hw, conv)
+    else:
+        stale = dict(conv, x=stream.integers(-128, 128, conv["x"].shape),
+                     wt=stream.integers(-128, 128, conv["wt"].shape))
+        await load_memories(dut, hw, stale)
+        dut.feature_level.value = 0
+        dut.weight_level.value = 0
     regs = {key: conv[key] for key in ("c", "h", "w", "k", "r", "s", "stride_x", "stride_y",
                                        "dilation_x", "dilation_y", "pad_left", "pad_top",
                                        "out_w", "out_h", "pad_value")}
@@ -208,6 +240,8 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
     dut.start.value = 1
     await RisingEdge(dut.clk)
     dut.start.value = 0
+    if stream is not None:
+        cocotb.start_soon(stream_memories(dut, hw, conv, stream))
     res = await collect(dut, hw, conv, want, rng, conv_label(case, conv))
     for _ in range(4):                      # nothing may follow the last beat
         await RisingEdge(dut.clk)
@@ -265,6 +299,24 @@ async def random_convolutions(dut) -> None:
     _write_summary({"config": hw.name, "convolutions": CONFIGS, "vectors": checked,
                     "saturated_outputs": saturated, "stalled_cycles": stalled,
                     "sim_time_ns": get_sim_time("ns"), "clock_ns": CLOCK_NS})
+
+
+@cocotb.test()
+async def memories_written_while_running(dut) -> None:
+    """Random convolutions whose feature and weight entries arrive while the core runs
+    (the levels rise entry by entry, the memories hold stale values until then): the core
+    reads no entry before its level passes it."""
+    hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
+    rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")) + 1)
+    await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write",
+                "feature_level", "weight_level")
+    for case in range(STREAMED):
+        conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
+        sums = reference(conv)
+        post = post_config(rng, sums)
+        await load_and_run(dut, hw, conv, post, expected(conv, post, sums), rng, case,
+                           stream=rng)
+    _write_summary({"streamed": STREAMED})
 
 
 #: (C, K, H, W, R, S, stride, pad) of the timed convolutions, in atoms of nv_small
