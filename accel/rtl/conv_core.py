@@ -244,8 +244,18 @@ class ConvCore(wiring.Component):
         m.d.comb += w_free.eq(~w_valid | w_accepted)
         swap_now = Signal()               # a round's swap atom enters the MAC array
         w_fire = Signal()
+        # whether the entry at ``w_addr`` is in the weight memory, from flags a cycle old
+        # (the level comparison's carry chain into the fire was the 8x8 build's critical
+        # path at 67.46 MHz): ``w_in`` compares the address with the level, valid while the
+        # address stays; ``w_in_far`` the address ``n_k`` on, valid after one move too (a
+        # beat moves the address on by at most ``n_k``, over the last kernel group's missing
+        # kernels, or back).  The level only grows while the loader runs.
+        w_in, w_in_far, w_moved = Signal(), Signal(), Signal()
+        m.d.sync += [w_in.eq(w_addr < self.weight_level),
+                     w_in_far.eq(w_addr + n_k < self.weight_level),
+                     w_moved.eq(w_fire | begin["load"])]
         m.d.comb += w_fire.eq(loading & w_free & (load_room != 0)
-                              & (w_addr < self.weight_level))
+                              & (w_in_far | (w_in & ~w_moved)))
         m.d.comb += [w_rd.en.eq(w_fire), w_rd.addr.eq(w_addr)]
         with m.If(w_free):
             m.d.sync += w_valid.eq(w_fire)
