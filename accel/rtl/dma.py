@@ -270,6 +270,7 @@ class ConvFetch(wiring.Component):
         # next entry is written and a word taken, and two cycles later the bytes move and
         # the entry is written (``step_*``), so no cycle both decides and shifts.
         cap = n_c + bus
+        fsm_idle = Signal()                     # the state machine below waits for a start
         buf = Signal(8 * cap)
         count = Signal(range(cap + 1))          # bytes in buf once the pending step is done
         wkg, wcg, wkk = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(range(n_k))
@@ -308,9 +309,16 @@ class ConvFetch(wiring.Component):
                    "level": Signal(range(n_k + 1)),     # entries the level moves past
                    "word": Signal(8 * bus), "take": Signal(range(n_c + 1)),
                    "after": Signal(range(cap + 1)), "accept": Signal()}
+        # an operation's start empties the buffer through the step too: a ``take`` no byte
+        # has (so each byte keeps nothing) and no word.  In the state machine, clearing
+        # every byte at start put its state decode on a net to all of them: the 8x8
+        # build's critical path at 61.89 MHz (16.2 ns, 11.9 of it that one net).
+        clear_take = (1 << len(take)) - 1
+        assert clear_take > n_c, "the clearing take must match no byte's"
         m.d.sync += [decided["write"].eq(write_now), decided["nc"].eq(nc),
                      decided["level"].eq(Mux(group_end, n_k - wkk, 1)),
-                     decided["word"].eq(beat.payload), decided["take"].eq(take),
+                     decided["word"].eq(beat.payload),
+                     decided["take"].eq(Mux(fsm_idle & self.start, clear_take, take)),
                      decided["after"].eq(count_after), decided["accept"].eq(accept)]
         step_write, step_nc = Signal(), Signal(range(n_c + 1))
         step_level = Signal(range(n_k + 1))
@@ -437,7 +445,7 @@ class ConvFetch(wiring.Component):
                                  kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
                                  x2_addr.eq(cfg.x2.addr),
                                  wkg.eq(0), wcg.eq(0), wkk.eq(0), wr.eq(0), ws.eq(0), level.eq(0),
-                                 count.eq(0), buf.eq(0), entries_done.eq(0),
+                                 count.eq(0), entries_done.eq(0),
                                  c_last.eq(c_last_now), k_last_m1.eq(k_last_now - 1),
                                  s_m1.eq(cfg.s - 1), r_m1.eq(cfg.r - 1),
                                  cg_m1.eq(cfg.channel_groups - 1),
@@ -501,6 +509,7 @@ class ConvFetch(wiring.Component):
                     m.d.sync += [done.eq(1), body.eq(0)]
                     m.next = "IDLE"
         operand_words = fsm.ongoing("OPERAND_WORDS") & st.fetch
+        m.d.comb += fsm_idle.eq(fsm.ongoing("IDLE"))
         m.d.comb += [
             cmd.valid.eq(operand_words | body_cmd),
             cmd.payload.addr.eq(Mux(body, Mux(wc_ready, wc_addr, fc_line_addr),

@@ -184,6 +184,10 @@ def place(ram, hw: HwConfig, conv: dict, post: dict, operands: dict,
     feature_addr = alloc(fl.size)
     ram.write(feature_addr, pack_feature(conv["x"][0], fl).tobytes())
     weights = pack_dc_weights(conv["wt"], hw, pad_to=atom)
+    # the bytes past the weights in their last word are read but belong to no kernel:
+    # garbage there must not reach this operation's entries nor the next one's
+    used = conv["k"] * conv["c"] * conv["r"] * conv["s"]
+    weights[used:] = rng.integers(1, 256, weights.size - used, dtype=np.uint8)
     weight_addr = alloc(weights.size)
     ram.write(weight_addr, weights.tobytes())
     kgs = -(-conv["k"] // hw.atomic_k)
