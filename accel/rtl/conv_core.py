@@ -232,6 +232,9 @@ class ConvCore(wiring.Component):
         k = Signal(range(n_k))
         kernels_m1 = Signal(range(n_k))   # beats of this round - 1
         m.d.comb += kernels_m1.eq(Mux(lw.last_kg & ~lw.first_round, k_last - 1, n_k - 1))
+        # k == kernels_m1 as a flag worked out as k moves: it gates everything a round's
+        # end steps (the comparison chained into the fire's fanout otherwise)
+        k_end = Signal()
         w_addr, w_base, w_group = (Signal(range(self.weight_entries)) for _ in range(3))
         # the beat waiting for the MAC array: its kernel, whether it is zero, whether it is
         # its round's last and whether it must wait for a swap (it belongs to the round
@@ -261,13 +264,16 @@ class ConvCore(wiring.Component):
             m.d.sync += w_valid.eq(w_fire)
             with m.If(w_fire):
                 m.d.sync += [w_kernel.eq(k), w_zero.eq(lw.last_kg & (k >= k_last)),
-                             w_last.eq(k == kernels_m1), w_wait.eq((load_room == 1) & ~swap_now)]
+                             w_last.eq(k_end), w_wait.eq((load_room == 1) & ~swap_now)]
         with m.Elif(swap_now):
             m.d.sync += w_wait.eq(0)
-        w_round_read = w_fire & (k == kernels_m1)
+        w_round_read = w_fire & k_end
         with m.If(w_fire):
-            m.d.sync += [k.eq(k + 1), w_addr.eq(w_addr + 1)]
-            with m.If(k == kernels_m1):
+            m.d.sync += [k.eq(k + 1), w_addr.eq(w_addr + 1), k_end.eq(k + 1 == kernels_m1)]
+            with m.If(k_end):
+                # the next round's length: a stripe's first round loads every kernel, the
+                # others of the last kernel group its real ones
+                m.d.sync += k_end.eq(Mux(lw.last_kg & ~lw.last_round, k_last == 1, n_k == 1))
                 # the next round's entries follow this one's in the kernel group; a stripe
                 # starts again at the group's first, and the next group follows the last
                 m.d.sync += [k.eq(0), w_addr.eq(w_base + n_k), w_base.eq(w_base + n_k)]
@@ -306,7 +312,10 @@ class ConvCore(wiring.Component):
                                    "swap": 1, "round_end": 1})
         m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=entry.size, depth=QUEUE)
         g_fire = Signal()
-        round_end = p == sd.in_stripe_m1
+        # p == sd.in_stripe_m1 (the round's last point) as a flag worked out as p moves:
+        # the comparison was the 8x8 build's critical path at 84.20 MHz, into the enable of
+        # every counter a round's end steps
+        round_end = Signal()
         # the next point of the raster (within a stripe or past it)
         wrap = ox == bounds.out_w_m1
         n_ox, n_oy = Mux(wrap, 0, ox + 1), Mux(wrap, oy + 1, oy)
@@ -318,9 +327,9 @@ class ConvCore(wiring.Component):
                   spy.eq(-cfg.pad_top), sa_py.eq(-top_rows)]
         with m.If(g_fire):
             m.d.sync += [ox.eq(n_ox), oy.eq(n_oy), px.eq(n_px), py.eq(n_py), a_py.eq(n_apy),
-                         p.eq(p + 1)]
+                         p.eq(p + 1), round_end.eq(p + 1 == sd.in_stripe_m1)]
             with m.If(round_end):
-                m.d.sync += p.eq(0)
+                m.d.sync += [p.eq(0), round_end.eq(sd.next_round_single)]
                 # the next tap or channel group
                 with m.If(sd.step_s):
                     m.d.sync += [tx.eq(tx + cfg.dilation_x), a_tap.eq(a_tap + cfg.dilation_x)]
@@ -416,11 +425,12 @@ class ConvCore(wiring.Component):
                      loaded_ahead.eq(loaded_ahead + loaded - started)]
 
         with m.If(begin["load"]):
-            m.d.sync += [loading.eq(1), k.eq(0), w_addr.eq(0), w_base.eq(0), w_group.eq(0),
-                         load_room.eq(2), loaded_ahead.eq(0)]
+            m.d.sync += [loading.eq(1), k.eq(0), k_end.eq(n_k == 1), w_addr.eq(0),
+                         w_base.eq(0), w_group.eq(0), load_room.eq(2), loaded_ahead.eq(0)]
             lw.reset(m)
         with m.If(begin["send"]):
-            m.d.sync += [running.eq(1), p.eq(0), tx.eq(0), ty.eq(0), a_cg.eq(0),
+            m.d.sync += [running.eq(1), p.eq(0), round_end.eq(first_stripe == 1),
+                         tx.eq(0), ty.eq(0), a_cg.eq(0),
                          a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c), *origin,
                          send_room.eq(1)]
             sd.reset(m)
@@ -596,6 +606,14 @@ class _Rounds:
         self.step_s = ~self.s_last
         self.step_r = self.s_last & ~self.r_last
         self.step_cg = self.s_last & self.r_last & ~self.cg_last
+        # whether the round after this one has a single point (in_stripe_m1 == 0 after
+        # ``advance``), for a generator's flag of its round's last point
+        self._next_is_last = self.rest <= (size << 1)
+        self.next_round_single = Mux(
+            ~self.last_round, self.in_stripe_m1 == 0,
+            Mux(~self.last_stripe,
+                Mux(self._next_is_last, self.rest - size == 1, size == 1),
+                first_stripe == 1))
 
     def _group_start(self) -> list:
         return [self.rest.eq(self.total), self.last_stripe.eq(self.first_is_last),
@@ -628,7 +646,7 @@ class _Rounds:
         with m.Else():                                  # the stripe is over
             m.d.sync += [*self._first_s(), *self._first_r(), *self._first_cg()]
             with m.If(~self.last_stripe):               # it had `size` points
-                next_is_last = self.rest <= (size << 1)
+                next_is_last = self._next_is_last
                 m.d.sync += [self.rest.eq(self.rest - size),
                              self.last_stripe.eq(next_is_last),
                              self.in_stripe_m1.eq(Mux(next_is_last, self.rest - size - 1,

@@ -177,14 +177,23 @@ async def stream_memories(dut, hw: HwConfig, conv: dict, rng: np.random.Generato
 
 
 async def collect(dut, hw: HwConfig, conv: dict, want: np.ndarray,
-                  rng: np.random.Generator | None, label: str) -> dict:
+                  rng: np.random.Generator | None, label: str, stripe: int) -> dict:
     """Check every output beat (kernel group, then point in raster order; ``rng``: stall
-    the output at random, None: always ready); counts and cycles to the last output."""
+    the output at random, None: always ready; ``stripe``: points per stripe); counts and
+    cycles to the last output."""
     n_k = hw.atomic_k
     kgs = -(-conv["k"] // n_k)
     total = conv["out_h"] * conv["out_w"]
     got = checked = stalled = cycles = 0
+    # a core that stops producing fails here instead of hanging: 4 cycles for every atom,
+    # kernel beat (a round of each per stripe, channel group and tap) and output (ready 3
+    # cycles in 4), plus the start's latency
+    taps = -(-conv["c"] // hw.atomic_c) * conv["r"] * conv["s"]    # with channel groups
+    atoms, rounds = kgs * total * taps, kgs * -(-total // stripe) * taps
+    budget = 4 * (atoms + rounds * n_k + kgs * total) + 1000
     while got < kgs * total:
+        assert cycles < budget, (
+            f"{label}: {got} of {kgs * total} outputs after {cycles} cycles (budget {budget})")
         ready = rng is None or rng.random() < 0.75
         dut.out__ready.value = int(ready)
         await ReadOnly()
@@ -218,10 +227,13 @@ def conv_label(case: int, conv: dict) -> str:
 
 async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarray,
                        rng: np.random.Generator | None, case: int,
-                       stream: np.random.Generator | None = None) -> dict:
+                       stream: np.random.Generator | None = None,
+                       stripe: int | None = None) -> dict:
     """The core: memories, registers on ``cfg``, start, every output checked.  ``stream``:
     the memories hold another convolution's values of the same shapes at the start, levels
-    0, and the entries are written while the core runs (:func:`stream_memories`)."""
+    0, and the entries are written while the core runs (:func:`stream_memories`).
+    ``stripe``: the points of a stripe (else the engine's choice, stripes of equal length
+    within one)."""
     n_c, n_k = hw.atomic_c, hw.atomic_k
     if stream is None:
         await load_memories(dut, hw, conv)
@@ -234,15 +246,16 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
     regs = {key: conv[key] for key in ("c", "h", "w", "k", "r", "s", "stride_x", "stride_y",
                                        "dilation_x", "dilation_y", "pad_left", "pad_top",
                                        "out_w", "out_h", "pad_value")}
+    stripe = stripe or stripe_points(conv["out_h"] * conv["out_w"], POINTS)
     regs.update(channel_groups=-(-conv["c"] // n_c), kernel_groups=-(-conv["k"] // n_k),
-                post=post, stripe_points=stripe_points(conv["out_h"] * conv["out_w"], POINTS))
+                post=post, stripe_points=stripe)
     dut.cfg.value = pack(ConvConfigLayout(), regs)
     dut.start.value = 1
     await RisingEdge(dut.clk)
     dut.start.value = 0
     if stream is not None:
         cocotb.start_soon(stream_memories(dut, hw, conv, stream))
-    res = await collect(dut, hw, conv, want, rng, conv_label(case, conv))
+    res = await collect(dut, hw, conv, want, rng, conv_label(case, conv), stripe)
     for _ in range(4):                      # nothing may follow the last beat
         await RisingEdge(dut.clk)
         assert dut.out__valid.value == 0 and dut.busy.value == 0, case
@@ -293,7 +306,13 @@ async def random_convolutions(dut) -> None:
         post = post_config(rng, sums)
         want = expected(conv, post, sums)
         saturated += int(np.sum(np.abs(want) == 127) + np.sum(want == -128))
-        res = await load_and_run(dut, hw, conv, post, want, rng, case)
+        # a quarter with stripes of any length the core takes (1 to POINTS points; a third
+        # of those of one point), so that rounds of a single point and a short last stripe
+        # come up
+        stripe = None
+        if rng.random() < 0.25:
+            stripe = 1 if rng.random() < 1 / 3 else int(rng.integers(2, POINTS + 1))
+        res = await load_and_run(dut, hw, conv, post, want, rng, case, stripe=stripe)
         checked += res["checked"]
         stalled += res["stalled"]
     _write_summary({"config": hw.name, "convolutions": CONFIGS, "vectors": checked,
