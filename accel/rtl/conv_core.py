@@ -74,6 +74,10 @@ PSUM_BUFFER = 4
 #: the sender's queue of atoms between its generator and the feature memory (enough for
 #: the generator's credit loop to send an atom every cycle)
 QUEUE = 8
+#: the weight beats read, waiting for the MAC array: a beat's credit comes back four
+#: cycles after its read (memory, FIFO, array, the credit's register), so four keep a beat
+#: a cycle flowing
+BEATS = 4
 
 
 class ConvConfigLayout(data.StructLayout):
@@ -236,15 +240,27 @@ class ConvCore(wiring.Component):
         # end steps (the comparison chained into the fire's fanout otherwise)
         k_end = Signal()
         w_addr, w_base, w_group = (Signal(range(self.weight_entries)) for _ in range(3))
-        # the beat waiting for the MAC array: its kernel, whether it is zero, whether it is
-        # its round's last and whether it must wait for a swap (it belongs to the round
-        # after the one in the shadow bank)
-        w_valid, w_kernel = Signal(), Signal(range(n_k))
-        w_zero, w_last, w_wait = Signal(), Signal(), Signal()
+        # The beats read wait for the MAC array in a small FIFO the loader holds credits
+        # for, so that the array's handshake (its ready, a round's swap) ends at the FIFO's
+        # read side instead of running on into the fire's fanout (the weight memory's read
+        # enable, the address and round counters).  A beat: its kernel data, whether it is
+        # zero, whether it is its round's last, and its round's parity.  A beat enters the
+        # array once its round is the one the shadow bank takes, its parity that of the
+        # rounds started (a round's beats all enter before its own swap, so a waiting beat's
+        # round is the shadow bank's or the one after it), or with the swap that frees
+        # the bank (waiting a cycle more cost NVIDIA's dilation trace, a few points per
+        # round of eight beats, 94 cycles in 1,715).
+        beat = data.StructLayout({"data": atom, "kernel": range(n_k), "zero": 1, "last": 1,
+                                  "parity": 1})
+        m.submodules.beats = beats = fifo.SyncFIFO(width=beat.size, depth=BEATS)
+        head_beat = Signal(beat)
+        m.d.comb += head_beat.eq(beats.r_data)
+        w_meta = Signal(beat)             # the beat read now, but for its data
+        w_read = Signal()                 # ... arrives from the memory this cycle
+        m.d.sync += w_read.eq(0)
+        read_parity, started_parity = Signal(), Signal()
         w_accepted = Signal()
         m.d.comb += w_accepted.eq(cmac.weight.valid & cmac.weight.ready)
-        w_free = Signal()
-        m.d.comb += w_free.eq(~w_valid | w_accepted)
         swap_now = Signal()               # a round's swap atom enters the MAC array
         w_fire = Signal()
         # whether the entry at ``w_addr`` is in the weight memory, from flags a cycle old
@@ -257,19 +273,19 @@ class ConvCore(wiring.Component):
         m.d.sync += [w_in.eq(w_addr < self.weight_level),
                      w_in_far.eq(w_addr + n_k < self.weight_level),
                      w_moved.eq(w_fire | begin["load"])]
-        m.d.comb += w_fire.eq(loading & w_free & (load_room != 0)
+        beat_room = credit_room(m, BEATS, w_fire, w_accepted, name="beat_credits",
+                                late_give=True)
+        m.d.comb += w_fire.eq(loading & beat_room & (load_room != 0)
                               & (w_in_far | (w_in & ~w_moved)))
         m.d.comb += [w_rd.en.eq(w_fire), w_rd.addr.eq(w_addr)]
-        with m.If(w_free):
-            m.d.sync += w_valid.eq(w_fire)
-            with m.If(w_fire):
-                m.d.sync += [w_kernel.eq(k), w_zero.eq(lw.last_kg & (k >= k_last)),
-                             w_last.eq(k_end), w_wait.eq((load_room == 1) & ~swap_now)]
-        with m.Elif(swap_now):
-            m.d.sync += w_wait.eq(0)
         w_round_read = w_fire & k_end
         with m.If(w_fire):
-            m.d.sync += [k.eq(k + 1), w_addr.eq(w_addr + 1), k_end.eq(k + 1 == kernels_m1)]
+            m.d.sync += [w_read.eq(1), w_meta.kernel.eq(k),
+                         w_meta.zero.eq(lw.last_kg & (k >= k_last)), w_meta.last.eq(k_end),
+                         w_meta.parity.eq(read_parity),
+                         k.eq(k + 1), w_addr.eq(w_addr + 1), k_end.eq(k + 1 == kernels_m1)]
+            with m.If(k_end):
+                m.d.sync += read_parity.eq(~read_parity)
             with m.If(k_end):
                 # the next round's length: a stripe's first round loads every kernel, the
                 # others of the last kernel group its real ones
@@ -282,7 +298,10 @@ class ConvCore(wiring.Component):
                 with m.If(lw.last_round & lw.last_stripe):
                     m.d.sync += w_group.eq(w_base + n_k)
                 lw.advance(m, loading)
-        loaded = w_accepted & w_last
+        beat_in = Signal(beat)
+        m.d.comb += [beat_in.eq(w_meta), beat_in.data.eq(w_rd.data),
+                     beats.w_en.eq(w_read), beats.w_data.eq(beat_in)]
+        loaded = w_accepted & head_beat.last
 
         # ---- the atom sender ----------------------------------------------------------
         # A generator walks the points and rounds with the input pixel and its feature
@@ -424,9 +443,12 @@ class ConvCore(wiring.Component):
                      send_room.eq(send_room + loaded - (pop & head.round_end)),
                      loaded_ahead.eq(loaded_ahead + loaded - started)]
 
+        with m.If(started):
+            m.d.sync += started_parity.eq(~started_parity)
         with m.If(begin["load"]):
             m.d.sync += [loading.eq(1), k.eq(0), k_end.eq(n_k == 1), w_addr.eq(0),
-                         w_base.eq(0), w_group.eq(0), load_room.eq(2), loaded_ahead.eq(0)]
+                         w_base.eq(0), w_group.eq(0), load_room.eq(2), loaded_ahead.eq(0),
+                         read_parity.eq(0), started_parity.eq(0)]
             lw.reset(m)
         with m.If(begin["send"]):
             m.d.sync += [running.eq(1), p.eq(0), round_end.eq(first_stripe == 1),
@@ -435,15 +457,16 @@ class ConvCore(wiring.Component):
                          send_room.eq(1)]
             sd.reset(m)
         m.d.comb += self.busy.eq((prep != 0) | running | s1_valid | s2_valid | queue.r_rdy
-                                 | h_valid | d_valid | loading | w_valid)
+                                 | h_valid | d_valid | loading | w_read | beats.r_rdy)
 
         # ---- into the MAC array ------------------------------------------------------
         m.d.comb += [
-            # a beat of the round after the one in the shadow bank enters with its swap
-            cmac.weight.valid.eq(w_valid & (~w_wait | swap_now)),
-            cmac.weight.payload.data.eq(w_rd.data),
-            cmac.weight.payload.mask.eq(Mux(w_zero, 0, (1 << n_c) - 1)),
-            cmac.weight.payload.kernel.eq(w_kernel),
+            cmac.weight.valid.eq(beats.r_rdy
+                                 & ((head_beat.parity == started_parity) | swap_now)),
+            beats.r_en.eq(w_accepted),
+            cmac.weight.payload.data.eq(head_beat.data),
+            cmac.weight.payload.mask.eq(Mux(head_beat.zero, 0, (1 << n_c) - 1)),
+            cmac.weight.payload.kernel.eq(head_beat.kernel),
             cmac.data.valid.eq(d_valid & d_allowed),
             cmac.data.payload.mask.eq(d_mask),
             cmac.data.payload.swap.eq(d_swap),
