@@ -285,11 +285,10 @@ class ConvCore(wiring.Component):
                          w_meta.parity.eq(read_parity),
                          k.eq(k + 1), w_addr.eq(w_addr + 1), k_end.eq(k + 1 == kernels_m1)]
             with m.If(k_end):
-                m.d.sync += read_parity.eq(~read_parity)
-            with m.If(k_end):
                 # the next round's length: a stripe's first round loads every kernel, the
                 # others of the last kernel group its real ones
-                m.d.sync += k_end.eq(Mux(lw.last_kg & ~lw.last_round, k_last == 1, n_k == 1))
+                m.d.sync += [k_end.eq(Mux(lw.last_kg & ~lw.last_round, k_last == 1, n_k == 1)),
+                             read_parity.eq(~read_parity)]
                 # the next round's entries follow this one's in the kernel group; a stripe
                 # starts again at the group's first, and the next group follows the last
                 m.d.sync += [k.eq(0), w_addr.eq(w_base + n_k), w_base.eq(w_base + n_k)]
