@@ -213,7 +213,7 @@ def place(ram, hw: HwConfig, conv: dict, post: dict, operands: dict,
     ram.write(output_addr, rng.integers(0, 256, ol.size, dtype=np.uint8).tobytes())
     assert cursor < MEMORY
     return {"feature": fl, "feature_addr": feature_addr, "weight_addr": weight_addr,
-            "weight_bytes": conv["k"] * conv["c"] * conv["r"] * conv["s"],
+            "weight_bytes": used,
             "operands": tables, "output": ol, "output_addr": output_addr,
             "output_before": np.frombuffer(ram.read(output_addr, ol.size), np.uint8).copy()}
 
