@@ -55,6 +55,7 @@ def attach_memory(dut, rng: np.random.Generator | None = None, size: int = MEMOR
         mem = AxiRam(bus, dut.clk, dut.rst, size=size)
     else:
         mem = AxiSlave(bus, dut.clk, dut.rst, target=target)
+    cocotb.start_soon(check_bursts(dut))
     if rng is not None:
         channels = (mem.read_if.ar_channel, mem.read_if.r_channel, mem.write_if.aw_channel,
                     mem.write_if.w_channel, mem.write_if.b_channel)
@@ -62,6 +63,23 @@ def attach_memory(dut, rng: np.random.Generator | None = None, size: int = MEMOR
             pauses = [bool(v) for v in rng.random(97) < 0.25]
             channel.set_pause_generator(itertools.cycle(pauses))
     return mem
+
+
+async def check_bursts(dut) -> None:
+    """Fail on an AXI4 address that breaks the burst rules the engine must keep: at most
+    256 beats, none across a 4 KiB boundary, aligned to the bus word, INCR."""
+    width = len(dut.axi__rdata) // 8
+    while True:
+        await RisingEdge(dut.clk)
+        for ch in ("ar", "aw"):
+            if dut[f"axi__{ch}valid"].value == 1 and dut[f"axi__{ch}ready"].value == 1:
+                addr = int(dut[f"axi__{ch}addr"].value)
+                beats = int(dut[f"axi__{ch}len"].value) + 1
+                last = addr + beats * width - 1
+                assert addr % width == 0, f"{ch}addr {addr:#x} not on a bus word"
+                assert int(dut[f"axi__{ch}burst"].value) == 1, f"{ch}burst not INCR"
+                assert addr >> 12 == last >> 12, \
+                    f"{ch} burst {addr:#x}..{last:#x} ({beats} beats) crosses 4 KiB"
 
 
 async def csb_write(dut, symbol: str, value: int = 0, **fields: int) -> None:
