@@ -288,8 +288,13 @@ class ConvFetch(wiring.Component):
         m.d.comb += write_now.eq(body & ~entries_done & (count >= nc))
         take = Signal(range(n_c + 1))
         m.d.comb += take.eq(Mux(write_now, nc, 0))
+        # the count's four next values are worked out beside the decision and selected by
+        # it (chained, the comparison, the take and two adders were the 8x8 build's path at
+        # 81.42 MHz, 14 logic steps)
+        count_less = Signal(range(cap + 1))
+        m.d.comb += count_less.eq(count - nc)
         count_after = Signal(range(cap + 1))
-        m.d.comb += count_after.eq(count - take)
+        m.d.comb += count_after.eq(Mux(write_now, count_less, count))
         room = Signal()                         # a word fits, whatever this cycle writes
         m.d.comb += room.eq(count <= cap - bus)
         # a weight word is taken while the aligner has room for it (words past the last
@@ -299,7 +304,8 @@ class ConvFetch(wiring.Component):
         accept = Signal()
         m.d.comb += accept.eq(weight_beat & ~entries_done)
         with m.If(body):
-            m.d.sync += count.eq(count_after + Mux(accept, bus, 0))
+            m.d.sync += count.eq(Mux(accept, Mux(write_now, count_less + bus, count + bus),
+                                     count_after))
         # the pending step, registered once the cycle after its decision (``decided_*``)
         # and applied the cycle after that: the decision's loop through the count stays
         # small, its only loads the count and these registers (when the per-byte copies
