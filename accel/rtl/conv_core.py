@@ -375,14 +375,16 @@ class ConvCore(wiring.Component):
                     m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(0), a_row.eq(0), a_tap.eq(0),
                                  c_left.eq(cfg.c)]
                 # the next round starts at the stripe's first point, or past its last (the
-                # point and the stripe's first point on copies of the last-stripe flag: as
-                # one net to all their bits, the 8x8 build's path at 85.85 MHz, 6.1 ns)
-                with m.If(~sd.last_round):
+                # point and the stripe's first point select on registered copies of the
+                # last-round and last-stripe flags: the flag's net to all their bits was
+                # the 8x8 build's path at 85.85 MHz, 6.1 ns of routing, and with a copy of
+                # it, the last-round AND of three flags, at 70.52 MHz)
+                with m.If(~sd.last_round_copies[0]):
                     m.d.sync += [ox.eq(sox), oy.eq(soy), px.eq(spx), py.eq(spy),
                                  a_py.eq(sa_py)]
                 with m.Elif(sd.last_stripe_copies[0]):      # a new kernel group
                     m.d.sync += origin
-                with m.If(sd.last_round):
+                with m.If(sd.last_round_copies[1]):
                     with m.If(~sd.last_stripe_copies[1]):
                         m.d.sync += [sox.eq(n_ox), soy.eq(n_oy), spx.eq(n_px), spy.eq(n_py),
                                      sa_py.eq(n_apy)]
@@ -634,10 +636,13 @@ class _Rounds:
         self.rest = Signal(2 * SIZE_BITS, name=f"{name}_rest")
         self.in_stripe_m1 = Signal.like(size, name=f"{name}_points_m1")
         self.last_stripe = Signal(name=f"{name}_last_stripe")
-        # copies of it for wide registers' selects (``keep``: the flag's net to all of them
-        # was a critical path); they take the same values
+        # copies of it and of ``last_round`` as registers, for wide registers' selects
+        # (``keep``: the flag's net to all of them was a critical path, and then the three
+        # flags' AND): they take the same values
         self.last_stripe_copies = [Signal(name=f"{name}_last_stripe_{i}", attrs={"keep": 1})
                                    for i in range(2)]
+        self.last_round_copies = [Signal(name=f"{name}_last_round_{i}", attrs={"keep": 1})
+                                  for i in range(2)]
         # whether each counter is at its last value: flags kept with the counters (a
         # comparison of registers as a counter moves), so the step decisions below are
         # gates of flip-flops, not comparisons
@@ -674,13 +679,25 @@ class _Rounds:
     def _first_cg(self) -> list:
         return [self.cg.eq(0), self.cg_last.eq(self.bounds.cg_one)]
 
+    def _set_last_round(self, value) -> list:
+        return [flag.eq(value) for flag in self.last_round_copies]
+
     def reset(self, m: Module) -> None:
+        bounds = self.bounds
         m.d.sync += [self.kg.eq(0), *self._first_cg(), *self._first_r(), *self._first_s(),
-                     self.last_kg.eq(self.bounds.kg_m1 == 0), *self._group_start()]
+                     self.last_kg.eq(bounds.kg_m1 == 0), *self._group_start(),
+                     *self._set_last_round(bounds.s_one & bounds.r_one & bounds.cg_one)]
 
     def advance(self, m: Module, active: Signal) -> None:
         """Step to the next round (clearing ``active`` after the last)."""
         size, bounds = self.size, self.bounds
+        # the flags' next values, as the branches below set them, for the copies of their AND
+        s_last = Mux(self.step_s, self.s + 1 == bounds.s_m1, bounds.s_one)
+        r_last = Mux(self.step_s, self.r_last,
+                     Mux(self.step_r, self.r + 1 == bounds.r_m1, bounds.r_one))
+        cg_last = Mux(self.step_s | self.step_r, self.cg_last,
+                      Mux(self.step_cg, self.cg + 1 == bounds.cg_m1, bounds.cg_one))
+        m.d.sync += self._set_last_round(s_last & r_last & cg_last)
         with m.If(self.step_s):
             m.d.sync += [self.s.eq(self.s + 1), self.s_last.eq(self.s + 1 == bounds.s_m1)]
         with m.Elif(self.step_r):
