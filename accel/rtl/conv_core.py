@@ -346,17 +346,23 @@ class ConvCore(wiring.Component):
         # every counter a round's end steps
         round_end = Signal()
         # the next point of the raster (within a stripe or past it)
-        wrap = ox == bounds.out_w_m1
+        # whether ox (and the stripe's first sox) is the row's last: flags kept with them
+        # (``ox == out_w_m1`` in front of the next point's multiplexers was the 8x8 build's
+        # path at 90.96 MHz, into the stripe-start registers)
+        ox_last, sox_last = Signal(), Signal()
+        wrap = ox_last
         n_ox, n_oy = Mux(wrap, 0, ox + 1), Mux(wrap, oy + 1, oy)
+        n_ox_last = Mux(wrap, bounds.out_w_one, ox + 1 == bounds.out_w_m1)
         n_px = Mux(wrap, -cfg.pad_left, px + cfg.stride_x)
         n_py = Mux(wrap, py + cfg.stride_y, py)
         n_apy = Mux(wrap, a_py + row_step, a_py)
-        origin = [ox.eq(0), oy.eq(0), px.eq(-cfg.pad_left), py.eq(-cfg.pad_top),
-                  a_py.eq(-top_rows)]
-        stripe_origin = [sox.eq(0), soy.eq(0), spx.eq(-cfg.pad_left), spy.eq(-cfg.pad_top),
-                         sa_py.eq(-top_rows)]
+        origin = [ox.eq(0), ox_last.eq(bounds.out_w_one), oy.eq(0), px.eq(-cfg.pad_left),
+                  py.eq(-cfg.pad_top), a_py.eq(-top_rows)]
+        stripe_origin = [sox.eq(0), sox_last.eq(bounds.out_w_one), soy.eq(0),
+                         spx.eq(-cfg.pad_left), spy.eq(-cfg.pad_top), sa_py.eq(-top_rows)]
         with m.If(g_fire):
-            m.d.sync += [ox.eq(n_ox), oy.eq(n_oy), px.eq(n_px), py.eq(n_py), a_py.eq(n_apy),
+            m.d.sync += [ox.eq(n_ox), ox_last.eq(n_ox_last), oy.eq(n_oy), px.eq(n_px),
+                         py.eq(n_py), a_py.eq(n_apy),
                          p.eq(p + 1), round_end.eq(p + 1 == sd.in_stripe_m1)]
             with m.If(round_end):
                 m.d.sync += [p.eq(0), round_end.eq(sd.next_round_single)]
@@ -380,14 +386,14 @@ class ConvCore(wiring.Component):
                 # the 8x8 build's path at 85.85 MHz, 6.1 ns of routing, and with a copy of
                 # it, the last-round AND of three flags, at 70.52 MHz)
                 with m.If(~sd.last_round_copies[0]):
-                    m.d.sync += [ox.eq(sox), oy.eq(soy), px.eq(spx), py.eq(spy),
-                                 a_py.eq(sa_py)]
+                    m.d.sync += [ox.eq(sox), ox_last.eq(sox_last), oy.eq(soy), px.eq(spx),
+                                 py.eq(spy), a_py.eq(sa_py)]
                 with m.Elif(sd.last_stripe_copies[0]):      # a new kernel group
                     m.d.sync += origin
                 with m.If(sd.last_round_copies[1]):
                     with m.If(~sd.last_stripe_copies[1]):
-                        m.d.sync += [sox.eq(n_ox), soy.eq(n_oy), spx.eq(n_px), spy.eq(n_py),
-                                     sa_py.eq(n_apy)]
+                        m.d.sync += [sox.eq(n_ox), sox_last.eq(n_ox_last), soy.eq(n_oy),
+                                     spx.eq(n_px), spy.eq(n_py), sa_py.eq(n_apy)]
                     with m.Else():
                         m.d.sync += stripe_origin
                 sd.advance(m, running)
@@ -602,6 +608,7 @@ class _Bounds:
 
     def __init__(self, m: Module, cfg) -> None:
         self.out_w_m1 = Signal(SIZE_BITS, name="out_w_m1")
+        self.out_w_one = Signal(name="out_w_one")
         self.cg_m1 = Signal(SIZE_BITS, name="cg_m1")
         self.kg_m1 = Signal(SIZE_BITS, name="kg_m1")
         self.r_m1 = Signal(KERNEL_BITS, name="r_m1")
@@ -610,7 +617,8 @@ class _Bounds:
         # whether the tap and channel group counters have a single value
         self.s_one, self.r_one = Signal(name="s_one"), Signal(name="r_one")
         self.cg_one = Signal(name="cg_one")
-        m.d.sync += [self.out_w_m1.eq(cfg.out_w - 1), self.cg_m1.eq(cfg.channel_groups - 1),
+        m.d.sync += [self.out_w_m1.eq(cfg.out_w - 1), self.out_w_one.eq(cfg.out_w == 1),
+                     self.cg_m1.eq(cfg.channel_groups - 1),
                      self.kg_m1.eq(cfg.kernel_groups - 1), self.r_m1.eq(cfg.r - 1),
                      self.s_m1.eq(cfg.s - 1), self.h.eq(cfg.h), self.w.eq(cfg.w),
                      self.s_one.eq(cfg.s == 1), self.r_one.eq(cfg.r == 1),
