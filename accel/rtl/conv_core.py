@@ -678,44 +678,37 @@ class _Rounds:
         return [self.rest.eq(self.total), *self._set_last_stripe(self.first_is_last),
                 self.in_stripe_m1.eq(self.first_stripe - 1)]
 
-    def _first_s(self) -> list:
-        return [self.s.eq(0), self.s_last.eq(self.bounds.s_one)]
-
-    def _first_r(self) -> list:
-        return [self.r.eq(0), self.r_last.eq(self.bounds.r_one)]
-
-    def _first_cg(self) -> list:
-        return [self.cg.eq(0), self.cg_last.eq(self.bounds.cg_one)]
-
     def _set_last_round(self, value) -> list:
         return [flag.eq(value) for flag in self.last_round_copies]
 
     def reset(self, m: Module) -> None:
         bounds = self.bounds
-        m.d.sync += [self.kg.eq(0), *self._first_cg(), *self._first_r(), *self._first_s(),
-                     self.last_kg.eq(bounds.kg_m1 == 0), *self._group_start(),
+        m.d.sync += [self.kg.eq(0), self.cg.eq(0), self.r.eq(0), self.s.eq(0),
+                     self.cg_last.eq(bounds.cg_one), self.r_last.eq(bounds.r_one),
+                     self.s_last.eq(bounds.s_one), self.last_kg.eq(bounds.kg_m1 == 0),
+                     *self._group_start(),
                      *self._set_last_round(bounds.s_one & bounds.r_one & bounds.cg_one)]
 
     def advance(self, m: Module, active: Signal) -> None:
         """Step to the next round (clearing ``active`` after the last)."""
         size, bounds = self.size, self.bounds
-        # the flags' next values, as the branches below set them, for the copies of their AND
+        # the counters' last-value flags, worked out once for them and for the copies of
+        # their AND
         s_last = Mux(self.step_s, self.s + 1 == bounds.s_m1, bounds.s_one)
         r_last = Mux(self.step_s, self.r_last,
                      Mux(self.step_r, self.r + 1 == bounds.r_m1, bounds.r_one))
         cg_last = Mux(self.step_s | self.step_r, self.cg_last,
                       Mux(self.step_cg, self.cg + 1 == bounds.cg_m1, bounds.cg_one))
-        m.d.sync += self._set_last_round(s_last & r_last & cg_last)
+        m.d.sync += [self.s_last.eq(s_last), self.r_last.eq(r_last), self.cg_last.eq(cg_last),
+                     *self._set_last_round(s_last & r_last & cg_last)]
         with m.If(self.step_s):
-            m.d.sync += [self.s.eq(self.s + 1), self.s_last.eq(self.s + 1 == bounds.s_m1)]
+            m.d.sync += self.s.eq(self.s + 1)
         with m.Elif(self.step_r):
-            m.d.sync += [*self._first_s(), self.r.eq(self.r + 1),
-                         self.r_last.eq(self.r + 1 == bounds.r_m1)]
+            m.d.sync += [self.s.eq(0), self.r.eq(self.r + 1)]
         with m.Elif(self.step_cg):
-            m.d.sync += [*self._first_s(), *self._first_r(), self.cg.eq(self.cg + 1),
-                         self.cg_last.eq(self.cg + 1 == bounds.cg_m1)]
+            m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(self.cg + 1)]
         with m.Else():                                  # the stripe is over
-            m.d.sync += [*self._first_s(), *self._first_r(), *self._first_cg()]
+            m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(0)]
             with m.If(~self.last_stripe):               # it had `size` points
                 next_is_last = self._next_is_last
                 m.d.sync += [self.rest.eq(self.rest - size),
