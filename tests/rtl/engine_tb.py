@@ -66,8 +66,9 @@ def attach_memory(dut, rng: np.random.Generator | None = None, size: int = MEMOR
 
 
 async def check_bursts(dut) -> None:
-    """Fail on an AXI4 address that breaks the burst rules the engine must keep: at most
-    256 beats, none across a 4 KiB boundary, aligned to the bus word, INCR."""
+    """Fail on an AXI4 address that breaks the burst rules the engine must keep: none
+    across a 4 KiB boundary, aligned to the bus word, INCR (at most 256 beats is the
+    8-bit length field's own limit)."""
     width = len(dut.axi__rdata) // 8
     while True:
         await RisingEdge(dut.clk)
