@@ -150,6 +150,12 @@ def capacity(cfg: HwConfig) -> int:
 DSP_OPERAND_BITS, DSP_PRODUCT_BITS = 18, 36
 
 
+def use_ecp5_dsp(choice: bool | None, platform: object) -> bool:
+    """Whether a component multiplies in ECP5 sysDSP blocks: ``choice`` when given, else
+    when it is elaborated for an ECP5 platform."""
+    return choice if choice is not None else getattr(platform, "family", None) == "ecp5"
+
+
 def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal) -> None:
     """``product`` = ``a`` x ``b`` (signed) two cycles after ``a`` and ``b``, in an ECP5
     MULT18X18D: both operands through the block's input registers, the product through its
@@ -275,8 +281,7 @@ class Cmac(wiring.Component):
         # registers and output register, :func:`ecp5_multiply`).
         stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
                  for k in range(n_k)]
-        ecp5 = self.ecp5_dsp if self.ecp5_dsp is not None else \
-            getattr(platform, "family", None) == "ecp5"
+        ecp5 = use_ecp5_dsp(self.ecp5_dsp, platform)
         for k in range(n_k):
             for c in range(n_c):
                 if ecp5:

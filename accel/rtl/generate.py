@@ -52,6 +52,9 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
     # with a model of the primitive: tests/rtl/mult18x18d_model.v)
     "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),
+    # the post-processing pipeline as the ECP5 build has it, its products in MULT18X18D
+    # instances (the same model)
+    "postproc_ecp5": lambda cfg: PostProcessor(cfg, ecp5_dsp=True),
 }
 
 #: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory

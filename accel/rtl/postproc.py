@@ -20,11 +20,14 @@ Operands come from the ``cfg`` registers or, per stage and operand, from the
 beat (``ALU_SRC`` / ``MUL_SRC`` = memory).  ``cfg`` must hold from two cycles
 before an operation's first beat until its last beat is out.
 
-Pipeline (:class:`LaneDatapath`): 24 register stages, each at most one carry
+Pipeline (:class:`LaneDatapath`): 27 register stages, each at most one carry
 chain, one barrel shifter or one 18x18 product deep (for 100 MHz on an ECP5):
 the input beat; CACC truncation (round, shift, saturate); X1 and X2 (ALU
-compare and add, ALU choice, two for the product, round, shift, saturate and
-ReLU); CVT (subtract, two for the product, round, shift, saturate).  Every
+compare and add, ALU choice, three for the product, round, shift, saturate and
+ReLU); CVT (subtract, three for the product, round, shift, saturate).  The
+product's first two stages are a multiplier's operand and product registers: on
+ECP5 builds the sysDSP blocks' own (:func:`accel.rtl.cmac.ecp5_multiply`), so no
+route between the fabric and a DSP column shares a cycle with a multiplication.  Every
 stage moves every cycle; results wait in an output FIFO, and a beat enters
 only while the FIFO has room promised for it, so ``out``'s back-pressure never
 reaches the stages.  Saturation checks the bits above the range instead of
@@ -40,13 +43,14 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
+from accel.rtl.cmac import DSP_PRODUCT_BITS, ecp5_multiply, use_ecp5_dsp
 from accel.rtl.credits import credit_room
 
 ACC_BITS = 34                # CACC_PARSUM_WIDTH
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
 MAX_ALU_SHIFT = 40           # larger operand shifts saturate the same way
-X_STAGES = 7                 # an X stage: 2 of ALU, 2 of product, 2 of rounding shift, saturation
-STAGES = 1 + 3 + 2 * X_STAGES + 6    # the input register, CACC truncation, X1, X2, CVT
+X_STAGES = 8                 # an X stage: 2 of ALU, 3 of product, 2 of rounding shift, saturation
+STAGES = 1 + 3 + 2 * X_STAGES + 7    # the input register, CACC truncation, X1, X2, CVT
 
 
 class StageLayout(data.StructLayout):
@@ -161,10 +165,11 @@ class _Settings:
 
 class _Pipe:
     """Registers of one lane's pipeline: ``reg(name, value)`` is ``value`` one cycle
-    later (every stage moves every cycle)."""
+    later (every stage moves every cycle).  ``ecp5_dsp``: multiply in ECP5 sysDSP blocks
+    (:func:`product_stages`)."""
 
-    def __init__(self, m: Module, lane: int) -> None:
-        self.m, self.lane = m, lane
+    def __init__(self, m: Module, lane: int, ecp5_dsp: bool) -> None:
+        self.m, self.lane, self.ecp5_dsp = m, lane, ecp5_dsp
 
     def reg(self, name: str, value: Value, shape=None) -> Signal:
         sig = Signal(shape if shape is not None else Value.cast(value).shape(),
@@ -193,18 +198,34 @@ def shift_round_stages(p: _Pipe, name: str, x: Value, st: _Settings, no_shift: V
 
 
 def product_stages(p: _Pipe, name: str, x: Value, operand: Value) -> Value:
-    """``x * operand`` (``x`` up to 35 bits signed, ``operand`` 16 bits signed) in two
-    stages: two 18x18 products of ``x``'s low 17 bits (unsigned) and the rest, then their
-    sum.  Returns the product two cycles after ``x``."""
-    x = x.as_signed()
-    low = p.reg(f"{name}_lo", x[:17].as_unsigned() * operand.as_signed())
-    high = p.reg(f"{name}_hi", x[17:].as_signed() * operand.as_signed())
-    return p.reg(f"{name}_prod", (high << 17) + low, signed(len(x) + 16))
+    """``x * operand`` (``x`` up to 35 bits signed, ``operand`` 16 bits signed) in three
+    stages: the operands registered, two 18x18 products of ``x``'s low 17 bits (unsigned)
+    and the rest, then their sum.  With ``p.ecp5_dsp`` the first two are the registers of
+    two MULT18X18D blocks.  Returns the product three cycles after ``x``."""
+    x, operand = x.as_signed(), operand.as_signed()
+    parts = {"lo": x[:17].as_unsigned(), "hi": x[17:].as_signed()}
+    products = {}
+    for part, value in parts.items():
+        if p.ecp5_dsp:
+            products[part] = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_{part}_{p.lane}")
+            ecp5_multiply(p.m, f"{name}_{part}_dsp_{p.lane}", value, operand, products[part])
+        else:
+            products[part] = p.reg(f"{name}_{part}", p.reg(f"{name}_{part}_in", value)
+                                   * p.reg(f"{name}_{part}_op", operand))
+    return p.reg(f"{name}_prod", (products["hi"] << 17) + products["lo"],
+                 signed(len(x) + 16))
 
 
 class LaneDatapath(wiring.Component):
     """``lanes`` lanes of CACC scaling, SDP X1/X2 and CVT, all in parallel, one beat per
     cycle; see the module docstring.
+
+    Parameters
+    ----------
+    ecp5_dsp : bool, optional
+        Multiply in ECP5 MULT18X18D blocks with their registers (:func:`product_stages`);
+        default: when elaborated for an ECP5 platform.  ``True`` elsewhere needs a
+        simulation model of the primitive.
 
     Attributes
     ----------
@@ -215,8 +236,8 @@ class LaneDatapath(wiring.Component):
     out : ``Out(stream.Signature(ResultLayout(cfg, lanes)))``
     """
 
-    def __init__(self, cfg: HwConfig, lanes: int) -> None:
-        self.hw, self.lanes = cfg, lanes
+    def __init__(self, cfg: HwConfig, lanes: int, ecp5_dsp: bool | None = None) -> None:
+        self.hw, self.lanes, self.ecp5_dsp = cfg, lanes, ecp5_dsp
         super().__init__({
             "cfg": In(ConfigLayout()),
             "inp": In(stream.Signature(BeatLayout(cfg, lanes))),
@@ -237,12 +258,12 @@ class LaneDatapath(wiring.Component):
                      Mux(st.alu_algo == ALU_MIN, Mux(less, x, alu_op), total))
         a = p.reg(f"{name}_alu", Mux(st.bypass | st.alu_bypass, x, result), signed(34))
         mul_op = p.carry(f"{name}_mulop", {"v": mul_op}, 2)["v"]
-        # the multiplier (2 stages); beside it, what the shift takes instead of the product:
+        # the multiplier (3 stages); beside it, what the shift takes instead of the product:
         # x itself when the multiplier is bypassed (truncation only) or PReLU passes x >= 0
         product = product_stages(p, f"{name}_mul", a, mul_op)
         passes = st.prelu & (a >= 0)
         flags = p.carry(f"{name}_f", {"a": a, "take_x": st.mul_bypass | passes,
-                                      "no_shift": ~st.mul_bypass & passes}, 2)
+                                      "no_shift": ~st.mul_bypass & passes}, 3)
         z = Mux(flags["take_x"], flags["a"], product)
         # shift with rounding (3 stages, see shift_round_stages), then saturate and ReLU
         shifted = shift_round_stages(p, name, z, s, flags["no_shift"], len(product))
@@ -253,6 +274,7 @@ class LaneDatapath(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        ecp5 = use_ecp5_dsp(self.ecp5_dsp, platform)
         # the beat, registered as it comes in (the stages after it start from registers)
         beat = Signal(BeatLayout(self.hw, self.lanes))
         m.d.sync += beat.eq(self.inp.payload)
@@ -284,7 +306,7 @@ class LaneDatapath(wiring.Component):
         m.d.comb += results.w_data.eq(out)
 
         for k in range(self.lanes):
-            p = _Pipe(m, k)
+            p = _Pipe(m, k, ecp5)
             # operands: register or memory, the ALU's shifted and saturated (2 stages)
             ops = {}
             for x, a_name, m_name in (("x1", "alu1", "mul1"), ("x2", "alu2", "mul2")):
@@ -302,7 +324,7 @@ class LaneDatapath(wiring.Component):
             x1 = self._x_stage(p, "x1", cfg.x1, mul_s["x1"], t, x1_ops["alu"], x1_ops["mul"])
             x2_ops = p.carry("x2_ops", ops["x2"], 1 + X_STAGES)
             x2 = self._x_stage(p, "x2", cfg.x2, mul_s["x2"], x1, x2_ops["alu"], x2_ops["mul"])
-            # CVT: subtract, product (2 stages), round and shift (2), saturate
+            # CVT: subtract, product (3 stages), round and shift (2), saturate
             diff = p.reg("cvt_sub", x2 - cfg.cvt_offset, signed(33))
             prod = product_stages(p, "cvt_mul", diff, cfg.cvt_scale)
             cvt = shift_round_stages(p, "cvt", prod, cvt_s, Const(0), len(prod))
@@ -317,7 +339,8 @@ class PostProcessor(wiring.Component):
     :func:`lanes_per_cycle` lanes a cycle (``atomic_k / lanes_per_cycle`` cycles per
     beat; all lanes at once where SDP keeps up with the MAC array).  A beat is taken into
     registers whose lane groups enter the datapath one a cycle (the next beat is taken as
-    the last group goes in); results are gathered into an output beat.
+    the last group goes in); results are gathered into an output beat.  ``ecp5_dsp``: as
+    for :class:`LaneDatapath`.
 
     Attributes
     ----------
@@ -327,8 +350,8 @@ class PostProcessor(wiring.Component):
     out : ``Out(stream.Signature(ResultLayout(cfg)))``
     """
 
-    def __init__(self, cfg: HwConfig) -> None:
-        self.hw = cfg
+    def __init__(self, cfg: HwConfig, ecp5_dsp: bool | None = None) -> None:
+        self.hw, self.ecp5_dsp = cfg, ecp5_dsp
         self.lanes = lanes_per_cycle(cfg)
         super().__init__({
             "cfg": In(ConfigLayout()),
@@ -339,7 +362,7 @@ class PostProcessor(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         n, k = self.lanes, self.hw.atomic_k
-        m.submodules.lanes = dp = LaneDatapath(self.hw, n)
+        m.submodules.lanes = dp = LaneDatapath(self.hw, n, self.ecp5_dsp)
         m.d.comb += dp.cfg.eq(self.cfg)
         if n == k:
             wiring.connect(m, wiring.flipped(self.inp), dp.inp)
