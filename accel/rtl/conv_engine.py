@@ -216,6 +216,13 @@ class ConvEngine(wiring.Component):
         groups_left = Signal.like(op.kernel_groups)  # kernel groups still to count in
         kick = Signal()                          # the DMAs start: the cycle after the latch
         m.d.sync += kick.eq(0)
+        # the units' completion (the COMPLETE state's one cycle), a register per unit
+        # (``keep``) set as the state machine moves there: each fans out to its unit's
+        # consumer pointer copies in the CSB file (from a decode of the state, one net to
+        # all of them, the 8x8 build's path at 83.56 MHz, 12.0 ns, 10.7 of routing)
+        done = {unit: Signal(name=f"done_{port_name(unit)}", attrs={"keep": 1})
+                for unit in (*OP_UNITS, "NVDLA_SDP_RDMA")}
+        m.d.sync += [flag.eq(0) for flag in done.values()]
         # the latch: a cycle after the units are found enabled while idle, from a register
         # (one copy per few latched fields, ``keep``: not merged), so that the enable of a
         # thousand flip-flops is neither the logic that finds the units enabled nor one net
@@ -269,6 +276,9 @@ class ConvEngine(wiring.Component):
                 with m.If(core.out.valid & core.out.ready):
                     m.d.sync += outputs.eq(outputs - 1)
                 with m.If((outputs == 0) & fetch.done & wdma.idle):
+                    m.d.sync += [flag.eq(1) for unit, flag in done.items()
+                                 if unit in OP_UNITS]
+                    m.d.sync += done["NVDLA_SDP_RDMA"].eq(with_rdma)
                     m.next = "COMPLETE"
             with m.State("COMPLETE"):           # the units finish together
                 m.next = "IDLE"
@@ -277,7 +287,6 @@ class ConvEngine(wiring.Component):
         # Icarus never evaluates those before the state first changes)
         m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick),
                      core.start.eq(fsm.ongoing("FETCH") & fetch.ready)]
-        m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(fsm.ongoing("COMPLETE"))
-                     for unit in OP_UNITS]
-        m.d.comb += csb.sdp_rdma_done.eq(fsm.ongoing("COMPLETE") & with_rdma)
+        m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(flag)
+                     for unit, flag in done.items()]
         return m
