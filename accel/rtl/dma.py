@@ -356,11 +356,17 @@ class ConvFetch(wiring.Component):
             m.d.sync += level.eq(level + step_level)
         # the entry after this one.  Whether each counter is at its last value is a flag
         # kept with it (a comparison of registers when the counter moves), so the next
-        # entry's size and group end come from flags, not from chained comparisons
+        # entry's size and group end come from flags, not from chained comparisons; the
+        # group counters also keep whether their next value is the last (``*_next_last``:
+        # compared as the counter moved, ``wcg + 1 == cg_m1`` and the like were the 8x8
+        # build's path at 85.09 MHz, from the entry's size through the write decision into
+        # the next size, 11 logic steps)
         s_m1, r_m1, cg_m1, kg_m1 = (Signal(KERNEL_BITS), Signal(KERNEL_BITS),
                                     Signal(SIZE_BITS), Signal(SIZE_BITS))
         k_last_m1 = Signal(SIZE_BITS)
         ws_last, wr_last, wcg_last, wkg_last = Signal(), Signal(), Signal(), Signal()
+        wcg_next_last, wkg_next_last = Signal(), Signal()
+        cg_one, cg_two = Signal(), Signal()         # the operation's channel groups: 1, 2
         n_wkk, n_wcg_last, n_wkg_last = Signal.like(wkk), Signal(), Signal()
         last_entry = Signal()
         m.d.comb += [n_wkk.eq(Mux(group_end, 0, wkk + 1)), n_wcg_last.eq(wcg_last),
@@ -375,16 +381,18 @@ class ConvFetch(wiring.Component):
                 with m.Elif(~wr_last):
                     m.d.sync += first + [wr.eq(wr + 1), wr_last.eq(wr + 1 == r_m1)]
                 with m.Elif(~wcg_last):
-                    m.d.comb += n_wcg_last.eq(wcg + 1 == cg_m1)
+                    m.d.comb += n_wcg_last.eq(wcg_next_last)
                     m.d.sync += first + [wr.eq(0), wr_last.eq(r_m1 == 0), wcg.eq(wcg + 1),
-                                         wcg_last.eq(n_wcg_last)]
+                                         wcg_last.eq(n_wcg_last),
+                                         wcg_next_last.eq(wcg + 2 == cg_m1)]
                 with m.Else():
-                    m.d.comb += n_wcg_last.eq(cg_m1 == 0)
+                    m.d.comb += n_wcg_last.eq(cg_one)
                     m.d.sync += first + [wr.eq(0), wr_last.eq(r_m1 == 0), wcg.eq(0),
-                                         wcg_last.eq(n_wcg_last)]
+                                         wcg_last.eq(n_wcg_last), wcg_next_last.eq(cg_two)]
                     with m.If(~wkg_last):
-                        m.d.comb += n_wkg_last.eq(wkg + 1 == kg_m1)
-                        m.d.sync += [wkg.eq(wkg + 1), wkg_last.eq(n_wkg_last)]
+                        m.d.comb += n_wkg_last.eq(wkg_next_last)
+                        m.d.sync += [wkg.eq(wkg + 1), wkg_last.eq(n_wkg_last),
+                                     wkg_next_last.eq(wkg + 2 == kg_m1)]
             m.d.sync += [nc.eq(Mux(n_wcg_last, c_last, n_c)),
                          group_end.eq(Mux(n_wkg_last, n_wkk == k_last_m1, n_wkk == n_k - 1))]
             with m.If(last_entry):
@@ -488,6 +496,10 @@ class ConvFetch(wiring.Component):
                                  ws_last.eq(cfg.s == 1), wr_last.eq(cfg.r == 1),
                                  wcg_last.eq(cfg.channel_groups == 1),
                                  wkg_last.eq(cfg.kernel_groups == 1),
+                                 cg_one.eq(cfg.channel_groups == 1),
+                                 cg_two.eq(cfg.channel_groups == 2),
+                                 wcg_next_last.eq(cfg.channel_groups == 2),
+                                 wkg_next_last.eq(cfg.kernel_groups == 2),
                                  nc.eq(Mux(cfg.channel_groups == 1, c_last_now, n_c)),
                                  group_end.eq(Mux(cfg.kernel_groups == 1, k_last_now == 1,
                                                   n_k == 1))]
