@@ -156,13 +156,15 @@ def use_ecp5_dsp(choice: bool | None, platform: object) -> bool:
     return choice if choice is not None else getattr(platform, "family", None) == "ecp5"
 
 
-def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal) -> None:
+def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal,
+                  b_enable: Value | None = None) -> None:
     """``product`` = ``a`` x ``b`` (signed) two cycles after ``a`` and ``b``, in an ECP5
     MULT18X18D: both operands through the block's input registers, the product through its
     output register.  The same timing as a register on each operand and one on the
     product in fabric, without the routes from fabric registers into the DSP column and
     back in the cycle of the multiplication.  (nextpnr times a block with one input
-    registered and the other not as if neither were.)"""
+    registered and the other not as if neither were.)  ``b_enable``: ``b``'s register
+    takes ``b`` only in cycles where it is 1 (on the block's CE1) and holds otherwise."""
     a18 = Signal(signed(DSP_OPERAND_BITS), name=f"{name}_a")
     b18 = Signal(signed(DSP_OPERAND_BITS), name=f"{name}_b")
     p36 = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_p")
@@ -173,10 +175,12 @@ def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal) -> 
     ports.update({f"o_P{i}": p36[i] for i in range(DSP_PRODUCT_BITS)})
     ports.update({f"i_CE{i}": 1 for i in range(4)})
     ports.update({f"i_RST{i}": 0 for i in range(4)})
+    if b_enable is not None:
+        ports["i_CE1"] = b_enable
     m.submodules[name] = Instance(
         "MULT18X18D",
         p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
-        p_GSR="DISABLED",
+        p_REG_INPUTB_CE="CE0" if b_enable is None else "CE1", p_GSR="DISABLED",
         i_CLK0=ClockSignal("sync"), i_SIGNEDA=1, i_SIGNEDB=1, i_SOURCEA=0, i_SOURCEB=0,
         **ports)
 
@@ -258,12 +262,13 @@ class Cmac(wiring.Component):
             # earlier cycles) active for itself and the atoms after it.  The swap is a
             # register per cell (``keep``), each beside its cell's multipliers.
             loaded = [Signal.like(weights[k], name=f"shadow_{k}") for k in range(n_k)]
+            swaps = []
             for k in range(n_k):
                 with m.If(w_take & (wbeat.kernel == k)):
                     m.d.sync += [loaded[k][c].eq(beat[c]) for c in range(n_c)]
-                swap = Signal(name=f"swap_k{k}", attrs={"keep": 1})
-                m.d.sync += swap.eq(take & self.data.payload.swap)
-                with m.If(swap):
+                swaps.append(Signal(name=f"swap_k{k}", attrs={"keep": 1}))
+                m.d.sync += swaps[k].eq(take & self.data.payload.swap)
+                with m.If(swaps[k]):
                     m.d.comb += w_next[k].eq(loaded[k])
         else:
             for k in range(n_k):
@@ -284,6 +289,14 @@ class Cmac(wiring.Component):
         ecp5 = use_ecp5_dsp(self.ecp5_dsp, platform)
         for k in range(n_k):
             for c in range(n_c):
+                if ecp5 and self.shadow:
+                    # the block's weight register is the active kernel: it takes the shadow
+                    # on a swap (its CE1) and holds otherwise, so no multiplexer between a
+                    # fabric register and the block (from the swap through one, the 8x8
+                    # build's path at 78.11 MHz: 12.0 ns of routing)
+                    ecp5_multiply(m, f"mult_k{k}_c{c}", lanes[c], loaded[k][c], stage[k][c],
+                                  b_enable=swaps[k])
+                    continue
                 if ecp5:
                     ecp5_multiply(m, f"mult_k{k}_c{c}", lanes[c], w_next[k][c], stage[k][c])
                     continue

@@ -139,8 +139,9 @@ class ConvCore(wiring.Component):
     """
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
-                 weight_entries: int = 2048, operand_entries: int = 64) -> None:
-        self.hw, self.points = cfg, points
+                 weight_entries: int = 2048, operand_entries: int = 64,
+                 ecp5_dsp: bool | None = None) -> None:
+        self.hw, self.points, self.ecp5_dsp = cfg, points, ecp5_dsp
         self.feature_entries, self.weight_entries = feature_entries, weight_entries
         self.operand_entries = operand_entries
         super().__init__({
@@ -160,9 +161,9 @@ class ConvCore(wiring.Component):
         m = Module()
         hw, cfg = self.hw, self.cfg
         n_c, n_k = hw.atomic_c, hw.atomic_k
-        m.submodules.cmac = cmac = Cmac(hw, shadow=True)
+        m.submodules.cmac = cmac = Cmac(hw, shadow=True, ecp5_dsp=self.ecp5_dsp)
         m.submodules.cacc = cacc = Accumulator(hw, self.points)
-        m.submodules.post = post = PostProcessor(hw)
+        m.submodules.post = post = PostProcessor(hw, ecp5_dsp=self.ecp5_dsp)
         atom = data.ArrayLayout(signed(8), n_c)
         m.submodules.fmem = fmem = memory.Memory(shape=atom, depth=self.feature_entries,
                                                  init=[])

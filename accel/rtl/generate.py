@@ -55,6 +55,8 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     # the post-processing pipeline as the ECP5 build has it, its products in MULT18X18D
     # instances (the same model)
     "postproc_ecp5": lambda cfg: PostProcessor(cfg, ecp5_dsp=True),
+    # the conv core with both (the CMAC's shadow kernels in the blocks' weight registers)
+    "conv_ecp5": lambda cfg: ConvCore(cfg, ecp5_dsp=True),
 }
 
 #: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory

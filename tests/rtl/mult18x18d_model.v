@@ -3,8 +3,10 @@
 // FPGA build has it; yosys ships the primitive only as a black box.  Written from the
 // ECP5 sysDSP usage guide (Lattice TN1267): P = A x B, each operand signed when its
 // SIGNED pin is 1; A (with SIGNEDA), B (with SIGNEDB) and P each go through a register
-// when the REG_..._CLK parameter names a clock.  Only CLK0/CE0/RST0 and synchronous reset
-// are modelled; any other setting stops the simulation.
+// when the REG_..._CLK parameter names a clock, taking a new value only while the clock
+// enable its REG_..._CE parameter names is 1.  Only CLK0, RST0, synchronous reset and the
+// enables CE0 (every register) and CE1 (B's) are modelled; any other setting stops the
+// simulation.
 `timescale 1ns/1ps
 module MULT18X18D (
     input A17, A16, A15, A14, A13, A12, A11, A10, A9, A8, A7, A6, A5, A4, A3, A2, A1, A0,
@@ -38,7 +40,8 @@ module MULT18X18D (
                 || (REG_INPUTB_CLK != "NONE" && REG_INPUTB_CLK != "CLK0")
                 || (REG_OUTPUT_CLK != "NONE" && REG_OUTPUT_CLK != "CLK0")
                 || REG_PIPELINE_CLK != "NONE" || RESETMODE != "SYNC"
-                || REG_INPUTA_CE != "CE0" || REG_INPUTB_CE != "CE0" || REG_OUTPUT_CE != "CE0"
+                || REG_INPUTA_CE != "CE0" || REG_OUTPUT_CE != "CE0"
+                || (REG_INPUTB_CE != "CE0" && REG_INPUTB_CE != "CE1")
                 || REG_INPUTA_RST != "RST0" || REG_INPUTB_RST != "RST0"
                 || REG_OUTPUT_RST != "RST0") begin
             $display("MULT18X18D model: a setting outside the modelled subset");
@@ -46,11 +49,17 @@ module MULT18X18D (
         end
     end
 
+    wire ce_b = REG_INPUTB_CE == "CE1" ? CE1 : CE0;
     always @(posedge CLK0) begin
         if (RST0) begin
             a_reg <= 0; sa_reg <= 0; b_reg <= 0; sb_reg <= 0;
-        end else if (CE0) begin
-            a_reg <= a_in; sa_reg <= SIGNEDA; b_reg <= b_in; sb_reg <= SIGNEDB;
+        end else begin
+            if (CE0) begin
+                a_reg <= a_in; sa_reg <= SIGNEDA;
+            end
+            if (ce_b) begin
+                b_reg <= b_in; sb_reg <= SIGNEDB;
+            end
         end
     end
     wire [17:0] a = REG_INPUTA_CLK == "NONE" ? a_in : a_reg;
