@@ -116,8 +116,11 @@ class ConvEngine(wiring.Component):
         op = Signal(ConvConfigLayout())
         m.d.comb += core.cfg.eq(op)
         csc, sdp = "NVDLA_CSC", "NVDLA_SDP"
-        c = field(csc, "D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT") + 1
-        k = field(csc, "D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL") + 1
+        # the registers hold sizes minus one; the group counts from those directly (from the
+        # sizes, two adders more before the latch)
+        c_m1 = field(csc, "D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT")
+        k_m1 = field(csc, "D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL")
+        c, k = c_m1 + 1, k_m1 + 1
         ow = field(csc, "D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1
         oh = field(csc, "D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1
         shift_c, shift_k = hw.atomic_c.bit_length() - 1, hw.atomic_k.bit_length() - 1
@@ -135,8 +138,8 @@ class ConvEngine(wiring.Component):
             op.pad_top.eq(field(csc, "D_ZERO_PADDING", "PAD_TOP")),
             op.pad_value.eq(field(csc, "D_ZERO_PADDING_VALUE", "PAD_VALUE")),
             op.out_w.eq(ow), op.out_h.eq(oh),
-            op.channel_groups.eq(((c - 1) >> shift_c) + 1),
-            op.kernel_groups.eq(((k - 1) >> shift_k) + 1),
+            op.channel_groups.eq((c_m1 >> shift_c) + 1),
+            op.kernel_groups.eq((k_m1 >> shift_k) + 1),
             op.post.truncate.eq(field("NVDLA_CACC", "D_CLIP_CFG", "CLIP_TRUNCATE")),
             op.post.cvt_offset.eq(field("NVDLA_SDP", "D_CVT_OFFSET", "CVT_OFFSET")),
             op.post.cvt_scale.eq(field("NVDLA_SDP", "D_CVT_SCALE", "CVT_SCALE")),
@@ -184,8 +187,8 @@ class ConvEngine(wiring.Component):
             fc.w.eq(field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_WIDTH_EXT") + 1),
             fc.r.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_HEIGHT_EXT") + 1),
             fc.s.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1),
-            fc.channel_groups.eq(((c - 1) >> shift_c) + 1),
-            fc.kernel_groups.eq(((k - 1) >> shift_k) + 1),
+            fc.channel_groups.eq((c_m1 >> shift_c) + 1),
+            fc.kernel_groups.eq((k_m1 >> shift_k) + 1),
             fc.weight_addr.eq(field(cdma, "D_WEIGHT_ADDR_LOW")),
             fc.weight_bytes.eq(field(cdma, "D_WEIGHT_BYTES")),
         ]
