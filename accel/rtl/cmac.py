@@ -29,7 +29,9 @@ Pipeline (latency ``3 + log2(atomic_c)`` cycles to the output FIFO)::
 
 On ECP5 builds the copies and the products are the registers of the sysDSP
 blocks themselves (input registers, output register: :func:`ecp5_multiply`; the
-weights go in a cycle ahead, from what the kernel registers take next).
+weights go in a cycle ahead, from what the kernel registers take next; with
+shadow kernels the blocks' weight registers are the active kernels, taking the
+shadow bank on a swap and holding otherwise).
 
 The input register and its copies cut the broadcast of each lane to ``atomic_k``
 multipliers (spread over the DSP columns) from the multipliers: each cell's copy
