@@ -74,10 +74,10 @@ PSUM_BUFFER = 4
 #: the sender's queue of atoms between its generator and the feature memory (enough for
 #: the generator's credit loop to send an atom every cycle)
 QUEUE = 8
-#: the weight beats read, waiting for the MAC array: a beat's credit comes back four
-#: cycles after its read (memory, FIFO, array, the credit's register), so four keep a beat
-#: a cycle flowing
-BEATS = 4
+#: the weight beats read, waiting for the MAC array: a beat's credit comes back five
+#: cycles after its read (memory, the read data's register, FIFO, array, the credit's
+#: register), so five keep a beat a cycle flowing
+BEATS = 5
 
 
 class ConvConfigLayout(data.StructLayout):
@@ -309,9 +309,14 @@ class ConvCore(wiring.Component):
                 with m.If(lw.last_round & lw.last_stripe):
                     m.d.sync += w_group.eq(w_base + n_k)
                 lw.advance(m, loading)
+        # the read data into a register first (from the block RAMs' outputs, 5.8 ns after
+        # the clock, through their multiplexer across the die into the FIFO was the 8x8
+        # build's path at 83.65 MHz), the beat's other fields and its valid along with it
+        w_data, w_in_reg, w_meta_reg = Signal(atom), Signal(), Signal(beat)
+        m.d.sync += [w_data.eq(w_rd.data), w_in_reg.eq(w_read), w_meta_reg.eq(w_meta)]
         beat_in = Signal(beat)
-        m.d.comb += [beat_in.eq(w_meta), beat_in.data.eq(w_rd.data),
-                     beats.w_en.eq(w_read), beats.w_data.eq(beat_in)]
+        m.d.comb += [beat_in.eq(w_meta_reg), beat_in.data.eq(w_data),
+                     beats.w_en.eq(w_in_reg), beats.w_data.eq(beat_in)]
         loaded = w_accepted & head_beat.last
 
         # ---- the atom sender ----------------------------------------------------------
@@ -482,7 +487,8 @@ class ConvCore(wiring.Component):
                          send_room.eq(1)]
             sd.reset(m)
         m.d.comb += self.busy.eq((prep != 0) | running | s1_valid | s2_valid | queue.r_rdy
-                                 | h_valid | d_valid | loading | w_read | beats.r_rdy)
+                                 | h_valid | d_valid | loading | w_read | w_in_reg
+                                 | beats.r_rdy)
 
         # ---- into the MAC array ------------------------------------------------------
         m.d.comb += [
