@@ -557,15 +557,17 @@ class ConvCore(wiring.Component):
             # w_rdy, a comparison of its level, was the start of the conv core's critical
             # path back through CACC's stages)
             d_taken = Signal()
-            # whether SDP may take a beat: a register worked out from the buffer's next
-            # level and the operands' next settle count (the buffer's own flag, a
-            # comparison of its level, was the 8x8 build's critical path at 70.39 MHz,
-            # into every register of the beat, 14.2 ns; an AND of two registers, ops_ok's
-            # route into the take at 82.73 MHz, 12.1 ns)
+            # whether SDP may take a beat: a register (the buffer's own flag, a comparison
+            # of its level, was the 8x8 build's critical path at 70.39 MHz, into every
+            # register of the beat, 14.2 ns; an AND of two registers, ops_ok's route into
+            # the take at 82.73 MHz, 12.1 ns).  SDP takes a beat every n_k / lanes >= 2
+            # cycles, so it is never ready in the cycle after a take: the flag need only be
+            # right in cycles after none, where the level has not gone down and the settle
+            # count has not restarted, and SDP's ready stays out of it (through the
+            # level's adder into the flag it was the path at 86.38 MHz, 11.6 ns)
             filled, offered = Signal(range(self.points + 1)), Signal()
             d_given = dbuf.r_en & offered
-            after = filled + d_taken - d_given
-            m.d.sync += filled.eq(after)
+            m.d.sync += filled.eq(filled + d_taken - d_given)
             m.d.comb += [cacc.sum.ready.eq(credit_room(m, self.points, d_taken, d_given,
                                                        name="sum_credits", late_give=True)),
                          d_taken.eq(cacc.sum.valid & cacc.sum.ready)]
@@ -606,7 +608,7 @@ class ConvCore(wiring.Component):
         if post.lanes == n_k:
             m.d.sync += ops_ok.eq(settle_next == 0)
         else:
-            m.d.sync += offered.eq((after != 0) & (settle_next == 0))
+            m.d.sync += offered.eq((d_taken | (filled != 0)) & ~self.start & (settle <= 1))
         m.d.comb += o_rd.addr.eq(out_kg)
         for name in ("alu1", "mul1", "alu2", "mul2"):
             m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(ops, name)[i])
