@@ -190,8 +190,6 @@ class ConvCore(wiring.Component):
         total = Signal(2 * SIZE_BITS)               # output points
         total_m1 = Signal(2 * SIZE_BITS)
         size = Signal(range(self.points + 1))       # points of a full stripe
-        first_stripe = Signal(range(self.points + 1))   # points of a kernel group's first
-        first_is_last = Signal()                    # ... and whether it is its last
         surface = Signal(a_bits)                    # h * w: the entries of a channel group
         row_step = Signal(a_bits)                   # stride_y * w
         tap_row_step = Signal(a_bits)               # dilation_y * w
@@ -224,9 +222,9 @@ class ConvCore(wiring.Component):
             with m.If(prep == PREP - 1):
                 m.d.sync += result.eq(product)
         with m.If(prep == PREP - 2):
-            m.d.sync += [total_m1.eq(total - 1), first_is_last.eq(total <= size),
-                         first_stripe.eq(Mux(total <= size, total, size))]
+            m.d.sync += total_m1.eq(total - 1)
         bounds = _Bounds(m, cfg)
+        stripes = _Stripes(m, total, size)
 
         # The generators wait for each other by round.  Their differences stay small, so
         # small counters hold them instead of round numbers to compare:
@@ -244,7 +242,7 @@ class ConvCore(wiring.Component):
         # the last kernel group only its ``k_last`` real ones: the others are loaded as
         # zeros (masked beats) in the first round of each stripe and stay zero in the
         # shadow bank, which no later beat of the stripe overwrites.
-        lw = _Rounds(m, "load", bounds, total, size, first_stripe, first_is_last)
+        lw = _Rounds(m, "load", bounds, stripes)
         k = Signal(range(n_k))
         kernels_m1 = Signal(range(n_k))   # beats of this round - 1
         m.d.comb += kernels_m1.eq(Mux(lw.last_kg & ~lw.first_round, k_last - 1, n_k - 1))
@@ -326,7 +324,7 @@ class ConvCore(wiring.Component):
         # runs while the queue has room promised (credits), so the MAC array's back-pressure
         # never reaches it.  The queue's head is read from the feature memory once its
         # round's kernels are loaded or loading and its pixel is padding or in memory.
-        sd = _Rounds(m, "send", bounds, total, size, first_stripe, first_is_last)
+        sd = _Rounds(m, "send", bounds, stripes)
         p = Signal(range(self.points))
         oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS)
         soy, sox = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the stripe's first point
@@ -481,7 +479,7 @@ class ConvCore(wiring.Component):
                          read_parity.eq(0), started_parity.eq(0)]
             lw.reset(m)
         with m.If(begin["send"]):
-            m.d.sync += [running.eq(1), p.eq(0), round_end.eq(first_stripe == 1),
+            m.d.sync += [running.eq(1), p.eq(0), round_end.eq(stripes.first_single),
                          tx.eq(0), ty.eq(0), a_cg.eq(0),
                          a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c), *origin, *stripe_origin,
                          send_room.eq(1)]
@@ -640,24 +638,57 @@ class _Bounds:
                      self.cg_one.eq(cfg.channel_groups == 1)]
 
 
+class _Stripes:
+    """What the round generators need of a kernel group's stripes, as registers of
+    ``total`` (output points) and ``size`` (points of a full stripe), which hold from the
+    core's PREP cycles on; each follows them a cycle later, within PREP (the generators
+    start at its end)."""
+
+    def __init__(self, m: Module, total: Signal, size: Signal) -> None:
+        self.size = size
+        self.first = Signal.like(size, name="first_stripe")        # its points
+        self.first_is_last = Signal(name="first_stripe_is_last")
+        self.first_single = Signal(name="first_stripe_single")     # it has one point
+        self.second_single = Signal(name="second_stripe_single")   # the next has one
+        self.size_one = Signal(name="stripe_size_one")
+        # the group's first values of the generators' look-ahead counts (see _Rounds)
+        self.rest1 = Signal(signed(2 * SIZE_BITS + 1), name="first_rest1")
+        self.rest2_m1 = Signal(signed(2 * SIZE_BITS + 2), name="first_rest2_m1")
+        fits = total <= size
+        m.d.sync += [self.first.eq(Mux(fits, total, size)), self.first_is_last.eq(fits),
+                     self.first_single.eq(Mux(fits, total == 1, size == 1)),
+                     self.second_single.eq(Mux(total <= (size << 1), total == size + 1,
+                                               size == 1)),
+                     self.size_one.eq(size == 1),
+                     self.rest1.eq(total - size), self.rest2_m1.eq(total - (size << 1) - 1)]
+
+
 class _Rounds:
     """The round counters one generator walks: kernel group, stripe of output points,
-    channel group, kernel tap; ``advance`` steps to the next round.  ``rest`` counts the
-    points from the stripe's first to the kernel group's last; the stripe's length
-    (``in_stripe_m1`` + 1) and whether it is the group's last are registers, worked out
-    when the stripe before ends."""
+    channel group, kernel tap; ``advance`` steps to the next round.
 
-    def __init__(self, m: Module, name: str, bounds: _Bounds, total: Signal,
-                 size: Signal, first_stripe: Signal, first_is_last: Signal) -> None:
-        self.bounds, self.total, self.size = bounds, total, size
-        self.first_stripe, self.first_is_last = first_stripe, first_is_last
+    A kernel group's stripes have ``size`` points but its last, which has the points left.
+    Of the points from the stripe's first to the group's last (``rest``) the generator
+    keeps look-ahead counts, ``rest1`` = rest - size and ``rest2_m1`` = rest - 2 * size - 1
+    (the next stripe is the group's last when it is negative), and from them, as the
+    stripe starts, registers of its length (``in_stripe_m1`` + 1), whether it is the
+    group's last, whether it has a single point and whether the next one has: the flag of
+    a round's last point then takes its next value from flip-flops (``rest`` itself, its
+    subtraction and comparison into that flag were the reduced build's critical path at
+    97.51 MHz, 35 logic steps)."""
+
+    def __init__(self, m: Module, name: str, bounds: _Bounds, stripes: _Stripes) -> None:
+        self.bounds, self.stripes, self.size = bounds, stripes, stripes.size
         self.kg = Signal(SIZE_BITS, name=f"{name}_kg")
         self.cg = Signal(SIZE_BITS, name=f"{name}_cg")
         self.r = Signal(KERNEL_BITS, name=f"{name}_r")
         self.s = Signal(KERNEL_BITS, name=f"{name}_s")
         self.last_kg = Signal(name=f"{name}_last_kg")
-        self.rest = Signal(2 * SIZE_BITS, name=f"{name}_rest")
-        self.in_stripe_m1 = Signal.like(size, name=f"{name}_points_m1")
+        self.rest1 = Signal.like(stripes.rest1, name=f"{name}_rest1")
+        self.rest2_m1 = Signal.like(stripes.rest2_m1, name=f"{name}_rest2_m1")
+        self.in_stripe_m1 = Signal.like(stripes.size, name=f"{name}_points_m1")
+        self.single = Signal(name=f"{name}_single")          # in_stripe_m1 == 0
+        self.next_single = Signal(name=f"{name}_next_single")   # of the stripe after it
         self.last_stripe = Signal(name=f"{name}_last_stripe")
         # copies of it and of ``last_round`` as registers, for wide registers' selects
         # (``keep``: the flag's net to all of them was a critical path, and then the three
@@ -679,19 +710,18 @@ class _Rounds:
         self.step_cg = self.s_last & self.r_last & ~self.cg_last
         # whether the round after this one has a single point (in_stripe_m1 == 0 after
         # ``advance``), for a generator's flag of its round's last point
-        self._next_is_last = self.rest <= (size << 1)
-        self.next_round_single = Mux(
-            ~self.last_round, self.in_stripe_m1 == 0,
-            Mux(~self.last_stripe,
-                Mux(self._next_is_last, self.rest - size == 1, size == 1),
-                first_stripe == 1))
+        self.next_round_single = Mux(self.last_round, self.next_single, self.single)
 
     def _set_last_stripe(self, value) -> list:
         return [flag.eq(value) for flag in (self.last_stripe, *self.last_stripe_copies)]
 
     def _group_start(self) -> list:
-        return [self.rest.eq(self.total), *self._set_last_stripe(self.first_is_last),
-                self.in_stripe_m1.eq(self.first_stripe - 1)]
+        stripes = self.stripes
+        return [self.rest1.eq(stripes.rest1), self.rest2_m1.eq(stripes.rest2_m1),
+                *self._set_last_stripe(stripes.first_is_last),
+                self.in_stripe_m1.eq(stripes.first - 1), self.single.eq(stripes.first_single),
+                self.next_single.eq(Mux(stripes.first_is_last, stripes.first_single,
+                                        stripes.second_single))]
 
     def _set_last_round(self, value) -> list:
         return [flag.eq(value) for flag in self.last_round_copies]
@@ -725,11 +755,20 @@ class _Rounds:
         with m.Else():                                  # the stripe is over
             m.d.sync += [self.s.eq(0), self.r.eq(0), self.cg.eq(0)]
             with m.If(~self.last_stripe):               # it had `size` points
-                next_is_last = self._next_is_last
-                m.d.sync += [self.rest.eq(self.rest - size),
+                # the next stripe, the last if rest - size <= size, has rest1 points then
+                next_is_last = self.rest2_m1 < 0
+                stripes = self.stripes
+                # the one after it: the next group's first, or the last if rest - 2 * size
+                # <= size (with rest - 2 * size = rest2_m1 + 1 points)
+                m.d.sync += [self.rest1.eq(self.rest1 - size),
+                             self.rest2_m1.eq(self.rest2_m1 - size),
                              *self._set_last_stripe(next_is_last),
-                             self.in_stripe_m1.eq(Mux(next_is_last, self.rest - size - 1,
-                                                      size - 1))]
+                             self.in_stripe_m1.eq(Mux(next_is_last, self.rest1 - 1, size - 1)),
+                             self.single.eq(self.next_single),
+                             self.next_single.eq(Mux(next_is_last, stripes.first_single,
+                                                     Mux(self.rest2_m1 < size,
+                                                         self.rest2_m1 == 0,
+                                                         stripes.size_one)))]
             with m.Else():                              # the kernel group is over
                 m.d.sync += self._group_start()
                 with m.If(self.last_kg):
