@@ -22,16 +22,19 @@ the cycles before, the active one for itself and the atoms after it: the
 next kernels load while the current ones are in use, so loading costs no
 cycles once an atom stream is at least ``atomic_k`` atoms long.
 
-Pipeline (latency ``3 + log2(atomic_c)`` cycles to the output FIFO)::
+Pipeline (latency ``4 + log2(atomic_c)`` cycles to the output FIFO)::
 
     data -> [mask, input reg] -> [a copy of the lanes per cell] -> [x weights[k], products
-         reg] -> [adder level 1 reg] -> ... -> [adder level L reg] -> output FIFO -> result
+         reg] -> [the products' copies] -> [adder level 1 reg] -> ... -> [adder level L reg]
+         -> output FIFO -> result
 
 On ECP5 builds the copies and the products are the registers of the sysDSP
 blocks themselves (input registers, output register: :func:`ecp5_multiply`; the
 weights go in a cycle ahead, from what the kernel registers take next; with
 shadow kernels the blocks' weight registers are the active kernels, taking the
-shadow bank on a swap and holding otherwise).
+shadow bank on a swap and holding otherwise).  The products' copies, fabric
+registers, give the route from a block to the adders of its cell (whose blocks
+may sit far apart in the DSP rows) a flip-flop on the way.
 
 The input register and its copies cut the broadcast of each lane to ``atomic_k``
 multipliers (spread over the DSP columns) from the multipliers: each cell's copy
@@ -137,8 +140,8 @@ class CmacSignature(wiring.Signature):
 
 def pipeline_depth(cfg: HwConfig) -> int:
     """Register stages between ``data`` and the output FIFO: input, the lanes' copies per
-    cell, products, one per adder level."""
-    return 3 + (cfg.atomic_c.bit_length() - 1)
+    cell, products, the products' copies, one per adder level."""
+    return 4 + (cfg.atomic_c.bit_length() - 1)
 
 
 def capacity(cfg: HwConfig) -> int:
@@ -228,8 +231,8 @@ class Cmac(wiring.Component):
         # promised for it (credits: entries no atom in flight holds).  ``result``'s
         # back-pressure so never reaches the stages: no enable fans out to the products.
         # Stage 0 is the input register, stage 1 its copies per cell, stage 2 the products,
-        # stages 3..L+2 the adder levels.
-        last = levels + 2
+        # stage 3 their copies, stages 4..L+3 the adder levels.
+        last = levels + 3
         depth = capacity(cfg)
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=len(self.result.payload.as_value()), depth=depth)
@@ -305,7 +308,15 @@ class Cmac(wiring.Component):
                 near = Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
                 m.d.sync += [near.eq(lanes[c]), stage[k][c].eq(near * weights[k][c])]
 
-        # Stages 3..L+2: one adder-tree level each, one bit wider per level, so
+        # Stage 3: the products' copies in fabric registers.  On ECP5 a cell's blocks take
+        # DSP sites across the die; a block's output register straight into the first
+        # adder was the 8x8 build's path at 73.76 MHz (11.4 ns of routing on that net).
+        copies = [[Signal.like(stage[k][c], name=f"prod_copy_k{k}_c{c}") for c in range(n_c)]
+                  for k in range(n_k)]
+        m.d.sync += [copies[k][c].eq(stage[k][c]) for k in range(n_k) for c in range(n_c)]
+        stage = copies
+
+        # Stages 4..L+3: one adder-tree level each, one bit wider per level, so
         # the last level is exactly mac_result_bits wide and cannot overflow.
         for level in range(1, levels + 1):
             width = product_bits + level
