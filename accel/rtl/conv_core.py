@@ -54,7 +54,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
-from accel.rtl.cmac import Cmac, capacity
+from accel.rtl.cmac import Cmac, capacity, ecp5_multiply, use_ecp5_dsp
 from accel.rtl.credits import credit_room
 from accel.rtl.memories import NO_COLLISION
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
@@ -65,9 +65,10 @@ SIZE_BITS = 14
 #: bits of a kernel width or height (5-bit field plus one: up to 32) and of a dilation
 KERNEL_BITS = 6
 #: cycles from ``start`` to the first read: the operation's products are taken meanwhile
-#: (their operands registered at start, the products the cycle after, copied on the cycle
-#: after that, what follows from them the cycle after that)
-PREP = 4
+#: (their operands registered at start, the multipliers' input and output registers the
+#: two cycles after, the products copied on the cycle after that, what follows from them
+#: the cycle after that)
+PREP = 5
 #: Entries of the FIFO between the MAC array and CACC: a beat a cycle flows through it
 #: with its credit given back from a register, a cycle after the beat leaves.
 PSUM_BUFFER = 4
@@ -183,7 +184,7 @@ class ConvCore(wiring.Component):
         # each (``keep``; as one net from a comparison, the start of every counter was among
         # the build's most congested)
         begin = {g: Signal(name=f"begin_{g}", attrs={"keep": 1}) for g in ("load", "send")}
-        m.d.sync += [flag.eq(prep == 2) for flag in begin.values()]     # PREP >= 4
+        m.d.sync += [flag.eq(prep == 2) for flag in begin.values()]     # PREP >= 5
         with m.If(prep != 0):
             m.d.sync += prep.eq(prep - 1)
         a_bits = (self.feature_entries - 1).bit_length()
@@ -195,12 +196,15 @@ class ConvCore(wiring.Component):
         tap_row_step = Signal(a_bits)               # dilation_y * w
         top_rows = Signal(a_bits)                   # pad_top * w
         k_last = Signal(range(n_k + 1))             # real kernels of the last kernel group
-        # Each product has its own registers for its operands, taken at start, and for its
-        # value, taken the cycle after, so that a multiplier (a DSP block on an FPGA) has
-        # its flip-flops beside it; its value moves on to where it is used a cycle later.
+        # Each product has its own registers for its operands, taken at start, then the
+        # multiplier's input and output registers (on ECP5 the DSP block's own:
+        # :func:`ecp5_multiply`), and its value moves on to where it is used a cycle later.
         # (From the register file's flip-flops across the die straight into a multiplier
         # was 7.3 ns; with the width's register shared by four multipliers and the product
-        # going straight to its users, 12.0 ns: the 8x8 build's path at 83.22 MHz.)
+        # going straight to its users, 12.0 ns: the 8x8 build's path at 83.22 MHz; with the
+        # operands' and the product's registers in fabric, their routes into and out of
+        # the DSP column and the block's 3.9 ns, 10.7 ns: the 8x8 build's at 93.12 MHz.)
+        dsp = use_ecp5_dsp(self.ecp5_dsp, platform)
         products = [(total, ("out_w", "out_h")), (surface, ("h", "w")),
                     (row_step, ("stride_y", "w")), (tap_row_step, ("dilation_y", "w")),
                     (top_rows, ("pad_top", "w"))]
@@ -214,14 +218,18 @@ class ConvCore(wiring.Component):
         for result, names in products:
             a, b = (Signal.like(getattr(cfg, name), name=f"factor_{result.name}_{name}",
                                 attrs={"keep": 1}) for name in names)
-            product = Signal.like(result, name=f"product_{result.name}", attrs={"keep": 1})
             with m.If(starting):
                 m.d.sync += [a.eq(getattr(cfg, names[0])), b.eq(getattr(cfg, names[1]))]
-            with m.If(prep == PREP):
-                m.d.sync += product.eq(a * b)
-            with m.If(prep == PREP - 1):
+            # the operands hold from the cycle after start: the product is there two later
+            product = Signal(2 * SIZE_BITS, name=f"product_{result.name}")
+            if dsp:
+                ecp5_multiply(m, f"dsp_{result.name}", a, b, product)
+            else:
+                a_in, b_in = Signal.like(a), Signal.like(b)
+                m.d.sync += [a_in.eq(a), b_in.eq(b), product.eq(a_in * b_in)]
+            with m.If(prep == PREP - 2):
                 m.d.sync += result.eq(product)
-        with m.If(prep == PREP - 2):
+        with m.If(prep == PREP - 3):
             m.d.sync += total_m1.eq(total - 1)
         bounds = _Bounds(m, cfg)
         stripes = _Stripes(m, total, size)

@@ -59,8 +59,9 @@ def test_conv_core_with_the_ecp5_multipliers() -> None:
                          test_module="conv_tb", tb_dir=TB_DIR, simulator="icarus",
                          models=(TB_DIR / "mult18x18d_model.v",))
     verilog = Path(summary["verilog"]).read_text()
-    # a block per MAC (the weight register enabled by the swap), two per SDP product
-    assert verilog.count("MULT18X18D #(") == cfg.atomic_c * cfg.atomic_k + 3 * 2
+    # a block per MAC (the weight register enabled by the swap), two per SDP product, one
+    # per product of the operation's registers (points, surface, three row steps)
+    assert verilog.count("MULT18X18D #(") == cfg.atomic_c * cfg.atomic_k + 3 * 2 + 5
     assert verilog.count('.REG_INPUTB_CE("CE1")') == cfg.atomic_c * cfg.atomic_k
     assert summary["tests"] == 3 and summary["convolutions"] == 50
     assert summary["streamed"] == 12 and summary["vectors"] > 2000
