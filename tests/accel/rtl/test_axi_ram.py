@@ -48,6 +48,20 @@ async def _port(ctx, dut: AxiRam, addr: int, value: int | None = None,
     return cycles, data
 
 
+async def _axi_write(ctx, axi, word: int, value: int) -> None:
+    """One single-beat AXI write of a whole word, address and data together."""
+    ctx.set(axi.awvalid, 1)
+    ctx.set(axi.awaddr, word * WORD_BYTES)
+    ctx.set(axi.wvalid, 1)
+    ctx.set(axi.wdata, value)
+    ctx.set(axi.wstrb, 0xFF)
+    while not ctx.get(axi.awready):
+        await ctx.tick()
+    await ctx.tick()                    # the handshake
+    ctx.set(axi.awvalid, 0)
+    ctx.set(axi.wvalid, 0)
+
+
 @pytest.mark.parametrize("words", [512, 16384])
 def test_bridge_port_writes_and_reads_every_bank(words: int) -> None:
     dut = AxiRam(axi4_signature(32, 8 * WORD_BYTES), words, WORD_BYTES)
@@ -88,16 +102,7 @@ def test_axi_bursts_with_back_pressure_and_bridge_requests_between() -> None:
         for base in bases:
             for a in range(base, base + 24):
                 model[a] = rng.getrandbits(8 * WORD_BYTES)
-                ctx.set(axi.awvalid, 1)
-                ctx.set(axi.awaddr, a * WORD_BYTES)
-                ctx.set(axi.wvalid, 1)
-                ctx.set(axi.wdata, model[a])
-                ctx.set(axi.wstrb, 0xFF)
-                while not ctx.get(axi.awready):
-                    await ctx.tick()
-                await ctx.tick()
-                ctx.set(axi.awvalid, 0)
-                ctx.set(axi.wvalid, 0)
+                await _axi_write(ctx, axi, a, model[a])
                 for _ in range(rng.randrange(2)):
                     await ctx.tick()
         for base in bases:
@@ -171,14 +176,7 @@ def test_bridge_requests_racing_axi_writes_lose_nothing() -> None:
         ctx.set(axi.bready, 1)
         for a in axi_words:
             model[a] = rng.getrandbits(8 * WORD_BYTES)
-            ctx.set(axi.awvalid, 1)
-            ctx.set(axi.awaddr, a * WORD_BYTES)
-            ctx.set(axi.wvalid, 1)
-            ctx.set(axi.wdata, model[a])
-            ctx.set(axi.wstrb, 0xFF)
-            await ctx.tick().until(axi.awready)
-            ctx.set(axi.awvalid, 0)
-            ctx.set(axi.wvalid, 0)
+            await _axi_write(ctx, axi, a, model[a])
             written["axi"] += 1
             for _ in range(rng.choice((0, 0, 0, 1, 3))):     # the bridge's turns: the gaps
                 await ctx.tick()
