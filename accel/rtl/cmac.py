@@ -190,6 +190,20 @@ def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal,
         **ports)
 
 
+def registered_multiply(m: Module, name: str, a: Value, b: Value, product: Signal,
+                        ecp5: bool) -> None:
+    """``product`` = ``a`` x ``b`` two cycles after ``a`` and ``b``, with the multiplier's
+    operands and product in registers beside it: on ECP5 the DSP block's own
+    (:func:`ecp5_multiply`; the operands must fit 17 bits unsigned), elsewhere fabric
+    registers kept apart (``keep``) so that each multiplier keeps its own."""
+    if ecp5:
+        ecp5_multiply(m, name, a, b, product)
+        return
+    ra = Signal.like(a, name=f"{name}_a", attrs={"keep": 1})
+    rb = Signal.like(b, name=f"{name}_b", attrs={"keep": 1})
+    m.d.sync += [ra.eq(a), rb.eq(b), product.eq(ra * rb)]
+
+
 class Cmac(wiring.Component):
     """Pipelined int8 MAC array; see the module docstring for the protocol.
 

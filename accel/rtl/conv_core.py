@@ -54,7 +54,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
-from accel.rtl.cmac import Cmac, capacity, ecp5_multiply, use_ecp5_dsp
+from accel.rtl.cmac import Cmac, capacity, registered_multiply, use_ecp5_dsp
 from accel.rtl.credits import credit_room
 from accel.rtl.memories import NO_COLLISION
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
@@ -222,11 +222,7 @@ class ConvCore(wiring.Component):
                 m.d.sync += [a.eq(getattr(cfg, names[0])), b.eq(getattr(cfg, names[1]))]
             # the operands hold from the cycle after start: the product is there two later
             product = Signal(2 * SIZE_BITS, name=f"product_{result.name}")
-            if dsp:
-                ecp5_multiply(m, f"dsp_{result.name}", a, b, product)
-            else:
-                a_in, b_in = Signal.like(a), Signal.like(b)
-                m.d.sync += [a_in.eq(a), b_in.eq(b), product.eq(a_in * b_in)]
+            registered_multiply(m, f"mult_{result.name}", a, b, product, dsp)
             with m.If(prep == PREP - 2):
                 m.d.sync += result.eq(product)
         with m.If(prep == PREP - 3):

@@ -44,6 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.axi import BEAT_BITS, AxiReader, AxiWriter, read_signature, write_signature
+from accel.rtl.cmac import registered_multiply
 from accel.rtl.conv_core import (
     KERNEL_BITS,
     SIZE_BITS,
@@ -90,14 +91,13 @@ PRODUCTS_SETTLE = 4
 
 def _registered_product(m: Module, name: str, a, b, width: int) -> Signal:
     """``a * b`` (truncated to ``width`` bits) three cycles after ``a`` and ``b``: the
-    operands and the product in registers of their own (``keep``), so that a multiplier
-    (a DSP block on an FPGA) has its flip-flops beside it, and the value in a register
-    beside its users.  ``a`` and ``b`` must hold (the operation's registers)."""
-    ra = Signal.like(a, name=f"{name}_a", attrs={"keep": 1})
-    rb = Signal.like(b, name=f"{name}_b", attrs={"keep": 1})
+    multiplier's operands and product in fabric registers beside it
+    (:func:`accel.rtl.cmac.registered_multiply`), then the value in a register beside its
+    users.  ``a`` and ``b`` must hold (the operation's registers)."""
     product = Signal(width, name=f"{name}_product", attrs={"keep": 1})
     value = Signal(width, name=name)
-    m.d.sync += [ra.eq(a), rb.eq(b), product.eq(ra * rb), value.eq(product)]
+    registered_multiply(m, name, a, b, product, ecp5=False)
+    m.d.sync += value.eq(product)
     return value
 
 
