@@ -22,26 +22,28 @@ the cycles before, the active one for itself and the atoms after it: the
 next kernels load while the current ones are in use, so loading costs no
 cycles once an atom stream is at least ``atomic_k`` atoms long.
 
-Pipeline (latency ``4 + log2(atomic_c)`` cycles to the output FIFO)::
+Pipeline (latency ``5 + log2(atomic_c)`` cycles to the output FIFO)::
 
-    data -> [mask, input reg] -> [a copy of the lanes per cell] -> [x weights[k], products
-         reg] -> [the products' copies] -> [adder level 1 reg] -> ... -> [adder level L reg]
-         -> output FIFO -> result
+    data -> [mask, input reg] -> [a copy of the lanes per cell] -> [operand regs: lane,
+         weights[k]] -> [products reg] -> [the products' copies] -> [adder level 1 reg]
+         -> ... -> [adder level L reg] -> output FIFO -> result
 
-On ECP5 builds the copies and the products are the registers of the sysDSP
-blocks themselves (input registers, output register: :func:`ecp5_multiply`; the
-weights go in a cycle ahead, from what the kernel registers take next; with
+On ECP5 builds the operand and product registers are the registers of the sysDSP
+blocks themselves (input registers, output register: :func:`ecp5_multiply`; with
 shadow kernels the blocks' weight registers are the active kernels, taking the
-shadow bank on a swap and holding otherwise).  The products' copies, fabric
-registers, give the route from a block to the adders of its cell (whose blocks
-may sit far apart in the DSP rows) a flip-flop on the way.
+shadow bank on a swap and holding otherwise).  The lanes' copies and the products'
+copies, fabric registers, give the routes from the input register to the blocks
+and from a block to the adders of its cell (a cell's blocks may sit far apart in
+the DSP rows) a flip-flop on the way.
 
-The input register and its copies cut the broadcast of each lane to ``atomic_k``
-multipliers (spread over the DSP columns) from the multipliers: each cell's copy
-is placed beside its multipliers (the copies are marked ``keep``, which the FPGA
-flow honours, see :data:`fpga.build.KEEP_REGISTERS`).  Alone on an ECP5-85F (8x8,
+The input register's copies cut the broadcast of each lane to ``atomic_k``
+multipliers (spread over the DSP columns) in two: each cell's copy (marked
+``keep``, which the FPGA flow honours, see :data:`fpga.build.KEEP_REGISTERS`) is
+placed between the input register and its multiplier.  Alone on an ECP5-85F (8x8,
 routed) the array closes at 86 MHz with the input register only, at 103 MHz with
-the copies.  Every stage moves every cycle (no enable fans out to the thousands
+copies that were the blocks' input registers; in the whole engine the route from
+the input register into the blocks took up to 13.8 ns, hence the fabric copies
+ahead of them.  Every stage moves every cycle (no enable fans out to the thousands
 of product and sum bits); results wait in the output FIFO of :func:`capacity`
 entries, and the array takes an atom only while an entry is free for it, counting
 atoms in flight (:func:`accel.rtl.credits.credit_room`), so a stalled ``result``
@@ -140,8 +142,8 @@ class CmacSignature(wiring.Signature):
 
 def pipeline_depth(cfg: HwConfig) -> int:
     """Register stages between ``data`` and the output FIFO: input, the lanes' copies per
-    cell, products, the products' copies, one per adder level."""
-    return 4 + (cfg.atomic_c.bit_length() - 1)
+    cell, the multipliers' operands, products, the products' copies, one per adder level."""
+    return 5 + (cfg.atomic_c.bit_length() - 1)
 
 
 def capacity(cfg: HwConfig) -> int:
@@ -191,17 +193,23 @@ def ecp5_multiply(m: Module, name: str, a: Value, b: Value, product: Signal,
 
 
 def registered_multiply(m: Module, name: str, a: Value, b: Value, product: Signal,
-                        ecp5: bool) -> None:
+                        ecp5: bool, b_enable: Value | None = None) -> None:
     """``product`` = ``a`` x ``b`` two cycles after ``a`` and ``b``, with the multiplier's
     operands and product in registers beside it: on ECP5 the DSP block's own
     (:func:`ecp5_multiply`; the operands must fit 17 bits unsigned), elsewhere fabric
-    registers kept apart (``keep``) so that each multiplier keeps its own."""
+    registers kept apart (``keep``) so that each multiplier keeps its own.  ``b_enable``:
+    as for :func:`ecp5_multiply`, ``b``'s register takes ``b`` only where it is 1."""
     if ecp5:
-        ecp5_multiply(m, name, a, b, product)
+        ecp5_multiply(m, name, a, b, product, b_enable=b_enable)
         return
     ra = Signal.like(a, name=f"{name}_a", attrs={"keep": 1})
     rb = Signal.like(b, name=f"{name}_b", attrs={"keep": 1})
-    m.d.sync += [ra.eq(a), rb.eq(b), product.eq(ra * rb)]
+    m.d.sync += [ra.eq(a), product.eq(ra * rb)]
+    if b_enable is None:
+        m.d.sync += rb.eq(b)
+    else:
+        with m.If(b_enable):
+            m.d.sync += rb.eq(b)
 
 
 class Cmac(wiring.Component):
@@ -244,9 +252,10 @@ class Cmac(wiring.Component):
         # a weight beat, see the ordering rule) is taken only while the FIFO has an entry
         # promised for it (credits: entries no atom in flight holds).  ``result``'s
         # back-pressure so never reaches the stages: no enable fans out to the products.
-        # Stage 0 is the input register, stage 1 its copies per cell, stage 2 the products,
-        # stage 3 their copies, stages 4..L+3 the adder levels.
-        last = levels + 3
+        # Stage 0 is the input register, stage 1 its copies per cell, stage 2 the
+        # multipliers' operand registers, stage 3 the products, stage 4 their copies,
+        # stages 5..L+4 the adder levels.
+        last = levels + 4
         depth = capacity(cfg)
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=len(self.result.payload.as_value()), depth=depth)
@@ -258,71 +267,62 @@ class Cmac(wiring.Component):
         m.d.sync += valid[0].eq(take)
         m.d.sync += [valid[s].eq(valid[s - 1]) for s in range(1, last + 1)]
 
-        # Weight storage, written only with an accepted beat (ready as for atoms).  Masked
-        # weights are stored as 0, so a masked weight lane yields a zero product with no
-        # mask later.  Beats and swaps act a cycle after they are accepted (from registers:
-        # the write enables, which fan out to every weight bit, start at flip-flops), as the
-        # atoms reach the multipliers a cycle later through the lanes' copies.
-        weights = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
-                   for k in range(n_k)]
-        # what the kernels hold in the next cycle (the DSP blocks' registered weight inputs
-        # on ECP5 take it a cycle ahead)
-        w_next = [Signal.like(weights[k], name=f"wt_next_{k}") for k in range(n_k)]
-        m.d.comb += [w_next[k].eq(weights[k]) for k in range(n_k)]
-        m.d.sync += [weights[k].eq(w_next[k]) for k in range(n_k)]
+        # An atom taken in cycle t is in the lanes' copies in cycle t+2, when the
+        # multipliers' operand registers take it together with the kernels of that cycle.
+        # Weight beats are registered first (``wbeat``: the write enables, which fan out to
+        # every weight bit, start at flip-flops).  Masked weights are stored as 0, so a
+        # masked weight lane yields a zero product with no mask later.
         wbeat = Signal.like(self.weight.payload, name="wbeat")
         w_take = Signal()
         m.d.sync += [wbeat.eq(self.weight.payload),
                      w_take.eq(self.weight.valid & self.weight.ready)]
-        beat = [Mux(wbeat.mask[c], wbeat.data[c], 0) for c in range(n_c)]
+        kernels = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
+                   for k in range(n_k)]
+        swaps: list[Value | None] = [None] * n_k
         if self.shadow:
-            # With shadow kernels, weight beats fill the shadow bank while the active one
-            # computes; an atom with ``swap`` makes the shadow (as loaded by the beats of
-            # earlier cycles) active for itself and the atoms after it.  The swap is a
-            # register per cell (``keep``), each beside its cell's multipliers.
-            loaded = [Signal.like(weights[k], name=f"shadow_{k}") for k in range(n_k)]
-            swaps = []
+            # Beats fill the shadow bank (``kernels``) a cycle later still, so that in
+            # cycle t+2 it holds the beats of the cycles before t; the operand registers of
+            # cell k take it only when a swap atom reaches them (``swap_k``, one register
+            # per cell, ``keep``, beside its multipliers) and hold the active kernel
+            # otherwise: no multiplexer between a register and a DSP block (from the swap
+            # through one, the 8x8 build's path at 78.11 MHz: 12.0 ns of routing).
+            late = Signal.like(wbeat, name="wbeat_late")
+            late_take = Signal()
+            m.d.sync += [late.eq(wbeat), late_take.eq(w_take)]
+            wbeat, w_take = late, late_take
+            swap_taken = Signal()
+            m.d.sync += swap_taken.eq(take & self.data.payload.swap)
             for k in range(n_k):
-                with m.If(w_take & (wbeat.kernel == k)):
-                    m.d.sync += [loaded[k][c].eq(beat[c]) for c in range(n_c)]
-                swaps.append(Signal(name=f"swap_k{k}", attrs={"keep": 1}))
-                m.d.sync += swaps[k].eq(take & self.data.payload.swap)
-                with m.If(swaps[k]):
-                    m.d.comb += w_next[k].eq(loaded[k])
-        else:
-            for k in range(n_k):
-                with m.If(w_take & (wbeat.kernel == k)):
-                    m.d.comb += [w_next[k][c].eq(beat[c]) for c in range(n_c)]
+                swaps[k] = Signal(name=f"swap_k{k}", attrs={"keep": 1})
+                m.d.sync += swaps[k].eq(swap_taken)
+        for k in range(n_k):
+            with m.If(w_take & (wbeat.kernel == k)):
+                m.d.sync += [kernels[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
+                             for c in range(n_c)]
 
-        # Stage 0: the atom with masked lanes zeroed.
+        # Stage 0: the atom with masked lanes zeroed.  Stage 1: a copy of the lanes for
+        # each cell (``keep``: not merged into one), each placed between the input register
+        # and its multiplier, which sit far apart on an FPGA (the input register straight
+        # into the A inputs of its eight DSP blocks: the 8x8 build's paths at 69.29 and
+        # 70.11 MHz, 13.7-13.8 ns on that one net).
         atom = self.data.payload
         lanes = [Signal(signed(OPERAND_BITS), name=f"lane_{c}") for c in range(n_c)]
         m.d.sync += [lanes[c].eq(Mux(atom.mask[c], atom.data[c], 0)) for c in range(n_c)]
+        near = [[Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
+                 for c in range(n_c)] for k in range(n_k)]
+        m.d.sync += [near[k][c].eq(lanes[c]) for k in range(n_k) for c in range(n_c)]
 
-        # Stage 1: a copy of the lanes for each cell (``keep``: not merged into one), so
-        # that each can be placed beside its cell's multipliers.  Stage 2: one registered
-        # product per MAC.  On ECP5 both registers are the multiplier's own (its input
-        # registers and output register, :func:`ecp5_multiply`).
+        # Stages 2 and 3: each multiplier's operands and product in registers beside it
+        # (on ECP5 the DSP block's own, :func:`registered_multiply`).
+        ecp5 = use_ecp5_dsp(self.ecp5_dsp, platform)
         stage = [[Signal(signed(product_bits), name=f"prod_k{k}_c{c}") for c in range(n_c)]
                  for k in range(n_k)]
-        ecp5 = use_ecp5_dsp(self.ecp5_dsp, platform)
         for k in range(n_k):
             for c in range(n_c):
-                if ecp5 and self.shadow:
-                    # the block's weight register is the active kernel: it takes the shadow
-                    # on a swap (its CE1) and holds otherwise, so no multiplexer between a
-                    # fabric register and the block (from the swap through one, the 8x8
-                    # build's path at 78.11 MHz: 12.0 ns of routing)
-                    ecp5_multiply(m, f"mult_k{k}_c{c}", lanes[c], loaded[k][c], stage[k][c],
-                                  b_enable=swaps[k])
-                    continue
-                if ecp5:
-                    ecp5_multiply(m, f"mult_k{k}_c{c}", lanes[c], w_next[k][c], stage[k][c])
-                    continue
-                near = Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
-                m.d.sync += [near.eq(lanes[c]), stage[k][c].eq(near * weights[k][c])]
+                registered_multiply(m, f"mult_k{k}_c{c}", near[k][c], kernels[k][c],
+                                    stage[k][c], ecp5, b_enable=swaps[k])
 
-        # Stage 3: the products' copies in fabric registers.  On ECP5 a cell's blocks take
+        # Stage 4: the products' copies in fabric registers.  On ECP5 a cell's blocks take
         # DSP sites across the die; a block's output register straight into the first
         # adder was the 8x8 build's path at 73.76 MHz (11.4 ns of routing on that net).
         copies = [[Signal.like(stage[k][c], name=f"prod_copy_k{k}_c{c}") for c in range(n_c)]
@@ -330,7 +330,7 @@ class Cmac(wiring.Component):
         m.d.sync += [copies[k][c].eq(stage[k][c]) for k in range(n_k) for c in range(n_c)]
         stage = copies
 
-        # Stages 4..L+3: one adder-tree level each, one bit wider per level, so
+        # Stages 5..L+4: one adder-tree level each, one bit wider per level, so
         # the last level is exactly mac_result_bits wide and cannot overflow.
         for level in range(1, levels + 1):
             width = product_bits + level

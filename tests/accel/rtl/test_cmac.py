@@ -21,9 +21,9 @@ def _small():
 def test_signature_depends_on_config() -> None:
     assert CmacSignature(get_preset("nv_small")) == CmacSignature(get_preset("nv_small"))
     assert CmacSignature(get_preset("nv_small")) != CmacSignature(_small())
-    # input register, the lanes' copies per cell, products, their copies, three adder
-    # levels (8 lanes)
-    assert pipeline_depth(get_preset("nv_small")) == 4 + 3
+    # input register, the lanes' copies per cell, the operands, products, their copies,
+    # three adder levels (8 lanes)
+    assert pipeline_depth(get_preset("nv_small")) == 5 + 3
 
 
 def test_int16_config_is_refused() -> None:
