@@ -164,7 +164,7 @@ class ConvCore(wiring.Component):
         n_c, n_k = hw.atomic_c, hw.atomic_k
         m.submodules.cmac = cmac = Cmac(hw, shadow=True, ecp5_dsp=self.ecp5_dsp)
         m.submodules.cacc = cacc = Accumulator(hw, self.points)
-        m.submodules.post = post = PostProcessor(hw, ecp5_dsp=self.ecp5_dsp)
+        m.submodules.post = post = PostProcessor(hw, ecp5_dsp=self.ecp5_dsp, valid_copies=True)
         atom = data.ArrayLayout(signed(8), n_c)
         m.submodules.fmem = fmem = memory.Memory(shape=atom, depth=self.feature_entries,
                                                  init=[])
@@ -580,13 +580,20 @@ class ConvCore(wiring.Component):
         # the per-kernel SDP operands of the kernel group whose sums enter SDP
         # (written only before start, while the fetch brings the operands in; a read then
         # may return anything on the board, see NO_COLLISION: nothing uses it before the
-        # settle cycles after start)
+        # settle cycles after start).  The write goes in from registers of its own here
+        # (``keep``), a cycle after the fetch's: the fetch's address register straight into
+        # the block RAM's port was the 8x8 build's path at 89.43 MHz (10.4 ns on that one
+        # net).  The last kernel group's write lands the cycle the core starts (with the
+        # fetch's ``ready``); the first read the datapath uses is two cycles later.
         omem = memory.Memory(shape=operand_layout(hw), depth=self.operand_entries, init=[])
         m.submodules[f"operands{NO_COLLISION}"] = omem
         ow_port = omem.write_port()
-        m.d.comb += [ow_port.addr.eq(self.operand_write.addr),
-                     ow_port.data.eq(self.operand_write.data),
-                     ow_port.en.eq(self.operand_write.en)]
+        ow = self.operand_write
+        w_addr = Signal.like(ow.addr, name="operand_write_addr", attrs={"keep": 1})
+        w_data = Signal.like(ow.data, name="operand_write_data", attrs={"keep": 1})
+        w_en = Signal(name="operand_write_en", attrs={"keep": 1})
+        m.d.sync += [w_addr.eq(ow.addr), w_data.eq(ow.data), w_en.eq(ow.en)]
+        m.d.comb += [ow_port.addr.eq(w_addr), ow_port.data.eq(w_data), ow_port.en.eq(w_en)]
         o_rd = omem.read_port()
         ops = Signal(operand_layout(hw))
         m.d.sync += ops.eq(o_rd.data)
@@ -610,7 +617,13 @@ class ConvCore(wiring.Component):
         if post.lanes == n_k:
             m.d.sync += ops_ok.eq(settle_next == 0)
         else:
-            m.d.sync += offered.eq((d_taken | (filled != 0)) & ~self.start & (settle <= 1))
+            offer_next = (d_taken | (filled != 0)) & ~self.start & (settle <= 1)
+            m.d.sync += offered.eq(offer_next)
+            # SDP's copies of it, one per register group it enables (``keep``)
+            offered_copies = [Signal(name=f"offered_{c}", attrs={"keep": 1})
+                              for c in range(post.valid_copies)]
+            m.d.sync += [copy.eq(offer_next) for copy in offered_copies]
+            m.d.comb += post.inp_valid_copies.eq(Cat(offered_copies))
         m.d.comb += o_rd.addr.eq(out_kg)
         for name in ("alu1", "mul1", "alu2", "mul2"):
             m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(ops, name)[i])
