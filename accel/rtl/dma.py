@@ -651,8 +651,8 @@ class ConvFetch(wiring.Component):
         # a kernel group's operands are written the cycle after their last stage's decode
         # ends, from registers (the state's decode across the die into the block RAM's
         # port was the 8x8 build's path at 89.61 MHz, 11.2 ns, 9.9 of them routing).  The
-        # operands hold: the next decode is cycles away; and the write lands with ``ready``
-        # at the earliest
+        # operands hold: the next decode is cycles away.  The core registers the write once
+        # more beside its memory, where it lands the cycle the core starts at the earliest
         write_en, write_kg = Signal(), Signal.like(kg)
         m.d.sync += [write_en.eq(fsm.ongoing("NEXT_STAGE") & stage), write_kg.eq(kg)]
         m.d.comb += [ow.en.eq(write_en), ow.addr.eq(write_kg), ow.data.eq(assembled)]

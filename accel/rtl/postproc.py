@@ -359,8 +359,12 @@ class PostProcessor(wiring.Component):
         self.hw, self.ecp5_dsp = cfg, ecp5_dsp
         self.lanes = lanes_per_cycle(cfg)
         groups = cfg.atomic_k // self.lanes
-        # the handshakes' count, and one per lane group and part (sums, operands)
-        self.valid_copies = 1 + 2 * groups if valid_copies and groups > 1 else 0
+        # the copies of the count of groups still to go in (see :meth:`elaborate`): the
+        # handshakes' (no group, no part), and one per lane group and part (sums, operands)
+        parts = (("acc",), ("alu1", "mul1", "alu2", "mul2"))
+        self.counts = [(None, (), "")] + [(i, part, f"{i}_{part[0]}") for i in range(groups)
+                                          for part in parts]
+        self.valid_copies = len(self.counts) if valid_copies and groups > 1 else 0
         members = {
             "cfg": In(ConfigLayout()),
             "inp": In(stream.Signature(BeatLayout(cfg))),
@@ -391,14 +395,10 @@ class PostProcessor(wiring.Component):
         # Beside each count, whether it is 0 and whether it is 1, registers of the next
         # count, so that a take is one gate of four flip-flops.
         held = [Signal(BeatLayout(self.hw, n), name=f"held{i}") for i in range(groups)]
-        parts = (("acc",), ("alu1", "mul1", "alu2", "mul2"))
-        copies = [(None, (), "")] + [(i, part, f"{i}_{part[0]}") for i in range(groups)
-                                     for part in parts]
         # Each count's take is from its own copy of the input's valid where the producer
         # gives copies (SDP's valid across the die into a lane group's count was the 8x8
         # build's path at 91.58 MHz, 6.8 ns on that net).
-        assert not self.valid_copies or self.valid_copies == len(copies)
-        for c, (i, names, suffix) in enumerate(copies):
+        for c, (i, names, suffix) in enumerate(self.counts):
             count = Signal(range(groups + 1), name=f"left{suffix}", attrs={"keep": 1})
             zero = Signal(init=1, name=f"left{suffix}_zero", attrs={"keep": 1})
             one = Signal(name=f"left{suffix}_one", attrs={"keep": 1})
