@@ -455,8 +455,10 @@ class ConvFetch(wiring.Component):
             if not shorts:
                 return constant_table(lambda v: v >= constant)
             flags = Signal(cap + 1, name=f"covers_{sizes}_{shorts}{'_word' if word else ''}")
-            m.d.sync += flags.eq(Cat(shorts * c_last + constant <= v      # c_last holds in
-                                     for v in range(cap + 1)))            # the body
+            # (c_last holds in the body; compared with constants, with no adder ahead: the
+            # sum's carry chain into the comparison's was the 8x8 build's path at 82.88 MHz)
+            m.d.sync += flags.eq(Cat(shorts * c_last <= v - constant if v >= constant else Const(0)
+                                     for v in range(cap + 1)))
             return table(flags)
         def after_write(word: bool):        # nc and the next entry's size taken
             covered = [at_least(shorts, 2, word) for shorts in range(3)]
