@@ -225,8 +225,9 @@ class ConvCore(wiring.Component):
             registered_multiply(m, f"mult_{result.name}", a, b, product, dsp)
             with m.If(prep == PREP - 2):
                 m.d.sync += result.eq(product)
+        total_m2 = Signal(2 * SIZE_BITS)            # (for the output count's last flag)
         with m.If(prep == PREP - 3):
-            m.d.sync += total_m1.eq(total - 1)
+            m.d.sync += [total_m1.eq(total - 1), total_m2.eq(total - 2)]
         bounds = _Bounds(m, cfg)
         stripes = _Stripes(m, total, size)
 
@@ -360,7 +361,7 @@ class ConvCore(wiring.Component):
         ox_last, sox_last = Signal(), Signal()
         wrap = ox_last
         n_ox, n_oy = Mux(wrap, 0, ox + 1), Mux(wrap, oy + 1, oy)
-        n_ox_last = Mux(wrap, bounds.out_w_one, ox + 1 == bounds.out_w_m1)
+        n_ox_last = Mux(wrap, bounds.out_w_one, ox == bounds.out_w_m2)
         n_px = Mux(wrap, -cfg.pad_left, px + cfg.stride_x)
         n_py = Mux(wrap, py + cfg.stride_y, py)
         n_apy = Mux(wrap, a_py + row_step, a_py)
@@ -607,7 +608,9 @@ class ConvCore(wiring.Component):
         with m.Elif(prep == 1):
             m.d.sync += last_out.eq(total_m1 == 0)
         with m.Elif(moved):
-            m.d.sync += [out_point.eq(out_point + 1), last_out.eq(out_point + 1 == total_m1)]
+            # (compared before the increment: ``out_point + 1 == total_m1``, an adder into
+            # an equality of 26 bits, was the netlist's deepest logic, 22 steps)
+            m.d.sync += [out_point.eq(out_point + 1), last_out.eq(out_point == total_m2)]
             with m.If(last_out):
                 m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1), last_out.eq(total_m1 == 0)]
         settle_next = Signal.like(settle)
@@ -643,6 +646,14 @@ class _Bounds:
         self.kg_m1 = Signal(SIZE_BITS, name="kg_m1")
         self.r_m1 = Signal(KERNEL_BITS, name="r_m1")
         self.s_m1 = Signal(KERNEL_BITS, name="s_m1")
+        # the values before the last: a counter's next value is the last when the counter
+        # is at these (compared before its increment: ``s + 1 == s_m1`` and the like, an
+        # adder into an equality, were among the netlist's deepest logic)
+        self.out_w_m2 = Signal(SIZE_BITS, name="out_w_m2")
+        self.cg_m2 = Signal(SIZE_BITS, name="cg_m2")
+        self.kg_m2 = Signal(SIZE_BITS, name="kg_m2")
+        self.r_m2 = Signal(KERNEL_BITS, name="r_m2")
+        self.s_m2 = Signal(KERNEL_BITS, name="s_m2")
         self.h, self.w = Signal(SIZE_BITS, name="cube_h"), Signal(SIZE_BITS, name="cube_w")
         # whether the tap and channel group counters have a single value
         self.s_one, self.r_one = Signal(name="s_one"), Signal(name="r_one")
@@ -651,6 +662,9 @@ class _Bounds:
                      self.cg_m1.eq(cfg.channel_groups - 1),
                      self.kg_m1.eq(cfg.kernel_groups - 1), self.r_m1.eq(cfg.r - 1),
                      self.s_m1.eq(cfg.s - 1), self.h.eq(cfg.h), self.w.eq(cfg.w),
+                     self.out_w_m2.eq(cfg.out_w - 2), self.cg_m2.eq(cfg.channel_groups - 2),
+                     self.kg_m2.eq(cfg.kernel_groups - 2), self.r_m2.eq(cfg.r - 2),
+                     self.s_m2.eq(cfg.s - 2),
                      self.s_one.eq(cfg.s == 1), self.r_one.eq(cfg.r == 1),
                      self.cg_one.eq(cfg.channel_groups == 1)]
 
@@ -756,11 +770,11 @@ class _Rounds:
         size, bounds = self.size, self.bounds
         # the counters' last-value flags, worked out once for them and for the copies of
         # their AND
-        s_last = Mux(self.step_s, self.s + 1 == bounds.s_m1, bounds.s_one)
+        s_last = Mux(self.step_s, self.s == bounds.s_m2, bounds.s_one)
         r_last = Mux(self.step_s, self.r_last,
-                     Mux(self.step_r, self.r + 1 == bounds.r_m1, bounds.r_one))
+                     Mux(self.step_r, self.r == bounds.r_m2, bounds.r_one))
         cg_last = Mux(self.step_s | self.step_r, self.cg_last,
-                      Mux(self.step_cg, self.cg + 1 == bounds.cg_m1, bounds.cg_one))
+                      Mux(self.step_cg, self.cg == bounds.cg_m2, bounds.cg_one))
         m.d.sync += [self.s_last.eq(s_last), self.r_last.eq(r_last), self.cg_last.eq(cg_last),
                      *self._set_last_round(s_last & r_last & cg_last)]
         with m.If(self.step_s):
@@ -792,4 +806,4 @@ class _Rounds:
                     m.d.sync += active.eq(0)
                 with m.Else():
                     m.d.sync += [self.kg.eq(self.kg + 1),
-                                 self.last_kg.eq(self.kg + 1 == self.bounds.kg_m1)]
+                                 self.last_kg.eq(self.kg == self.bounds.kg_m2)]

@@ -224,7 +224,10 @@ class ConvFetch(wiring.Component):
         gained = Signal(BEAT_BITS)
         m.d.comb += gained.eq(credit + block)
         with m.If(group_issued):
-            m.d.sync += [credit.eq(gained), spare.eq(spare - block), credit_nz.eq(gained != 0)]
+            # (whether the sum is 0 from its terms, not from its carry chain: the sum does
+            # not wrap, it is at most the operation's weight words)
+            m.d.sync += [credit.eq(gained), spare.eq(spare - block),
+                         credit_nz.eq((credit != 0) | (block != 0))]
         # weights (within their credit, or all once the lines are issued) before lines
         wc_ready = Signal()
         m.d.comb += wc_ready.eq(left_nz & (~fc_more | credit_nz))
