@@ -287,13 +287,17 @@ class LaneDatapath(wiring.Component):
         cvt_s = _Settings(m, "cvt", cfg.cvt_shift, 49)
 
         # every stage moves every cycle; results wait in the output FIFO, and a beat is taken
-        # only while the FIFO has a free entry for it (credits: entries not yet promised)
-        depth = STAGES + 2
+        # only while the FIFO has a free entry for it (credits: entries not yet promised).
+        # An entry's credit comes back a cycle after it leaves, from a register (the FIFO's
+        # read, on the output writer's ready, runs across the die to the count at the
+        # input: the 8x8 build's path at 88.81 and 90.08 MHz), so a beat a cycle needs an
+        # entry more.
+        depth = STAGES + 3
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=Shape.cast(ResultLayout(self.hw, self.lanes)).width, depth=depth)
         take = self.inp.valid & self.inp.ready
         give = self.out.valid & self.out.ready
-        m.d.comb += self.inp.ready.eq(credit_room(m, depth, take, give))
+        m.d.comb += self.inp.ready.eq(credit_room(m, depth, take, give, late_give=True))
         valid = take
         for i in range(STAGES):
             stage_valid = Signal(name=f"valid{i + 1}")
