@@ -178,13 +178,16 @@ class ConvFetch(wiring.Component):
         # worked out as the counters move (comparisons of registers, one cycle ahead)
         fc_more, fc_last_surface, fc_last_line = Signal(), Signal(), Signal()
         fc_issue = Signal()
+        # (H - 2: the line before the last is compared with a register, not ``fc_y + 2``
+        # with H, an adder into an equality)
+        fc_h_m2 = Signal(SIZE_BITS)
         group_issued = Signal()                  # the command of a channel group's last line
         m.d.comb += group_issued.eq(fc_issue & fc_last_line
                                     & ((fc_j == groups - 1) | fc_last_surface))
         with m.If(fc_issue):
             with m.If(~fc_last_line):
                 m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride),
-                             fc_last_line.eq(fc_y + 2 == cfg.h)]
+                             fc_last_line.eq(fc_y == fc_h_m2)]
             with m.Else():
                 m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
                              fc_last_line.eq(cfg.h == 1), fc_more.eq(~fc_last_surface),
@@ -259,6 +262,7 @@ class ConvFetch(wiring.Component):
         # flags worked out as the counters move, like the commands' (the surface count's
         # comparison with C behind x's and y's was the reduced build's critical path)
         x_last, y_last, fd_last_surface = Signal(), Signal(), Signal()
+        fd_w_m2, fd_h_m2 = Signal(SIZE_BITS), Signal(SIZE_BITS)     # W - 2, H - 2 (as fc_h_m2)
         m.d.comb += feature_beat.eq(body & tags.r_rdy & ~tag_weights & beat.valid)
         fw = self.feature_write
         m.d.comb += [fw.en.eq(Mux(feature_beat, 1 << j, 0)), fw.addr.eq(row_base + x)]
@@ -266,11 +270,11 @@ class ConvFetch(wiring.Component):
             for lane in range(bus):
                 m.d.comb += fw.data[g * bus + lane].eq(beat.payload[8 * lane:8 * lane + 8])
         with m.If(feature_beat):
-            m.d.sync += [x.eq(x + 1), x_last.eq(x + 2 == cfg.w)]
+            m.d.sync += [x.eq(x + 1), x_last.eq(x == fd_w_m2)]
             with m.If(x_last):
                 m.d.sync += [x.eq(0), x_last.eq(cfg.w == 1)]
                 with m.If(~y_last):
-                    m.d.sync += [y.eq(y + 1), y_last.eq(y + 2 == cfg.h),
+                    m.d.sync += [y.eq(y + 1), y_last.eq(y == fd_h_m2),
                                  row_base.eq(row_base + cfg.w)]
                 with m.Else():
                     m.d.sync += [y.eq(0), y_last.eq(cfg.h == 1), fd_surface.eq(fd_surface + 1),
@@ -407,7 +411,12 @@ class ConvFetch(wiring.Component):
         # compared as the counter moved, ``wcg + 1 == cg_m1`` and the like were the 8x8
         # build's path at 85.09 MHz, from the entry's size through the write decision into
         # the next size, 11 logic steps)
-        s_m1, r_m1, cg_m1, kg_m1 = (Signal(KERNEL_BITS), Signal(KERNEL_BITS),
+        # the counters' bounds: s_m1 = S - 1 and the like, and the values at which the
+        # counter's next one is the last (S - 2, R - 2) or the one before it (CG - 3,
+        # KG - 3), compared with the counter before it moves (not ``ws + 1 == s_m1``: an
+        # adder into an equality)
+        s_m1, r_m1 = Signal(KERNEL_BITS), Signal(KERNEL_BITS)
+        s_m2, r_m2, cg_m3, kg_m3 = (Signal(KERNEL_BITS), Signal(KERNEL_BITS),
                                     Signal(SIZE_BITS), Signal(SIZE_BITS))
         k_last_m1 = Signal(SIZE_BITS)
         ws_last, wr_last, wcg_last, wkg_last = Signal(), Signal(), Signal(), Signal()
@@ -427,19 +436,19 @@ class ConvFetch(wiring.Component):
             m.d.sync += wkk.eq(n_wkk)
             with m.If(group_end):
                 with m.If(~ws_last):
-                    m.d.sync += [ws.eq(ws + 1), ws_last.eq(ws + 1 == s_m1)]
+                    m.d.sync += [ws.eq(ws + 1), ws_last.eq(ws == s_m2)]
                 with m.Elif(~wr_last):
-                    m.d.sync += first + [wr.eq(wr + 1), wr_last.eq(wr + 1 == r_m1)]
+                    m.d.sync += first + [wr.eq(wr + 1), wr_last.eq(wr == r_m2)]
                 with m.Elif(~wcg_last):
                     m.d.sync += first + [wr.eq(0), wr_last.eq(r_m1 == 0), wcg.eq(wcg + 1),
                                          wcg_last.eq(n_wcg_last),
-                                         wcg_next_last.eq(wcg + 2 == cg_m1)]
+                                         wcg_next_last.eq(wcg == cg_m3)]
                 with m.Else():
                     m.d.sync += first + [wr.eq(0), wr_last.eq(r_m1 == 0), wcg.eq(0),
                                          wcg_last.eq(n_wcg_last), wcg_next_last.eq(cg_two)]
                     with m.If(~wkg_last):
                         m.d.sync += [wkg.eq(wkg + 1), wkg_last.eq(n_wkg_last),
-                                     wkg_next_last.eq(wkg + 2 == kg_m1)]
+                                     wkg_next_last.eq(wkg == kg_m3)]
             m.d.sync += [nc.eq(Mux(n_wcg_last, c_last, n_c)), nc_short.eq(n_wcg_last),
                          group_end.eq(Mux(n_wkg_last, n_wkk == k_last_m1, n_wkk == n_k - 1))]
             with m.If(last_entry):
@@ -564,7 +573,7 @@ class ConvFetch(wiring.Component):
         with m.If(launch["fc"]):
             m.d.sync += [fc_surface.eq(0), fc_y.eq(0), fc_j.eq(0),
                          fc_more.eq(cfg.c != 0), fc_last_surface.eq(bus >= cfg.c),
-                         fc_last_line.eq(cfg.h == 1),
+                         fc_last_line.eq(cfg.h == 1), fc_h_m2.eq(cfg.h - 2),
                          fc_surf_addr.eq(cfg.feature_addr), fc_line_addr.eq(cfg.feature_addr)]
         with m.If(launch["wc"]):
             m.d.sync += [wc_addr.eq(cfg.weight_addr), wc_left.eq(weight_words),
@@ -574,6 +583,7 @@ class ConvFetch(wiring.Component):
             m.d.sync += [features_in.eq(0),
                          fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
                          x_last.eq(cfg.w == 1), y_last.eq(cfg.h == 1),
+                         fd_w_m2.eq(cfg.w - 2), fd_h_m2.eq(cfg.h - 2),
                          fd_last_surface.eq(bus >= cfg.c), row_base.eq(0), cg_base.eq(0)]
         with m.If(launch["op"]):
             m.d.sync += [kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
@@ -584,8 +594,9 @@ class ConvFetch(wiring.Component):
                          c_last.eq(cfg.c - ((cfg.channel_groups - 1) * n_c)),
                          k_last_m1.eq(cfg.k - ((cfg.kernel_groups - 1) * n_k) - 1),
                          s_m1.eq(cfg.s - 1), r_m1.eq(cfg.r - 1),
-                         cg_m1.eq(cfg.channel_groups - 1),
-                         kg_m1.eq(cfg.kernel_groups - 1),
+                         s_m2.eq(cfg.s - 2), r_m2.eq(cfg.r - 2),
+                         cg_m3.eq(cfg.channel_groups - 3),
+                         kg_m3.eq(cfg.kernel_groups - 3),
                          ws_last.eq(cfg.s == 1), wr_last.eq(cfg.r == 1),
                          wcg_last.eq(cfg.channel_groups == 1),
                          wkg_last.eq(cfg.kernel_groups == 1),
@@ -714,18 +725,20 @@ class OutputWriter(wiring.Component):
         # registers' sizes behind the next line's sum were the routed full build's
         # critical path, 13.0 ns)
         ox_last, oy_last = Signal(), Signal()
+        w_m2, h_m2 = Signal(SIZE_BITS), Signal(SIZE_BITS)     # (compared before the counts move)
         next_row, next_surface = Signal(ADDR_BITS), Signal(ADDR_BITS)
         with m.If(self.start):
             m.d.sync += [ox.eq(0), oy.eq(0), point.eq(cfg.dst_addr),
                          ox_last.eq(cfg.out_w == 1), oy_last.eq(cfg.out_h == 1),
+                         w_m2.eq(cfg.out_w - 2), h_m2.eq(cfg.out_h - 2),
                          next_row.eq(cfg.dst_addr + cfg.line_stride),
                          next_surface.eq(cfg.dst_addr + cfg.surf_stride)]
         with m.Elif(self.inp.valid & self.inp.ready):
-            m.d.sync += [ox.eq(ox + 1), ox_last.eq(ox + 2 == cfg.out_w),
+            m.d.sync += [ox.eq(ox + 1), ox_last.eq(ox == w_m2),
                          point.eq(point + hw.atom_size)]
             with m.If(ox_last):
                 m.d.sync += [ox.eq(0), ox_last.eq(cfg.out_w == 1),
-                             oy.eq(oy + 1), oy_last.eq(oy + 2 == cfg.out_h),
+                             oy.eq(oy + 1), oy_last.eq(oy == h_m2),
                              point.eq(next_row),
                              next_row.eq(next_row + cfg.line_stride)]
                 with m.If(oy_last):                     # the next kernel group's surface
