@@ -112,16 +112,18 @@ class AxiRam(wiring.Component):
     builds were each a little logic and up to 23 ns of routing):
 
     * each cycle's accesses (the read and the write, their banks as one bit per bank) are
-      registered in one place, then copied into each bank's own registers beside its
-      block RAMs, which drive them;
-    * a bank's read data are registered beside it (a block RAM's output takes 5.8 ns),
+      registered in one place, then copied into each bank's own registers, then into
+      registers of each of the bank's block RAMs (one per byte lane), which drive it: the
+      block RAMs of a bank lie along a row of the die, apart;
+    * a block RAM's read data are registered beside it (its output takes 5.8 ns),
       reset to 0 unless the bank was read, so that a read's word is the OR of all banks'
       data: taken in two registered levels, groups of :data:`GROUP_BANKS` banks and then
       the groups, instead of a select by bank number reaching every bank's data.
 
-    A write is taken into the access register, then the banks' write stages, and written
-    the cycle after (its response is given when it is taken; a read issued once the
-    manager has seen it reads the new data); reads are issued on credits for an output
+    A write is taken into the access register, then the banks' and the lanes' write
+    stages, and written the cycle after (its response is given when it is taken; reads
+    pass the same stages, so a read issued once the manager has seen it reads the new
+    data); reads are issued on credits for an output
     FIFO rather than on the manager's ``rready``; the bridge is granted the RAM on the AXI
     side's registered activity, from a register of its request."""
 
@@ -130,9 +132,10 @@ class AxiRam(wiring.Component):
     #: Banks whose data are OR'd into one register before the last OR into ``picked``.
     GROUP_BANKS = 4
     #: Cycles from a read's issue to its word in the FIFO's input register: the access's
-    #: register, the bank's address registers, the block RAM, the bank's data register, the
-    #: group's register, the picked data register.
-    READ_STAGES = 6
+    #: register, the bank's address registers, the byte lanes' address registers, the
+    #: block RAM, the lanes' data registers, the group's register, the picked data
+    #: register.
+    READ_STAGES = 7
     #: Words of the read FIFO: the reads in flight, one in the FIFO, one being taken out
     #: keep a word a cycle flowing.
     READ_FIFO = READ_STAGES + 2
@@ -240,8 +243,10 @@ class AxiRam(wiring.Component):
             w_data_c.eq(Mux(take, axi.wdata, port.wdata)),
             w_strb_c.eq(Mux(take, axi.wstrb, Mux(grant & port.write, port.strb, 0))),
         ]
-        # ---- the banks, each with its own registers (``keep``: yosys must not merge the
-        # copies, which are there to be placed apart)
+        # ---- the banks, each with its own registers, and those of each byte lane's block
+        # RAM (``keep``: yosys must not merge the copies, which are there to be placed
+        # apart; one bank's registers beside its eight block RAMs were 10.2 ns from one of
+        # them, the 8x8 build's path at 90.87 MHz)
         picked = Signal(8 * nb)
         bank_data = []
         for i in range(self.banks):
@@ -251,29 +256,35 @@ class AxiRam(wiring.Component):
             w_addr = Signal(low_bits, name=f"bank_{i}_w_addr", attrs=keep)
             w_data = Signal(8 * nb, name=f"bank_{i}_w_data", attrs=keep)
             w_strb = Signal(nb, name=f"bank_{i}_w_strb", attrs=keep)
-            # whether the bank was read, a copy per byte lane: each lane's block RAM and
-            # data register are placed apart (one copy for the bank's 64 data registers
-            # was fe09cbc's 8x8 path at 75.09 MHz, 10.4 ns on its net)
-            r_en_q = [Signal(name=f"bank_{i}_r_en_q_{j}", attrs=keep) for j in range(nb)]
-            data = Signal(8 * nb, name=f"bank_{i}_data", attrs=keep)
-            m.d.sync += [r_en.eq(hit_r[i]), r_addr.eq(r_low),
-                         *(q.eq(r_en) for q in r_en_q),
-                         w_addr.eq(w_low), w_data.eq(w_data_c),
-                         w_strb.eq(Mux(hit_w[i], w_strb_c, 0))]
-            # the bank's words.  A read in the cycle its word is written may return anything
-            # on the board (NO_COLLISION): a manager that reads a word after its write's
-            # response (the engine does) never reads it then, nor does the bridge, which
-            # waits for an idle AXI side
-            mem = memory.Memory(shape=8 * nb, depth=self.bank_words, init=[])
-            m.submodules[f"bank_{i}{NO_COLLISION}"] = mem
-            rd, wr = mem.read_port(), mem.write_port(granularity=8)
-            # the data of a bank not read are 0 (the flip-flops' reset): the read bank's
-            # word is the OR of all banks' data, with no select reaching across the die
-            m.d.sync += [data.word_select(j, 8).eq(Mux(q, rd.data.word_select(j, 8), 0))
-                         for j, q in enumerate(r_en_q)]
-            m.d.comb += [rd.en.eq(r_en), rd.addr.eq(r_addr), wr.addr.eq(w_addr),
-                         wr.data.eq(w_data), wr.en.eq(w_strb)]
-            bank_data.append(data)
+            m.d.sync += [r_en.eq(hit_r[i]), r_addr.eq(r_low), w_addr.eq(w_low),
+                         w_data.eq(w_data_c), w_strb.eq(Mux(hit_w[i], w_strb_c, 0))]
+            lanes = []
+            for j in range(nb):
+                lane = f"bank_{i}_lane_{j}"
+                l_r_en = Signal(name=f"{lane}_r_en", attrs=keep)
+                l_r_addr = Signal(low_bits, name=f"{lane}_r_addr", attrs=keep)
+                l_w_addr = Signal(low_bits, name=f"{lane}_w_addr", attrs=keep)
+                l_w_data = Signal(8, name=f"{lane}_w_data", attrs=keep)
+                l_w_en = Signal(name=f"{lane}_w_en", attrs=keep)
+                l_r_en_q = Signal(name=f"{lane}_r_en_q", attrs=keep)
+                l_data = Signal(8, name=f"{lane}_data", attrs=keep)
+                m.d.sync += [l_r_en.eq(r_en), l_r_addr.eq(r_addr), l_r_en_q.eq(l_r_en),
+                             l_w_addr.eq(w_addr), l_w_data.eq(w_data.word_select(j, 8)),
+                             l_w_en.eq(w_strb[j])]
+                # the lane's bytes.  A read in the cycle its byte is written may return
+                # anything on the board (NO_COLLISION): a manager that reads a word after
+                # its write's response (the engine does) never reads it then, nor does the
+                # bridge, which waits for an idle AXI side
+                mem = memory.Memory(shape=8, depth=self.bank_words, init=[])
+                m.submodules[f"{lane}{NO_COLLISION}"] = mem
+                rd, wr = mem.read_port(), mem.write_port()
+                # the data of a lane not read are 0 (the flip-flops' reset): the read word
+                # is the OR of all banks' data, with no select reaching across the die
+                m.d.sync += l_data.eq(Mux(l_r_en_q, rd.data, 0))
+                m.d.comb += [rd.en.eq(l_r_en), rd.addr.eq(l_r_addr), wr.addr.eq(l_w_addr),
+                             wr.data.eq(l_w_data), wr.en.eq(l_w_en)]
+                lanes.append(l_data)
+            bank_data.append(Cat(*lanes))
         groups = []
         for g in range(0, self.banks, self.GROUP_BANKS):
             group = Signal(8 * nb, name=f"group_{g // self.GROUP_BANKS}_data")
