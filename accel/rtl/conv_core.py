@@ -685,13 +685,18 @@ class _Stripes:
         # the group's first values of the generators' look-ahead counts (see _Rounds)
         self.rest1 = Signal(signed(2 * SIZE_BITS + 1), name="first_rest1")
         self.rest2_m1 = Signal(signed(2 * SIZE_BITS + 2), name="first_rest2_m1")
+        # whether rest2_m1 < size, and whether rest2_m1 == 0
+        self.rest2_short = Signal(name="first_rest2_short")
+        self.rest2_zero = Signal(name="first_rest2_zero")
         fits = total <= size
         m.d.sync += [self.first.eq(Mux(fits, total, size)), self.first_is_last.eq(fits),
                      self.first_single.eq(Mux(fits, total == 1, size == 1)),
                      self.second_single.eq(Mux(total <= (size << 1), total == size + 1,
                                                size == 1)),
                      self.size_one.eq(size == 1),
-                     self.rest1.eq(total - size), self.rest2_m1.eq(total - (size << 1) - 1)]
+                     self.rest1.eq(total - size), self.rest2_m1.eq(total - (size << 1) - 1),
+                     self.rest2_short.eq(total <= size + (size << 1)),
+                     self.rest2_zero.eq(total == (size << 1) + 1)]
 
 
 class _Rounds:
@@ -717,6 +722,11 @@ class _Rounds:
         self.last_kg = Signal(name=f"{name}_last_kg")
         self.rest1 = Signal.like(stripes.rest1, name=f"{name}_rest1")
         self.rest2_m1 = Signal.like(stripes.rest2_m1, name=f"{name}_rest2_m1")
+        # rest2_m1 < size and rest2_m1 == 0, flags kept with it (its comparison with size
+        # in front of the next stripe's single-point flag was the 8x8 build's path at
+        # 86.72 MHz, a carry chain of 34 steps)
+        self.rest2_short = Signal(name=f"{name}_rest2_short")
+        self.rest2_zero = Signal(name=f"{name}_rest2_zero")
         self.in_stripe_m1 = Signal.like(stripes.size, name=f"{name}_points_m1")
         self.single = Signal(name=f"{name}_single")          # in_stripe_m1 == 0
         self.next_single = Signal(name=f"{name}_next_single")   # of the stripe after it
@@ -749,6 +759,7 @@ class _Rounds:
     def _group_start(self) -> list:
         stripes = self.stripes
         return [self.rest1.eq(stripes.rest1), self.rest2_m1.eq(stripes.rest2_m1),
+                self.rest2_short.eq(stripes.rest2_short), self.rest2_zero.eq(stripes.rest2_zero),
                 *self._set_last_stripe(stripes.first_is_last),
                 self.in_stripe_m1.eq(stripes.first - 1), self.single.eq(stripes.first_single),
                 self.next_single.eq(Mux(stripes.first_is_last, stripes.first_single,
@@ -793,12 +804,14 @@ class _Rounds:
                 # <= size (with rest - 2 * size = rest2_m1 + 1 points)
                 m.d.sync += [self.rest1.eq(self.rest1 - size),
                              self.rest2_m1.eq(self.rest2_m1 - size),
+                             # (of rest2_m1 - size)
+                             self.rest2_short.eq(self.rest2_m1 < (size << 1)),
+                             self.rest2_zero.eq(self.rest2_m1 == size),
                              *self._set_last_stripe(next_is_last),
                              self.in_stripe_m1.eq(Mux(next_is_last, self.rest1 - 1, size - 1)),
                              self.single.eq(self.next_single),
                              self.next_single.eq(Mux(next_is_last, stripes.first_single,
-                                                     Mux(self.rest2_m1 < size,
-                                                         self.rest2_m1 == 0,
+                                                     Mux(self.rest2_short, self.rest2_zero,
                                                          stripes.size_one)))]
             with m.Else():                              # the kernel group is over
                 m.d.sync += self._group_start()
