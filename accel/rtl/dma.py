@@ -181,6 +181,10 @@ class ConvFetch(wiring.Component):
         # (H - 2: the line before the last is compared with a register, not ``fc_y + 2``
         # with H, an adder into an equality)
         fc_h_m2 = Signal(SIZE_BITS)
+        # the surfaces of C less two: the surface after the next is past C when the count
+        # is at least this (``(fc_surface + 2) * bus >= C``, an adder into a comparison,
+        # was among the netlist's deepest logic)
+        surfaces_m2 = Signal(signed(SIZE_BITS + 1))
         group_issued = Signal()                  # the command of a channel group's last line
         m.d.comb += group_issued.eq(fc_issue & fc_last_line
                                     & ((fc_j == groups - 1) | fc_last_surface))
@@ -191,7 +195,7 @@ class ConvFetch(wiring.Component):
             with m.Else():
                 m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
                              fc_last_line.eq(cfg.h == 1), fc_more.eq(~fc_last_surface),
-                             fc_last_surface.eq((fc_surface + 2) * bus >= cfg.c),
+                             fc_last_surface.eq(fc_surface >= surfaces_m2),
                              fc_j.eq(Mux(fc_j == groups - 1, 0, fc_j + 1)),
                              fc_surf_addr.eq(fc_surf_addr + cfg.surf_stride),
                              fc_line_addr.eq(fc_surf_addr + cfg.surf_stride)]
@@ -278,7 +282,7 @@ class ConvFetch(wiring.Component):
                                  row_base.eq(row_base + cfg.w)]
                 with m.Else():
                     m.d.sync += [y.eq(0), y_last.eq(cfg.h == 1), fd_surface.eq(fd_surface + 1),
-                                 fd_last_surface.eq((fd_surface + 2) * bus >= cfg.c)]
+                                 fd_last_surface.eq(fd_surface >= surfaces_m2)]
                     with m.If(fd_last_surface):
                         m.d.sync += features_in.eq(1)
                     with m.Elif(j != groups - 1):
@@ -573,6 +577,7 @@ class ConvFetch(wiring.Component):
         with m.If(launch["fc"]):
             m.d.sync += [fc_surface.eq(0), fc_y.eq(0), fc_j.eq(0),
                          fc_more.eq(cfg.c != 0), fc_last_surface.eq(bus >= cfg.c),
+                         surfaces_m2.eq(((cfg.c + bus - 1) >> (bus.bit_length() - 1)) - 2),
                          fc_last_line.eq(cfg.h == 1), fc_h_m2.eq(cfg.h - 2),
                          fc_surf_addr.eq(cfg.feature_addr), fc_line_addr.eq(cfg.feature_addr)]
         with m.If(launch["wc"]):
