@@ -144,8 +144,15 @@ class AxiRam(wiring.Component):
     #: is idle: the request's register, then the stages of a read.
     PORT_LATENCY = READ_STAGES + 1
 
-    def __init__(self, axi_signature: wiring.Signature, words: int, word_bytes: int) -> None:
-        self.words, self.word_bytes = words, word_bytes
+    def __init__(self, axi_signature: wiring.Signature, words: int, word_bytes: int,
+                 lane_bytes: int = 1) -> None:
+        """``lane_bytes``: bytes of a word in one block RAM with its own registers (1 on
+        the board; a simulation-only top of a whole bank per memory simulates several
+        times faster)."""
+        if lane_bytes < 1 or word_bytes % lane_bytes:
+            raise ValueError(f"lane_bytes={lane_bytes}: must divide the word's {word_bytes} "
+                             f"bytes")
+        self.words, self.word_bytes, self.lane_bytes = words, word_bytes, lane_bytes
         self.shift = word_bytes.bit_length() - 1
         if words > self.BANK_WORDS and words % self.BANK_WORDS == 0:
             self.banks, self.bank_words = words // self.BANK_WORDS, self.BANK_WORDS
@@ -260,26 +267,27 @@ class AxiRam(wiring.Component):
             m.d.sync += [r_en.eq(hit_r[i]), r_addr.eq(r_low), w_addr.eq(w_low),
                          w_data.eq(w_data_c), w_strb.eq(Mux(hit_w[i], w_strb_c, 0))]
             lanes = []
-            for j in range(nb):
+            lb = self.lane_bytes
+            for j in range(nb // lb):
                 lane = f"bank_{i}_lane_{j}"
                 l_r_en = Signal(name=f"{lane}_r_en", attrs=keep)
                 l_r_addr = Signal(low_bits, name=f"{lane}_r_addr", attrs=keep)
                 l_w_addr = Signal(low_bits, name=f"{lane}_w_addr", attrs=keep)
-                l_w_data = Signal(8, name=f"{lane}_w_data", attrs=keep)
-                l_w_en = Signal(name=f"{lane}_w_en", attrs=keep)
+                l_w_data = Signal(8 * lb, name=f"{lane}_w_data", attrs=keep)
+                l_w_en = Signal(lb, name=f"{lane}_w_en", attrs=keep)
                 l_r_en_q = Signal(name=f"{lane}_r_en_q", attrs=keep)
-                l_data = Signal(8, name=f"{lane}_data", attrs=keep)
-                l_out = Signal(8, name=f"{lane}_out", attrs=keep)
+                l_data = Signal(8 * lb, name=f"{lane}_data", attrs=keep)
+                l_out = Signal(8 * lb, name=f"{lane}_out", attrs=keep)
                 m.d.sync += [l_r_en.eq(r_en), l_r_addr.eq(r_addr), l_r_en_q.eq(l_r_en),
-                             l_w_addr.eq(w_addr), l_w_data.eq(w_data.word_select(j, 8)),
-                             l_w_en.eq(w_strb[j])]
+                             l_w_addr.eq(w_addr), l_w_data.eq(w_data.word_select(j, 8 * lb)),
+                             l_w_en.eq(w_strb.word_select(j, lb))]
                 # the lane's bytes.  A read in the cycle its byte is written may return
                 # anything on the board (NO_COLLISION): a manager that reads a word after
                 # its write's response (the engine does) never reads it then, nor does the
                 # bridge, which waits for an idle AXI side
-                mem = memory.Memory(shape=8, depth=self.bank_words, init=[])
+                mem = memory.Memory(shape=8 * lb, depth=self.bank_words, init=[])
                 m.submodules[f"{lane}{NO_COLLISION}"] = mem
-                rd, wr = mem.read_port(), mem.write_port()
+                rd, wr = mem.read_port(), mem.write_port(granularity=8)
                 # the data of a lane not read are 0 (the flip-flops' reset): the read word
                 # is the OR of all banks' data, with no select reaching across the die
                 # (the block RAM's output into a single data register placed 58 columns
@@ -509,7 +517,10 @@ class RamEngine(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.engine = engine = self.engine
-        m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, self.cfg.atom_size)
+        # (a memory per bank: this top is simulated only, and a block RAM per byte lane
+        # made its Icarus run of a trace three times slower)
+        m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, self.cfg.atom_size,
+                                        lane_bytes=self.cfg.atom_size)
         for name, member in engine.axi.signature.members.items():
             src, dst = getattr(engine.axi, name), getattr(ram.axi, name)
             if name in ("araddr", "awaddr"):
