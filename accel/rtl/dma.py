@@ -178,9 +178,9 @@ class ConvFetch(wiring.Component):
         # worked out as the counters move (comparisons of registers, one cycle ahead)
         fc_more, fc_last_surface, fc_last_line = Signal(), Signal(), Signal()
         fc_issue = Signal()
-        # (H - 2: the line before the last is compared with a register, not ``fc_y + 2``
-        # with H, an adder into an equality)
-        fc_h_m2 = Signal(SIZE_BITS)
+        # (H - 2, for the commands' and the data's line counters: the line before the last
+        # is compared with a register, not ``fc_y + 2`` with H, an adder into an equality)
+        h_m2 = Signal(SIZE_BITS)
         # the surfaces of C less two: the surface after the next is past C when the count
         # is at least this (``(fc_surface + 2) * bus >= C``, an adder into a comparison,
         # was among the netlist's deepest logic)
@@ -191,7 +191,7 @@ class ConvFetch(wiring.Component):
         with m.If(fc_issue):
             with m.If(~fc_last_line):
                 m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride),
-                             fc_last_line.eq(fc_y == fc_h_m2)]
+                             fc_last_line.eq(fc_y == h_m2)]
             with m.Else():
                 m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
                              fc_last_line.eq(cfg.h == 1), fc_more.eq(~fc_last_surface),
@@ -266,7 +266,7 @@ class ConvFetch(wiring.Component):
         # flags worked out as the counters move, like the commands' (the surface count's
         # comparison with C behind x's and y's was the reduced build's critical path)
         x_last, y_last, fd_last_surface = Signal(), Signal(), Signal()
-        fd_w_m2, fd_h_m2 = Signal(SIZE_BITS), Signal(SIZE_BITS)     # W - 2, H - 2 (as fc_h_m2)
+        fd_w_m2 = Signal(SIZE_BITS)                     # W - 2 (as h_m2)
         m.d.comb += feature_beat.eq(body & tags.r_rdy & ~tag_weights & beat.valid)
         fw = self.feature_write
         m.d.comb += [fw.en.eq(Mux(feature_beat, 1 << j, 0)), fw.addr.eq(row_base + x)]
@@ -278,7 +278,7 @@ class ConvFetch(wiring.Component):
             with m.If(x_last):
                 m.d.sync += [x.eq(0), x_last.eq(cfg.w == 1)]
                 with m.If(~y_last):
-                    m.d.sync += [y.eq(y + 1), y_last.eq(y == fd_h_m2),
+                    m.d.sync += [y.eq(y + 1), y_last.eq(y == h_m2),
                                  row_base.eq(row_base + cfg.w)]
                 with m.Else():
                     m.d.sync += [y.eq(0), y_last.eq(cfg.h == 1), fd_surface.eq(fd_surface + 1),
@@ -578,7 +578,7 @@ class ConvFetch(wiring.Component):
             m.d.sync += [fc_surface.eq(0), fc_y.eq(0), fc_j.eq(0),
                          fc_more.eq(cfg.c != 0), fc_last_surface.eq(bus >= cfg.c),
                          surfaces_m2.eq(((cfg.c + bus - 1) >> (bus.bit_length() - 1)) - 2),
-                         fc_last_line.eq(cfg.h == 1), fc_h_m2.eq(cfg.h - 2),
+                         fc_last_line.eq(cfg.h == 1), h_m2.eq(cfg.h - 2),
                          fc_surf_addr.eq(cfg.feature_addr), fc_line_addr.eq(cfg.feature_addr)]
         with m.If(launch["wc"]):
             m.d.sync += [wc_addr.eq(cfg.weight_addr), wc_left.eq(weight_words),
@@ -588,7 +588,7 @@ class ConvFetch(wiring.Component):
             m.d.sync += [features_in.eq(0),
                          fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
                          x_last.eq(cfg.w == 1), y_last.eq(cfg.h == 1),
-                         fd_w_m2.eq(cfg.w - 2), fd_h_m2.eq(cfg.h - 2),
+                         fd_w_m2.eq(cfg.w - 2),
                          fd_last_surface.eq(bus >= cfg.c), row_base.eq(0), cg_base.eq(0)]
         with m.If(launch["op"]):
             m.d.sync += [kg.eq(0), stage.eq(0), x1_addr.eq(cfg.x1.addr),
