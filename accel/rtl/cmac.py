@@ -286,19 +286,27 @@ class Cmac(wiring.Component):
             # per cell, ``keep``, beside its multipliers) and hold the active kernel
             # otherwise: no multiplexer between a register and a DSP block (from the swap
             # through one, the 8x8 build's path at 78.11 MHz: 12.0 ns of routing).
-            late = Signal.like(wbeat, name="wbeat_late")
-            late_take = Signal()
-            m.d.sync += [late.eq(wbeat), late_take.eq(w_take)]
-            wbeat, w_take = late, late_take
+            # That cycle is a copy of the beat per cell (``keep``), its masked weights and
+            # whether it is the cell's, placed between ``wbeat`` and the cell's kernels:
+            # ``wbeat`` straight into the kernels of every cell, across the DSP rows, was
+            # the 8x8 build's path at 83.63 MHz.
             swap_taken = Signal()
             m.d.sync += swap_taken.eq(take & self.data.payload.swap)
             for k in range(n_k):
                 swaps[k] = Signal(name=f"swap_k{k}", attrs={"keep": 1})
-                m.d.sync += swaps[k].eq(swap_taken)
-        for k in range(n_k):
-            with m.If(w_take & (wbeat.kernel == k)):
-                m.d.sync += [kernels[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
-                             for c in range(n_c)]
+                beat = Signal(n_c * OPERAND_BITS, name=f"wbeat_k{k}", attrs={"keep": 1})
+                mine = Signal(name=f"wbeat_mine_k{k}", attrs={"keep": 1})
+                m.d.sync += [swaps[k].eq(swap_taken),
+                             mine.eq(w_take & (wbeat.kernel == k)),
+                             beat.eq(Cat(Mux(wbeat.mask[c], wbeat.data[c], 0)
+                                         for c in range(n_c)))]
+                with m.If(mine):
+                    m.d.sync += kernels[k].as_value().eq(beat)
+        else:
+            for k in range(n_k):
+                with m.If(w_take & (wbeat.kernel == k)):
+                    m.d.sync += [kernels[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
+                                 for c in range(n_c)]
 
         # Stage 0: the atom with masked lanes zeroed.  Stage 1: a copy of the lanes for
         # each cell (``keep``: not merged into one), each placed between the input register
