@@ -55,7 +55,7 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac, capacity, registered_multiply, use_ecp5_dsp
-from accel.rtl.credits import credit_room
+from accel.rtl.credits import credit_flags, credit_room
 from accel.rtl.memories import NO_COLLISION
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 
@@ -75,6 +75,10 @@ PSUM_BUFFER = 4
 #: the sender's queue of atoms between its generator and the feature memory (enough for
 #: the generator's credit loop to send an atom every cycle)
 QUEUE = 8
+#: groups of registers the atom generator's fire steps, each with its own copies of the
+#: flags the fire comes from: the point's, the round's (tap, channel group, stripe), the
+#: round counters'
+FIRE_GROUPS = 3
 #: the weight beats read, waiting for the MAC array: a beat's credit comes back five
 #: cycles after its read (memory, the read data's register, FIFO, array, the credit's
 #: register), so five keep a beat a cycle flowing
@@ -178,7 +182,10 @@ class ConvCore(wiring.Component):
         # ---- the operation's constants, taken at start (cfg holds until the last output)
         # and in the PREP cycles after it, so that no product is computed per atom
         prep = Signal(range(PREP + 1))
-        running = Signal()                # the sender's generator has points left
+        # the sender's generator has points left: a copy per group of registers it steps
+        # (``keep``, see ``fires`` below; the first is the flag for everything else)
+        runs = [Signal(name=f"running_{i}", attrs={"keep": 1}) for i in range(FIRE_GROUPS)]
+        running = runs[0]
         loading = Signal()                # the loader has rounds left
         # the generators start in the last cycle of PREP: a flag per generator, a register
         # each (``keep``; as one net from a comparison, the start of every counter was among
@@ -351,11 +358,19 @@ class ConvCore(wiring.Component):
                                    "point": range(self.points), "first": 1, "last": 1,
                                    "swap": 1, "round_end": 1})
         m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=entry.size, depth=QUEUE)
-        g_fire = Signal()
+        # The generator fires when it runs and the queue has a credit: into the enables of
+        # some 300 registers, the point's, the round's (tap, channel group, stripe) and the
+        # round counters'.  Each of the three groups has its own copy of the running flag,
+        # of the credit flag and of the round's-end flag, all registers placed beside their
+        # group (as one net, the fire into the stripe's registers across the die was the
+        # 8x8 build's path at 79.99 MHz, 12.5 ns).
+        fires = [Signal(name=f"g_fire_{i}") for i in range(FIRE_GROUPS)]
+        g_fire = fires[0]
         # p == sd.in_stripe_m1 (the round's last point) as a flag worked out as p moves:
         # the comparison was the 8x8 build's critical path at 84.20 MHz, into the enable of
         # every counter a round's end steps
-        round_end = Signal()
+        ends = [Signal(name=f"round_end_{i}", attrs={"keep": 1}) for i in range(FIRE_GROUPS)]
+        round_end = ends[0]
         # the next point of the raster (within a stripe or past it)
         # whether ox (and the stripe's first sox) is the row's last: flags kept with them
         # (``ox == out_w_m1`` in front of the next point's multiplexers was the 8x8 build's
@@ -371,26 +386,13 @@ class ConvCore(wiring.Component):
                   py.eq(-cfg.pad_top), a_py.eq(-top_rows)]
         stripe_origin = [sox.eq(0), sox_last.eq(bounds.out_w_one), soy.eq(0),
                          spx.eq(-cfg.pad_left), spy.eq(-cfg.pad_top), sa_py.eq(-top_rows)]
-        with m.If(g_fire):
+        # the point's registers
+        with m.If(fires[0]):
             m.d.sync += [ox.eq(n_ox), ox_last.eq(n_ox_last), oy.eq(n_oy), px.eq(n_px),
-                         py.eq(n_py), a_py.eq(n_apy),
-                         p.eq(p + 1), round_end.eq(p + 1 == sd.in_stripe_m1)]
+                         py.eq(n_py), a_py.eq(n_apy), p.eq(p + 1),
+                         *(end.eq(p + 1 == sd.in_stripe_m1) for end in ends)]
             with m.If(round_end):
-                m.d.sync += [p.eq(0), round_end.eq(sd.next_round_single)]
-                # the next tap or channel group
-                with m.If(sd.step_s):
-                    m.d.sync += [tx.eq(tx + cfg.dilation_x), a_tap.eq(a_tap + cfg.dilation_x)]
-                with m.Elif(sd.step_r):
-                    m.d.sync += [tx.eq(0), ty.eq(ty + cfg.dilation_y),
-                                 a_row.eq(a_row + tap_row_step),
-                                 a_tap.eq(a_row + tap_row_step)]
-                with m.Elif(sd.step_cg):
-                    m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(a_cg + surface),
-                                 a_row.eq(a_cg + surface), a_tap.eq(a_cg + surface),
-                                 c_left.eq(c_left - n_c)]
-                with m.Else():
-                    m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(0), a_row.eq(0), a_tap.eq(0),
-                                 c_left.eq(cfg.c)]
+                m.d.sync += [p.eq(0), *(end.eq(sd.next_round_single) for end in ends)]
                 # the next round starts at the stripe's first point, or past its last (the
                 # point and the stripe's first point select on registered copies of the
                 # last-round and last-stripe flags: the flag's net to all their bits was
@@ -401,13 +403,30 @@ class ConvCore(wiring.Component):
                                  py.eq(spy), a_py.eq(sa_py)]
                 with m.Elif(sd.last_stripe_copies[0]):      # a new kernel group
                     m.d.sync += origin
-                with m.If(sd.last_round_copies[1]):
-                    with m.If(~sd.last_stripe_copies[1]):
-                        m.d.sync += [sox.eq(n_ox), sox_last.eq(n_ox_last), soy.eq(n_oy),
-                                     spx.eq(n_px), spy.eq(n_py), sa_py.eq(n_apy)]
-                    with m.Else():
-                        m.d.sync += stripe_origin
-                sd.advance(m, running)
+        # the round's: the next tap or channel group, the stripe's first point
+        with m.If(fires[1] & ends[1]):
+            with m.If(sd.step_s):
+                m.d.sync += [tx.eq(tx + cfg.dilation_x), a_tap.eq(a_tap + cfg.dilation_x)]
+            with m.Elif(sd.step_r):
+                m.d.sync += [tx.eq(0), ty.eq(ty + cfg.dilation_y),
+                             a_row.eq(a_row + tap_row_step),
+                             a_tap.eq(a_row + tap_row_step)]
+            with m.Elif(sd.step_cg):
+                m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(a_cg + surface),
+                             a_row.eq(a_cg + surface), a_tap.eq(a_cg + surface),
+                             c_left.eq(c_left - n_c)]
+            with m.Else():
+                m.d.sync += [tx.eq(0), ty.eq(0), a_cg.eq(0), a_row.eq(0), a_tap.eq(0),
+                             c_left.eq(cfg.c)]
+            with m.If(sd.last_round_copies[1]):
+                with m.If(~sd.last_stripe_copies[1]):
+                    m.d.sync += [sox.eq(n_ox), sox_last.eq(n_ox_last), soy.eq(n_oy),
+                                 spx.eq(n_px), spy.eq(n_py), sa_py.eq(n_apy)]
+                with m.Else():
+                    m.d.sync += stripe_origin
+        # the round counters
+        with m.If(fires[2] & ends[2]):
+            sd.advance(m, runs)
 
         # stage 1: the pixel and the address's two halves
         s1_valid = Signal()
@@ -463,7 +482,9 @@ class ConvCore(wiring.Component):
                 m.d.sync += h_valid.eq(0)
         # an entry's credit comes back a cycle after it left the queue, from a register:
         # the credit count's adder is a cycle away from the head's handshake
-        m.d.comb += g_fire.eq(running & credit_room(m, QUEUE, g_fire, move, late_give=True))
+        rooms = credit_flags(m, QUEUE, g_fire, move, copies=FIRE_GROUPS, late_give=True)
+        m.d.comb += [fire.eq(run & room)
+                     for fire, run, room in zip(fires, runs, rooms, strict=True)]
         with m.If(d_free):
             m.d.sync += d_valid.eq(pop)
             with m.If(pop):
@@ -486,7 +507,8 @@ class ConvCore(wiring.Component):
                          read_parity.eq(0), started_parity.eq(0)]
             lw.reset(m)
         with m.If(begin["send"]):
-            m.d.sync += [running.eq(1), p.eq(0), round_end.eq(stripes.first_single),
+            m.d.sync += [*(run.eq(1) for run in runs), p.eq(0),
+                         *(end.eq(stripes.first_single) for end in ends),
                          tx.eq(0), ty.eq(0), a_cg.eq(0),
                          a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c), *origin, *stripe_origin,
                          send_room.eq(1)]
@@ -778,8 +800,8 @@ class _Rounds:
                      *self._group_start(),
                      *self._set_last_round(bounds.s_one & bounds.r_one & bounds.cg_one)]
 
-    def advance(self, m: Module, active: Signal) -> None:
-        """Step to the next round (clearing ``active`` after the last)."""
+    def advance(self, m: Module, active: list[Signal]) -> None:
+        """Step to the next round (clearing the flags of ``active`` after the last)."""
         size, bounds = self.size, self.bounds
         # the counters' last-value flags, worked out once for them and for the copies of
         # their AND
@@ -818,7 +840,7 @@ class _Rounds:
             with m.Else():                              # the kernel group is over
                 m.d.sync += self._group_start()
                 with m.If(self.last_kg):
-                    m.d.sync += active.eq(0)
+                    m.d.sync += [flag.eq(0) for flag in active]
                 with m.Else():
                     m.d.sync += [self.kg.eq(self.kg + 1),
                                  self.last_kg.eq(self.kg == self.bounds.kg_m2)]

@@ -21,8 +21,17 @@ def credit_room(m: Module, depth: int, take: Value, give: Value, name: str = "cr
     credit comes back a cycle after the entry leaves, from a register, so that whatever
     decides the buffer's reads ends there instead of running on into the count (the
     buffer then needs a cycle's worth more entries to keep a beat a cycle flowing)."""
+    return credit_flags(m, depth, take, give, name, late_give=late_give)[0]
+
+
+def credit_flags(m: Module, depth: int, take: Value, give: Value, name: str = "credits", *,
+                 copies: int = 1, late_give: bool = False) -> list[Signal]:
+    """:func:`credit_room`'s flag as ``copies`` registers that take the same value (after
+    the first, marked ``keep``), for a take whose enables fan out to many registers: each
+    group of them gets a flag of its own, placed beside it."""
     credits = Signal(range(depth + 1), init=depth, name=name)
-    room = Signal(init=1, name=f"{name}_left")
+    flags = [Signal(init=1, name=f"{name}_left" if i == 0 else f"{name}_left_{i}",
+                    attrs={"keep": 1} if i else {}) for i in range(copies)]
     if late_give:
         given = Signal(name=f"{name}_given")
         m.d.sync += given.eq(give)
@@ -35,6 +44,7 @@ def credit_room(m: Module, depth: int, take: Value, give: Value, name: str = "cr
     up = Signal(range(depth + 2), name=f"{name}_up")
     down = Signal(range(depth + 1), name=f"{name}_down")
     m.d.comb += [up.eq(credits + 1), down.eq(credits - 1)]
+    room = give | Mux(take, credits != 1, credits != 0)
     m.d.sync += [credits.eq(Mux(give, Mux(take, credits, up), Mux(take, down, credits))),
-                 room.eq(give | Mux(take, credits != 1, credits != 0))]
-    return room
+                 *(flag.eq(room) for flag in flags)]
+    return flags
