@@ -55,7 +55,7 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac, capacity, registered_multiply, use_ecp5_dsp
-from accel.rtl.credits import credit_flags, credit_room
+from accel.rtl.credits import CountedFIFO, credit_flags, credit_room
 from accel.rtl.memories import NO_COLLISION
 from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
 
@@ -579,7 +579,8 @@ class ConvCore(wiring.Component):
             # group's registers on their own enable; a buffered FIFO's output register took
             # a whole beat on one enable, routed in 7.1 ns, the conv core's critical path)
             sums = cacc.sum.payload.as_value()
-            m.submodules.dbuf = dbuf = fifo.SyncFIFO(width=len(sums), depth=self.points)
+            # (no checks of its own: the credits and ``filled`` keep count)
+            m.submodules.dbuf = dbuf = CountedFIFO(width=len(sums), depth=self.points)
             # CACC's output is taken on credits for the buffer's entries (the buffer's own
             # w_rdy, a comparison of its level, was the start of the conv core's critical
             # path back through CACC's stages)

@@ -5,11 +5,16 @@ pipeline.  It takes an input only while the FIFO has an entry that no input in
 flight has been promised: the count starts at the FIFO's depth, an input taken
 spends one and a result read out gives one back.  Back-pressure on the output so
 never reaches the stages.
+
+Where both sides keep count, the producer with credits and the consumer with a count of
+the entries written, the buffer need not check either side: :class:`CountedFIFO`.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
 
 
 def credit_room(m: Module, depth: int, take: Value, give: Value, name: str = "credits", *,
@@ -48,3 +53,32 @@ def credit_flags(m: Module, depth: int, take: Value, give: Value, name: str = "c
     m.d.sync += [credits.eq(Mux(give, Mux(take, credits, up), Mux(take, down, credits))),
                  *(flag.eq(room) for flag in flags)]
     return flags
+
+
+class CountedFIFO(wiring.Component):
+    """A first-in first-out buffer of ``depth`` entries of ``width`` bits that checks
+    neither side: its producer writes only entries it holds credits for and its consumer
+    reads only entries it has counted in.  ``w_en`` is the storage's write enable as it
+    comes (amaranth's ``SyncFIFO`` gates it with ``level != depth``, a comparison in front
+    of the enable of every storage cell: the 8x8 build's path at 95.02 MHz, 6.3 ns of
+    routing after it).  ``r_data`` is the oldest entry, read combinationally; ``r_en``
+    moves past it.  Writing a full buffer or reading an empty one is not detected."""
+
+    def __init__(self, width: int, depth: int) -> None:
+        self.width, self.depth = width, depth
+        super().__init__({"w_en": In(1), "w_data": In(width),
+                          "r_en": In(1), "r_data": Out(width)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.storage = storage = memory.Memory(shape=self.width, depth=self.depth,
+                                                       init=[])
+        w_port, r_port = storage.write_port(), storage.read_port(domain="comb")
+        produce, consume = Signal(range(self.depth)), Signal(range(self.depth))
+        m.d.comb += [w_port.addr.eq(produce), w_port.data.eq(self.w_data),
+                     w_port.en.eq(self.w_en), r_port.addr.eq(consume),
+                     self.r_data.eq(r_port.data)]
+        for pointer, step in ((produce, self.w_en), (consume, self.r_en)):
+            with m.If(step):
+                m.d.sync += pointer.eq(Mux(pointer == self.depth - 1, 0, pointer + 1))
+        return m
