@@ -288,8 +288,12 @@ class ConvEngine(wiring.Component):
         m.d.comb += fsm_idle.eq(fsm.ongoing("IDLE"))
         # outputs as plain functions of the state (no defaults inside the state machine:
         # Icarus never evaluates those before the state first changes)
-        m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick),
-                     core.start.eq(fsm.ongoing("FETCH") & fetch.ready)]
+        # the core starts the cycle after the operands are in, from a register: the state's
+        # decode and the fetch's ready straight into the core's start, and on into SDP's
+        # offered flags across the die, were the 8x8 build's path at 94.08 MHz
+        core_start = Signal()
+        m.d.sync += core_start.eq(fsm.ongoing("FETCH") & fetch.ready)
+        m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick), core.start.eq(core_start)]
         m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(flag)
                      for unit, flag in done.items()]
         return m
