@@ -276,6 +276,7 @@ class Cmac(wiring.Component):
         w_take = Signal()
         m.d.sync += [wbeat.eq(self.weight.payload),
                      w_take.eq(self.weight.valid & self.weight.ready)]
+        masked = Cat(Mux(wbeat.mask[c], wbeat.data[c], 0) for c in range(n_c))
         kernels = [Signal(data.ArrayLayout(signed(OPERAND_BITS), n_c), name=f"wt_{k}")
                    for k in range(n_k)]
         swaps: list[Value | None] = [None] * n_k
@@ -297,16 +298,13 @@ class Cmac(wiring.Component):
                 beat = Signal(n_c * OPERAND_BITS, name=f"wbeat_k{k}", attrs={"keep": 1})
                 mine = Signal(name=f"wbeat_mine_k{k}", attrs={"keep": 1})
                 m.d.sync += [swaps[k].eq(swap_taken),
-                             mine.eq(w_take & (wbeat.kernel == k)),
-                             beat.eq(Cat(Mux(wbeat.mask[c], wbeat.data[c], 0)
-                                         for c in range(n_c)))]
+                             mine.eq(w_take & (wbeat.kernel == k)), beat.eq(masked)]
                 with m.If(mine):
                     m.d.sync += kernels[k].as_value().eq(beat)
         else:
             for k in range(n_k):
                 with m.If(w_take & (wbeat.kernel == k)):
-                    m.d.sync += [kernels[k][c].eq(Mux(wbeat.mask[c], wbeat.data[c], 0))
-                                 for c in range(n_c)]
+                    m.d.sync += kernels[k].as_value().eq(masked)
 
         # Stage 0: the atom with masked lanes zeroed.  Stage 1: a copy of the lanes for
         # each cell (``keep``: not merged into one), each placed between the input register
