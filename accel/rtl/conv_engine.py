@@ -28,7 +28,7 @@ an AXI response other than OKAY.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -211,12 +211,18 @@ class ConvEngine(wiring.Component):
         with_rdma = Signal()                     # the operation completes SDP_RDMA too
         fsm_idle = Signal()
         total = Signal(2 * SIZE_BITS)            # output points of the operation
-        rows = Signal.like(op.out_h)             # rows of them added up so far
-        remaining = Signal(2 * SIZE_BITS + 1)
+        # The set-up states count with signed registers that hold one less than what is
+        # left, so that "anything left" is their sign bit rather than a comparison of two
+        # counts (``remaining <= points`` and ``remaining != 0`` through the state's decode
+        # into the count's reset were the 8x8 build's path at 94.38 MHz, and ``total``
+        # through the kernel groups' count the reduced build's): each loop runs while its
+        # register is not negative.
+        rows_m1 = Signal(signed(op.out_h.shape().width + 1))      # rows still to add
+        remaining_m1 = Signal(signed(2 * SIZE_BITS + 1))           # points not in a stripe
         stripes = Signal(2 * SIZE_BITS)
-        covered = Signal(2 * SIZE_BITS + 1)
-        outputs = Signal(3 * SIZE_BITS)          # output beats still to leave
-        groups_left = Signal.like(op.kernel_groups)  # kernel groups still to count in
+        short_m1 = Signal(signed(2 * SIZE_BITS + 2))               # points not yet covered
+        outputs_m1 = Signal(signed(3 * SIZE_BITS + 1))             # output beats to leave
+        groups_m1 = Signal(signed(op.kernel_groups.shape().width + 1))  # groups to count in
         kick = Signal()                          # the DMAs start: the cycle after the latch
         m.d.sync += kick.eq(0)
         # the units' completion (the COMPLETE state's one cycle), a register per unit
@@ -242,34 +248,34 @@ class ConvEngine(wiring.Component):
             with m.State("IDLE"):
                 with m.If(go["core"]):
                     m.d.sync += kick.eq(1)
-                    m.d.sync += [total.eq(0), rows.eq(0), stripes.eq(0),
+                    # (``op`` takes its fields in this cycle: the height from the register)
+                    m.d.sync += [total.eq(0), rows_m1.eq(oh - 1), stripes.eq(0),
                                  with_rdma.eq(operands)]
                     m.next = "SURFACE"
             with m.State("SURFACE"):            # total = out_w x out_h, added up a row a cycle
-                with m.If(rows != op.out_h):
-                    m.d.sync += [total.eq(total + op.out_w), rows.eq(rows + 1)]
+                with m.If(~rows_m1[-1]):
+                    m.d.sync += [total.eq(total + op.out_w), rows_m1.eq(rows_m1 - 1)]
                 with m.Else():
-                    m.d.sync += remaining.eq(total)
+                    m.d.sync += remaining_m1.eq(total - 1)
                     m.next = "STRIPES"
             with m.State("STRIPES"):            # stripes = ceil(total / points)
-                with m.If(remaining != 0):
+                with m.If(~remaining_m1[-1]):
                     m.d.sync += [stripes.eq(stripes + 1),
-                                 remaining.eq(remaining - self.points)]
-                    with m.If(remaining <= self.points):
-                        m.d.sync += remaining.eq(0)
+                                 remaining_m1.eq(remaining_m1 - self.points)]
                 with m.Else():
-                    m.d.sync += [covered.eq(0), op.stripe_points.eq(0)]
+                    m.d.sync += [short_m1.eq(total - 1), op.stripe_points.eq(0)]
                     m.next = "LENGTH"
             with m.State("LENGTH"):             # stripe_points = ceil(total / stripes)
-                with m.If(covered < total):
-                    m.d.sync += [covered.eq(covered + stripes),
+                with m.If(~short_m1[-1]):
+                    m.d.sync += [short_m1.eq(short_m1 - stripes),
                                  op.stripe_points.eq(op.stripe_points + 1)]
                 with m.Else():
-                    m.d.sync += [outputs.eq(0), groups_left.eq(op.kernel_groups)]
+                    m.d.sync += [outputs_m1.eq(-1), groups_m1.eq(op.kernel_groups - 1)]
                     m.next = "OUTPUTS"
             with m.State("OUTPUTS"):            # outputs = kernel groups x total, added up
-                with m.If(groups_left != 0):
-                    m.d.sync += [outputs.eq(outputs + total), groups_left.eq(groups_left - 1)]
+                with m.If(~groups_m1[-1]):
+                    m.d.sync += [outputs_m1.eq(outputs_m1 + total),
+                                 groups_m1.eq(groups_m1 - 1)]
                 with m.Else():
                     m.next = "FETCH"
             with m.State("FETCH"):              # the operands come in
@@ -277,8 +283,8 @@ class ConvEngine(wiring.Component):
                     m.next = "RUN"
             with m.State("RUN"):
                 with m.If(core.out.valid & core.out.ready):
-                    m.d.sync += outputs.eq(outputs - 1)
-                with m.If((outputs == 0) & fetch.done & wdma.idle):
+                    m.d.sync += outputs_m1.eq(outputs_m1 - 1)
+                with m.If(outputs_m1[-1] & fetch.done & wdma.idle):
                     m.d.sync += [flag.eq(1) for unit, flag in done.items()
                                  if unit in OP_UNITS]
                     m.d.sync += done["NVDLA_SDP_RDMA"].eq(with_rdma)
