@@ -44,7 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.cmac import DSP_PRODUCT_BITS, ecp5_multiply, use_ecp5_dsp
-from accel.rtl.credits import credit_room
+from accel.rtl.credits import credit_flags
 
 ACC_BITS = 34                # CACC_PARSUM_WIDTH
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
@@ -234,15 +234,22 @@ class LaneDatapath(wiring.Component):
         first beat until its last beat is out.
     inp : ``In(stream.Signature(BeatLayout(cfg, lanes)))``
     out : ``Out(stream.Signature(ResultLayout(cfg, lanes)))``
+    inp_ready_copies : ``Out(ready_copies)``, with ``ready_copies`` > 0: registers equal to
+        ``inp.ready`` every cycle, one for each consumer the producer places apart
     """
 
-    def __init__(self, cfg: HwConfig, lanes: int, ecp5_dsp: bool | None = None) -> None:
+    def __init__(self, cfg: HwConfig, lanes: int, ecp5_dsp: bool | None = None,
+                 ready_copies: int = 0) -> None:
         self.hw, self.lanes, self.ecp5_dsp = cfg, lanes, ecp5_dsp
-        super().__init__({
+        self.ready_copies = ready_copies
+        members = {
             "cfg": In(ConfigLayout()),
             "inp": In(stream.Signature(BeatLayout(cfg, lanes))),
             "out": Out(stream.Signature(ResultLayout(cfg, lanes))),
-        })
+        }
+        if ready_copies:
+            members["inp_ready_copies"] = Out(ready_copies)
+        super().__init__(members)
 
     def _x_stage(self, p: _Pipe, name: str, st, s, x: Value, alu_op: Value,
                  mul_op: Value) -> Value:
@@ -302,7 +309,11 @@ class LaneDatapath(wiring.Component):
             width=Shape.cast(ResultLayout(self.hw, self.lanes)).width, depth=depth)
         take = self.inp.valid & self.inp.ready
         give = self.out.valid & self.out.ready
-        m.d.comb += self.inp.ready.eq(credit_room(m, depth, take, give, late_give=True))
+        ready, *copies = credit_flags(m, depth, take, give, late_give=True,
+                                      copies=1 + self.ready_copies)
+        m.d.comb += self.inp.ready.eq(ready)
+        if copies:
+            m.d.comb += self.inp_ready_copies.eq(Cat(copies))
         valid = take
         for i in range(STAGES):
             stage_valid = Signal(name=f"valid{i + 1}")
@@ -386,13 +397,17 @@ class PostProcessor(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         n, k = self.lanes, self.hw.atomic_k
-        m.submodules.lanes = dp = LaneDatapath(self.hw, n, self.ecp5_dsp)
+        groups = k // n
+        # where lanes go in by groups, each copy of the group count (below) has a copy of
+        # the datapath's ready of its own
+        m.submodules.lanes = dp = LaneDatapath(self.hw, n, self.ecp5_dsp,
+                                               ready_copies=len(self.counts) if groups > 1
+                                               else 0)
         m.d.comb += dp.cfg.eq(self.cfg)
         if n == k:
             wiring.connect(m, wiring.flipped(self.inp), dp.inp)
             wiring.connect(m, dp.out, wiring.flipped(self.out))
             return m
-        groups = k // n
         # ---- in: the beat is taken into registers, a lane group each, and the groups shift
         # towards the datapath's input one a cycle, the next beat taken as the last goes in
         # (a multiplexer picking a group of the waiting beat had its select fan out to every
@@ -406,20 +421,23 @@ class PostProcessor(wiring.Component):
         held = [Signal(BeatLayout(self.hw, n), name=f"held{i}") for i in range(groups)]
         # Each count's take is from its own copy of the input's valid where the producer
         # gives copies (SDP's valid across the die into a lane group's count was the 8x8
-        # build's path at 91.58 MHz, 6.8 ns on that net).
+        # build's path at 91.58 MHz, 6.8 ns on that net), and of the datapath's ready (as
+        # one credit flag to every count, 17 on nv_small, its 5.4 ns of routing and the
+        # take's on into the count were the 8x8 build's path at 83.86 MHz).
         for c, (i, names, suffix) in enumerate(self.counts):
             count = Signal(range(groups + 1), name=f"left{suffix}", attrs={"keep": 1})
             zero = Signal(init=1, name=f"left{suffix}_zero", attrs={"keep": 1})
             one = Signal(name=f"left{suffix}_one", attrs={"keep": 1})
             valid = self.inp_valid_copies[c] if self.valid_copies else self.inp.valid
-            take = valid & (zero | (one & dp.inp.ready))
-            step = ~zero & dp.inp.ready
+            ready = dp.inp_ready_copies[c]
+            take = valid & (zero | (one & ready))
+            step = ~zero & ready
             after = Signal.like(count, name=f"left{suffix}_next")
             m.d.comb += after.eq(Mux(take, groups, Mux(step, count - 1, count)))
             m.d.sync += [count.eq(after), zero.eq(after == 0), one.eq(after == 1)]
             if i is None:                                   # the handshakes' copy
                 m.d.comb += [dp.inp.valid.eq(~zero), dp.inp.payload.eq(held[0]),
-                             self.inp.ready.eq(zero | (one & dp.inp.ready))]
+                             self.inp.ready.eq(zero | (one & ready))]
             with m.If(take):
                 for name in names:
                     src, dst = getattr(self.inp.payload, name), getattr(held[i], name)
