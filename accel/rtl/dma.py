@@ -171,7 +171,7 @@ class ConvFetch(wiring.Component):
         m.d.sync += launch_flags.eq(launch["wa"])
 
         # ---- features, commands: one per line of each surface that exists -------------
-        fc_surface, fc_y = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        fc_y = Signal(SIZE_BITS)
         fc_j = Signal(range(groups))
         fc_surf_addr, fc_line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
         # whether lines are left, this surface is the last and this line its last: flags
@@ -181,10 +181,11 @@ class ConvFetch(wiring.Component):
         # (H - 2, for the commands' and the data's line counters: the line before the last
         # is compared with a register, not ``fc_y + 2`` with H, an adder into an equality)
         h_m2 = Signal(SIZE_BITS)
-        # the surfaces of C less two: the surface after the next is past C when the count
-        # is at least this (``(fc_surface + 2) * bus >= C``, an adder into a comparison,
-        # was among the netlist's deepest logic)
-        surfaces_m2 = Signal(signed(SIZE_BITS + 1))
+        # the surfaces after the next one still to come, less one: the next surface is the
+        # last when it is negative (its sign, where ``(surface + 2) * bus >= C`` was among
+        # the netlist's deepest logic, and then ``surface >= surfaces - 2``, a comparison's
+        # carry chain into the flag's multiplexer, the 8x8 build's path at 82.56 MHz)
+        fc_until = Signal(signed(SIZE_BITS + 2))
         group_issued = Signal()                  # the command of a channel group's last line
         m.d.comb += group_issued.eq(fc_issue & fc_last_line
                                     & ((fc_j == groups - 1) | fc_last_surface))
@@ -193,9 +194,9 @@ class ConvFetch(wiring.Component):
                 m.d.sync += [fc_y.eq(fc_y + 1), fc_line_addr.eq(fc_line_addr + cfg.line_stride),
                              fc_last_line.eq(fc_y == h_m2)]
             with m.Else():
-                m.d.sync += [fc_y.eq(0), fc_surface.eq(fc_surface + 1),
+                m.d.sync += [fc_y.eq(0), fc_until.eq(fc_until - 1),
                              fc_last_line.eq(cfg.h == 1), fc_more.eq(~fc_last_surface),
-                             fc_last_surface.eq(fc_surface >= surfaces_m2),
+                             fc_last_surface.eq(fc_until[-1]),
                              fc_j.eq(Mux(fc_j == groups - 1, 0, fc_j + 1)),
                              fc_surf_addr.eq(fc_surf_addr + cfg.surf_stride),
                              fc_line_addr.eq(fc_surf_addr + cfg.surf_stride)]
@@ -256,7 +257,7 @@ class ConvFetch(wiring.Component):
         m.d.comb += tags.r_en.eq(beat.valid & beat.ready & body & (nth == tag_beats))
 
         # features: the lane groups of entry (cg * H + y) * W + x
-        fd_surface = Signal(SIZE_BITS)
+        fd_until = Signal.like(fc_until)                # as fc_until
         cg, j, y, x = (Signal(SIZE_BITS), Signal(range(groups)), Signal(SIZE_BITS),
                        Signal(SIZE_BITS))
         row_base, cg_base = Signal(range(self.entries[0] + 1)), Signal(range(self.entries[0] + 1))
@@ -281,8 +282,8 @@ class ConvFetch(wiring.Component):
                     m.d.sync += [y.eq(y + 1), y_last.eq(y == h_m2),
                                  row_base.eq(row_base + cfg.w)]
                 with m.Else():
-                    m.d.sync += [y.eq(0), y_last.eq(cfg.h == 1), fd_surface.eq(fd_surface + 1),
-                                 fd_last_surface.eq(fd_surface >= surfaces_m2)]
+                    m.d.sync += [y.eq(0), y_last.eq(cfg.h == 1), fd_until.eq(fd_until - 1),
+                                 fd_last_surface.eq(fd_until[-1])]
                     with m.If(fd_last_surface):
                         m.d.sync += features_in.eq(1)
                     with m.Elif(j != groups - 1):
@@ -574,10 +575,11 @@ class ConvFetch(wiring.Component):
         # build's path at 84.68 MHz (11.8 ns, 7.2 of them on that net); the first entry's
         # size and group end, worked out in the same cycle from the operation's registers
         # (two carry chains), the reduced build's at 100.08 MHz.
+        surfaces = (cfg.c + bus - 1) >> (bus.bit_length() - 1)     # of C, bus bytes each
         with m.If(launch["fc"]):
-            m.d.sync += [fc_surface.eq(0), fc_y.eq(0), fc_j.eq(0),
+            m.d.sync += [fc_y.eq(0), fc_j.eq(0),
                          fc_more.eq(cfg.c != 0), fc_last_surface.eq(bus >= cfg.c),
-                         surfaces_m2.eq(((cfg.c + bus - 1) >> (bus.bit_length() - 1)) - 2),
+                         fc_until.eq(surfaces - 3),
                          fc_last_line.eq(cfg.h == 1), h_m2.eq(cfg.h - 2),
                          fc_surf_addr.eq(cfg.feature_addr), fc_line_addr.eq(cfg.feature_addr)]
         with m.If(launch["wc"]):
@@ -586,7 +588,7 @@ class ConvFetch(wiring.Component):
                          left_nz.eq(cfg.weight_bytes != 0), credit_nz.eq(0), nth.eq(1)]
         with m.If(launch["fd"]):
             m.d.sync += [features_in.eq(0),
-                         fd_surface.eq(0), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
+                         fd_until.eq(surfaces - 3), cg.eq(0), j.eq(0), y.eq(0), x.eq(0),
                          x_last.eq(cfg.w == 1), y_last.eq(cfg.h == 1),
                          fd_w_m2.eq(cfg.w - 2),
                          fd_last_surface.eq(bus >= cfg.c), row_base.eq(0), cg_base.eq(0)]
