@@ -356,6 +356,8 @@ class ConvCore(wiring.Component):
         # chained, was the 8x8 build's path at 94.09 MHz)
         tap_less = signed(max(SIZE_BITS, 2 * KERNEL_BITS) + 1)
         ty_h, tx_w = Signal(tap_less, name="ty_less_h"), Signal(tap_less, name="tx_less_w")
+        row_first_tap = [tx.eq(0), tx_w.eq(-bounds.w)]             # (r, 0)
+        first_tap = [*row_first_tap, ty.eq(0), ty_h.eq(-bounds.h)]  # (0, 0)
         a_cg, a_row, a_tap = Signal(a_bits), Signal(a_bits), Signal(a_bits)
         c_left = Signal(signed(SIZE_BITS + 1))      # channels from this channel group on
 
@@ -414,18 +416,17 @@ class ConvCore(wiring.Component):
                 m.d.sync += [tx.eq(tx + cfg.dilation_x), tx_w.eq(tx_w + cfg.dilation_x),
                              a_tap.eq(a_tap + cfg.dilation_x)]
             with m.Elif(sd.step_r):
-                m.d.sync += [tx.eq(0), tx_w.eq(-bounds.w), ty.eq(ty + cfg.dilation_y),
+                m.d.sync += [*row_first_tap, ty.eq(ty + cfg.dilation_y),
                              ty_h.eq(ty_h + cfg.dilation_y),
                              a_row.eq(a_row + tap_row_step),
                              a_tap.eq(a_row + tap_row_step)]
             with m.Elif(sd.step_cg):
-                m.d.sync += [tx.eq(0), ty.eq(0), tx_w.eq(-bounds.w), ty_h.eq(-bounds.h),
-                             a_cg.eq(a_cg + surface),
+                m.d.sync += [*first_tap, a_cg.eq(a_cg + surface),
                              a_row.eq(a_cg + surface), a_tap.eq(a_cg + surface),
                              c_left.eq(c_left - n_c)]
             with m.Else():
-                m.d.sync += [tx.eq(0), ty.eq(0), tx_w.eq(-bounds.w), ty_h.eq(-bounds.h),
-                             a_cg.eq(0), a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c)]
+                m.d.sync += [*first_tap, a_cg.eq(0), a_row.eq(0), a_tap.eq(0),
+                             c_left.eq(cfg.c)]
             with m.If(sd.last_round_copies[1]):
                 with m.If(~sd.last_stripe_copies[1]):
                     m.d.sync += [sox.eq(n_ox), sox_last.eq(n_ox_last), soy.eq(n_oy),
@@ -517,9 +518,8 @@ class ConvCore(wiring.Component):
         with m.If(begin["send"]):
             m.d.sync += [*(run.eq(1) for run in runs), p.eq(0),
                          *(end.eq(stripes.first_single) for end in ends),
-                         tx.eq(0), ty.eq(0), tx_w.eq(-bounds.w), ty_h.eq(-bounds.h),
-                         a_cg.eq(0), a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c), *origin,
-                         *stripe_origin, send_room.eq(1)]
+                         *first_tap, a_cg.eq(0), a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c),
+                         *origin, *stripe_origin, send_room.eq(1)]
             sd.reset(m)
         m.d.comb += self.busy.eq((prep != 0) | running | s1_valid | s2_valid | queue.r_rdy
                                  | h_valid | d_valid | loading | w_read | w_in_reg
