@@ -2,25 +2,36 @@
 
 Options follow Tengine's quant tool: ``-g`` C,H,W, ``-w`` mean, ``-s`` scale,
 ``-b`` swap R/B, ``-c`` center crop, ``-y`` letterbox, ``-a`` algorithm
-(minmax, kl, percentile).  The table maps each tensor to scale, min and max.
-Inputs with NaN/Inf are refused; a histogram method whose thresholds clip
-far more than min-max would prints a warning naming the tensors.  Dynamic
-input shapes are taken from the arrays (or from ``-g`` for images) when
-``--input-shape`` does not fix them.
+(auto, minmax, kl, percentile).  The table maps each tensor to scale, min and max.
+
+The calibration checks itself: a quarter of the inputs (8 or more) is held out,
+or with 2-7 inputs the table is cross-validated, and the int8 CPU reference of
+exactly the partition the DLA of ``--preset`` runs is compared with fp32 on them:
+per model output the SQNR, cosine and (class scores) top-1 agreement, per DLA
+layer the SQNR, worst first.  Outputs below ``--min-sqnr`` dB or ``--min-top1``
+are warned about by name with the worst layers; ``--report FILE`` writes it all
+as JSON.  Inputs with NaN/Inf are refused; inputs that are all zero, constant
+or far outside a normalized range are warned about.  Dynamic input shapes are
+taken from the arrays (or from ``-g`` for images) when ``--input-shape`` does
+not fix them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 import warnings
 from pathlib import Path
 
+from accel.config import PRESETS
 from opendla.commands._inputs import add_image_options, image_dims, image_options
 from opendla.errors import UsageError
+from tengine_host.quant.fidelity import MIN_OUTPUT_SQNR_DB, MIN_TOP1_AGREEMENT
 
 #: Tengine's -a takes numbers; the names are accepted too.
-ALGORITHM_ALIASES = {"0": "minmax", "1": "kl", "2": "percentile"}
+ALGORITHM_ALIASES = {"0": "minmax", "1": "kl", "2": "percentile", "3": "auto"}
 
 
 def _algorithm(text: str) -> str:
@@ -29,7 +40,7 @@ def _algorithm(text: str) -> str:
     algo = ALGORITHM_ALIASES.get(text, text)
     if algo not in ALGORITHMS:
         raise argparse.ArgumentTypeError(f"algorithm {text!r} not in {', '.join(ALGORITHMS)} "
-                                         f"(or 0, 1, 2)")
+                                         f"(or 0, 1, 2, 3)")
     return algo
 
 
@@ -42,12 +53,23 @@ def add_parser(subparsers) -> None:
                         "or a folder of images")
     p.add_argument("-o", "--output", required=True, help="calibration table to write (JSON)")
     add_image_options(p)
-    p.add_argument("-a", "--algorithm", type=_algorithm, default="minmax",
-                   help="minmax (0), kl (1, entropy) or percentile (2); default minmax")
+    p.add_argument("-a", "--algorithm", type=_algorithm, default="auto",
+                   help="auto (3: each tensor's range chosen by the quantization error it "
+                        "causes; the default), minmax (0), kl (1, entropy) or percentile (2)")
     p.add_argument("--percentile", type=float, default=99.99,
                    help="for -a percentile, in (0, 100] (default 99.99)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="fix a dynamic input shape")
+    p.add_argument("--preset", default="nv_small", choices=list(PRESETS),
+                   help="the DLA whose partition the fidelity check runs (default nv_small)")
+    p.add_argument("--report", metavar="FILE",
+                   help="write the held-out fidelity report (outputs, layers) as JSON")
+    p.add_argument("--min-sqnr", type=float, default=MIN_OUTPUT_SQNR_DB, metavar="DB",
+                   help=f"warn about outputs whose held-out SQNR is below DB "
+                        f"(default {MIN_OUTPUT_SQNR_DB:g})")
+    p.add_argument("--min-top1", type=float, default=MIN_TOP1_AGREEMENT, metavar="SHARE",
+                   help=f"warn about class-score outputs whose held-out top-1 agreement with "
+                        f"fp32 is below SHARE, in [0, 1] (default {MIN_TOP1_AGREEMENT:g})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -71,11 +93,20 @@ def _validate(args: argparse.Namespace) -> Path:
                          f"folder)")
     if args.algorithm == "percentile" and not 0 < args.percentile <= 100:
         raise UsageError(f"--percentile {args.percentile:g} must be in (0, 100]")
-    out = Path(args.output)
-    if out.is_dir():
-        raise UsageError(f"-o {args.output!r} is a directory; give a .json file name")
-    if not out.parent.exists():
-        raise UsageError(f"-o {args.output!r}: folder {str(out.parent)!r} does not exist")
+    if not 0 <= args.min_top1 <= 1:
+        raise UsageError(f"--min-top1 {args.min_top1:g} must be in [0, 1]")
+    if not math.isfinite(args.min_sqnr):
+        raise UsageError(f"--min-sqnr {args.min_sqnr:g} must be a finite number of dB")
+    for option, name in (("-o", args.output), ("--report", args.report)):
+        if name is None:
+            continue
+        out = Path(name)
+        if out.is_dir():
+            raise UsageError(f"{option} {name!r} is a directory; give a .json file name")
+        if not out.parent.exists():
+            raise UsageError(f"{option} {name!r}: folder {str(out.parent)!r} does not exist")
+    if args.report is not None and Path(args.report).resolve() == Path(args.output).resolve():
+        raise UsageError(f"--report {args.report!r} is the table's own file (-o); give another")
     return src
 
 
@@ -84,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     from tengine_host.frontend import OnnxImportError
     from tengine_host.model import load_model
     from tengine_host.quant import calibrate, save_table
+    from tengine_host.quant.calibrate import input_warnings
     from tengine_host.quant.dataset import load_arrays, load_images
+    from tengine_host.quant.fidelity import calibrate_checked
 
     src = _validate(args)
     shapes = parse_shapes(args.input_shape)
@@ -107,18 +140,60 @@ def run(args: argparse.Namespace) -> int:
                                   letterbox=opts["letterbox"])
         else:
             samples = load_arrays(src, graph)
+        for message in input_warnings(graph, samples):
+            print(f"warning: {message}", file=sys.stderr)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            table = calibrate(graph, samples, algorithm=args.algorithm,
-                              progress=not args.no_progress, percentile=args.percentile)
+            table, report = calibrate_checked(
+                graph, samples, preset=args.preset, calibrate_fn=calibrate,
+                progress=not args.no_progress, algorithm=args.algorithm,
+                percentile=args.percentile)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
         raise UsageError(str(exc)) from None
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    for message in dict.fromkeys(str(w.message) for w in caught):    # once each
+        print(f"warning: {message}", file=sys.stderr)
     try:
         save_table(table, args.output)
+        if args.report is not None:
+            Path(args.report).write_text(json.dumps(
+                {"model": args.model, "algorithm": args.algorithm, "preset": args.preset,
+                 "samples": len(samples), "min_sqnr_db": args.min_sqnr,
+                 "min_top1": args.min_top1, **report.as_dict()}, indent=1) + "\n")
     except OSError as exc:
-        raise UsageError(f"-o {args.output!r}: cannot write: {exc}") from None
-    print(f"calibrated {len(table)} tensors over {len(samples)} samples ({args.algorithm}) "
-          f"-> {args.output}")
+        raise UsageError(f"cannot write {exc.filename or args.output!r}: {exc.strerror}") from None
+    print(f"calibrated {len(table)} tensors over {report.calibration_samples} of "
+          f"{len(samples)} samples ({args.algorithm}) -> {args.output}")
+    print(format_report(report))
+    for message in report.warnings(args.min_sqnr, args.min_top1):
+        print(f"warning: {message}", file=sys.stderr)
     return 0
+
+
+def format_report(report) -> str:
+    """The fidelity report as a few lines of text: outputs, then the worst layers."""
+    from tengine_host.quant.fidelity import WORST_LAYERS
+
+    if report.check == "unchecked":
+        return "int8 fidelity: unchecked (one sample: nothing to hold out)"
+    how = (f"{report.checked_samples} held-out samples" if report.check == "held-out" else
+           f"{report.checked_samples} samples, {report.folds}-fold cross-validation")
+    lines = [f"int8 fidelity against fp32 ({how}):",
+             f"  {'output':<32} {'SQNR dB':>8} {'cosine':>8} {'max err':>10} {'top-1':>6}"]
+    for o in report.outputs:
+        top1 = "" if o.top1_agreement is None else f"{o.top1_agreement:.0%}"
+        lines.append(f"  {_short(o.name):<32} {o.sqnr_db:>8.1f} {o.cosine:>8.4f} "
+                     f"{o.max_error:>10.4g} {top1:>6}")
+    if report.layers:
+        lines.append("  DLA layers adding the most error (SQNR alone / in context, dB): "
+                     + ", ".join(
+            f"{_short(la.name, 24)} ({la.op_type}) {la.sqnr_db:.1f} / {la.sqnr_in_context_db:.1f}"
+            for la in report.layers[:WORST_LAYERS]))
+    return "\n".join(lines)
+
+
+def _short(name: str, width: int = 32) -> str:
+    """``name``, its middle elided to fit ``width`` (both ends tell tensors apart)."""
+    if len(name) <= width:
+        return name
+    keep = width - 3
+    return name[:keep // 2] + "..." + name[-(keep - keep // 2):]

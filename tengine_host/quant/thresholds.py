@@ -136,3 +136,59 @@ def percentile_threshold(hist: AbsHistogram, percentile: float = 99.99) -> float
     cum = hist.zeros + np.cumsum(hist.counts)       # zeros lie below every threshold
     i = int(np.searchsorted(cum, total * percentile / 100.0))
     return min((i + 1) * hist.width, hist.amax)
+
+
+def _sawtooth_integral(x: np.ndarray, step: float) -> np.ndarray:
+    """``integral_0^x (u - step * round(u / step))**2 du`` for ``x >= 0``: the accumulated
+    squared rounding error of a uniform quantizer with spacing ``step``.
+
+    Over each whole step the error runs once through ``[-step/2, step/2)`` (an integral
+    of ``step**3 / 12``); the part step is the integral of ``v**2`` from ``-step/2``.
+    """
+    u = x / step + 0.5
+    whole = np.floor(u)
+    v = u - whole - 0.5                      # position in the current step, in [-1/2, 1/2)
+    return step ** 3 * (whole / 12.0 + (v ** 3 + 0.125) / 3.0) - step ** 3 / 24.0
+
+
+def quantization_mse(hist: AbsHistogram, thresholds: np.ndarray, levels: int = LEVELS - 1
+                     ) -> np.ndarray:
+    """Mean squared error of quantizing the histogram's values with each threshold.
+
+    A threshold ``t`` gives the quantizer spacing ``t / levels``: values below ``t``
+    round to the nearest level, values above it clip to ``t``.  Each bin is taken as
+    values spread uniformly over its width, so both errors are exact integrals over the
+    bin (the rounding error's is :func:`_sawtooth_integral`); exact zeros cost nothing.
+    Returns one mean squared error per threshold, over every value counted.
+    """
+    t = np.asarray(thresholds, dtype=np.float64)[:, None]
+    w = hist.width
+    used = np.flatnonzero(hist.counts)                  # empty bins cost nothing
+    lo = used.astype(np.float64)[None, :] * w
+    hi = lo + w
+    step = t / levels
+    # rounding error on the part of each bin below t, clipping error on the part above
+    a, b = np.minimum(lo, t), np.minimum(hi, t)
+    rounding = _sawtooth_integral(b, step) - _sawtooth_integral(a, step)
+    a, b = np.maximum(lo, t), np.maximum(hi, t)
+    clipping = ((b - t) ** 3 - (a - t) ** 3) / 3.0
+    per_value = (rounding + clipping) / w
+    return per_value @ hist.counts[used].astype(np.float64) / max(hist.total, 1)
+
+
+def mse_threshold(hist: AbsHistogram, levels: int = LEVELS - 1, candidates: int = 64) -> float:
+    """The clip threshold whose quantization error (:func:`quantization_mse`) is least.
+
+    Candidates are spread geometrically from 1/1024 of the range up to the range, so a
+    tensor whose bulk is a thousandth of its largest value is searched as finely as
+    one that fills its range; the best is then refined on a linear grid between its
+    neighbours.  Rare outliers are clipped when the resolution they would cost the
+    bulk of the values is worth more than their own error, and a tensor whose large
+    values carry its mass keeps its range.
+    """
+    if hist.amax <= 0 or hist.total == hist.zeros:
+        return hist.amax
+    t = hist.amax * np.geomspace(1.0 / 1024, 1.0, candidates)
+    i = int(np.argmin(quantization_mse(hist, t, levels)))
+    fine = np.linspace(t[max(i - 1, 0)], t[min(i + 1, len(t) - 1)], candidates // 2)
+    return float(fine[int(np.argmin(quantization_mse(hist, fine, levels)))])

@@ -20,11 +20,20 @@ def test_quantize_then_run_int8(tmp_path, capsys):
     np.savez(tmp_path / "cal.npz", input=x[:100])
     np.save(tmp_path / "x.npy", x[-1:])
     calib = tmp_path / "cal.json"
-    assert main(["quantize", LENET, "-i", str(tmp_path / "cal.npz"), "-o", str(calib)]) == 0
+    report = tmp_path / "report.json"
+    assert main(["quantize", LENET, "-i", str(tmp_path / "cal.npz"), "-o", str(calib),
+                 "--report", str(report)]) == 0
     cap = capsys.readouterr()
-    assert "over 100 samples" in cap.out and cap.err == ""  # no progress bar off a terminal
+    # every fourth sample is held out: 75 calibrate, 25 check
+    assert "over 75 of 100 samples" in cap.out and "25 held-out samples" in cap.out
+    assert cap.err == ""            # no progress bar off a terminal, no fidelity warning
     table = json.loads(calib.read_text())
-    assert table["input"]["max"] == float(x[:100].max()) and "probs" in table
+    calibrated = [i for i in range(100) if i % 4 != 3]
+    assert table["input"]["max"] == float(x[calibrated].max()) and "probs" in table
+    rep = json.loads(report.read_text())
+    assert (rep["check"], rep["calibration_samples"], rep["checked_samples"]) == ("held-out", 75, 25)
+    (probs_fidelity,) = rep["outputs"]
+    assert probs_fidelity["name"] == "probs" and probs_fidelity["top1_agreement"] >= 0.95
 
     rc = main(["run", LENET, "--input", f"input={tmp_path / 'x.npy'}", "--precision", "int8",
                "--calib", str(calib), "--save-outputs", str(tmp_path / "out"), "--json"])
@@ -176,7 +185,7 @@ def test_quantize_bad_calibration_inputs(tmp_path, capsys):
 
     with pytest.raises(SystemExit):
         main(["quantize", LENET, "-o", out, "-i", str(empty), "-a", "entropy"])
-    assert "algorithm 'entropy' not in minmax, kl, percentile" in capsys.readouterr().err
+    assert "algorithm 'entropy' not in auto, minmax, kl, percentile" in capsys.readouterr().err
 
 
 def test_run_on_the_dla_matches_the_int8_cpu_path_on_any_preset(tmp_path, capsys):

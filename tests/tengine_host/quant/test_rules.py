@@ -65,5 +65,5 @@ def test_calibrate_applies_the_pool_rule_and_kl():
         t = calibrate(graph, samples, algorithm=algo, progress=False)
         assert set(t) == {"x", "r", "y"} and t["y"]["scale"] == t["r"]["scale"]
         assert all(0 < e["scale"] <= max(-e["min"], e["max"]) / 127 + 1e-12 for e in t.values())
-    with pytest.raises(ValueError, match="'entropy' not in minmax, kl, percentile"):
+    with pytest.raises(ValueError, match="'entropy' not in auto, minmax, kl, percentile"):
         calibrate(graph, samples, algorithm="entropy")

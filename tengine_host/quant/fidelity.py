@@ -1,0 +1,296 @@
+"""How close the int8 path stays to fp32 on inputs the calibration did not see.
+
+A calibration table is only as good as the answers it gives.  :func:`calibrate_checked`
+keeps part of the samples aside (or, when they are few, cross-validates), calibrates
+on the rest and runs the held-out samples through fp32 and through the int8 CPU
+reference of exactly the partition the DLA runs (every node the preset supports, with
+the compiler's own parameters: :class:`~tengine_host.devices.cpu.CpuDevice` in int8).
+The DLA is bit-exact to that reference, so these are the DLA's numbers.
+
+The report gives, per model output, the signal-to-quantization-noise ratio (SQNR,
+``10 log10(sum fp32**2 / sum (int8 - fp32)**2)`` over every held-out value), the
+cosine similarity and the largest error, and for class-score outputs the share of
+samples whose top-1 class is fp32's.  Per DLA layer it gives two ratios: the layer
+alone (its int8 reference fed the fp32 values of its inputs: the error this layer
+adds, which is what points at a culprit) and in context (its value in the int8 run,
+with the error of every layer before it).  Layers are listed by the first, worst
+first.  :meth:`FidelityReport.warnings` names what falls short of
+:data:`MIN_OUTPUT_SQNR_DB` or :data:`MIN_TOP1_AGREEMENT`.
+
+Why those thresholds:
+
+* **20 dB** is an error whose RMS is a tenth of the output's.  Int8 with per-channel
+  weights keeps well-conditioned outputs at 25-35 dB (landmark coordinates, box
+  regressions, logits); below 20 dB the error is as large as the differences a
+  downstream threshold or ranking looks at (a 10 % RMS error on a logit moves a
+  score across 0.5, on a box coordinate it moves the box by a tenth of its size).
+* **95 %** top-1 agreement is the goal the project holds classifiers to: past it the
+  int8 model gives another answer on more than one image in twenty.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from tengine_host.interpreter import interpret
+from tengine_host.ir import Graph
+from tengine_host.quant.table import QuantTable
+
+#: an output whose held-out SQNR is below this warns (see the module docstring)
+MIN_OUTPUT_SQNR_DB = 20.0
+#: a class-score output whose held-out top-1 agreement is below this warns
+MIN_TOP1_AGREEMENT = 0.95
+#: layers named in a warning and listed first in the report
+WORST_LAYERS = 5
+#: with fewer samples than this, cross-validate instead of holding samples out
+MIN_SAMPLES_TO_HOLD_OUT = 8
+#: share of the samples held out (at least one)
+HOLD_OUT_SHARE = 0.25
+#: folds when cross-validating (at most one per sample)
+FOLDS = 4
+
+
+@dataclass
+class ErrorStats:
+    """Running sums for SQNR, cosine and the largest error of ``approx`` against ``ref``."""
+
+    signal: float = 0.0       # sum ref**2
+    noise: float = 0.0        # sum (approx - ref)**2
+    dot: float = 0.0          # sum ref * approx
+    approx_energy: float = 0.0
+    max_error: float = 0.0
+    values: int = 0
+
+    def add(self, ref: np.ndarray, approx: np.ndarray) -> None:
+        r = np.asarray(ref, dtype=np.float64).ravel()
+        a = np.asarray(approx, dtype=np.float64).ravel()
+        e = a - r
+        self.signal += float(r @ r)
+        self.noise += float(e @ e)
+        self.dot += float(r @ a)
+        self.approx_energy += float(a @ a)
+        self.max_error = max(self.max_error, float(np.max(np.abs(e))) if e.size else 0.0)
+        self.values += r.size
+
+    @property
+    def sqnr_db(self) -> float:
+        """``inf`` when the two agree exactly; ``-inf`` for an all-zero reference that is
+        not matched."""
+        if self.noise == 0.0:
+            return math.inf
+        if self.signal == 0.0:
+            return -math.inf
+        return 10.0 * math.log10(self.signal / self.noise)
+
+    @property
+    def cosine(self) -> float:
+        if self.signal == 0.0 and self.approx_energy == 0.0:
+            return 1.0
+        if self.signal == 0.0 or self.approx_energy == 0.0:
+            return 0.0
+        return self.dot / math.sqrt(self.signal * self.approx_energy)
+
+
+@dataclass
+class OutputFidelity:
+    name: str
+    sqnr_db: float
+    cosine: float
+    max_error: float
+    top1_agreement: float | None     # class-score outputs only
+
+
+@dataclass
+class LayerFidelity:
+    name: str               # the tensor the DLA computes
+    op_type: str            # the node that produces it
+    sqnr_db: float          # the layer alone: int8 on fp32 inputs, against fp32
+    cosine: float
+    sqnr_in_context_db: float   # in the int8 run, after every layer before it
+
+
+@dataclass
+class FidelityReport:
+    """Held-out fidelity of one calibration (see the module docstring)."""
+
+    check: str                      # "held-out", "cross-validated" or "unchecked"
+    calibration_samples: int        # samples the written table was calibrated on
+    checked_samples: int            # samples the numbers come from (0: unchecked)
+    outputs: list[OutputFidelity] = field(default_factory=list)
+    layers: list[LayerFidelity] = field(default_factory=list)   # worst first
+    folds: int = 0                  # cross-validation folds
+
+    def warnings(self, min_sqnr_db: float = MIN_OUTPUT_SQNR_DB,
+                 min_top1: float = MIN_TOP1_AGREEMENT) -> list[str]:
+        """One message per output that falls short, naming the worst layers."""
+        if self.check == "unchecked":
+            return [f"int8 fidelity unchecked: {self.calibration_samples} calibration sample(s) "
+                    f"leave none to hold out; give at least 2 to have it measured"]
+        worst = ", ".join(f"{la.name} ({_db(la.sqnr_db)})" for la in self.layers[:WORST_LAYERS])
+        out = []
+        for o in self.outputs:
+            short = []
+            if o.sqnr_db < min_sqnr_db:
+                short.append(f"SQNR {_db(o.sqnr_db)} < {min_sqnr_db:g} dB")
+            if o.top1_agreement is not None and o.top1_agreement < min_top1:
+                short.append(f"top-1 agrees with fp32 on {o.top1_agreement:.0%} "
+                             f"< {min_top1:.0%} of the samples")
+            if short:
+                out.append(f"output {o.name!r} drifts from fp32 on {self.checked_samples} "
+                           f"{self.check} sample(s): {'; '.join(short)}"
+                           + (f"; the DLA layers that add the most error (SQNR alone): "
+                              f"{worst}" if worst else ""))
+        return out
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        for row in (*d["outputs"], *d["layers"]):
+            for k, v in row.items():       # JSON has no infinities
+                if isinstance(v, float) and not math.isfinite(v):
+                    row[k] = None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        return d
+
+
+def _db(v: float) -> str:
+    return f"{v:.1f} dB" if math.isfinite(v) else ("exact" if v > 0 else "-inf dB")
+
+
+def is_class_scores(graph: Graph, tensor: str) -> bool:
+    """A classifier's output: ``[N, K]`` scores with ``K >= 2``, or a Softmax's output.
+
+    Outputs such as ``[1, 1404, 1, 1]`` landmark coordinates or ``[1, 84, 2100]``
+    detections are not class scores, and top-1 means nothing for them."""
+    shape = graph.tensors[tensor].shape
+    producer = graph.producer(tensor)
+    if producer is not None and producer.op_type in ("Softmax", "LogSoftmax"):
+        return True
+    return len(shape) == 2 and shape[1] >= 2
+
+
+class _Accumulator:
+    """Held-out statistics over samples (and folds) for one graph."""
+
+    def __init__(self, graph: Graph, preset: str) -> None:
+        self.graph = graph
+        self.preset = preset
+        self.dla_nodes = dla_nodes(graph, preset)
+        self.outputs = {o: ErrorStats() for o in graph.outputs}
+        self.top1 = {o: [0, 0] for o in graph.outputs if is_class_scores(graph, o)}
+        self.alone: dict[str, ErrorStats] = {}
+        self.in_context: dict[str, ErrorStats] = {}
+        self.samples = 0
+
+    def add(self, table: QuantTable, samples: Sequence[Mapping[str, np.ndarray]]) -> None:
+        from tengine_host.devices.cpu import CpuDevice
+
+        prepared = CpuDevice("int8", preset=self.preset).prerun(self.graph, table)
+        overrides = {k: f for k, f in prepared.overrides.items() if k in self.dla_nodes}
+        dla = [n for n in self.graph.nodes if n.name in overrides]
+        for feeds in samples:
+            ref = interpret(self.graph, feeds, keep_all=True)
+            got = interpret(self.graph, feeds, overrides=overrides, keep_all=True)
+            for o, stats in self.outputs.items():
+                stats.add(ref[o], got[o])
+            for o, counts in self.top1.items():
+                r = np.asarray(ref[o]).reshape(len(ref[o]), -1)
+                g = np.asarray(got[o]).reshape(len(got[o]), -1)
+                counts[0] += int(np.sum(r.argmax(axis=1) == g.argmax(axis=1)))
+                counts[1] += len(r)
+            for node in dla:
+                alone = overrides[node.name]([self._value(ref, t) for t in node.inputs])
+                for t, value in zip(node.outputs, alone, strict=False):
+                    if t:
+                        self.alone.setdefault(t, ErrorStats()).add(ref[t], value)
+                        self.in_context.setdefault(t, ErrorStats()).add(ref[t], got[t])
+            self.samples += 1
+
+    def _value(self, env: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
+        if not name:
+            return None
+        return env[name] if name in env else self.graph.tensors[name].data
+
+    def report(self, check: str, calibration_samples: int, folds: int = 0) -> FidelityReport:
+        producer = {o: n.op_type for n in self.graph.nodes for o in n.outputs}
+        outputs = [OutputFidelity(o, s.sqnr_db, s.cosine, s.max_error,
+                                  self.top1[o][0] / self.top1[o][1]
+                                  if self.top1.get(o, (0, 0))[1] else None)
+                   for o, s in self.outputs.items()] if self.samples else []
+        layers = sorted((LayerFidelity(t, producer.get(t, "?"), s.sqnr_db, s.cosine,
+                                       self.in_context[t].sqnr_db)
+                         for t, s in self.alone.items()), key=lambda la: la.sqnr_db)
+        return FidelityReport(check, calibration_samples, self.samples, outputs, layers, folds)
+
+
+def dla_nodes(graph: Graph, preset: str) -> set[str]:
+    """Names of the nodes the partitioner gives the DLA of ``preset`` (the rest run fp32)."""
+    from tengine_host.devices import get_device
+    from tengine_host.partition import partition
+
+    parts = partition(graph, [get_device("nvdla", preset=preset), get_device("cpu")]).parts
+    return {n.name for dev, sub in parts if dev.name != "cpu" for n in sub.nodes}
+
+
+def measure(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, np.ndarray]], *,
+            preset: str = "nv_small", check: str = "held-out",
+            calibration_samples: int = 0) -> FidelityReport:
+    """Fidelity of ``table`` on ``samples`` (which it should not have been calibrated on)."""
+    acc = _Accumulator(graph, preset)
+    acc.add(table, samples)
+    return acc.report(check, calibration_samples)
+
+
+def split(n: int) -> tuple[str, list[tuple[list[int], list[int]]]]:
+    """How :func:`calibrate_checked` uses ``n`` samples: ``(check, [(calibrate, test)])``.
+
+    * ``n >= MIN_SAMPLES_TO_HOLD_OUT``: every fourth sample (a quarter, spread over the
+      set so an ordered folder gives each class its share) is held out; the table is
+      calibrated on the others;
+    * ``2 <= n < MIN_SAMPLES_TO_HOLD_OUT``: ``min(n, FOLDS)`` folds, each held out in turn
+      while the rest calibrate; the table is then calibrated on all ``n``;
+    * ``n == 1``: nothing to hold out.
+    """
+    if n < 1:
+        raise ValueError("calibration needs at least one input sample")
+    if n == 1:
+        return "unchecked", []
+    if n >= MIN_SAMPLES_TO_HOLD_OUT:
+        every = round(1 / HOLD_OUT_SHARE)
+        test = list(range(every - 1, n, every))
+        return "held-out", [([i for i in range(n) if i not in test], test)]
+    folds = min(n, FOLDS)
+    return "cross-validated", [([i for i in range(n) if i % folds != f],
+                                [i for i in range(n) if i % folds == f]) for f in range(folds)]
+
+
+def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
+                      preset: str = "nv_small", calibrate_fn=None, progress: bool = True,
+                      **calibrate_options) -> tuple[QuantTable, FidelityReport]:
+    """Calibrate ``graph`` and measure the table on samples it was not calibrated on.
+
+    ``calibrate_fn(graph, samples, progress=..., **calibrate_options)`` makes a table
+    (:func:`tengine_host.quant.calibrate` by default).  See :func:`split` for which
+    samples calibrate the returned table and which check it.
+    """
+    if calibrate_fn is None:
+        from tengine_host.quant.calibrate import calibrate as calibrate_fn
+    samples = list(samples)
+    check, folds = split(len(samples))
+
+    def pick(idx: list[int]) -> list[Mapping[str, np.ndarray]]:
+        return [samples[i] for i in idx]
+
+    acc = _Accumulator(graph, preset)
+    if check == "held-out":
+        (cal, test), = folds
+        table = calibrate_fn(graph, pick(cal), progress=progress, **calibrate_options)
+        acc.add(table, pick(test))
+        return table, acc.report(check, len(cal))
+    for cal, test in folds:
+        acc.add(calibrate_fn(graph, pick(cal), progress=progress, **calibrate_options),
+                pick(test))
+    table = calibrate_fn(graph, samples, progress=progress, **calibrate_options)
+    return table, acc.report(check, len(samples), folds=len(folds))

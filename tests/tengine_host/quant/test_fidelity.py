@@ -1,0 +1,119 @@
+"""The held-out fidelity check: its statistics on hand-computed values, how samples are
+split, and warnings that name the outputs and layers a poor table spoils."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from tengine_host.frontend import load_onnx
+from tengine_host.model import load_model
+from tengine_host.quant import calibrate
+from tengine_host.quant.calibrate import input_warnings
+from tengine_host.quant.fidelity import ErrorStats, calibrate_checked, is_class_scores, split
+
+
+def test_error_stats_by_hand():
+    s = ErrorStats()
+    s.add(np.array([1.0, 2.0]), np.array([1.0, 3.0]))
+    assert s.sqnr_db == pytest.approx(10 * math.log10(5 / 1))
+    assert s.cosine == pytest.approx(7 / math.sqrt(5 * 10))
+    assert s.max_error == 1.0
+    exact = ErrorStats()
+    exact.add(np.ones(3), np.ones(3))
+    assert exact.sqnr_db == math.inf and exact.cosine == pytest.approx(1.0)
+
+
+def test_split():
+    assert split(1) == ("unchecked", [])
+    check, folds = split(3)
+    assert check == "cross-validated"
+    assert folds == [([1, 2], [0]), ([0, 2], [1]), ([0, 1], [2])]
+    check, folds = split(6)
+    assert check == "cross-validated" and len(folds) == 4
+    assert sorted(i for _, test in folds for i in test) == list(range(6))   # each once
+    assert split(8) == ("held-out", [([0, 1, 2, 4, 5, 6], [3, 7])])
+    with pytest.raises(ValueError):
+        split(0)
+
+
+def _classifier(k: int = 4):
+    """x [1, 8] -> Gemm -> Relu -> Gemm -> Softmax: a small classifier with fixed weights."""
+    rng = np.random.default_rng(0)
+    w1 = rng.normal(scale=0.3, size=(16, 8)).astype(np.float32)
+    w2 = rng.normal(scale=0.3, size=(k, 16)).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "w1"], ["h"], transB=1),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2"], ["logits"], transB=1),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=1)]
+    g = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("x", 1, [1, 8])],
+                          [helper.make_tensor_value_info("probs", 1, [1, k])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    return load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+
+
+def _samples(n: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(size=(1, 8)).astype(np.float32)} for _ in range(n)]
+
+
+def test_class_scores():
+    graph = _classifier()
+    assert is_class_scores(graph, "probs")
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 1404, 1, 1])],
+                          [helper.make_tensor_value_info("y", 1, [1, 1404, 1, 1])])
+    landmarks = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    assert not is_class_scores(landmarks, "y")
+
+
+def test_a_good_table_passes_and_reports_every_dla_layer():
+    graph = _classifier()
+    table, report = calibrate_checked(graph, _samples(12), progress=False)
+    assert (report.check, report.calibration_samples, report.checked_samples) == \
+        ("held-out", 9, 3)
+    (probs,) = report.outputs
+    assert probs.name == "probs" and probs.top1_agreement is not None
+    assert probs.sqnr_db > 25 and report.warnings() == []
+    # the Gemms (with the ReLU fused into the first) run on the DLA, the Softmax on the CPU
+    assert sorted(la.name for la in report.layers) == ["logits", "r"]
+    assert report.layers[0].sqnr_db <= report.layers[1].sqnr_db        # worst first
+
+
+def test_a_poor_table_is_named_with_its_worst_layer():
+    graph = _classifier()
+
+    def coarse(graph, samples, **options):
+        table = calibrate(graph, samples, **options)
+        table["r"]["scale"] *= 60          # 2 of 127 levels left for the hidden layer
+        return table
+
+    _, report = calibrate_checked(graph, _samples(12), calibrate_fn=coarse, progress=False)
+    (message,) = report.warnings()
+    assert "output 'probs'" in message and "3 held-out" in message
+    # the hidden layer's output and the layer that reads it both carry its coarse steps
+    named = message.split("add the most error (SQNR alone): ")[1]
+    assert "r (" in named and "logits (" in named
+    assert report.layers[0].sqnr_db < 10
+
+
+def test_one_sample_is_calibrated_but_unchecked():
+    table, report = calibrate_checked(_classifier(), _samples(1), progress=False)
+    assert "probs" in table and report.check == "unchecked" and report.outputs == []
+    (message,) = report.warnings()
+    assert "unchecked" in message and "at least 2" in message
+
+
+def test_input_warnings():
+    graph = _classifier()
+    zero = [{"x": np.zeros((1, 8), np.float32)}] * 2
+    assert "all zero" in input_warnings(graph, zero)[0]
+    const = [{"x": np.full((1, 8), 3.0, np.float32)}, {"x": np.full((1, 8), 3.0, np.float32)}]
+    assert "constant 3" in input_warnings(graph, const)[0]
+    raw = [{"x": np.arange(8, dtype=np.float32)[None] * 30}, {"x": np.ones((1, 8), np.float32)}]
+    (message,) = input_warnings(graph, raw)
+    assert "spans [0, 210]" in message and "raw pixels" in message
+    assert input_warnings(graph, _samples(3)) == []

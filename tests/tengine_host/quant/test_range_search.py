@@ -1,0 +1,83 @@
+"""The ``auto`` range search: its error model against quantizing samples directly, and
+the thresholds it picks against a brute-force search on the samples themselves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tengine_host.quant import calibrate
+from tengine_host.quant.thresholds import AbsHistogram, mse_threshold, quantization_mse
+
+
+def _quantize(x: np.ndarray, t: float) -> np.ndarray:
+    """Symmetric int8 with threshold ``t``, written plainly: spacing t / 127, round half
+    away from zero, clip to +-127 levels."""
+    step = t / 127
+    q = np.sign(x) * np.floor(np.abs(x) / step + 0.5)
+    return np.clip(q, -127, 127) * step
+
+
+def _histogram(x: np.ndarray) -> AbsHistogram:
+    h = AbsHistogram(float(np.abs(x).max()))
+    h.add(x)
+    return h
+
+
+@pytest.mark.parametrize("t", [0.5, 1.5, 3.0, 6.0])
+def test_error_model_matches_quantizing_the_samples(t):
+    x = np.random.default_rng(1).laplace(size=400_000)
+    h = _histogram(x)
+    direct = np.mean((x - _quantize(x, t)) ** 2)
+    assert quantization_mse(h, np.array([t]))[0] == pytest.approx(direct, rel=0.01)
+
+
+def test_exact_zeros_cost_nothing():
+    x = np.concatenate([np.zeros(1000), np.linspace(-1, 1, 1001)])
+    h = _histogram(x)
+    with_zeros = quantization_mse(h, np.array([1.0]))[0] * h.total
+    h.zeros = 0
+    assert quantization_mse(h, np.array([1.0]))[0] * h.total == pytest.approx(with_zeros)
+
+
+def _brute_force(x: np.ndarray) -> float:
+    ts = np.abs(x).max() * np.linspace(0.02, 1.0, 400)
+    return float(ts[np.argmin([np.mean((x - _quantize(x, t)) ** 2) for t in ts])])
+
+
+@pytest.mark.parametrize("name, x", [
+    # heavy tails (Student's t, 3 degrees of freedom): the rare far values are clipped
+    ("heavy tails", np.random.default_rng(2).standard_t(3, size=50_000)),
+    # ten values ten standard deviations out of 50,000: their clipping error would cost
+    # more than the resolution they take from the bulk, so the range keeps them
+    ("far outliers", np.concatenate([np.random.default_rng(5).normal(size=50_000),
+                                     np.full(5, 10.0), np.full(5, -9.0)])),
+    # values spread evenly over the range: nothing is worth clipping
+    ("uniform", np.random.default_rng(3).uniform(-4, 4, size=50_000)),
+    # post-ReLU: half exact zeros, a long tail
+    ("relu", np.maximum(np.random.default_rng(4).standard_exponential(50_000) - 0.7, 0)),
+])
+def test_threshold_is_the_brute_force_optimum(name, x):
+    t = mse_threshold(_histogram(x))
+    best = _brute_force(x)
+    mse = np.mean((x - _quantize(x, t)) ** 2)
+    assert mse <= 1.02 * np.mean((x - _quantize(x, best)) ** 2), (name, t, best)
+    if name == "heavy tails":
+        assert t < 0.5 * np.abs(x).max()
+    if name == "uniform":
+        assert t > 0.97 * np.abs(x).max()      # the range is kept
+
+
+def test_dead_tensors_keep_finite_positive_scales():
+    from onnx import TensorProto, helper
+
+    from tengine_host.frontend import load_onnx
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    samples = [{"x": -np.ones((1, 4), np.float32)}, {"x": -2 * np.ones((1, 4), np.float32)}]
+    table = calibrate(graph, samples, progress=False)       # y is 0 everywhere
+    assert table["y"]["scale"] == pytest.approx(1 / 127)
+    assert all(np.isfinite(e["scale"]) and e["scale"] > 0 for e in table.values())
