@@ -31,7 +31,8 @@ def test_quantize_then_run_int8(tmp_path, capsys):
     calibrated = [i for i in range(100) if i % 4 != 3]
     assert table["input"]["max"] == float(x[calibrated].max()) and "probs" in table
     rep = json.loads(report.read_text())
-    assert (rep["check"], rep["calibration_samples"], rep["checked_samples"]) == ("held-out", 75, 25)
+    assert (rep["check"], rep["calibration_samples"], rep["checked_samples"]) == \
+        ("held-out", 75, 25)
     (probs_fidelity,) = rep["outputs"]
     assert probs_fidelity["name"] == "probs" and probs_fidelity["top1_agreement"] >= 0.95
 
