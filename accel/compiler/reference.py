@@ -30,8 +30,9 @@ def run_reference(graph: Graph, plans: Mapping[str, Any],
 
 
 def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
-    """Tensors that must share one scale, and scales fixed whatever the data, over every
-    node the op table knows (calibration applies them before partitioning)."""
+    """Tensors that must share one scale (and one zero point), and scales fixed whatever
+    the data, over every node the op table knows (calibration applies them before
+    partitioning)."""
     groups: list[list[str]] = []
     fixed: dict[str, float] = {}
     for node in graph.nodes:
@@ -42,3 +43,14 @@ def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
                    for g in entry.ties(node, graph)]
         fixed.update(entry.fixed_scales(node, graph))
     return [g for g in groups if len(g) > 1], fixed
+
+
+def zero_free(graph: Graph) -> set[str]:
+    """Activations some node the op table knows cannot read with a zero point (the
+    per-element operand of a product, ...): calibration leaves them symmetric."""
+    out: set[str] = set()
+    for node in graph.nodes:
+        entry = TABLE.get(node.op_type)
+        if entry is not None:
+            out.update(t for t in entry.zero_free(node, graph) if t and not graph.is_constant(t))
+    return out

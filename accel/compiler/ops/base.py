@@ -12,8 +12,10 @@ One :class:`OpEntry` per op family, one module per entry.  Who asks it:
   inputs (host shapes, batch 1) to its int8 outputs with plain numpy
   (:mod:`tengine_host.int8_ref`), using the same plan;
 * calibration: ``ties(node, graph)`` names tensors that must share one scale
-  because the hardware cannot rescale between them, ``fixed_scales`` the
-  scales an op needs whatever the data (an output in [0, 1] at 1/127).
+  and one zero point because the hardware cannot rescale between them,
+  ``fixed_scales`` the scales an op needs whatever the data (an output in
+  [0, 1] at 1/127), ``zero_free`` the activations the op cannot read with a
+  zero point (they stay symmetric: :mod:`tengine_host.quant.zero_point`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def no_fixed_scales(node: Node, graph: Graph) -> dict[str, float]:
     return {}
 
 
+def no_zero_free(node: Node, graph: Graph) -> list[str]:
+    return []
+
+
 @dataclass(frozen=True)
 class OpEntry:
     """See the module docstring."""
@@ -54,6 +60,7 @@ class OpEntry:
     reference: Reference
     ties: Ties = no_ties
     fixed_scales: Callable[[Node, Graph], dict[str, float]] = no_fixed_scales
+    zero_free: Callable[[Node, Graph], list[str]] = no_zero_free
     place: Hook | None = None      # forward pass: aliases and slices
     nest: Hook | None = None       # backward pass: write inputs into the output
 

@@ -1,0 +1,88 @@
+"""Zero points for one-signed activations: all 256 int8 codes for a range ``[0, t]``.
+
+A symmetric int8 tensor with threshold ``t`` has scale ``t / 127`` and codes
+``-127..127``; when it never goes below zero (after ReLU, ReLU6, HardSigmoid,
+a sigmoid, an image in [0, 1]) half of them are never used.  With zero point
+``z = -128`` and scale ``t / 255`` the same range takes codes ``-128..127``:
+``q = sat8(round(x / s) + z)``, ``x = (q - z) * s``, twice the resolution at
+the same threshold.
+
+:func:`assign_zero_points` gives that to every activation of a calibrated
+symmetric table whose observed range is one-signed (``min >= 0``), except
+where the DLA cannot honour it:
+
+* **tied tensors decide together.**  Tensors the hardware cannot rescale or
+  re-centre between (a pooled tensor and its input, the inputs and output of
+  a concat, split or slice, a reshape, resize or pad and its input, the two
+  inputs of an element-wise sum, difference, maximum or minimum: the op
+  table's ``ties``, :func:`tengine_host.quant.rules.scale_groups`) share one
+  scale and one zero point, so a group takes a zero point only when every
+  member is one-signed; a concat of a ReLU output and a signed tensor stays
+  symmetric.
+* **operands read as raw codes stay symmetric.**  The SDP multiplies by a
+  memory operand's codes as they are, with no stage left to take a zero point
+  off them, so the second input of a ``Mul`` of two tensors (the gate of a
+  squeeze-excite block, a per-channel scale) keeps zero point 0 (the op
+  table's ``zero_free``, :func:`tengine_host.devices.nvdla.zero_free`); its
+  main input may have one.
+* **entries without an observed range** (``min`` absent) are left alone.
+
+Every other tensor is fine on the DLA (:mod:`accel.compiler.ops`): a
+convolution's bias absorbs ``-z_in`` times its weight sums and its padding
+holds ``z_in``, average pooling pads with ``z_in``, lookup tables are indexed
+by the code, output converters add ``z_out``.  Graph inputs and outputs are
+included: the host quantizes the inputs and dequantizes the outputs of both
+the ``nvdla`` device and the int8 CPU reference with the zero point, and
+tensors that only CPU (fp32) ops touch are dequantized with it too.  A fixed
+scale keeps its range: HardSigmoid's ``[0, 1]`` at 1/127 becomes 1/255 with
+zero point -128, which still saturates at exactly 1.
+
+The table must be the calibrated one after the DLA scale rules
+(:func:`tengine_host.quant.rules.apply_dla_rules`): ``calibrate`` then this.
+"""
+
+from __future__ import annotations
+
+from tengine_host.ir import Graph
+from tengine_host.quant.rules import scale_groups
+from tengine_host.quant.table import QuantTable
+
+#: the zero point of a one-signed tensor: code -128 is 0, code 127 the threshold
+ONE_SIGNED_ZERO = -128
+#: symmetric codes -127..127 become -128..127: the step shrinks by 127 / 255
+STEP_RATIO = 127.0 / 255.0
+
+
+def _zero_free(graph: Graph) -> set[str]:
+    from tengine_host.devices.nvdla import zero_free  # the accelerator stack, on demand
+
+    return zero_free(graph)
+
+
+def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
+    """A copy of the symmetric ``table`` where every one-signed activation the DLA
+    allows takes zero point -128 and scale ``127 * s / 255`` (same threshold, twice
+    the resolution); see the module docstring for which tensors may not.
+
+    Raises ``ValueError`` when ``table`` already has a non-zero zero point (it is
+    for calibrated symmetric tables).
+    """
+    given = sorted(t for t, e in table.items() if e.get("zero_point", 0))
+    if given:
+        raise ValueError(f"assign_zero_points takes a symmetric table; {len(given)} entries "
+                         f"already have a zero point ({', '.join(map(repr, given[:5]))}"
+                         f"{', ...' if len(given) > 5 else ''})")
+    out = QuantTable({name: dict(e) for name, e in table.items()})
+    forbidden = _zero_free(graph)
+    grouped = scale_groups(graph)
+    in_group = {t for g in grouped for t in g}
+    for group in [*grouped, *([t] for t in out if t not in in_group)]:
+        members = [t for t in group if t in out]
+        if not members or any(t in forbidden for t in members):
+            continue
+        if not all("min" in out[t] and out[t]["min"] >= 0 for t in members):
+            continue
+        for t in members:
+            out[t]["scale"] = float(out[t]["scale"]) * STEP_RATIO
+            out[t]["zero_point"] = ONE_SIGNED_ZERO
+    return out
