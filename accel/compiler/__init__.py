@@ -15,7 +15,7 @@ from typing import Any
 
 from accel.compiler.compile import CompiledSubgraph, compile_subgraph
 from accel.compiler.ops import TABLE, entry_for, supports
-from accel.compiler.reference import run_reference, scale_constraints, zero_free
+from accel.compiler.reference import run_reference, scale_constraints, zero_point_constraints
 from accel.compiler.scales import CompileError, as_scales, zero_point_of
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
@@ -49,4 +49,4 @@ def make_plan(node: Node, graph: Graph, cfg: HwConfig, table: Any) -> Any:
 
 __all__ = ["TABLE", "CompileError", "CompiledSubgraph", "as_scales", "compile_subgraph",
            "entry_for", "make_plan", "run_reference", "scale_constraints", "supports",
-           "zero_free", "zero_point_of"]
+           "zero_point_constraints", "zero_point_of"]

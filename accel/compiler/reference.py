@@ -45,12 +45,18 @@ def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
     return [g for g in groups if len(g) > 1], fixed
 
 
-def zero_free(graph: Graph) -> set[str]:
-    """Activations some node the op table knows cannot read with a zero point (the
-    per-element operand of a product, ...): calibration leaves them symmetric."""
-    out: set[str] = set()
+def zero_point_constraints(graph: Graph) -> tuple[set[str], list[list[str]]]:
+    """``(free, exclusive)`` over every node the op table knows: activations some node
+    cannot read with a zero point (calibration leaves them symmetric), and sets of
+    activations of which at most one may have one (preferred first: the main input of a
+    product of two tensors, then its operand)."""
+    free: set[str] = set()
+    exclusive: list[list[str]] = []
     for node in graph.nodes:
         entry = TABLE.get(node.op_type)
-        if entry is not None:
-            out.update(t for t in entry.zero_free(node, graph) if t and not graph.is_constant(t))
-    return out
+        if entry is None:
+            continue
+        free.update(t for t in entry.zero_free(node, graph) if t and not graph.is_constant(t))
+        exclusive += [[t for t in group if t and not graph.is_constant(t)]
+                      for group in entry.zero_exclusive(node, graph)]
+    return free, [g for g in exclusive if len(g) > 1]

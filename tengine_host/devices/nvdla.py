@@ -20,7 +20,7 @@ import numpy as np
 
 from accel.compiler import CompiledSubgraph, compile_subgraph, run_reference, supports
 from accel.compiler.reference import scale_constraints as _scale_constraints
-from accel.compiler.reference import zero_free as _zero_free
+from accel.compiler.reference import zero_point_constraints as _zero_point_constraints
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.backend import BACKENDS, get_backend
@@ -34,10 +34,10 @@ def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
     return _scale_constraints(graph)
 
 
-def zero_free(graph: Graph) -> set[str]:
-    """Activations of ``graph`` whose DLA consumer cannot honour a zero point (the op
-    table's): calibration keeps them symmetric."""
-    return _zero_free(graph)
+def zero_point_constraints(graph: Graph) -> tuple[set[str], list[list[str]]]:
+    """Activations of ``graph`` whose DLA consumer cannot honour a zero point, and sets of
+    which at most one may have one (the op table's): calibration keeps them symmetric."""
+    return _zero_point_constraints(graph)
 
 
 @dataclass

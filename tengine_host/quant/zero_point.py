@@ -19,12 +19,15 @@ where the DLA cannot honour it:
   scale and one zero point, so a group takes a zero point only when every
   member is one-signed; a concat of a ReLU output and a signed tensor stays
   symmetric.
-* **operands read as raw codes stay symmetric.**  The SDP multiplies by a
-  memory operand's codes as they are, with no stage left to take a zero point
-  off them, so the second input of a ``Mul`` of two tensors (the gate of a
-  squeeze-excite block, a per-channel scale) keeps zero point 0 (the op
-  table's ``zero_free``, :func:`tengine_host.devices.nvdla.zero_free`); its
-  main input may have one.
+* **one input of a product.**  The SDP multiplies the two inputs of a ``Mul``
+  of two tensors code by code and can take one zero point off afterwards
+  (it adds the other input shifted by ``k`` for ``z = -2**k``), not two: when
+  both are one-signed, the main input (the full tensor, long-tailed) keeps
+  its zero point and the operand (a squeeze-excite gate) stays symmetric (the
+  op table's ``zero_exclusive``).
+* **sums with a fused PReLU stay symmetric**: its X2 stage holds the slopes,
+  none is left for zero points (the op table's ``zero_free``,
+  :func:`tengine_host.devices.nvdla.zero_point_constraints`).
 * **entries without an observed range** (``min`` absent) are left alone.
 
 Every other tensor is fine on the DLA (:mod:`accel.compiler.ops`): a
@@ -53,10 +56,10 @@ ONE_SIGNED_ZERO = -128
 STEP_RATIO = 127.0 / 255.0
 
 
-def _zero_free(graph: Graph) -> set[str]:
-    from tengine_host.devices.nvdla import zero_free  # the accelerator stack, on demand
+def _constraints(graph: Graph) -> tuple[set[str], list[list[str]]]:
+    from tengine_host.devices.nvdla import zero_point_constraints  # the accelerator stack
 
-    return zero_free(graph)
+    return zero_point_constraints(graph)
 
 
 def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
@@ -73,16 +76,28 @@ def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
                          f"already have a zero point ({', '.join(map(repr, given[:5]))}"
                          f"{', ...' if len(given) > 5 else ''})")
     out = QuantTable({name: dict(e) for name, e in table.items()})
-    forbidden = _zero_free(graph)
+    forbidden, exclusive = _constraints(graph)
     grouped = scale_groups(graph)
-    in_group = {t for g in grouped for t in g}
-    for group in [*grouped, *([t] for t in out if t not in in_group)]:
+    group_of = {t: tuple(g) for g in grouped for t in g}
+    for t in out:
+        group_of.setdefault(t, (t,))
+
+    def eligible(group: tuple[str, ...]) -> bool:
         members = [t for t in group if t in out]
-        if not members or any(t in forbidden for t in members):
-            continue
-        if not all("min" in out[t] and out[t]["min"] >= 0 for t in members):
-            continue
-        for t in members:
-            out[t]["scale"] = float(out[t]["scale"]) * STEP_RATIO
-            out[t]["zero_point"] = ONE_SIGNED_ZERO
+        return bool(members) and not any(t in forbidden for t in members) and all(
+            "min" in out[t] and out[t]["min"] >= 0 for t in members)
+
+    chosen = {g for g in set(group_of.values()) if eligible(g)}
+    for names in exclusive:        # at most one group of each set keeps its zero point
+        kept = False
+        for t in names:
+            g = group_of.get(t, (t,))
+            if g in chosen and kept:
+                chosen.discard(g)
+            kept = kept or g in chosen
+    for g in chosen:
+        for t in g:
+            if t in out:
+                out[t]["scale"] = float(out[t]["scale"]) * STEP_RATIO
+                out[t]["zero_point"] = ONE_SIGNED_ZERO
     return out

@@ -155,7 +155,8 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> SdpPlan:
         if op == "HardSwish":
             # the gate into a symmetric temporary (a product's operand has no zero point)
             hs = _hard_sigmoid(node, s_in, UNIT_SCALE, z_in=zp["z_in"])
-            mul = product(1, "element", s_in * UNIT_SCALE / s_out, zp["z_in"], zp["z_out"])
+            mul = product(0, 1, "element", s_in * UNIT_SCALE / s_out, zp["z_in"], 0,
+                          zp["z_out"])
             return SdpPlan((SdpStep(("in", 0), hs), SdpStep(("in", 0), mul,
                                                              ((1, ("step", 0)),))), shape)
     except SdpMathError as exc:

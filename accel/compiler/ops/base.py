@@ -15,7 +15,9 @@ One :class:`OpEntry` per op family, one module per entry.  Who asks it:
   and one zero point because the hardware cannot rescale between them,
   ``fixed_scales`` the scales an op needs whatever the data (an output in
   [0, 1] at 1/127), ``zero_free`` the activations the op cannot read with a
-  zero point (they stay symmetric: :mod:`tengine_host.quant.zero_point`).
+  zero point (they stay symmetric: :mod:`tengine_host.quant.zero_point`),
+  ``zero_exclusive`` sets of activations of which at most one may have a
+  zero point (preferred first).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class OpEntry:
     ties: Ties = no_ties
     fixed_scales: Callable[[Node, Graph], dict[str, float]] = no_fixed_scales
     zero_free: Callable[[Node, Graph], list[str]] = no_zero_free
+    zero_exclusive: Ties = no_ties
     place: Hook | None = None      # forward pass: aliases and slices
     nest: Hook | None = None       # backward pass: write inputs into the output
 

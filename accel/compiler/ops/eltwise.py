@@ -13,11 +13,10 @@
 A fused ReLU (``attrs["activation"]``, from the host's fuse pass) is applied
 last, before the converter.
 
-Zero points (:mod:`.sdp_math`): tied inputs share one; a product reads its
-operand's codes as they are (the X stages cannot re-centre a memory operand),
-so the operand of a ``Mul`` of two tensors stays symmetric (``zero_free``)
-while its main input may carry a zero point; a sum, maximum or minimum with a
-fused PReLU keeps all its tensors symmetric (its X2 stage holds the slopes).
+Zero points (:mod:`.sdp_math`): tied inputs share one; of the two inputs of
+a product one may have one (``zero_exclusive``, :func:`.sdp_math.product`); a
+sum, maximum or minimum with a fused PReLU keeps all its tensors symmetric
+(its X2 stage holds the slopes: ``zero_free``).
 """
 
 from __future__ import annotations
@@ -137,19 +136,17 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
 
 def _product(node: Node, scales, kind: str, main: int, other: int, relu: bool,
              mode: str) -> tuple[int, SdpProgram]:
-    """``a * b`` of two tensors (:func:`.sdp_math.product`): the operand must have no zero
-    point; a product of two same-shape tensors takes the one that has one as its main
-    input."""
+    """``a * b`` of two tensors (:func:`.sdp_math.product`); at most one of them may have
+    a zero point."""
     z = [zero_point_of(scales, t) for t in node.inputs]
-    if z[other] and kind == "tensor" and not z[main]:
-        main, other = other, main
-    if z[other]:
-        raise SdpMathError(f"{node.op_type}: the operand {node.inputs[other]!r} has zero point "
-                           f"{z[other]}; the SDP multiplies by its codes as they are, so it "
-                           f"must be 0 (re-run 'opendla quantize')")
+    if z[main] and z[other]:
+        raise SdpMathError(f"{node.op_type}: both inputs have zero points ({z[main]} and "
+                           f"{z[other]}); the SDP can take off only one (re-run 'opendla "
+                           f"quantize')")
     out = node.outputs[0]
     ratio = scales.scale(node.inputs[main]) * scales.scale(node.inputs[other]) / scales.scale(out)
-    return main, product(other, mode, ratio, z[main], zero_point_of(scales, out), relu=relu)
+    return main, product(main, other, mode, ratio, z[main], z[other],
+                         zero_point_of(scales, out), relu=relu)
 
 
 def _prelu_slopes(node: Node, channels: int) -> np.ndarray | None:
@@ -169,17 +166,25 @@ def ties(node: Node, graph: Graph) -> list[list[str]]:
 
 
 def zero_free(node: Node, graph: Graph) -> list[str]:
-    """The operand of a product of two tensors (the gate of a squeeze-excite, the
-    per-channel input); every tensor of a sum, maximum or minimum with a fused PReLU, whose
-    X2 stage has no room left for zero points."""
+    """Every tensor of a sum, maximum or minimum with a fused PReLU, whose X2 stage has no
+    room left for zero points."""
     kind = _classify(node, graph)
-    if isinstance(kind, str) or kind[0] == "const":
+    if isinstance(kind, str) or kind[0] == "const" or node.op_type == "Mul":
         return []
-    if node.op_type == "Mul":
-        return [node.inputs[kind[2]]]
     if node.attrs.get("activation") in ("PRelu", "LeakyRelu"):
         return [*node.inputs, *node.outputs]
     return []
 
 
-ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties, zero_free=zero_free)
+def zero_exclusive(node: Node, graph: Graph) -> list[list[str]]:
+    """The two inputs of a product of two tensors: one may have a zero point, the main
+    (full) input preferred - its values spread over a long tail, where a finer step helps
+    most - then the operand (a squeeze-excite gate)."""
+    kind = _classify(node, graph)
+    if node.op_type != "Mul" or isinstance(kind, str) or kind[0] == "const":
+        return []
+    return [[node.inputs[kind[1]], node.inputs[kind[2]]]]
+
+
+ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties, zero_free=zero_free,
+                zero_exclusive=zero_exclusive)

@@ -66,23 +66,28 @@ def converter(ratio: float, z_out: int = 0) -> Converter:
     return Converter(offset=offset, scale=sign * scale, shift=shift)
 
 
-def product(other: int, mode: str, ratio: float, z_main: int, z_out: int, *,
-            relu: bool = False) -> SdpProgram:
-    """``x * y`` on the SDP, ``x`` the main input (zero point ``z_main``), ``y`` input
-    ``other`` read as a ``mode`` operand (no zero point: the multiplier takes its codes as
-    they are), ``ratio`` the output step per unit of the product of codes.
+def product(main: int, other: int, mode: str, ratio: float, z_main: int, z_other: int,
+            z_out: int, *, relu: bool = False) -> SdpProgram:
+    """``x * y`` on the SDP: ``x`` node input ``main`` (streamed), ``y`` input ``other``
+    read as a ``mode`` operand; ``ratio`` is the output step per unit of the product of
+    the codes, and at most one of the inputs has a zero point, ``-2**k``.
 
-    X1 multiplies the codes: ``(v + z_main) * y``; X2's ALU reads ``y`` again and adds
-    ``y << k``, which is ``-z_main * y`` for ``z_main = -2**k`` (-128: k = 7; other zero
-    points of a main input cannot be taken off, the operand being in memory); ReLU comes
-    after.  The converter rescales and adds ``z_out`` (:func:`converter`: the product of
-    codes is a fine unit, the output step being about 127 of them or more)."""
-    if z_main and (z_main > 0 or -z_main & (-z_main - 1)):
-        raise SdpMathError(f"the main input of a product has zero point {z_main}; only 0 or "
-                           f"-2**k (-1, -2, ..., -128) can be taken off its operand's codes")
-    shift = (-z_main).bit_length() - 1
-    x2 = XStage(alu_op="sum", alu=Operand.input(other, mode), alu_shift=shift,
-                relu=relu) if z_main else None
+    X1 multiplies the codes.  With ``z_main = -2**k`` that is ``(v + z_main) * y``, and
+    X2's ALU reads ``y`` again and adds ``y << k = -z_main * y``; with ``z_other``, X2
+    reads the main input as an element operand and adds ``x << k``.  (Other zero points
+    cannot be taken off: the value to scale sits in memory, and a stage's multiplier and
+    ALU read the same operand mode.)  ReLU comes after.  The converter rescales and adds
+    ``z_out`` (:func:`converter`: a unit of the product of codes is a fine one, an output
+    step spanning a hundred or more of them)."""
+    if z_main and z_other:
+        raise SdpMathError(f"a product with zero points on both inputs ({z_main}, {z_other})")
+    z, again = (z_main, Operand.input(other, mode)) if z_main else \
+        (z_other, Operand.input(main, "element"))
+    if z and (z > 0 or -z & (-z - 1)):
+        raise SdpMathError(f"an input of a product has zero point {z}; only 0 or -2**k (-1, "
+                           f"-2, ..., -128) can be taken off the other input's codes")
+    x2 = XStage(alu_op="sum", alu=again, alu_shift=(-z).bit_length() - 1,
+                relu=relu) if z else None
     x1 = XStage(mul=Operand.input(other, mode), relu=relu and x2 is None)
     return SdpProgram(x1, x2, converter(ratio, z_out))
 

@@ -244,19 +244,22 @@ def test_tied_tensors_with_different_zero_points_are_refused():
         compile_subgraph(graph, table, get_preset("nv_small"))
 
 
-def test_products_refuse_an_operand_zero_point():
+def test_products_take_one_zero_point_of_the_form_minus_2_to_the_k():
     nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Sigmoid", ["x"], ["b"]),
              helper.make_node("Mul", ["a", "b"], ["y"])]
     graph = _graph(_model(nodes, [], (1, 8, 4, 4), (1, 8, 4, 4)))
     table = {t: {"scale": 0.01, "zero_point": -128} for t in ("x", "a", "b", "y")}
-    with pytest.raises(CompileError, match="operand 'b' has zero point -128"):
+    with pytest.raises(CompileError, match="both inputs have zero points"):
         compile_subgraph(graph, table, get_preset("nv_large"))
-    table["b"]["zero_point"], table["a"]["zero_point"] = 0, -3
+    table["a"]["zero_point"], table["b"]["zero_point"] = 0, -3
     with pytest.raises(CompileError, match="zero point -3; only 0 or -2\\*\\*k"):
         compile_subgraph(graph, table, get_preset("nv_large"))
-    # the rule calibration asks keeps the operand symmetric
+    table["b"]["zero_point"] = -16
+    compile_subgraph(graph, table, get_preset("nv_large"))
+    # the rule calibration asks: the main input keeps its zero point, the operand not
     sym = QuantTable({t: {"scale": 0.01, "min": 0.0, "max": 1.27} for t in table})
-    assert assign_zero_points(graph, sym).zero_point("b") == 0
+    zp = assign_zero_points(graph, sym)
+    assert (zp.zero_point("a"), zp.zero_point("b")) == (-128, 0)
 
 
 def test_hard_sigmoid_needs_its_upper_bound_at_code_127():

@@ -74,15 +74,24 @@ def _deconv_on_relu(g: G, x: str) -> str:
 
 
 def _product(g: G, x: str) -> str:
-    """A one-signed tensor times another (its operand stays symmetric)."""
+    """A one-signed tensor times another (the operand stays symmetric)."""
     return g.op("Mul", [_relu(g, x, 16, 32), _relu(g, x, 16, 32, 3)])
 
 
-def _se(g: G, x: str) -> str:
-    y = _relu(g, x, 16, 32, 3)
-    gate = g.op("HardSigmoid", [g.conv(g.op("GlobalAveragePool", [y]), 32, 32, 1)],
-                alpha=0.2, beta=0.5)
-    return g.op("Mul", [y, gate])
+def _product_signed_main(g: G, x: str) -> str:
+    """A signed tensor times a one-signed one: the operand takes the zero point."""
+    return g.op("Mul", [g.conv(x, 16, 32, 1), _relu(g, x, 16, 32, 3)])
+
+
+def _se(signed: bool):
+    """A squeeze-excite block; its input ReLU'd (the main input takes the zero point) or
+    signed (the gate does, as after MobileNetV3's HardSwish)."""
+    def f(g: G, x: str) -> str:
+        y = g.conv(x, 16, 32, 3) if signed else _relu(g, x, 16, 32, 3)
+        gate = g.op("HardSigmoid", [g.conv(g.op("GlobalAveragePool", [y]), 32, 32, 1)],
+                    alpha=0.2, beta=0.5)
+        return g.op("Mul", [y, gate])
+    return f
 
 
 def _concat_relus(axis: int, sizes=(32, 32)):
@@ -142,7 +151,9 @@ CASES = [
     ZpCase("max", "Max", _one(SHAPE, _two("Max"))),
     ZpCase("min", "Min", _one(SHAPE, _two("Min"))),
     ZpCase("mul", "Mul", _one(SHAPE, _product)),
-    ZpCase("squeeze_excite", "Mul", _one(SHAPE, _se)),
+    ZpCase("mul_operand", "Mul", _one(SHAPE, _product_signed_main)),
+    ZpCase("squeeze_excite", "Mul", _one(SHAPE, _se(False))),
+    ZpCase("squeeze_excite_gate", "Mul", _one(SHAPE, _se(True))),
     ZpCase("add_scalar", "Add", _one(SHAPE, _on_relu("Add", _c(-0.3)))),
     ZpCase("mul_channel", "Mul", _one(SHAPE, _on_relu("Mul", _c(np.linspace(
         -2, 2, 32).reshape(32, 1, 1))))),

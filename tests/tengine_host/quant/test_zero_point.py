@@ -15,9 +15,10 @@ F32 = np.dtype(np.float32)
 
 def _graph() -> Graph:
     """x (signed) feeds: a pooled ReLU (tied pair), a ReLU concatenated with x itself, a
-    sigmoid added to the pooled ReLU (a tied sum of one-signed tensors), and a product
-    whose operand is a HardSigmoid gate."""
-    names = ("x", "r1", "p1", "r2", "c", "s", "a", "h", "m")
+    sigmoid added to the pooled ReLU (a tied sum of one-signed tensors), a product of
+    that sum and a HardSigmoid gate (one-signed both), and a product of x and another
+    gate."""
+    names = ("x", "r1", "p1", "r2", "c", "s", "a", "h", "m", "h2", "m2")
     t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in names}
     t["c"] = Tensor("c", (1, 16, 4, 4), F32)
     pool = {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0, 0, 0, 0]}
@@ -28,14 +29,16 @@ def _graph() -> Graph:
              Node("sig", "Sigmoid", ["x"], ["s"]),
              Node("add", "Add", ["s", "p1"], ["a"]),
              Node("hsig", "HardSigmoid", ["x"], ["h"], {"alpha": 0.2, "beta": 0.5}),
-             Node("mul", "Mul", ["a", "h"], ["m"])]
-    return Graph("g", nodes, t, ["x"], ["c", "m"])
+             Node("mul", "Mul", ["a", "h"], ["m"]),
+             Node("hsig2", "HardSigmoid", ["x"], ["h2"], {"alpha": 0.2, "beta": 0.5}),
+             Node("mul2", "Mul", ["x", "h2"], ["m2"])]
+    return Graph("g", nodes, t, ["x"], ["c", "m", "m2"])
 
 
 def _table() -> QuantTable:
     ranges = {"x": (-3.0, 2.0), "r1": (0.0, 2.0), "p1": (0.0, 2.0), "r2": (0.0, 2.0),
               "c": (-3.0, 2.0), "s": (0.05, 0.9), "a": (0.1, 2.5), "h": (0.0, 1.0),
-              "m": (0.0, 2.4)}
+              "m": (0.0, 2.4), "h2": (0.0, 1.0), "m2": (-3.0, 2.0)}
     return QuantTable({n: {"scale": max(abs(lo), hi) / 127, "min": lo, "max": hi}
                        for n, (lo, hi) in ranges.items()})
 
@@ -49,7 +52,8 @@ def test_one_signed_tensors_take_zero_point_minus_128_where_the_dla_allows():
         "x": 0, "c": 0, "r2": 0,       # concatenated with the signed x: one group, symmetric
         "r1": -128, "p1": -128, "s": -128,   # pool and sum ties, every member one-signed
         "a": -128, "m": -128,          # outputs whose ranges are one-signed
-        "h": 0,                        # the operand of a product of two tensors
+        "h": 0,                        # a product takes one zero point: its main input's
+        "h2": -128, "m2": 0,           # ... or its operand's, when the main is signed
     }
     for n in out:
         want = sym[n]["scale"] * (127 / 255 if got[n] else 1)
@@ -74,7 +78,8 @@ def test_the_threshold_is_kept_and_the_step_halves():
 def test_hard_sigmoid_keeps_saturating_at_one():
     graph = _graph()
     out = assign_zero_points(graph, apply_dla_rules(graph, _table()))
-    # h is an operand here; alone, the fixed 1/127 becomes 1/255 with zero point -128
+    # h is an operand beside a zero-pointed main input; alone, the fixed 1/127 becomes
+    # 1/255 with zero point -128
     alone = Graph("h", [graph.node("hsig")], graph.tensors, ["x"], ["h"])
     solo = assign_zero_points(alone, apply_dla_rules(alone, _table()))
     assert out.zero_point("h") == 0 and out.scale("h") == pytest.approx(1 / 127)
