@@ -8,8 +8,9 @@ Usage::
 For each model of ``../shared/models`` (default: face_landmark_192,
 ch_PP-OCRv4_det_320, ppocr_mobile_v2_cls_48x192): the model is calibrated on
 four scikit-image photos (astronaut's face, chelsea, coffee, rocket) and run on
-six other, held-out ones (camera, page, text, immunohistochemistry, brick and a
-labelled face of ``lfw_subset``) through the int8 CPU reference of ``--preset``
+fifteen other, held-out ones (camera, page, text, immunohistochemistry, brick,
+grass, cat, colorwheel, crops of hubble_deep_field, retina and astronaut's
+suit, four faces of ``lfw_subset``) through the int8 CPU reference of ``--preset``
 (what the DLA computes, bit for bit: every op the DLA runs goes through the op
 table's int8 reference, the rest in fp32), twice:
 
@@ -17,9 +18,11 @@ table's int8 reference, the rest in fp32), twice:
 * ``zero points``: the same table through :func:`assign_zero_points` (one-signed
   tensors at zero point -128, twice the resolution).
 
-Printed per model output: the cosine similarity and the SQNR (dB, signal power
-over the power of the difference) of the int8 result against fp32 over all
-held-out images, and how many activations took a zero point.  ``--dla`` also runs
+Printed per model output (and per input of an output Softmax: the logits, which a
+handful of probabilities near 0 or 1 would hide): the cosine similarity and the
+SQNR (dB, signal power over the power of the difference) of the int8 result
+against fp32 over all held-out images, and how many activations took a zero
+point.  ``--dla`` also runs
 the first held-out image through the ``nvdla`` device (the cmodel) with the zero-point
 table and checks every DLA tensor against the int8 reference (``verify_run``).
 """
@@ -51,12 +54,14 @@ MODELS = {
 
 
 def _photos() -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(calibration, held-out) RGB uint8 photos from scikit-image."""
+    """(calibration, held-out) uint8 photos from scikit-image."""
     import skimage.data as d
 
-    face = (d.lfw_subset()[7] * 255).astype(np.uint8)
+    faces = [(d.lfw_subset()[i] * 255).astype(np.uint8) for i in (7, 31, 64, 90)]
     calib = [d.astronaut()[0:220, 140:330], d.chelsea(), d.coffee(), d.rocket()]
-    held = [d.camera(), d.page(), d.text(), d.immunohistochemistry(), d.brick(), face]
+    held = [d.camera(), d.page(), d.text(), d.immunohistochemistry(), d.brick(), d.grass(),
+            d.cat(), d.colorwheel(), d.hubble_deep_field()[:400, :400],
+            d.retina()[400:1000, 400:1000], d.astronaut()[250:, 200:], *faces]
     return calib, held
 
 
@@ -74,19 +79,29 @@ def _tensor(img: np.ndarray, shape: tuple[int, ...], pixels: str) -> np.ndarray:
     return x.transpose(2, 0, 1)[None]
 
 
+def _measured(graph) -> list[str]:
+    """The graph outputs, and the logits of those that are a Softmax of them."""
+    out = []
+    for o in graph.outputs:
+        p = graph.producer(o)
+        out += ([p.inputs[0]] if p is not None and p.op_type == "Softmax" else []) + [o]
+    return out
+
+
 def _scores(graph, table, feeds: list[dict], preset: str, fp32: list[dict]) -> dict:
-    """``{output: (cosine, sqnr_db)}`` of the int8 CPU reference against fp32."""
-    sums = {o: [0.0, 0.0, 0.0, 0.0] for o in graph.outputs}   # dot, |a|^2, |b|^2, |a-b|^2
-    with Executor(graph, [get_device("cpu", precision="int8", preset=preset)], table) as ex:
-        for f, want in zip(feeds, fp32, strict=True):
-            got = ex.run(f)
-            for o, acc in sums.items():
-                a = np.asarray(got[o], np.float64).ravel()
-                b = np.asarray(want[o], np.float64).ravel()
-                acc[0] += float(a @ b)
-                acc[1] += float(a @ a)
-                acc[2] += float(b @ b)
-                acc[3] += float((a - b) @ (a - b))
+    """``{tensor: (cosine, sqnr_db)}`` of the int8 CPU reference against fp32."""
+    sums = {o: [0.0, 0.0, 0.0, 0.0] for o in _measured(graph)}   # a.b, a.a, b.b, |a-b|^2
+    cpu = get_device("cpu", precision="int8", preset=preset)
+    prepared = cpu.prerun(graph, table)
+    for f, want in zip(feeds, fp32, strict=True):
+        got = interpret(graph, f, overrides=prepared.overrides, keep_all=True)
+        for o, acc in sums.items():
+            a = np.asarray(got[o], np.float64).ravel()
+            b = np.asarray(want[o], np.float64).ravel()
+            acc[0] += float(a @ b)
+            acc[1] += float(a @ a)
+            acc[2] += float(b @ b)
+            acc[3] += float((a - b) @ (a - b))
     return {o: (dot / np.sqrt(aa * bb), 10 * np.log10(bb / max(err, 1e-300)))
             for o, (dot, aa, bb, err) in sums.items()}
 
@@ -109,14 +124,14 @@ def measure(name: str, preset: str, algorithm: str, dla: bool) -> None:
     t0 = time.perf_counter()
     sym = calibrate(graph, calib_feeds, algorithm=algorithm, progress=False)
     zp = assign_zero_points(graph, sym)
-    fp32 = [interpret(graph, f) for f in held_feeds]
+    fp32 = [interpret(graph, f, keep_all=True) for f in held_feeds]
     rows = {"symmetric": _scores(graph, sym, held_feeds, preset, fp32),
             "zero points": _scores(graph, zp, held_feeds, preset, fp32)}
     taken = sum(1 for e in zp.values() if e.get("zero_point"))
     print(f"\n{name} ({preset}, {algorithm}; {taken} of {len(zp)} activations take a zero "
           f"point; {len(held_feeds)} held-out photos; {time.perf_counter() - t0:.0f} s)")
     print(f"  {'output':24s} {'table':12s} {'cosine':>10s} {'SQNR dB':>8s}")
-    for out in graph.outputs:
+    for out in _measured(graph):
         for label, scores in rows.items():
             cos, sqnr = scores[out]
             print(f"  {out[:24]:24s} {label:12s} {cos:10.6f} {sqnr:8.2f}")

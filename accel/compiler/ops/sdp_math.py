@@ -14,13 +14,19 @@ All of them compute on int8 inputs ``q`` with scales ``s`` and produce
   a fine grid of ``b``'s scale and X2's ALU adds ``b << f``.
 
 **Zero points.**  A tensor with zero point ``z`` holds codes ``v + z``.  An
-input's is taken off where the program can do it exactly: X1's ALU subtracts
-``z_in`` from the main input before any multiplier (:func:`affine`), a sum of
-two tied codes loses ``2 z`` and a maximum ``z`` in X2's ALU (:func:`binary`).
-The output's is added last, after every ReLU / PReLU / cap, as the converter's
-offset: the converter subtracts its offset *before* scaling, so the scaling
-moves into an X-stage multiplier and the converter keeps only the shift of a
-fine grid (``offset = -z_out * 2**f``), which adds ``z_out`` exactly.
+input's is taken off exactly, before anything non-linear: X1's ALU subtracts
+``z_in`` from the main input before the multiplier (:func:`affine`), X2's ALU
+takes ``2 z`` off a sum of two tied codes and ``z`` off a maximum
+(:func:`binary`), and a product adds the other input shifted, ``-z * y`` for
+``z = -2**k`` (:func:`product`).  The output's is added last, after every
+ReLU / PReLU / cap, as the converter's offset.  The converter subtracts its
+offset *before* scaling, so where an X stage is free the scaling moves into
+its multiplier and the converter keeps only the shift of a fine grid
+(``offset = -z_out * 2**f``), which adds ``z_out`` exactly; elsewhere
+(products, differences, inputs at different scales) the converter's input is
+made fine and :func:`converter` rounds ``-z_out`` to it.  A stage's two
+operands come both from registers or both from memory (one mode per stage
+descriptor), which decides where each correction can go.
 """
 
 from __future__ import annotations
