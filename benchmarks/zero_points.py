@@ -6,7 +6,8 @@ Usage::
                                      [--algorithm minmax] [--dla]
 
 For each model of ``../shared/models`` (default: face_landmark_192,
-ch_PP-OCRv4_det_320, ppocr_mobile_v2_cls_48x192): the model is calibrated on
+ch_PP-OCRv4_det_320, ppocr_mobile_v2_cls_48x192, blazeface_back_256): the model
+is calibrated on
 four scikit-image photos (astronaut's face, chelsea, coffee, rocket) and run on
 fifteen other, held-out ones (camera, page, text, immunohistochemistry, brick,
 grass, cat, colorwheel, crops of hubble_deep_field, retina and astronaut's
@@ -50,6 +51,7 @@ MODELS = {
     "face_landmark_192": ("input_1", (1, 3, 192, 192), "unit"),
     "ch_PP-OCRv4_det_320": ("x", (1, 3, 320, 320), "signed"),
     "ppocr_mobile_v2_cls_48x192": ("x", (1, 3, 48, 192), "signed"),
+    "blazeface_back_256": ("input", (1, 3, 256, 256), "signed"),
 }
 
 

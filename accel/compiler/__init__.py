@@ -29,7 +29,7 @@ def make_plan(node: Node, graph: Graph, cfg: HwConfig, table: Any) -> Any:
         raise CompileError(f"node {node.name!r} ({node.op_type}) cannot run on {cfg.name}: "
                            f"{reason}")
     scales = as_scales(table)
-    for group in entry.ties(node, graph):
+    for group in entry.zero_point_ties(node, graph):
         group = [t for t in group if t and not graph.is_constant(t)]
         zps = {t: zero_point_of(scales, t) for t in group}
         if len(set(zps.values())) > 1:

@@ -34,9 +34,10 @@ def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
     return _scale_constraints(graph)
 
 
-def zero_point_constraints(graph: Graph) -> tuple[set[str], list[list[str]]]:
-    """Activations of ``graph`` whose DLA consumer cannot honour a zero point, and sets of
-    which at most one may have one (the op table's): calibration keeps them symmetric."""
+def zero_point_constraints(graph: Graph
+                           ) -> tuple[list[list[str]], set[str], list[list[str]]]:
+    """Tensors of ``graph`` that must share one zero point, activations whose DLA consumer
+    cannot honour one, and sets of which at most one may have one (the op table's)."""
     return _zero_point_constraints(graph)
 
 

@@ -14,11 +14,13 @@ where the DLA cannot honour it:
 * **tied tensors decide together.**  Tensors the hardware cannot rescale or
   re-centre between (a pooled tensor and its input, the inputs and output of
   a concat, split or slice, a reshape, resize or pad and its input, the two
-  inputs of an element-wise sum, difference, maximum or minimum: the op
-  table's ``ties``, :func:`tengine_host.quant.rules.scale_groups`) share one
-  scale and one zero point, so a group takes a zero point only when every
-  member is one-signed; a concat of a ReLU output and a signed tensor stays
-  symmetric.
+  inputs of an element-wise difference, maximum or minimum: the op table's
+  ``zero_ties``) share one scale and one zero point, so a group takes a zero
+  point only when every member is one-signed; a concat of a ReLU output and a
+  signed tensor stays symmetric.  The two inputs of a sum are tied by scale
+  only: a residual's one-signed shortcut takes a zero point (and half the
+  step) beside the signed branch it is added to, and the DLA adds the two at
+  their own scales.
 * **one input of a product.**  The SDP multiplies the two inputs of a ``Mul``
   of two tensors code by code and can take one zero point off afterwards
   (it adds the other input shifted by ``k`` for ``z = -2**k``), not two: when
@@ -47,7 +49,7 @@ The table must be the calibrated one after the DLA scale rules
 from __future__ import annotations
 
 from tengine_host.ir import Graph
-from tengine_host.quant.rules import scale_groups
+from tengine_host.quant.rules import scale_groups  # union-find over any ties
 from tengine_host.quant.table import QuantTable
 
 #: the zero point of a one-signed tensor: code -128 is 0, code 127 the threshold
@@ -56,7 +58,7 @@ ONE_SIGNED_ZERO = -128
 STEP_RATIO = 127.0 / 255.0
 
 
-def _constraints(graph: Graph) -> tuple[set[str], list[list[str]]]:
+def _constraints(graph: Graph) -> tuple[list[list[str]], set[str], list[list[str]]]:
     from tengine_host.devices.nvdla import zero_point_constraints  # the accelerator stack
 
     return zero_point_constraints(graph)
@@ -76,8 +78,8 @@ def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
                          f"already have a zero point ({', '.join(map(repr, given[:5]))}"
                          f"{', ...' if len(given) > 5 else ''})")
     out = QuantTable({name: dict(e) for name, e in table.items()})
-    forbidden, exclusive = _constraints(graph)
-    grouped = scale_groups(graph)
+    ties, forbidden, exclusive = _constraints(graph)
+    grouped = scale_groups(graph, ties)
     group_of = {t: tuple(g) for g in grouped for t in g}
     for t in out:
         group_of.setdefault(t, (t,))

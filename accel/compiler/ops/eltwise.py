@@ -13,8 +13,11 @@
 A fused ReLU (``attrs["activation"]``, from the host's fuse pass) is applied
 last, before the converter.
 
-Zero points (:mod:`.sdp_math`): tied inputs share one; of the two inputs of
-a product one may have one (``zero_exclusive``, :func:`.sdp_math.product`); a
+Zero points (:mod:`.sdp_math`): the inputs of a difference, maximum or minimum
+share one; a sum takes any two (at one scale, or the one with a zero point
+streamed first at two scales: a residual's one-signed shortcut may have one
+while the branch it is added to is signed); of the two inputs of a product one
+may have one (``zero_exclusive``, :func:`.sdp_math.product`); a
 sum, maximum or minimum with a fused PReLU keeps all its tensors symmetric
 (its X2 stage holds the slopes: ``zero_free``).
 """
@@ -125,10 +128,12 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
         mode = "element" if kind == "tensor" else "kernel"
         if op == "mul":
             return single(*_product(node, scales, kind, main, other, relu, mode), shape)
-        s_main, s_other = scales.scale(node.inputs[main]), scales.scale(node.inputs[other])
-        first, prog = binary(op, (main, s_main), (other, s_other), s_out, relu=relu,
-                             mode=mode, slopes=_prelu_slopes(node, shape[1]),
-                             z_in=zero_point_of(scales, node.inputs[main]), z_out=z_out)
+        a, b = ((i, scales.scale(node.inputs[i]), zero_point_of(scales, node.inputs[i]))
+                for i in (main, other))
+        if op == "sum" and b[2] and not a[2] and kind == "tensor":
+            a, b = b, a         # a sum at two scales reads the input with a zero point first
+        first, prog = binary(op, a, b, s_out, relu=relu, mode=mode,
+                             slopes=_prelu_slopes(node, shape[1]), z_out=z_out)
         return single(first, prog, shape)
     except SdpMathError as exc:
         raise ValueError(str(exc)) from None
@@ -165,6 +170,17 @@ def ties(node: Node, graph: Graph) -> list[list[str]]:
     return []
 
 
+def zero_ties(node: Node, graph: Graph) -> list[list[str]]:
+    """A difference, maximum or minimum compares or cancels the codes: one zero point.  A
+    sum of two same-shape tensors need not share it - the excess of any two is one
+    constant - and at two scales (a residual's one-signed shortcut beside a signed
+    branch) it adds on a fine grid, the input with the zero point streamed first."""
+    kind = _classify(node, graph)
+    if node.op_type == "Add" and not isinstance(kind, str) and kind[0] == "tensor":
+        return []
+    return ties(node, graph)
+
+
 def zero_free(node: Node, graph: Graph) -> list[str]:
     """Every tensor of a sum, maximum or minimum with a fused PReLU, whose X2 stage has no
     room left for zero points."""
@@ -186,5 +202,5 @@ def zero_exclusive(node: Node, graph: Graph) -> list[list[str]]:
     return [[node.inputs[kind[1]], node.inputs[kind[2]]]]
 
 
-ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties, zero_free=zero_free,
-                zero_exclusive=zero_exclusive)
+ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties, zero_ties=zero_ties,
+                zero_free=zero_free, zero_exclusive=zero_exclusive)

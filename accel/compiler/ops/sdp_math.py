@@ -174,48 +174,58 @@ def affine(s_in: float, s_out: float, mult, bias=None, *, relu: bool = False,
     return SdpProgram(x1, x2, Converter(offset=drift - z_out * 2 ** f, shift=f))
 
 
-def binary(op: str, a: tuple[int, float], b: tuple[int, float], s_out: float, *,
+def binary(op: str, a: tuple[int, float, int], b: tuple[int, float, int], s_out: float, *,
            relu: bool = False, mode: str = "element", slopes: np.ndarray | None = None,
-           z_in: int = 0, z_out: int = 0) -> tuple[int, SdpProgram]:
+           z_out: int = 0) -> tuple[int, SdpProgram]:
     """``a op b`` for op in sum, sub, max, min: ``(main input index, program)``.
 
-    ``a`` and ``b`` are ``(node input index, scale)``, ``z_in`` the zero point
-    they share (calibration ties them), ``z_out`` the output's.  The main input
-    streams through the SDP's input DMA, the other is the ALU operand
-    (``mode`` element, or kernel for a per-channel ``b``).  A difference reads
-    ``b`` as the main input and negates it, so the ALU adds ``a``.  ``slopes``
-    are the negative slopes of a fused PReLU (sum, max, min at one scale and
-    without zero points: its X2 stage has no room to take them off).
+    ``a`` and ``b`` are ``(node input index, scale, zero point)``, ``z_out`` the
+    output's zero point.  The main input streams through the SDP's input DMA,
+    the other is the ALU operand (``mode`` element, or kernel for a per-channel
+    ``b``).  A difference reads ``b`` as the main input and negates it, so the
+    ALU adds ``a``.  ``slopes`` are the negative slopes of a fused PReLU (sum,
+    max, min at one scale and without zero points: its X2 stage has no room to
+    take them off).
 
     A stage's operands come both from memory or both from registers, so an ALU
-    reading ``b`` leaves its stage's multiplier unused: with zero points, X2
-    takes the excess off (a sum of two codes carries ``2 z_in``, a maximum
-    ``z_in``, a difference none) and rescales to output units, and the
-    converter adds ``z_out``; a difference, whose X2 ALU reads ``a``, works on
-    a fine grid instead (:func:`converter` rounds ``z_out`` to it).
+    reading the operand leaves its stage's multiplier unused.  At one scale,
+    with zero points, X2 takes the excess off (a sum of two codes carries
+    ``z_a + z_b``, a maximum or minimum of inputs sharing ``z`` carries ``z``, a
+    difference of such inputs none) and rescales to output units, and the
+    converter adds ``z_out``; a difference, whose X2 ALU reads ``a``, works on a
+    fine grid instead (:func:`converter` rounds ``z_out`` to it).  At different
+    scales the main input is brought onto a fine grid of the operand's by X1,
+    which takes the main input's zero point off first; the operand's codes are
+    added as they are, so it must have none (the caller makes the input with a
+    zero point the main input of a sum).
     """
-    (main, s_main), (other, s_other) = (b, a) if op == "sub" else (a, b)
+    (main, s_main, z_main), (other, s_other, z_other) = (b, a) if op == "sub" else (a, b)
     alu = "sum" if op in ("sum", "sub") else op
     sign = -1 if op == "sub" else 1
     operand = Operand.input(other, mode)
-    if slopes is not None and (z_in or z_out):
-        raise SdpMathError(f"a fused PReLU with zero points ({z_in} in, {z_out} out): X2 has "
-                           f"no room left to take them off (re-run 'opendla quantize')")
+    if slopes is not None and (z_main or z_other or z_out):
+        raise SdpMathError(f"a fused PReLU with zero points ({z_main}, {z_other} in, {z_out} "
+                           f"out): X2 has no room left to take them off (re-run 'opendla "
+                           f"quantize')")
     if not math.isclose(s_main, s_other, rel_tol=1e-9):
         if slopes is not None:
             raise SdpMathError(f"a fused PReLU needs the inputs at one scale (got {s_main:g} "
                                f"and {s_other:g}); re-run 'opendla quantize'")
-        if z_in:
-            raise SdpMathError(f"inputs at different scales ({s_main:g} and {s_other:g}) "
-                               f"cannot carry a zero point ({z_in}): the ALU adds the "
-                               f"operand's codes as they are; re-run 'opendla quantize'")
-        # fine grid u = s_other / 2**f: main * s_main / u in X1, then + other << f
+        if z_other:
+            raise SdpMathError(f"inputs at different scales ({s_main:g} and {s_other:g}): the "
+                               f"ALU adds the operand's codes as they are, so its zero point "
+                               f"({z_other}) must be 0; re-run 'opendla quantize'")
+        # fine grid u = s_other / 2**f: (main - z_main) * s_main / u in X1, then + other << f
         ratio = s_main / s_other
         f = _fine_bits(ratio)
         m, t = int16_factor(np.array([sign * ratio * 2.0 ** f]))
-        x1 = XStage(mul=Operand.layer(int(m[0])), truncate=t)
+        x1 = XStage(alu_op="sum" if z_main else None,
+                    alu=Operand.layer(-z_main) if z_main else None,
+                    mul=Operand.layer(int(m[0])), truncate=t)
         x2 = XStage(alu_op=alu, alu=operand, alu_shift=f, relu=relu)
         return main, SdpProgram(x1, x2, converter(s_other / (2.0 ** f * s_out), z_out))
+    if op != "sum" and z_main != z_other:
+        raise SdpMathError(f"a {op} of inputs with different zero points ({z_main}, {z_other})")
     ratio = s_other / s_out
     if slopes is not None:      # negative results times their slope, in X2 (free: one scale)
         if op == "sub":
@@ -224,7 +234,7 @@ def binary(op: str, a: tuple[int, float], b: tuple[int, float], s_out: float, *,
         slope = Operand.layer(int(q[0])) if q.size == 1 else Operand.kernel(q)
         return main, SdpProgram(XStage(alu_op=alu, alu=operand, relu=relu),
                                 XStage(mul=slope, prelu=True, truncate=tq), converter(ratio))
-    if op == "sub":     # -b, then + a; z_in cancels
+    if op == "sub":     # -b, then + a; the shared zero point cancels
         if not z_out:
             return main, SdpProgram(XStage(mul=Operand.layer(-1)),
                                     XStage(alu_op=alu, alu=operand, relu=relu),
@@ -233,11 +243,11 @@ def binary(op: str, a: tuple[int, float], b: tuple[int, float], s_out: float, *,
         return main, SdpProgram(XStage(mul=Operand.layer(-(1 << f))),
                                 XStage(alu_op=alu, alu=operand, alu_shift=f, relu=relu),
                                 converter(ratio / 2.0 ** f, z_out))
-    if not (z_in or z_out):             # NVIDIA's scheme: the converter rescales
+    if not (z_main or z_other or z_out):     # NVIDIA's scheme: the converter rescales
         return main, SdpProgram(XStage(alu_op=alu, alu=operand, relu=relu), None,
                                 converter(ratio))
     m, t = int16_factor(np.array([ratio]))
-    excess = (2 if op == "sum" else 1) * z_in
+    excess = z_main + z_other if op == "sum" else z_main
     x2 = XStage(alu_op="sum" if excess else None,
                 alu=Operand.layer(-excess) if excess else None,
                 mul=Operand.layer(int(m[0])), truncate=t, relu=relu)

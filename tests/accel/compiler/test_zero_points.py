@@ -237,11 +237,15 @@ def _add_graph():
 
 
 def test_tied_tensors_with_different_zero_points_are_refused():
-    graph = _add_graph()
+    """A maximum compares codes: its inputs share one zero point.  A sum need not."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["x"], ["b"]),
+             helper.make_node("Max", ["a", "b"], ["y"])]
+    graph = _graph(_model(nodes, [], (1, 8, 4, 4), (1, 8, 4, 4)))
     table = {t: {"scale": 0.01, "zero_point": -128} for t in ("x", "a", "b", "y")}
     table["b"]["zero_point"] = 0
-    with pytest.raises(CompileError, match="must share one zero point"):
+    with pytest.raises(CompileError, match="'a', 'b' must share one zero point"):
         compile_subgraph(graph, table, get_preset("nv_small"))
+    compile_subgraph(_add_graph(), table, get_preset("nv_small"))
 
 
 def test_products_take_one_zero_point_of_the_form_minus_2_to_the_k():

@@ -73,6 +73,14 @@ def _deconv_on_relu(g: G, x: str) -> str:
                 kernel_shape=[2, 2], strides=[2, 2])
 
 
+def _residual(g: G, x: str) -> str:
+    """A ReLU'd shortcut added to a signed branch, then ReLU (BlazeFace, ResNet): the
+    shortcut has a zero point and half the step of the branch, so the sum adds at two
+    scales."""
+    y = _relu(g, x, 16, 32, 3)
+    return g.op("Relu", [g.op("Add", [g.conv(y, 32, 32, 3), y])])
+
+
 def _product(g: G, x: str) -> str:
     """A one-signed tensor times another (the operand stays symmetric)."""
     return g.op("Mul", [_relu(g, x, 16, 32), _relu(g, x, 16, 32, 3)])
@@ -146,6 +154,7 @@ CASES = [
     # element-wise
     ZpCase("add", "Add", _one(SHAPE, _two("Add"))),
     ZpCase("add_relu", "Add", _one(SHAPE, _two("Add", "Relu"))),
+    ZpCase("add_residual", "Add", _one(SHAPE, _residual), presets=("nv_small", "nv_large")),
     ZpCase("sub", "Sub", _one(SHAPE, _two("Sub"))),
     ZpCase("sub_relu", "Sub", _one(SHAPE, _two("Sub", "Relu"))),
     ZpCase("max", "Max", _one(SHAPE, _two("Max"))),

@@ -17,8 +17,8 @@ def _graph() -> Graph:
     """x (signed) feeds: a pooled ReLU (tied pair), a ReLU concatenated with x itself, a
     sigmoid added to the pooled ReLU (a tied sum of one-signed tensors), a product of
     that sum and a HardSigmoid gate (one-signed both), and a product of x and another
-    gate."""
-    names = ("x", "r1", "p1", "r2", "c", "s", "a", "h", "m", "h2", "m2")
+    gate, and a residual sum of x and a ReLU of it."""
+    names = ("x", "r1", "p1", "r2", "c", "s", "a", "h", "m", "h2", "m2", "r3", "res")
     t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in names}
     t["c"] = Tensor("c", (1, 16, 4, 4), F32)
     pool = {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0, 0, 0, 0]}
@@ -31,14 +31,17 @@ def _graph() -> Graph:
              Node("hsig", "HardSigmoid", ["x"], ["h"], {"alpha": 0.2, "beta": 0.5}),
              Node("mul", "Mul", ["a", "h"], ["m"]),
              Node("hsig2", "HardSigmoid", ["x"], ["h2"], {"alpha": 0.2, "beta": 0.5}),
-             Node("mul2", "Mul", ["x", "h2"], ["m2"])]
-    return Graph("g", nodes, t, ["x"], ["c", "m", "m2"])
+             Node("mul2", "Mul", ["x", "h2"], ["m2"]),
+             Node("relu3", "Relu", ["x"], ["r3"]),
+             Node("res", "Add", ["x", "r3"], ["res"])]
+    return Graph("g", nodes, t, ["x"], ["c", "m", "m2", "res"])
 
 
 def _table() -> QuantTable:
     ranges = {"x": (-3.0, 2.0), "r1": (0.0, 2.0), "p1": (0.0, 2.0), "r2": (0.0, 2.0),
               "c": (-3.0, 2.0), "s": (0.05, 0.9), "a": (0.1, 2.5), "h": (0.0, 1.0),
-              "m": (0.0, 2.4), "h2": (0.0, 1.0), "m2": (-3.0, 2.0)}
+              "m": (0.0, 2.4), "h2": (0.0, 1.0), "m2": (-3.0, 2.0), "r3": (0.0, 2.0),
+              "res": (-3.0, 4.0)}
     return QuantTable({n: {"scale": max(abs(lo), hi) / 127, "min": lo, "max": hi}
                        for n, (lo, hi) in ranges.items()})
 
@@ -54,14 +57,17 @@ def test_one_signed_tensors_take_zero_point_minus_128_where_the_dla_allows():
         "a": -128, "m": -128,          # outputs whose ranges are one-signed
         "h": 0,                        # a product takes one zero point: its main input's
         "h2": -128, "m2": 0,           # ... or its operand's, when the main is signed
+        "r3": -128, "res": 0,          # a sum's inputs need not share one (x: 0)
     }
     for n in out:
         want = sym[n]["scale"] * (127 / 255 if got[n] else 1)
         assert out[n]["scale"] == pytest.approx(want, rel=1e-15), n
         assert (out[n]["min"], out[n]["max"]) == (sym[n]["min"], sym[n]["max"])
-    # the tied sum's members share scale and zero point (the largest threshold, 2.0)
+    # the tied sum's members share scale and zero point (the largest threshold, 2.0);
+    # the residual's ReLU keeps x's threshold (3.0, tied by the sum) at half x's step
     assert out["s"]["scale"] == out["p1"]["scale"] == out["r1"]["scale"] == \
         pytest.approx(2.0 / 255)
+    assert out["r3"]["scale"] == pytest.approx(3.0 / 255) and out["x"]["scale"] == 3.0 / 127
     assert "zero_point" not in sym["r1"]        # the input table is not modified
 
 
