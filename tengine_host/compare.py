@@ -5,7 +5,7 @@ For every tensor the DLA computes, three values of the same sample:
 * **fp32**: the whole graph interpreted in float32 (the model as trained);
 * **int8 reference**: the same partition with the DLA subgraphs through the
   op table's plain-numpy int8 references (:func:`tengine_host.verify.run_both`),
-  dequantized with the tensor's scale;
+  dequantized with the tensor's scale and zero point;
 * **DLA**: the value the simulated hardware left in memory, dequantized the same way.
 
 The reference and the DLA must agree byte for byte (the bit-exact contract);
@@ -80,11 +80,12 @@ class LayerComparison:
         return self._cos_dla.value
 
     def add(self, fp32: np.ndarray, reference: np.ndarray, device: np.ndarray | None,
-            scale: float) -> None:
-        """One sample: int8 ``reference``/``device`` against ``fp32`` of the same shape."""
+            scale: float, zero_point: int = 0) -> None:
+        """One sample: int8 ``reference``/``device`` against ``fp32`` of the same shape (the
+        codes stand for ``(code - zero_point) * scale``)."""
         self.samples += 1
         self.total += reference.size
-        ref_real = reference.astype(np.float64) * scale
+        ref_real = (reference.astype(np.float64) - zero_point) * scale
         self._cos_ref.add(ref_real, fp32)
         self.max_abs_ref = max(self.max_abs_ref, float(np.max(np.abs(ref_real - fp32))))
         if device is None or device.shape != reference.shape:
@@ -96,7 +97,7 @@ class LayerComparison:
         codes = np.abs(device.astype(np.int64) - reference.astype(np.int64))
         self.differing += int(np.count_nonzero(codes))
         self.max_code_diff = max(self.max_code_diff, int(codes.max(initial=0)))
-        dla_real = device.astype(np.float64) * scale
+        dla_real = (device.astype(np.float64) - zero_point) * scale
         self._cos_dla.add(dla_real, fp32)
         self.max_abs_dla = max(self.max_abs_dla, float(np.max(np.abs(dla_real - fp32))))
 
@@ -174,7 +175,7 @@ def compare_run(ex: Executor, feeds: Mapping[str, np.ndarray],
         if layer is None:
             layer = result.layers[v.tensor] = LayerComparison(
                 v.tensor, v.node, v.op_type, v.subgraph, tuple(v.reference.shape))
-        layer.add(want, v.reference, v.device, v.scale)
+        layer.add(want, v.reference, v.device, v.scale, v.zero_point)
     for name in ex.graph.outputs:
         out = result.outputs.setdefault(name, OutputComparison(name))
         out.add(np.asarray(fp32[name], np.float64), np.asarray(ref_out[name], np.float64),

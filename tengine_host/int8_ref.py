@@ -18,6 +18,13 @@ bit for bit.  Given the parameters the compiler chose::
 
 ``round`` is round half away from zero throughout.  Pooling and element-wise
 ops are described at :func:`pool2d_int8` and :func:`eltwise_int8`.
+
+Zero points need nothing more than these parameters: an input zero point
+``z_in`` is the ``pad_value`` (a padded tap reads the code of 0) and is in the
+bias the compiler chose (``-z_in`` times each kernel's weight sum), an output
+zero point ``z_out`` is ``cvt_offset = -z_out`` of the identity converter; SDP
+programs take theirs off in an ALU operand and add them in the converter's
+offset, average pooling pads with ``z_in``.
 """
 
 from __future__ import annotations

@@ -92,9 +92,10 @@ class DlaValue:
     node: str
     op_type: str
     subgraph: int
-    scale: float                  # int8 -> real: value * scale
+    scale: float                  # int8 -> real: (value - zero_point) * scale
     reference: np.ndarray         # int8, host shape
     device: np.ndarray | None     # int8 as the hardware left it (None: never captured)
+    zero_point: int = 0
 
     @property
     def equal(self) -> bool:
@@ -123,8 +124,9 @@ def run_both(ex: Executor, feeds: Mapping[str, np.ndarray]
             if name in sub.inputs:
                 continue
             node, op_type = producers.get(name, ("?", "?"))
-            values.append(DlaValue(name, node, op_type, i, handle.compiled.tensors[name].scale,
-                                   want, handle.captured.get(name)))
+            t = handle.compiled.tensors[name]
+            values.append(DlaValue(name, node, op_type, i, t.scale, want,
+                                   handle.captured.get(name), t.zero_point))
         env.update(dev.dequantize_outputs(handle, ref))
     return outputs, {t: env[t] for t in ex.graph.outputs}, values
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from accel.compiler.compile import CompiledSubgraph, compile_subgraph
 from accel.compiler.ops import TABLE, entry_for, supports
-from accel.compiler.reference import run_reference, scale_constraints
-from accel.compiler.scales import CompileError, as_scales
+from accel.compiler.reference import run_reference, scale_constraints, zero_point_constraints
+from accel.compiler.scales import CompileError, as_scales, zero_point_of
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -28,8 +28,18 @@ def make_plan(node: Node, graph: Graph, cfg: HwConfig, table: Any) -> Any:
     if reason is not None:
         raise CompileError(f"node {node.name!r} ({node.op_type}) cannot run on {cfg.name}: "
                            f"{reason}")
+    scales = as_scales(table)
+    for group in entry.zero_point_ties(node, graph):
+        group = [t for t in group if t and not graph.is_constant(t)]
+        zps = {t: zero_point_of(scales, t) for t in group}
+        if len(set(zps.values())) > 1:
+            raise CompileError(f"node {node.name!r} ({node.op_type}): tensors "
+                               f"{', '.join(map(repr, zps))} must share one zero point (the "
+                               f"DLA cannot re-centre between them), got "
+                               f"{', '.join(str(z) for z in zps.values())}; re-run "
+                               f"'opendla quantize'")
     try:
-        return entry.plan(node, graph, cfg, as_scales(table))
+        return entry.plan(node, graph, cfg, scales)
     except CompileError:
         raise
     except (ValueError, KeyError) as exc:
@@ -38,4 +48,5 @@ def make_plan(node: Node, graph: Graph, cfg: HwConfig, table: Any) -> Any:
 
 
 __all__ = ["TABLE", "CompileError", "CompiledSubgraph", "as_scales", "compile_subgraph",
-           "entry_for", "make_plan", "run_reference", "scale_constraints", "supports"]
+           "entry_for", "make_plan", "run_reference", "scale_constraints", "supports",
+           "zero_point_constraints", "zero_point_of"]

@@ -16,7 +16,7 @@ from accel.compiler.engine import EngineOp, SdpOp
 from accel.compiler.ops import entry_for
 from accel.compiler.placement import Placement
 from accel.compiler.program import IDENTITY
-from accel.compiler.scales import CompileError, Scales, as_scales
+from accel.compiler.scales import CompileError, Scales, as_scales, zero_point_of
 from accel.compiler.tensors import Region
 from accel.config import HwConfig
 from accel.layout import cube_layout
@@ -34,12 +34,14 @@ class Buffer:
 
 @dataclass
 class DlaTensor:
-    """An activation as the DLA stores it: its region, scale and host (ONNX) shape."""
+    """An activation as the DLA stores it: its region, scale, host (ONNX) shape and zero
+    point (the int8 code of 0: the value of code ``q`` is ``(q - zero_point) * scale``)."""
 
     name: str
     region: Region
     scale: float
     host_shape: tuple[int, ...]
+    zero_point: int = 0
 
     @property
     def layout(self):
@@ -94,6 +96,9 @@ class Lowering:
     def scale(self, tensor: str) -> float:
         return self.scales.scale(tensor)
 
+    def zero_point(self, tensor: str) -> int:
+        return zero_point_of(self.scales, tensor)
+
     def cube(self, tensor: str) -> tuple[int, int, int]:
         """(C, H, W) of ``tensor`` as the DLA stores it."""
         if tensor in self.placement.cubes:
@@ -122,7 +127,7 @@ class Lowering:
 
     def tensor(self, name: str) -> DlaTensor:
         return DlaTensor(name, self.region(name), self.scale(name),
-                         tuple(self.graph.tensors[name].shape))
+                         tuple(self.graph.tensors[name].shape), self.zero_point(name))
 
     def is_view(self, tensor: str) -> bool:
         return tensor in self.placement.parent

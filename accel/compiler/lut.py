@@ -4,7 +4,10 @@ An element-wise function ``f`` of an int8 tensor (scale ``s_in``) has only
 256 possible inputs, so its int8 result (scale ``s_out``) is a table of 256
 values computed once, in float64, with a single rounding::
 
-    T[i] = sat8(round(f(s_in * (i - 128)) / s_out))       i = 0 .. 255
+    T[i] = sat8(round(f(s_in * (i - 128 - z_in)) / s_out) + z_out)       i = 0 .. 255
+
+(``z_in`` / ``z_out`` the zero points: the table is indexed by the code and
+holds codes, so zero points cost nothing).
 
 The SDP LUT holds it in its 257-entry linear-only (LO) table: start -128 and
 index select 0 make the index ``x + 128`` with no fraction, so every hit reads
@@ -45,8 +48,10 @@ def _u64(v: int) -> int:
     return v & ((1 << 64) - 1)
 
 
-def int8_table(f: Callable[[np.ndarray], np.ndarray], s_in: float, s_out: float) -> np.ndarray:
-    """``T[i] = sat8(round(f(s_in * (i - 128)) / s_out))`` for i in 0..255 (int64).
+def int8_table(f: Callable[[np.ndarray], np.ndarray], s_in: float, s_out: float,
+               z_in: int = 0, z_out: int = 0) -> np.ndarray:
+    """``T[i] = sat8(round(f(s_in * (i - 128 - z_in)) / s_out) + z_out)`` for i in 0..255
+    (int64).
 
     ``f`` maps a float64 array to a float64 array; it is evaluated at the 256
     real values an int8 input can stand for.  NaN results are refused (a
@@ -54,7 +59,7 @@ def int8_table(f: Callable[[np.ndarray], np.ndarray], s_in: float, s_out: float)
     """
     if not (s_in > 0 and s_out > 0):
         raise ValueError(f"scales must be positive, got s_in={s_in}, s_out={s_out}")
-    x = s_in * (np.arange(256, dtype=np.float64) + START)
+    x = s_in * (np.arange(256, dtype=np.float64) + START - z_in)
     with np.errstate(all="ignore"):      # NaN and infinities are handled below
         y = np.asarray(f(x), dtype=np.float64)
     if y.shape != x.shape:
@@ -63,7 +68,7 @@ def int8_table(f: Callable[[np.ndarray], np.ndarray], s_in: float, s_out: float)
         bad = x[np.isnan(y)]
         raise ValueError(f"the function is undefined (NaN) at {bad.size} of the 256 int8 "
                          f"inputs, e.g. {bad[0]:g}")
-    q = round_half_away(np.clip(y / s_out, -1e6, 1e6))   # infinities saturate too
+    q = round_half_away(np.clip(y / s_out, -1e6, 1e6)) + z_out   # infinities saturate too
     return np.clip(q, -128, 127).astype(np.int64)
 
 
@@ -88,6 +93,7 @@ def lo_table_lut(table: np.ndarray) -> LutParam:
                     method=LINEAR)
 
 
-def int8_lut(f: Callable[[np.ndarray], np.ndarray], s_in: float, s_out: float) -> LutParam:
-    """The LUT computing ``f`` from int8 at ``s_in`` to int8 at ``s_out``."""
-    return lo_table_lut(int8_table(f, s_in, s_out))
+def int8_lut(f: Callable[[np.ndarray], np.ndarray], s_in: float, s_out: float,
+             z_in: int = 0, z_out: int = 0) -> LutParam:
+    """The LUT computing ``f`` from int8 at ``(s_in, z_in)`` to int8 at ``(s_out, z_out)``."""
+    return lo_table_lut(int8_table(f, s_in, s_out, z_in, z_out))

@@ -17,7 +17,9 @@ constant array the compiler stores in the loadable (``kernel``: one value per
 channel, ``element``: one per element), or input ``source`` of the node (an
 int8 activation the SDP reads through its RDMA).  Per stage the hardware has
 one read DMA, so at most one of a stage's two operands comes from memory,
-unless both are constants (stored interleaved, ALU value first).
+unless both are constants (stored interleaved, ALU value first); and the
+stage's descriptor (``dla_sdp_op``) has one mode for both, so a stage's
+operands come both from registers or both from memory.
 
 Arithmetic of one X stage on a 32-bit input ``x`` (round = half away from zero)::
 
@@ -115,7 +117,11 @@ class XStage:
             raise ProgramError(f"MUL truncate {self.truncate} outside 0..{MAX_TRUNCATE}")
         if self.prelu and self.mul is None:
             raise ProgramError("PReLU mode needs a multiplier")
-        ops = [o for o in (self.alu, self.mul) if o is not None and o.in_memory]
+        used = [o for o in (self.alu, self.mul) if o is not None]
+        if len({o.in_memory for o in used}) > 1:
+            raise ProgramError("one X stage operand from a register and one from memory: the "
+                               "stage descriptor has one mode for both")
+        ops = [o for o in used if o.in_memory]
         if len(ops) == 2:
             a, m = ops
             if a.mode != m.mode or a.const is None or m.const is None \

@@ -16,6 +16,16 @@ This is the compiler's PER_FILTER scheme: per-output-channel weight scales
 lives in X1's per-kernel multiplier with one common truncate, and the output
 converter is the identity.  Rounding is half away from zero everywhere (the
 hardware's rule), also when the compiler quantizes weights and biases.
+
+**Zero points.**  An input with zero point ``z_in`` holds ``x_q = v + z_in``
+(``v`` the symmetric code), so ``acc = sum w_q * v + z_in * W[k]`` with
+``W[k]`` the sum of channel ``k``'s int8 weights: the bias absorbs
+``-z_in * W[k]`` (in accumulator units after the clip truncate, rounded once
+with the float bias, then held as ``int16 << shift`` like any bias), and the
+padding holds ``z_in`` (CDMA/CSC pad value) so that a padded tap adds
+``z_in * w`` like every other.  An output zero point ``z_out`` is the
+converter's offset: the identity converter computes ``x - offset``, so
+``offset = -z_out`` adds it after ReLU and the X2 cap, exactly.
 """
 
 from __future__ import annotations
@@ -60,16 +70,18 @@ class ConvQuant:
     mul_shift: int
     relu: bool
     clip_max: int | None = None  # X2 MIN operand in output units (capped ReLU), None: off
-    cvt_offset: int = 0
+    cvt_offset: int = 0          # -(output zero point)
     cvt_scale: int = 1
     cvt_shift: int = 0
+    pad_value: int = 0           # the input zero point: what a padded tap reads
 
     def reference_kwargs(self) -> dict:
         """Keyword arguments for ``tengine_host.int8_ref.conv2d_int8``."""
         return dict(clip_truncate=self.clip_truncate, bias=self.bias,
                     bias_shift=self.bias_shift, mul=self.mul, mul_shift=self.mul_shift,
                     relu=self.relu, cvt_offset=self.cvt_offset, cvt_scale=self.cvt_scale,
-                    cvt_shift=self.cvt_shift, clip_max=self.clip_max)
+                    cvt_shift=self.cvt_shift, clip_max=self.clip_max,
+                    pad_value=self.pad_value)
 
 
 def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,11 +105,13 @@ def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: float,
-               relu: bool, name: str = "", relu_max: float | None = None) -> ConvQuant:
+               relu: bool, name: str = "", relu_max: float | None = None,
+               in_zero: int = 0, out_zero: int = 0) -> ConvQuant:
     """Choose the integer parameters of one conv/FC layer.
 
     ``w`` is the float KCRS weight, ``b`` the float bias (or None), and the
-    scales are the per-tensor activation scales of the layer's input and output.
+    scales are the per-tensor activation scales of the layer's input and output,
+    ``in_zero`` / ``out_zero`` their zero points (see the module docstring).
     ``relu_max`` caps a ReLU (ReLU6: 6.0); it costs an X2 minimum only when the
     cap falls inside the int8 output range, where saturation would not do it.
     """
@@ -117,18 +131,8 @@ def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: 
     acc_scale = acc_scale * (1 << clip_truncate)
 
     rescale = acc_scale / out_scale                     # per channel, > 0
-    bias16, bias_shift = None, 0
-    if b is not None:
-        b32 = round_half_away(np.asarray(b, dtype=np.float64) / acc_scale)
-        # Beyond |acc| + 2**9 output steps the output saturates whatever the
-        # input, so clipping there changes no result and keeps the shift small.
-        reach = (worst >> clip_truncate) + np.ceil(2.0 ** 9 / rescale)
-        b32 = np.clip(b32, -reach, reach).astype(np.int64)
-        peak = int(np.abs(b32).max()) if b32.size else 0
-        bias_shift = max(0, peak.bit_length() - 15)
-        if bias_shift > MAX_SHIFT:
-            raise ValueError(f"{name}: bias needs an ALU shift of {bias_shift} (> {MAX_SHIFT})")
-        bias16 = shift_round(b32, bias_shift).clip(-INT16_MAX - 1, INT16_MAX).astype(np.int16)
+    bias16, bias_shift = quantize_bias(b, acc_scale, rescale, worst, clip_truncate,
+                                       zero_sums(w_q, in_zero), name)
 
     peak = float(rescale.max())
     mul_shift = min(MAX_SHIFT, math.floor(math.log2(INT16_MAX / peak)))
@@ -146,12 +150,52 @@ def conv_quant(w: np.ndarray, b: np.ndarray | None, in_scale: float, out_scale: 
             raise ValueError(f"{name}: a ReLU cap needs a ReLU and a positive bound, got "
                              f"relu={relu}, relu_max={relu_max!r}")
         cap = int(round_half_away(np.float64(relu_max) / out_scale))
-        clip_max = cap if cap < 127 else None  # at >= 127 int8 saturation caps already
+        # the converter adds the zero point after the cap: at >= 127 - out_zero the
+        # int8 saturation caps already
+        clip_max = cap if cap < 127 - out_zero else None
 
     return ConvQuant(weight=w_q, weight_scale=w_scale, in_scale=float(in_scale),
                      out_scale=float(out_scale), clip_truncate=clip_truncate, bias=bias16,
                      bias_shift=bias_shift, mul=mul, mul_shift=mul_shift, relu=relu,
-                     clip_max=clip_max)
+                     clip_max=clip_max, cvt_offset=-int(out_zero), pad_value=int(in_zero))
+
+
+def zero_sums(w_q: np.ndarray, in_zero: int) -> np.ndarray | None:
+    """``z_in * W[k]`` per output channel (int64; ``W[k]`` the sum of kernel ``k``'s int8
+    weights): what an input zero point adds to each accumulator.  None for ``z_in = 0``."""
+    if not in_zero:
+        return None
+    w = np.asarray(w_q, dtype=np.int64)
+    return int(in_zero) * w.reshape(w.shape[0], -1).sum(axis=1)
+
+
+def quantize_bias(b: np.ndarray | None, acc_scale: np.ndarray, rescale: np.ndarray,
+                  worst: int, clip_truncate: int, zero_sum: np.ndarray | None = None,
+                  name: str = "") -> tuple[np.ndarray | None, int]:
+    """The X1 ALU operand ``(int16 bias [K], shift)`` of a convolution: the float bias
+    ``b`` in accumulator units (``acc_scale`` per unit, after the clip truncate) minus
+    ``zero_sum / 2**clip_truncate`` (:func:`zero_sums`), rounded once; ``(None, 0)`` when
+    there is neither.  ``worst`` bounds ``|acc|`` before the truncate, ``rescale`` is the
+    output step per accumulator unit."""
+    if b is None and zero_sum is None:
+        return None, 0
+    b32 = np.zeros(np.shape(acc_scale), dtype=np.float64)
+    if b is not None:
+        b32 = np.asarray(b, dtype=np.float64) / acc_scale
+    if zero_sum is not None:
+        b32 = b32 - zero_sum / float(1 << clip_truncate)
+    b32 = round_half_away(b32)
+    # Beyond |acc| + 2**9 output steps the output saturates whatever the
+    # input (and whatever the output zero point), so clipping there changes no
+    # result and keeps the shift small.
+    reach = (worst >> clip_truncate) + np.ceil(2.0 ** 9 / rescale)
+    b32 = np.clip(b32, -reach, reach).astype(np.int64)
+    peak = int(np.abs(b32).max()) if b32.size else 0
+    bias_shift = max(0, peak.bit_length() - 15)
+    if bias_shift > MAX_SHIFT:
+        raise ValueError(f"{name}: bias needs an ALU shift of {bias_shift} (> {MAX_SHIFT})")
+    return shift_round(b32, bias_shift).clip(-INT16_MAX - 1, INT16_MAX).astype(np.int16), \
+        bias_shift
 
 
 def int16_factor(values: np.ndarray, max_shift: int = MAX_SHIFT) -> tuple[np.ndarray, int]:
@@ -176,3 +220,20 @@ def int16_factor(values: np.ndarray, max_shift: int = MAX_SHIFT) -> tuple[np.nda
         shift -= 1
         q = round_half_away(v * 2.0 ** shift)
     return q.astype(np.int64), shift
+
+
+def layer_operand(value: int) -> tuple[int, int]:
+    """An integer as a per-layer ALU operand ``(v, shift)``, ``v`` int16 and the ALU
+    adding ``v << shift``: exact when ``value`` fits int16 (shift 0) or its low bits are
+    zero, else rounded half away from zero to the smallest shift that fits.
+
+    >>> layer_operand(-300), layer_operand(1024 * 128), layer_operand(65535)
+    ((-300, 0), (16384, 3), (16384, 2))
+    """
+    v = int(value)
+    shift = max(0, abs(v).bit_length() - 15)
+    while True:
+        q = int(shift_round(np.array([v], dtype=np.int64), shift)[0])
+        if -INT16_MAX - 1 <= q <= INT16_MAX:
+            return q, shift
+        shift += 1

@@ -30,8 +30,9 @@ def run_reference(graph: Graph, plans: Mapping[str, Any],
 
 
 def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
-    """Tensors that must share one scale, and scales fixed whatever the data, over every
-    node the op table knows (calibration applies them before partitioning)."""
+    """Tensors that must share one scale (and one zero point), and scales fixed whatever
+    the data, over every node the op table knows (calibration applies them before
+    partitioning)."""
     groups: list[list[str]] = []
     fixed: dict[str, float] = {}
     for node in graph.nodes:
@@ -42,3 +43,23 @@ def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
                    for g in entry.ties(node, graph)]
         fixed.update(entry.fixed_scales(node, graph))
     return [g for g in groups if len(g) > 1], fixed
+
+
+def zero_point_constraints(graph: Graph) -> tuple[list[list[str]], set[str], list[list[str]]]:
+    """``(ties, free, exclusive)`` over every node the op table knows: tensors that must
+    share one zero point, activations some node cannot read with one (calibration leaves
+    them symmetric), and sets of activations of which at most one may have one
+    (preferred first: the main input of a product of two tensors, then its operand)."""
+    ties: list[list[str]] = []
+    free: set[str] = set()
+    exclusive: list[list[str]] = []
+    for node in graph.nodes:
+        entry = TABLE.get(node.op_type)
+        if entry is None:
+            continue
+        ties += [[t for t in g if t and not graph.is_constant(t)]
+                 for g in entry.zero_point_ties(node, graph)]
+        free.update(t for t in entry.zero_free(node, graph) if t and not graph.is_constant(t))
+        exclusive += [[t for t in group if t and not graph.is_constant(t)]
+                      for group in entry.zero_exclusive(node, graph)]
+    return [g for g in ties if len(g) > 1], free, [g for g in exclusive if len(g) > 1]

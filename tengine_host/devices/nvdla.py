@@ -2,7 +2,7 @@
 
 ``prerun`` compiles the subgraph (``accel.compiler``) into a loadable and loads
 it into a runtime on a backend (the bit-accurate cmodel by default); ``run``
-quantizes the fp32 inputs with their calibrated scales, packs them into
+quantizes the fp32 inputs with their calibrated scales and zero points, packs them into
 NVDLA's feature layout, submits the task (the firmware programs the hardware
 register by register), and unpacks and dequantizes the outputs.
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from accel.compiler import CompiledSubgraph, compile_subgraph, run_reference, supports
 from accel.compiler.reference import scale_constraints as _scale_constraints
+from accel.compiler.reference import zero_point_constraints as _zero_point_constraints
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.backend import BACKENDS, get_backend
@@ -31,6 +32,13 @@ from tengine_host.quant.weights import dequantize, quantize_activation, quantize
 def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
     """Scale ties and fixed scales of ``graph``'s DLA-capable ops (the op table's)."""
     return _scale_constraints(graph)
+
+
+def zero_point_constraints(graph: Graph
+                           ) -> tuple[list[list[str]], set[str], list[list[str]]]:
+    """Tensors of ``graph`` that must share one zero point, activations whose DLA consumer
+    cannot honour one, and sets of which at most one may have one (the op table's)."""
+    return _zero_point_constraints(graph)
 
 
 @dataclass
@@ -108,7 +116,7 @@ class NvdlaDevice:
             if x.shape != t.host_shape:
                 raise ValueError(f"input {t.name!r} has shape {x.shape}; the loadable was "
                                  f"compiled for {t.host_shape}")
-            q, bad = quantize_counted(x, t.scale)
+            q, bad = quantize_counted(x, t.scale, t.zero_point)
             if bad:
                 raise ValueError(f"input {t.name!r} has {bad} NaN/Inf value(s); the DLA "
                                  f"quantizes to int8 and cannot represent them")
@@ -134,7 +142,7 @@ class NvdlaDevice:
         finally:
             rt.firmware.on_complete = None
         outs = {t.name: dequantize(unpack_feature(rt.read_output(t.name), t.layout),
-                                   t.scale).reshape(t.host_shape)
+                                   t.scale, t.zero_point).reshape(t.host_shape)
                 for t in compiled.outputs}
         return outs
 
@@ -175,7 +183,7 @@ class NvdlaDevice:
     def dequantize_outputs(self, prepared: NvdlaPrepared,
                            values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """fp32 outputs from int8 ``values`` (as :meth:`run` returns them)."""
-        return {t.name: dequantize(values[t.name], t.scale).reshape(t.host_shape)
+        return {t.name: dequantize(values[t.name], t.scale, t.zero_point).reshape(t.host_shape)
                 for t in prepared.compiled.outputs}
 
     def postrun(self, prepared: NvdlaPrepared) -> None:
@@ -196,11 +204,12 @@ def int8_node(node: Node, graph: Graph, table, cfg: HwConfig):
     """The CPU int8 golden of one node, as a function of its fp32 inputs (None when the
     DLA of ``cfg`` does not run the node).
 
-    Activation inputs are quantized with their scales, the node goes through its
-    op-table reference with the plan the compiler makes, and the int8 outputs are
-    dequantized; the ``cpu`` device's int8 precision is built from these.
+    Activation inputs are quantized with their scales and zero points, the node goes
+    through its op-table reference with the plan the compiler makes, and the int8
+    outputs are dequantized; the ``cpu`` device's int8 precision is built from these.
     """
     from accel.compiler import CompileError, as_scales, entry_for, make_plan
+    from accel.compiler.scales import zero_point_of
 
     ok, _ = supports(node, graph, cfg)
     if not ok:
@@ -211,17 +220,18 @@ def int8_node(node: Node, graph: Graph, table, cfg: HwConfig):
         raise ValueError(str(exc)) from None
     entry = entry_for(node)
     table = as_scales(table)
-    scales = [None if not t or graph.is_constant(t) else table.scale(t) for t in node.inputs]
+    params = [None if not t or graph.is_constant(t) else
+              (table.scale(t), zero_point_of(table, t)) for t in node.inputs]
     outs = [t for t in node.outputs if t]
-    out_scales = [table.scale(t) for t in outs]
+    out_params = [(table.scale(t), zero_point_of(table, t)) for t in outs]
 
     def run(args: list[np.ndarray | None]) -> tuple[np.ndarray, ...]:
-        ins = [None if s is None or a is None else quantize_activation(a, s)
-               for a, s in zip(args, scales, strict=True)]
+        ins = [None if p is None or a is None else quantize_activation(a, *p)
+               for a, p in zip(args, params, strict=True)]
         batch = next(a.shape[0] for a in ins if a is not None)
         # the plan is for batch 1 (as the DLA runs it): one sample at a time
         per = [entry.reference(plan, [None if a is None else a[n:n + 1] for a in ins])
                for n in range(batch)]
-        return tuple(dequantize(np.concatenate([p[i] for p in per]), s)
-                     for i, s in enumerate(out_scales))
+        return tuple(dequantize(np.concatenate([p[i] for p in per]), *sz)
+                     for i, sz in enumerate(out_params))
     return run

@@ -11,7 +11,9 @@ the ops that need them.
 Tied tensors form groups (union-find); a group takes its fixed scale if a
 member has one, else the largest scale of its members, so no member's
 observed range is clipped harder than calibration chose.  ``min`` / ``max``
-keep the observed values.
+keep the observed values.  The rules apply to symmetric tables; tied tensors
+also share one zero point, which :func:`tengine_host.quant.zero_point.assign_zero_points`
+gives per group afterwards.
 """
 
 from __future__ import annotations

@@ -2,26 +2,55 @@
 
 The format follows the NVDLA compiler's calib JSON (keyed by tensor name, with
 ``scale`` or ``min``/``max`` giving ``scale = max(|min|, |max|) / 127``).
+
+An entry may also hold an integer ``"zero_point"`` z in [-128, 127] (absent: 0):
+the tensor is then quantized as ``q = sat8(round_half_away(x / s) + z)`` and read
+back as ``x = (q - z) * s``, so a one-signed tensor can use all 256 codes
+(:mod:`tengine_host.quant.zero_point`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 from pathlib import Path
+
+ZERO_POINT_RANGE = (-128, 127)     # int8: the code that stands for x = 0
 
 
 class QuantTable(dict):
     """``{tensor: {"scale": s, "min": lo, "max": hi}}``: the one object every scale question
-    goes to (:meth:`scale`), still a plain mapping for JSON and for code that reads entries."""
+    goes to (:meth:`scale`, :meth:`zero_point`), still a plain mapping for JSON and for code
+    that reads entries."""
 
     def scale(self, tensor: str) -> float:
         """The scale of ``tensor``; a missing entry is an error naming it."""
-        try:
-            return float(self[tensor]["scale"])
-        except KeyError:
-            raise KeyError(f"tensor {tensor!r} has no entry in the calibration table "
-                           f"({len(self)} entries); re-run 'opendla quantize'") from None
+        return float(_entry(self, tensor)["scale"])
+
+    def zero_point(self, tensor: str) -> int:
+        """The zero point of ``tensor`` (0 when its entry has none); a missing entry is an
+        error naming it."""
+        return check_zero_point(tensor, _entry(self, tensor).get("zero_point", 0))
+
+
+def _entry(table, tensor: str) -> dict:
+    try:
+        return table[tensor]
+    except KeyError:
+        raise KeyError(f"tensor {tensor!r} has no entry in the calibration table "
+                       f"({len(table)} entries); re-run 'opendla quantize'") from None
+
+
+def check_zero_point(tensor: str, value) -> int:
+    """``value`` as a zero point, or ``ValueError`` naming ``tensor`` and the value: an
+    integer (not a bool or a float) in ``ZERO_POINT_RANGE``."""
+    lo, hi = ZERO_POINT_RANGE
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or not lo <= value <= hi:
+        raise ValueError(f"table entry {tensor!r} has zero_point {value!r}; it must be an "
+                         f"integer in [{lo}, {hi}]")
+    return int(value)
 
 
 def entry(lo: float, hi: float) -> dict[str, float]:
@@ -55,7 +84,8 @@ def load_table(path: str | Path) -> QuantTable:
         scale = float(e["scale"])
         if not (scale > 0 and math.isfinite(scale)):
             raise ValueError(f"table entry {name!r} has scale {scale}; it must be finite and > 0")
-        table[name] = {k: float(v) for k, v in e.items()}
+        table[name] = {k: (check_zero_point(name, v) if k == "zero_point" else float(v))
+                       for k, v in e.items()}
     return table
 
 
@@ -82,3 +112,8 @@ def check_table(table: QuantTable, graph, where: str = "calibration table") -> N
 def scale_of(table: QuantTable, tensor: str) -> float:
     """The scale of ``tensor`` in ``table`` (a :class:`QuantTable` or a plain mapping)."""
     return QuantTable.scale(table, tensor)
+
+
+def zero_point_of(table: QuantTable, tensor: str) -> int:
+    """The zero point of ``tensor`` in ``table`` (a :class:`QuantTable` or a plain mapping)."""
+    return QuantTable.zero_point(table, tensor)

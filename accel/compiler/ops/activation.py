@@ -13,6 +13,12 @@ Each reads its input from memory and writes its output through the SDP
 * HardSwish ``x * HardSigmoid(x)``: the HardSigmoid into a temporary (scale
   1/127), then a per-element product with the input - no lookup table, so on
   every preset.
+
+Zero points (:mod:`.sdp_math`): X1's ALU takes the input's off before the
+multiplier (Clip's lower bound, an ALU maximum, compares codes instead and
+the offset is taken off after), the converter adds the output's.  A
+HardSigmoid output at scale ``1/255`` with zero point -128 still saturates at
+exactly 1.
 """
 
 from __future__ import annotations
@@ -25,13 +31,13 @@ from accel.compiler.ops.sdp_math import (
     SdpPlan,
     SdpStep,
     affine,
-    converter,
     lower_steps,
+    product,
     reference_steps,
     single,
 )
-from accel.compiler.program import Operand, SdpProgram, XStage
-from accel.compiler.quantize import round_half_away
+from accel.compiler.program import SdpProgram
+from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -103,54 +109,54 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     return None
 
 
-def _hard_sigmoid(node: Node, s_in: float, s_out: float) -> SdpProgram:
-    if round(1.0 / s_out) < 127:
-        raise SdpMathError(f"output scale {s_out:g} > 1/127: int8 saturation would not "
-                           f"clamp at 1 (calibration fixes it to 1/127)")
+def _hard_sigmoid(node: Node, s_in: float, s_out: float, z_in: int = 0,
+                  z_out: int = 0) -> SdpProgram:
+    if round(1.0 / s_out) + z_out < 127:
+        raise SdpMathError(f"output scale {s_out:g} with zero point {z_out}: 1 is code "
+                           f"{round(1.0 / s_out) + z_out} < 127, so int8 saturation would "
+                           f"not clamp at 1 (calibration fixes the scale to 1/127, or 1/255 "
+                           f"with zero point -128)")
     defaults = HARD_SWISH if node.op_type == "HardSwish" else HARD_SIGMOID
     alpha = float(node.attrs.get("alpha", defaults["alpha"])) \
         if node.op_type == "HardSigmoid" else defaults["alpha"]
     beta = float(node.attrs.get("beta", defaults["beta"])) \
         if node.op_type == "HardSigmoid" else defaults["beta"]
-    return affine(s_in, s_out, alpha, beta, relu=True)
+    return affine(s_in, s_out, alpha, beta, relu=True, z_in=z_in, z_out=z_out)
 
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> SdpPlan:
     op = node.op_type
     x, out = node.inputs[0], node.outputs[0]
     s_in, s_out = scales.scale(x), scales.scale(out)
+    zp = {"z_in": zero_point_of(scales, x), "z_out": zero_point_of(scales, out)}
     shape = out_shape(graph, out)
     try:
         if op == "Relu":
-            return single(0, affine(s_in, s_out, 1.0, relu=True), shape)
+            return single(0, affine(s_in, s_out, 1.0, relu=True, **zp), shape)
         if op == "LeakyRelu":
             alpha = float(node.attrs.get("alpha", 0.01))
-            return single(0, affine(s_in, s_out, 1.0, prelu=alpha), shape)
+            return single(0, affine(s_in, s_out, 1.0, prelu=alpha, **zp), shape)
         if op == "PRelu":
-            return single(0, affine(s_in, s_out, 1.0, prelu=_slopes(node, graph)), shape)
+            return single(0, affine(s_in, s_out, 1.0, prelu=_slopes(node, graph), **zp), shape)
         if op == "Clip":
             lo, hi = _clip_bounds(node, graph)
             cap = None if np.isinf(hi) else hi
             if lo == 0:
-                return single(0, affine(s_in, s_out, 1.0, relu=True, cap=cap), shape)
-            prog = affine(s_in, s_out, 1.0, cap=cap)
-            if not np.isinf(lo):    # an ALU maximum in input units before the multiplier
-                floor = int(np.clip(round_half_away(lo / s_in), -32768, 32767))
-                x1 = prog.x1
-                prog = SdpProgram(XStage("max", Operand.layer(floor), 0, x1.mul, False,
-                                         x1.truncate, False), prog.x2, prog.cvt)
-            return single(0, prog, shape)
+                return single(0, affine(s_in, s_out, 1.0, relu=True, cap=cap, **zp), shape)
+            floor = None if np.isinf(lo) else lo    # an ALU maximum on the input codes
+            return single(0, affine(s_in, s_out, 1.0, cap=cap, floor=floor, **zp), shape)
         if op == "BatchNormalization":
             g, b, mean, var = (constant(graph, t).astype(np.float64).reshape(-1)
                                for t in node.inputs[1:5])
             a = g / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
-            return single(0, affine(s_in, s_out, a, b - mean * a), shape)
+            return single(0, affine(s_in, s_out, a, b - mean * a, **zp), shape)
         if op == "HardSigmoid":
-            return single(0, _hard_sigmoid(node, s_in, s_out), shape)
+            return single(0, _hard_sigmoid(node, s_in, s_out, **zp), shape)
         if op == "HardSwish":
-            hs = _hard_sigmoid(node, s_in, UNIT_SCALE)
-            mul = SdpProgram(XStage(mul=Operand.input(1)),
-                             cvt=converter(s_in * UNIT_SCALE / s_out))
+            # the gate into a symmetric temporary (a product's operand has no zero point)
+            hs = _hard_sigmoid(node, s_in, UNIT_SCALE, z_in=zp["z_in"])
+            mul = product(0, 1, "element", s_in * UNIT_SCALE / s_out, zp["z_in"], 0,
+                          zp["z_out"])
             return SdpPlan((SdpStep(("in", 0), hs), SdpStep(("in", 0), mul,
                                                              ((1, ("step", 0)),))), shape)
     except SdpMathError as exc:

@@ -12,8 +12,13 @@ One :class:`OpEntry` per op family, one module per entry.  Who asks it:
   inputs (host shapes, batch 1) to its int8 outputs with plain numpy
   (:mod:`tengine_host.int8_ref`), using the same plan;
 * calibration: ``ties(node, graph)`` names tensors that must share one scale
-  because the hardware cannot rescale between them, ``fixed_scales`` the
-  scales an op needs whatever the data (an output in [0, 1] at 1/127).
+  because the hardware cannot rescale between them (or should not: a sum of
+  two tensors at one scale adds raw integers), ``fixed_scales`` the scales an
+  op needs whatever the data (an output in [0, 1] at 1/127); for zero points
+  (:mod:`tengine_host.quant.zero_point`), ``zero_ties`` the tensors that must
+  share one (None: the scale ties), ``zero_free`` the activations the op
+  cannot read with one (they stay symmetric), ``zero_exclusive`` sets of
+  activations of which at most one may have one (preferred first).
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ def no_fixed_scales(node: Node, graph: Graph) -> dict[str, float]:
     return {}
 
 
+def no_zero_free(node: Node, graph: Graph) -> list[str]:
+    return []
+
+
 @dataclass(frozen=True)
 class OpEntry:
     """See the module docstring."""
@@ -54,6 +63,13 @@ class OpEntry:
     reference: Reference
     ties: Ties = no_ties
     fixed_scales: Callable[[Node, Graph], dict[str, float]] = no_fixed_scales
+    zero_ties: Ties | None = None
+    zero_free: Callable[[Node, Graph], list[str]] = no_zero_free
+    zero_exclusive: Ties = no_ties
+
+    def zero_point_ties(self, node: Node, graph: Graph) -> list[list[str]]:
+        """Tensors of ``node`` that must share one zero point."""
+        return (self.ties if self.zero_ties is None else self.zero_ties)(node, graph)
     place: Hook | None = None      # forward pass: aliases and slices
     nest: Hook | None = None       # backward pass: write inputs into the output
 

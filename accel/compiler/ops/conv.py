@@ -17,7 +17,9 @@ The SDP behind the convolution applies the layer's per-channel
 quantization (X1: bias << shift, int16 multiplier, truncate, ReLU) and the
 fused activation (X2: the cap of a capped ReLU as an ALU minimum, PReLU /
 LeakyReLU slopes in the multiplier's PReLU mode); see
-:mod:`accel.compiler.quantize` for how the integers are chosen.
+:mod:`accel.compiler.quantize` for how the integers are chosen.  Zero
+points: the input's pads the borders (CDMA/CSC pad value) and its weight sums
+go into the bias, the output's is the converter's offset.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ import numpy as np
 from accel import cbuf
 from accel.compiler.engine import CbufPlan, ConvOp, Weights
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape, source_cube
-from accel.compiler.program import Operand, SdpProgram, XStage
+from accel.compiler.program import Converter, Operand, SdpProgram, XStage
 from accel.compiler.quantize import ConvQuant, conv_quant, int16_factor
+from accel.compiler.scales import zero_point_of
 from accel.compiler.tiling import OP_OVERHEAD, ConvGeom, TilePlan, plan_conv
 from accel.config import HwConfig
 from accel.layout import ceil_div, pack_dc_weights
@@ -219,19 +222,28 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ConvPlan:
     g, group = _geometry(node, graph)
     w, b = _weights_and_bias(node, graph, g)
     act = node.attrs.get("activation")
-    quant = conv_quant(w, b, scales.scale(node.inputs[0]), scales.scale(node.outputs[0]),
-                       act in ("Relu", "Clip"), name=node.name,
-                       relu_max=node.attrs.get("activation_max") if act == "Clip" else None)
+    x, y = node.inputs[0], node.outputs[0]
+    quant = conv_quant(w, b, scales.scale(x), scales.scale(y), act in ("Relu", "Clip"),
+                       name=node.name,
+                       relu_max=node.attrs.get("activation_max") if act == "Clip" else None,
+                       in_zero=zero_point_of(scales, x), out_zero=zero_point_of(scales, y))
+    block = choose_block(cfg, g, group)
+    return ConvPlan(g, group, block, quant, sdp_program(quant, _activation_stage(node, graph, g.k)),
+                    out_shape(graph, y))
+
+
+def sdp_program(quant: ConvQuant, activation: XStage | None = None) -> SdpProgram:
+    """The SDP behind a convolution: X1 (bias, multiplier, truncate, ReLU), X2 (the cap
+    of a capped ReLU, or ``activation``'s PReLU slopes) and the converter (offset: minus
+    the output zero point)."""
     x1 = XStage(alu_op="sum" if quant.bias is not None else None,
                 alu=None if quant.bias is None else Operand.kernel(quant.bias),
                 alu_shift=quant.bias_shift, mul=Operand.kernel(quant.mul),
                 truncate=quant.mul_shift, relu=quant.relu)
-    x2 = _activation_stage(node, graph, g.k)
+    x2 = activation
     if quant.clip_max is not None:
         x2 = XStage(alu_op="min", alu=Operand.layer(quant.clip_max))
-    block = choose_block(cfg, g, group)
-    return ConvPlan(g, group, block, quant, SdpProgram(x1, x2),
-                    out_shape(graph, node.outputs[0]))
+    return SdpProgram(x1, x2, Converter(quant.cvt_offset, quant.cvt_scale, quant.cvt_shift))
 
 
 def block_diagonal(w: np.ndarray, group: int, g0: int, g1: int) -> np.ndarray:
@@ -246,8 +258,10 @@ def block_diagonal(w: np.ndarray, group: int, g0: int, g1: int) -> np.ndarray:
 
 
 def lower_conv(lo, node: Node, label: str, src, dst, geom: ConvGeom, weight: np.ndarray,
-               clip_truncate: int, program: SdpProgram, tiles: TilePlan) -> None:
-    """Emit the tiles of one (block) convolution reading ``src`` and writing ``dst``."""
+               clip_truncate: int, program: SdpProgram, tiles: TilePlan,
+               pad_value: int = 0) -> None:
+    """Emit the tiles of one (block) convolution reading ``src`` and writing ``dst``;
+    padded taps read ``pad_value`` (the input's zero point)."""
     cfg = lo.cfg
     slices: dict[tuple[int, int], Weights] = {}
     for i, t in enumerate(tiles.tiles):
@@ -266,7 +280,7 @@ def lower_conv(lo, node: Node, label: str, src, dst, geom: ConvGeom, weight: np.
                        (t.pad_top, geom.pads[1], t.pad_bottom, geom.pads[3]), geom.dilation,
                        clip_truncate, prog,
                        CbufPlan(t.data_banks, t.weight_banks, t.entries_per_slice,
-                                t.weight_reuse, t.skip_weight_release)))
+                                t.weight_reuse, t.skip_weight_release), pad_value))
 
 
 def lower(lo, node: Node, p: ConvPlan) -> None:
@@ -277,7 +291,7 @@ def lower(lo, node: Node, p: ConvPlan) -> None:
     if p.group == 1:
         tiles = plan_conv(g, lo.cfg)
         lower_conv(lo, node, lo.label(node), src, dst, g, q.weight, q.clip_truncate,
-                   p.program, tiles)
+                   p.program, tiles, q.pad_value)
         return
     cg, kg = g.c // p.group, g.k // p.group
     for g0 in range(0, p.group, p.block):
@@ -286,7 +300,8 @@ def lower(lo, node: Node, p: ConvPlan) -> None:
         tiles = plan_conv(bg, lo.cfg)
         lower_conv(lo, node, lo.label(node, f"g{g0}"), src.channels(g0 * cg, bg.c),
                    dst.channels(g0 * kg, bg.k), bg, block_diagonal(q.weight, p.group, g0, g1),
-                   q.clip_truncate, p.program.per_kernel_slice(g0 * kg, g1 * kg), tiles)
+                   q.clip_truncate, p.program.per_kernel_slice(g0 * kg, g1 * kg), tiles,
+                   q.pad_value)
 
 
 def reference(p: ConvPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -296,6 +311,7 @@ def reference(p: ConvPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = np.asarray(inputs[0]).reshape(1, g.c, g.h, g.w)
     y = int8_ref.conv_program_int8(x, p.quant.weight, p.program, stride=g.stride, pads=g.pads,
                                    dilation=g.dilation, group=p.group,
+                                   pad_value=p.quant.pad_value,
                                    clip_truncate=p.quant.clip_truncate)
     return [y.reshape(p.out_shape)]
 

@@ -8,11 +8,14 @@ interleaved by the same strided writes as nearest upsampling
 column of pixels and its SDP writes every ``sx``-th pixel of a row-packed
 temporary (or of the output when ``sy == 1``); ``sy`` copies then interleave
 the rows.  One weight scale per output channel covers all taps, so the
-convolutions share the SDP program.
+convolutions share the SDP program - unless the input has a zero point: each
+tap's bias then absorbs ``-z_in`` times that tap's own weight sums
+(:func:`accel.compiler.quantize.zero_sums`), one program per tap.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,8 +23,10 @@ import numpy as np
 from accel.compiler.engine import SdpOp
 from accel.compiler.ops import conv as conv_ops
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
-from accel.compiler.program import IDENTITY, Operand, SdpProgram, XStage
-from accel.compiler.quantize import ConvQuant, conv_quant
+from accel.compiler.ops.conv import sdp_program
+from accel.compiler.program import IDENTITY, SdpProgram
+from accel.compiler.quantize import ConvQuant, conv_quant, quantize_bias, zero_sums
+from accel.compiler.scales import zero_point_of
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
@@ -35,7 +40,7 @@ class DeconvPlan:
     in_cube: tuple[int, int, int]
     k: int
     quant: ConvQuant                 # weight [K, C, sy, sx]
-    program: SdpProgram
+    programs: tuple[SdpProgram, ...]  # per tap (dy, dx), row-major
     out_shape: tuple[int, ...]
 
 
@@ -74,17 +79,30 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> DeconvPlan:
     b = constant(graph, node.inputs[2]) if len(node.inputs) > 2 else None
     b = None if b is None else b.astype(np.float64).reshape(-1)
     act = node.attrs.get("activation")
-    q = conv_quant(w.transpose(1, 0, 2, 3), b, scales.scale(node.inputs[0]),
-                   scales.scale(node.outputs[0]), act in ("Relu", "Clip"), name=node.name,
-                   relu_max=node.attrs.get("activation_max") if act == "Clip" else None)
-    x1 = XStage(alu_op="sum" if q.bias is not None else None,
-                alu=None if q.bias is None else Operand.kernel(q.bias), alu_shift=q.bias_shift,
-                mul=Operand.kernel(q.mul), truncate=q.mul_shift, relu=q.relu)
-    x2 = XStage(alu_op="min", alu=Operand.layer(q.clip_max)) if q.clip_max is not None else None
-    c, h, wd = graph.tensors[node.inputs[0]].shape[1:]
-    return DeconvPlan(tuple(int(v) for v in node.attrs.get("strides", (1, 1))), (c, h, wd),
-                      int(w.shape[1]), q, SdpProgram(x1, x2),
-                      out_shape(graph, node.outputs[0]))
+    x, y = node.inputs[0], node.outputs[0]
+    z_in = zero_point_of(scales, x)
+    # the whole kernel's quantization; the input zero point is per tap, below
+    q = conv_quant(w.transpose(1, 0, 2, 3), b, scales.scale(x), scales.scale(y),
+                   act in ("Relu", "Clip"), name=node.name,
+                   relu_max=node.attrs.get("activation_max") if act == "Clip" else None,
+                   out_zero=zero_point_of(scales, y))
+    sy, sx = (int(v) for v in node.attrs.get("strides", (1, 1)))
+    programs = []
+    for dy in range(sy):
+        for dx in range(sx):
+            tap = q
+            if z_in:
+                tap_w = q.weight[:, :, dy:dy + 1, dx:dx + 1]
+                acc_scale = q.in_scale * q.weight_scale * (1 << q.clip_truncate)
+                worst = int(np.abs(tap_w.astype(np.int64)).reshape(len(tap_w), -1)
+                            .sum(axis=1).max()) * 128
+                bias, shift = quantize_bias(b, acc_scale, acc_scale / q.out_scale, worst,
+                                            q.clip_truncate, zero_sums(tap_w, z_in), node.name)
+                tap = dataclasses.replace(q, bias=bias, bias_shift=shift)
+            programs.append(sdp_program(tap))
+    c, h, wd = graph.tensors[x].shape[1:]
+    return DeconvPlan((sy, sx), (c, h, wd), int(w.shape[1]), q, tuple(programs),
+                      out_shape(graph, y))
 
 
 def lower(lo, node: Node, p: DeconvPlan) -> None:
@@ -108,8 +126,8 @@ def lower(lo, node: Node, p: DeconvPlan) -> None:
                 geom = ConvGeom(c, rows, 1, k, 1, 1)
                 dst = dcol.strided(dx * a + p0 * sx * a, line_stride=sx * a, height=rows)
                 conv_ops.lower_conv(lo, node, lo.label(node, f"tap{dy}{dx}"), col.rows(p0, rows),
-                                    dst, geom, weight, p.quant.clip_truncate, p.program,
-                                    plan_conv(geom, lo.cfg))
+                                    dst, geom, weight, p.quant.clip_truncate,
+                                    p.programs[dy * sx + dx], plan_conv(geom, lo.cfg))
         if wide is not out:
             line = out.layout.line_stride
             dst = out.strided(dy * line, line_stride=sy * line, height=h)
@@ -125,7 +143,7 @@ def reference(p: DeconvPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
     for dy in range(sy):
         for dx in range(sx):
             y[:, :, dy::sy, dx::sx] = int8_ref.conv_program_int8(
-                x, p.quant.weight[:, :, dy:dy + 1, dx:dx + 1], p.program,
+                x, p.quant.weight[:, :, dy:dy + 1, dx:dx + 1], p.programs[dy * sx + dx],
                 clip_truncate=p.quant.clip_truncate)
     return [y.reshape(p.out_shape)]
 

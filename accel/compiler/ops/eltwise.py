@@ -12,6 +12,14 @@
 
 A fused ReLU (``attrs["activation"]``, from the host's fuse pass) is applied
 last, before the converter.
+
+Zero points (:mod:`.sdp_math`): the inputs of a difference, maximum or minimum
+share one; a sum takes any two (at one scale, or the one with a zero point
+streamed first at two scales: a residual's one-signed shortcut may have one
+while the branch it is added to is signed); of the two inputs of a product one
+may have one (``zero_exclusive``, :func:`.sdp_math.product`); a
+sum, maximum or minimum with a fused PReLU keeps all its tensors symmetric
+(its X2 stage holds the slopes: ``zero_free``).
 """
 
 from __future__ import annotations
@@ -19,11 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
-from accel.compiler.ops.sdp_math import SdpMathError, affine, binary, converter, single
+from accel.compiler.ops.sdp_math import SdpMathError, affine, binary, product, single
 from accel.compiler.ops.sdp_math import lower_steps as lower
 from accel.compiler.ops.sdp_math import reference_steps as reference
-from accel.compiler.program import Operand, SdpProgram, XStage
-from accel.compiler.quantize import int16_factor
+from accel.compiler.program import SdpProgram
+from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -103,38 +111,47 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
     op = OPS[node.op_type]
     out = node.outputs[0]
     shape = out_shape(graph, out)
-    s_out = scales.scale(out)
+    s_out, z_out = scales.scale(out), zero_point_of(scales, out)
     try:
         if kind == "const":
             c = _per_channel(constant(graph, node.inputs[other]), shape)
-            s_in = scales.scale(node.inputs[main])
+            x = node.inputs[main]
+            s_in, z_in = scales.scale(x), zero_point_of(scales, x)
             if op == "mul":
-                prog = affine(s_in, s_out, c, relu=relu)
+                prog = affine(s_in, s_out, c, relu=relu, z_in=z_in, z_out=z_out)
             elif op == "div":
-                prog = affine(s_in, s_out, 1.0 / c, relu=relu)
+                prog = affine(s_in, s_out, 1.0 / c, relu=relu, z_in=z_in, z_out=z_out)
             else:
-                prog = affine(s_in, s_out, np.ones_like(c), c if op == "sum" else -c, relu=relu)
+                prog = affine(s_in, s_out, np.ones_like(c), c if op == "sum" else -c, relu=relu,
+                              z_in=z_in, z_out=z_out)
             return single(main, prog, shape)
-        s_main, s_other = scales.scale(node.inputs[main]), scales.scale(node.inputs[other])
         mode = "element" if kind == "tensor" else "kernel"
         if op == "mul":
-            prog = SdpProgram(XStage(mul=Operand.input(other, mode), relu=relu),
-                              cvt=converter(s_main * s_other / s_out))
-            return single(main, prog, shape)
-        first, prog = binary(op, (main, s_main), (other, s_other), s_out, relu=relu,
-                             mode=mode)
-        slopes = _prelu_slopes(node, shape[1])
-        if slopes is not None:      # negative sums times their slope, in X2 (free: tied scales)
-            if prog.x2 is not None:
-                raise SdpMathError(f"a fused {node.attrs['activation']} needs the inputs of "
-                                   f"{node.op_type} at one scale (got {s_main:g} and "
-                                   f"{s_other:g}); re-run 'opendla quantize'")
-            q, t = int16_factor(slopes)
-            mul = Operand.layer(int(q[0])) if q.size == 1 else Operand.kernel(q)
-            prog = SdpProgram(prog.x1, XStage(mul=mul, prelu=True, truncate=t), prog.cvt)
+            return single(*_product(node, scales, kind, main, other, relu, mode), shape)
+        a, b = ((i, scales.scale(node.inputs[i]), zero_point_of(scales, node.inputs[i]))
+                for i in (main, other))
+        if op == "sum" and b[2] and not a[2] and kind == "tensor":
+            a, b = b, a         # a sum at two scales reads the input with a zero point first
+        first, prog = binary(op, a, b, s_out, relu=relu, mode=mode,
+                             slopes=_prelu_slopes(node, shape[1]), z_out=z_out)
         return single(first, prog, shape)
     except SdpMathError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _product(node: Node, scales, kind: str, main: int, other: int, relu: bool,
+             mode: str) -> tuple[int, SdpProgram]:
+    """``a * b`` of two tensors (:func:`.sdp_math.product`); at most one of them may have
+    a zero point."""
+    z = [zero_point_of(scales, t) for t in node.inputs]
+    if z[main] and z[other]:
+        raise SdpMathError(f"{node.op_type}: both inputs have zero points ({z[main]} and "
+                           f"{z[other]}); the SDP can take off only one (re-run 'opendla "
+                           f"quantize')")
+    out = node.outputs[0]
+    ratio = scales.scale(node.inputs[main]) * scales.scale(node.inputs[other]) / scales.scale(out)
+    return main, product(main, other, mode, ratio, z[main], z[other],
+                         zero_point_of(scales, out), relu=relu)
 
 
 def _prelu_slopes(node: Node, channels: int) -> np.ndarray | None:
@@ -153,4 +170,37 @@ def ties(node: Node, graph: Graph) -> list[list[str]]:
     return []
 
 
-ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties)
+def zero_ties(node: Node, graph: Graph) -> list[list[str]]:
+    """A difference, maximum or minimum compares or cancels the codes: one zero point.  A
+    sum of two same-shape tensors need not share it - the excess of any two is one
+    constant - and at two scales (a residual's one-signed shortcut beside a signed
+    branch) it adds on a fine grid, the input with the zero point streamed first."""
+    kind = _classify(node, graph)
+    if node.op_type == "Add" and not isinstance(kind, str) and kind[0] == "tensor":
+        return []
+    return ties(node, graph)
+
+
+def zero_free(node: Node, graph: Graph) -> list[str]:
+    """Every tensor of a sum, maximum or minimum with a fused PReLU, whose X2 stage has no
+    room left for zero points."""
+    kind = _classify(node, graph)
+    if isinstance(kind, str) or kind[0] == "const" or node.op_type == "Mul":
+        return []
+    if node.attrs.get("activation") in ("PRelu", "LeakyRelu"):
+        return [*node.inputs, *node.outputs]
+    return []
+
+
+def zero_exclusive(node: Node, graph: Graph) -> list[list[str]]:
+    """The two inputs of a product of two tensors: one may have a zero point, the main
+    (full) input preferred - its values spread over a long tail, where a finer step helps
+    most - then the operand (a squeeze-excite gate)."""
+    kind = _classify(node, graph)
+    if node.op_type != "Mul" or isinstance(kind, str) or kind[0] == "const":
+        return []
+    return [[node.inputs[kind[1]], node.inputs[kind[2]]]]
+
+
+ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties, zero_ties=zero_ties,
+                zero_free=zero_free, zero_exclusive=zero_exclusive)

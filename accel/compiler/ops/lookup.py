@@ -5,7 +5,8 @@ the SDP reads the input, its Y stage looks each value up in the LO table and
 the identity converter writes the int8 result (:mod:`accel.compiler.lut`).
 The result is ``f`` of the dequantized input rounded once to the output
 scale - as exact as int8 allows, whatever the function.  The input and output
-scales come from calibration independently (no ties).
+scales and zero points come from calibration independently (no ties); the
+table is indexed by the input code and holds output codes.
 
 Exp is left to the CPU on purpose: its output spans orders of magnitude that
 one int8 scale cannot hold (values below half the output step vanish; a
@@ -26,6 +27,7 @@ from accel.compiler.lut import int8_lut
 from accel.compiler.ops.base import OpEntry, check_activation, out_shape
 from accel.compiler.ops.sdp_math import lower_steps, reference_steps, single
 from accel.compiler.program import Converter, SdpProgram
+from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -67,7 +69,8 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
     x, out = node.inputs[0], node.outputs[0]
-    lut = int8_lut(function(node), scales.scale(x), scales.scale(out))
+    lut = int8_lut(function(node), scales.scale(x), scales.scale(out), zero_point_of(scales, x),
+                   zero_point_of(scales, out))
     program = SdpProgram(None, None, Converter(), lut)
     return single(0, program, out_shape(graph, out))
 

@@ -13,12 +13,13 @@ and the output converter multiplies by ``s_in / (s_out * lut_scale)`` (int16
 scale, shift), rounding once.  ``lut_scale`` puts the largest ``f`` on the
 interval at 32767, so the int16 entries keep 15 bits.
 
-**The LUT.**  ``S`` is an exact integer in ``[0, size * 128**2]``.  Both tables
-are linear: an exponential LE table interpolates over whole octaves, which
-misses a power law like ``f`` by up to about ``beta (beta + 1) / 18`` (7 % for
-beta = 0.75).  One table starts at 0 with a fine step, where ``f`` bends most;
-the other starts where the first ends and reaches past the largest ``S`` with
-the smallest power-of-two step that does.  Which table is the fine one (LE: 64
+**The LUT.**  ``S`` is an exact integer in ``[0, size * 128**2]`` (more with a
+zero point, below).  Both tables are linear: an exponential LE table
+interpolates over whole octaves, which misses a power law like ``f`` by up to
+about ``beta (beta + 1) / 18`` (7 % for beta = 0.75).  One table starts at 0
+with a fine step, where ``f`` bends most; the other starts where the first
+ends and reaches past the largest ``S`` with the smallest power-of-two step
+that does.  Which table is the fine one (LE: 64
 steps, LO: 256), its step, and whether the entries are lowered by half their
 segments' sag (the chord of a convex ``f`` lies above it) are chosen by the
 largest predicted output error over every ``S``, weighted by the largest
@@ -37,6 +38,15 @@ output lanes are written as 0.
 
 **Scales.**  Both converters rescale, so the input and output scales come
 from calibration independently: no ties.
+
+**Zero points.**  The input converter's offset is the input's zero point
+(``v = q - z_in``, up to ``128 + |z_in|`` in magnitude: the sums and the LUT
+cover ``size * v_max**2``), and the lanes outside the cube, read as that
+offset, still add nothing.  The output converter subtracts its offset before
+scaling, so the output's zero point is ``-z_out / (scale / 2**shift)``
+output-converter units, rounded: a ``y`` unit is a tiny fraction of an output
+step (``2**shift / scale`` units per step, tens of thousands), so the rounding
+moves the result by well under 1e-3 step.
 
 **Accuracy.**  The LUT's share of the error (``LrnPlan.lut_error_lsb``, output
 LSBs, with the output scale at the largest possible output) stays below 0.1
@@ -60,6 +70,7 @@ from accel.compiler.engine import CdpOp
 from accel.compiler.ops.base import OpEntry, check_activation
 from accel.compiler.ops.base import out_shape as batch1
 from accel.compiler.quantize import INT16_MAX, int16_factor, round_half_away
+from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
 from accel.loadable.descriptors_aux import FloatData, LutParam
 from tengine_host.ir import Graph, Node
@@ -69,6 +80,7 @@ LE_STEPS, LO_STEPS = 64, 256       # 65 and 257 entries
 SLOPE_SHIFTS = (-16, 15)           # the signed 5-bit LUT slope shift
 LINEAR = 1                         # dla_lut_param.method: 0 exponential, 1 linear
 IN_CVT = (0, 1, 0)                 # offset, scale, shift: v = q
+DATOUT_OFFSET_BITS = 25            # the CDP output converter's offset register
 
 
 @dataclass(frozen=True)
@@ -224,9 +236,12 @@ def _predicted_error(lay: _Layout, le: LutTable, lo: LutTable, ideal: np.ndarray
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> LrnPlan:
     size, alpha, beta, bias = _attrs(node)
-    s_in, s_out = scales.scale(node.inputs[0]), scales.scale(node.outputs[0])
+    x, y = node.inputs[0], node.outputs[0]
+    s_in, s_out = scales.scale(x), scales.scale(y)
+    z_in, z_out = zero_point_of(scales, x), zero_point_of(scales, y)
     a = alpha / size * s_in * s_in             # per unit of S
-    s_max = size * 128 * 128
+    v_max = max(128 + z_in, 127 - z_in)        # largest |q - z_in|
+    s_max = size * v_max * v_max
 
     def f(s):
         return (bias + a * s) ** -beta
@@ -243,7 +258,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> LrnPlan:
     ratio = s_in / s_out
     mul, shift = int16_factor(np.array([ratio / lut_scale]))
     s = np.arange(s_max + 1, dtype=np.int64)
-    weight = np.minimum(128, np.floor(np.sqrt(s))) * ratio / lut_scale
+    weight = np.minimum(v_max, np.floor(np.sqrt(s))) * ratio / lut_scale
     ideal = lut_f(s.astype(np.float64))
     best = None
     for lay in _layouts(s_max):
@@ -255,10 +270,15 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> LrnPlan:
     # S = 0 underflows both tables: the first table's entry 0; seams and hybrids: the
     # first table; past the second table's end (never reached): the second
     first_lo = not lay.first_is_le
-    return LrnPlan(size, alpha, beta, bias, batch1(graph, node.outputs[0]), s_in, s_out,
+    out_off = int(round_half_away(-z_out * 2.0 ** shift / float(mul[0]))) if z_out else 0
+    if abs(out_off) >= 1 << (DATOUT_OFFSET_BITS - 1):
+        raise ValueError(f"output zero point {z_out} is {out_off} output-converter units, "
+                         f"beyond the {DATOUT_OFFSET_BITS}-bit offset register")
+    return LrnPlan(size, alpha, beta, bias, batch1(graph, y), s_in, s_out,
                    le, lo, underflow_lo=first_lo, overflow_lo=not first_lo,
                    hybrid_lo=first_lo, lut_scale=lut_scale,
-                   out_cvt=(0, int(mul[0]), int(shift)), lut_error_lsb=err)
+                   out_cvt=(out_off, int(mul[0]), int(shift)), lut_error_lsb=err,
+                   in_cvt=(z_in, 1, 0))
 
 
 def lut_param(p: LrnPlan) -> LutParam:

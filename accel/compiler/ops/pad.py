@@ -18,6 +18,7 @@ from accel.compiler.engine import SdpOp
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.program import Operand, SdpProgram, XStage
 from accel.compiler.quantize import round_half_away
+from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
 from tengine_host.ir import Graph, Node
 
@@ -76,8 +77,10 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PadPlan:
     pads, value = _pads(node, graph)
     shape = tuple(graph.tensors[node.inputs[0]].shape)
-    s = scales.scale(node.outputs[0])
-    fill = int(np.clip(round_half_away(value / s), -128, 127))
+    y = node.outputs[0]
+    # the constant's code: the output's zero point (the input's: tied) for a zero pad
+    fill = int(np.clip(round_half_away(value / scales.scale(y)) + zero_point_of(scales, y),
+                       -128, 127))
     return PadPlan((pads[1], pads[2], pads[3]), tuple(shape[1:]),
                    out_shape(graph, node.outputs[0]), value, fill)
 

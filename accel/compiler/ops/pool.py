@@ -23,10 +23,18 @@ has no converter, so a pooled tensor keeps its input's scale (``ties``).
   with its pixels read as another map of the same size (12 x 48 as 24 x 24);
   beyond, it is a chain of exact-partition PDP averages (each pass rounds, the
   reference computes the same passes, the scale is the input's).
+
+Zero points: a pooled tensor keeps its input's (``ties``).  Max and min are
+order statistics of the codes, and the mean of codes ``v + z`` is the mean of
+``v`` plus ``z``, so the PDP pools the codes as they are; only a padded cell
+of an average stands for 0 and adds ``z`` (the PDP's pad-value registers).  A
+global average summed in the CACC subtracts ``H * W * z_in`` in X1's ALU
+before its multiplier, and its converter adds the output's zero point.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +44,9 @@ from accel.compiler.engine import PdpOp, PdpSplit
 from accel.compiler.ops import conv as conv_ops
 from accel.compiler.ops.base import OpEntry, check_activation
 from accel.compiler.ops.base import out_shape as batch1
-from accel.compiler.program import Operand, SdpProgram, XStage
-from accel.compiler.quantize import int16_factor
+from accel.compiler.program import Converter, Operand, SdpProgram, XStage
+from accel.compiler.quantize import int16_factor, layer_operand
+from accel.compiler.scales import zero_point_of
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
 from accel.layout import ceil_div
@@ -68,6 +77,7 @@ class PoolPlan:
     passes: tuple[Pass, ...] = ()          # PDP passes, in order
     # global average summed by a convolution: (window (h, w) it reads, block, program)
     sum_conv: tuple | None = None
+    pad_value: int = 0                     # what a padded cell adds to an average: z_in
 
 
 def _out_size(n: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:
@@ -230,13 +240,19 @@ def _sum_geom(p: PoolPlan) -> ConvGeom:
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PoolPlan:
     p = _plan_geometry(node, graph)
+    x, y = node.inputs[0], node.outputs[0]
+    z_in = zero_point_of(scales, x)
     if p.sum_conv is None:
-        return p
-    # the sum of H*W int8 values, times s_in / (H*W * s_out), rounded once
+        return dataclasses.replace(p, pad_value=z_in if p.method == "avg" else 0)
+    # the sum of H*W int8 values less H*W*z_in, times s_in / (H*W * s_out), rounded once
     c, h, w = p.in_cube
-    ratio = scales.scale(node.inputs[0]) / (h * w * scales.scale(node.outputs[0]))
+    ratio = scales.scale(x) / (h * w * scales.scale(y))
     mul, truncate = int16_factor(np.array([ratio]))
-    program = SdpProgram(XStage(mul=Operand.layer(int(mul[0])), truncate=truncate))
+    alu, shift = layer_operand(-h * w * z_in)
+    program = SdpProgram(XStage(alu_op="sum" if alu else None,
+                                alu=Operand.layer(alu) if alu else None, alu_shift=shift,
+                                mul=Operand.layer(int(mul[0])), truncate=truncate),
+                         cvt=Converter(offset=-zero_point_of(scales, y)))
     block = conv_ops.choose_block(cfg, _sum_geom(p), c)
     return PoolPlan(p.method, p.in_cube, p.out_shape, sum_conv=(p.sum_conv[0], block, program))
 
@@ -261,7 +277,8 @@ def _split_plan(cfg: HwConfig, in_w: int, ps: Pass, out_w: int) -> PdpSplit | No
     return PdpSplit(n, (in_first, in_mid, in_last - (kw - sw)), (first, mid, last))
 
 
-def _emit_pass(lo, node: Node, label: str, src, dst, ps: Pass, method: str) -> None:
+def _emit_pass(lo, node: Node, label: str, src, dst, ps: Pass, method: str,
+               pad_value: int) -> None:
     oh, ow = dst.layout.height, dst.layout.width
     kh, kw = ps.kernel
     (sh, sw), (t, left, _, _) = ps.stride, ps.pads
@@ -272,7 +289,7 @@ def _emit_pass(lo, node: Node, label: str, src, dst, ps: Pass, method: str) -> N
     pads = (t, left, (oh - 1) * sh + kh - (used_h + t), (ow - 1) * sw + kw - (used_w + left))
     ps = Pass(ps.kernel, ps.stride, pads)
     lo.emit(PdpOp(label, node.name, src, dst, method, ps.kernel, ps.stride, pads,
-                  split=_split_plan(lo.cfg, used_w, ps, ow)))
+                  pad_value, split=_split_plan(lo.cfg, used_w, ps, ow)))
 
 
 def lower(lo, node: Node, p: PoolPlan) -> None:
@@ -302,7 +319,7 @@ def lower(lo, node: Node, p: PoolPlan) -> None:
         last = i == len(p.passes) - 1
         nxt = dst if last else lo.temp(lo.label(node, f"pass{i}"), p.in_cube[0], *out_hw)
         _emit_pass(lo, node, lo.label(node) if len(p.passes) == 1 else lo.label(node, f"p{i}"),
-                   cur, nxt, ps, p.method)
+                   cur, nxt, ps, p.method, p.pad_value)
         cur, shape = nxt, out_hw
 
 
@@ -320,7 +337,8 @@ def reference(p: PoolPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
         # the whole window at once: evidence that the chain of passes is exact
         return [_direct_max(x, p.passes, p.out_shape)]
     for ps in p.passes:
-        x = int8_ref.pool2d_int8(x, p.method, ps.kernel, stride=ps.stride, pads=ps.pads)
+        x = int8_ref.pool2d_int8(x, p.method, ps.kernel, stride=ps.stride, pads=ps.pads,
+                                 pad_value=p.pad_value)
     return [x.reshape(p.out_shape)]
 
 

@@ -12,6 +12,21 @@ All of them compute on int8 inputs ``q`` with scales ``s`` and produce
   reading ``b`` as the main input, negated): with equal input scales the ALU
   works on the raw integers (NVIDIA's scheme); otherwise X1 brings ``a`` onto
   a fine grid of ``b``'s scale and X2's ALU adds ``b << f``.
+
+**Zero points.**  A tensor with zero point ``z`` holds codes ``v + z``.  An
+input's is taken off exactly, before anything non-linear: X1's ALU subtracts
+``z_in`` from the main input before the multiplier (:func:`affine`), X2's ALU
+takes ``2 z`` off a sum of two tied codes and ``z`` off a maximum
+(:func:`binary`), and a product adds the other input shifted, ``-z * y`` for
+``z = -2**k`` (:func:`product`).  The output's is added last, after every
+ReLU / PReLU / cap, as the converter's offset.  The converter subtracts its
+offset *before* scaling, so where an X stage is free the scaling moves into
+its multiplier and the converter keeps only the shift of a fine grid
+(``offset = -z_out * 2**f``), which adds ``z_out`` exactly; elsewhere
+(products, differences, inputs at different scales) the converter's input is
+made fine and :func:`converter` rounds ``-z_out`` to it.  A stage's two
+operands come both from registers or both from memory (one mode per stage
+descriptor), which decides where each correction can go.
 """
 
 from __future__ import annotations
@@ -24,7 +39,7 @@ import numpy as np
 from accel.arith import scale_shift_factorize
 from accel.compiler.engine import SdpOp
 from accel.compiler.program import Converter, Operand, SdpProgram, XStage
-from accel.compiler.quantize import int16_factor, round_half_away
+from accel.compiler.quantize import int16_factor, layer_operand, round_half_away
 from tengine_host.ir import Node
 
 INT16_MAX = (1 << 15) - 1
@@ -35,16 +50,52 @@ class SdpMathError(ValueError):
     """A rescale the SDP cannot represent."""
 
 
-def converter(ratio: float) -> Converter:
-    """The output converter for ``x * ratio`` (int16 scale, 6-bit shift); 0 -> zeros."""
+def converter(ratio: float, z_out: int = 0) -> Converter:
+    """The output converter for ``x * ratio + z_out`` (int16 scale, 6-bit shift); 0 -> zeros.
+
+    The converter subtracts its offset before scaling, so ``z_out`` becomes
+    ``-z_out / ratio`` units of ``x``, rounded: the result moves by at most
+    ``ratio / 2`` output steps, which callers keep small by giving ``x`` in units
+    far finer than the output's."""
     if ratio == 0:
+        if z_out:
+            raise SdpMathError(f"a converter of scale 0 cannot add a zero point ({z_out})")
         return Converter(scale=0)
     sign = -1 if ratio < 0 else 1
     try:
         scale, shift = scale_shift_factorize(abs(ratio), max_shift=63)
     except ValueError as exc:
         raise SdpMathError(str(exc)) from None
-    return Converter(scale=sign * scale, shift=shift)
+    offset = int(round_half_away(-z_out * 2.0 ** shift / (sign * scale))) if z_out else 0
+    if not -(1 << 31) <= offset < (1 << 31):
+        raise SdpMathError(f"output zero point {z_out} is {offset} converter units, beyond int32")
+    return Converter(offset=offset, scale=sign * scale, shift=shift)
+
+
+def product(main: int, other: int, mode: str, ratio: float, z_main: int, z_other: int,
+            z_out: int, *, relu: bool = False) -> SdpProgram:
+    """``x * y`` on the SDP: ``x`` node input ``main`` (streamed), ``y`` input ``other``
+    read as a ``mode`` operand; ``ratio`` is the output step per unit of the product of
+    the codes, and at most one of the inputs has a zero point, ``-2**k``.
+
+    X1 multiplies the codes.  With ``z_main = -2**k`` that is ``(v + z_main) * y``, and
+    X2's ALU reads ``y`` again and adds ``y << k = -z_main * y``; with ``z_other``, X2
+    reads the main input as an element operand and adds ``x << k``.  (Other zero points
+    cannot be taken off: the value to scale sits in memory, and a stage's multiplier and
+    ALU read the same operand mode.)  ReLU comes after.  The converter rescales and adds
+    ``z_out`` (:func:`converter`: a unit of the product of codes is a fine one, an output
+    step spanning a hundred or more of them)."""
+    if z_main and z_other:
+        raise SdpMathError(f"a product with zero points on both inputs ({z_main}, {z_other})")
+    z, again = (z_main, Operand.input(other, mode)) if z_main else \
+        (z_other, Operand.input(main, "element"))
+    if z and (z > 0 or -z & (-z - 1)):
+        raise SdpMathError(f"an input of a product has zero point {z}; only 0 or -2**k (-1, "
+                           f"-2, ..., -128) can be taken off the other input's codes")
+    x2 = XStage(alu_op="sum", alu=again, alu_shift=(-z).bit_length() - 1,
+                relu=relu) if z else None
+    x1 = XStage(mul=Operand.input(other, mode), relu=relu and x2 is None)
+    return SdpProgram(x1, x2, converter(ratio, z_out))
 
 
 def _operand(values: np.ndarray) -> Operand:
@@ -63,22 +114,39 @@ def _fine_bits(peak_ratio: float) -> int:
 
 
 def affine(s_in: float, s_out: float, mult, bias=None, *, relu: bool = False,
-           prelu: np.ndarray | float | None = None, cap: float | None = None) -> SdpProgram:
+           prelu: np.ndarray | float | None = None, cap: float | None = None,
+           floor: float | None = None, z_in: int = 0, z_out: int = 0) -> SdpProgram:
     """``y = mult * x + bias`` (scalars or per-channel arrays), then ReLU / PReLU / a cap.
 
     ``prelu`` gives the negative slopes of a (Leaky)ReLU; ``cap`` an upper
-    bound (in real units) applied after a ReLU.
+    bound (in real units) applied after a ReLU; ``floor`` a lower bound on
+    ``x`` (real units, X1's ALU maximum, with a scalar ``mult`` and no bias,
+    ReLU or PReLU: Clip).  ``z_in`` / ``z_out`` are the zero points (see the
+    module docstring); with a floor, X1's ALU is taken, so ``z_in`` rides
+    through the multiplier as the constant ``drift`` (fine units), which the
+    cap and the converter's offset take off.
     """
     a = np.atleast_1d(np.asarray(mult, dtype=np.float64))
     ratio = a * s_in / s_out
     has_bias = bias is not None and np.any(np.asarray(bias) != 0)
+    if floor is not None and (has_bias or relu or prelu is not None or a.size != 1):
+        raise SdpMathError("a floor combines only with a scalar multiplier and a cap")
+    drifts = floor is not None and z_in != 0
     f = _fine_bits(float(np.abs(ratio).max())) if (has_bias or prelu is not None
-                                                   or cap is not None) else 0
+                                                   or cap is not None or drifts) else 0
     if np.all(ratio == 0):
         m, t = np.zeros(a.shape, np.int64), 0
     else:
         m, t = int16_factor(ratio * 2.0 ** f)
-    x1 = XStage(mul=_operand(m), truncate=t, relu=relu and not has_bias)
+    drift = 0
+    if floor is None:   # the zero point in the multiplier's mode (one mode per stage)
+        x1 = XStage(alu_op="sum" if z_in else None,
+                    alu=_operand(np.full(m.shape, -z_in)) if z_in else None,
+                    mul=_operand(m), truncate=t, relu=relu and not has_bias)
+    else:   # max(x, floor) on the codes, then the multiplier
+        lowest = int(np.clip(round_half_away(floor / s_in) + z_in, -INT16_MAX - 1, INT16_MAX))
+        x1 = XStage("max", Operand.layer(lowest), 0, _operand(m), False, t, False)
+        drift = int(round_half_away(z_in * float(m[0]) / 2.0 ** t))
     x2 = None
     unit = s_out / 2.0 ** f
     if has_bias:
@@ -98,41 +166,92 @@ def affine(s_in: float, s_out: float, mult, bias=None, *, relu: bool = False,
         x2 = XStage(mul=_operand(q), prelu=True, truncate=tq)
     if cap is not None:
         capped = int(round_half_away(np.float64(cap) / unit))
-        if capped < 127 * 2 ** f:        # else int8 saturation caps already
+        if capped < (127 - z_out) * 2 ** f:   # else int8 saturation caps already
             if x2 is not None:
                 raise SdpMathError("an affine op with a bias and a cap needs three stages")
-            x2 = XStage(alu_op="min", alu=Operand.layer(min(capped, INT16_MAX)))
-    cvt = Converter(shift=f) if f else Converter()
-    return SdpProgram(x1, x2, cvt)
+            value, shift = layer_operand(capped + drift)
+            x2 = XStage(alu_op="min", alu=Operand.layer(value), alu_shift=shift)
+    return SdpProgram(x1, x2, Converter(offset=drift - z_out * 2 ** f, shift=f))
 
 
-def binary(op: str, a: tuple[int, float], b: tuple[int, float], s_out: float, *,
-           relu: bool = False, mode: str = "element") -> tuple[int, SdpProgram]:
+def binary(op: str, a: tuple[int, float, int], b: tuple[int, float, int], s_out: float, *,
+           relu: bool = False, mode: str = "element", slopes: np.ndarray | None = None,
+           z_out: int = 0) -> tuple[int, SdpProgram]:
     """``a op b`` for op in sum, sub, max, min: ``(main input index, program)``.
 
-    ``a`` and ``b`` are ``(node input index, scale)``.  The main input
-    streams through the SDP's input DMA, the other is the ALU operand
-    (``mode`` element, or kernel for a per-channel ``b``).  A difference reads
-    ``b`` as the main input and negates it, so the ALU adds ``a``.
+    ``a`` and ``b`` are ``(node input index, scale, zero point)``, ``z_out`` the
+    output's zero point.  The main input streams through the SDP's input DMA,
+    the other is the ALU operand (``mode`` element, or kernel for a per-channel
+    ``b``).  A difference reads ``b`` as the main input and negates it, so the
+    ALU adds ``a``.  ``slopes`` are the negative slopes of a fused PReLU (sum,
+    max, min at one scale and without zero points: its X2 stage has no room to
+    take them off).
+
+    A stage's operands come both from memory or both from registers, so an ALU
+    reading the operand leaves its stage's multiplier unused.  At one scale,
+    with zero points, X2 takes the excess off (a sum of two codes carries
+    ``z_a + z_b``, a maximum or minimum of inputs sharing ``z`` carries ``z``, a
+    difference of such inputs none) and rescales to output units, and the
+    converter adds ``z_out``; a difference, whose X2 ALU reads ``a``, works on a
+    fine grid instead (:func:`converter` rounds ``z_out`` to it).  At different
+    scales the main input is brought onto a fine grid of the operand's by X1,
+    which takes the main input's zero point off first; the operand's codes are
+    added as they are, so it must have none (the caller makes the input with a
+    zero point the main input of a sum).
     """
-    (main, s_main), (other, s_other) = (b, a) if op == "sub" else (a, b)
+    (main, s_main, z_main), (other, s_other, z_other) = (b, a) if op == "sub" else (a, b)
     alu = "sum" if op in ("sum", "sub") else op
     sign = -1 if op == "sub" else 1
-    if math.isclose(s_main, s_other, rel_tol=1e-9):
-        operand = Operand.input(other, mode)
-        if op == "sub":     # -b, then + a
-            x1 = XStage(mul=Operand.layer(-1))
-            x2 = XStage(alu_op=alu, alu=operand, relu=relu)
-        else:
-            x1, x2 = XStage(alu_op=alu, alu=operand, relu=relu), None
-        return main, SdpProgram(x1, x2, converter(s_other / s_out))
-    # fine grid u = s_other / 2**f: main * s_main / u in X1, then + other << f
-    ratio = s_main / s_other
-    f = _fine_bits(ratio)
-    m, t = int16_factor(np.array([sign * ratio * 2.0 ** f]))
-    x1 = XStage(mul=Operand.layer(int(m[0])), truncate=t)
-    x2 = XStage(alu_op=alu, alu=Operand.input(other, mode), alu_shift=f, relu=relu)
-    return main, SdpProgram(x1, x2, converter(s_other / (2.0 ** f * s_out)))
+    operand = Operand.input(other, mode)
+    if slopes is not None and (z_main or z_other or z_out):
+        raise SdpMathError(f"a fused PReLU with zero points ({z_main}, {z_other} in, {z_out} "
+                           f"out): X2 has no room left to take them off (re-run 'opendla "
+                           f"quantize')")
+    if not math.isclose(s_main, s_other, rel_tol=1e-9):
+        if slopes is not None:
+            raise SdpMathError(f"a fused PReLU needs the inputs at one scale (got {s_main:g} "
+                               f"and {s_other:g}); re-run 'opendla quantize'")
+        if z_other:
+            raise SdpMathError(f"inputs at different scales ({s_main:g} and {s_other:g}): the "
+                               f"ALU adds the operand's codes as they are, so its zero point "
+                               f"({z_other}) must be 0; re-run 'opendla quantize'")
+        # fine grid u = s_other / 2**f: (main - z_main) * s_main / u in X1, then + other << f
+        ratio = s_main / s_other
+        f = _fine_bits(ratio)
+        m, t = int16_factor(np.array([sign * ratio * 2.0 ** f]))
+        x1 = XStage(alu_op="sum" if z_main else None,
+                    alu=Operand.layer(-z_main) if z_main else None,
+                    mul=Operand.layer(int(m[0])), truncate=t)
+        x2 = XStage(alu_op=alu, alu=operand, alu_shift=f, relu=relu)
+        return main, SdpProgram(x1, x2, converter(s_other / (2.0 ** f * s_out), z_out))
+    if op != "sum" and z_main != z_other:
+        raise SdpMathError(f"a {op} of inputs with different zero points ({z_main}, {z_other})")
+    ratio = s_other / s_out
+    if slopes is not None:      # negative results times their slope, in X2 (free: one scale)
+        if op == "sub":
+            raise SdpMathError("a fused PReLU on a difference needs three stages")
+        q, tq = int16_factor(np.asarray(slopes, dtype=np.float64).reshape(-1))
+        slope = Operand.layer(int(q[0])) if q.size == 1 else Operand.kernel(q)
+        return main, SdpProgram(XStage(alu_op=alu, alu=operand, relu=relu),
+                                XStage(mul=slope, prelu=True, truncate=tq), converter(ratio))
+    if op == "sub":     # -b, then + a; the shared zero point cancels
+        if not z_out:
+            return main, SdpProgram(XStage(mul=Operand.layer(-1)),
+                                    XStage(alu_op=alu, alu=operand, relu=relu),
+                                    converter(ratio))
+        f = FINE_BITS   # (a - b) * 2**f: both operands shifted, exactly
+        return main, SdpProgram(XStage(mul=Operand.layer(-(1 << f))),
+                                XStage(alu_op=alu, alu=operand, alu_shift=f, relu=relu),
+                                converter(ratio / 2.0 ** f, z_out))
+    if not (z_main or z_other or z_out):     # NVIDIA's scheme: the converter rescales
+        return main, SdpProgram(XStage(alu_op=alu, alu=operand, relu=relu), None,
+                                converter(ratio))
+    m, t = int16_factor(np.array([ratio]))
+    excess = z_main + z_other if op == "sum" else z_main
+    x2 = XStage(alu_op="sum" if excess else None,
+                alu=Operand.layer(-excess) if excess else None,
+                mul=Operand.layer(int(m[0])), truncate=t, relu=relu)
+    return main, SdpProgram(XStage(alu_op=alu, alu=operand), x2, Converter(offset=-z_out))
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tengine_host.quant.table import entry, load_table, save_table, scale_of
+from tengine_host.quant.table import entry, load_table, save_table, scale_of, zero_point_of
 
 
 def test_entry_is_symmetric_max_abs_over_127():
@@ -33,3 +33,23 @@ def test_bad_tables_are_clear_errors(tmp_path):
         load_table(path)
     with pytest.raises(KeyError, match="'zz' has no entry"):
         scale_of({}, "zz")
+
+
+def test_zero_points_are_optional_integers_in_int8(tmp_path):
+    path = tmp_path / "t.json"
+    save_table({"a": {"scale": 0.5, "zero_point": -128}, "b": {"scale": 0.25}}, path)
+    table = load_table(path)
+    assert table["a"] == {"scale": 0.5, "zero_point": -128}
+    assert isinstance(table["a"]["zero_point"], int)
+    assert (table.zero_point("a"), table.zero_point("b")) == (-128, 0)   # absent: 0
+    assert zero_point_of({"c": {"scale": 1.0, "zero_point": 3}}, "c") == 3
+    with pytest.raises(KeyError, match="'zz' has no entry"):
+        zero_point_of({}, "zz")
+
+
+@pytest.mark.parametrize("value", [128, -129, 1.5, -128.0, "0", True, None])
+def test_bad_zero_points_name_the_tensor_and_the_value(tmp_path, value):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"relu_out": {"scale": 0.1, "zero_point": value}}))
+    with pytest.raises(ValueError, match=r"'relu_out' has zero_point .* integer in \[-128, 127\]"):
+        load_table(path)

@@ -62,3 +62,23 @@ def test_dequantize_rounds_the_float64_product_once():
                                   (q8 * per_channel).astype(np.float32))
     view = q8[:, ::2]                             # not contiguous
     np.testing.assert_array_equal(dequantize(view, 0.1), (view * 0.1).astype(np.float32))
+
+
+def test_zero_point_shifts_the_codes_after_rounding_and_before_saturation():
+    """Hand-computed: scale 0.5, zero point -128 - the code of 0 is -128, 127.5 is code 127
+    (the top of a one-signed range), 128 saturates, a negative value clips to code -128
+    (x = 0), and a half rounds away from zero before the shift (0.25 / 0.5 = 0.5 -> 1)."""
+    x = np.array([0.0, 127.5, 128.0, -3.0, 0.25, 10.0])
+    assert quantize_activation(x, 0.5, -128).tolist() == [-128, 127, 127, -128, -127, -108]
+    assert quantize_activation(x, 0.5, 5).tolist() == [5, 127, 127, -1, 6, 25]
+    q, bad = quantize_counted(np.array([np.nan, 1.0]), 0.5, -128)
+    assert bad == 1 and q[1] == -126
+
+
+def test_dequantize_subtracts_the_zero_point_first():
+    q = np.array([-128, -127, 0, 127], dtype=np.int8)
+    np.testing.assert_array_equal(dequantize(q, 0.5, -128), np.float32([0.0, 0.5, 64.0, 127.5]))
+    np.testing.assert_array_equal(dequantize(q.astype(np.int16), 0.1, 3),
+                                  ((q.astype(np.float64) - 3) * 0.1).astype(np.float32))
+    np.testing.assert_array_equal(dequantize(q, np.array([0.5, 1, 2, 4]), -128),
+                                  np.float32([0, 1, 256, 1020]))
