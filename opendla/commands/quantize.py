@@ -30,6 +30,8 @@ from opendla.commands._inputs import add_image_options, image_dims, image_option
 from opendla.errors import UsageError
 from tengine_host.quant.fidelity import MIN_OUTPUT_SQNR_DB, MIN_TOP1_AGREEMENT
 
+ZERO_POINT_CHOICES = ("auto", "on", "off")
+
 #: Tengine's -a takes numbers; the names are accepted too.
 ALGORITHM_ALIASES = {"0": "minmax", "1": "kl", "2": "percentile", "3": "auto"}
 
@@ -70,6 +72,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--min-top1", type=float, default=MIN_TOP1_AGREEMENT, metavar="SHARE",
                    help=f"warn about class-score outputs whose held-out top-1 agreement with "
                         f"fp32 is below SHARE, in [0, 1] (default {MIN_TOP1_AGREEMENT:g})")
+    p.add_argument("--zero-points", choices=ZERO_POINT_CHOICES, default="auto",
+                   help="zero point -128 for one-signed activations (twice the resolution): "
+                        "auto (when the held-out check measures a gain; the default), on, off")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -118,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from tengine_host.quant.calibrate import input_warnings
     from tengine_host.quant.dataset import load_arrays, load_images
     from tengine_host.quant.fidelity import calibrate_checked
+    from tengine_host.quant.zero_point import assign_zero_points
 
     src = _validate(args)
     shapes = parse_shapes(args.input_shape)
@@ -144,9 +150,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {message}", file=sys.stderr)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            calibrate_fn = calibrate
+            variants = {}
+            if args.zero_points == "auto":
+                variants["zero points"] = assign_zero_points
+            elif args.zero_points == "on":
+                def calibrate_fn(graph, samples, **options):
+                    return assign_zero_points(graph, calibrate(graph, samples, **options))
             table, report = calibrate_checked(
-                graph, samples, preset=args.preset, calibrate_fn=calibrate,
-                progress=not args.no_progress, algorithm=args.algorithm,
+                graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
+                variants=variants, progress=not args.no_progress, algorithm=args.algorithm,
                 percentile=args.percentile)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
         raise UsageError(str(exc)) from None
@@ -163,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {exc.filename or args.output!r}: {exc.strerror}") from None
     print(f"calibrated {len(table)} tensors over {report.calibration_samples} of "
           f"{len(samples)} samples ({args.algorithm}) -> {args.output}")
-    print(format_report(report))
+    print(format_report(report), flush=True)
     for message in report.warnings(args.min_sqnr, args.min_top1):
         print(f"warning: {message}", file=sys.stderr)
     return 0
@@ -177,7 +190,11 @@ def format_report(report) -> str:
         return "int8 fidelity: unchecked (one sample: nothing to hold out)"
     how = (f"{report.checked_samples} held-out samples" if report.check == "held-out" else
            f"{report.checked_samples} samples, {report.folds}-fold cross-validation")
-    lines = [f"int8 fidelity against fp32 ({how}):",
+    applied = ""
+    if len(report.variants) > 1:
+        applied = "; tried " + ", ".join(f"{name} {v:.1f} dB" for name, v in
+                                         report.variants.items()) + f": {report.applied} kept"
+    lines = [f"int8 fidelity against fp32 ({how}{applied}):",
              f"  {'output':<32} {'SQNR dB':>8} {'cosine':>8} {'max err':>10} {'top-1':>6}"]
     for o in report.outputs:
         top1 = "" if o.top1_agreement is None else f"{o.top1_agreement:.0%}"

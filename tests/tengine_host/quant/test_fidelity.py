@@ -117,3 +117,31 @@ def test_input_warnings():
     (message,) = input_warnings(graph, raw)
     assert "spans [0, 210]" in message and "raw pixels" in message
     assert input_warnings(graph, _samples(3)) == []
+
+
+def test_variants_are_measured_and_the_best_is_kept():
+    graph = _classifier()
+
+    def spoil(graph, table):
+        out = type(table)({k: dict(e) for k, e in table.items()})
+        out["r"]["scale"] *= 60
+        return out
+
+    table, report = calibrate_checked(graph, _samples(12), progress=False,
+                                      variants={"spoiled": spoil})
+    assert report.applied == "symmetric" and set(report.variants) == {"symmetric", "spoiled"}
+    assert report.variants["spoiled"] < report.variants["symmetric"] - 10
+    assert table["r"]["scale"] == pytest.approx(calibrate(graph, [
+        s for i, s in enumerate(_samples(12)) if i % 4 != 3], progress=False)["r"]["scale"])
+
+
+def test_the_table_returned_is_the_variant_the_report_names():
+    from tengine_host.quant.zero_point import assign_zero_points
+
+    graph = _classifier()
+    table, report = calibrate_checked(graph, _samples(6), progress=False,
+                                      variants={"zero points": assign_zero_points})
+    assert report.check == "cross-validated" and report.folds == 4
+    assert set(report.variants) == {"symmetric", "zero points"}
+    # the hidden ReLU output is one-signed: it has z = -128 exactly when zero points were kept
+    assert (table["r"].get("zero_point", 0) == -128) == (report.applied == "zero points")
