@@ -23,12 +23,13 @@ import json
 import math
 import sys
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 
 from accel.config import PRESETS
 from opendla.commands._inputs import add_image_options, image_dims, image_options
 from opendla.errors import UsageError
-from tengine_host.quant.fidelity import MIN_OUTPUT_SQNR_DB, MIN_TOP1_AGREEMENT
+from tengine_host.quant.fidelity import MIN_OUTPUT_SQNR_DB, MIN_TOP1_AGREEMENT, WORST_LAYERS
 
 ZERO_POINT_CHOICES = ("auto", "on", "off")
 
@@ -75,6 +76,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--zero-points", choices=ZERO_POINT_CHOICES, default="auto",
                    help="zero point -128 for one-signed activations (twice the resolution): "
                         "auto (when the held-out check measures a gain; the default), on, off")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="also rank every DLA layer by the output error its quantization alone "
+                        "causes (one partial run per layer and checked sample; slow on large "
+                        "models); printed and written to --report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -122,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     from tengine_host.quant import calibrate, save_table
     from tengine_host.quant.calibrate import input_warnings
     from tengine_host.quant.dataset import load_arrays, load_images
-    from tengine_host.quant.fidelity import calibrate_checked
+    from tengine_host.quant.fidelity import calibrate_checked, sensitivity
     from tengine_host.quant.zero_point import assign_zero_points
 
     src = _validate(args)
@@ -161,6 +166,10 @@ def run(args: argparse.Namespace) -> int:
                 graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
                 variants=variants, progress=not args.no_progress, algorithm=args.algorithm,
                 percentile=args.percentile)
+        ranked = None
+        if args.sensitivity:
+            ranked = sensitivity(graph, table, _checked_samples(samples, report),
+                                 preset=args.preset, progress=not args.no_progress)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
         raise UsageError(str(exc)) from None
     for message in dict.fromkeys(str(w.message) for w in caught):    # once each
@@ -171,21 +180,41 @@ def run(args: argparse.Namespace) -> int:
             Path(args.report).write_text(json.dumps(
                 {"model": args.model, "algorithm": args.algorithm, "preset": args.preset,
                  "samples": len(samples), "min_sqnr_db": args.min_sqnr,
-                 "min_top1": args.min_top1, **report.as_dict()}, indent=1) + "\n")
+                 "min_top1": args.min_top1, **report.as_dict(),
+                 **({"sensitivity": [_jsonable(asdict(r)) for r in ranked]} if ranked else {})},
+                indent=1) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write {exc.filename or args.output!r}: {exc.strerror}") from None
     print(f"calibrated {len(table)} tensors over {report.calibration_samples} of "
           f"{len(samples)} samples ({args.algorithm}) -> {args.output}")
     print(format_report(report), flush=True)
+    if ranked:
+        print("layers by the output SQNR their quantization alone leaves (worst first): "
+              + ", ".join(f"{_short(r.name, 24)} ({r.op_type}) {r.output_sqnr_db:.1f} dB"
+                          for r in ranked[:WORST_LAYERS]), flush=True)
     for message in report.warnings(args.min_sqnr, args.min_top1):
         print(f"warning: {message}", file=sys.stderr)
     return 0
 
 
+def _checked_samples(samples: list, report) -> list:
+    """The samples the sensitivity runs on: the held-out ones, else (cross-validated or
+    a single sample) all of them."""
+    if report.check == "held-out":
+        from tengine_host.quant.fidelity import split
+
+        (_, test), = split(len(samples))[1]
+        return [samples[i] for i in test]
+    return samples
+
+
+def _jsonable(row: dict) -> dict:
+    return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
+            for k, v in row.items()}
+
+
 def format_report(report) -> str:
     """The fidelity report as a few lines of text: outputs, then the worst layers."""
-    from tengine_host.quant.fidelity import WORST_LAYERS
-
     if report.check == "unchecked":
         return "int8 fidelity: unchecked (one sample: nothing to hold out)"
     how = (f"{report.checked_samples} held-out samples" if report.check == "held-out" else

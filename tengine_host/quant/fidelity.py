@@ -241,6 +241,62 @@ class _Accumulator:
         return FidelityReport(check, calibration_samples, self.samples, outputs, layers, folds)
 
 
+@dataclass
+class LayerSensitivity:
+    name: str               # the DLA node
+    op_type: str
+    output_sqnr_db: float   # the worst model output's SQNR with this layer alone in int8
+
+
+def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, np.ndarray]],
+                *, preset: str = "nv_small", progress: bool = True) -> list[LayerSensitivity]:
+    """Every DLA layer ranked by the output error its quantization alone causes, worst first.
+
+    For each DLA node the graph runs in fp32 except that node, which runs its int8
+    reference (its inputs quantized, its weights and arithmetic the DLA's, its output
+    quantized); the SQNR of the model output it hurts most measures it.  Only
+    the nodes downstream of it are run again.  A layer at the top of this list is the
+    one to keep in fp32 (or to look at) first.
+    """
+    from tengine_host.devices.cpu import CpuDevice
+    from tengine_host.ops import run_op
+    from tengine_host.quant.progress import progress_bar
+
+    prepared = CpuDevice("int8", preset=preset).prerun(graph, table)
+    chosen = dla_nodes(graph, preset)
+    nodes = [(i, n) for i, n in enumerate(graph.nodes) if n.name in prepared.overrides
+             and n.name in chosen]
+    refs = [interpret(graph, feeds, keep_all=True) for feeds in samples]
+    out = []
+
+    def value(env, name):
+        return None if not name else (env[name] if name in env else graph.tensors[name].data)
+
+    with progress_bar(len(nodes), "sensitivity", enabled=progress) as bar:
+        for i, node in nodes:
+            stats = {o: ErrorStats() for o in graph.outputs}
+            for ref in refs:
+                env = dict(ref)
+                changed = set()
+                for j in range(i, len(graph.nodes)):
+                    n = graph.nodes[j]
+                    if j > i and not changed.intersection(n.inputs):
+                        continue
+                    args = [value(env, t) for t in n.inputs]
+                    outs = (prepared.overrides[n.name](args) if j == i
+                            else run_op(n.op_type, args, n.attrs))
+                    for t, v in zip(n.outputs, outs, strict=False):
+                        if t:
+                            env[t] = v
+                            changed.add(t)
+                for o in graph.outputs:
+                    stats[o].add(ref[o], env[o])
+            out.append(LayerSensitivity(node.name, node.op_type,
+                                        min(s.sqnr_db for s in stats.values())))
+            bar.update()
+    return sorted(out, key=lambda la: la.output_sqnr_db)
+
+
 def dla_nodes(graph: Graph, preset: str) -> set[str]:
     """Names of the nodes the partitioner gives the DLA of ``preset`` (the rest run fp32)."""
     from tengine_host.devices import get_device

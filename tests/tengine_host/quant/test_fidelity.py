@@ -145,3 +145,21 @@ def test_the_table_returned_is_the_variant_the_report_names():
     assert set(report.variants) == {"symmetric", "zero points"}
     # the hidden ReLU output is one-signed: it has z = -128 exactly when zero points were kept
     assert (table["r"].get("zero_point", 0) == -128) == (report.applied == "zero points")
+
+
+def test_sensitivity_ranks_the_layers_a_coarse_scale_spoils():
+    from tengine_host.quant.fidelity import sensitivity
+
+    graph = _classifier()
+    samples = _samples(4)
+    good = calibrate(graph, samples, progress=False)
+    spoiled = type(good)({k: dict(e) for k, e in good.items()})
+    spoiled["r"]["scale"] *= 60
+    before = {r.name: r.output_sqnr_db for r in sensitivity(graph, good, samples,
+                                                            progress=False)}
+    after = sensitivity(graph, spoiled, samples, progress=False)
+    # the two DLA layers (the Softmax is the CPU's): both touch r, the one writing it and
+    # the one reading it, and both lose more than 10 dB at the output
+    assert sorted(before) == sorted(r.name for r in after) and len(after) == 2
+    assert all(r.output_sqnr_db < before[r.name] - 10 for r in after)
+    assert after[0].output_sqnr_db <= after[1].output_sqnr_db
