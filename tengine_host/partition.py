@@ -216,3 +216,25 @@ def _grow(nodes: list[Node], dev_of: list[int], n_devices: int, first: int
                     heapq.heappush(ready[dev_of[u]], u)
         groups.append((d, group))
     return groups
+
+
+def resolve_keep_float(graph: Graph, names) -> frozenset[str]:
+    """The node names that ``--keep-float`` names: each item is a node's name or the name
+    of a tensor a node produces.  An unknown name is a ``ValueError`` that lists the
+    nearest names of the graph."""
+    import difflib
+
+    by_output = {t: n.name for n in graph.nodes for t in n.outputs if t}
+    nodes = {n.name for n in graph.nodes}
+    out = set()
+    for name in names:
+        if name in nodes:
+            out.add(name)
+        elif name in by_output:
+            out.add(by_output[name])
+        else:
+            near = difflib.get_close_matches(name, [*nodes, *by_output], n=5, cutoff=0.5)
+            raise ValueError(f"--keep-float {name!r} is neither a node nor a tensor of "
+                             f"{graph.name!r}"
+                             + (f"; nearest: {', '.join(map(repr, near))}" if near else ""))
+    return frozenset(out)

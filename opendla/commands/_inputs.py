@@ -205,3 +205,23 @@ def load_labels(path: str | Path) -> list[str]:
     if not labels:
         raise UsageError(f"--labels {str(path)!r} is empty; give one class name per line")
     return labels
+
+
+# ------------------------------------------------------------------ --keep-float
+def add_keep_float_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keep-float", default="", metavar="NAME,...",
+                   help="nodes (or the tensors they produce) to keep in fp32 on the CPU "
+                        "although the DLA could run them (see 'opendla quantize "
+                        "--sensitivity' for which matter)")
+
+
+def keep_float_nodes(args: argparse.Namespace, graph) -> frozenset[str]:
+    """The node names ``--keep-float`` gives (empty when absent); a usage error names an
+    unknown one with the nearest names of the model."""
+    from tengine_host.partition import resolve_keep_float
+
+    names = [n for n in (getattr(args, "keep_float", "") or "").split(",") if n]
+    try:
+        return resolve_keep_float(graph, names)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 
 from accel.config import DEFAULT_PRESET, PRESETS
-from opendla.commands._inputs import add_input_options
+from opendla.commands._inputs import add_input_options, add_keep_float_option, keep_float_nodes
 from opendla.errors import CheckFailed, UsageError
 
 
@@ -38,6 +38,7 @@ def add_parser(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="ONNX model")
     p.add_argument("--calib", required=True, help="calibration table from 'opendla quantize'")
+    add_keep_float_option(p)
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
                    help=f"hardware configuration (default {DEFAULT_PRESET})")
     add_input_options(p)
@@ -146,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
         graph = _batch_one(args.model, graph, feeds, shapes)   # sample by sample
         fit_batch(args.model, graph, {n: v[:1] for n, v in feeds.items()}, shapes)
         check_table(table, graph, f"calibration table {args.calib!r}")
-        devices = [get_device("nvdla", preset=args.preset, capture=True), get_device("cpu")]
+        devices = [get_device("nvdla", preset=args.preset, capture=True,
+                              keep_float=keep_float_nodes(args, graph)), get_device("cpu")]
         with Executor(graph, devices, table) as ex, \
                 progress_bar(batch, "compare", enabled=not args.no_progress) as bar:
             result = None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accel.config import PRESETS
+from opendla.commands._inputs import add_keep_float_option, keep_float_nodes
 from opendla.errors import UsageError
 
 
@@ -28,6 +29,7 @@ def add_parser(subparsers: Any) -> None:
                    help="calibration table from 'opendla quantize' (JSON)")
     p.add_argument("-o", "--output-dir", default=".", type=Path,
                    help="directory for the .nvdla loadables (default: current directory)")
+    add_keep_float_option(p)
     p.add_argument("--preset", default="nv_small", choices=list(PRESETS),
                    help="hardware configuration (default nv_small)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
@@ -94,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
         # the loader names unknown inputs and contradicting shapes
         graph = load_model(args.model, input_shapes=parse_shapes(args.input_shape) or None)
         table = load_table(args.calib)
-        parts = partition(graph, [get_device("nvdla", preset=args.preset), get_device("cpu")])
+        keep = keep_float_nodes(args, graph)
+        parts = partition(graph, [get_device("nvdla", preset=args.preset, keep_float=keep),
+                                  get_device("cpu")])
         dla = [(i, sub) for i, (dev, sub) in enumerate(parts.parts) if dev.name == "nvdla"]
         missing = missing_calibration([sub for _, sub in dla], table)
         if missing:

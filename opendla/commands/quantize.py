@@ -29,7 +29,12 @@ from pathlib import Path
 from accel.config import PRESETS
 from opendla.commands._inputs import add_image_options, image_dims, image_options
 from opendla.errors import UsageError
-from tengine_host.quant.fidelity import MIN_OUTPUT_SQNR_DB, MIN_TOP1_AGREEMENT, WORST_LAYERS
+from tengine_host.quant.fidelity import (
+    MAX_KEPT_FLOAT,
+    MIN_OUTPUT_SQNR_DB,
+    MIN_TOP1_AGREEMENT,
+    WORST_LAYERS,
+)
 
 ZERO_POINT_CHOICES = ("auto", "on", "off")
 
@@ -76,6 +81,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--zero-points", choices=ZERO_POINT_CHOICES, default="auto",
                    help="zero point -128 for one-signed activations (twice the resolution): "
                         "auto (when the held-out check measures a gain; the default), on, off")
+    p.add_argument("--keep-float", default="", metavar="NAME,...|auto",
+                   help="nodes (or the tensors they produce) to keep in fp32 on the CPU, "
+                        "measured so; 'auto': when an output misses the fidelity target, "
+                        f"the most sensitive layers (up to {MAX_KEPT_FLOAT}) until it is met "
+                        "(pass the names it prints to run/compile/compare --keep-float)")
     p.add_argument("--sensitivity", action="store_true",
                    help="also rank every DLA layer by the output error its quantization alone "
                         "causes (one partial run per layer and checked sample; slow on large "
@@ -121,13 +131,14 @@ def _validate(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opendla.commands._inputs import keep_float_nodes
     from opendla.commands.run import onnx_input_names, parse_shapes
     from tengine_host.frontend import OnnxImportError
     from tengine_host.model import load_model
     from tengine_host.quant import calibrate, save_table
     from tengine_host.quant.calibrate import input_warnings
     from tengine_host.quant.dataset import load_arrays, load_images
-    from tengine_host.quant.fidelity import calibrate_checked, sensitivity
+    from tengine_host.quant.fidelity import calibrate_checked, choose_keep_float, sensitivity
     from tengine_host.quant.zero_point import assign_zero_points
 
     src = _validate(args)
@@ -151,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
                                   letterbox=opts["letterbox"])
         else:
             samples = load_arrays(src, graph)
+        auto_keep = args.keep_float == "auto"
+        keep = frozenset() if auto_keep else keep_float_nodes(args, graph)
         for message in input_warnings(graph, samples):
             print(f"warning: {message}", file=sys.stderr)
         with warnings.catch_warnings(record=True) as caught:
@@ -165,11 +178,19 @@ def run(args: argparse.Namespace) -> int:
             table, report = calibrate_checked(
                 graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
                 variants=variants, progress=not args.no_progress, algorithm=args.algorithm,
-                percentile=args.percentile)
+                percentile=args.percentile, keep_float=keep)
+        checked = _checked_samples(samples, report)
+        choice = None
+        if auto_keep and report.check != "unchecked":
+            choice = choose_keep_float(graph, table, checked, report, preset=args.preset,
+                                       min_sqnr_db=args.min_sqnr, min_top1=args.min_top1,
+                                       progress=not args.no_progress)
+            report = choice.report
+            keep = frozenset(choice.nodes)
         ranked = None
         if args.sensitivity:
-            ranked = sensitivity(graph, table, _checked_samples(samples, report),
-                                 preset=args.preset, progress=not args.no_progress)
+            ranked = sensitivity(graph, table, checked, preset=args.preset,
+                                 progress=not args.no_progress, keep_float=keep)
     except (OnnxImportError, ValueError, KeyError, OSError) as exc:
         raise UsageError(str(exc)) from None
     for message in dict.fromkeys(str(w.message) for w in caught):    # once each
@@ -181,6 +202,11 @@ def run(args: argparse.Namespace) -> int:
                 {"model": args.model, "algorithm": args.algorithm, "preset": args.preset,
                  "samples": len(samples), "min_sqnr_db": args.min_sqnr,
                  "min_top1": args.min_top1, **report.as_dict(),
+                 "keep_float": sorted(keep),
+                 **({"keep_float_auto": {"met": choice.met,
+                                         "dla_subgraphs": choice.dla_subgraphs,
+                                         "dla_mac_share": choice.dla_mac_share}}
+                    if choice else {}),
                  **({"sensitivity": [_jsonable(asdict(r)) for r in ranked]} if ranked else {})},
                 indent=1) + "\n")
     except OSError as exc:
@@ -188,6 +214,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"calibrated {len(table)} tensors over {report.calibration_samples} of "
           f"{len(samples)} samples ({args.algorithm}) -> {args.output}")
     print(format_report(report), flush=True)
+    if choice is not None and choice.nodes:
+        (s0, s1), (m0, m1) = choice.dla_subgraphs, choice.dla_mac_share
+        print(f"kept in fp32 on the CPU ({'target met' if choice.met else 'target not met'}): "
+              f"{','.join(choice.nodes)}; DLA subgraphs {s0} -> {s1}, DLA share of the MACs "
+              f"{m0:.1%} -> {m1:.1%}; run, compile and compare take them with "
+              f"--keep-float {','.join(choice.nodes)}", flush=True)
     if ranked:
         print("layers by the output SQNR their quantization alone leaves (worst first): "
               + ", ".join(f"{_short(r.name, 24)} ({r.op_type}) {r.output_sqnr_db:.1f} dB"

@@ -41,9 +41,11 @@ from accel.config import DEFAULT_PRESET, PRESETS
 from opendla.commands._backend import add_backend_options
 from opendla.commands._inputs import (
     add_input_options,
+    add_keep_float_option,
     check_finite,
     image_dims,
     image_options,
+    keep_float_nodes,
     load_image_batch,
     load_labels,
     parse_inputs,
@@ -63,6 +65,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default="cpu", choices=DEVICE_CHOICES,
                    help="device for an ONNX model; ops it cannot run fall back to the CPU "
                         "(default cpu)")
+    add_keep_float_option(p)
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
                    help=f"hardware configuration of the NVDLA (default {DEFAULT_PRESET})")
     add_input_options(p)
@@ -470,11 +473,13 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
             check_table(table, graph, f"calibration table {args.calib!r}")
         if args.verify:
             graph = _batch_one(args.model, graph, feeds, shapes)
+        keep = keep_float_nodes(args, graph)
         cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
-                         preset=args.preset)
+                         preset=args.preset, keep_float=keep)
         accel_opts = {"preset": args.preset, "capture": args.verify,
                       "trace_regs": args.trace_regs, "backend": args.backend,
-                      "simulator": args.simulator} if args.device == "nvdla" else {}
+                      "simulator": args.simulator, "keep_float": keep} \
+            if args.device == "nvdla" else {}
         devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
         batch = next(iter(feeds.values())).shape[0]
         with Executor(graph, devices, table, debug=debug) as ex:

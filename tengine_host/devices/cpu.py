@@ -48,16 +48,20 @@ class CpuDevice:
         In ``int8``: the DLA configuration whose ops (and arithmetic) to emulate.
     reference : bool, optional
         Naive reference kernels for Conv/Gemm; by default from ``TG_DEBUG_REF``.
+    keep_float : iterable of str
+        In ``int8``: node names that stay fp32 although the DLA could run them
+        (``--keep-float``), as the ``nvdla`` device leaves them to the CPU.
     """
 
     max_batch = None  # any batch the graph's shapes allow
 
     def __init__(self, precision: str = "fp32", reference: bool | None = None,
-                 preset: str = "nv_small") -> None:
+                 preset: str = "nv_small", keep_float=()) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r} not in {', '.join(PRECISIONS)}")
         self.precision = precision
         self.preset = preset
+        self.keep_float = frozenset(keep_float)
         self.reference = DebugOptions.from_env().ref if reference is None else reference
         self.name = "cpu" if precision == "fp32" else "cpu-int8"
 
@@ -76,6 +80,8 @@ class CpuDevice:
 
             cfg = get_preset(self.preset)
             for node in subgraph.nodes:
+                if node.name in self.keep_float:
+                    continue
                 fn = int8_node(node, subgraph, quant_table, cfg)
                 if fn is not None:
                     overrides[node.name] = fn

@@ -67,6 +67,9 @@ class NvdlaDevice:
         With the ``rtl`` backend: the HDL simulator (icarus or verilator).
     capture : bool
         Record every activation's int8 value on every run (:attr:`NvdlaPrepared.captured`).
+    keep_float : iterable of str
+        Node names the DLA declines although it could run them: they stay in fp32 on
+        the CPU (``--keep-float``, :func:`tengine_host.partition.resolve_keep_float`).
     """
 
     name = "nvdla"
@@ -75,7 +78,7 @@ class NvdlaDevice:
 
     def __init__(self, preset: str | HwConfig = DEFAULT_PRESET, backend: str = "cmod",
                  capture: bool = False, trace_regs: bool = False,
-                 simulator: str = "icarus") -> None:
+                 simulator: str = "icarus", keep_float=()) -> None:
         self.cfg = preset if isinstance(preset, HwConfig) else get_preset(preset)
         if backend not in BACKENDS:
             raise ValueError(f"backend {backend!r} not in {', '.join(BACKENDS)}")
@@ -87,11 +90,14 @@ class NvdlaDevice:
         self.simulator = simulator
         self.capture = capture
         self.trace_regs = trace_regs  # print every register write (--trace-regs)
+        self.keep_float = frozenset(keep_float)
         #: what the ``rtl`` backend ran, summed over closed subgraphs: convolutions and
         #: cycles on the RTL engine, operations left to the cmodel (by reason)
         self.rtl_summary = {"convolutions": 0, "cycles": 0, "on_cmodel": {}}
 
     def supports(self, node: Node, graph: Graph) -> tuple[bool, str]:
+        if node.name in self.keep_float:
+            return False, "kept in fp32 (--keep-float)"
         return supports(node, graph, self.cfg)
 
     def prerun(self, subgraph: Graph, quant_table) -> NvdlaPrepared:

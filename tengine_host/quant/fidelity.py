@@ -187,10 +187,11 @@ def is_class_scores(graph: Graph, tensor: str) -> bool:
 class _Accumulator:
     """Held-out statistics over samples (and folds) for one graph."""
 
-    def __init__(self, graph: Graph, preset: str) -> None:
+    def __init__(self, graph: Graph, preset: str, keep_float: frozenset[str] = frozenset()
+                 ) -> None:
         self.graph = graph
         self.preset = preset
-        self.dla_nodes = dla_nodes(graph, preset)
+        self.dla_nodes = dla_nodes(graph, preset, keep_float)
         self.outputs = {o: ErrorStats() for o in graph.outputs}
         self.top1 = {o: [0, 0] for o in graph.outputs if is_class_scores(graph, o)}
         self.alone: dict[str, ErrorStats] = {}
@@ -249,7 +250,8 @@ class LayerSensitivity:
 
 
 def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, np.ndarray]],
-                *, preset: str = "nv_small", progress: bool = True) -> list[LayerSensitivity]:
+                *, preset: str = "nv_small", progress: bool = True,
+                keep_float: frozenset[str] = frozenset()) -> list[LayerSensitivity]:
     """Every DLA layer ranked by the output error its quantization alone causes, worst first.
 
     For each DLA node the graph runs in fp32 except that node, which runs its int8
@@ -263,7 +265,7 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
     from tengine_host.quant.progress import progress_bar
 
     prepared = CpuDevice("int8", preset=preset).prerun(graph, table)
-    chosen = dla_nodes(graph, preset)
+    chosen = dla_nodes(graph, preset, keep_float)
     nodes = [(i, n) for i, n in enumerate(graph.nodes) if n.name in prepared.overrides
              and n.name in chosen]
     refs = [interpret(graph, feeds, keep_all=True) for feeds in samples]
@@ -297,20 +299,26 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
     return sorted(out, key=lambda la: la.output_sqnr_db)
 
 
-def dla_nodes(graph: Graph, preset: str) -> set[str]:
-    """Names of the nodes the partitioner gives the DLA of ``preset`` (the rest run fp32)."""
+def dla_partition(graph: Graph, preset: str, keep_float: frozenset[str] = frozenset()):
+    """The partition the ``nvdla`` device of ``preset`` and the CPU make of ``graph``."""
     from tengine_host.devices import get_device
     from tengine_host.partition import partition
 
-    parts = partition(graph, [get_device("nvdla", preset=preset), get_device("cpu")]).parts
+    return partition(graph, [get_device("nvdla", preset=preset, keep_float=keep_float),
+                             get_device("cpu")])
+
+
+def dla_nodes(graph: Graph, preset: str, keep_float: frozenset[str] = frozenset()) -> set[str]:
+    """Names of the nodes the partitioner gives the DLA of ``preset`` (the rest run fp32)."""
+    parts = dla_partition(graph, preset, keep_float).parts
     return {n.name for dev, sub in parts if dev.name != "cpu" for n in sub.nodes}
 
 
 def measure(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, np.ndarray]], *,
-            preset: str = "nv_small", check: str = "held-out",
-            calibration_samples: int = 0) -> FidelityReport:
+            preset: str = "nv_small", check: str = "held-out", calibration_samples: int = 0,
+            keep_float: frozenset[str] = frozenset()) -> FidelityReport:
     """Fidelity of ``table`` on ``samples`` (which it should not have been calibrated on)."""
-    acc = _Accumulator(graph, preset)
+    acc = _Accumulator(graph, preset, keep_float)
     acc.add(table, samples)
     return acc.report(check, calibration_samples)
 
@@ -341,7 +349,7 @@ def split(n: int) -> tuple[str, list[tuple[list[int], list[int]]]]:
 def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                       preset: str = "nv_small", calibrate_fn=None, progress: bool = True,
                       variants: Mapping[str, Callable[[Graph, QuantTable], QuantTable]]
-                      | None = None,
+                      | None = None, keep_float: frozenset[str] = frozenset(),
                       **calibrate_options) -> tuple[QuantTable, FidelityReport]:
     """Calibrate ``graph`` and measure the table on samples it was not calibrated on.
 
@@ -356,6 +364,8 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     variant's score.  Choosing on the samples that also measure the choice flatters it
     a little; with a handful of variants the bias is small next to the differences
     that decide.  With one sample nothing is measured and the plain table is returned.
+    ``keep_float`` names nodes that stay fp32 (``--keep-float``): the check runs the
+    partition without them.
     """
     if calibrate_fn is None:
         from tengine_host.quant.calibrate import calibrate as calibrate_fn
@@ -369,7 +379,7 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     if check == "unchecked":
         return (calibrate_fn(graph, samples, progress=progress, **calibrate_options),
                 FidelityReport(check, len(samples), 0))
-    accs = {name: _Accumulator(graph, preset) for name in rewrites}
+    accs = {name: _Accumulator(graph, preset, keep_float) for name in rewrites}
     tables = {}
     for cal, test in folds:
         base = calibrate_fn(graph, pick(cal), progress=progress, **calibrate_options)
@@ -388,3 +398,50 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
         return tables[best], report
     table = calibrate_fn(graph, samples, progress=progress, **calibrate_options)
     return rewrites[best](graph, table), report
+
+
+#: ``--keep-float auto`` keeps at most this many layers in fp32
+MAX_KEPT_FLOAT = 8
+
+
+@dataclass
+class KeepFloatChoice:
+    """What ``--keep-float auto`` chose and what it costs on the DLA."""
+
+    nodes: list[str]                    # kept in fp32, in the order they were added
+    report: FidelityReport              # the held-out check with them kept
+    met: bool                           # the fidelity target is met
+    dla_subgraphs: tuple[int, int]      # (before, after)
+    dla_mac_share: tuple[float, float]  # (before, after)
+
+
+def choose_keep_float(graph: Graph, table: QuantTable,
+                      samples: Sequence[Mapping[str, np.ndarray]], report: FidelityReport, *,
+                      preset: str = "nv_small", min_sqnr_db: float = MIN_OUTPUT_SQNR_DB,
+                      min_top1: float = MIN_TOP1_AGREEMENT, max_layers: int = MAX_KEPT_FLOAT,
+                      progress: bool = True) -> KeepFloatChoice:
+    """The fewest layers, most sensitive first (:func:`sensitivity` on ``samples``), to keep
+    in fp32 for every output to meet the fidelity target, at most ``max_layers``.
+
+    ``report`` is the check of ``table`` on ``samples`` with every layer on the DLA; each
+    layer added is measured again on the same samples."""
+    def cost(keep: frozenset[str]) -> tuple[int, float]:
+        part = dla_partition(graph, preset, keep)
+        return part.subgraph_counts().get("nvdla", 0), part.share("nvdla")[1]
+
+    kept: list[str] = []
+    current = report
+    met = not current.warnings(min_sqnr_db, min_top1)
+    if not met:
+        ranked = sensitivity(graph, table, samples, preset=preset, progress=progress)
+        for layer in ranked[:max_layers]:
+            kept.append(layer.name)
+            current = measure(graph, table, samples, preset=preset, check=report.check,
+                              calibration_samples=report.calibration_samples,
+                              keep_float=frozenset(kept))
+            current.applied, current.variants = report.applied, report.variants
+            if not current.warnings(min_sqnr_db, min_top1):
+                met = True
+                break
+    before, after = cost(frozenset()), cost(frozenset(kept))
+    return KeepFloatChoice(kept, current, met, (before[0], after[0]), (before[1], after[1]))

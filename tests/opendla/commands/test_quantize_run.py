@@ -256,3 +256,27 @@ def test_run_verify_needs_the_dla(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((1, 1, 8, 8), np.float32))
     assert main(["run", LENET, "--input", str(tmp_path / "x.npy"), "--verify"]) == 2
     assert "--verify needs --device nvdla and --calib" in capsys.readouterr().err
+
+
+def test_keep_float_through_compile_and_run(tmp_path, capsys):
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    np.savez(tmp_path / "cal.npz", input=x[:12])
+    np.save(tmp_path / "x.npy", x[-1:])
+    calib = str(tmp_path / "cal.json")
+    assert main(["quantize", LENET, "-i", str(tmp_path / "cal.npz"), "-o", calib,
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    middle = "/0/features/features.3/Conv"
+    assert main(["compile", LENET, "--calib", calib, "-o", str(tmp_path / "out"),
+                 "--keep-float", middle, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    # the middle convolution on the CPU cuts the DLA's one subgraph in two
+    assert len(list((tmp_path / "out").glob("*.nvdla"))) == 2, summary
+    assert main(["run", LENET, "--device", "nvdla", "--calib", calib, "--input",
+                 str(tmp_path / "x.npy"), "--keep-float", middle, "--verify"]) == 0
+    capsys.readouterr()
+    assert main(["run", LENET, "--device", "nvdla", "--calib", calib, "--input",
+                 str(tmp_path / "x.npy"), "--keep-float", "/0/features/features.3/Cnv"]) == 2
+    err = capsys.readouterr().err
+    assert "neither a node nor a tensor" in err and "'/0/features/features.3/Conv'" in err

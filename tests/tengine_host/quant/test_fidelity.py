@@ -163,3 +163,32 @@ def test_sensitivity_ranks_the_layers_a_coarse_scale_spoils():
     assert sorted(before) == sorted(r.name for r in after) and len(after) == 2
     assert all(r.output_sqnr_db < before[r.name] - 10 for r in after)
     assert after[0].output_sqnr_db <= after[1].output_sqnr_db
+
+
+def test_keep_float_auto_keeps_the_spoiled_layers_until_the_target_is_met():
+    from tengine_host.quant.fidelity import choose_keep_float, measure
+
+    graph = _classifier()
+    samples = _samples(4)
+    table = calibrate(graph, samples, progress=False)
+    table["r"]["scale"] *= 60
+    report = measure(graph, table, samples)
+    assert report.warnings()
+    choice = choose_keep_float(graph, table, samples, report, progress=False)
+    assert choice.met and 1 <= len(choice.nodes) <= 2 and not choice.report.warnings()
+    # the DLA ran one subgraph (both Gemms); keeping a Gemm in fp32 moves MACs to the CPU
+    assert choice.dla_subgraphs[0] == 1 and choice.dla_mac_share[1] < choice.dla_mac_share[0]
+
+
+def test_keep_float_names_resolve_and_unknown_names_list_the_nearest():
+    from tengine_host.devices import get_device
+    from tengine_host.partition import resolve_keep_float
+
+    graph = _classifier()
+    first = graph.producer("r").name
+    assert resolve_keep_float(graph, ["r"]) == {first} == resolve_keep_float(graph, [first])
+    with pytest.raises(ValueError, match=r"'rr' is neither a node nor a tensor.*nearest: 'r'"):
+        resolve_keep_float(graph, ["rr"])
+    dev = get_device("nvdla", keep_float={first})
+    assert dev.supports(graph.producer("r"), graph) == (False, "kept in fp32 (--keep-float)")
+    assert dev.supports(graph.producer("logits"), graph)[0]
