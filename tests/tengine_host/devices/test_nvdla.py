@@ -212,7 +212,9 @@ def test_a_layer_the_cbuf_cannot_hold_runs_on_the_cpu_with_the_reason(tmp_path):
               path)
     graph = load_model(path)
     x = rng.normal(size=(1, 8, 2, 8192)).astype(np.float32)
-    table = calibrate(graph, [{"x": x}], progress=False)
+    # min-max ranges: the bound below is on the largest error, which clipping ranges
+    # (the default's, chosen for the mean error) trade away by design
+    table = calibrate(graph, [{"x": x}], algorithm="minmax", progress=False)
     with Executor(graph, [get_device("nvdla"), get_device("cpu")], table) as ex:
         y = ex.run({"x": x})["y"]
         part = ex.partition
