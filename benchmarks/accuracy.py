@@ -286,7 +286,7 @@ def format_result(model: BenchModel, result: ModelResult) -> str:
     for name in names:
         lines.append(f"  {name:<{width}}" + "".join(
             f"{r.outputs[name]['cosine']:>10.5f}/{r.outputs[name]['sqnr_db']:<6.1f}"
-            for r in result.methods))
+            for r in result.methods).rstrip())
     return "\n".join(lines)
 
 
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(MODELS),
                         help=f"comma-separated (default all: {','.join(MODELS)})")
     parser.add_argument("--methods", default=",".join(default_methods()),
-                        help=f"comma-separated, from {','.join(all_methods())} "
+                        help=f"comma-separated, from {','.join(all_methods())}, or 'all' "
                              f"(default all but ort-entropy)")
     parser.add_argument("--calib", type=int, default=8,
                         help=f"calibration images per model, 1..{MAX_CALIBRATION} (default 8)")
@@ -340,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     args = parser.parse_args(argv)
     models = _names(args.models, list(MODELS), "model", parser)
-    methods = _names(args.methods, all_methods(), "method", parser)
+    methods = (all_methods() if args.methods == "all"
+               else _names(args.methods, all_methods(), "method", parser))
     if not 1 <= args.calib <= MAX_CALIBRATION:
         parser.error(f"--calib {args.calib} must be between 1 and {MAX_CALIBRATION}")
     if args.test is not None and args.test < 1:

@@ -311,9 +311,9 @@ def text_pictures(split: str) -> list[np.ndarray]:
     h, w = scan.shape[:2]
     scans = [scan, scan[:, : w // 2], scan[:, w // 2:], scan[: h * 2 // 3]]
     rendered = [rgb(render_text(prose(rng, int(rng.integers(25, 60))), 320,
-                                int(rng.integers(12, 26)))) for _ in range(4)]
+                                int(rng.integers(12, 26)))) for _ in range(6)]
     windows = []
-    for page in documents(split, 4):
+    for page in documents(split, 6):
         side = int(rng.integers(300, 420))
         top = int(rng.integers(0, page.shape[0] - side))
         windows.append(page[top:top + side, : min(side, page.shape[1])])

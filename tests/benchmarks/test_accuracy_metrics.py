@@ -6,6 +6,7 @@ expectations, sums of squares), not taken from the functions under test.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 
@@ -31,6 +32,7 @@ from benchmarks.accuracy_metrics import (
     sqnr_db,
     weighted_nms,
 )
+from benchmarks.accuracy_models import MODELS
 from tests.conftest import shared_path
 
 
@@ -196,6 +198,28 @@ def test_blazeface_anchor_layout_derived_from_the_model():
                                                         [3 / 32, 1 / 32], [1 / 32, 3 / 32]])
     np.testing.assert_allclose(anchors[512:518], [[1 / 16, 1 / 16]] * 6)
     np.testing.assert_allclose(anchors[-1], [15 / 16, 15 / 16])
+
+
+# ---- image sets ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_image_sets_are_disjoint_repeatable_and_fit_the_input(name):
+    pytest.importorskip("skimage.data", reason="scikit-image (dev extras) makes the images")
+    from benchmarks.accuracy import MAX_CALIBRATION
+
+    model = MODELS[name]
+    calibration, test = model.images("calibration"), model.images("test")
+    assert len(calibration) >= MAX_CALIBRATION and len(test) >= 10
+
+    def digest(image: np.ndarray) -> str:
+        return hashlib.sha256(f"{image.shape}".encode() + image.tobytes()).hexdigest()
+
+    assert not {digest(i) for i in calibration} & {digest(i) for i in test}
+    assert [digest(i) for i in model.images("test")] == [digest(i) for i in test]
+    for image in calibration[:2] + test[:2]:
+        assert image.dtype == np.uint8 and image.shape[2] == 3
+        x = model.preprocess(image)
+        assert x.shape == (1, 3, model.height, model.width) and x.dtype == np.float32
 
 
 # ---- end to end ----------------------------------------------------------------------------
