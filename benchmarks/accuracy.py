@@ -63,6 +63,10 @@ if __package__ in (None, ""):       # run as a script: make the repository impor
 
 from benchmarks.accuracy_metrics import sqnr_db  # noqa: E402
 from benchmarks.accuracy_models import MODELS, BenchModel  # noqa: E402
+from tengine_host.devices import get_device  # noqa: E402
+from tengine_host.executor import Executor  # noqa: E402
+from tengine_host.model import load_model  # noqa: E402
+from tengine_host.quant import calibrate  # noqa: E402
 from tengine_host.zoo.report import cosine  # noqa: E402
 
 #: onnxruntime's methods: name -> its CalibrationMethod (None: fp32, not quantized)
@@ -70,7 +74,9 @@ ORT_METHODS = {"ort-minmax": "MinMax", "ort-entropy": "Entropy",
                "ort-percentile": "Percentile", "ort-fp32": None}
 #: per-channel QDQ needs QuantizeLinear's ``axis``: opset 13 (older models are converted)
 QDQ_OPSET = 13
+#: the most calibration images a run may use (a post-training calibration set is small)
 MAX_CALIBRATION = 16
+#: the DLA configuration whose arithmetic the int8 reference computes
 PRESET = "nv_small"
 
 
@@ -81,6 +87,7 @@ def opendla_methods() -> list[str]:
 
 
 def all_methods() -> list[str]:
+    """Every method this run can measure, OpenDLA's first."""
     return [*opendla_methods(), *ORT_METHODS]
 
 
@@ -122,7 +129,7 @@ def compare(model: BenchModel, refs: list[dict], gots: list[dict]) -> tuple[dict
     return metrics, outputs
 
 
-def ort_runner(path: Path):
+def ort_runner(path: Path) -> Callable[[dict], dict]:
     """A function running one inference of ``path`` in onnxruntime, on one thread, giving
     the outputs by name."""
     import onnxruntime as ort
@@ -206,11 +213,6 @@ class _Runs:
 def run_model(model: BenchModel, methods: list[str], calib: int, test: int | None,
               tmp: Path, progress: bool) -> ModelResult:
     """Calibrate and run ``model`` with every method; see the module docstring."""
-    from tengine_host.devices import get_device
-    from tengine_host.executor import Executor
-    from tengine_host.model import load_model
-    from tengine_host.quant import calibrate
-
     graph = load_model(model.path, input_shapes=model.input_shapes)
     model.prepare(graph)
     calibration = model.feeds("calibration", calib)
@@ -316,6 +318,7 @@ def _json_safe(value):
 
 def _names(text: str, allowed: list[str], what: str, parser: argparse.ArgumentParser
            ) -> list[str]:
+    """The comma-separated names of ``text``; an unknown one exits naming the allowed."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     for n in names:
         if n not in allowed:
@@ -324,6 +327,7 @@ def _names(text: str, allowed: list[str], what: str, parser: argparse.ArgumentPa
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 0 when done, 2 when the models are not where they should be."""
     from threadpoolctl import threadpool_limits
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,6 +9,7 @@ a rocket, a motorcycle, ...) as scenes and figures.  Where a model needs a
 composition the photos do not offer (several small faces in one scene, a
 page with a heading, paragraphs and a figure), the pieces are pasted at
 places drawn from a seeded generator, so a run is reproducible.
+scikit-image (a dev extra) is imported when the first photo is needed.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def photo(name: str) -> np.ndarray:
     """A scikit-image sample photo by name, as RGB (``"motorcycle"``: the stereo pair's left)."""
     import skimage.data
 
-    if name == "motorcycle":
-        return rgb(skimage.data.stereo_motorcycle()[0])
-    return rgb(getattr(skimage.data, name)())
+    image = rgb(skimage.data.stereo_motorcycle()[0] if name == "motorcycle"
+                else getattr(skimage.data, name)())
+    image.flags.writeable = False           # shared by every caller: paste into copies
+    return image
 
 
 @functools.cache
@@ -73,7 +75,9 @@ def lfw_faces() -> np.ndarray:
     100 images of the subset are not faces)."""
     import skimage.data
 
-    return np.clip(np.rint(skimage.data.lfw_subset()[:100] * 255), 0, 255).astype(np.uint8)
+    faces = np.clip(np.rint(skimage.data.lfw_subset()[:100] * 255), 0, 255).astype(np.uint8)
+    faces.flags.writeable = False
+    return faces
 
 
 def framed_face(face: np.ndarray, size: int, margin: float = 0.25) -> np.ndarray:
