@@ -201,3 +201,12 @@ def test_iterations_must_be_positive():
               [1, 1, 1, 1])
     with pytest.raises(ValueError, match="iterations must be at least 1, got 0"):
         equalize(load_model(m), iterations=0)
+
+
+def test_a_gemm_bias_that_varies_along_rows_is_skipped():
+    m = model([node("fc1", "Gemm", ["x", "w1", "c1"], ["t"], transB=1),
+               node("fc2", "Gemm", ["t", "w2"], ["y"], transB=1)],
+              [const("w1", RNG.standard_normal((3, 4))), const("c1", RNG.standard_normal((2, 3))),
+               const("w2", RNG.standard_normal((2, 3)))], [2, 4])
+    (skip,) = _skipped(m)
+    assert skip.reason == "fc1: bias 'c1' of shape (2, 3) is not one value per channel"
