@@ -21,12 +21,14 @@ same photo:
 * ``w8 SQNR``: the same with int8 weights but fp32 activations (the error bias
   correction addresses, isolated from the activations' rounding).
 
-SQNR sums the energies over the test photos; both numbers are then averaged
-over the model's outputs.  End to end, which values round which way decides
-much: scaling every activation scale by 1.001 moves a model's SQNR by a dB or
-two.  So each rewrite runs with ``--jitter`` tables, its calibrated scales
-times ``1 + 0.001 k`` (k centred on 0), and prints the mean and standard
-deviation over them: differences within a few deviations are noise.
+Both sum their products over the test photos (one vector per output made of
+every photo's values), then are averaged over the model's outputs.
+
+End to end, which values round which way decides much: scaling every
+activation scale by 1.001 moves a model's SQNR by up to a dB or two.  So each
+rewrite runs with ``--jitter`` tables, its calibrated scales times
+``1 + 0.001 k`` (k centred on 0), and prints the mean and standard deviation
+over them: differences within a few deviations are noise.
 
 Outputs are compared before a final Sigmoid or Softmax (the logits):
 probabilities saturate, and a text detector's map of a photo without text is
@@ -165,33 +167,32 @@ def _int8_weights(graph: Graph) -> Graph:
 
 
 class Score:
-    """Per output: signal and error energy summed over the test images, and the cosines."""
+    """Per output, sums over the test images: ``y . y``, ``q . q``, ``y . q`` and the
+    squared error, so that SQNR and cosine weigh every value alike (a per-image mean
+    would let one image dominate, and a scalar output's cosine is only its sign)."""
 
     def __init__(self) -> None:
-        self.signal: dict[str, float] = {}
-        self.error: dict[str, float] = {}
-        self.cosines: dict[str, list[float]] = {}
+        self.sums: dict[str, np.ndarray] = {}
 
     def add(self, want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> None:
         for name, y in want.items():
             y, q = y.astype(np.float64).ravel(), got[name].astype(np.float64).ravel()
-            self.signal[name] = self.signal.get(name, 0.0) + float(y @ y)
-            self.error[name] = self.error.get(name, 0.0) + float((q - y) @ (q - y))
-            norm = np.linalg.norm(y) * np.linalg.norm(q)
-            self.cosines.setdefault(name, []).append(float(y @ q / norm) if norm else 1.0)
+            step = np.array([y @ y, q @ q, y @ q, (q - y) @ (q - y)])
+            self.sums[name] = self.sums.get(name, 0.0) + step
 
     def sqnr(self, name: str) -> float:
-        """dB, over all test images (a mean of per-image dB would let one image dominate)."""
-        err = self.error[name]
-        return 10 * np.log10(self.signal[name] / err) if err > 0 else np.inf
+        """dB."""
+        yy, _, _, err = self.sums[name]
+        return 10 * np.log10(yy / err) if err > 0 else np.inf
 
     def cosine(self, name: str) -> float:
-        return float(np.mean(self.cosines[name]))
+        yy, qq, yq, _ = self.sums[name]
+        return yq / np.sqrt(yy * qq) if yy * qq > 0 else 1.0
 
     def mean(self) -> tuple[float, float]:
         """SQNR and cosine averaged over the outputs."""
-        return (float(np.mean([self.sqnr(n) for n in self.signal])),
-                float(np.mean([self.cosine(n) for n in self.signal])))
+        return (float(np.mean([self.sqnr(n) for n in self.sums])),
+                float(np.mean([self.cosine(n) for n in self.sums])))
 
 
 def _rewrites(graph: Graph, calib: list[dict], dla) -> dict[str, Graph]:
