@@ -23,30 +23,8 @@ import numpy as np
 
 from tengine_host.executor import Executor
 from tengine_host.interpreter import interpret
+from tengine_host.quant.fidelity import ErrorStats  # running cosine (and SQNR)
 from tengine_host.verify import run_both
-
-
-@dataclass
-class _Cosine:
-    """Running cosine similarity of two vectors given piece by piece."""
-
-    dot: float = 0.0
-    aa: float = 0.0
-    bb: float = 0.0
-
-    def add(self, a: np.ndarray, b: np.ndarray) -> None:
-        a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-        self.dot += float(a @ b)
-        self.aa += float(a @ a)
-        self.bb += float(b @ b)
-
-    @property
-    def value(self) -> float:
-        if self.aa == 0.0 and self.bb == 0.0:
-            return 1.0          # both all-zero: identical
-        if self.aa == 0.0 or self.bb == 0.0:
-            return 0.0
-        return self.dot / np.sqrt(self.aa * self.bb)
 
 
 @dataclass
@@ -64,8 +42,8 @@ class LayerComparison:
     max_abs_ref: float = 0.0           # |int8 reference - fp32|
     max_abs_dla: float = 0.0           # |DLA - fp32|
     max_code_diff: int = 0             # |DLA - reference| in int8 steps
-    _cos_ref: _Cosine = field(default_factory=_Cosine, repr=False)
-    _cos_dla: _Cosine = field(default_factory=_Cosine, repr=False)
+    _cos_ref: ErrorStats = field(default_factory=ErrorStats, repr=False)
+    _cos_dla: ErrorStats = field(default_factory=ErrorStats, repr=False)
 
     @property
     def bit_exact(self) -> bool:
@@ -73,11 +51,11 @@ class LayerComparison:
 
     @property
     def cosine_ref(self) -> float:
-        return self._cos_ref.value
+        return self._cos_ref.cosine
 
     @property
     def cosine_dla(self) -> float:
-        return self._cos_dla.value
+        return self._cos_dla.cosine
 
     def add(self, fp32: np.ndarray, reference: np.ndarray, device: np.ndarray | None,
             scale: float, zero_point: int = 0) -> None:
@@ -118,8 +96,8 @@ class OutputComparison:
     samples: int = 0
     top1_ref: int = 0        # samples whose arg-max equals fp32's (2-D outputs)
     top1_dla: int = 0
-    _cos_ref: _Cosine = field(default_factory=_Cosine, repr=False)
-    _cos_dla: _Cosine = field(default_factory=_Cosine, repr=False)
+    _cos_ref: ErrorStats = field(default_factory=ErrorStats, repr=False)
+    _cos_dla: ErrorStats = field(default_factory=ErrorStats, repr=False)
 
     def add(self, fp32: np.ndarray, ref: np.ndarray, dla: np.ndarray) -> None:
         self.samples += 1
@@ -131,7 +109,7 @@ class OutputComparison:
 
     def as_dict(self) -> dict:
         return {"name": self.name, "samples": self.samples,
-                "cosine_int8_ref": self._cos_ref.value, "cosine_dla": self._cos_dla.value,
+                "cosine_int8_ref": self._cos_ref.cosine, "cosine_dla": self._cos_dla.cosine,
                 "top1_agree_int8_ref": self.top1_ref, "top1_agree_dla": self.top1_dla}
 
 

@@ -77,7 +77,7 @@ def interpret(graph: Graph, feeds: Mapping[str, np.ndarray], *, keep_all: bool =
         for t in graph.outputs:
             last_use[t] = len(graph.nodes)
     for i, node in enumerate(graph.nodes):
-        args = [_value(graph, env, t) for t in node.inputs]
+        args = [tensor_value(graph, env, t) for t in node.inputs]
         start = time.perf_counter()
         fn = overrides.get(node.name)
         outs = fn(args) if fn is not None else run_op(node.op_type, args, node.attrs)
@@ -93,10 +93,12 @@ def interpret(graph: Graph, feeds: Mapping[str, np.ndarray], *, keep_all: bool =
     if keep_all:
         return env
     # An output may be a constant or a graph input passed straight through.
-    return {name: _value(graph, env, name) for name in graph.outputs}
+    return {name: tensor_value(graph, env, name) for name in graph.outputs}
 
 
-def _value(graph: Graph, env: dict[str, np.ndarray], name: str) -> np.ndarray | None:
+def tensor_value(graph: Graph, env: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
+    """``name``'s value: from ``env`` (computed tensors), else the graph's constant; None
+    for an absent optional input (``''``)."""
     if not name:
         return None
     if name in env:

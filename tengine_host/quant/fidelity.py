@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from tengine_host.interpreter import interpret
+from tengine_host.interpreter import interpret, tensor_value
 from tengine_host.ir import Graph
 from tengine_host.quant.table import QuantTable
 
@@ -218,17 +218,13 @@ class _Accumulator:
                 counts[0] += int(np.sum(r.argmax(axis=1) == g.argmax(axis=1)))
                 counts[1] += len(r)
             for node in dla:
-                alone = overrides[node.name]([self._value(ref, t) for t in node.inputs])
+                args = [tensor_value(self.graph, ref, t) for t in node.inputs]
+                alone = overrides[node.name](args)
                 for t, value in zip(node.outputs, alone, strict=False):
                     if t:
                         self.alone.setdefault(t, ErrorStats()).add(ref[t], value)
                         self.in_context.setdefault(t, ErrorStats()).add(ref[t], got[t])
             self.samples += 1
-
-    def _value(self, env: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
-        if not name:
-            return None
-        return env[name] if name in env else self.graph.tensors[name].data
 
     def report(self, check: str, calibration_samples: int, folds: int = 0) -> FidelityReport:
         producer = {o: n.op_type for n in self.graph.nodes for o in n.outputs}
@@ -271,9 +267,6 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
     refs = [interpret(graph, feeds, keep_all=True) for feeds in samples]
     out = []
 
-    def value(env, name):
-        return None if not name else (env[name] if name in env else graph.tensors[name].data)
-
     with progress_bar(len(nodes), "sensitivity", enabled=progress) as bar:
         for i, node in nodes:
             stats = {o: ErrorStats() for o in graph.outputs}
@@ -284,7 +277,7 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
                     n = graph.nodes[j]
                     if j > i and not changed.intersection(n.inputs):
                         continue
-                    args = [value(env, t) for t in n.inputs]
+                    args = [tensor_value(graph, env, t) for t in n.inputs]
                     outs = (prepared.overrides[n.name](args) if j == i
                             else run_op(n.op_type, args, n.attrs))
                     for t, v in zip(n.outputs, outs, strict=False):

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tengine_host.interpreter import tensor_value
 from tengine_host.ir import Graph, Node
 from tengine_host.ops import run_op
 from tengine_host.quant.thresholds import AbsHistogram, mse_threshold, percentile_threshold
@@ -60,7 +61,7 @@ def reader_error(graph: Graph, tensor: str, readers: Sequence[Node], threshold: 
     for env in values:
         xq = _fake_quant(env[tensor], threshold)
         for node in readers:
-            args = [xq if t == tensor else _value(graph, env, t) for t in node.inputs]
+            args = [xq if t == tensor else tensor_value(graph, env, t) for t in node.inputs]
             outs = run_op(node.op_type, args, node.attrs)
             for name, got in zip(node.outputs, outs, strict=False):
                 if not name or name not in env:
@@ -70,14 +71,6 @@ def reader_error(graph: Graph, tensor: str, readers: Sequence[Node], threshold: 
                 noise[node.name] += float(np.vdot(d, d))
                 energy[node.name] += float(np.vdot(want, want))
     return sum(noise[k] / energy[k] if energy[k] > 0 else noise[k] for k in noise)
-
-
-def _value(graph: Graph, env: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
-    if not name:
-        return None
-    if name in env:
-        return env[name]
-    return graph.tensors[name].data
 
 
 def search_thresholds(graph: Graph, hists: Mapping[str, AbsHistogram],
