@@ -138,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
     from tengine_host.quant import calibrate, save_table
     from tengine_host.quant.calibrate import input_warnings
     from tengine_host.quant.dataset import load_arrays, load_images
-    from tengine_host.quant.fidelity import calibrate_checked, choose_keep_float, sensitivity
+    from tengine_host.quant.fidelity import (
+        calibrate_checked,
+        choose_keep_float,
+        json_row,
+        sensitivity,
+    )
     from tengine_host.quant.zero_point import assign_zero_points
 
     src = _validate(args)
@@ -207,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
                                          "dla_subgraphs": choice.dla_subgraphs,
                                          "dla_mac_share": choice.dla_mac_share}}
                     if choice else {}),
-                 **({"sensitivity": [_jsonable(asdict(r)) for r in ranked]} if ranked else {})},
+                 **({"sensitivity": [json_row(asdict(r)) for r in ranked]} if ranked else {})},
                 indent=1) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write {exc.filename or args.output!r}: {exc.strerror}") from None
@@ -238,11 +243,6 @@ def _checked_samples(samples: list, report) -> list:
         (_, test), = split(len(samples))[1]
         return [samples[i] for i in test]
     return samples
-
-
-def _jsonable(row: dict) -> dict:
-    return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
-            for k, v in row.items()}
 
 
 def format_report(report) -> str:

@@ -150,11 +150,16 @@ class FidelityReport:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        for row in (*d["outputs"], *d["layers"]):
-            for k, v in row.items():       # JSON has no infinities
-                if isinstance(v, float) and not math.isfinite(v):
-                    row[k] = None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        d["outputs"] = [json_row(row) for row in d["outputs"]]
+        d["layers"] = [json_row(row) for row in d["layers"]]
         return d
+
+
+def json_row(row: dict) -> dict:
+    """``row`` with its infinite floats as ``"inf"`` / ``"-inf"`` and NaN as None: JSON has
+    neither (an exact layer's SQNR is infinite)."""
+    return {k: (None if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+            if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
 
 
 def score(report: FidelityReport) -> float:
