@@ -14,7 +14,8 @@ host engine's fp32 answer is the reference.  Methods:
 * ``default``: OpenDLA's int8 path as a user gets it without options: the
   table ``opendla quantize`` writes (``calibrate_checked``: the default
   algorithm on three quarters of the calibration images, the rest held out
-  to decide on zero points), run by the int8 CPU reference of
+  to decide on cross-layer equalization, bias correction and zero points),
+  run by the int8 CPU reference of
   what nv_small's DLA computes (``get_device("cpu", precision="int8",
   preset="nv_small")``, bit-exact with the DLA by contract);
 * one method per algorithm of ``tengine_host.quant.calibrate.ALGORITHMS``
@@ -69,7 +70,7 @@ from tengine_host.devices import get_device  # noqa: E402
 from tengine_host.executor import Executor  # noqa: E402
 from tengine_host.model import load_model  # noqa: E402
 from tengine_host.quant import calibrate  # noqa: E402
-from tengine_host.quant.fidelity import calibrate_checked  # noqa: E402
+from tengine_host.quant.fidelity import calibrate_checked, weight_rewrites  # noqa: E402
 from tengine_host.quant.zero_point import assign_zero_points  # noqa: E402
 from tengine_host.zoo.report import cosine  # noqa: E402
 
@@ -244,14 +245,16 @@ def run_model(model: BenchModel, methods: list[str], calib: int, test: int | Non
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 if method == "default":     # what `opendla quantize` does without options
-                    table, _ = calibrate_checked(
+                    table, report = calibrate_checked(
                         graph, calibration, preset=PRESET, progress=progress,
-                        variants={"zero points": assign_zero_points})
+                        variants={"zero points": assign_zero_points},
+                        rewrites=weight_rewrites(PRESET))
+                    print(f"{model.name}: default applied {report.applied}", file=sys.stderr)
                 else:
                     table = calibrate(graph, calibration, progress=progress, algorithm=method)
             notes = [str(w.message) for w in caught]
             calibration_s = time.process_time() - start
-            key = json.dumps(table, sort_keys=True, default=str)
+            key = json.dumps(table.to_json(), sort_keys=True, default=str)
             same = tables.get(key)
             if same is not None:
                 results.append(MethodResult(method, same.metrics, same.outputs, calibration_s,

@@ -66,11 +66,11 @@ def _executors(spec: EvalSpec):
     from tengine_host.devices import get_device
     from tengine_host.executor import Executor
     from tengine_host.model import load_model
-    from tengine_host.quant.table import QuantTable
+    from tengine_host.quant.table import table_from_json
 
     shapes = {name: tuple(shape) for name, shape in spec.input_shapes}
     graph = load_model(spec.model, input_shapes=shapes or None)
-    table = QuantTable(spec.table)
+    table = table_from_json(spec.table)
     fp32 = Executor(graph, [get_device("cpu")])
     if spec.device == "nvdla":
         int8 = Executor(graph, [get_device("nvdla", preset=spec.preset), get_device("cpu")],

@@ -26,6 +26,7 @@ from tengine_host.devices.base import Device
 from tengine_host.interpreter import check_feeds
 from tengine_host.ir import Graph
 from tengine_host.partition import Partition, partition
+from tengine_host.quant.rewrites import with_rewrites
 from tengine_host.quant.table import QuantTable
 
 
@@ -45,7 +46,9 @@ class Executor:
     def __init__(self, graph: Graph, devices: Sequence[Device],
                  quant_table: QuantTable | None = None, *, debug: DebugOptions | None = None,
                  log: TextIO | None = None) -> None:
-        self.graph = graph
+        # a table calibrated after weight rewrites (equalization, bias correction)
+        # describes the rewritten graph: run that one
+        self.graph = with_rewrites(graph, quant_table) if quant_table is not None else graph
         self.devices = list(devices)
         self.quant_table = quant_table
         self.debug = DebugOptions.from_env() if debug is None else debug

@@ -90,12 +90,14 @@ def run(args: argparse.Namespace) -> int:
     from tengine_host.model import load_model
     from tengine_host.partition import partition
     from tengine_host.quant import load_table
+    from tengine_host.quant.rewrites import with_rewrites
 
     try:
         cfg = get_preset(args.preset)
         # the loader names unknown inputs and contradicting shapes
         graph = load_model(args.model, input_shapes=parse_shapes(args.input_shape) or None)
         table = load_table(args.calib)
+        graph = with_rewrites(graph, table)     # the weights the table was calibrated for
         keep = keep_float_nodes(args, graph)
         parts = partition(graph, [get_device("nvdla", preset=args.preset, keep_float=keep),
                                   get_device("cpu")])

@@ -213,7 +213,7 @@ def _prepare(args: argparse.Namespace):
         in_shape = graph.tensors[graph.inputs[0]].shape
     classes = int(np.prod(graph.tensors[output].shape[1:]))
     data = load_data(args, in_shape)
-    spec = EvalSpec(Path(args.model).read_bytes(), dict(table), args.device, args.preset,
+    spec = EvalSpec(Path(args.model).read_bytes(), table.to_json(), args.device, args.preset,
                     tuple((n, tuple(s)) for n, s in shapes.items()), output)
     return spec, data, classes
 

@@ -30,13 +30,13 @@ from accel.config import PRESETS
 from opendla.commands._inputs import add_image_options, image_dims, image_options
 from opendla.errors import UsageError
 from tengine_host.quant.fidelity import (
+    CHOICES,
     MAX_KEPT_FLOAT,
     MIN_OUTPUT_SQNR_DB,
     MIN_TOP1_AGREEMENT,
     WORST_LAYERS,
 )
 
-ZERO_POINT_CHOICES = ("auto", "on", "off")
 
 #: Tengine's -a takes numbers; the names are accepted too.
 ALGORITHM_ALIASES = {"0": "minmax", "1": "kl", "2": "percentile", "3": "auto"}
@@ -78,9 +78,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("--min-top1", type=float, default=MIN_TOP1_AGREEMENT, metavar="SHARE",
                    help=f"warn about class-score outputs whose held-out top-1 agreement with "
                         f"fp32 is below SHARE, in [0, 1] (default {MIN_TOP1_AGREEMENT:g})")
-    p.add_argument("--zero-points", choices=ZERO_POINT_CHOICES, default="auto",
+    p.add_argument("--zero-points", choices=list(CHOICES), default="auto",
                    help="zero point -128 for one-signed activations (twice the resolution): "
                         "auto (when the held-out check measures a gain; the default), on, off")
+    p.add_argument("--equalize", choices=list(CHOICES), default="auto",
+                   help="cross-layer equalization: scales moved between consecutive layers "
+                        "so that each tensor's channels share one range better: auto (when "
+                        "the held-out check measures a gain; the default), on, off")
+    p.add_argument("--bias-correction", choices=list(CHOICES), default="auto",
+                   help="subtract from each DLA layer's bias the mean output shift its int8 "
+                        "weights cause, measured on the calibration inputs: auto (the "
+                        "default), on, off")
     p.add_argument("--keep-float", default="", metavar="NAME,...|auto",
                    help="nodes (or the tensors they produce) to keep in fp32 on the CPU, "
                         "measured so; 'auto': when an output misses the fidelity target, "
@@ -143,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         choose_keep_float,
         json_row,
         sensitivity,
+        weight_rewrites,
     )
     from tengine_host.quant.zero_point import assign_zero_points
 
@@ -182,7 +191,9 @@ def run(args: argparse.Namespace) -> int:
                     return assign_zero_points(graph, calibrate(graph, samples, **options))
             table, report = calibrate_checked(
                 graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
-                variants=variants, progress=not args.no_progress, algorithm=args.algorithm,
+                variants=variants, rewrites=weight_rewrites(args.preset, keep, args.equalize,
+                                                           args.bias_correction),
+                progress=not args.no_progress, algorithm=args.algorithm,
                 percentile=args.percentile, keep_float=keep)
         checked = _checked_samples(samples, report)
         choice = None

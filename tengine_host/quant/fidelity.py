@@ -38,6 +38,8 @@ import numpy as np
 
 from tengine_host.interpreter import interpret, tensor_value
 from tengine_host.ir import Graph
+from tengine_host.quant.rewrites import GraphRewrites, with_rewrites
+from tengine_host.quant.rewrites import apply as apply_rewrites
 from tengine_host.quant.table import QuantTable
 
 #: an output whose held-out SQNR is below this warns (see the module docstring)
@@ -265,6 +267,7 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
     from tengine_host.ops import run_op
     from tengine_host.quant.progress import progress_bar
 
+    graph = with_rewrites(graph, table)
     prepared = CpuDevice("int8", preset=preset).prerun(graph, table)
     chosen = dla_nodes(graph, preset, keep_float)
     nodes = [(i, n) for i, n in enumerate(graph.nodes) if n.name in prepared.overrides
@@ -316,6 +319,7 @@ def measure(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, np.n
             preset: str = "nv_small", check: str = "held-out", calibration_samples: int = 0,
             keep_float: frozenset[str] = frozenset()) -> FidelityReport:
     """Fidelity of ``table`` on ``samples`` (which it should not have been calibrated on)."""
+    graph = with_rewrites(graph, table)
     acc = _Accumulator(graph, preset, keep_float)
     acc.add(table, samples)
     return acc.report(check, calibration_samples)
@@ -347,6 +351,8 @@ def split(n: int) -> tuple[str, list[tuple[list[int], list[int]]]]:
 def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                       preset: str = "nv_small", calibrate_fn=None, progress: bool = True,
                       variants: Mapping[str, Callable[[Graph, QuantTable], QuantTable]]
+                      | None = None,
+                      rewrites: Mapping[str, Callable[[Graph, list], GraphRewrites]]
                       | None = None, keep_float: frozenset[str] = frozenset(),
                       **calibrate_options) -> tuple[QuantTable, FidelityReport]:
     """Calibrate ``graph`` and measure the table on samples it was not calibrated on.
@@ -355,47 +361,108 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     (:func:`tengine_host.quant.calibrate` by default).  See :func:`split` for which
     samples calibrate the returned table and which check it.
 
-    ``variants`` maps names to functions that rewrite a calibrated table (zero points,
-    :func:`tengine_host.quant.zero_point.assign_zero_points`); each is measured on the
-    same held-out samples as the plain table ("symmetric"), and the one with the best
+    Candidates are measured on the same held-out samples and the one with the best
     :func:`score` is returned, its report saying which (``applied``) and every
-    variant's score.  Choosing on the samples that also measure the choice flatters it
-    a little; with a handful of variants the bias is small next to the differences
-    that decide.  With one sample nothing is measured and the plain table is returned.
-    ``keep_float`` names nodes that stay fp32 (``--keep-float``): the check runs the
-    partition without them.
+    candidate's score (``variants``):
+
+    * ``rewrites`` maps names to functions ``(graph, calibration samples) ->``
+      :class:`~tengine_host.quant.rewrites.GraphRewrites` (cross-layer equalization,
+      bias correction); the graph they make is calibrated and carried in the table
+      (``table.rewrites``).  Name the graph as loaded ``""`` to make it a candidate
+      (without ``rewrites`` it is the only one);
+    * ``variants`` maps names to functions that rewrite a calibrated table (zero points,
+      :func:`tengine_host.quant.zero_point.assign_zero_points`), tried on each graph;
+      the table as calibrated ("symmetric") is always a candidate.
+
+    Choosing on the samples that also measure the choice flatters it a little; with a
+    handful of candidates the bias is small next to the differences that decide.  With
+    one sample nothing is measured and the plain table is returned.  ``keep_float``
+    names nodes that stay fp32 (``--keep-float``): the check runs the partition
+    without them.
     """
     if calibrate_fn is None:
         from tengine_host.quant.calibrate import calibrate as calibrate_fn
     samples = list(samples)
     check, folds = split(len(samples))
-    rewrites = {"symmetric": lambda g, t: t, **(variants or {})}
+    graph_rewrites = dict(rewrites) if rewrites else {"": lambda g, cal: GraphRewrites()}
+    table_rewrites = {"symmetric": lambda g, t: t, **(variants or {})}
 
     def pick(idx: list[int]) -> list[Mapping[str, np.ndarray]]:
         return [samples[i] for i in idx]
 
-    if check == "unchecked":
-        return (calibrate_fn(graph, samples, progress=progress, **calibrate_options),
+    def calibrated(rewrite, cal: list) -> tuple[Graph, QuantTable]:
+        """The graph ``rewrite`` makes from ``cal`` and its table, carrying the rewrite."""
+        made = rewrite(graph, cal)
+        rewritten = apply_rewrites(graph, made)
+        table = calibrate_fn(rewritten, cal, progress=progress, **calibrate_options)
+        table.rewrites = made
+        return rewritten, table
+
+    if check == "unchecked":     # nothing to choose on: the first graph, the plain table
+        return (calibrated(next(iter(graph_rewrites.values())), samples)[1],
                 FidelityReport(check, len(samples), 0))
-    accs = {name: _Accumulator(graph, preset, keep_float) for name in rewrites}
+    accs: dict[tuple[str, str], _Accumulator] = {}
     tables = {}
     for cal, test in folds:
-        base = calibrate_fn(graph, pick(cal), progress=progress, **calibrate_options)
-        refs = [interpret(graph, feeds, keep_all=True) for feeds in pick(test)]
-        for name, rewrite in rewrites.items():
-            tables[name] = rewrite(graph, base)
-            accs[name].add(tables[name], pick(test), refs)
-    calibrated = len(folds[0][0]) if check == "held-out" else len(samples)
-    reports = {name: acc.report(check, calibrated, folds=len(folds) if len(folds) > 1 else 0)
-               for name, acc in accs.items()}
-    best = max(reports, key=lambda name: score(reports[name]))   # the first of equals
+        for g_name, rewrite in graph_rewrites.items():
+            rewritten, base = calibrated(rewrite, pick(cal))
+            refs = [interpret(rewritten, feeds, keep_all=True) for feeds in pick(test)]
+            for t_name, table_rewrite in table_rewrites.items():
+                key = g_name, t_name
+                if key not in accs:
+                    accs[key] = _Accumulator(rewritten, preset, keep_float)
+                tables[key] = table_rewrite(rewritten, base)
+                accs[key].add(tables[key], pick(test), refs)
+    calibrated_on = len(folds[0][0]) if check == "held-out" else len(samples)
+    reports = {key: acc.report(check, calibrated_on, folds=len(folds) if len(folds) > 1 else 0)
+               for key, acc in accs.items()}
+    best = max(reports, key=lambda key: score(reports[key]))   # the first of equals
     report = reports[best]
-    report.applied = best
-    report.variants = {name: score(r) for name, r in reports.items()}
+    report.applied = _candidate_name(*best)
+    report.variants = {_candidate_name(*key): score(r) for key, r in reports.items()}
     if check == "held-out":
         return tables[best], report
-    table = calibrate_fn(graph, samples, progress=progress, **calibrate_options)
-    return rewrites[best](graph, table), report
+    rewritten, table = calibrated(graph_rewrites[best[0]], samples)
+    return table_rewrites[best[1]](rewritten, table), report
+
+
+#: ``--equalize`` / ``--bias-correction`` (and ``--zero-points``): which ways to try
+CHOICES = {"auto": (False, True), "on": (True,), "off": (False,)}
+
+
+def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = frozenset(),
+                    equalize: str = "auto", bias_correction: str = "auto"
+                    ) -> dict[str, Callable[[Graph, list], GraphRewrites]]:
+    """The weight rewrites to try, as :func:`calibrate_checked`'s ``rewrites``: cross-layer
+    equalization and bias correction (of the layers the DLA of ``preset`` runs), each
+    ``"auto"`` (with and without, measured), ``"on"`` or ``"off"``."""
+    from accel.compiler.quantize import quantize_weights
+    from tengine_host.quant.rewrites import BIAS_CORRECTION, EQUALIZATION
+    from tengine_host.quant.rewrites import bias_correction as corrected_biases
+
+    for option, value in (("equalize", equalize), ("bias_correction", bias_correction)):
+        if value not in CHOICES:
+            raise ValueError(f"{option}={value!r}; choose one of {', '.join(CHOICES)}")
+
+    def make(eq: bool, bc: bool) -> Callable[[Graph, list], GraphRewrites]:
+        if not bc:
+            return lambda graph, samples: GraphRewrites(equalize=eq)
+
+        def corrected(graph: Graph, samples: list) -> GraphRewrites:
+            dla = dla_nodes(graph, preset, keep_float)
+            return corrected_biases(graph, samples, quantize_weights,
+                                   lambda node: node.name in dla, equalize=eq)
+        return corrected
+
+    return {" + ".join(name for name, on in ((EQUALIZATION, eq), (BIAS_CORRECTION, bc)) if on):
+            make(eq, bc) for eq in CHOICES[equalize] for bc in CHOICES[bias_correction]}
+
+
+def _candidate_name(graph_rewrite: str, table_rewrite: str) -> str:
+    """"symmetric", "zero points", "equalization", "equalization + zero points", ..."""
+    if not graph_rewrite:
+        return table_rewrite
+    return graph_rewrite if table_rewrite == "symmetric" else f"{graph_rewrite} + {table_rewrite}"
 
 
 #: ``--keep-float auto`` keeps at most this many layers in fp32

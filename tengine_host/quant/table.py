@@ -7,6 +7,10 @@ An entry may also hold an integer ``"zero_point"`` z in [-128, 127] (absent: 0):
 the tensor is then quantized as ``q = sat8(round_half_away(x / s) + z)`` and read
 back as ``x = (q - z) * s``, so a one-signed tensor can use all 256 codes
 (:mod:`tengine_host.quant.zero_point`).
+
+One key is not a tensor: ``"__graph_rewrites__"`` records the weight rewrites
+(cross-layer equalization, bias correction) the table was calibrated after; it is
+read into :attr:`QuantTable.rewrites` (:mod:`tengine_host.quant.rewrites`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,23 @@ ZERO_POINT_RANGE = (-128, 127)     # int8: the code that stands for x = 0
 class QuantTable(dict):
     """``{tensor: {"scale": s, "min": lo, "max": hi}}``: the one object every scale question
     goes to (:meth:`scale`, :meth:`zero_point`), still a plain mapping for JSON and for code
-    that reads entries."""
+    that reads entries.
+
+    ``rewrites`` (:class:`~tengine_host.quant.rewrites.GraphRewrites`) are the weight
+    rewrites the ranges were calibrated after; users of the table apply them to the
+    model (:func:`~tengine_host.quant.rewrites.with_rewrites`)."""
+
+    def __init__(self, entries=(), *, rewrites=None) -> None:
+        from tengine_host.quant.rewrites import GraphRewrites
+
+        super().__init__(entries)
+        self.rewrites = rewrites if rewrites is not None else GraphRewrites()
+
+    def to_json(self) -> dict:
+        """The table as its JSON document: the entries, and the rewrites if any."""
+        from tengine_host.quant.rewrites import KEY
+
+        return {**self, **({KEY: self.rewrites.as_json()} if self.rewrites else {})}
 
     def scale(self, tensor: str) -> float:
         """The scale of ``tensor``; a missing entry is an error naming it."""
@@ -62,7 +82,8 @@ def entry(lo: float, hi: float) -> dict[str, float]:
 
 def save_table(table: QuantTable, path: str | Path) -> None:
     """Write ``table`` as indented JSON with sorted keys."""
-    Path(path).write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    doc = table.to_json() if isinstance(table, QuantTable) else table
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def load_table(path: str | Path) -> QuantTable:
@@ -71,9 +92,18 @@ def load_table(path: str | Path) -> QuantTable:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read calibration table {str(path)!r}: {exc}") from exc
+    return table_from_json(raw, f"calibration table {str(path)!r}")
+
+
+def table_from_json(raw, where: str = "calibration table") -> QuantTable:
+    """A validated table from its JSON document (:meth:`QuantTable.to_json`)."""
+    from tengine_host.quant.rewrites import KEY, GraphRewrites
+
     if not isinstance(raw, dict):
-        raise ValueError(f"calibration table {str(path)!r} must be a JSON object of tensors")
-    table = QuantTable()
+        raise ValueError(f"{where} must be a JSON object of tensors")
+    raw = dict(raw)
+    table = QuantTable(rewrites=GraphRewrites.from_json(raw.pop(KEY), where)
+                       if KEY in raw else None)
     for name, e in raw.items():
         if not isinstance(e, dict):
             raise ValueError(f"table entry {name!r} must be an object, got {e!r}")

@@ -77,7 +77,8 @@ def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
         raise ValueError(f"assign_zero_points takes a symmetric table; {len(given)} entries "
                          f"already have a zero point ({', '.join(map(repr, given[:5]))}"
                          f"{', ...' if len(given) > 5 else ''})")
-    out = QuantTable({name: dict(e) for name, e in table.items()})
+    out = QuantTable({name: dict(e) for name, e in table.items()},
+                     rewrites=getattr(table, "rewrites", None))
     ties, forbidden, exclusive = _constraints(graph)
     grouped = scale_groups(graph, ties)
     group_of = {t: tuple(g) for g in grouped for t in g}

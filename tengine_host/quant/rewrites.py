@@ -1,0 +1,144 @@
+"""The weight rewrites a calibration table was made for, carried in the table.
+
+Cross-layer equalization (:func:`~tengine_host.quant.equalize.equalize`) rescales
+channels of intermediate tensors, and bias correction
+(:func:`~tengine_host.quant.bias_correction.correct_bias`) moves layers' biases:
+a table calibrated after either describes the *rewritten* graph, and using it
+with the original weights would quantize every rescaled channel with the wrong
+range, silently.  So ``opendla quantize`` stores what it applied in the table
+(:data:`KEY`), and every user of a table (the executor, ``opendla compile``,
+the fidelity check) applies it again to the model it loads
+(:func:`with_rewrites`):
+
+* equalization depends on the weights alone and is deterministic, so the table
+  stores only that it was applied;
+* bias correction depends on the calibration data, so the table stores each
+  corrected layer's shift (one number per output channel).
+
+A graph keeps the rewrites applied to it (:func:`applied`), so applying a
+table's rewrites twice is a no-op and a graph rewritten otherwise is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tengine_host.ir import Graph
+from tengine_host.passes.edit import drop_unused
+from tengine_host.quant.layers import copy_graph, read_layer, write_layer
+
+#: the table's JSON key for its rewrites (not a tensor: entries are read around it)
+KEY = "__graph_rewrites__"
+
+EQUALIZATION, BIAS_CORRECTION = "cross-layer equalization", "bias correction"
+
+
+@dataclass(frozen=True)
+class GraphRewrites:
+    """What was applied before calibration: ``equalize``, then ``bias_shift[node]``
+    subtracted from each corrected layer's bias (a layer without a bias gets
+    ``-shift``)."""
+
+    equalize: bool = False
+    bias_shift: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.equalize or bool(self.bias_shift)
+
+    def names(self) -> list[str]:
+        """The rewrites applied, in order, for reports."""
+        return [name for name, on in ((EQUALIZATION, self.equalize),
+                                      (BIAS_CORRECTION, bool(self.bias_shift))) if on]
+
+    def as_json(self) -> dict:
+        return {"equalize": self.equalize,
+                "bias_shift": {n: list(s) for n, s in sorted(self.bias_shift.items())}}
+
+    @classmethod
+    def from_json(cls, doc, where: str = "calibration table") -> GraphRewrites:
+        """Rewrites from :meth:`as_json`'s form; anything else is a ``ValueError`` saying
+        what is wrong and where."""
+        if not isinstance(doc, dict) or set(doc) - {"equalize", "bias_shift"}:
+            raise ValueError(f"{where}: {KEY!r} must be an object with 'equalize' (true or "
+                             f"false) and 'bias_shift' ({{layer: [numbers]}}), got {doc!r}")
+        equalize = doc.get("equalize", False)
+        if not isinstance(equalize, bool):
+            raise ValueError(f"{where}: {KEY}.equalize must be true or false, got {equalize!r}")
+        shifts = doc.get("bias_shift", {})
+        if not isinstance(shifts, dict):
+            raise ValueError(f"{where}: {KEY}.bias_shift must map layer names to lists of "
+                             f"numbers, got {shifts!r}")
+        out = {}
+        for node, shift in shifts.items():
+            values = np.asarray(shift, dtype=object)
+            if values.ndim != 1 or not values.size or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and np.isfinite(v) for v in values):
+                raise ValueError(f"{where}: {KEY}.bias_shift[{node!r}] must be a non-empty "
+                                 f"list of finite numbers, got {shift!r}")
+            out[node] = tuple(float(v) for v in values)
+        return cls(equalize, out)
+
+
+def applied(graph: Graph) -> GraphRewrites:
+    """The rewrites :func:`apply` made to ``graph`` (none for a loaded model)."""
+    return getattr(graph, "rewrites", None) or GraphRewrites()
+
+
+def apply(graph: Graph, rewrites: GraphRewrites) -> Graph:
+    """A copy of ``graph`` (as loaded, without rewrites) with ``rewrites`` made; ``graph``
+    itself when there are none.  A shift for a layer the graph does not have, or of
+    another channel count, is a ``ValueError``: the table belongs to another model."""
+    if not rewrites:
+        return graph
+    if applied(graph):
+        raise ValueError(f"graph {graph.name!r} already has {' and '.join(applied(graph).names())}"
+                         f" applied; rewrites apply to the model as loaded")
+    from tengine_host.quant.equalize import equalize
+
+    out = equalize(graph)[0] if rewrites.equalize else copy_graph(graph)
+    nodes = {n.name: n for n in out.nodes}
+    for name, shift in rewrites.bias_shift.items():
+        layer = read_layer(out, nodes[name]) if name in nodes else f"no layer {name!r}"
+        if isinstance(layer, str) or layer.out_channels != len(shift):
+            why = layer if isinstance(layer, str) else (
+                f"{name!r} has {layer.out_channels} output channels, the shift {len(shift)}")
+            raise ValueError(f"the table's bias correction does not fit model {graph.name!r}: "
+                             f"{why}; re-run 'opendla quantize' on this model")
+        layer.bias = (0.0 if layer.bias is None else layer.bias) - np.asarray(shift)
+        write_layer(out, layer, "corrected", weight=False)
+    drop_unused(out)
+    out.rewrites = rewrites
+    return out
+
+
+def with_rewrites(graph: Graph, table) -> Graph:
+    """``graph`` with the rewrites ``table`` was calibrated for (its ``rewrites``
+    attribute; a plain mapping has none), applied once: a graph that already has them
+    is returned as it is."""
+    wanted = getattr(table, "rewrites", None) or GraphRewrites()
+    have = applied(graph)
+    if have == wanted:
+        return graph
+    if have:
+        raise ValueError(f"graph {graph.name!r} has {' and '.join(have.names()) or 'no rewrites'}"
+                         f" applied, the calibration table wants "
+                         f"{' and '.join(wanted.names()) or 'none'}")
+    return apply(graph, wanted)
+
+
+def bias_correction(graph: Graph, samples, quantize_weights, int8_nodes, *,
+                    equalize: bool = False) -> GraphRewrites:
+    """The rewrites: ``equalize`` (if asked), then bias correction of the layers
+    ``int8_nodes(node)`` says run with int8 weights, measured on ``samples``
+    (:func:`~tengine_host.quant.bias_correction.correct_bias`; ``quantize_weights``
+    is the compiler's weight quantizer)."""
+    from tengine_host.quant.bias_correction import correct_bias
+
+    base = apply(graph, GraphRewrites(equalize=equalize))
+    report = correct_bias(base, samples, quantize_weights, int8_nodes=int8_nodes)[1]
+    return GraphRewrites(equalize, {c.node: tuple(float(v) for v in c.shift)
+                                    for c in report.layers})
