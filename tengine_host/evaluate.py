@@ -35,13 +35,15 @@ class EvalSpec:
     preset: str = "nv_small"
     input_shapes: tuple = ()            # ((name, shape), ...) fixing dynamic dims
     output: str | None = None           # the classifier output (default: the first)
+    keep_float: tuple = ()              # nodes kept in fp32 on the CPU (--keep-float)
 
     @property
     def key(self) -> str:
         """Identity of the prepared model on a worker."""
         h = hashlib.sha256(self.model)
         h.update(json.dumps([self.table, self.device, self.preset, self.input_shapes,
-                             self.output], sort_keys=True, default=str).encode())
+                             self.output, self.keep_float], sort_keys=True,
+                            default=str).encode())
         return h.hexdigest()
 
     @property
@@ -71,12 +73,14 @@ def _executors(spec: EvalSpec):
     shapes = {name: tuple(shape) for name, shape in spec.input_shapes}
     graph = load_model(spec.model, input_shapes=shapes or None)
     table = table_from_json(spec.table)
+    keep = frozenset(spec.keep_float)
     fp32 = Executor(graph, [get_device("cpu")])
     if spec.device == "nvdla":
-        int8 = Executor(graph, [get_device("nvdla", preset=spec.preset), get_device("cpu")],
-                        table)
+        int8 = Executor(graph, [get_device("nvdla", preset=spec.preset, keep_float=keep),
+                                get_device("cpu")], table)
     else:
-        int8 = Executor(graph, [get_device("cpu", precision="int8", preset=spec.preset)], table)
+        int8 = Executor(graph, [get_device("cpu", precision="int8", preset=spec.preset,
+                                           keep_float=keep)], table)
     fp32.prerun()
     int8.prerun()
     output = spec.output or graph.outputs[0]

@@ -209,19 +209,28 @@ def load_labels(path: str | Path) -> list[str]:
 
 # ------------------------------------------------------------------ --keep-float
 def add_keep_float_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keep-float", default="", metavar="NAME,...",
+    p.add_argument("--keep-float", default=None, metavar="NAME,...",
                    help="nodes (or the tensors they produce) to keep in fp32 on the CPU "
                         "although the DLA could run them (see 'opendla quantize "
-                        "--sensitivity' for which matter)")
+                        "--sensitivity' for which matter); default: the nodes the "
+                        "calibration table was checked with in fp32 (quantize --keep-float), "
+                        "'' for none")
 
 
-def keep_float_nodes(args: argparse.Namespace, graph) -> frozenset[str]:
-    """The node names ``--keep-float`` gives (empty when absent); a usage error names an
-    unknown one with the nearest names of the model."""
+def keep_float_nodes(args: argparse.Namespace, graph, table=None) -> frozenset[str]:
+    """The node names ``--keep-float`` gives; without the option, those ``table`` records
+    (:attr:`~tengine_host.quant.table.QuantTable.keep_float`), else none.  A usage error
+    names an unknown one with the nearest names of the model."""
     from tengine_host.partition import resolve_keep_float
 
-    names = [n for n in (getattr(args, "keep_float", "") or "").split(",") if n]
+    given = getattr(args, "keep_float", None)
+    if given is None:
+        names = list(getattr(table, "keep_float", ()))
+    else:
+        names = [n for n in given.split(",") if n]
     try:
         return resolve_keep_float(graph, names)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        where = "" if given is not None else \
+            "the calibration table's keep-float list (written by quantize --keep-float): "
+        raise UsageError(f"{where}{exc}") from None

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         fit_batch(args.model, graph, {n: v[:1] for n, v in feeds.items()}, shapes)
         check_table(table, graph, f"calibration table {args.calib!r}")
         devices = [get_device("nvdla", preset=args.preset, capture=True,
-                              keep_float=keep_float_nodes(args, graph)), get_device("cpu")]
+                              keep_float=keep_float_nodes(args, graph, table)), get_device("cpu")]
         with Executor(graph, devices, table) as ex, \
                 progress_bar(batch, "compare", enabled=not args.no_progress) as bar:
             result = None

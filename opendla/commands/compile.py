@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         graph = load_model(args.model, input_shapes=parse_shapes(args.input_shape) or None)
         table = load_table(args.calib)
         graph = with_rewrites(graph, table)     # the weights the table was calibrated for
-        keep = keep_float_nodes(args, graph)
+        keep = keep_float_nodes(args, graph, table)
         parts = partition(graph, [get_device("nvdla", preset=args.preset, keep_float=keep),
                                   get_device("cpu")])
         dla = [(i, sub) for i, (dev, sub) in enumerate(parts.parts) if dev.name == "nvdla"]

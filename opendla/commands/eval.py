@@ -7,7 +7,9 @@ sorted by WordNet id), preprocessed with the options of ``opendla quantize``.
 
 The int8 path is ``--device nvdla`` (the simulated NVDLA with CPU fallback,
 the default) or ``--device cpu`` (the int8 CPU reference: the same numbers
-without the register-level model).  The samples are cut into chunks that
+without the register-level model); nodes the table was checked with in fp32
+(``quantize --keep-float``), or those ``--keep-float`` names, run in fp32 on the
+CPU.  The samples are cut into chunks that
 run on Dask: by default a local cluster with one single-threaded worker
 process per core
 (``--workers N`` to choose, ``--workers 0`` for this process alone), or an
@@ -39,9 +41,11 @@ import numpy as np
 from accel.config import DEFAULT_PRESET, PRESETS
 from opendla.commands._inputs import (
     add_image_options,
+    add_keep_float_option,
     check_finite,
     image_dims,
     image_options,
+    keep_float_nodes,
     load_image_batch,
 )
 from opendla.errors import UsageError
@@ -64,6 +68,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="fix the shape of an input with dynamic dimensions")
     p.add_argument("--output", metavar="NAME", help="the classifier output (default: the first)")
+    add_keep_float_option(p)
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N samples only")
     p.add_argument("--workers", type=int, metavar="N",
                    help="local Dask worker processes (default: one per core; 0: no Dask, "
@@ -214,7 +219,8 @@ def _prepare(args: argparse.Namespace):
     classes = int(np.prod(graph.tensors[output].shape[1:]))
     data = load_data(args, in_shape)
     spec = EvalSpec(Path(args.model).read_bytes(), table.to_json(), args.device, args.preset,
-                    tuple((n, tuple(s)) for n, s in shapes.items()), output)
+                    tuple((n, tuple(s)) for n, s in shapes.items()), output,
+                    tuple(sorted(keep_float_nodes(args, graph, table))))
     return spec, data, classes
 
 

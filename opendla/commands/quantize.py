@@ -10,7 +10,10 @@ exactly the partition the DLA of ``--preset`` runs is compared with fp32 on them
 per model output the SQNR, cosine and (class scores) top-1 agreement, per DLA
 layer the SQNR, worst first.  Outputs below ``--min-sqnr`` dB or ``--min-top1``
 are warned about by name with the worst layers; ``--report FILE`` writes it all
-as JSON.  Inputs with NaN/Inf are refused; inputs that are all zero, constant
+as JSON.  Zero points, cross-layer equalization and bias correction are tried on
+the same held-out samples (``--zero-points``, ``--equalize``, ``--bias-correction``:
+auto, on or off) and the best is written; the table records the weight rewrites
+and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf are refused; inputs that are all zero, constant
 or far outside a normalized range are warned about.  Dynamic input shapes are
 taken from the arrays (or from ``-g`` for images) when ``--input-shape`` does
 not fix them.
@@ -92,8 +95,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--keep-float", default="", metavar="NAME,...|auto",
                    help="nodes (or the tensors they produce) to keep in fp32 on the CPU, "
                         "measured so; 'auto': when an output misses the fidelity target, "
-                        f"the most sensitive layers (up to {MAX_KEPT_FLOAT}) until it is met "
-                        "(pass the names it prints to run/compile/compare --keep-float)")
+                        f"the most sensitive layers (up to {MAX_KEPT_FLOAT}) until it is met; "
+                        "the table records the nodes, and run, compile, compare and eval keep "
+                        "them in fp32 unless given --keep-float")
     p.add_argument("--sensitivity", action="store_true",
                    help="also rank every DLA layer by the output error its quantization alone "
                         "causes (one partial run per layer and checked sample; slow on large "
@@ -201,8 +205,10 @@ def run(args: argparse.Namespace) -> int:
             choice = choose_keep_float(graph, table, checked, report, preset=args.preset,
                                        min_sqnr_db=args.min_sqnr, min_top1=args.min_top1,
                                        progress=not args.no_progress)
-            report = choice.report
+            table, report = choice.table, choice.report
             keep = frozenset(choice.nodes)
+        else:
+            table.keep_float = tuple(sorted(keep))    # what it was checked with
         ranked = None
         if args.sensitivity:
             ranked = sensitivity(graph, table, checked, preset=args.preset,
@@ -234,8 +240,8 @@ def run(args: argparse.Namespace) -> int:
         (s0, s1), (m0, m1) = choice.dla_subgraphs, choice.dla_mac_share
         print(f"kept in fp32 on the CPU ({'target met' if choice.met else 'target not met'}): "
               f"{','.join(choice.nodes)}; DLA subgraphs {s0} -> {s1}, DLA share of the MACs "
-              f"{m0:.1%} -> {m1:.1%}; run, compile and compare take them with "
-              f"--keep-float {','.join(choice.nodes)}", flush=True)
+              f"{m0:.1%} -> {m1:.1%}; the table records them for run, compile, compare "
+              f"and eval", flush=True)
     if ranked:
         print("layers by the output SQNR their quantization alone leaves (worst first): "
               + ", ".join(f"{_short(r.name, 24)} ({r.op_type}) {r.output_sqnr_db:.1f} dB"

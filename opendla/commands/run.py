@@ -473,7 +473,7 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
             check_table(table, graph, f"calibration table {args.calib!r}")
         if args.verify:
             graph = _batch_one(args.model, graph, feeds, shapes)
-        keep = keep_float_nodes(args, graph)
+        keep = keep_float_nodes(args, graph, table)
         cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
                          preset=args.preset, keep_float=keep)
         accel_opts = {"preset": args.preset, "capture": args.verify,

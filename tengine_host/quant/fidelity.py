@@ -474,6 +474,7 @@ class KeepFloatChoice:
     """What ``--keep-float auto`` chose and what it costs on the DLA."""
 
     nodes: list[str]                    # kept in fp32, in the order they were added
+    table: QuantTable                   # the table with them kept (``keep_float`` set)
     report: FidelityReport              # the held-out check with them kept
     met: bool                           # the fidelity target is met
     dla_subgraphs: tuple[int, int]      # (before, after)
@@ -489,7 +490,11 @@ def choose_keep_float(graph: Graph, table: QuantTable,
     in fp32 for every output to meet the fidelity target, at most ``max_layers``.
 
     ``report`` is the check of ``table`` on ``samples`` with every layer on the DLA; each
-    layer added is measured again on the same samples."""
+    layer added is measured again on the same samples.  The table returned records the
+    nodes kept (``keep_float``) and drops their bias correction, if any."""
+    def kept_table(keep: list[str]) -> QuantTable:
+        return QuantTable(table, rewrites=table.rewrites.without_shifts(keep), keep_float=keep)
+
     def cost(keep: frozenset[str]) -> tuple[int, float]:
         part = dla_partition(graph, preset, keep)
         return part.subgraph_counts().get("nvdla", 0), part.share("nvdla")[1]
@@ -501,7 +506,8 @@ def choose_keep_float(graph: Graph, table: QuantTable,
         ranked = sensitivity(graph, table, samples, preset=preset, progress=progress)
         for layer in ranked[:max_layers]:
             kept.append(layer.name)
-            current = measure(graph, table, samples, preset=preset, check=report.check,
+            current = measure(graph, kept_table(kept), samples, preset=preset,
+                              check=report.check,
                               calibration_samples=report.calibration_samples,
                               keep_float=frozenset(kept))
             current.applied, current.variants = report.applied, report.variants
@@ -509,4 +515,5 @@ def choose_keep_float(graph: Graph, table: QuantTable,
                 met = True
                 break
     before, after = cost(frozenset()), cost(frozenset(kept))
-    return KeepFloatChoice(kept, current, met, (before[0], after[0]), (before[1], after[1]))
+    return KeepFloatChoice(kept, kept_table(kept), current, met, (before[0], after[0]),
+                           (before[1], after[1]))

@@ -53,6 +53,12 @@ class GraphRewrites:
         return [name for name, on in ((EQUALIZATION, self.equalize),
                                       (BIAS_CORRECTION, bool(self.bias_shift))) if on]
 
+    def without_shifts(self, nodes) -> GraphRewrites:
+        """These rewrites without the bias correction of ``nodes`` (kept in fp32: their
+        weights are not rounded, so there is nothing to correct)."""
+        return GraphRewrites(self.equalize, {n: s for n, s in self.bias_shift.items()
+                                             if n not in set(nodes)})
+
     def as_json(self) -> dict:
         return {"equalize": self.equalize,
                 "bias_shift": {n: list(s) for n, s in sorted(self.bias_shift.items())}}

@@ -8,9 +8,12 @@ the tensor is then quantized as ``q = sat8(round_half_away(x / s) + z)`` and rea
 back as ``x = (q - z) * s``, so a one-signed tensor can use all 256 codes
 (:mod:`tengine_host.quant.zero_point`).
 
-One key is not a tensor: ``"__graph_rewrites__"`` records the weight rewrites
-(cross-layer equalization, bias correction) the table was calibrated after; it is
-read into :attr:`QuantTable.rewrites` (:mod:`tengine_host.quant.rewrites`).
+Two keys are not tensors: ``"__graph_rewrites__"`` records the weight rewrites
+(cross-layer equalization, bias correction) the table was calibrated after, read
+into :attr:`QuantTable.rewrites` (:mod:`tengine_host.quant.rewrites`), and
+``"__keep_float__"`` the nodes ``opendla quantize`` measured in fp32 on the CPU
+(``--keep-float``), read into :attr:`QuantTable.keep_float`: the default of the
+commands that use the table.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import numbers
 from pathlib import Path
 
 ZERO_POINT_RANGE = (-128, 127)     # int8: the code that stands for x = 0
+#: the table's JSON key for the nodes kept in fp32 (a list of node names)
+KEEP_FLOAT_KEY = "__keep_float__"
 
 
 class QuantTable(dict):
@@ -30,19 +35,22 @@ class QuantTable(dict):
 
     ``rewrites`` (:class:`~tengine_host.quant.rewrites.GraphRewrites`) are the weight
     rewrites the ranges were calibrated after; users of the table apply them to the
-    model (:func:`~tengine_host.quant.rewrites.with_rewrites`)."""
+    model (:func:`~tengine_host.quant.rewrites.with_rewrites`).  ``keep_float`` names
+    the nodes the table was checked with in fp32 on the CPU."""
 
-    def __init__(self, entries=(), *, rewrites=None) -> None:
+    def __init__(self, entries=(), *, rewrites=None, keep_float=()) -> None:
         from tengine_host.quant.rewrites import GraphRewrites
 
         super().__init__(entries)
         self.rewrites = rewrites if rewrites is not None else GraphRewrites()
+        self.keep_float = tuple(sorted(keep_float))
 
     def to_json(self) -> dict:
         """The table as its JSON document: the entries, and the rewrites if any."""
         from tengine_host.quant.rewrites import KEY
 
-        return {**self, **({KEY: self.rewrites.as_json()} if self.rewrites else {})}
+        return {**self, **({KEY: self.rewrites.as_json()} if self.rewrites else {}),
+                **({KEEP_FLOAT_KEY: list(self.keep_float)} if self.keep_float else {})}
 
     def scale(self, tensor: str) -> float:
         """The scale of ``tensor``; a missing entry is an error naming it."""
@@ -102,8 +110,12 @@ def table_from_json(raw, where: str = "calibration table") -> QuantTable:
     if not isinstance(raw, dict):
         raise ValueError(f"{where} must be a JSON object of tensors")
     raw = dict(raw)
+    keep = raw.pop(KEEP_FLOAT_KEY, [])
+    if not isinstance(keep, list) or not all(isinstance(n, str) and n for n in keep):
+        raise ValueError(f"{where}: {KEEP_FLOAT_KEY!r} must be a list of node names, "
+                         f"got {keep!r}")
     table = QuantTable(rewrites=GraphRewrites.from_json(raw.pop(KEY), where)
-                       if KEY in raw else None)
+                       if KEY in raw else None, keep_float=keep)
     for name, e in raw.items():
         if not isinstance(e, dict):
             raise ValueError(f"table entry {name!r} must be an object, got {e!r}")

@@ -78,7 +78,8 @@ def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
                          f"already have a zero point ({', '.join(map(repr, given[:5]))}"
                          f"{', ...' if len(given) > 5 else ''})")
     out = QuantTable({name: dict(e) for name, e in table.items()},
-                     rewrites=getattr(table, "rewrites", None))
+                     rewrites=getattr(table, "rewrites", None),
+                     keep_float=getattr(table, "keep_float", ()))
     ties, forbidden, exclusive = _constraints(graph)
     grouped = scale_groups(graph, ties)
     group_of = {t: tuple(g) for g in grouped for t in g}

@@ -73,6 +73,26 @@ def test_in_process_matches_onnxruntime_and_the_int8_reference(data, capsys):
     assert limited["samples"] == 10
 
 
+def test_keep_float_of_every_dla_layer_gives_fp32s_answers(data, capsys):
+    """With every weighted layer kept in fp32 (pooling and flatten still int8 on the DLA:
+    exact on the quantized values), the int8 path differs from fp32 only by the rounding
+    of two activations: top-1 agrees on (nearly) every digit, and an unknown name is an
+    error naming it."""
+    root, _, _ = data
+    common = ["--data", str(root / "digits.npz"), "--calib", str(root / "calib.json"),
+              "--workers", "0"]
+    layers = ",".join(f"/0/{p}" for p in ("features/features.0/Conv",
+                                           "features/features.3/Conv",
+                                           "classifier/classifier.1/Gemm",
+                                           "classifier/classifier.3/Gemm",
+                                           "classifier/classifier.5/Gemm"))
+    everything = _eval(capsys, *common, "--keep-float", layers)
+    plain = _eval(capsys, *common)
+    assert everything["agreement"] >= max(plain["agreement"], 0.97)
+    assert main(["eval", LENET, *common, "--keep-float", "conv9", "--no-progress"]) == 2
+    assert "--keep-float 'conv9' is neither a node nor a tensor" in capsys.readouterr().err
+
+
 def test_image_folder_layout(data, tmp_path, capsys):
     """DIR/<class>/<image>: labels from sorted folder names; the fp32 top-1 of the
     preprocessed PNGs (pixel * 1/16) equals onnxruntime's on the original digits."""

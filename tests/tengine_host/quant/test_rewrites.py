@@ -156,3 +156,41 @@ def test_quantize_writes_the_rewrites_and_compile_and_run_use_them(tmp_path, cap
                      "--save-outputs", str(tmp_path / device)]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "nvdla" / "y.npy"),
                                   np.load(tmp_path / "cpu" / "y.npy"))
+
+
+def test_the_table_records_the_nodes_kept_in_fp32_and_commands_default_to_them(tmp_path,
+                                                                                capsys):
+    """quantize --keep-float c1 writes it into the table; run then keeps c1 on the CPU
+    without being told (one DLA layer less), and --keep-float '' overrides the table."""
+    import onnx
+
+    from tests.tengine_host.passes.graphs import model as make_model
+
+    g = _lopsided()
+    w1, w2 = (g.tensors[n].data for n in ("w1", "w2"))
+    onnx.save(make_model([node("c1", "Conv", ["x", "w1"], ["t"], pads=[1, 1, 1, 1]),
+                          node("r", "Relu", ["t"], ["u"]), node("c2", "Conv", ["u", "w2"], ["y"])],
+                         [const("w1", w1), const("w2", w2)], [1, 3, 8, 8]), tmp_path / "m.onnx")
+    np.savez(tmp_path / "cal.npz", x=np.concatenate([s["x"] for s in _samples(12)]))
+    np.save(tmp_path / "x.npy", _samples(1)[0]["x"])
+    table = tmp_path / "t.json"
+    assert main(["quantize", str(tmp_path / "m.onnx"), "-i", str(tmp_path / "cal.npz"),
+                 "-o", str(table), "--keep-float", "c1", "--no-progress"]) == 0
+    assert load_table(table).keep_float == ("c1",)
+    capsys.readouterr()
+
+    def dla_mac_share(*extra):
+        assert main(["run", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npy"),
+                     "--device", "nvdla", "--calib", str(table), "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["dla_mac_share"]
+
+    # c1: 8 x 3 x 3 x 3 MACs at each of 8 x 8 outputs (13,824); c2: 4 x 8 at each (2,048)
+    assert dla_mac_share() == pytest.approx(2048 / (13824 + 2048))
+    assert dla_mac_share("--keep-float", "") == 1.0
+    # a table naming a node the model does not have is refused, saying where it came from
+    doc = json.loads(table.read_text())
+    doc["__keep_float__"] = ["nope"]
+    table.write_text(json.dumps(doc))
+    assert main(["run", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npy"),
+                 "--device", "nvdla", "--calib", str(table)]) == 2
+    assert "calibration table's keep-float list" in capsys.readouterr().err
