@@ -10,7 +10,7 @@ used) and zero points (more converter and bias work per layer).  The goal: compi
 and run times grow by at most 20 % against the old default, a plain min-max table.
 For each real model of ``../shared/models`` (:mod:`benchmarks.accuracy_models`) both
 tables are made from the same 8 calibration images, then, as the median of
-``--repeat`` runs on one thread:
+``--repeat`` runs on one thread, the two tables taking turns:
 
 * compile: the table's rewrites applied, the partition, every DLA subgraph
   compiled to a loadable and serialized (what ``opendla compile`` does);
@@ -60,28 +60,39 @@ def compile_all(graph, table, preset: str) -> int:
                for dev, sub in parts.parts if dev.name == "nvdla")
 
 
-def median_seconds(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
-def measure(graph, table, feeds, preset: str, repeat: int) -> dict[str, float]:
-    def executor():
+def measure(graph, tables: dict, feeds, preset: str, repeat: int) -> dict[str, dict]:
+    """Median seconds of each step for each table, the tables taking turns in every
+    repetition so that a change in the machine's load falls on both alike."""
+    def executor(table):
         return Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")], table)
 
-    def prepare():
-        with executor():
+    def prepare(table):
+        with executor(table):
             pass
 
-    with executor() as ex:
-        ex.run(feeds)               # warm: the first run fills the cmodel's caches
-        run = median_seconds(lambda: ex.run(feeds), repeat)
-    return {"compile": median_seconds(lambda: compile_all(graph, table, preset), repeat),
-            "prepare": median_seconds(prepare, repeat), "run": run}
+    times = {name: {"compile": [], "prepare": [], "run": []} for name in tables}
+    executors = {name: executor(table) for name, table in tables.items()}
+    try:
+        for ex in executors.values():
+            ex.prerun()
+            ex.run(feeds)           # warm: the first run fills the cmodel's caches
+        for _ in range(repeat):
+            for name, table in tables.items():
+                times[name]["compile"].append(
+                    seconds(lambda t=table: compile_all(graph, t, preset)))
+                times[name]["prepare"].append(seconds(lambda t=table: prepare(t)))
+                times[name]["run"].append(seconds(lambda n=name: executors[n].run(feeds)))
+    finally:
+        for ex in executors.values():
+            ex.postrun()
+    return {name: {k: statistics.median(v) for k, v in steps.items()}
+            for name, steps in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                                             progress=False,
                                             variants={"zero points": assign_zero_points},
                                             rewrites=weight_rewrites(args.preset))
-            before = measure(graph, old, feeds, args.preset, args.repeat)
-            after = measure(graph, new, feeds, args.preset, args.repeat)
+            measured = measure(graph, {"old": old, "new": new}, feeds, args.preset,
+                               args.repeat)
+            before, after = measured["old"], measured["new"]
             print(f"{name:<28} {report.applied:<40} " + " ".join(
                 f"{before[k]:>9.3f}/{after[k]:<10.3f} {after[k] / before[k]:>6.2f}"
                 for k in ("compile", "prepare", "run")), flush=True)

@@ -13,8 +13,9 @@ are warned about by name with the worst layers; ``--report FILE`` writes it all
 as JSON.  Zero points, cross-layer equalization and bias correction are tried on
 the same held-out samples (``--zero-points``, ``--equalize``, ``--bias-correction``:
 auto, on or off) and the best is written; the table records the weight rewrites
-and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf are refused; inputs that are all zero, constant
-or far outside a normalized range are warned about.  Dynamic input shapes are
+and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf
+are refused; inputs that are all zero, constant or far outside a normalized range
+are warned about.  Dynamic input shapes are
 taken from the arrays (or from ``-g`` for images) when ``--input-shape`` does
 not fix them.
 """
@@ -39,7 +40,6 @@ from tengine_host.quant.fidelity import (
     MIN_TOP1_AGREEMENT,
     WORST_LAYERS,
 )
-
 
 #: Tengine's -a takes numbers; the names are accepted too.
 ALGORITHM_ALIASES = {"0": "minmax", "1": "kl", "2": "percentile", "3": "auto"}

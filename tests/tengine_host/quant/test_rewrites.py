@@ -31,17 +31,21 @@ def _conv(bias: bool = True):
     return m, load_model(m)
 
 
-def _lopsided():
+def _lopsided_model():
     """conv -> ReLU -> conv whose middle tensor's channel k is scaled by 4**(k - 4) and the
     second conv undoes it: per-tensor int8 of that tensor loses the small channels, which
     carry as much of the output as the large ones, unless the scales are evened out."""
     spread = 4.0 ** (np.arange(WIDTH) - 4)
-    w1 = RNG.uniform(-1, 1, (WIDTH, 3, 3, 3)) * spread[:, None, None, None]
-    w2 = RNG.uniform(-1, 1, (4, WIDTH, 1, 1)) / spread[None, :, None, None]
-    m = model([node("c1", "Conv", ["x", "w1"], ["t"], pads=[1, 1, 1, 1]),
-               node("r", "Relu", ["t"], ["u"]), node("c2", "Conv", ["u", "w2"], ["y"])],
-              [const("w1", w1), const("w2", w2)], [1, 3, 8, 8])
-    return load_model(m)
+    rng = np.random.default_rng(8)
+    w1 = rng.uniform(-1, 1, (WIDTH, 3, 3, 3)) * spread[:, None, None, None]
+    w2 = rng.uniform(-1, 1, (4, WIDTH, 1, 1)) / spread[None, :, None, None]
+    return model([node("c1", "Conv", ["x", "w1"], ["t"], pads=[1, 1, 1, 1]),
+                  node("r", "Relu", ["t"], ["u"]), node("c2", "Conv", ["u", "w2"], ["y"])],
+                 [const("w1", w1), const("w2", w2)], [1, 3, 8, 8])
+
+
+def _lopsided():
+    return load_model(_lopsided_model())
 
 
 def _samples(n: int):
@@ -133,14 +137,7 @@ def test_equalization_is_kept_where_it_helps_and_travels_with_the_table():
 def test_quantize_writes_the_rewrites_and_compile_and_run_use_them(tmp_path, capsys):
     import onnx
 
-    from tests.tengine_host.passes.graphs import model as make_model
-
-    g = _lopsided()
-    w1, w2 = (g.tensors[n].data for n in ("w1", "w2"))
-    m = make_model([node("c1", "Conv", ["x", "w1"], ["t"], pads=[1, 1, 1, 1]),
-                    node("r", "Relu", ["t"], ["u"]), node("c2", "Conv", ["u", "w2"], ["y"])],
-                   [const("w1", w1), const("w2", w2)], [1, 3, 8, 8])
-    onnx.save(m, tmp_path / "m.onnx")
+    onnx.save(_lopsided_model(), tmp_path / "m.onnx")
     np.savez(tmp_path / "cal.npz", x=np.concatenate([s["x"] for s in _samples(12)]))
     np.save(tmp_path / "x.npy", _samples(1)[0]["x"])
     assert main(["quantize", str(tmp_path / "m.onnx"), "-i", str(tmp_path / "cal.npz"),
@@ -164,13 +161,7 @@ def test_the_table_records_the_nodes_kept_in_fp32_and_commands_default_to_them(t
     without being told (one DLA layer less), and --keep-float '' overrides the table."""
     import onnx
 
-    from tests.tengine_host.passes.graphs import model as make_model
-
-    g = _lopsided()
-    w1, w2 = (g.tensors[n].data for n in ("w1", "w2"))
-    onnx.save(make_model([node("c1", "Conv", ["x", "w1"], ["t"], pads=[1, 1, 1, 1]),
-                          node("r", "Relu", ["t"], ["u"]), node("c2", "Conv", ["u", "w2"], ["y"])],
-                         [const("w1", w1), const("w2", w2)], [1, 3, 8, 8]), tmp_path / "m.onnx")
+    onnx.save(_lopsided_model(), tmp_path / "m.onnx")
     np.savez(tmp_path / "cal.npz", x=np.concatenate([s["x"] for s in _samples(12)]))
     np.save(tmp_path / "x.npy", _samples(1)[0]["x"])
     table = tmp_path / "t.json"
