@@ -28,7 +28,6 @@ from accel.cmod.errors import UnsupportedError
 from accel.cmod.records import OpRecord
 from accel.config import PRESETS, HwConfig, get_preset
 from accel.trace.cmod_player import CmodPlayer
-from accel.trace.rtl_player import TracePlayer, play
 from accel.trace.script import TraceError, find_cfg, parse_cfg
 
 TRACE_BACKENDS = ("cmod", "rtl")
@@ -108,6 +107,8 @@ def run_trace(path: str | Path, preset: str | None = None,
                 raise _Skip(f"missing data: {cmd.args[2]}")
         cfg = hw if hw is not None else get_preset(preset_name)
         if backend == "rtl":
+            from accel.trace.rtl_player import play  # Amaranth loads for RTL runs only
+
             run = player.play(trace_dir, cfg) if player is not None else \
                 play(trace_dir, cfg, simulator=simulator, memory=memory)
             result.status = "pass" if run.passed else "fail"
@@ -174,6 +175,8 @@ def run_traces(paths: Iterable[str | Path], preset: str | None = None,
     results = []
     player = None
     if backend == "rtl":
+        from accel.trace.rtl_player import TracePlayer  # Amaranth loads for RTL runs only
+
         player = TracePlayer(simulator, memory, announce=announce)
     try:
         for trace_dir in find_traces(paths):
