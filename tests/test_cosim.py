@@ -55,11 +55,11 @@ class CmodelReplay:
 
 @pytest.fixture
 def replay(monkeypatch):
-    import accel.backends.rtl as cosim
+    from accel.backends import rtl as rtl_backend
 
     CmodelReplay.instances.clear()
     CmodelReplay.corrupt = False
-    monkeypatch.setattr(cosim, "RtlSimulator", CmodelReplay)
+    monkeypatch.setattr(rtl_backend, "RtlSimulator", CmodelReplay)
     return CmodelReplay
 
 
