@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
+from accel.ir import Graph
 from benchmarks.accuracy_metrics import Detections, nms, weighted_nms
-from tengine_host.ir import Graph
 
 #: ops an SSD head passes its class map through on the way to the concatenated output
 _HEAD_RESHAPES = ("Transpose", "Reshape", "Flatten")

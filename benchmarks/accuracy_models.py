@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from accel.ir import Graph
 from benchmarks import accuracy_images as images
 from benchmarks.accuracy_decode import (
     db_text_boxes,
@@ -31,7 +32,6 @@ from benchmarks.accuracy_metrics import (
     point_errors,
     precision_recall,
 )
-from tengine_host.ir import Graph
 
 #: where the models are: ``$OPENDLA_SHARED/models``, by default ``shared/`` beside the repository
 MODELS_DIR = Path(os.environ.get("OPENDLA_SHARED",

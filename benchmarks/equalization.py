@@ -52,10 +52,10 @@ import numpy as np
 from PIL import Image
 
 from accel.compiler.quantize import quantize_weights
+from accel.ir import Graph
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.interpreter import interpret
-from tengine_host.ir import Graph
 from tengine_host.model import load_model
 from tengine_host.quant import QuantTable, calibrate
 from tengine_host.quant.bias_correction import correct_bias

@@ -7,7 +7,7 @@ Usage::
 
 Each NVIDIA direct-convolution trace (default: ``dc_6x8x192_3x3x192x32_int8_0``,
 a 3x3 convolution of 192 channels, weights streamed during the run) is
-played on the engine (:func:`accel.rtl.trace_player.play`, golden CRC
+played on the engine (:func:`accel.trace.rtl_player.play`, golden CRC
 checked) in every simulator with every memory:
 
 * ``axi``: the testbench serves the engine's AXI4 port (cocotbext-axi's
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from accel.config import get_preset
 from accel.rtl.sim import SIMULATORS
-from accel.rtl.trace_player import MEMORIES, play
+from accel.trace.rtl_player import MEMORIES, play
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "nvdla" / "traces" / "nv_small"

@@ -23,8 +23,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from accel.cmod import dla as dla_mod
-from accel.cmod.trace import find_traces, run_trace
 from accel.config import get_preset
+from accel.trace.runner import find_traces, run_trace
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "nvdla" / "traces"
 _OP_TRIGGERS = ("_try_run", "_try_run_pdp", "_try_run_cdp")

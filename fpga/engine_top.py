@@ -1,6 +1,6 @@
 """Board top of the conv engine: the engine, its memory in block RAM, a UART bridge to the host.
 
-:class:`~accel.rtl.uart.BridgedEngine` on the board's FTDI UART (``uart`` 0),
+:class:`~fpga.bridge.BridgedEngine` on the board's FTDI UART (``uart`` 0),
 clocked by the PLL at the target frequency; LED 0 shows the interrupt line,
 LED 1 a bus error, LED 7 a heartbeat.  The host drives it with
 ``opendla fpga run`` (:mod:`fpga.host`) through :mod:`fpga.protocol`.
@@ -12,7 +12,7 @@ from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib import io
 
 from accel.config import HwConfig
-from accel.rtl.uart import BridgedEngine
+from fpga.bridge import BridgedEngine
 from fpga.protocol import BAUD, ENGINE_ENTRIES, RAM_BYTES
 from fpga.top import pll_clock
 

@@ -2,7 +2,7 @@
 
 The board (:mod:`fpga.engine_top`) holds the engine, its memory in block RAM
 and the UART bridge (:mod:`fpga.protocol`).  A loadable runs as it runs on
-``--backend rtl`` (:mod:`accel.rtl.cosim`): the firmware drives the cmodel,
+``--backend rtl`` (:mod:`accel.backends.rtl`): the firmware drives the cmodel,
 and each convolution the engine implements is recorded as a trace, which
 :class:`BoardPlayer` plays on the board instead of a simulation - its
 memory regions written into the board RAM, its registers written over the
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from accel.cmod.glb import status_bit
-from accel.cmod.trace import find_cfg, parse_cfg, parse_dat, parse_int
 from accel.regs import lookup
-from accel.rtl.cosim import RtlError
+from accel.trace.rtl_player import RtlError
+from accel.trace.script import find_cfg, parse_cfg, parse_dat, parse_int
 from fpga.protocol import BAUD, ENGINE_ENTRIES, RAM_BYTES, BridgeClient, ProtocolError
 
 INTR_STATUS = lookup("NVDLA_GLB.S_INTR_STATUS").address
@@ -38,7 +38,7 @@ class BoardError(RtlError):
 
 
 class BoardPlayer:
-    """Plays recorded traces (:mod:`accel.cmod.trace_writer`'s format) on the board.
+    """Plays recorded traces (:mod:`accel.trace.writer`'s format) on the board.
 
     ``client`` talks to the bridge; ``ram_bytes`` is the board's RAM (DLA addresses
     are taken modulo it); an interrupt that does not come within ``timeout_s`` is a

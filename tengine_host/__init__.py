@@ -11,9 +11,9 @@ init -> create graph -> prerun -> run -> postrun, as a Python library::
     with Executor(graph, [get_device("cpu")]) as ex:    # prerun ... postrun
         probs = ex.run({"input": x})["probs"]
 
-Modules: ``ir`` (Tensor/Node/Graph), ``frontend`` (ONNX), ``ops`` (one registry
-of fp32 ops), ``passes``, ``quant`` (calibration, scale table, parameters),
-``int8_ref`` (independent int8 conv/FC golden), ``partition``, ``devices``
-(``cpu``; ``nvdla``), ``executor``.  Nothing is imported here, so importing a
-submodule stays cheap.
+Modules: ``frontend`` (ONNX), ``ops`` (one registry of fp32 ops), ``passes``,
+``quant`` (calibration, scale table, parameters), ``partition``, ``devices``
+(``cpu``; ``nvdla``), ``executor``.  The graph IR they share with the compiler
+is :mod:`accel.ir`, the int8 golden :mod:`accel.golden`.  Nothing is imported
+here, so importing a submodule stays cheap.
 """

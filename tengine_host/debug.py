@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 ENV_VARS = {"graph": "TG_DEBUG_GRAPH", "time": "TG_DEBUG_TIME", "data": "TG_DEBUG_DATA",
             "ref": "TG_DEBUG_REF"}

@@ -21,10 +21,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from accel.ir import Graph
 from tengine_host.debug import DebugOptions, dump_node_data, format_graph, time_table
 from tengine_host.devices.base import Device
 from tengine_host.interpreter import check_feeds
-from tengine_host.ir import Graph
 from tengine_host.partition import Partition, partition
 from tengine_host.quant.rewrites import with_rewrites
 from tengine_host.quant.table import QuantTable

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.ops import run_op
 
 NodeFn = Callable[[list["np.ndarray | None"]], tuple[np.ndarray, ...]]

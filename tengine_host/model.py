@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accel.ir import Graph
 from tengine_host.frontend import load_onnx
-from tengine_host.ir import Graph
 from tengine_host.passes import run_passes
 
 

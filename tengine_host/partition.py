@@ -29,8 +29,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from accel.ir import Graph, Node, dependencies
 from tengine_host.devices.base import Device
-from tengine_host.ir import Graph, Node, dependencies
 
 
 @dataclass

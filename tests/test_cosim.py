@@ -1,4 +1,4 @@
-"""The ``rtl`` runtime backend (accel/rtl/cosim.py): convolutions recorded as traces.
+"""The ``rtl`` runtime backend (accel/backends/rtl.py): convolutions recorded as traces.
 
 The fast tests put a stand-in for the RTL simulation that plays each recorded
 trace on a cmodel of its own (NVIDIA's trace player, which checks the recorded CRC):
@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 
 from accel.cmod.dla import Dla
-from accel.cmod.trace import _Player, find_cfg, parse_cfg, parse_dat
-from accel.cmod.trace_writer import format_dat
+from accel.trace.cmod_player import CmodPlayer
+from accel.trace.script import find_cfg, parse_cfg, parse_dat
+from accel.trace.writer import format_dat
 from opendla.cli import main
 
 
 class CmodelReplay:
-    """Stands in for :class:`accel.rtl.cosim.RtlSimulator` (one cmodel plays every trace,
+    """Stands in for :class:`accel.trace.rtl_player.RtlSimulator` (one cmodel plays every trace,
     its ping-pong groups moving on as the engine's do); ``corrupt`` flips one output
     bit after the replay, as a broken engine would."""
 
@@ -37,7 +38,7 @@ class CmodelReplay:
     def play(self, trace_dir: Path, dumps) -> dict:
         dla = self.dla
         cfg_path = find_cfg(trace_dir)
-        player = _Player(cfg_path, dla)
+        player = CmodPlayer(cfg_path, dla)
         player.run(parse_cfg(cfg_path))
         assert player.checks == 1                # the recorded golden was checked
         for addr, size, file in dumps:
@@ -54,11 +55,11 @@ class CmodelReplay:
 
 @pytest.fixture
 def replay(monkeypatch):
-    import accel.rtl.cosim as cosim
+    from accel.backends import rtl as rtl_backend
 
     CmodelReplay.instances.clear()
     CmodelReplay.corrupt = False
-    monkeypatch.setattr(cosim, "RtlSimulator", CmodelReplay)
+    monkeypatch.setattr(rtl_backend, "RtlSimulator", CmodelReplay)
     return CmodelReplay
 
 

@@ -15,9 +15,9 @@ from accel.compiler.fusion import fuse_lookups
 from accel.compiler.lowering import Buffer, DlaTensor, Lowering
 from accel.compiler.memory import lifetimes, plan_arena
 from accel.config import HwConfig
+from accel.ir import Graph
 from accel.loadable.io import write_loadable
 from accel.loadable.model import Loadable
-from tengine_host.ir import Graph
 
 ARENA_ALIGN = 64   # every buffer starts on a 64-byte boundary (atoms are at most 32 bytes)
 

@@ -15,12 +15,13 @@ from typing import Any
 from accel.compiler.engine import EngineOp, SdpOp
 from accel.compiler.ops import entry_for
 from accel.compiler.placement import Placement
+from accel.compiler.plans import make_plan
 from accel.compiler.program import IDENTITY
 from accel.compiler.scales import CompileError, Scales, as_scales, zero_point_of
 from accel.compiler.tensors import Region
 from accel.config import HwConfig
+from accel.ir import Graph, Node
 from accel.layout import cube_layout
-from tengine_host.ir import Graph, Node
 
 
 @dataclass
@@ -86,8 +87,6 @@ class Lowering:
 
     # ---------------------------------------------------------------- queries
     def _plan(self, node: Node) -> Any:
-        from accel.compiler import make_plan
-
         return make_plan(node, self.graph, self.cfg, self.scales)
 
     def plan(self, node: Node) -> Any:

@@ -21,7 +21,7 @@ the LO result is always the one chosen.  The output converter is the
 identity: the table already holds output units.
 
 The independent evaluator the int8 golden uses is
-:func:`tengine_host.int8_ref.sdp_lut_int8`.
+:func:`accel.golden.int8_ref.sdp_lut_int8`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ converter.  The same value is read twice, by two independent interpreters:
 * :mod:`accel.compiler.emitter` writes it into ``dla_sdp_op_desc`` descriptors
   (the firmware then programs the registers and the cmodel computes);
 * the op table's int8 CPU reference hands it to
-  :func:`tengine_host.int8_ref.sdp_program_int8`, plain numpy written from
+  :func:`accel.golden.int8_ref.sdp_program_int8`, plain numpy written from
   NVDLA_FACTS section 3.
 
 An operand names where its values come from: a register (``layer``), a
@@ -159,7 +159,7 @@ class SdpProgram:
     ``lut`` is the ``dla_lut_param`` of the Y stage's table
     (:class:`accel.loadable.descriptors_aux.LutParam`, built by
     :mod:`accel.compiler.lut`): the emitter stores it in the task's LUT list,
-    the reference evaluates it (:func:`tengine_host.int8_ref.sdp_lut_int8`);
+    the reference evaluates it (:func:`accel.golden.int8_ref.sdp_lut_int8`);
     None: no Y stage.
     """
 

@@ -76,7 +76,7 @@ class ConvQuant:
     pad_value: int = 0           # the input zero point: what a padded tap reads
 
     def reference_kwargs(self) -> dict:
-        """Keyword arguments for ``tengine_host.int8_ref.conv2d_int8``."""
+        """Keyword arguments for ``accel.golden.int8_ref.conv2d_int8``."""
         return dict(clip_truncate=self.clip_truncate, bias=self.bias,
                     bias_shift=self.bias_shift, mul=self.mul, mul_shift=self.mul_shift,
                     relu=self.relu, cvt_offset=self.cvt_offset, cvt_scale=self.cvt_scale,

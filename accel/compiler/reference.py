@@ -3,7 +3,7 @@
 Plain numpy on int8 tensors in host (NCHW / NC) shapes, with the plans the
 compiler made (:attr:`accel.compiler.compile.CompiledSubgraph.plans`), so it
 computes what the accelerator must compute, bit for bit, without sharing the
-accelerator's code: the entries' references call :mod:`tengine_host.int8_ref`.
+accelerator's code: the entries' references call :mod:`accel.golden.int8_ref`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from accel.compiler.ops import TABLE, entry_for
-from tengine_host.ir import Graph
+from accel.ir import Graph
 
 
 def run_reference(graph: Graph, plans: Mapping[str, Any],

@@ -27,10 +27,14 @@ from accel.rtl.conv_engine import ConvEngine
 from accel.rtl.csb_regs import CsbRegisterFile
 from accel.rtl.postproc import PostProcessor
 from accel.rtl.toolchain import yowasp_env
+from accel.rtl.uart import RamEngine
 
 #: memory entries (feature and weight) of the ``engine_traces`` top: NVIDIA's
 #: direct-convolution traces and the runtime's convolutions fit (nv_small's CBUF)
 TRACE_ENTRIES = 16384
+
+#: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
+RAM_ENGINE_BYTES = 1 << 20
 
 #: Top-level component name -> constructor from a config.
 TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
@@ -43,12 +47,10 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     # memories large enough for NVIDIA's direct-convolution traces
     "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=TRACE_ENTRIES,
                                             weight_entries=TRACE_ENTRIES),
-    # the FPGA build's core (engine, block RAM as on the board, UART host bridge) at 4
-    # cycles per UART bit: fast simulations
-    "bridged_engine": lambda cfg: _bridged(cfg, divisor=4),
     # the engine on the board's block RAM, loaded through a port of its own: traces whose
     # memory traffic never leaves the simulator (the fast way to simulate the engine)
-    "engine_ram": lambda cfg: _ram_engine(cfg),
+    "engine_ram": lambda cfg: RamEngine(cfg, ram_bytes=RAM_ENGINE_BYTES,
+                                        engine_entries=TRACE_ENTRIES),
     # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
     # with a model of the primitive: tests/rtl/mult18x18d_model.v)
     "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),
@@ -58,19 +60,6 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     # the conv core with both (the CMAC's shadow kernels in the blocks' weight registers)
     "conv_ecp5": lambda cfg: ConvCore(cfg, ecp5_dsp=True),
 }
-
-#: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
-RAM_ENGINE_BYTES = 1 << 20
-
-
-def _ram_engine(cfg: HwConfig) -> wiring.Component:
-    from accel.rtl.uart import RamEngine  # imports fpga.protocol
-    return RamEngine(cfg, ram_bytes=RAM_ENGINE_BYTES, engine_entries=TRACE_ENTRIES)
-
-
-def _bridged(cfg: HwConfig, **kwargs) -> wiring.Component:
-    from accel.rtl.uart import BridgedEngine  # imports fpga.protocol
-    return BridgedEngine(cfg, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -82,8 +71,16 @@ class Port:
     width: int
 
 
-def make_top(cfg: HwConfig, top: str = "cmac") -> wiring.Component:
-    """Build the component called ``top``; the error lists the valid names."""
+def make_top(cfg: HwConfig, top: str = "cmac",
+             factory: Callable[[HwConfig], wiring.Component] | None = None) -> wiring.Component:
+    """Build the component called ``top``; the error lists the valid names.
+
+    ``factory`` builds a top this package does not know (e.g. the FPGA build's
+    bridged core, :func:`fpga.bridge.simulation_top`), named ``top``; the
+    accelerator's RTL does not import the board code, so the board code passes it in.
+    """
+    if factory is not None:
+        return factory(cfg)
     try:
         ctor = TOPS[top]
     except KeyError:
@@ -102,7 +99,8 @@ def port_list(component: wiring.Component) -> list[Port]:
     return ports + [Port("clk", "input", 1), Port("rst", "input", 1)]
 
 
-def generate_verilog(cfg: HwConfig, out_dir: str | Path, top: str = "cmac") -> Path:
+def generate_verilog(cfg: HwConfig, out_dir: str | Path, top: str = "cmac",
+                     factory: Callable[[HwConfig], wiring.Component] | None = None) -> Path:
     """Write ``<out_dir>/<top>.v`` for ``cfg`` and return its path.
 
     Parameters
@@ -113,13 +111,15 @@ def generate_verilog(cfg: HwConfig, out_dir: str | Path, top: str = "cmac") -> P
         Created if missing.
     top : str
         Component to generate, a key of :data:`TOPS`; also the module name.
+    factory : callable, optional
+        Builds the component instead of :data:`TOPS` (see :func:`make_top`).
 
     Returns
     -------
     Path of the Verilog file.  ``<top>.ports.json`` and ``<top>.config.json``
     are written beside it.
     """
-    component = make_top(cfg, top)
+    component = make_top(cfg, top, factory)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with yowasp_env(("YOSYS",)):

@@ -23,8 +23,9 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from accel.config import HwConfig
 from accel.rtl.generate import generate_verilog
@@ -172,7 +173,8 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                test_module: str = "cmac_tb", tb_dir: str | Path = DEFAULT_TB_DIR,
                simulator: str = "icarus", seed: int = 1, waves: bool = False,
                extra_env: dict[str, str] | None = None,
-               models: tuple[Path, ...] = ()) -> dict:
+               models: tuple[Path, ...] = (),
+               factory: Callable[[HwConfig], Any] | None = None) -> dict:
     """Generate ``top`` for ``cfg``, build it with ``simulator`` and run ``test_module``.
 
     Parameters
@@ -194,6 +196,9 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
         More environment for the testbench (e.g. the trace it plays).
     models : paths
         Verilog models of the FPGA primitives ``top`` instantiates, compiled with it.
+    factory : callable, optional
+        Builds ``top`` when it is not one of :data:`accel.rtl.generate.TOPS` (see
+        :func:`accel.rtl.generate.make_top`).
 
     Returns
     -------
@@ -219,7 +224,7 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                                 f"(the RTL tests need a source checkout)")
     build = Path(build_dir).resolve()
     start = time.perf_counter()
-    verilog = generate_verilog(cfg, build, top=top)
+    verilog = generate_verilog(cfg, build, top=top, factory=factory)
     summary_file = build / "summary.json"
     summary_file.unlink(missing_ok=True)
     log = build / f"{test_module}.log"

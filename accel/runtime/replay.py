@@ -20,7 +20,7 @@ runs replay that log.  A recording is reused only while:
 During a replay every interrupt wait must return the recorded bits; a
 difference stops with :class:`ReplayDiverged` instead of programming on from a
 wrong assumption.  A backend may run a recording its own faster way
-(``prepare_replay`` / ``replay``, see :class:`accel.runtime.backend.CmodBackend`);
+(``prepare_replay`` / ``replay``, see :class:`accel.backends.cmod.CmodBackend`);
 :func:`replay` is the plain loop every backend supports.
 """
 

@@ -1,7 +1,7 @@
 """User-mode driver: load a loadable, place its memories, bind tensors, submit.
 
 >>> from accel.config import get_preset
->>> from accel.runtime.backend import get_backend
+>>> from accel.backends import get_backend
 >>> cfg = get_preset("nv_small")                      # doctest: +SKIP
 >>> rt = Runtime(cfg, get_backend("cmod", cfg))       # doctest: +SKIP
 >>> rt.load(open("CONV_D_L0_0_small_fbuf", "rb").read())   # doctest: +SKIP

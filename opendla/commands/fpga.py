@@ -128,10 +128,10 @@ def run_build(args: argparse.Namespace) -> int:
 
 def run_board(args: argparse.Namespace) -> int:
     """``opendla fpga run``: see the module docstring and :mod:`fpga.host`."""
+    from accel.backends.rtl import RtlBackend, RtlError, RtlMismatch
+    from accel.backends.session import LoadableSession
     from accel.loadable.io import LoadableError
-    from accel.rtl.cosim import RtlBackend, RtlError, RtlMismatch
     from accel.runtime.errors import RuntimeFault
-    from accel.runtime.session import LoadableSession
     from fpga.host import BoardPlayer, open_link
     from fpga.protocol import BridgeClient
     from opendla.commands.run import loadable_feeds, save_outputs, summarize

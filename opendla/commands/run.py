@@ -320,10 +320,10 @@ def loadable_feeds(model: str, specs: list[str], inputs
 
 
 def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
+    from accel.backends.session import LoadableSession
     from accel.config import get_preset
     from accel.loadable.io import LoadableError
     from accel.runtime.errors import RuntimeFault
-    from accel.runtime.session import LoadableSession
 
     onnx_only = {"--calib": args.calib, "--verify": args.verify, "--image": args.image,
                  "--precision int8": args.precision == "int8", "--device nvdla":

@@ -60,7 +60,7 @@ def _op_rows(res) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accel.cmod.trace import find_traces, run_traces
+    from accel.trace.runner import find_traces, run_traces
 
     backend = getattr(args, "backend", "cmod")
     if backend != "rtl" and (getattr(args, "simulator", "icarus") != "icarus"

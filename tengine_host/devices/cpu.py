@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accel.ir import Graph, Node
 from tengine_host.debug import DebugOptions, reference_override
 from tengine_host.interpreter import NodeFn, interpret
-from tengine_host.ir import Graph, Node
 from tengine_host.ops import OPS
 from tengine_host.quant.table import QuantTable
 

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accel.backends import BACKENDS, get_backend
 from accel.compiler import CompiledSubgraph, compile_subgraph, run_reference, supports
 from accel.compiler.reference import scale_constraints as _scale_constraints
 from accel.compiler.reference import zero_point_constraints as _zero_point_constraints
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
+from accel.ir import Graph, Node
 from accel.layout import pack_feature, unpack_feature
-from accel.runtime.backend import BACKENDS, get_backend
 from accel.runtime.umd import Runtime
-from tengine_host.ir import Graph, Node
 from tengine_host.quant.weights import dequantize, quantize_activation, quantize_counted
 
 
@@ -62,7 +62,7 @@ class NvdlaDevice:
     preset : str or HwConfig
         Hardware configuration (``accel.config.PRESETS``), nv_small by default.
     backend : str
-        Runtime backend name (``accel.runtime.backend.BACKENDS``).
+        Runtime backend name (``accel.backends.BACKENDS``).
     simulator : str
         With the ``rtl`` backend: the HDL simulator (icarus or verilator).
     capture : bool

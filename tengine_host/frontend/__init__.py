@@ -1,4 +1,4 @@
-"""Model importers: file formats -> :class:`tengine_host.ir.Graph`."""
+"""Model importers: file formats -> :class:`accel.ir.Graph`."""
 
 from __future__ import annotations
 

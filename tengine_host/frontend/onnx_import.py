@@ -20,9 +20,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from accel.ir import Graph, Node, Tensor
 from tengine_host.frontend.constants import OnnxImportError, attr_value, constant_value
 from tengine_host.frontend.shapes import input_tensor
-from tengine_host.ir import Graph, Node, Tensor
 from tengine_host.ops import OPS, run_op
 
 #: Opsets whose semantics the ops follow (newer opsets load when an op's

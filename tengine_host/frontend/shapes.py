@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from accel.ir import Tensor
 from tengine_host.frontend.constants import OnnxImportError
-from tengine_host.ir import Tensor
 
 
 def input_tensor(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> Tensor:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tengine_host.ir import Tensor
+from accel.ir import Tensor
 from tengine_host.ops.registry import ACTIVATION_ATTRS, apply_activation, register
 from tengine_host.ops.windows import geometry, out_shape, out_size, windows
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tengine_host.ir import Tensor
+from accel.ir import Tensor
 
 Fp32Fn = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
 ShapeFn = Callable[..., "list[tuple[int, ...]]"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tengine_host.ir import Graph
+from accel.ir import Graph
 from tengine_host.passes import (
     fold_affine,
     fold_batchnorm,

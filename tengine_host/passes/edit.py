@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node, Tensor
+from accel.ir import Graph, Node, Tensor
 
 
 def sole_consumer(graph: Graph, tensor: str) -> Node | None:

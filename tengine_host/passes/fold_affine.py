@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.passes.edit import (
     absorb,
     add_constant,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph
+from accel.ir import Graph
 from tengine_host.passes.edit import absorb, add_constant, constant, sole_consumer
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph, Tensor
+from accel.ir import Graph, Tensor
 from tengine_host.ops import OPS, run_op
 from tengine_host.passes.edit import drop_unused
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.passes.edit import constant
 
 FUSABLE_PRODUCERS = ("Conv", "Gemm", "Add")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.ops import get_op
 from tengine_host.passes.edit import absorb, add_constant, constant, per_channel, sole_consumer
 

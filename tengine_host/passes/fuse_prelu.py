@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.passes.edit import constant, drop_unused, per_channel, sole_consumer
 
 # an Add's PReLU runs in the SDP pass that sums (MediaPipe's residual blocks)

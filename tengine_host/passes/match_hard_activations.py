@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.passes.edit import private_producer, replace_nodes, scalar
 from tengine_host.passes.fuse_activation import clip_bounds
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ir import Graph
+from accel.ir import Graph
 from tengine_host.passes.edit import private_producer, replace_nodes
 
 

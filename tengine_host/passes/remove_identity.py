@@ -7,7 +7,7 @@ a graph input or constant, the node stays.
 
 from __future__ import annotations
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 PASS_THROUGH = ("Identity", "Dropout")
 

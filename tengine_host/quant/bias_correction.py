@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accel.ir import Graph, Node
 from tengine_host.interpreter import interpret
-from tengine_host.ir import Graph, Node
 from tengine_host.passes.edit import drop_unused
 from tengine_host.quant.layers import WEIGHTED_OPS, Layer, copy_graph, read_layer, write_layer
 

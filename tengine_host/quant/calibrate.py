@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence, Sized
 
 import numpy as np
 
+from accel.ir import Graph
 from tengine_host.interpreter import interpret
-from tengine_host.ir import Graph
 from tengine_host.quant.progress import progress_bar
 from tengine_host.quant.range_search import SEARCH_SAMPLES, search_thresholds
 from tengine_host.quant.rules import apply_dla_rules

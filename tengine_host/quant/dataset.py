@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tengine_host.ir import Graph
+from accel.ir import Graph
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".pgm", ".ppm", ".gif", ".tif", ".tiff")
 

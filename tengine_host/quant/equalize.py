@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.passes.edit import drop_unused
 from tengine_host.quant.layers import WEIGHTED_OPS, Layer, copy_graph, read_layer, write_layer
 

@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from accel.ir import Graph
 from tengine_host.interpreter import interpret, tensor_value
-from tengine_host.ir import Graph
 from tengine_host.quant.rewrites import GraphRewrites, with_rewrites
 from tengine_host.quant.rewrites import apply as apply_rewrites
 from tengine_host.quant.table import QuantTable

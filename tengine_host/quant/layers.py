@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 from tengine_host.passes.edit import add_constant, constant, per_channel
 
 #: the ops whose weights are quantized per output channel

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from accel.ir import Graph, Node
 from tengine_host.interpreter import tensor_value
-from tengine_host.ir import Graph, Node
 from tengine_host.ops import run_op
 from tengine_host.quant.thresholds import AbsHistogram, mse_threshold, percentile_threshold
 from tengine_host.quant.weights import dequantize, quantize_activation

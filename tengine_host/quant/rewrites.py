@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tengine_host.ir import Graph
+from accel.ir import Graph
 from tengine_host.passes.edit import drop_unused
 from tengine_host.quant.layers import copy_graph, read_layer, write_layer
 

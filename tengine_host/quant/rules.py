@@ -18,7 +18,7 @@ gives per group afterwards.
 
 from __future__ import annotations
 
-from tengine_host.ir import Graph
+from accel.ir import Graph
 from tengine_host.quant.table import QuantTable
 
 

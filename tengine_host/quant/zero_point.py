@@ -48,7 +48,7 @@ The table must be the calibrated one after the DLA scale rules
 
 from __future__ import annotations
 
-from tengine_host.ir import Graph
+from accel.ir import Graph
 from tengine_host.quant.rules import scale_groups  # union-find over any ties
 from tengine_host.quant.table import QuantTable
 

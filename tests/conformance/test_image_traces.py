@@ -22,7 +22,7 @@ import shutil
 import numpy as np
 import pytest
 
-from accel.cmod.trace import run_trace
+from accel.trace.runner import run_trace
 from tests.conftest import SHARED, shared_path
 
 TRACES = SHARED / "nvdla" / "traces"

@@ -41,7 +41,7 @@ def test_official_loadable_matches_golden(case):
         from accel.cmod import Dla  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"cmod backend unavailable: {exc}")
-    from accel.runtime.backend import get_backend
+    from accel.backends import get_backend
 
     cfg = get_preset("nv_small")
     rt = Runtime(cfg, get_backend("cmod", cfg))
@@ -70,7 +70,7 @@ def test_sdp_x1_relu_matches_plain_reference():
         pytest.skip(f"cmod backend unavailable: {exc}")
     import numpy as np
 
-    from accel.runtime.backend import get_backend
+    from accel.backends import get_backend
 
     ld = read_loadable(shared_path("nvdla", "loadables", "flatbufs", "kmd", "SDP",
                                    "SDP_X1_L0_0_small_fbuf").read_bytes())
@@ -88,7 +88,7 @@ def _run_official(fbuf: str):
         from accel.cmod import Dla  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"cmod backend unavailable: {exc}")
-    from accel.runtime.backend import get_backend
+    from accel.backends import get_backend
 
     ld = read_loadable(shared_path("nvdla", "loadables", "flatbufs", "kmd",
                                    *fbuf.split("/")).read_bytes())

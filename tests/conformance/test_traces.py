@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from accel.cmod.trace import run_trace
 from accel.config import get_preset
+from accel.trace.runner import run_trace
 from tests.conftest import SHARED, shared_path
 
 TRACES = SHARED / "nvdla" / "traces"

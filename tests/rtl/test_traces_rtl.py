@@ -78,13 +78,13 @@ def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
 def test_a_trace_for_another_unit_is_refused_at_load(monkeypatch) -> None:
     """A PDP trace programs a unit the RTL engine lacks: an error naming the register,
     before any simulation starts."""
-    from accel.cmod.trace import run_trace
-    from accel.rtl import trace_player
+    from accel.trace import rtl_player
+    from accel.trace.runner import run_trace
 
     def no_simulation(*args, **kwargs):
         raise AssertionError("a simulation was started for a refused trace")
 
-    monkeypatch.setattr(trace_player, "RtlSimulator", no_simulation)
+    monkeypatch.setattr(rtl_player, "RtlSimulator", no_simulation)
     root = shared_path("nvdla", "traces", "nv_small")
     pdp = next(p for p in sorted(root.iterdir()) if p.name.startswith("pdp_"))
     res = run_trace(pdp, backend="rtl")

@@ -1,9 +1,9 @@
 """NVIDIA's direct-convolution traces on the RTL engine (``accel/rtl/conv_engine.py``).
 
 Traces arrive on request (``serve``: a JSON line per trace on the pipe named by
-``OPENDLA_TRACE_REQUESTS``, from :class:`accel.rtl.trace_player.RtlSimulator`),
+``OPENDLA_TRACE_REQUESTS``, from :class:`accel.trace.rtl_player.RtlSimulator`),
 and each is played as the cmodel's trace player plays it
-(:mod:`accel.cmod.trace`: the same parser, memory files and golden CRCs), with
+(:mod:`accel.trace`: the same parser, memory files and golden CRCs), with
 the engine on the CSB and its AXI4 port served by
 ``cocotbext-axi``'s AXI slave over the trace's memory image: every
 ``reg_write`` goes to the engine's CSB port, ``poll_reg_equal`` reads it,
@@ -42,10 +42,11 @@ from engine_tb import attach_memory, csb_read, csb_write
 
 from accel.cmod.dram import Dram
 from accel.cmod.glb import status_bit
-from accel.cmod.trace import TraceError, _Player, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import lookup
-from accel.rtl.trace_player import refusal
+from accel.trace.cmod_player import CmodPlayer
+from accel.trace.rtl_player import refusal
+from accel.trace.script import TraceError, find_cfg, parse_cfg, parse_int
 
 CLOCK_NS = 10
 #: cycles an interrupt or a poll may take before the trace is declared hung
@@ -211,7 +212,7 @@ async def play(dut, trace: Path, hw: HwConfig, target: DramTarget) -> dict:
     if ram is not None:           # this trace's regions get windows of their own
         ram.loaded.clear()
         ram.place.clear()
-    loader = _Player(cfg_path, SimpleNamespace(dram=dram))
+    loader = CmodPlayer(cfg_path, SimpleNamespace(dram=dram))
     notified, checks = set(), 0
     waited = {"cycles": 0, "seconds": 0.0}     # in interrupt waits: the engine running
     start = get_sim_time("ns")

@@ -92,7 +92,7 @@ class _ByName:
 
 
 def _random_dag(rng, n):
-    from tengine_host.ir import Graph, Node, Tensor
+    from accel.ir import Graph, Node, Tensor
 
     nodes, tensors = [], {"x": Tensor("x", (1,), np.dtype(np.float32))}
     for i in range(n):
@@ -151,7 +151,7 @@ def test_fewest_transitions_against_exhaustive_search():
 def test_starting_on_the_cpu_can_save_a_transition():
     # n0 (cpu) -> n2 (dla); n1 (dla, graph order first among dla) -> n2.
     # Earliest-node-first would run dla[n1], cpu[n0], dla[n2]: 3 groups; cpu first needs 2.
-    from tengine_host.ir import Graph, Node, Tensor
+    from accel.ir import Graph, Node, Tensor
 
     f32 = np.dtype(np.float32)
     nodes = [Node("n1", "Op", ["x"], ["t1"]), Node("n0", "Op", ["x"], ["t0"]),
@@ -167,7 +167,7 @@ def test_starting_on_the_cpu_can_save_a_transition():
 def test_a_mac_free_island_between_cpu_subgraphs_moves_to_the_cpu():
     """conv (dla) -> sigmoid (cpu) -> concat(sigmoid, conv) (dla, no MACs) -> reshape (cpu):
     four subgraphs as assigned; the concat on the CPU makes two."""
-    from tengine_host.ir import Graph, Node, Tensor
+    from accel.ir import Graph, Node, Tensor
 
     f32 = np.dtype(np.float32)
     tensors = {t: Tensor(t, (1, 2, 3, 3), f32) for t in ("x", "c", "s", "y")}

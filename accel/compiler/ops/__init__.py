@@ -23,7 +23,7 @@ from accel.compiler.ops import (
 )
 from accel.compiler.ops.base import OpEntry
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 _MODULES = (conv, convtranspose, pool, eltwise, activation, concat, pad, resize, reshape, lrn,
             lookup)

@@ -39,7 +39,7 @@ from accel.compiler.ops.sdp_math import (
 from accel.compiler.program import SdpProgram
 from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 UNIT_SCALE = 1.0 / 127.0        # outputs in [0, 1] use all of int8's positive range
 HARD_SIGMOID = {"alpha": 0.2, "beta": 0.5}

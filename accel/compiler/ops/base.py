@@ -10,7 +10,7 @@ One :class:`OpEntry` per op family, one module per entry.  Who asks it:
   engine operations;
 * the int8 CPU golden: ``reference(plan, inputs)`` maps the node's int8
   inputs (host shapes, batch 1) to its int8 outputs with plain numpy
-  (:mod:`tengine_host.int8_ref`), using the same plan;
+  (:mod:`accel.golden.int8_ref`), using the same plan;
 * calibration: ``ties(node, graph)`` names tensors that must share one scale
   because the hardware cannot rescale between them (or should not: a sum of
   two tensors at one scale adds raw integers), ``fixed_scales`` the scales an
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 Check = Callable[[Node, Graph, HwConfig], "str | None"]
 Plan = Callable[[Node, Graph, HwConfig, Any], Any]

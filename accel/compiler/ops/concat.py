@@ -30,7 +30,7 @@ from accel.compiler.program import Operand, SdpProgram, XStage
 from accel.compiler.tensors import Region
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 AXES = {1: "channels", 2: "rows", 3: "cols"}
 

@@ -38,8 +38,9 @@ from accel.compiler.quantize import ConvQuant, conv_quant, int16_factor
 from accel.compiler.scales import zero_point_of
 from accel.compiler.tiling import OP_OVERHEAD, ConvGeom, TilePlan, plan_conv
 from accel.config import HwConfig
+from accel.golden import int8_ref
+from accel.ir import Graph, Node
 from accel.layout import ceil_div, pack_dc_weights
-from tengine_host.ir import Graph, Node
 
 MAX_STRIDE = 8          # CONV_X/Y_STRIDE: 3 bits
 MAX_PAD_BEGIN = 31      # PAD_LEFT/TOP: 5 bits
@@ -305,8 +306,6 @@ def lower(lo, node: Node, p: ConvPlan) -> None:
 
 
 def reference(p: ConvPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from tengine_host import int8_ref
-
     g = p.geom
     x = np.asarray(inputs[0]).reshape(1, g.c, g.h, g.w)
     y = int8_ref.conv_program_int8(x, p.quant.weight, p.program, stride=g.stride, pads=g.pads,

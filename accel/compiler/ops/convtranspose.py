@@ -29,7 +29,8 @@ from accel.compiler.quantize import ConvQuant, conv_quant, quantize_bias, zero_s
 from accel.compiler.scales import zero_point_of
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.golden import int8_ref
+from accel.ir import Graph, Node
 
 MAX_COLUMN = 8192
 
@@ -135,8 +136,6 @@ def lower(lo, node: Node, p: DeconvPlan) -> None:
 
 
 def reference(p: DeconvPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from tengine_host import int8_ref
-
     (sy, sx), (c, h, w) = p.stride, p.in_cube
     x = np.asarray(inputs[0]).reshape(1, c, h, w)
     y = np.zeros((1, p.k, h * sy, w * sx), dtype=np.int8)

@@ -33,7 +33,7 @@ from accel.compiler.ops.sdp_math import reference_steps as reference
 from accel.compiler.program import SdpProgram
 from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 OPS = {"Add": "sum", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
 TIED = ("Add", "Sub", "Max", "Min")

@@ -29,7 +29,7 @@ from accel.compiler.ops.sdp_math import lower_steps, reference_steps, single
 from accel.compiler.program import Converter, SdpProgram
 from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -72,8 +72,9 @@ from accel.compiler.ops.base import out_shape as batch1
 from accel.compiler.quantize import INT16_MAX, int16_factor, round_half_away
 from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
+from accel.golden import int8_lrn
+from accel.ir import Graph, Node
 from accel.loadable.descriptors_aux import FloatData, LutParam
-from tengine_host.ir import Graph, Node
 
 LOCAL_SIZES = (3, 5, 7, 9)
 LE_STEPS, LO_STEPS = 64, 256       # 65 and 257 entries
@@ -305,8 +306,6 @@ def lower(lo, node: Node, p: LrnPlan) -> None:
 
 
 def reference(p: LrnPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from tengine_host import int8_lrn
-
     def table(t: LutTable) -> int8_lrn.Table:
         return int8_lrn.Table(t.entries, t.start, t.select, t.underflow, t.overflow)
 

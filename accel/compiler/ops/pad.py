@@ -20,7 +20,7 @@ from accel.compiler.program import Operand, SdpProgram, XStage
 from accel.compiler.quantize import round_half_away
 from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 
 @dataclass(frozen=True, eq=False)

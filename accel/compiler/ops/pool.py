@@ -49,8 +49,9 @@ from accel.compiler.quantize import int16_factor, layer_operand
 from accel.compiler.scales import zero_point_of
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
+from accel.golden import int8_ref
+from accel.ir import Graph, Node
 from accel.layout import ceil_div
-from tengine_host.ir import Graph, Node
 
 MAX_KERNEL = 8
 MAX_STRIDE = 16
@@ -324,8 +325,6 @@ def lower(lo, node: Node, p: PoolPlan) -> None:
 
 
 def reference(p: PoolPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from tengine_host import int8_ref
-
     x = np.asarray(inputs[0])
     if p.sum_conv is not None:
         _, _, program = p.sum_conv
@@ -344,8 +343,6 @@ def reference(p: PoolPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 def _direct_max(x: np.ndarray, passes: tuple[Pass, ...], out_shape) -> np.ndarray:
     """Max pooling with the window the passes compose to (stride 1 chains, or a global max)."""
-    from tengine_host import int8_ref
-
     if all(ps.stride == (1, 1) for ps in passes):
         kh = 1 + sum(ps.kernel[0] - 1 for ps in passes)
         kw = 1 + sum(ps.kernel[1] - 1 for ps in passes)

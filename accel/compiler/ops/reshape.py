@@ -25,7 +25,7 @@ from accel.compiler.ops.base import (
     source_cube,
 )
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.ir import Graph, Node
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from accel.compiler.ops.base import OpEntry, check_activation, out_shape
 from accel.compiler.program import IDENTITY, SdpProgram, XStage
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
-from tengine_host.ir import Graph, Node
+from accel.golden import int8_ref
+from accel.ir import Graph, Node
 
 MAX_DIM = 8192
 # (coordinate transformation, nearest rounding) pairs that repeat pixels exactly for any
@@ -179,8 +180,6 @@ def lower(lo, node: Node, p: ResizePlan) -> None:
 def reference(p: ResizePlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = np.asarray(inputs[0])
     if p.bilinear:
-        from tengine_host import int8_ref
-
         c, h, w = p.in_cube
         padded = np.pad(x.reshape(1, c, h, w), ((0, 0), (0, 0), (1, 1), (1, 1)), mode="edge")
         y = np.zeros((1, c, 2 * h, 2 * w), dtype=np.int8)

@@ -40,7 +40,8 @@ from accel.arith import scale_shift_factorize
 from accel.compiler.engine import SdpOp
 from accel.compiler.program import Converter, Operand, SdpProgram, XStage
 from accel.compiler.quantize import int16_factor, layer_operand, round_half_away
-from tengine_host.ir import Node
+from accel.golden import int8_ref
+from accel.ir import Node
 
 INT16_MAX = (1 << 15) - 1
 FINE_BITS = 8          # fraction bits kept between X1 and the converter
@@ -299,8 +300,6 @@ def lower_steps(lo, node: Node, p: SdpPlan) -> None:
 
 
 def reference_steps(p: SdpPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from tengine_host import int8_ref
-
     results: list[np.ndarray] = []
 
     def resolve(ref: tuple[str, int]) -> np.ndarray:

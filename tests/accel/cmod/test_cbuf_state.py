@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from accel.cmod import ConfigError, Dla, UnsupportedError
-from accel.cmod.trace import parse_cfg
 from accel.config import get_preset
+from accel.trace.script import parse_cfg
 from tests.accel.cmod.test_dla import _pack_feature, _pack_weights
 from tests.conftest import shared_path
 

@@ -24,16 +24,16 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+from accel.backends import get_backend
 from accel.compiler import compile_subgraph, supports
 from accel.compiler.engine import ConvOp, SdpOp
 from accel.compiler.lut import int8_table, lo_table_lut
 from accel.compiler.reference import run_reference
 from accel.config import PRESETS, get_preset
+from accel.golden.int8_ref import sdp_lut_int8
 from accel.layout import pack_feature, unpack_feature
-from accel.runtime.backend import get_backend
 from accel.runtime.umd import Runtime
 from tengine_host.frontend import load_onnx
-from tengine_host.int8_ref import sdp_lut_int8
 from tengine_host.interpreter import interpret
 from tengine_host.passes import run_passes
 from tengine_host.quant import calibrate, quantize_activation

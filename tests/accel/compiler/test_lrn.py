@@ -2,7 +2,7 @@
 
 Each graph is calibrated, compiled (:func:`accel.compiler.compile_subgraph`),
 loaded from its flatbuffer by the runtime and run on the cmodel through the
-firmware; the output must equal :mod:`tengine_host.int8_lrn` on the plan's
+firmware; the output must equal :mod:`accel.golden.int8_lrn` on the plan's
 integers byte for byte.  Against fp32 the error is measured two ways:
 
 * the op's own error, against the fp32 LRN of the dequantized int8 input:
@@ -25,14 +25,14 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+from accel.backends import get_backend
 from accel.compiler import compile_subgraph, supports
 from accel.compiler.ops import TABLE, lrn
 from accel.compiler.reference import run_reference
 from accel.config import get_preset
+from accel.golden import int8_lrn
 from accel.layout import pack_feature, unpack_feature
-from accel.runtime.backend import get_backend
 from accel.runtime.umd import Runtime
-from tengine_host import int8_lrn
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.frontend import load_onnx
@@ -267,9 +267,9 @@ def _sext(v: int, bits: int) -> int:
 
 def _play_lrn_trace(trace_dir):
     """Registers, LUT, memory and CRC checks of a trace, with its CDP op computed by
-    :mod:`tengine_host.int8_lrn` (the cmodel is not involved)."""
-    from accel.cmod.trace import parse_cfg, parse_dat
+    :mod:`accel.golden.int8_lrn` (the cmodel is not involved)."""
     from accel.regs import UNITS
+    from accel.trace.script import parse_cfg, parse_dat
 
     regs: dict[str, int] = {}
     tables, table, addr = ([0] * 65, [0] * 257), 0, 0

@@ -4,7 +4,7 @@ A small ONNX graph (conv+ReLU with stride 2 and uneven padding -> conv with
 vertical dilation 2 -> flatten -> FC+ReLU) is calibrated and compiled for every preset; each DLA
 subgraph's flatbuffer is loaded by :class:`Runtime`, run on the cmod backend
 and every output element is compared with the independent int8 reference
-``tengine_host.int8_ref`` given the layer parameters the compiler chose and the
+``accel.golden.int8_ref`` given the layer parameters the compiler chose and the
 geometry this test built the graph with.  A last check against onnxruntime
 (fp32) keeps the chosen parameters honest.
 """
@@ -17,13 +17,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from accel.backends import get_backend
 from accel.compiler import compile_subgraph
 from accel.config import PRESETS, get_preset
+from accel.golden.int8_ref import conv2d_int8, fc_int8
 from accel.layout import pack_feature, unpack_feature
-from accel.runtime.backend import get_backend
 from accel.runtime.umd import Runtime
 from tengine_host.frontend import load_onnx
-from tengine_host.int8_ref import conv2d_int8, fc_int8
 from tengine_host.passes import run_passes
 from tengine_host.quant import calibrate, quantize_activation
 

@@ -43,7 +43,7 @@ ATOM = CFG.atom_size
 @pytest.fixture
 def backend():
     try:
-        from accel.runtime.backend import get_backend
+        from accel.backends import get_backend
         return get_backend("cmod", CFG)
     except ImportError as exc:
         pytest.skip(f"cmod backend unavailable: {exc}")

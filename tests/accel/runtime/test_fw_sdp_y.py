@@ -3,7 +3,7 @@ backend, hand-built tasks on the nv_large cmodel.
 
 Expected outputs are written here from the NVDLA arithmetic (NVDLA_FACTS section
 3, lut-programming.rst), element by element in plain Python - not taken from
-the cmodel, nor from ``tengine_host.int8_ref``.
+the cmodel, nor from ``accel.golden.int8_ref``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ OFF = CvtParam(scale=1, truncate=0, enable=0, offset=0)
 
 @pytest.fixture
 def backend():
-    from accel.runtime.backend import get_backend
+    from accel.backends import get_backend
     return get_backend("cmod", CFG)
 
 

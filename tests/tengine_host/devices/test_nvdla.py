@@ -1,5 +1,5 @@
 """The nvdla device: compiled subgraphs on the cmodel, checked layer by layer
-against the independent int8 CPU reference (``tengine_host.int8_ref``)."""
+against the independent int8 CPU reference (``accel.golden.int8_ref``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from sklearn.datasets import load_digits
 
 from accel.compiler import CompileError
-from tengine_host import int8_ref
+from accel.golden import int8_ref
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.model import load_model

@@ -14,9 +14,9 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from accel.ir import Graph
 from tengine_host.frontend import load_onnx
 from tengine_host.interpreter import interpret
-from tengine_host.ir import Graph
 
 #: Largest relative error (max |ours - onnxruntime| / max |onnxruntime|) a pass may add.
 RTOL = 1e-5

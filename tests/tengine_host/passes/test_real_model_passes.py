@@ -24,9 +24,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from accel.ir import Graph
 from tengine_host.frontend import load_onnx
 from tengine_host.interpreter import interpret
-from tengine_host.ir import Graph
 from tengine_host.passes import run_passes
 from tests.conftest import shared_path
 

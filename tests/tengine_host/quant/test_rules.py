@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from accel.ir import Graph, Node, Tensor
 from tengine_host.frontend import load_onnx
-from tengine_host.ir import Graph, Node, Tensor
 from tengine_host.quant import calibrate
 from tengine_host.quant.rules import apply_dla_rules, scale_groups
 

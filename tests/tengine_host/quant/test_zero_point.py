@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tengine_host.ir import Graph, Node, Tensor
+from accel.ir import Graph, Node, Tensor
 from tengine_host.quant.rules import apply_dla_rules
 from tengine_host.quant.table import QuantTable
 from tengine_host.quant.zero_point import assign_zero_points

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tengine_host.int8_ref import eltwise_int8, pdp_reciprocal, pool2d_int8
+from accel.golden.int8_ref import eltwise_int8, pdp_reciprocal, pool2d_int8
 
 
 def _x(rows):

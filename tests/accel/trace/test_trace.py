@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accel.cmod.trace import TraceError, parse_cfg, parse_dat, run_trace
+from accel.trace.runner import run_trace
+from accel.trace.script import TraceError, parse_cfg, parse_dat
 from opendla.commands import trace as trace_cmd
 from opendla.errors import CheckFailed
 from tests.conftest import shared_path

@@ -13,7 +13,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accel.cmod.trace import TraceError, parse_cfg, parse_dat, run_trace
+from accel.trace.runner import run_trace
+from accel.trace.script import TraceError, parse_cfg, parse_dat
 
 CFG = """mem_init(pri_mem, 0x1000, 0x100, ALL_ZERO);
 mem_load(pri_mem, 0x1000, "in.dat");

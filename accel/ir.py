@@ -1,8 +1,12 @@
-"""Graph IR of the host engine: tensors, nodes, and a topologically sorted graph.
+"""The graph IR: tensors, nodes, and a topologically sorted graph.
 
-The accelerator compiler (``accel.compiler``) is written against these names,
-so they are part of the public contract: ``Tensor``, ``Node``, ``Graph`` and the
-graph's ``producer`` / ``consumers`` / ``is_constant`` / ``subgraph`` queries.
+The host engine (``tengine_host``) builds it from ONNX, rewrites and runs it;
+the accelerator compiler (``accel.compiler``) lowers its supported subgraphs.
+Both are written against these names, so they are the contract between them:
+``Tensor``, ``Node``, ``Graph`` and the graph's ``producer`` / ``consumers`` /
+``is_constant`` / ``subgraph`` queries.  It lives on accel's bottom floor and
+imports nothing of the project, so the compiler and the host both import it
+downward (``docs/architecture.md``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Write register traces in NVIDIA's ``.cfg`` + ``.dat`` format (the one :mod:`accel.cmod.trace`
+"""Write register traces in NVIDIA's ``.cfg`` + ``.dat`` format (the one :mod:`accel.trace.script`
 plays).
 
 A trace directory ``<dir>/<name>/`` holds ``<name>.cfg`` - ``mem_init`` /
@@ -6,7 +6,7 @@ A trace directory ``<dir>/<name>/`` holds ``<name>.cfg`` - ``mem_init`` /
 ``intr_notify`` waits and ``check_crc`` goldens - and one ``.dat`` packet file
 per loaded region
 (``{offset:0x0, size:N, payload:0x.. 0x.. ...} ,``, offsets relative to the
-region's base).  :mod:`accel.rtl.cosim` writes one for every convolution it
+region's base).  :mod:`accel.backends.rtl` writes one for every convolution it
 runs on the RTL engine.
 """
 

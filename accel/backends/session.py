@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from accel.backends import get_backend
 from accel.config import HwConfig
 from accel.layout import CubeLayout, pack_feature, unpack_feature
 from accel.loadable.io import read_loadable
@@ -35,7 +36,6 @@ from accel.loadable.model import (
     PixelFormat,
     TensorDescListEntry,
 )
-from accel.runtime.backend import get_backend
 from accel.runtime.errors import RuntimeUsageError
 from accel.runtime.umd import Runtime
 
@@ -102,7 +102,7 @@ class LoadableSession:
                  *, trace_regs: bool = False) -> None:
         self.loadable = loadable if isinstance(loadable, Loadable) else read_loadable(loadable)
         self.cfg = cfg
-        # a backend name (accel.runtime.backend.BACKENDS) or a backend already made
+        # a backend name (accel.backends.BACKENDS) or a backend already made
         backend = get_backend(backend, cfg) if isinstance(backend, str) else backend
         self.runtime = Runtime(cfg, backend, trace_regs=trace_regs)
         self.runtime.load(self.loadable)

@@ -1,4 +1,4 @@
-"""NVIDIA's register traces on the RTL engine: the ``rtl`` backend of :mod:`accel.cmod.trace`.
+"""NVIDIA's register traces on the RTL engine: the ``rtl`` backend of :mod:`accel.trace.runner`.
 
 A :class:`TracePlayer` keeps one simulation per configuration (an
 :class:`RtlSimulator`: the ``engine_traces`` top, the conv engine with
@@ -18,7 +18,7 @@ that programs another unit, or a field at a value the engine does not
 implement (:data:`FIXED_FIELDS`), fails at load, before any simulation starts,
 with the register named.
 
-The runtime's ``rtl`` backend (:mod:`accel.rtl.cosim`) plays its recorded
+The runtime's ``rtl`` backend (:mod:`accel.backends.rtl`) plays its recorded
 convolutions through the same :class:`RtlSimulator`, without the resets.
 """
 
@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accel.cmod.trace import TraceError, find_cfg, parse_cfg, parse_int
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
 from accel.rtl.conv_engine import memory_refusal
@@ -47,6 +46,7 @@ from accel.rtl.csb_regs import CONV_UNITS
 from accel.rtl.generate import TRACE_ENTRIES
 from accel.rtl.sim import BUILD_DIR, CACHE_DIR, DEFAULT_TB_DIR, run_cocotb
 from accel.runtime.errors import RuntimeFault
+from accel.trace.script import TraceError, find_cfg, parse_cfg, parse_int
 
 #: where each configuration's simulation writes its Verilog and logs
 BUILD_ROOT = BUILD_DIR / "traces"

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from accel.backends import BACKENDS, get_backend
 from accel.config import get_preset
-from accel.runtime.backend import BACKENDS, Backend, get_backend
+from accel.runtime.backend import Backend
 from tests.accel.runtime.fake_backend import FakeBackend
 
 

@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tengine_host.int8_ref import accumulate, conv2d_int8, fc_int8, round_shift, sdp_int8
+from accel.golden.int8_ref import accumulate, conv2d_int8, fc_int8, round_shift, sdp_int8
 
 NO_SDP = dict(clip_truncate=0, bias=None, bias_shift=0, mul=None, mul_shift=0, relu=False,
               cvt_offset=0, cvt_scale=1, cvt_shift=0)

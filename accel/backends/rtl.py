@@ -1,12 +1,12 @@
-"""The ``rtl`` runtime backend: convolutions on the RTL engine, everything else on the cmodel.
+"""The ``rtl`` backend: convolutions on the RTL engine, everything else on the cmodel.
 
-:class:`RtlBackend` is the cmod backend (:class:`~accel.runtime.backend.CmodBackend`)
+:class:`RtlBackend` is the cmod backend (:class:`~accel.backends.cmod.CmodBackend`)
 over :class:`RtlDla`, a :class:`~accel.cmod.dla.Dla` that hands every
 convolution + on-the-fly SDP the RTL engine implements to one simulation of
 that engine, kept running for the whole session (:class:`RtlSimulator`).
 When the firmware's last ``D_OP_ENABLE`` starts a convolution, :class:`RtlDla`
 
-1. records it as a trace in NVIDIA's ``.cfg`` format (:mod:`accel.cmod.trace_writer`):
+1. records it as a trace in NVIDIA's ``.cfg`` format (:mod:`accel.trace.writer`):
    the memory it reads - input cube, weights, SDP operand tables - and the
    current bytes of its output region; ``S_POINTER`` and every ``D_`` register of
    CDMA, CSC, CMAC_A/B, CACC, SDP (and SDP_RDMA when it fetches operands) from
@@ -37,16 +37,16 @@ from typing import Any
 
 import numpy as np
 
+from accel.backends.cmod import CmodBackend
 from accel.cmod.dla import ConvDone, Dla, Launch
-from accel.cmod.trace_writer import TraceBuilder
 from accel.config import HwConfig
 from accel.layout import CubeLayout
 from accel.regs import lookup
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import d_registers
 from accel.rtl.generate import TRACE_ENTRIES
-from accel.rtl.trace_player import RtlError, RtlSimulator, unsupported
-from accel.runtime.backend import CmodBackend
+from accel.trace.rtl_player import RtlError, RtlSimulator, unsupported
+from accel.trace.writer import TraceBuilder
 
 #: the units an RTL convolution programs, in enable order (the last enable starts it)
 ENABLE_ORDER = ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
