@@ -33,6 +33,7 @@ from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.glb import status_bit
 from accel.cmod.records import OpRecord
 from accel.config import PRESETS, HwConfig, get_preset
+from accel.errors import AccelError, AccelInputError
 from accel.regs import UnknownRegisterError, lookup
 
 _STMT = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*;?\s*$")
@@ -44,12 +45,19 @@ TRACE_BACKENDS = ("cmod", "rtl")
 """Where :func:`run_trace` plays a trace: the cmodel, or the Amaranth RTL in simulation."""
 
 
-class TraceError(Exception):
-    """A malformed or failing trace statement; the message starts with ``file:line``."""
+class TraceError(AccelError):
+    """A trace statement that failed (a CRC, a read, an interrupt); the message starts
+    with ``file:line``."""
 
 
-class _Skip(Exception):
-    pass
+class MalformedTrace(TraceError, AccelInputError):
+    """A trace that cannot be played as written: unparsable, an unknown command or
+    register, a bad number, no ``.cfg`` or several, nothing to check.  Bad input, not a
+    failed check (``opendla trace run`` exits 2 for it, 1 for a failed check)."""
+
+
+class _Skip(AccelError):
+    """Control flow: the trace cannot run here (missing data); reported as *skip*."""
 
 
 @dataclass
@@ -78,6 +86,7 @@ class TraceResult:
     cycles: int = 0
     stats: list[OpRecord] = field(default_factory=list)   # every operation run
     note: str = ""
+    malformed: bool = False     # failed because the trace itself is bad input
 
 
 def parse_cfg(path: Path) -> list[Command]:
@@ -89,7 +98,7 @@ def parse_cfg(path: Path) -> list[Command]:
             continue
         m = _STMT.match(text)
         if m is None:
-            raise TraceError(f"{path}:{n}: cannot parse {raw.strip()!r}")
+            raise MalformedTrace(f"{path}:{n}: cannot parse {raw.strip()!r}")
         args = [a.strip().strip('"') for a in m.group(2).split(",")] if m.group(2).strip() else []
         cmds.append(Command(m.group(1), args, n))
     return cmds
@@ -133,11 +142,11 @@ def _parse_packets(path: Path, text: str) -> tuple[np.ndarray, np.ndarray]:
         try:
             payload = bytes.fromhex(hexdigits)
         except ValueError as exc:
-            raise TraceError(f"{path}: packet at offset {m.group(1)}: bad payload "
+            raise MalformedTrace(f"{path}: packet at offset {m.group(1)}: bad payload "
                              f"({exc})") from None
         if len(payload) != int(m.group(2)):
-            raise TraceError(f"{path}: packet at offset {m.group(1)} declares size {m.group(2)} "
-                             f"but carries {len(payload)} bytes")
+            raise MalformedTrace(f"{path}: packet at offset {m.group(1)} declares size "
+                                 f"{m.group(2)} but carries {len(payload)} bytes")
         offs.append(np.arange(len(payload), dtype=np.int64) + int(m.group(1), 0))
         chunks.append(payload)
     if not chunks:
@@ -156,8 +165,8 @@ def _preset_of(trace_dir: Path, preset: str | None) -> str:
         return preset
     name = trace_dir.parent.name
     if name not in PRESETS:
-        raise ValueError(f"cannot tell the preset of {trace_dir}: parent directory {name!r} is "
-                         f"not in {', '.join(PRESETS)}; give --preset NAME")
+        raise AccelInputError(f"cannot tell the preset of {trace_dir}: parent directory "
+                              f"{name!r} is not in {', '.join(PRESETS)}; give --preset NAME")
     return name
 
 
@@ -168,7 +177,8 @@ def find_cfg(trace_dir: Path) -> Path:
         return cfg
     cfgs = sorted(trace_dir.glob("*.cfg"))
     if len(cfgs) != 1:
-        raise ValueError(f"{trace_dir}: expected one .cfg file, found {len(cfgs)}")
+        raise MalformedTrace(f"{trace_dir}: expected one .cfg file (or {cfg.name}), found "
+                             f"{len(cfgs)}")
     return cfgs[0]
 
 
@@ -185,18 +195,16 @@ class _Player:
         for cmd in cmds:
             handler = getattr(self, f"do_{cmd.name}", None)
             if handler is None:
-                raise TraceError(f"{self.where(cmd)}: unknown trace command {cmd.name!r}")
+                raise MalformedTrace(f"{self.where(cmd)}: unknown trace command {cmd.name!r}")
             try:
                 handler(cmd)
-            except UnknownRegisterError as exc:
-                raise TraceError(f"{self.where(cmd)}: {exc}") from None
-            except (DramAccessError, ConfigError) as exc:
-                raise TraceError(f"{self.where(cmd)}: {exc}") from None
+            except (UnknownRegisterError, DramAccessError, ConfigError) as exc:
+                raise MalformedTrace(f"{self.where(cmd)}: {exc}") from exc
             except (ValueError, IndexError, KeyError) as exc:
                 if cmd.name == "reg_write":  # raised by the model itself: a model bug
                     raise
-                raise TraceError(f"{self.where(cmd)}: malformed {cmd.name}"
-                                 f"({', '.join(cmd.args)}): {exc}") from None
+                raise MalformedTrace(f"{self.where(cmd)}: malformed {cmd.name}"
+                                     f"({', '.join(cmd.args)}): {exc}") from exc
 
     def do_mem_init(self, cmd: Command) -> None:
         pattern = cmd.args[3] if len(cmd.args) > 3 else "ALL_ZERO"
@@ -220,8 +228,8 @@ class _Player:
         try:
             addr, value = lookup(cmd.args[0]).address, parse_int(cmd.args[1])
         except (ValueError, IndexError) as exc:
-            raise TraceError(f"{self.where(cmd)}: malformed reg_write({', '.join(cmd.args)}): "
-                             f"{exc}") from None
+            raise MalformedTrace(f"{self.where(cmd)}: malformed "
+                                 f"reg_write({', '.join(cmd.args)}): {exc}") from exc
         self.dla.csb_write(addr, value)
 
     def do_reg_read(self, cmd: Command) -> None:
@@ -319,7 +327,7 @@ def run_trace(path: str | Path, preset: str | None = None,
         player = _Player(cfg_path, dla)
         player.run(cmds)
         if player.checks == 0:
-            raise TraceError(f"{cfg_path}: no check_crc statement, nothing was verified")
+            raise MalformedTrace(f"{cfg_path}: no check_crc statement, nothing was verified")
         result.status = "pass"
     except _Skip as exc:
         result.status, result.reason = "skip", str(exc)
@@ -327,6 +335,7 @@ def run_trace(path: str | Path, preset: str | None = None,
         result.status, result.reason = "skip", f"unsupported: {exc}"
     except TraceError as exc:
         result.reason = str(exc)
+        result.malformed = isinstance(exc, MalformedTrace)
     except Exception as exc:  # a model bug must not stop a whole run
         result.reason = f"{type(exc).__name__}: {exc}"
     if dla is not None:

@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from numbers import Integral
 from typing import Any, Protocol, runtime_checkable
 
+from accel.errors import AccelError
+
 ZERO_POINTS = (-128, 127)
 
 
-class CompileError(ValueError):
+class CompileError(AccelError, ValueError):
     """A subgraph cannot be compiled; the message names the node or tensor and the cause."""
 
 

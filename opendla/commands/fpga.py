@@ -162,9 +162,8 @@ def run_board(args: argparse.Namespace) -> int:
         raise CheckFailed(f"the board's output differs from the cmodel's: {exc}") from None
     except RtlError as exc:
         raise CheckFailed(f"the board failed: {exc}") from None
-    except (LoadableError, RuntimeFault, KeyError, ValueError, IndexError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(f"cannot run loadable {args.loadable!r}: {msg}") from None
+    except (LoadableError, RuntimeFault) as exc:     # the board's own faults are RtlErrors
+        raise UsageError(f"cannot run loadable {args.loadable!r}: {exc}") from exc
     finally:
         if backend is not None:
             backend.close()

@@ -13,8 +13,9 @@ are warned about by name with the worst layers; ``--report FILE`` writes it all
 as JSON.  Zero points, cross-layer equalization and bias correction are tried on
 the same held-out samples (``--zero-points``, ``--equalize``, ``--bias-correction``:
 auto, on or off) and the best is written; the table records the weight rewrites
-and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf are refused; inputs that are all zero, constant
-or far outside a normalized range are warned about.  Dynamic input shapes are
+and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf are
+refused; inputs that are all zero, constant or far outside a normalized range, or that
+the chosen scales saturate, are warned about.  Dynamic input shapes are
 taken from the arrays (or from ``-g`` for images) when ``--input-shape`` does
 not fix them.
 """
@@ -29,8 +30,15 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+
 from accel.config import PRESETS
-from opendla.commands._inputs import add_image_options, image_dims, image_options
+from opendla.commands._inputs import (
+    add_image_options,
+    image_dims,
+    image_options,
+    warn_int8_inputs,
+)
 from opendla.errors import UsageError
 from tengine_host.quant.fidelity import (
     CHOICES,
@@ -39,7 +47,6 @@ from tengine_host.quant.fidelity import (
     MIN_TOP1_AGREEMENT,
     WORST_LAYERS,
 )
-
 
 #: Tengine's -a takes numbers; the names are accepted too.
 ALGORITHM_ALIASES = {"0": "minmax", "1": "kl", "2": "percentile", "3": "auto"}
@@ -162,59 +169,59 @@ def run(args: argparse.Namespace) -> int:
     src = _validate(args)
     shapes = parse_shapes(args.input_shape)
     try:
-        try:
-            graph = load_model(args.model, input_shapes=shapes or None)
-        except OnnxImportError:
-            if shapes:
-                raise
-            # dynamic dimensions: the calibration data fixes them, if it can
-            shapes = _shapes_from_data(src, onnx_input_names(args.model), args.dims)
-            if not shapes:
-                raise
-            graph = load_model(args.model, input_shapes=shapes)
-        if src.is_dir():
-            dims = image_dims(args, graph.tensors[graph.inputs[0]].shape)
-            opts = image_options(args, dims)
-            samples = load_images(src, graph, dims, opts["mean"], opts["scale"],
-                                  swap_rb=opts["swap_rb"], center_crop=opts["center_crop"],
-                                  letterbox=opts["letterbox"])
-        else:
-            samples = load_arrays(src, graph)
-        auto_keep = args.keep_float == "auto"
-        keep = frozenset() if auto_keep else keep_float_nodes(args, graph)
-        for message in input_warnings(graph, samples):
-            print(f"warning: {message}", file=sys.stderr)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            calibrate_fn = calibrate
-            variants = {}
-            if args.zero_points == "auto":
-                variants["zero points"] = assign_zero_points
-            elif args.zero_points == "on":
-                def calibrate_fn(graph, samples, **options):
-                    return assign_zero_points(graph, calibrate(graph, samples, **options))
-            table, report = calibrate_checked(
-                graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
-                variants=variants, rewrites=weight_rewrites(args.preset, keep, args.equalize,
-                                                           args.bias_correction),
-                progress=not args.no_progress, algorithm=args.algorithm,
-                percentile=args.percentile, keep_float=keep)
-        checked = _checked_samples(samples, report)
-        choice = None
-        if auto_keep and report.check != "unchecked":
-            choice = choose_keep_float(graph, table, checked, report, preset=args.preset,
-                                       min_sqnr_db=args.min_sqnr, min_top1=args.min_top1,
-                                       progress=not args.no_progress)
-            table, report = choice.table, choice.report
-            keep = frozenset(choice.nodes)
-        else:
-            table.keep_float = tuple(sorted(keep))    # what it was checked with
-        ranked = None
-        if args.sensitivity:
-            ranked = sensitivity(graph, table, checked, preset=args.preset,
-                                 progress=not args.no_progress, keep_float=keep)
-    except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        raise UsageError(str(exc)) from None
+        graph = load_model(args.model, input_shapes=shapes or None)
+    except OnnxImportError:
+        if shapes:
+            raise
+        # dynamic dimensions: the calibration data fixes them, if it can
+        shapes = _shapes_from_data(src, onnx_input_names(args.model), args.dims)
+        if not shapes:
+            raise
+        graph = load_model(args.model, input_shapes=shapes)
+    if src.is_dir():
+        dims = image_dims(args, graph.tensors[graph.inputs[0]].shape)
+        opts = image_options(args, dims)
+        samples = load_images(src, graph, dims, opts["mean"], opts["scale"],
+                              swap_rb=opts["swap_rb"], center_crop=opts["center_crop"],
+                              letterbox=opts["letterbox"])
+    else:
+        samples = load_arrays(src, graph)
+    stacked = {n: np.concatenate([s[n] for s in samples]) for n in graph.inputs}
+    warn_int8_inputs(stacked, None, "quantize")     # NaN/Inf: refused before calibrating
+    auto_keep = args.keep_float == "auto"
+    keep = frozenset() if auto_keep else keep_float_nodes(args, graph)
+    for message in input_warnings(graph, samples):
+        print(f"warning: {message}", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        calibrate_fn = calibrate
+        variants = {}
+        if args.zero_points == "auto":
+            variants["zero points"] = assign_zero_points
+        elif args.zero_points == "on":
+            def calibrate_fn(graph, samples, **options):
+                return assign_zero_points(graph, calibrate(graph, samples, **options))
+        table, report = calibrate_checked(
+            graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
+            variants=variants, rewrites=weight_rewrites(args.preset, keep, args.equalize,
+                                                       args.bias_correction),
+            progress=not args.no_progress, algorithm=args.algorithm,
+            percentile=args.percentile, keep_float=keep)
+    checked = _checked_samples(samples, report)
+    choice = None
+    if auto_keep and report.check != "unchecked":
+        choice = choose_keep_float(graph, table, checked, report, preset=args.preset,
+                                   min_sqnr_db=args.min_sqnr, min_top1=args.min_top1,
+                                   progress=not args.no_progress)
+        table, report = choice.table, choice.report
+        keep = frozenset(choice.nodes)
+    else:
+        table.keep_float = tuple(sorted(keep))    # what it was checked with
+    warn_int8_inputs(stacked, table, "quantize")    # what the chosen scales saturate
+    ranked = None
+    if args.sensitivity:
+        ranked = sensitivity(graph, table, checked, preset=args.preset,
+                             progress=not args.no_progress, keep_float=keep)
     for message in dict.fromkeys(str(w.message) for w in caught):    # once each
         print(f"warning: {message}", file=sys.stderr)
     try:

@@ -42,13 +42,13 @@ from opendla.commands._backend import add_backend_options
 from opendla.commands._inputs import (
     add_input_options,
     add_keep_float_option,
-    check_finite,
     image_dims,
     image_options,
     keep_float_nodes,
     load_image_batch,
     load_labels,
     parse_inputs,
+    warn_int8_inputs,
 )
 from opendla.errors import CheckFailed, UsageError
 
@@ -342,11 +342,8 @@ def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
             return {n: np.concatenate([r[n] for r in runs]) for n in runs[0]}
 
         outputs, timing = timed(once, batch, args.repeat, args.warmup)
-    except (LoadableError, RuntimeFault, OSError, KeyError, ValueError, IndexError,
-            OverflowError, MemoryError) as exc:
-        # a malformed loadable (descriptors, memory list, blobs) surfaces as any of these
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(f"cannot run loadable {args.model!r}: {msg}") from None
+    except (LoadableError, RuntimeFault) as exc:
+        raise UsageError(f"cannot run loadable {args.model!r}: {exc}") from exc
     if args.save_outputs:
         save_outputs(args.save_outputs, outputs)
     summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
@@ -448,7 +445,6 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
     from tengine_host.debug import DebugOptions
     from tengine_host.devices import get_device
     from tengine_host.executor import Executor
-    from tengine_host.frontend import OnnxImportError
     from tengine_host.quant import load_table
     from tengine_host.quant.table import check_table
 
@@ -463,32 +459,29 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
     if args.device == "nvdla" and not args.calib:
         raise UsageError("--device nvdla runs int8 and needs --calib calib.json "
                          "(opendla quantize)")
-    try:
-        graph, feeds, shapes = load_onnx_feeds(args)
-        if args.device == "nvdla":
-            check_finite(feeds, "--device nvdla (int8)")
-        graph, per_sample = fit_batch(args.model, graph, feeds, shapes)
-        table = load_table(args.calib) if args.calib else None
-        if table is not None and (args.precision == "int8" or args.device != "cpu"):
-            check_table(table, graph, f"calibration table {args.calib!r}")
-        if args.verify:
-            graph = _batch_one(args.model, graph, feeds, shapes)
-        keep = keep_float_nodes(args, graph, table)
-        cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
-                         preset=args.preset, keep_float=keep)
-        accel_opts = {"preset": args.preset, "capture": args.verify,
-                      "trace_regs": args.trace_regs, "backend": args.backend,
-                      "simulator": args.simulator, "keep_float": keep} \
-            if args.device == "nvdla" else {}
-        devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
-        batch = next(iter(feeds.values())).shape[0]
-        with Executor(graph, devices, table, debug=debug) as ex:
-            (outputs, report, times), timing = timed(
-                lambda: _execute(ex, feeds, per_sample, args.verify), batch, args.repeat,
-                args.warmup)
-    except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(str(msg)) from None
+    graph, feeds, shapes = load_onnx_feeds(args)
+    table = load_table(args.calib) if args.calib else None
+    if args.precision == "int8" or args.device != "cpu":
+        warn_int8_inputs(feeds, table, "--precision int8" if args.device == "cpu"
+                         else f"--device {args.device} (int8)")
+    graph, per_sample = fit_batch(args.model, graph, feeds, shapes)
+    if table is not None and (args.precision == "int8" or args.device != "cpu"):
+        check_table(table, graph, f"calibration table {args.calib!r}")
+    if args.verify:
+        graph = _batch_one(args.model, graph, feeds, shapes)
+    keep = keep_float_nodes(args, graph, table)
+    cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
+                     preset=args.preset, keep_float=keep)
+    accel_opts = {"preset": args.preset, "capture": args.verify,
+                  "trace_regs": args.trace_regs, "backend": args.backend,
+                  "simulator": args.simulator, "keep_float": keep} \
+        if args.device == "nvdla" else {}
+    devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
+    batch = next(iter(feeds.values())).shape[0]
+    with Executor(graph, devices, table, debug=debug) as ex:
+        (outputs, report, times), timing = timed(
+            lambda: _execute(ex, feeds, per_sample, args.verify), batch, args.repeat,
+            args.warmup)
 
     rtl = devices[0].rtl_summary if args.backend == "rtl" and args.device == "nvdla" else None
     summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
