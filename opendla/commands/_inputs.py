@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from opendla.errors import UsageError
-from tengine_host.errors import reason
+from tengine_host.errors import TengineInputError, reason
 
 
 # ------------------------------------------------------------------ option types
@@ -160,6 +160,11 @@ def parse_inputs(specs: Sequence[str], names: Sequence[str]) -> dict[str, np.nda
             raise UsageError(f"--input {spec!r}: {name!r} is not a model input "
                              f"({', '.join(names)})")
         arrays = read_arrays(path)
+        for key, v in arrays.items():
+            if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
+                what = f"array {key!r}" if key else "the array"
+                raise UsageError(f"--input {spec!r}: {what} has dtype {v.dtype}; model "
+                                 f"inputs take real numbers (float or integer arrays)")
         targets = [name] if name else list(names)
         if len(arrays) == 1 and len(targets) == 1:
             feeds[targets[0]] = next(iter(arrays.values()))
@@ -232,7 +237,7 @@ def keep_float_nodes(args: argparse.Namespace, graph, table=None) -> frozenset[s
         names = [n for n in given.split(",") if n]
     try:
         return resolve_keep_float(graph, names)
-    except ValueError as exc:
+    except TengineInputError as exc:
         where = "" if given is not None else \
             "the calibration table's keep-float list (written by quantize --keep-float): "
         raise UsageError(f"{where}{exc}") from None
