@@ -276,6 +276,7 @@ def _run_dask(client, spec, items, acc, bar, window: int) -> None:
     """Submit chunks with at most ``window`` in flight; tally them as they complete."""
     from distributed import as_completed
 
+    from tengine_host.errors import TengineInputError
     from tengine_host.evaluate import evaluate_chunk
 
     [spec_future] = client.scatter([spec], broadcast=True)   # the model travels once
@@ -295,7 +296,7 @@ def _run_dask(client, spec, items, acc, bar, window: int) -> None:
     for future in pending:
         try:
             start, top_fp, top_q = future.result()
-        except ValueError as exc:       # the model or a sample the worker could not run
+        except TengineInputError as exc:    # the model or a sample the worker could not run
             raise UsageError(f"a Dask worker failed: {exc}") from None
         y = labels.pop(start)
         acc.add(start, y, top_fp, top_q)
