@@ -18,9 +18,11 @@ class TengineInputError(TengineError, ValueError):
     """A model, calibration table, array or image the engine cannot use."""
 
 
-def reason(exc: BaseException) -> str:
-    """What went wrong in ``exc`` without the file name an OS error repeats: callers put
-    the file in their own message once (``cannot read image 'x.png': Is a directory``)."""
+def reason(exc: BaseException, named=None) -> str:
+    """What went wrong in ``exc`` for a message that already names the file ``named``: an
+    OS error's text without the file name it repeats (``cannot read image 'x.png': Is a
+    directory``), keeping the name when the error is about another file."""
     if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
+        other = exc.filename is not None and str(exc.filename) != str(named)
+        return f"{exc.strerror} ({exc.filename})" if other else exc.strerror
     return str(exc)

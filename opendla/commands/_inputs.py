@@ -141,7 +141,7 @@ def read_arrays(path: str | Path) -> dict[str, np.ndarray]:
                 return {k: npz[k] for k in npz.files}
         return {"": np.load(path, allow_pickle=False)}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:   # what np.load raises
-        raise UsageError(f"cannot read {str(path)!r} as .npy/.npz: {reason(exc)}") from None
+        raise UsageError(f"cannot read {str(path)!r} as .npy/.npz: {reason(exc, path)}") from None
 
 
 def parse_inputs(specs: Sequence[str], names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -205,7 +205,7 @@ def load_labels(path: str | Path) -> list[str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--labels {str(path)!r}: cannot read: {exc}") from None
+        raise UsageError(f"--labels {str(path)!r}: cannot read: {reason(exc, path)}") from None
     labels = [line.strip() for line in text.splitlines()]
     while labels and not labels[-1]:
         labels.pop()

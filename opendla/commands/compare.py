@@ -30,6 +30,7 @@ from pathlib import Path
 from accel.config import DEFAULT_PRESET, PRESETS
 from opendla.commands._inputs import add_input_options, add_keep_float_option, keep_float_nodes
 from opendla.errors import CheckFailed, UsageError
+from tengine_host.errors import reason
 
 
 def add_parser(subparsers) -> None:
@@ -133,7 +134,7 @@ def plot(doc: dict, path: str) -> None:
     try:
         fig.savefig(path, dpi=110)
     except OSError as exc:
-        raise UsageError(f"--plot {path!r}: cannot write: {exc}") from None
+        raise UsageError(f"--plot {path!r}: cannot write: {reason(exc, path)}") from None
     finally:
         plt.close(fig)
 

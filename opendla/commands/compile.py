@@ -19,6 +19,7 @@ from typing import Any
 from accel.config import PRESETS
 from opendla.commands._inputs import add_keep_float_option, keep_float_nodes
 from opendla.errors import UsageError
+from tengine_host.errors import reason
 
 
 def add_parser(subparsers: Any) -> None:
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     except CompileError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
-        raise UsageError(f"-o {str(args.output_dir)!r}: cannot write loadables: {exc}") from None
+        raise UsageError(f"-o {str(args.output_dir)!r}: cannot write loadables: "
+                         f"{reason(exc, args.output_dir)}") from None
 
     if args.json:
         print(json.dumps({"model": args.model, "preset": cfg.name,

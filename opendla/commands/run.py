@@ -51,6 +51,7 @@ from opendla.commands._inputs import (
     warn_int8_inputs,
 )
 from opendla.errors import CheckFailed, UsageError
+from tengine_host.errors import reason
 
 DEVICE_CHOICES = ("cpu", "nvdla")
 LOADABLE_SUFFIXES = (".nvdla", ".fbuf")
@@ -255,7 +256,8 @@ def save_outputs(directory: str, outputs: dict[str, np.ndarray]) -> None:
         for name, value in outputs.items():
             np.save(out_dir / f"{name.replace('/', '_')}.npy", value)
     except OSError as exc:
-        raise UsageError(f"--save-outputs {directory!r}: cannot write: {exc}") from None
+        raise UsageError(f"--save-outputs {directory!r}: cannot write: "
+                         f"{reason(exc, directory)}") from None
 
 
 def print_outputs(summaries: list[dict]) -> None:

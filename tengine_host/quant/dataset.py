@@ -48,7 +48,7 @@ def load_arrays(path: str | Path, graph: Graph) -> list[dict[str, np.ndarray]]:
                 arrays = {k: npz[k] for k in npz.files}
     except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:  # unreadable/truncated
         raise TengineInputError(f"cannot read calibration file {str(path)!r}: "
-                                f"{reason(exc)}") from exc
+                                f"{reason(exc, path)}") from exc
     missing = [n for n in graph.inputs if n not in arrays]
     if missing:
         raise TengineInputError(f"{str(path)!r} has arrays {sorted(arrays)}; missing model "
@@ -150,7 +150,8 @@ def load_image(path: str | Path, dims: tuple[int, int, int], mean: tuple[float, 
             img, inside = _fit(_by_value(img, c, path), w, h, center_crop, letterbox)
             arr = np.asarray(img, dtype=np.float32)
     except (UnidentifiedImageError, OSError) as exc:
-        raise TengineInputError(f"cannot read image {str(path)!r}: {reason(exc)}") from exc
+        raise TengineInputError(f"cannot read image {str(path)!r}: "
+                                f"{reason(exc, path)}") from exc
     arr = arr[..., None] if arr.ndim == 2 else arr
     arr = np.repeat(arr, c, axis=2) if arr.shape[2] != c else arr   # wide grey for RGB
     arr = arr.transpose(2, 0, 1)
@@ -179,7 +180,7 @@ def load_images(folder: str | Path, graph: Graph, dims: tuple[int, int, int],
         files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     except OSError as exc:
         raise TengineInputError(f"cannot read calibration folder {str(folder)!r}: "
-                                f"{reason(exc)}") from exc
+                                f"{reason(exc, folder)}") from exc
     if not files:
         raise TengineInputError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {str(folder)!r}")
     name = graph.inputs[0]

@@ -112,7 +112,7 @@ def load_table(path: str | Path) -> QuantTable:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise TengineInputError(f"cannot read calibration table {str(path)!r}: "
-                                f"{reason(exc)}") from exc
+                                f"{reason(exc, path)}") from exc
     return table_from_json(raw, f"calibration table {str(path)!r}")
 
 

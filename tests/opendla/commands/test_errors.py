@@ -196,3 +196,19 @@ def test_malformed_traces_are_bad_input_and_failed_checks_exit_1(tmp_path, capsy
                                        "check_crc(done, 1, pri_mem, 0x80000000, 0x100, 0x0);"])
     err = _error(capsys, ["trace", "run", str(fails)], code=1)
     assert "1 trace(s) failed: fails" in err
+
+
+def test_file_errors_name_the_file_once(tmp_path, capsys):
+    """OS errors repeated the path the message already gave ('...': [Errno 21] Is a
+    directory: '...'); an error about another file still names that one."""
+    from tengine_host.errors import reason
+
+    err = _error(capsys, ["compile", LENET, "--calib", str(tmp_path), "-o", str(tmp_path)])
+    assert err.count(str(tmp_path)) == 1 and "Is a directory" in err, err
+    err = _error(capsys, ["run", LENET, "--input", str(tmp_path / "none.npy")])
+    assert err.count("none.npy") == 1 and "No such file" in err, err
+    try:
+        (tmp_path / "missing" / "f").read_text()
+    except OSError as exc:
+        assert reason(exc, tmp_path / "missing" / "f") == "No such file or directory"
+        assert reason(exc, tmp_path) == f"No such file or directory ({tmp_path}/missing/f)"
