@@ -30,14 +30,11 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
 from accel.config import PRESETS
 from opendla.commands._inputs import (
     add_image_options,
     image_dims,
     image_options,
-    warn_int8_inputs,
 )
 from opendla.errors import UsageError
 from tengine_host.quant.fidelity import (
@@ -164,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         sensitivity,
         weight_rewrites,
     )
+    from tengine_host.quant.input_check import check_int8_samples
     from tengine_host.quant.zero_point import assign_zero_points
 
     src = _validate(args)
@@ -186,8 +184,7 @@ def run(args: argparse.Namespace) -> int:
                               letterbox=opts["letterbox"])
     else:
         samples = load_arrays(src, graph)
-    stacked = {n: np.concatenate([s[n] for s in samples]) for n in graph.inputs}
-    warn_int8_inputs(stacked, None, "quantize")     # NaN/Inf: refused before calibrating
+    check_int8_samples(samples, None, "quantize")     # NaN/Inf, as every int8 path refuses
     auto_keep = args.keep_float == "auto"
     keep = frozenset() if auto_keep else keep_float_nodes(args, graph)
     for message in input_warnings(graph, samples):
@@ -217,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
         keep = frozenset(choice.nodes)
     else:
         table.keep_float = tuple(sorted(keep))    # what it was checked with
-    warn_int8_inputs(stacked, table, "quantize")    # what the chosen scales saturate
+    for message in check_int8_samples(samples, table, "quantize"):   # what the scales clip
+        print(f"warning: {message}", file=sys.stderr)
     ranked = None
     if args.sensitivity:
         ranked = sensitivity(graph, table, checked, preset=args.preset,

@@ -4,12 +4,13 @@ int8 turns any float into one of 256 codes without complaint: a NaN or an
 infinity becomes a confident number, and an input far outside the range it was
 calibrated for becomes a wall of -128/127.  Every int8 path (``run`` on the CPU
 or the DLA, ``compare``, ``eval``, ``quantize``) goes through
-:func:`check_int8_inputs`, so they refuse and warn alike.
+:func:`check_int8_inputs` (:func:`check_int8_samples` for a calibration set), so they
+refuse and warn alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -38,30 +39,43 @@ def check_int8_inputs(feeds: Mapping[str, np.ndarray], table=None,
                       where: str = "int8 inference") -> list[str]:
     """Refuse ``feeds`` holding NaN or Inf; return a warning for each input that ``table``
     (a :class:`~tengine_host.quant.table.QuantTable` or a plain mapping; None before
-    there is one)
-    saturates in more than :data:`SATURATION_WARN` of its values.
+    there is one) saturates in more than :data:`SATURATION_WARN` of its values.
 
     ``where`` names the path in the messages (e.g. ``"--precision int8"``).  Integer
     inputs are not quantized and pass unchecked.
     """
+    return check_int8_samples([feeds], table, where)
+
+
+def check_int8_samples(samples: Sequence[Mapping[str, np.ndarray]], table=None,
+                       where: str = "int8 inference") -> list[str]:
+    """:func:`check_int8_inputs` over several samples (calibration's): NaN/Inf refused
+    naming the sample, one warning per input for the share saturated over all of them."""
+    counts: dict[str, list] = {}        # input -> [saturated, values, lo, hi]
+    for i, feeds in enumerate(samples):
+        for name, value in feeds.items():
+            v = np.asarray(value)
+            if not np.issubdtype(v.dtype, np.floating):
+                continue
+            bad = v.size - int(np.count_nonzero(np.isfinite(v)))
+            if bad:
+                sample = f" (sample {i})" if len(samples) > 1 else ""
+                raise TengineInputError(f"input {name!r}{sample} has {bad} NaN/Inf value(s) of "
+                                        f"{v.size}; {where} needs finite inputs (int8 would "
+                                        f"turn them into ordinary numbers)")
+            if table is None or name not in table or not v.size:
+                continue
+            share = saturated_share(v, scale_of(table, name), zero_point_of(table, name))
+            c = counts.setdefault(name, [0.0, 0, np.inf, -np.inf])
+            c[0] += share * v.size
+            c[1] += v.size
+            c[2], c[3] = min(c[2], float(v.min())), max(c[3], float(v.max()))
     warnings = []
-    for name, value in feeds.items():
-        v = np.asarray(value)
-        if not np.issubdtype(v.dtype, np.floating):
-            continue
-        bad = v.size - int(np.count_nonzero(np.isfinite(v)))
-        if bad:
-            raise TengineInputError(f"input {name!r} has {bad} NaN/Inf value(s) of {v.size}; "
-                                    f"{where} needs finite inputs (int8 would turn them into "
-                                    f"ordinary numbers)")
-        if table is None or name not in table:
-            continue
-        scale = scale_of(table, name)
-        share = saturated_share(v, scale, zero_point_of(table, name))
+    for name, (saturated, total, lo, hi) in counts.items():
+        share = saturated / total
         if share > SATURATION_WARN:
-            lo, hi = float(v.min()), float(v.max())
             warnings.append(f"input {name!r}: {share:.1%} of its values saturate int8 (range "
                             f"[{lo:.4g}, {hi:.4g}], the calibration table covers about "
-                            f"+-{127 * scale:.4g}); check the input's "
+                            f"+-{127 * scale_of(table, name):.4g}); check the input's "
                             f"preprocessing against the calibration data's")
     return warnings

@@ -40,3 +40,19 @@ def test_saturation_warns_above_the_threshold_only():
     share = np.mean(np.abs(many) > 1.275)
     assert f"{share:.1%} of its values saturate" in message and "'x'" in message
     assert check_int8_inputs({"y": many}, table) == []          # no entry: nothing to say
+
+
+def test_samples_are_checked_together():
+    from tengine_host.quant.input_check import check_int8_samples
+
+    table = {"x": {"scale": 1.0}}
+    # sample 0: 1 of 10 saturates (200); sample 1: 3 of 10 (-200 x 3): 4 of 20 overall
+    s0 = np.zeros(10)
+    s0[0] = 200.0
+    s1 = np.zeros(10)
+    s1[:3] = -200.0
+    (message,) = check_int8_samples([{"x": s0}, {"x": s1}], table, "quantize")
+    assert "20.0% of its values saturate" in message and "[-200, 200]" in message
+    s1[5] = np.nan
+    with pytest.raises(TengineInputError, match=r"'x' \(sample 1\) has 1 NaN/Inf .* quantize"):
+        check_int8_samples([{"x": s0}, {"x": s1}], None, "quantize")
