@@ -149,7 +149,10 @@ def load_image(path: str | Path, dims: tuple[int, int, int], mean: tuple[float, 
         with Image.open(path) as img:
             img, inside = _fit(_by_value(img, c, path), w, h, center_crop, letterbox)
             arr = np.asarray(img, dtype=np.float32)
-    except (UnidentifiedImageError, OSError) as exc:
+    except UnidentifiedImageError as exc:      # its message repeats the path
+        raise TengineInputError(f"cannot read image {str(path)!r}: not an image format PIL "
+                                f"reads ({', '.join(IMAGE_SUFFIXES)}, ...)") from exc
+    except OSError as exc:
         raise TengineInputError(f"cannot read image {str(path)!r}: "
                                 f"{reason(exc, path)}") from exc
     arr = arr[..., None] if arr.ndim == 2 else arr

@@ -158,3 +158,7 @@ def test_unreadable_images_name_the_file_once(tmp_path):
     with pytest.raises(TengineInputError) as info:
         load_image(tmp_path, (1, 8, 8), (0.0,), (1.0,))
     assert str(info.value).count(str(tmp_path)) == 1 and "directory" in str(info.value)
+    (tmp_path / "text.png").write_text("hello")
+    with pytest.raises(TengineInputError) as info:
+        load_image(tmp_path / "text.png", (1, 8, 8), (0.0,), (1.0,))
+    assert str(info.value).count("text.png") == 1 and "not an image" in str(info.value)
