@@ -283,8 +283,9 @@ def _validate(args: argparse.Namespace) -> None:
     if not args.input and not args.image and not is_loadable(args.model):
         raise UsageError("no input: give --input [NAME=]FILE.npy|.npz or --image FILE")
     if not Path(args.model).is_file():
-        raise UsageError(f"model {args.model!r} does not exist (an .onnx model or an .nvdla "
-                         f"loadable)")
+        raise UsageError(f"model {args.model!r} "
+                         + ("is a directory" if Path(args.model).is_dir() else "does not exist")
+                         + " (give an .onnx model or an .nvdla loadable)")
     if args.backend == "rtl" and (args.device != "nvdla" or is_loadable(args.model)):
         raise UsageError("--backend rtl runs the DLA part of an ONNX model with --device nvdla "
                          "(loadables and the CPU run on the cmodel)")
