@@ -167,6 +167,11 @@ def make_fixtures(d: Path, timeout: float, loadable: bool = True) -> None:
     inf[0, 0, 0, 0] = np.inf
     np.save(d / "inf.npy", inf)
     np.save(d / "huge.npy", x[:1] * 1e30)
+    labels = np.arange(len(x)) % 10
+    np.savez(d / "eval_huge.npz", x=x * 1e30, y=labels)
+    nan = x.copy()
+    nan[3, 0, 0, 0] = np.nan
+    np.savez(d / "eval_nan.npz", x=nan, y=labels)
     np.save(d / "shape.npy", np.zeros((1, 1, 5, 5), np.float32))
     np.save(d / "strings.npy", np.array(["a", "b"]))
     np.save(d / "complex.npy", x[:1].astype(np.complex64))
@@ -257,6 +262,11 @@ def cases() -> list[Case]:
         Case("x1e30 run int8", [*run8, "--input", "{d}/huge.npy"], expect=WARN, fast=True),
         Case("x1e30 run nvdla", [*nv, "--input", "{d}/huge.npy"], expect=WARN),
         Case("x1e30 compare", [*cmp, "--input", "{d}/huge.npy"], expect=WARN),
+        Case("NaN eval", ["eval", m, "--calib", "{d}/calib.json", "--data", "{d}/eval_nan.npz",
+                          "--workers", "0", "--no-progress"]),
+        Case("x1e30 eval", ["eval", m, "--calib", "{d}/calib.json", "--data",
+                            "{d}/eval_huge.npz", "--workers", "0", "--no-progress"],
+             expect=WARN),
         # images
         Case("16-bit PNG (I;16)", [*run8, "--image", "{d}/digit_I16.png", "--save-outputs",
                                    "{d}/o_bad"], expect="same",
