@@ -145,6 +145,7 @@ def test_every_project_exception_derives_from_its_package_base():
 def test_exit_statuses_are_mapped_in_one_place():
     from accel.cmod.errors import ConfigError
     from accel.cmod.trace import MalformedTrace, TraceError
+    from accel.compiler import CompileError
     from accel.loadable.io import LoadableError
     from accel.rtl.cosim import RtlMismatch
     from opendla.errors import CheckFailed, UsageError, exit_status
@@ -153,7 +154,8 @@ def test_exit_statuses_are_mapped_in_one_place():
 
     assert exit_status(UsageError("x")) == 2 and exit_status(CheckFailed("x")) == 1
     for bad_input in (TengineInputError("x"), OnnxImportError("x"), LoadableError("x"),
-                      MalformedTrace("x"), ConfigError("CDP", "R", 1, "why")):
+                      MalformedTrace("x"), ConfigError("CDP", "R", 1, "why"),
+                      CompileError("x")):
         assert exit_status(bad_input) == 2, bad_input
     assert exit_status(RtlMismatch("x")) == 1
     # bugs keep their traceback: built-ins, and package errors that are not about input
