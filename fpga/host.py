@@ -28,12 +28,13 @@ from accel.cmod.glb import status_bit
 from accel.regs import lookup
 from accel.trace.rtl_player import RtlError
 from accel.trace.script import find_cfg, parse_cfg, parse_dat, parse_int
+from fpga.errors import FpgaError
 from fpga.protocol import BAUD, ENGINE_ENTRIES, RAM_BYTES, BridgeClient, ProtocolError
 
 INTR_STATUS = lookup("NVDLA_GLB.S_INTR_STATUS").address
 
 
-class BoardError(RtlError):
+class BoardError(FpgaError, RtlError):
     """The board did not run an operation (no answer, no interrupt, a refused trace)."""
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import struct
 from typing import Protocol
 
+from fpga.errors import FpgaError
+
 #: the board build's defaults the host relies on (:mod:`fpga.engine_top`): UART bits per
 #: second, bytes of DLA memory in block RAM, entries of the engine's feature and weight memories
 BAUD = 1_000_000
@@ -32,7 +34,7 @@ ACK = 0x80
 MAX_COUNT = 0xFFFF
 
 
-class ProtocolError(RuntimeError):
+class ProtocolError(FpgaError, RuntimeError):
     """The bridge answered something other than the expected response."""
 
 

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from opendla.errors import CliError
+from opendla.errors import exit_status
 
 # subcommand -> module under opendla.commands (imported only when used, so
 # `opendla trace` does not pay for onnxruntime or amaranth imports)
@@ -57,9 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(_module(args.command).run(args) or 0)
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
     except BrokenPipeError:
         # the reader went away (`opendla ... | head`): stop quietly, as Unix tools do
         _silence_stdout()
@@ -67,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        status = exit_status(exc)
+        if status is None:
+            raise                   # not an error of the input: a bug, with its traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return status
 
 
 def _silence_stdout() -> None:

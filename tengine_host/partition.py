@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from accel.ir import Graph, Node, dependencies
 from tengine_host.devices.base import Device
+from tengine_host.errors import TengineInputError
 
 
 @dataclass
@@ -234,7 +235,8 @@ def resolve_keep_float(graph: Graph, names) -> frozenset[str]:
             out.add(by_output[name])
         else:
             near = difflib.get_close_matches(name, [*nodes, *by_output], n=5, cutoff=0.5)
-            raise ValueError(f"--keep-float {name!r} is neither a node nor a tensor of "
-                             f"{graph.name!r}"
-                             + (f"; nearest: {', '.join(map(repr, near))}" if near else ""))
+            raise TengineInputError(f"--keep-float {name!r} is neither a node nor a tensor of "
+                                    f"{graph.name!r}"
+                                    + (f"; nearest: {', '.join(map(repr, near))}" if near
+                                       else ""))
     return frozenset(out)

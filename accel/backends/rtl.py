@@ -40,6 +40,7 @@ import numpy as np
 from accel.backends.cmod import CmodBackend
 from accel.cmod.dla import ConvDone, Dla, Launch
 from accel.config import HwConfig
+from accel.errors import AccelCheckFailed
 from accel.layout import CubeLayout
 from accel.regs import lookup
 from accel.rtl.conv_engine import memory_refusal
@@ -56,7 +57,7 @@ _MASKED = ("CDMA_DAT_DONE_MASK0", "CDMA_DAT_DONE_MASK1", "CDMA_WT_DONE_MASK0",
            "CDMA_WT_DONE_MASK1", "CACC_DONE_MASK0", "CACC_DONE_MASK1")
 
 
-class RtlMismatch(RtlError):
+class RtlMismatch(RtlError, AccelCheckFailed):
     """The RTL engine's output differs from the cmodel's."""
 
 

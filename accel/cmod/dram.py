@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accel.errors import AccelError
 
-class DramAccessError(Exception):
+
+class DramAccessError(AccelError):
     """An access outside every mapped region; the message names unit and address range."""
 
 

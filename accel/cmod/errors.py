@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from accel.errors import AccelError, AccelInputError
 
-class UnsupportedError(Exception):
+
+class UnsupportedError(AccelError):
     """The programmed operation needs hardware this model (or this config) does not have.
 
     The trace player reports it as *skip* with this message, never as pass.
     """
 
 
-class ConfigError(ValueError):
+class ConfigError(AccelInputError, ValueError):
     """Invalid register programming; the message names unit, register and value."""
 
     def __init__(self, unit: str, register: str, value: int, why: str) -> None:

@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from accel.cmod import batch
+from accel.errors import AccelError
 from accel.regs import by_address, lookup
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
@@ -54,7 +55,7 @@ _LEARNED_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NV
                   "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
 
 
-class ReplayError(RuntimeError):
+class ReplayError(AccelError, RuntimeError):
     """A recording the cmodel cannot prepare."""
 
 

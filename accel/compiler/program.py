@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accel.errors import AccelError
+
 INT16 = (-(1 << 15), (1 << 15) - 1)
 ALU_OPS = ("max", "min", "sum")          # hardware encoding 0, 1, 2
 MODES = ("layer", "kernel", "element")   # SDP_OP_PER_LAYER, _PER_KERNEL, _PER_POINT
@@ -44,7 +46,7 @@ MAX_TRUNCATE = 62                        # larger MUL shifts give 0 like 62
 MAX_CVT_SHIFT = 63                       # CVT_SHIFT: 6 bits
 
 
-class ProgramError(ValueError):
+class ProgramError(AccelError, ValueError):
     """An SDP program the hardware cannot run (the message names the stage and field)."""
 
 

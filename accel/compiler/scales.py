@@ -18,11 +18,14 @@ from collections.abc import Mapping
 from numbers import Integral
 from typing import Any, Protocol, runtime_checkable
 
+from accel.errors import AccelInputError
+
 ZERO_POINTS = (-128, 127)
 
 
-class CompileError(ValueError):
-    """A subgraph cannot be compiled; the message names the node or tensor and the cause."""
+class CompileError(AccelInputError, ValueError):
+    """A subgraph cannot be compiled; the message names the node or tensor and the cause
+    (the model or its calibration table asks what the configuration cannot do)."""
 
 
 @runtime_checkable

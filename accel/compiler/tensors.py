@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from accel.errors import AccelError
 from accel.layout import CubeLayout, ceil_div
 
 
-class RegionError(ValueError):
+class RegionError(AccelError, ValueError):
     """A view the hardware cannot address (the message says why)."""
 
 

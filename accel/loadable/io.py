@@ -13,6 +13,7 @@ import struct
 import flatbuffers
 import numpy as np
 
+from accel.errors import AccelInputError
 from accel.loadable import model as m
 from accel.loadable.nvdla.loadable import (
     AddressListEntry,
@@ -28,7 +29,7 @@ from accel.loadable.nvdla.loadable import (
 from accel.loadable.nvdla.loadable.Version import CreateVersion
 
 
-class LoadableError(ValueError):
+class LoadableError(AccelInputError, ValueError):
     """The bytes are not a well-formed NVDLA loadable."""
 
 

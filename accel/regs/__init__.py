@@ -20,13 +20,14 @@ import difflib
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from accel.errors import AccelInputError
 from accel.regs.nvdla_regs import UNIT_TABLE
 
 __all__ = ["Field", "Register", "Unit", "UNITS", "UnknownRegisterError", "lookup",
            "address", "by_address", "field_get", "field_set", "reset_value"]
 
 
-class UnknownRegisterError(KeyError):
+class UnknownRegisterError(AccelInputError, KeyError):
     """A register or field symbol that is not in the map (message suggests close names)."""
 
     def __str__(self) -> str:  # KeyError would repr() the message

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from accel.config import HwConfig
+from accel.errors import AccelError
 from accel.rtl.generate import generate_verilog
 
 #: Simulators the RTL tests are run with (cocotb runner names).
@@ -65,7 +66,7 @@ INTERMEDIATES = ("*.gch", "*.o", "*.a")
 TIMESCALE = ("1ns", "1ps")
 
 
-class SimulationFailed(RuntimeError):
+class SimulationFailed(AccelError, RuntimeError):
     """A cocotb test failed or the simulator stopped early."""
 
 

@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+from accel.errors import AccelError
 
-class RuntimeFault(RuntimeError):
+
+class RuntimeFault(AccelError, RuntimeError):
     """Base of every error the runtime raises."""
 
 

@@ -17,7 +17,7 @@ from accel.cmod.dram import DramAccessError
 from accel.cmod.errors import ConfigError, UnsupportedError
 from accel.cmod.glb import status_bit
 from accel.regs import UnknownRegisterError, lookup
-from accel.trace.script import Command, TraceError, parse_dat, parse_int
+from accel.trace.script import Command, MalformedTrace, TraceError, parse_dat, parse_int
 
 
 class CmodPlayer:
@@ -35,17 +35,15 @@ class CmodPlayer:
         for cmd in cmds:
             handler = getattr(self, f"do_{cmd.name}", None)
             if handler is None:
-                raise TraceError(f"{self.where(cmd)}: unknown trace command {cmd.name!r}")
+                raise MalformedTrace(f"{self.where(cmd)}: unknown trace command {cmd.name!r}")
             try:
                 handler(cmd)
-            except UnknownRegisterError as exc:
-                raise TraceError(f"{self.where(cmd)}: {exc}") from None
-            except (DramAccessError, ConfigError) as exc:
-                raise TraceError(f"{self.where(cmd)}: {exc}") from None
+            except (UnknownRegisterError, DramAccessError, ConfigError) as exc:
+                raise MalformedTrace(f"{self.where(cmd)}: {exc}") from exc
             except (ValueError, IndexError, KeyError) as exc:
                 if cmd.name == "reg_write":  # raised by the model itself: a model bug
                     raise
-                raise TraceError(f"{self.where(cmd)}: malformed {cmd.name}"
+                raise MalformedTrace(f"{self.where(cmd)}: malformed {cmd.name}"
                                  f"({', '.join(cmd.args)}): {exc}") from None
 
     def do_mem_init(self, cmd: Command) -> None:
@@ -70,7 +68,7 @@ class CmodPlayer:
         try:
             addr, value = lookup(cmd.args[0]).address, parse_int(cmd.args[1])
         except (ValueError, IndexError) as exc:
-            raise TraceError(f"{self.where(cmd)}: malformed reg_write({', '.join(cmd.args)}): "
+            raise MalformedTrace(f"{self.where(cmd)}: malformed reg_write({', '.join(cmd.args)}): "
                              f"{exc}") from None
         self.dla.csb_write(addr, value)
 

@@ -27,15 +27,16 @@ from accel.cmod.dram import Dram
 from accel.cmod.errors import UnsupportedError
 from accel.cmod.records import OpRecord
 from accel.config import PRESETS, HwConfig, get_preset
+from accel.errors import AccelError, AccelInputError
 from accel.trace.cmod_player import CmodPlayer
-from accel.trace.script import TraceError, find_cfg, parse_cfg
+from accel.trace.script import MalformedTrace, TraceError, find_cfg, parse_cfg
 
 TRACE_BACKENDS = ("cmod", "rtl")
 """Where :func:`run_trace` plays a trace: the cmodel, or the Amaranth RTL in simulation."""
 
 
-class _Skip(Exception):
-    pass
+class _Skip(AccelError):
+    """Control flow: the trace cannot run here (missing data); reported as *skip*."""
 
 
 @dataclass
@@ -55,6 +56,7 @@ class TraceResult:
     cycles: int = 0
     stats: list[OpRecord] = field(default_factory=list)   # every operation run
     note: str = ""
+    malformed: bool = False     # failed because the trace itself is bad input
 
 
 def _preset_of(trace_dir: Path, preset: str | None) -> str:
@@ -63,8 +65,8 @@ def _preset_of(trace_dir: Path, preset: str | None) -> str:
         return preset
     name = trace_dir.parent.name
     if name not in PRESETS:
-        raise ValueError(f"cannot tell the preset of {trace_dir}: parent directory {name!r} is "
-                         f"not in {', '.join(PRESETS)}; give --preset NAME")
+        raise AccelInputError(f"cannot tell the preset of {trace_dir}: parent directory "
+                              f"{name!r} is not in {', '.join(PRESETS)}; give --preset NAME")
     return name
 
 
@@ -123,7 +125,7 @@ def run_trace(path: str | Path, preset: str | None = None,
         player = CmodPlayer(cfg_path, dla)
         player.run(cmds)
         if player.checks == 0:
-            raise TraceError(f"{cfg_path}: no check_crc statement, nothing was verified")
+            raise MalformedTrace(f"{cfg_path}: no check_crc statement, nothing was verified")
         result.status = "pass"
     except _Skip as exc:
         result.status, result.reason = "skip", str(exc)
@@ -131,6 +133,7 @@ def run_trace(path: str | Path, preset: str | None = None,
         result.status, result.reason = "skip", f"unsupported: {exc}"
     except TraceError as exc:
         result.reason = str(exc)
+        result.malformed = isinstance(exc, MalformedTrace)
     except Exception as exc:  # a model bug must not stop a whole run
         result.reason = f"{type(exc).__name__}: {exc}"
     if dla is not None:

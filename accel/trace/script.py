@@ -18,13 +18,22 @@ from pathlib import Path
 
 import numpy as np
 
+from accel.errors import AccelError, AccelInputError
+
 _STMT = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*;?\s*$")
 _PACKET = re.compile(r"\{\s*offset\s*:\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*size\s*:\s*(\d+)\s*,"
                      r"\s*payload\s*:\s*([^}]*)\}")
 
 
-class TraceError(Exception):
-    """A malformed or failing trace statement; the message starts with ``file:line``."""
+class TraceError(AccelError):
+    """A trace statement that failed (a CRC, a read, an interrupt); the message starts
+    with ``file:line``."""
+
+
+class MalformedTrace(TraceError, AccelInputError):
+    """A trace that cannot be played as written: unparsable, an unknown command or
+    register, a bad number, no ``.cfg`` or several, nothing to check.  Bad input, not a
+    failed check (``opendla trace run`` exits 2 for it, 1 for a failed check)."""
 
 
 @dataclass
@@ -45,7 +54,7 @@ def parse_cfg(path: Path) -> list[Command]:
             continue
         m = _STMT.match(text)
         if m is None:
-            raise TraceError(f"{path}:{n}: cannot parse {raw.strip()!r}")
+            raise MalformedTrace(f"{path}:{n}: cannot parse {raw.strip()!r}")
         args = [a.strip().strip('"') for a in m.group(2).split(",")] if m.group(2).strip() else []
         cmds.append(Command(m.group(1), args, n))
     return cmds
@@ -89,11 +98,11 @@ def _parse_packets(path: Path, text: str) -> tuple[np.ndarray, np.ndarray]:
         try:
             payload = bytes.fromhex(hexdigits)
         except ValueError as exc:
-            raise TraceError(f"{path}: packet at offset {m.group(1)}: bad payload "
+            raise MalformedTrace(f"{path}: packet at offset {m.group(1)}: bad payload "
                              f"({exc})") from None
         if len(payload) != int(m.group(2)):
-            raise TraceError(f"{path}: packet at offset {m.group(1)} declares size {m.group(2)} "
-                             f"but carries {len(payload)} bytes")
+            raise MalformedTrace(f"{path}: packet at offset {m.group(1)} declares size "
+                                 f"{m.group(2)} but carries {len(payload)} bytes")
         offs.append(np.arange(len(payload), dtype=np.int64) + int(m.group(1), 0))
         chunks.append(payload)
     if not chunks:
@@ -113,5 +122,6 @@ def find_cfg(trace_dir: Path) -> Path:
         return cfg
     cfgs = sorted(trace_dir.glob("*.cfg"))
     if len(cfgs) != 1:
-        raise ValueError(f"{trace_dir}: expected one .cfg file, found {len(cfgs)}")
+        raise MalformedTrace(f"{trace_dir}: expected one .cfg file (or {cfg.name}), found "
+                             f"{len(cfgs)}")
     return cfgs[0]

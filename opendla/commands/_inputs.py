@@ -12,6 +12,7 @@ the value at fault.
 from __future__ import annotations
 
 import argparse
+import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from opendla.errors import UsageError
+from tengine_host.errors import TengineInputError, reason
 
 
 # ------------------------------------------------------------------ option types
@@ -103,6 +105,9 @@ def image_options(args: argparse.Namespace, dims: tuple[int, int, int]) -> dict:
     c, h, w = dims
     if c not in (1, 3):
         raise UsageError(f"-g {c},{h},{w}: images have 1 or 3 channels")
+    if not all(v != 0 for v in args.scale):
+        raise UsageError(f"-s {','.join(f'{v:g}' for v in args.scale)}: a zero scale makes "
+                         f"every pixel of its channel 0; give nonzero values")
     for opt, values in (("-w", args.mean), ("-s", args.scale)):
         if len(values) not in (1, c):
             allowed = "one value" if c == 1 else f"1 value or {c} (one per channel)"
@@ -123,13 +128,7 @@ def load_image_batch(paths: Sequence[str | Path], options: dict) -> np.ndarray:
 
     opts = dict(options)
     dims, mean, scale = opts.pop("dims"), opts.pop("mean"), opts.pop("scale")
-    out = []
-    for p in paths:
-        try:
-            out.append(load_image(p, dims, mean, scale, **opts))
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    return np.concatenate(out)
+    return np.concatenate([load_image(p, dims, mean, scale, **opts) for p in paths])
 
 
 # ------------------------------------------------------------------ arrays
@@ -141,8 +140,8 @@ def read_arrays(path: str | Path) -> dict[str, np.ndarray]:
             with np.load(path, allow_pickle=False) as npz:
                 return {k: npz[k] for k in npz.files}
         return {"": np.load(path, allow_pickle=False)}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise UsageError(f"cannot read {str(path)!r} as .npy/.npz: {exc}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:   # what np.load raises
+        raise UsageError(f"cannot read {str(path)!r} as .npy/.npz: {reason(exc, path)}") from None
 
 
 def parse_inputs(specs: Sequence[str], names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -161,6 +160,11 @@ def parse_inputs(specs: Sequence[str], names: Sequence[str]) -> dict[str, np.nda
             raise UsageError(f"--input {spec!r}: {name!r} is not a model input "
                              f"({', '.join(names)})")
         arrays = read_arrays(path)
+        for key, v in arrays.items():
+            if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
+                what = f"array {key!r}" if key else "the array"
+                raise UsageError(f"--input {spec!r}: {what} has dtype {v.dtype}; model "
+                                 f"inputs take real numbers (float or integer arrays)")
         targets = [name] if name else list(names)
         if len(arrays) == 1 and len(targets) == 1:
             feeds[targets[0]] = next(iter(arrays.values()))
@@ -183,13 +187,16 @@ def parse_inputs(specs: Sequence[str], names: Sequence[str]) -> dict[str, np.nda
     return feeds
 
 
-def check_finite(feeds: dict[str, np.ndarray], where: str) -> None:
-    """Refuse NaN/Inf inputs: int8 quantization would turn them into confident numbers."""
-    for name, v in feeds.items():
-        if np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all():
-            bad = int(np.count_nonzero(~np.isfinite(v)))
-            raise UsageError(f"input {name!r} has {bad} NaN/Inf value(s) of {v.size}; {where} "
-                             f"needs finite inputs")
+def warn_int8_inputs(feeds: dict[str, np.ndarray], table, where: str) -> bool:
+    """Refuse NaN/Inf inputs and print a ``warning:`` for each input ``table`` saturates
+    (:func:`tengine_host.quant.input_check.check_int8_inputs`, the one check of every
+    int8 path); True if it warned."""
+    from tengine_host.quant.input_check import check_int8_inputs
+
+    messages = check_int8_inputs(feeds, table, where)
+    for message in messages:
+        print(f"warning: {message}", file=sys.stderr)
+    return bool(messages)
 
 
 # ------------------------------------------------------------------ labels
@@ -198,7 +205,7 @@ def load_labels(path: str | Path) -> list[str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--labels {str(path)!r}: cannot read: {exc}") from None
+        raise UsageError(f"--labels {str(path)!r}: cannot read: {reason(exc, path)}") from None
     labels = [line.strip() for line in text.splitlines()]
     while labels and not labels[-1]:
         labels.pop()
@@ -230,7 +237,7 @@ def keep_float_nodes(args: argparse.Namespace, graph, table=None) -> frozenset[s
         names = [n for n in given.split(",") if n]
     try:
         return resolve_keep_float(graph, names)
-    except ValueError as exc:
+    except TengineInputError as exc:
         where = "" if given is not None else \
             "the calibration table's keep-float list (written by quantize --keep-float): "
         raise UsageError(f"{where}{exc}") from None

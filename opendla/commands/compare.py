@@ -30,6 +30,7 @@ from pathlib import Path
 from accel.config import DEFAULT_PRESET, PRESETS
 from opendla.commands._inputs import add_input_options, add_keep_float_option, keep_float_nodes
 from opendla.errors import CheckFailed, UsageError
+from tengine_host.errors import reason
 
 
 def add_parser(subparsers) -> None:
@@ -77,6 +78,24 @@ def format_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def check_plot_path(path: str) -> None:
+    """Refuse, before the comparison runs, a ``--plot`` file matplotlib cannot write: a
+    directory, a missing folder, or an extension that is not one of its formats (no
+    extension: matplotlib's default, PNG)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"--plot {path!r} is a directory; give a file name such as plot.png")
+    if not out.parent.is_dir():
+        raise UsageError(f"--plot {path!r}: folder {str(out.parent)!r} does not exist")
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    ext = out.suffix[1:].lower()
+    if ext and ext not in formats:
+        raise UsageError(f"--plot {path!r}: matplotlib cannot write .{ext} files; give one of "
+                         f"{', '.join('.' + f for f in formats)}")
+
+
 def plot(doc: dict, path: str) -> None:
     """Per-layer cosine (top) and max |error| (bottom) of both paths against fp32."""
     import matplotlib
@@ -115,18 +134,17 @@ def plot(doc: dict, path: str) -> None:
     try:
         fig.savefig(path, dpi=110)
     except OSError as exc:
-        raise UsageError(f"--plot {path!r}: cannot write: {exc}") from None
+        raise UsageError(f"--plot {path!r}: cannot write: {reason(exc, path)}") from None
     finally:
         plt.close(fig)
 
 
 def run(args: argparse.Namespace) -> int:
-    from opendla.commands._inputs import check_finite
+    from opendla.commands._inputs import warn_int8_inputs
     from opendla.commands.run import _batch_one, fit_batch, load_onnx_feeds
     from tengine_host.compare import compare_run
     from tengine_host.devices import get_device
     from tengine_host.executor import Executor
-    from tengine_host.frontend import OnnxImportError
     from tengine_host.quant import load_table
     from tengine_host.quant.progress import progress_bar
     from tengine_host.quant.table import check_table
@@ -137,27 +155,23 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give --input arrays or --image files, not both")
     if not Path(args.model).is_file():
         raise UsageError(f"model {args.model!r} does not exist")
-    if args.plot and Path(args.plot).is_dir():
-        raise UsageError(f"--plot {args.plot!r} is a directory; give a .png file name")
-    try:
-        graph, feeds, shapes = load_onnx_feeds(args)
-        check_finite(feeds, "compare")
-        table = load_table(args.calib)
-        batch = next(iter(feeds.values())).shape[0]
-        graph = _batch_one(args.model, graph, feeds, shapes)   # sample by sample
-        fit_batch(args.model, graph, {n: v[:1] for n, v in feeds.items()}, shapes)
-        check_table(table, graph, f"calibration table {args.calib!r}")
-        devices = [get_device("nvdla", preset=args.preset, capture=True,
-                              keep_float=keep_float_nodes(args, graph, table)), get_device("cpu")]
-        with Executor(graph, devices, table) as ex, \
-                progress_bar(batch, "compare", enabled=not args.no_progress) as bar:
-            result = None
-            for i in range(batch):
-                result = compare_run(ex, {n: v[i:i + 1] for n, v in feeds.items()}, result)
-                bar.update()
-    except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(str(msg)) from None
+    if args.plot:
+        check_plot_path(args.plot)
+    graph, feeds, shapes = load_onnx_feeds(args)
+    table = load_table(args.calib)
+    warn_int8_inputs(feeds, table, "compare")
+    batch = next(iter(feeds.values())).shape[0]
+    graph = _batch_one(args.model, graph, feeds, shapes)   # sample by sample
+    fit_batch(args.model, graph, {n: v[:1] for n, v in feeds.items()}, shapes)
+    check_table(table, graph, f"calibration table {args.calib!r}")
+    devices = [get_device("nvdla", preset=args.preset, capture=True,
+                          keep_float=keep_float_nodes(args, graph, table)), get_device("cpu")]
+    with Executor(graph, devices, table) as ex, \
+            progress_bar(batch, "compare", enabled=not args.no_progress) as bar:
+        result = None
+        for i in range(batch):
+            result = compare_run(ex, {n: v[i:i + 1] for n, v in feeds.items()}, result)
+            bar.update()
     doc = {"model": args.model, "preset": args.preset, **result.as_dict()}
     for o in doc["outputs"]:
         o["classifier"] = len(graph.tensors[o["name"]].shape) == 2

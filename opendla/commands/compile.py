@@ -19,6 +19,7 @@ from typing import Any
 from accel.config import PRESETS
 from opendla.commands._inputs import add_keep_float_option, keep_float_nodes
 from opendla.errors import UsageError
+from tengine_host.errors import reason
 
 
 def add_parser(subparsers: Any) -> None:
@@ -86,32 +87,27 @@ def run(args: argparse.Namespace) -> int:
     from accel.config import get_preset
     from opendla.commands.run import parse_shapes
     from tengine_host.devices import get_device
-    from tengine_host.frontend import OnnxImportError
     from tengine_host.model import load_model
     from tengine_host.partition import partition
     from tengine_host.quant import load_table
     from tengine_host.quant.rewrites import with_rewrites
 
-    try:
-        cfg = get_preset(args.preset)
-        # the loader names unknown inputs and contradicting shapes
-        graph = load_model(args.model, input_shapes=parse_shapes(args.input_shape) or None)
-        table = load_table(args.calib)
-        graph = with_rewrites(graph, table)     # the weights the table was calibrated for
-        keep = keep_float_nodes(args, graph, table)
-        parts = partition(graph, [get_device("nvdla", preset=args.preset, keep_float=keep),
-                                  get_device("cpu")])
-        dla = [(i, sub) for i, (dev, sub) in enumerate(parts.parts) if dev.name == "nvdla"]
-        missing = missing_calibration([sub for _, sub in dla], table)
-        if missing:
-            shown = ", ".join(missing[:8]) + (f", ... ({len(missing)} in all)"
-                                              if len(missing) > 8 else "")
-            raise ValueError(f"calibration table {args.calib!r} has no entry for tensor(s) the "
-                             f"DLA needs: {shown}; re-run 'opendla quantize' on this model "
-                             f"(the table must come from the same graph)")
-    except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(str(msg)) from None
+    cfg = get_preset(args.preset)
+    # the loader names unknown inputs and contradicting shapes
+    graph = load_model(args.model, input_shapes=parse_shapes(args.input_shape) or None)
+    table = load_table(args.calib)
+    graph = with_rewrites(graph, table)     # the weights the table was calibrated for
+    keep = keep_float_nodes(args, graph, table)
+    parts = partition(graph, [get_device("nvdla", preset=args.preset, keep_float=keep),
+                              get_device("cpu")])
+    dla = [(i, sub) for i, (dev, sub) in enumerate(parts.parts) if dev.name == "nvdla"]
+    missing = missing_calibration([sub for _, sub in dla], table)
+    if missing:
+        shown = ", ".join(missing[:8]) + (f", ... ({len(missing)} in all)"
+                                          if len(missing) > 8 else "")
+        raise UsageError(f"calibration table {args.calib!r} has no entry for tensor(s) the "
+                         f"DLA needs: {shown}; re-run 'opendla quantize' on this model "
+                         f"(the table must come from the same graph)")
 
     from accel.compiler import CompileError, compile_subgraph
 
@@ -131,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     except CompileError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
-        raise UsageError(f"-o {str(args.output_dir)!r}: cannot write loadables: {exc}") from None
+        raise UsageError(f"-o {str(args.output_dir)!r}: cannot write loadables: "
+                         f"{reason(exc, args.output_dir)}") from None
 
     if args.json:
         print(json.dumps({"model": args.model, "preset": cfg.name,

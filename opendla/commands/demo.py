@@ -154,9 +154,9 @@ def _validate(args: argparse.Namespace, n_train: int) -> None:
 
     get_preset(args.preset)  # the error lists the valid names
     if not 1 <= args.limit <= TEST_COUNT:
-        raise ValueError(f"--limit {args.limit} must be in 1..{TEST_COUNT}")
+        raise UsageError(f"--limit {args.limit} must be in 1..{TEST_COUNT}")
     if not 1 <= args.calib_samples <= n_train:
-        raise ValueError(f"--calib-samples {args.calib_samples} must be in 1..{n_train}")
+        raise UsageError(f"--calib-samples {args.calib_samples} must be in 1..{n_train}")
 
 
 def evaluate(args: argparse.Namespace) -> dict:
@@ -271,10 +271,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         summary = evaluate(args)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     except RuntimeFault as exc:         # e.g. an RTL convolution differs from the cmodel
-        raise CheckFailed(str(exc)) from None
+        raise CheckFailed(str(exc)) from exc
     print(json.dumps(summary, indent=1) if args.json else format_report(summary))
     if not summary["bit_exact"]:
         layers, n = summary["layers"], summary["images"]

@@ -42,11 +42,11 @@ from accel.config import DEFAULT_PRESET, PRESETS
 from opendla.commands._inputs import (
     add_image_options,
     add_keep_float_option,
-    check_finite,
     image_dims,
     image_options,
     keep_float_nodes,
     load_image_batch,
+    warn_int8_inputs,
 )
 from opendla.errors import UsageError
 
@@ -189,8 +189,8 @@ def _shapes_from_data(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
 def _prepare(args: argparse.Namespace):
     """The spec workers prepare, the data and the classifier's class count."""
     from opendla.commands.run import parse_shapes
+    from tengine_host.errors import TengineInputError
     from tengine_host.evaluate import EvalSpec
-    from tengine_host.frontend import OnnxImportError
     from tengine_host.model import load_model
     from tengine_host.quant import load_table
     from tengine_host.quant.table import check_table
@@ -200,7 +200,7 @@ def _prepare(args: argparse.Namespace):
         graph = load_model(args.model, input_shapes=shapes)
         table = load_table(args.calib)
         check_table(table, graph, f"calibration table {args.calib!r}")
-    except (OnnxImportError, ValueError, OSError) as exc:
+    except TengineInputError as exc:
         hint = (" (for an image folder -g C,H,W fixes them)"
                 if "dynamic" in str(exc) and Path(args.data).is_dir() else "")
         raise UsageError(f"{exc}{hint}") from None
@@ -224,9 +224,14 @@ def _prepare(args: argparse.Namespace):
     return spec, data, classes
 
 
-def _chunks(data, args: argparse.Namespace, classes: int, device: str):
-    """``(start, x, y)`` per chunk, checked as they are read."""
+def _chunks(data, args: argparse.Namespace, classes: int, device: str, table=None):
+    """``(start, x, y)`` per chunk, checked as they are read (NaN/Inf refused; values
+    ``table`` saturates warned about once)."""
+    from opendla.commands.run import onnx_input_names
     from tengine_host.evaluate import chunks
+
+    name = onnx_input_names(args.model)[0]
+    warned = False
 
     n = len(data) if args.limit is None else min(args.limit, len(data))
     for start, stop in chunks(n, args.chunk_size):
@@ -235,7 +240,10 @@ def _chunks(data, args: argparse.Namespace, classes: int, device: str):
             bad = int(y[(y < 0) | (y >= classes)][0])
             raise UsageError(f"--data label {bad} (sample {start}+) is outside the model's "
                              f"{classes} classes")
-        check_finite({"x": x}, f"--device {device}")
+        if warned:
+            warn_int8_inputs({name: x}, None, f"--device {device}")
+        else:
+            warned = warn_int8_inputs({name: x}, table, f"--device {device}")
         yield start, x, y
 
 
@@ -268,6 +276,7 @@ def _run_dask(client, spec, items, acc, bar, window: int) -> None:
     """Submit chunks with at most ``window`` in flight; tally them as they complete."""
     from distributed import as_completed
 
+    from tengine_host.errors import TengineInputError
     from tengine_host.evaluate import evaluate_chunk
 
     [spec_future] = client.scatter([spec], broadcast=True)   # the model travels once
@@ -287,7 +296,7 @@ def _run_dask(client, spec, items, acc, bar, window: int) -> None:
     for future in pending:
         try:
             start, top_fp, top_q = future.result()
-        except ValueError as exc:       # the model or a sample the worker could not run
+        except TengineInputError as exc:    # the model or a sample the worker could not run
             raise UsageError(f"a Dask worker failed: {exc}") from None
         y = labels.pop(start)
         acc.add(start, y, top_fp, top_q)
@@ -304,7 +313,7 @@ def evaluate(args: argparse.Namespace) -> tuple[dict, int]:
     spec, data, classes = _prepare(args)
     acc = Accuracy(spec.int8_label)
     started = time.perf_counter()
-    items = _chunks(data, args, classes, args.device)
+    items = _chunks(data, args, classes, args.device, spec.table)
     with progress_bar(_total(data, args), "eval", enabled=not args.no_progress) as bar:
         if args.workers == 0 and not args.scheduler:
             for start, x, y in items:

@@ -20,6 +20,7 @@ import numpy as np
 from accel.config import DEFAULT_PRESET, PRESETS, get_preset
 from fpga.protocol import BAUD
 from opendla.errors import CheckFailed, UsageError
+from tengine_host.errors import reason
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -117,7 +118,8 @@ def run_build(args: argparse.Namespace) -> int:
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"-o {out!r}: cannot create the build directory: {exc}") from None
+        raise UsageError(f"-o {out!r}: cannot create the build directory: "
+                         f"{reason(exc, out)}") from None
     print(f"building {cfg.name} ({cfg.atomic_c}x{cfg.atomic_k}) for {args.board} in {out} "
           f"(the first run compiles the WASM tools, ~35 s)", file=sys.stderr)
     report = build(args.board, cfg, out, target_mhz=args.target_mhz, seed=args.seed,
@@ -143,7 +145,8 @@ def run_board(args: argparse.Namespace) -> int:
     try:
         blob = Path(args.loadable).read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read loadable {args.loadable!r}: {exc}") from None
+        raise UsageError(f"cannot read loadable {args.loadable!r}: "
+                         f"{reason(exc, args.loadable)}") from None
     cfg = get_preset(args.preset)
     try:
         link = open_link(args.port, args.baud, args.timeout)
@@ -162,9 +165,8 @@ def run_board(args: argparse.Namespace) -> int:
         raise CheckFailed(f"the board's output differs from the cmodel's: {exc}") from None
     except RtlError as exc:
         raise CheckFailed(f"the board failed: {exc}") from None
-    except (LoadableError, RuntimeFault, KeyError, ValueError, IndexError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(f"cannot run loadable {args.loadable!r}: {msg}") from None
+    except (LoadableError, RuntimeFault) as exc:     # the board's own faults are RtlErrors
+        raise UsageError(f"cannot run loadable {args.loadable!r}: {exc}") from exc
     finally:
         if backend is not None:
             backend.close()

@@ -13,9 +13,9 @@ are warned about by name with the worst layers; ``--report FILE`` writes it all
 as JSON.  Zero points, cross-layer equalization and bias correction are tried on
 the same held-out samples (``--zero-points``, ``--equalize``, ``--bias-correction``:
 auto, on or off) and the best is written; the table records the weight rewrites
-and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf
-are refused; inputs that are all zero, constant or far outside a normalized range
-are warned about.  Dynamic input shapes are
+and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf are
+refused; inputs that are all zero, constant or far outside a normalized range, or that
+the chosen scales saturate, are warned about.  Dynamic input shapes are
 taken from the arrays (or from ``-g`` for images) when ``--input-shape`` does
 not fix them.
 """
@@ -31,7 +31,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from accel.config import PRESETS
-from opendla.commands._inputs import add_image_options, image_dims, image_options
+from opendla.commands._inputs import (
+    add_image_options,
+    image_dims,
+    image_options,
+)
 from opendla.errors import UsageError
 from tengine_host.quant.fidelity import (
     CHOICES,
@@ -157,64 +161,65 @@ def run(args: argparse.Namespace) -> int:
         sensitivity,
         weight_rewrites,
     )
+    from tengine_host.quant.input_check import check_int8_samples
     from tengine_host.quant.zero_point import assign_zero_points
 
     src = _validate(args)
     shapes = parse_shapes(args.input_shape)
     try:
-        try:
-            graph = load_model(args.model, input_shapes=shapes or None)
-        except OnnxImportError:
-            if shapes:
-                raise
-            # dynamic dimensions: the calibration data fixes them, if it can
-            shapes = _shapes_from_data(src, onnx_input_names(args.model), args.dims)
-            if not shapes:
-                raise
-            graph = load_model(args.model, input_shapes=shapes)
-        if src.is_dir():
-            dims = image_dims(args, graph.tensors[graph.inputs[0]].shape)
-            opts = image_options(args, dims)
-            samples = load_images(src, graph, dims, opts["mean"], opts["scale"],
-                                  swap_rb=opts["swap_rb"], center_crop=opts["center_crop"],
-                                  letterbox=opts["letterbox"])
-        else:
-            samples = load_arrays(src, graph)
-        auto_keep = args.keep_float == "auto"
-        keep = frozenset() if auto_keep else keep_float_nodes(args, graph)
-        for message in input_warnings(graph, samples):
-            print(f"warning: {message}", file=sys.stderr)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            calibrate_fn = calibrate
-            variants = {}
-            if args.zero_points == "auto":
-                variants["zero points"] = assign_zero_points
-            elif args.zero_points == "on":
-                def calibrate_fn(graph, samples, **options):
-                    return assign_zero_points(graph, calibrate(graph, samples, **options))
-            table, report = calibrate_checked(
-                graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
-                variants=variants, rewrites=weight_rewrites(args.preset, keep, args.equalize,
-                                                           args.bias_correction),
-                progress=not args.no_progress, algorithm=args.algorithm,
-                percentile=args.percentile, keep_float=keep)
-        checked = _checked_samples(samples, report)
-        choice = None
-        if auto_keep and report.check != "unchecked":
-            choice = choose_keep_float(graph, table, checked, report, preset=args.preset,
-                                       min_sqnr_db=args.min_sqnr, min_top1=args.min_top1,
-                                       progress=not args.no_progress)
-            table, report = choice.table, choice.report
-            keep = frozenset(choice.nodes)
-        else:
-            table.keep_float = tuple(sorted(keep))    # what it was checked with
-        ranked = None
-        if args.sensitivity:
-            ranked = sensitivity(graph, table, checked, preset=args.preset,
-                                 progress=not args.no_progress, keep_float=keep)
-    except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        raise UsageError(str(exc)) from None
+        graph = load_model(args.model, input_shapes=shapes or None)
+    except OnnxImportError:
+        if shapes:
+            raise
+        # dynamic dimensions: the calibration data fixes them, if it can
+        shapes = _shapes_from_data(src, onnx_input_names(args.model), args.dims)
+        if not shapes:
+            raise
+        graph = load_model(args.model, input_shapes=shapes)
+    if src.is_dir():
+        dims = image_dims(args, graph.tensors[graph.inputs[0]].shape)
+        opts = image_options(args, dims)
+        samples = load_images(src, graph, dims, opts["mean"], opts["scale"],
+                              swap_rb=opts["swap_rb"], center_crop=opts["center_crop"],
+                              letterbox=opts["letterbox"])
+    else:
+        samples = load_arrays(src, graph)
+    check_int8_samples(samples, None, "quantize")     # NaN/Inf, as every int8 path refuses
+    auto_keep = args.keep_float == "auto"
+    keep = frozenset() if auto_keep else keep_float_nodes(args, graph)
+    for message in input_warnings(graph, samples):
+        print(f"warning: {message}", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        calibrate_fn = calibrate
+        variants = {}
+        if args.zero_points == "auto":
+            variants["zero points"] = assign_zero_points
+        elif args.zero_points == "on":
+            def calibrate_fn(graph, samples, **options):
+                return assign_zero_points(graph, calibrate(graph, samples, **options))
+        table, report = calibrate_checked(
+            graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
+            variants=variants, rewrites=weight_rewrites(args.preset, keep, args.equalize,
+                                                       args.bias_correction),
+            progress=not args.no_progress, algorithm=args.algorithm,
+            percentile=args.percentile, keep_float=keep)
+    checked = _checked_samples(samples, report)
+    choice = None
+    if auto_keep and report.check != "unchecked":
+        choice = choose_keep_float(graph, table, checked, report, preset=args.preset,
+                                   min_sqnr_db=args.min_sqnr, min_top1=args.min_top1,
+                                   progress=not args.no_progress)
+        table, report = choice.table, choice.report
+        keep = frozenset(choice.nodes)
+    else:
+        table.keep_float = tuple(sorted(keep))    # what it was checked with
+    for message in check_int8_samples(samples, table, "quantize"):   # what the scales clip
+        print(f"warning: {message}", file=sys.stderr)
+    ranked = None
+    if args.sensitivity:
+        ranked = sensitivity(graph, table, checked, preset=args.preset,
+                             progress=not args.no_progress, keep_float=keep)
     for message in dict.fromkeys(str(w.message) for w in caught):    # once each
         print(f"warning: {message}", file=sys.stderr)
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from accel.config import DEFAULT_PRESET, PRESETS, HwConfig, get_preset
 from opendla.errors import CheckFailed, UsageError
+from tengine_host.errors import reason
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"-o {out!r}: cannot create the output directory: {exc}") from None
+        raise UsageError(f"-o {out!r}: cannot create the output directory: "
+                         f"{reason(exc, out)}") from None
     if args.rtl_command == "generate":
         return _generate(cfg, out, args.json)
     return _test(cfg, out, args)

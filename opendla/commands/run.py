@@ -42,15 +42,16 @@ from opendla.commands._backend import add_backend_options
 from opendla.commands._inputs import (
     add_input_options,
     add_keep_float_option,
-    check_finite,
     image_dims,
     image_options,
     keep_float_nodes,
     load_image_batch,
     load_labels,
     parse_inputs,
+    warn_int8_inputs,
 )
 from opendla.errors import CheckFailed, UsageError
+from tengine_host.errors import reason
 
 DEVICE_CHOICES = ("cpu", "nvdla")
 LOADABLE_SUFFIXES = (".nvdla", ".fbuf")
@@ -255,7 +256,8 @@ def save_outputs(directory: str, outputs: dict[str, np.ndarray]) -> None:
         for name, value in outputs.items():
             np.save(out_dir / f"{name.replace('/', '_')}.npy", value)
     except OSError as exc:
-        raise UsageError(f"--save-outputs {directory!r}: cannot write: {exc}") from None
+        raise UsageError(f"--save-outputs {directory!r}: cannot write: "
+                         f"{reason(exc, directory)}") from None
 
 
 def print_outputs(summaries: list[dict]) -> None:
@@ -281,8 +283,9 @@ def _validate(args: argparse.Namespace) -> None:
     if not args.input and not args.image and not is_loadable(args.model):
         raise UsageError("no input: give --input [NAME=]FILE.npy|.npz or --image FILE")
     if not Path(args.model).is_file():
-        raise UsageError(f"model {args.model!r} does not exist (an .onnx model or an .nvdla "
-                         f"loadable)")
+        raise UsageError(f"model {args.model!r} "
+                         + ("is a directory" if Path(args.model).is_dir() else "does not exist")
+                         + " (give an .onnx model or an .nvdla loadable)")
     if args.backend == "rtl" and (args.device != "nvdla" or is_loadable(args.model)):
         raise UsageError("--backend rtl runs the DLA part of an ONNX model with --device nvdla "
                          "(loadables and the CPU run on the cmodel)")
@@ -342,11 +345,8 @@ def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
             return {n: np.concatenate([r[n] for r in runs]) for n in runs[0]}
 
         outputs, timing = timed(once, batch, args.repeat, args.warmup)
-    except (LoadableError, RuntimeFault, OSError, KeyError, ValueError, IndexError,
-            OverflowError, MemoryError) as exc:
-        # a malformed loadable (descriptors, memory list, blobs) surfaces as any of these
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(f"cannot run loadable {args.model!r}: {msg}") from None
+    except (LoadableError, RuntimeFault) as exc:
+        raise UsageError(f"cannot run loadable {args.model!r}: {exc}") from exc
     if args.save_outputs:
         save_outputs(args.save_outputs, outputs)
     summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
@@ -448,7 +448,6 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
     from tengine_host.debug import DebugOptions
     from tengine_host.devices import get_device
     from tengine_host.executor import Executor
-    from tengine_host.frontend import OnnxImportError
     from tengine_host.quant import load_table
     from tengine_host.quant.table import check_table
 
@@ -463,32 +462,29 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
     if args.device == "nvdla" and not args.calib:
         raise UsageError("--device nvdla runs int8 and needs --calib calib.json "
                          "(opendla quantize)")
-    try:
-        graph, feeds, shapes = load_onnx_feeds(args)
-        if args.device == "nvdla":
-            check_finite(feeds, "--device nvdla (int8)")
-        graph, per_sample = fit_batch(args.model, graph, feeds, shapes)
-        table = load_table(args.calib) if args.calib else None
-        if table is not None and (args.precision == "int8" or args.device != "cpu"):
-            check_table(table, graph, f"calibration table {args.calib!r}")
-        if args.verify:
-            graph = _batch_one(args.model, graph, feeds, shapes)
-        keep = keep_float_nodes(args, graph, table)
-        cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
-                         preset=args.preset, keep_float=keep)
-        accel_opts = {"preset": args.preset, "capture": args.verify,
-                      "trace_regs": args.trace_regs, "backend": args.backend,
-                      "simulator": args.simulator, "keep_float": keep} \
-            if args.device == "nvdla" else {}
-        devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
-        batch = next(iter(feeds.values())).shape[0]
-        with Executor(graph, devices, table, debug=debug) as ex:
-            (outputs, report, times), timing = timed(
-                lambda: _execute(ex, feeds, per_sample, args.verify), batch, args.repeat,
-                args.warmup)
-    except (OnnxImportError, ValueError, KeyError, OSError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise UsageError(str(msg)) from None
+    graph, feeds, shapes = load_onnx_feeds(args)
+    table = load_table(args.calib) if args.calib else None
+    if args.precision == "int8" or args.device != "cpu":
+        warn_int8_inputs(feeds, table, "--precision int8" if args.device == "cpu"
+                         else f"--device {args.device} (int8)")
+    graph, per_sample = fit_batch(args.model, graph, feeds, shapes)
+    if table is not None and (args.precision == "int8" or args.device != "cpu"):
+        check_table(table, graph, f"calibration table {args.calib!r}")
+    if args.verify:
+        graph = _batch_one(args.model, graph, feeds, shapes)
+    keep = keep_float_nodes(args, graph, table)
+    cpu = get_device("cpu", precision=args.precision, reference=debug.ref,
+                     preset=args.preset, keep_float=keep)
+    accel_opts = {"preset": args.preset, "capture": args.verify,
+                  "trace_regs": args.trace_regs, "backend": args.backend,
+                  "simulator": args.simulator, "keep_float": keep} \
+        if args.device == "nvdla" else {}
+    devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
+    batch = next(iter(feeds.values())).shape[0]
+    with Executor(graph, devices, table, debug=debug) as ex:
+        (outputs, report, times), timing = timed(
+            lambda: _execute(ex, feeds, per_sample, args.verify), batch, args.repeat,
+            args.warmup)
 
     rtl = devices[0].rtl_summary if args.backend == "rtl" and args.device == "nvdla" else None
     summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]

@@ -80,15 +80,12 @@ def run(args: argparse.Namespace) -> int:
             print(_row(res), flush=True)
             if ops and res.stats:
                 print("\n".join(_op_rows(res)), flush=True)
-    try:
-        results = run_traces(traces, preset=args.preset, progress=progress,
-                             strict=getattr(args, "strict", False),
-                             backend=getattr(args, "backend", "cmod"),
-                             simulator=getattr(args, "simulator", "icarus"),
-                             memory=getattr(args, "memory", "axi"),
-                             announce=lambda text: print(text, file=sys.stderr, flush=True))
-    except (FileNotFoundError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+    results = run_traces(traces, preset=args.preset, progress=progress,
+                         strict=getattr(args, "strict", False),
+                         backend=getattr(args, "backend", "cmod"),
+                         simulator=getattr(args, "simulator", "icarus"),
+                         memory=getattr(args, "memory", "axi"),
+                         announce=lambda text: print(text, file=sys.stderr, flush=True))
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
     if args.json:
         print(json.dumps({"results": [
@@ -102,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{counts['pass']} passed"
               + (f" ({noted} with a note)" if noted else "")
               + f", {counts['fail']} failed, {counts['skip']} skipped in {total:.2f} s")
+    malformed = [r for r in results if r.malformed]
+    if malformed:       # bad input outranks a failed check: the run checked nothing there
+        raise UsageError(f"{len(malformed)} trace(s) are malformed (see above): "
+                         + ", ".join(r.name for r in malformed))
     if counts["fail"]:
         raise CheckFailed(f"{counts['fail']} trace(s) failed: "
                           + ", ".join(r.name for r in results if r.status == "fail"))

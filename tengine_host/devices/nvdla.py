@@ -26,6 +26,7 @@ from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.ir import Graph, Node
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.umd import Runtime
+from tengine_host.errors import TengineInputError
 from tengine_host.quant.weights import dequantize, quantize_activation, quantize_counted
 
 
@@ -120,12 +121,12 @@ class NvdlaDevice:
                 raise KeyError(f"input {t.name!r} missing (have {', '.join(inputs)})")
             x = np.asarray(inputs[t.name], dtype=np.float32)
             if x.shape != t.host_shape:
-                raise ValueError(f"input {t.name!r} has shape {x.shape}; the loadable was "
-                                 f"compiled for {t.host_shape}")
+                raise TengineInputError(f"input {t.name!r} has shape {x.shape}; the loadable "
+                                        f"was compiled for {t.host_shape}")
             q, bad = quantize_counted(x, t.scale, t.zero_point)
             if bad:
-                raise ValueError(f"input {t.name!r} has {bad} NaN/Inf value(s); the DLA "
-                                 f"quantizes to int8 and cannot represent them")
+                raise TengineInputError(f"input {t.name!r} has {bad} NaN/Inf value(s); the DLA "
+                                        f"quantizes to int8 and cannot represent them")
             out[t.name] = q
         return out
 
@@ -223,7 +224,7 @@ def int8_node(node: Node, graph: Graph, table, cfg: HwConfig):
     try:
         plan = make_plan(node, graph, cfg, table)
     except CompileError as exc:
-        raise ValueError(str(exc)) from None
+        raise TengineInputError(str(exc)) from exc
     entry = entry_for(node)
     table = as_scales(table)
     params = [None if not t or graph.is_constant(t) else

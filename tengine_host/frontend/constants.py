@@ -8,8 +8,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from tengine_host.errors import TengineInputError
 
-class OnnxImportError(ValueError):
+
+class OnnxImportError(TengineInputError):
     """The ONNX model cannot be imported (bad file, unsupported op, unknown shape)."""
 
 

@@ -180,7 +180,8 @@ def _read(model: str | Path | bytes | onnx.ModelProto) -> onnx.ModelProto:
         if isinstance(model, (str, Path)):
             path = Path(model)
             if not path.is_file():
-                raise OnnxImportError(f"ONNX model {str(path)!r} does not exist")
+                raise OnnxImportError(f"ONNX model {str(path)!r} "
+                                      + ("is a directory" if path.is_dir() else "does not exist"))
             raw = path.read_bytes()
             where = repr(str(path))
         else:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence, Sized
 import numpy as np
 
 from accel.ir import Graph
+from tengine_host.errors import TengineInputError
 from tengine_host.interpreter import interpret
 from tengine_host.quant.progress import progress_bar
 from tengine_host.quant.range_search import SEARCH_SAMPLES, search_thresholds
@@ -49,8 +50,9 @@ class CalibrationWarning(UserWarning):
 def _check_finite(sample: int, name: str, v: np.ndarray, what: str) -> None:
     if not np.all(np.isfinite(v)):
         bad = int(np.count_nonzero(~np.isfinite(v)))
-        raise ValueError(f"calibration sample {sample}: {what} {name!r} has {bad} NaN/Inf "
-                         f"value(s) of {np.size(v)}; calibration needs finite values")
+        raise TengineInputError(f"calibration sample {sample}: {what} {name!r} has {bad} "
+                                f"NaN/Inf value(s) of {np.size(v)}; calibration needs finite "
+                                f"values")
 
 
 #: an input whose values reach this magnitude is far outside any normalized range

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accel.ir import Graph
+from tengine_host.errors import TengineInputError
 from tengine_host.passes.edit import drop_unused
 from tengine_host.quant.layers import copy_graph, read_layer, write_layer
 
@@ -65,26 +66,28 @@ class GraphRewrites:
 
     @classmethod
     def from_json(cls, doc, where: str = "calibration table") -> GraphRewrites:
-        """Rewrites from :meth:`as_json`'s form; anything else is a ``ValueError`` saying
-        what is wrong and where."""
+        """Rewrites from :meth:`as_json`'s form; anything else is a
+        :class:`TengineInputError` saying what is wrong and where."""
         if not isinstance(doc, dict) or set(doc) - {"equalize", "bias_shift"}:
-            raise ValueError(f"{where}: {KEY!r} must be an object with 'equalize' (true or "
-                             f"false) and 'bias_shift' ({{layer: [numbers]}}), got {doc!r}")
+            raise TengineInputError(f"{where}: {KEY!r} must be an object with 'equalize' (true "
+                                    f"or false) and 'bias_shift' ({{layer: [numbers]}}), got "
+                                    f"{doc!r}")
         equalize = doc.get("equalize", False)
         if not isinstance(equalize, bool):
-            raise ValueError(f"{where}: {KEY}.equalize must be true or false, got {equalize!r}")
+            raise TengineInputError(f"{where}: {KEY}.equalize must be true or false, got "
+                                    f"{equalize!r}")
         shifts = doc.get("bias_shift", {})
         if not isinstance(shifts, dict):
-            raise ValueError(f"{where}: {KEY}.bias_shift must map layer names to lists of "
-                             f"numbers, got {shifts!r}")
+            raise TengineInputError(f"{where}: {KEY}.bias_shift must map layer names to lists "
+                                    f"of numbers, got {shifts!r}")
         out = {}
         for node, shift in shifts.items():
             values = np.asarray(shift, dtype=object)
             if values.ndim != 1 or not values.size or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool)
                     and np.isfinite(v) for v in values):
-                raise ValueError(f"{where}: {KEY}.bias_shift[{node!r}] must be a non-empty "
-                                 f"list of finite numbers, got {shift!r}")
+                raise TengineInputError(f"{where}: {KEY}.bias_shift[{node!r}] must be a "
+                                        f"non-empty list of finite numbers, got {shift!r}")
             out[node] = tuple(float(v) for v in values)
         return cls(equalize, out)
 
@@ -112,8 +115,9 @@ def apply(graph: Graph, rewrites: GraphRewrites) -> Graph:
         if isinstance(layer, str) or layer.out_channels != len(shift):
             why = layer if isinstance(layer, str) else (
                 f"{name!r} has {layer.out_channels} output channels, the shift {len(shift)}")
-            raise ValueError(f"the table's bias correction does not fit model {graph.name!r}: "
-                             f"{why}; re-run 'opendla quantize' on this model")
+            raise TengineInputError(f"the table's bias correction does not fit model "
+                                    f"{graph.name!r}: {why}; re-run 'opendla quantize' on this "
+                                    f"model")
         layer.bias = (0.0 if layer.bias is None else layer.bias) - np.asarray(shift)
         write_layer(out, layer, "corrected", weight=False)
     drop_unused(out)

@@ -23,6 +23,8 @@ import math
 import numbers
 from pathlib import Path
 
+from tengine_host.errors import TengineInputError, reason
+
 ZERO_POINT_RANGE = (-128, 127)     # int8: the code that stands for x = 0
 #: the table's JSON key for the nodes kept in fp32 (a list of node names)
 KEEP_FLOAT_KEY = "__keep_float__"
@@ -71,14 +73,24 @@ def _entry(table, tensor: str) -> dict:
 
 
 def check_zero_point(tensor: str, value) -> int:
-    """``value`` as a zero point, or ``ValueError`` naming ``tensor`` and the value: an
-    integer (not a bool or a float) in ``ZERO_POINT_RANGE``."""
+    """``value`` as a zero point, or :class:`TengineInputError` naming ``tensor`` and the
+    value: an integer (not a bool or a float) in ``ZERO_POINT_RANGE``."""
     lo, hi = ZERO_POINT_RANGE
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
             or not lo <= value <= hi:
-        raise ValueError(f"table entry {tensor!r} has zero_point {value!r}; it must be an "
-                         f"integer in [{lo}, {hi}]")
+        raise TengineInputError(f"table entry {tensor!r} has zero_point {value!r}; it must be "
+                                f"an integer in [{lo}, {hi}]")
     return int(value)
+
+
+def _number(tensor: str, key: str, value) -> float:
+    """``value`` of ``key`` in ``tensor``'s entry as a finite float; JSON gives ``null``,
+    strings, lists and objects too, and ``true`` would pass as 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value):
+        raise TengineInputError(f"table entry {tensor!r} has {key} {json.dumps(value)}; it must "
+                                f"be a finite number")
+    return float(value)
 
 
 def entry(lo: float, hi: float) -> dict[str, float]:
@@ -99,7 +111,8 @@ def load_table(path: str | Path) -> QuantTable:
     try:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read calibration table {str(path)!r}: {exc}") from exc
+        raise TengineInputError(f"cannot read calibration table {str(path)!r}: "
+                                f"{reason(exc, path)}") from exc
     return table_from_json(raw, f"calibration table {str(path)!r}")
 
 
@@ -108,31 +121,44 @@ def table_from_json(raw, where: str = "calibration table") -> QuantTable:
     from tengine_host.quant.rewrites import KEY, GraphRewrites
 
     if not isinstance(raw, dict):
-        raise ValueError(f"{where} must be a JSON object of tensors")
+        raise TengineInputError(f"{where} must be a JSON object of tensors, not a "
+                                f"{type(raw).__name__}")
     raw = dict(raw)
     keep = raw.pop(KEEP_FLOAT_KEY, [])
     if not isinstance(keep, list) or not all(isinstance(n, str) and n for n in keep):
-        raise ValueError(f"{where}: {KEEP_FLOAT_KEY!r} must be a list of node names, "
-                         f"got {keep!r}")
+        raise TengineInputError(f"{where}: {KEEP_FLOAT_KEY!r} must be a list of node names, "
+                                f"got {keep!r}")
     table = QuantTable(rewrites=GraphRewrites.from_json(raw.pop(KEY), where)
                        if KEY in raw else None, keep_float=keep)
     for name, e in raw.items():
-        if not isinstance(e, dict):
-            raise ValueError(f"table entry {name!r} must be an object, got {e!r}")
-        if "scale" not in e:
-            if "min" not in e or "max" not in e:
-                raise ValueError(f"table entry {name!r} needs 'scale' or 'min' and 'max'")
-            e = {**entry(float(e["min"]), float(e["max"])), **e}
-        scale = float(e["scale"])
-        if not (scale > 0 and math.isfinite(scale)):
-            raise ValueError(f"table entry {name!r} has scale {scale}; it must be finite and > 0")
-        table[name] = {k: (check_zero_point(name, v) if k == "zero_point" else float(v))
-                       for k, v in e.items()}
+        try:
+            table[name] = _entry_from_json(name, e)
+        except TengineInputError as exc:
+            raise TengineInputError(f"{where}: {exc}") from None
     return table
 
 
+def _entry_from_json(name: str, e) -> dict:
+    """One validated entry: numbers for ``scale``/``min``/``max`` (the scale derived from
+    ``min``/``max`` when absent; finite and > 0), an int8 ``zero_point``."""
+    if not isinstance(e, dict):
+        raise TengineInputError(f"table entry {name!r} must be an object with 'scale' or "
+                                f"'min' and 'max', got {json.dumps(e)}")
+    out = {k: (check_zero_point(name, v) if k == "zero_point" else _number(name, k, v))
+           for k, v in e.items()}
+    if "scale" not in out:
+        if "min" not in out or "max" not in out:
+            raise TengineInputError(f"table entry {name!r} needs 'scale' or 'min' and 'max'")
+        out = {**entry(out["min"], out["max"]), **out}
+    if not out["scale"] > 0:
+        raise TengineInputError(f"table entry {name!r} has scale {out['scale']}; it must be "
+                                f"finite and > 0")
+    return out
+
+
 def check_table(table: QuantTable, graph, where: str = "calibration table") -> None:
-    """Raise ``ValueError`` unless ``table`` has an entry for every activation of ``graph``.
+    """Raise :class:`TengineInputError` unless ``table`` has an entry for every activation
+    of ``graph``.
 
     Activations are the graph inputs and node outputs that are float and not
     constant; a table calibrated on another model (or before passes renamed
@@ -145,10 +171,10 @@ def check_table(table: QuantTable, graph, where: str = "calibration table") -> N
             and np.issubdtype(np.dtype(graph.tensors[t].dtype), np.floating)]
     missing = [t for t in acts if t not in table]
     if missing:
-        raise ValueError(f"{where} does not match model {graph.name!r}: {len(missing)} of "
-                         f"{len(acts)} activation tensors have no entry ("
-                         f"{', '.join(map(repr, missing[:5]))}{', ...' if len(missing) > 5 else ''}"
-                         f"); re-run 'opendla quantize' on this model")
+        shown = ", ".join(map(repr, missing[:5])) + (", ..." if len(missing) > 5 else "")
+        raise TengineInputError(f"{where} does not match model {graph.name!r}: {len(missing)} "
+                                f"of {len(acts)} activation tensors have no entry ({shown}); "
+                                f"re-run 'opendla quantize' on this model")
 
 
 def scale_of(table: QuantTable, tensor: str) -> float:

@@ -40,6 +40,7 @@ from accel.arith import scale_shift_factorize
 from accel.compiler.engine import SdpOp
 from accel.compiler.program import Converter, Operand, SdpProgram, XStage
 from accel.compiler.quantize import int16_factor, layer_operand, round_half_away
+from accel.errors import AccelError
 from accel.golden import int8_ref
 from accel.ir import Node
 
@@ -47,7 +48,7 @@ INT16_MAX = (1 << 15) - 1
 FINE_BITS = 8          # fraction bits kept between X1 and the converter
 
 
-class SdpMathError(ValueError):
+class SdpMathError(AccelError, ValueError):
     """A rescale the SDP cannot represent."""
 
 

@@ -103,3 +103,114 @@ def test_no_python_argument_names_in_messages(tmp_path, capsys):
     assert "--preset" in err and "preset=" not in err
     err = _error(capsys, ["run", str(tmp_path / "m.onnx"), "--input", "x.npy"])
     assert "=" not in err.replace("NAME=", "")
+
+
+# ------------------------------------------------------------------ one error tree
+def _project_exception_classes() -> list[tuple[str, str]]:
+    """``(module, class)`` of every exception class defined in accel, tengine_host and fpga,
+    found in the source (a class whose bases name an Error, Exception, Fault or Mismatch)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[3]
+    found = []
+    for package in ("accel", "tengine_host", "fpga"):
+        for path in sorted((root / package).rglob("*.py")):
+            if "nvdla/loadable" in path.as_posix():     # generated flatbuffer code
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and any(
+                        isinstance(b, ast.Name) and b.id.endswith(
+                            ("Error", "Exception", "Fault", "Mismatch", "Failed", "Diverged"))
+                        for b in node.bases):
+                    module = ".".join(path.relative_to(root).with_suffix("").parts)
+                    found.append((module.removesuffix(".__init__"), node.name))
+    return found
+
+
+def test_every_project_exception_derives_from_its_package_base():
+    import importlib
+
+    from accel.errors import AccelError
+    from fpga.errors import FpgaError
+    from tengine_host.errors import TengineError
+
+    bases = {"accel": AccelError, "tengine_host": TengineError, "fpga": FpgaError}
+    classes = _project_exception_classes()
+    assert len(classes) >= 25, classes          # the scan found them (27 before the tree)
+    wrong = [f"{m}.{c}" for m, c in classes
+             if not issubclass(getattr(importlib.import_module(m), c), bases[m.split(".")[0]])]
+    assert not wrong, f"not under their package base: {wrong}"
+
+
+def test_exit_statuses_are_mapped_in_one_place():
+    from accel.backends.rtl import RtlMismatch
+    from accel.cmod.errors import ConfigError
+    from accel.compiler import CompileError
+    from accel.loadable.io import LoadableError
+    from accel.trace.script import MalformedTrace, TraceError
+    from opendla.errors import CheckFailed, UsageError, exit_status
+    from tengine_host.errors import TengineInputError
+    from tengine_host.frontend import OnnxImportError
+
+    assert exit_status(UsageError("x")) == 2 and exit_status(CheckFailed("x")) == 1
+    for bad_input in (TengineInputError("x"), OnnxImportError("x"), LoadableError("x"),
+                      MalformedTrace("x"), ConfigError("CDP", "R", 1, "why"),
+                      CompileError("x")):
+        assert exit_status(bad_input) == 2, bad_input
+    assert exit_status(RtlMismatch("x")) == 1
+    # bugs keep their traceback: built-ins, and package errors that are not about input
+    for bug in (ValueError("x"), KeyError("x"), IndexError("x"), TypeError("x"),
+                TraceError("x")):
+        assert exit_status(bug) is None, bug
+
+
+def test_an_internal_error_keeps_its_traceback(monkeypatch):
+    """A KeyError inside a command is a bug: main must not turn it into a usage error."""
+    import opendla.commands.trace as trace_command
+
+    def broken(args):
+        raise KeyError("internal")
+
+    monkeypatch.setattr(trace_command, "run", broken)
+    with pytest.raises(KeyError, match="internal"):
+        main(["trace", "run", "."])
+
+
+def _trace(root: Path, name: str, lines: list[str]) -> Path:
+    t = root / "nv_small" / name
+    t.mkdir(parents=True)
+    (t / f"{name}.cfg").write_text("\n".join(lines) + "\n")
+    return t
+
+
+def test_malformed_traces_are_bad_input_and_failed_checks_exit_1(tmp_path, capsys):
+    """Malformed trace files exited 1 like a CRC mismatch; they are bad input (2)."""
+    head = ["mem_init(pri_mem, 0x80000000, 0x100, ALL_ZERO);"]
+    garbage = _trace(tmp_path, "garbage", [*head, "not a statement"])
+    err = _error(capsys, ["trace", "run", str(garbage)])
+    assert "malformed" in err and "garbage" in err
+    unknown = _trace(tmp_path, "unknown", [*head, "reg_write(NVDLA_CDP.NO_SUCH_0, 0x1);",
+                                          "check_crc(done, 1, pri_mem, 0x80000000, 0x100, 0x0);"])
+    assert "malformed" in _error(capsys, ["trace", "run", str(unknown)])
+    # a well-formed trace that runs and fails a check (the interrupt it waits for is
+    # never raised: nothing was started) is a failed check, not bad input
+    fails = _trace(tmp_path, "fails", [*head, "intr_notify(CDP_0, done);",
+                                       "check_crc(done, 1, pri_mem, 0x80000000, 0x100, 0x0);"])
+    err = _error(capsys, ["trace", "run", str(fails)], code=1)
+    assert "1 trace(s) failed: fails" in err
+
+
+def test_file_errors_name_the_file_once(tmp_path, capsys):
+    """OS errors repeated the path the message already gave ('...': [Errno 21] Is a
+    directory: '...'); an error about another file still names that one."""
+    from tengine_host.errors import reason
+
+    err = _error(capsys, ["compile", LENET, "--calib", str(tmp_path), "-o", str(tmp_path)])
+    assert err.count(str(tmp_path)) == 1 and "Is a directory" in err, err
+    err = _error(capsys, ["run", LENET, "--input", str(tmp_path / "none.npy")])
+    assert err.count("none.npy") == 1 and "No such file" in err, err
+    try:
+        (tmp_path / "missing" / "f").read_text()
+    except OSError as exc:
+        assert reason(exc, tmp_path / "missing" / "f") == "No such file or directory"
+        assert reason(exc, tmp_path) == f"No such file or directory ({tmp_path}/missing/f)"

@@ -91,3 +91,74 @@ def test_quantize_cli_passes_image_options(tmp_path):
                  "--no-progress"]) == 0
     t = json.loads(out.read_text())
     assert (t["img"]["min"], t["img"]["max"]) == (0.0, 1.0)
+
+
+# ------------------------------------------------------------------ pixel depth and mode
+#: an 8x8 grey ramp 0, 4, ..., 252: the values every mode below must reproduce
+RAMP = (np.arange(64, dtype=np.uint8) * 4).reshape(8, 8)
+
+
+def _mode_images(tmp_path) -> dict[str, str]:
+    """The ramp written in PIL modes of every depth; each file holds the same values."""
+    files = {
+        "L": (Image.fromarray(RAMP), "png"),
+        "I;16": (Image.fromarray(RAMP.astype(np.uint16) * 257), "png"),    # 255 * 257 = 65535
+        "I": (Image.fromarray(RAMP.astype(np.int32) * 257), "tiff"),
+        "F": (Image.fromarray(RAMP.astype(np.float32)), "tiff"),
+        "LA": (Image.fromarray(RAMP).convert("LA"), "png"),
+        "P": (Image.fromarray(RAMP).convert("P"), "png"),
+        "RGBA": (Image.fromarray(np.repeat(RAMP[..., None], 3, axis=2)).convert("RGBA"), "png"),
+    }
+    out = {}
+    for mode, (img, ext) in files.items():
+        path = tmp_path / f"ramp_{mode.replace(';', '')}.{ext}"
+        img.save(path)
+        with Image.open(path) as back:      # the file really has that mode
+            assert back.mode in (mode, "I;16B", "I;16L", "I"), (mode, back.mode)
+        out[mode] = str(path)
+    return out
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_images_of_every_depth_load_by_value(tmp_path, channels):
+    """A 16-bit PNG was 99.6 % white as RGB (convert clips instead of scaling); every
+    mode now gives the ramp's values, grey repeated for an RGB input."""
+    from tengine_host.quant.dataset import load_image
+
+    want = np.repeat(RAMP[None].astype(np.float32), channels, axis=0)[None]
+    for mode, path in _mode_images(tmp_path).items():
+        got = load_image(path, (channels, 8, 8), (0.0,), (1.0,))
+        assert got.dtype == np.float32 and got.shape == (1, channels, 8, 8), mode
+        np.testing.assert_array_equal(got, want, err_msg=mode)
+
+
+def test_wide_images_outside_their_range_are_refused(tmp_path):
+    from tengine_host.errors import TengineInputError
+    from tengine_host.quant.dataset import load_image
+
+    path = tmp_path / "big.tiff"
+    Image.fromarray(np.full((8, 8), 70000, np.int32)).save(path)
+    with pytest.raises(TengineInputError, match=r"big\.tiff.*\[70000, 70000\].*\[0, 65535\]"):
+        load_image(path, (1, 8, 8), (0.0,), (1.0,))
+
+
+def test_a_zero_scale_is_refused(tmp_path):
+    from tengine_host.errors import TengineInputError
+    from tengine_host.quant.dataset import load_image
+
+    Image.fromarray(RAMP).save(tmp_path / "a.png")
+    with pytest.raises(TengineInputError, match=r"scale 1,0,1: .*nonzero"):
+        load_image(tmp_path / "a.png", (3, 8, 8), (0.0,), (1.0, 0.0, 1.0))
+
+
+def test_unreadable_images_name_the_file_once(tmp_path):
+    from tengine_host.errors import TengineInputError
+    from tengine_host.quant.dataset import load_image
+
+    with pytest.raises(TengineInputError) as info:
+        load_image(tmp_path, (1, 8, 8), (0.0,), (1.0,))
+    assert str(info.value).count(str(tmp_path)) == 1 and "directory" in str(info.value)
+    (tmp_path / "text.png").write_text("hello")
+    with pytest.raises(TengineInputError) as info:
+        load_image(tmp_path / "text.png", (1, 8, 8), (0.0,), (1.0,))
+    assert str(info.value).count("text.png") == 1 and "not an image" in str(info.value)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -52,4 +53,37 @@ def test_bad_zero_points_name_the_tensor_and_the_value(tmp_path, value):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"relu_out": {"scale": 0.1, "zero_point": value}}))
     with pytest.raises(ValueError, match=r"'relu_out' has zero_point .* integer in \[-128, 127\]"):
+        load_table(path)
+
+
+@pytest.mark.parametrize("key, value, allowed", [
+    ("scale", None, "finite number"), ("scale", [0.1], "finite number"),
+    ("scale", {"v": 0.1}, "finite number"), ("scale", "0.1", "finite number"),
+    ("scale", True, "finite number"), ("min", None, "finite number"),
+    ("max", [1.0], "finite number"), ("zero_point", 1.5, r"integer in \[-128, 127\]"),
+    ("zero_point", "3", r"integer in \[-128, 127\]"), ("zero_point", None,
+                                                      r"integer in \[-128, 127\]"),
+])
+def test_entries_of_the_wrong_type_name_the_file_entry_and_what_is_allowed(tmp_path, key,
+                                                                           value, allowed):
+    """JSON null, lists, objects, strings and booleans were TypeError tracebacks (or, for
+    true, a scale of 1)."""
+    from tengine_host.errors import TengineInputError
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"act": {"scale": 0.5, "min": -1.0, "max": 1.0, key: value}}))
+    with pytest.raises(TengineInputError) as info:
+        load_table(path)
+    msg = str(info.value)
+    assert str(path) in msg and "'act'" in msg and key in msg, msg
+    assert json.dumps(value) in msg or repr(value) in msg, msg        # the bad value
+    assert re.search(allowed, msg), msg
+
+
+def test_an_entry_that_is_not_an_object_is_named(tmp_path):
+    from tengine_host.errors import TengineInputError
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"act": [1]}))
+    with pytest.raises(TengineInputError, match=r"t\.json.*'act' must be an object.*\[1\]"):
         load_table(path)
