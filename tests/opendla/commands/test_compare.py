@@ -146,5 +146,5 @@ def test_long_tensor_names_are_shown_whole_in_an_aligned_column():
     rows = [line for line in lines if " Conv " in line]
     assert long_name in rows[0]
     # the op column starts at the same place in both rows and in the header
-    starts = {line.index("Conv") for line in rows} | {lines[2].index("op ")}
+    starts = {line.index(" Conv ") + 1 for line in rows} | {lines[2].index(" op ") + 1}
     assert len(starts) == 1
