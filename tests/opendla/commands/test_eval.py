@@ -343,21 +343,25 @@ def test_data_that_cannot_measure_the_classifier_is_refused(data, tmp_path, caps
         assert message in err and "Traceback" not in err, err
 
 
-def test_a_worker_killed_mid_run_changes_nothing(data, capsys):
+@pytest.mark.parametrize("allowed_failures", [3, 0], ids=["dask-reschedules", "eval-resubmits"])
+def test_a_worker_killed_mid_run_changes_nothing(data, capsys, allowed_failures):
     """A local cluster of two worker processes; one is killed (SIGKILL) while it runs
     chunks.  Its chunks are run again elsewhere and the result equals the in-process
-    run's."""
+    run's: by Dask's scheduler (allowed-failures 3, its default), or by eval itself
+    when the scheduler gives up on them at once (0: the chunk fails as KilledWorker)."""
     import signal
     import threading
 
+    import dask
     from distributed import Client, LocalCluster
 
     root, _, _ = data
     common = ["--data", str(root / "digits.npz"), "--calib", str(root / "calib.json"),
               "--chunk-size", "3"]
     alone = _eval(capsys, *common, "--workers", "0")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, \
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         pids = client.run(os.getpid)
         result: dict = {}
