@@ -24,7 +24,15 @@ Running on a cluster of machines::
         -w 123.7,116.3,103.5 -s 0.0171,0.0175,0.0174 -c 1 --scheduler tcp://HEAD:8786
 
 Workers need opendla installed, not the data: this process reads and
-preprocesses the samples and ships them to the workers chunk by chunk.
+preprocesses the samples and ships them to the workers chunk by chunk.  A
+worker that dies mid-run costs time, not results: its chunks run again on
+the others (Dask reschedules them; eval resubmits any the scheduler gives up
+on).  A ``--scheduler`` that is not a Dask scheduler fails within about 25 s.
+
+The data must fit the model: the model's output must be one score per class
+(``[1, classes]``; a detector's outputs are refused), the data must hold
+samples, and an image folder must have one sub-folder per class of the
+model (folder ``i`` is labelled class ``i``).
 """
 
 from __future__ import annotations
@@ -345,14 +353,12 @@ def _total(data, args: argparse.Namespace) -> int:
     return len(data) if args.limit is None else min(args.limit, len(data))
 
 
-def _client(args: argparse.Namespace):
-    """A Dask client: on ``--scheduler``, else on a new local cluster."""
+def _local_client(args: argparse.Namespace):
+    """A Dask client on a new local cluster of ``--workers`` processes."""
     import logging
 
     from distributed import Client, LocalCluster
 
-    if args.scheduler:
-        return connect_scheduler(args.scheduler)
     workers = args.workers or os.cpu_count() or 1
     # one single-threaded process per worker, and BLAS kept to one thread inside each
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -425,7 +431,17 @@ def _run_dask(client, spec, items, acc, bar, window: int) -> None:
 
 def evaluate(args: argparse.Namespace) -> tuple[dict, int]:
     """Run the evaluation; returns the result document and the number of workers
-    (0: in this process)."""
+    (0: in this process).  A ``--scheduler`` is reached first, so that a wrong
+    address fails before the model is prepared."""
+    remote = connect_scheduler(args.scheduler) if args.scheduler else None
+    try:
+        return _evaluate(args, remote)
+    finally:
+        if remote is not None:
+            remote.close()
+
+
+def _evaluate(args: argparse.Namespace, remote) -> tuple[dict, int]:
     from tengine_host.evaluate import Accuracy, evaluate_chunk
     from tengine_host.quant.progress import progress_bar
 
@@ -434,22 +450,22 @@ def evaluate(args: argparse.Namespace) -> tuple[dict, int]:
     started = time.perf_counter()
     items = _chunks(data, args, classes, args.device)
     with progress_bar(_total(data, args), "eval", enabled=not args.no_progress) as bar:
-        if args.workers == 0 and not args.scheduler:
+        if args.workers == 0 and remote is None:
             for start, x, y in items:
                 _, top_fp, top_q = evaluate_chunk(spec, start, x)
                 acc.add(start, y, top_fp, top_q)
                 bar.update(len(y))
             return acc.as_dict(time.perf_counter() - started), 0
-        client = _client(args)
+        client = remote or _local_client(args)
         try:
             workers = len(client.nthreads())
             if workers == 0:
                 raise UsageError(f"the Dask cluster at {args.scheduler} has no workers")
             _run_dask(client, spec, items, acc, bar, window=2 * sum(client.nthreads().values()))
         finally:
-            cluster = None if args.scheduler else client.cluster
-            client.close()
-            if cluster is not None:
+            if remote is None:
+                cluster = client.cluster
+                client.close()
                 cluster.close()
     return acc.as_dict(time.perf_counter() - started), workers
 

@@ -297,7 +297,7 @@ def test_a_listener_that_is_not_dask_fails_within_30_seconds(data, capsys):
         assert main(["eval", LENET, "--data", str(root / "digits.npz"), "--calib",
                      str(root / "calib.json"), "--scheduler", address,
                      "--no-progress"]) == 2
-        assert time.monotonic() - started < 60     # model preparation included
+        assert time.monotonic() - started < 30     # before the model is prepared
         assert "is 'dask scheduler' listening on that port?" in capsys.readouterr().err
     finally:
         server.close()
