@@ -17,6 +17,7 @@ from accel.compiler.memory import lifetimes, plan_arena
 from accel.config import HwConfig
 from accel.ir import Graph
 from accel.loadable.io import write_loadable
+from accel.loadable.manifest import TensorQuant, attach_manifest
 from accel.loadable.model import Loadable
 
 ARENA_ALIGN = 64   # every buffer starts on a 64-byte boundary (atoms are at most 32 bytes)
@@ -44,7 +45,11 @@ class CompiledSubgraph:
     fused: dict[str, str] = field(default_factory=dict)   # tensor never stored -> fused into
 
     def to_bytes(self) -> bytes:
-        return write_loadable(self.loadable)
+        """The loadable's flatbuffer, with the manifest that describes it
+        (:mod:`accel.loadable.manifest`: preset, input/output scales, blob checksums)."""
+        quant = [[TensorQuant(t.name, tuple(t.host_shape), float(t.scale), int(t.zero_point))
+                  for t in tensors] for tensors in (self.inputs, self.outputs)]
+        return write_loadable(attach_manifest(self.loadable, self.cfg.name, *quant))
 
     @property
     def inputs(self) -> list[DlaTensor]:

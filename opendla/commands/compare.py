@@ -51,15 +51,16 @@ def add_parser(subparsers) -> None:
 def format_table(doc: dict) -> str:
     """The text report of a comparison (:meth:`Comparison.as_dict` plus model/preset)."""
     first = doc["first_divergent"]
+    # the column as wide as the longest name: names are shown whole, never cut
+    width = max([len("tensor"), *(len(c["tensor"]) for c in doc["layers"])])
     lines = [f"{doc['model']} on {doc['preset']}: {len(doc['layers'])} DLA tensors, "
              f"{doc['samples']} sample(s)", "",
-             f"  {'#':>3} {'tensor':<36} {'op':<12} {'shape':>14} {'cos int8':>9} "
+             f"  {'#':>3} {'tensor':<{width}} {'op':<12} {'shape':>14} {'cos int8':>9} "
              f"{'cos DLA':>9} {'max|err| int8':>14} {'max|err| DLA':>13}  bit-exact"]
     for i, c in enumerate(doc["layers"]):
         mark = "  <- first divergent" if c["tensor"] == first else ""
         exact = "yes" if c["bit_exact"] else f"NO ({c['differing']}/{c['total']})"
-        name = c["tensor"] if len(c["tensor"]) <= 36 else "..." + c["tensor"][-33:]
-        lines.append(f"  {i:>3} {name:<36} {c['op_type'][:12]:<12} "
+        lines.append(f"  {i:>3} {c['tensor']:<{width}} {c['op_type'][:12]:<12} "
                      f"{'x'.join(map(str, c['shape'][1:])):>14} {c['cosine_int8_ref']:>9.5f} "
                      f"{c['cosine_dla']:>9.5f} {c['max_abs_int8_ref']:>14.5g} "
                      f"{c['max_abs_dla']:>13.5g}  {exact}{mark}")

@@ -4,9 +4,13 @@ The model is partitioned between the DLA and the CPU exactly as ``opendla run
 --device nvdla`` would (the compiler's own capability predicate decides), and
 every DLA subgraph is compiled to one loadable, ``OUTDIR/<model>_<i>.nvdla``,
 where ``i`` is the subgraph's index in the printed partition report.  Each
-loadable's operations are listed with their CBUF use, and its DLA memory by
-kind (weights, SDP operands, the activation arena after buffer reuse, bound
-inputs and outputs).
+loadable gets a summary: its operations by engine, its DLA memory by kind
+(weights, SDP operands, the activation arena after buffer reuse, bound inputs
+and outputs) and an estimate of its cycles (the roofline model of
+:mod:`accel.cmod.perf`, per operation from its shapes, without running it);
+``-v`` lists every operation with its CBUF use.  Each loadable carries a
+manifest (:mod:`accel.loadable.manifest`: preset, input/output scales, blob
+checksums) so ``opendla run`` can feed it floats.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ def add_parser(subparsers: Any) -> None:
                    help="hardware configuration (default nv_small)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="shape of an input with dynamic dimensions (repeat per input)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="list every operation of each loadable (kernel, shapes, CBUF banks)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
 
@@ -70,6 +76,41 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, width, strict=True))
               for r in cells]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def estimated_cycles(cfg: Any, op: Any) -> int:
+    """Cycles of one engine operation by the cmodel's roofline model
+    (:mod:`accel.cmod.perf`), from the operation's shapes alone: a convolution's
+    MAC atoms and fetches (its fused SDP included), SDP / PDP / CDP element
+    throughput bounded by their DMA, and other engines by their DMA."""
+    from accel.cmod import perf
+    from accel.compiler.engine import CdpOp, ConvOp, PdpOp, SdpOp
+
+    def elems(region: Any) -> int:
+        c, h, w = region.shape
+        return -(-c // cfg.atom_size) * cfg.atom_size * h * w
+
+    src, dst = elems(op.src), elems(op.dst)
+    if isinstance(op, ConvOp):
+        weights = 0 if op.cbuf.weight_reuse else len(op.weights.data)
+        sdp = -(-dst // cfg.sdp_bs_throughput)
+        return perf.conv_cycles(cfg, op.out_hw, op.kernel, src, weights, sdp)[0]
+    if isinstance(op, SdpOp):
+        return max(-(-src // cfg.sdp_bs_throughput), perf.dma_cycles(cfg, src + dst))
+    if isinstance(op, PdpOp):
+        return perf.pdp_cycles(cfg, src, dst, from_memory=True)
+    if isinstance(op, CdpOp):
+        return perf.cdp_cycles(cfg, src)
+    return perf.dma_cycles(cfg, src + dst)
+
+
+def loadable_summary(cfg: Any, compiled: Any) -> dict[str, Any]:
+    """Operations by engine and estimated cycles of one compiled subgraph."""
+    engines: dict[str, int] = {}
+    for row in compiled.summary():
+        engines[row["engine"]] = engines.get(row["engine"], 0) + 1
+    return {"operations": len(compiled.ops), "by_engine": engines,
+            "estimated_cycles": sum(estimated_cycles(cfg, op) for op in compiled.ops)}
 
 
 def missing_calibration(subgraphs: list[Any], table: dict[str, Any]) -> list[str]:
@@ -122,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
             path.write_bytes(data)
             results.append({"subgraph": i, "name": sub.name, "path": str(path),
                             "bytes": len(data), "dram": compiled.dram_bytes,
+                            **loadable_summary(cfg, compiled),
                             "activations_without_reuse": compiled.arena_without_reuse,
                             "layers": compiled.summary()})
     except CompileError as exc:
@@ -140,9 +182,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"no subgraph runs on the DLA ({cfg.name}); nothing written")
     for r in results:
         dram = r["dram"]
-        print(f"[{r['subgraph']}] {r['name']} -> {r['path']} ({r['bytes']:,} bytes, "
-              f"{len(r['layers'])} operations); peak DLA memory "
-              f"{sum(dram.values()):,} bytes: " + ", ".join(f"{k} {v:,}" for k, v in dram.items())
+        engines = ", ".join(f"{n} {e}" for e, n in r["by_engine"].items())
+        print(f"[{r['subgraph']}] {r['name']} -> {r['path']} ({r['bytes']:,} bytes)")
+        print(f"    {r['operations']} operations: {engines}")
+        print(f"    DLA memory {sum(dram.values()):,} bytes: "
+              + ", ".join(f"{k} {v:,}" for k, v in dram.items())
               + f" (activations without buffer reuse: {r['activations_without_reuse']:,})")
-        print(format_table(r["layers"]))
+        print(f"    estimated {r['estimated_cycles']:,} cycles per sample")
+        if args.verbose:
+            print(format_table(r["layers"]))
+    if results and not args.verbose:
+        print("(-v lists every operation)")
     return 0

@@ -24,7 +24,15 @@ Running on a cluster of machines::
         -w 123.7,116.3,103.5 -s 0.0171,0.0175,0.0174 -c 1 --scheduler tcp://HEAD:8786
 
 Workers need opendla installed, not the data: this process reads and
-preprocesses the samples and ships them to the workers chunk by chunk.
+preprocesses the samples and ships them to the workers chunk by chunk.  A
+worker that dies mid-run costs time, not results: its chunks run again on
+the others (Dask reschedules them; eval resubmits any the scheduler gives up
+on).  A ``--scheduler`` that is not a Dask scheduler fails within about 25 s.
+
+The data must fit the model: the model's output must be one score per class
+(``[1, classes]``; a detector's outputs are refused), the data must hold
+samples, and an image folder must have one sub-folder per class of the
+model (folder ``i`` is labelled class ``i``).
 """
 
 from __future__ import annotations
@@ -143,6 +151,33 @@ class ImageFolderData:
         return x, np.array([label for _, label in part], dtype=np.int64)
 
 
+def class_count(output: str, shape: tuple[int, ...]) -> int:
+    """The number of classes of a classifier output of ``shape`` (``[1, classes]``,
+    unit dimensions allowed, as ``[1, classes, 1, 1]``); anything else is refused,
+    since top-k accuracy needs one score per class."""
+    dims = [int(d) for d in shape[1:] if d != 1]
+    if len(dims) != 1 or dims[0] < 2:
+        raise UsageError(f"output {output!r} has shape {tuple(shape)}: eval scores classifiers, "
+                         f"whose output is one score per class ([1, classes]); this output is "
+                         f"not class scores (a detector's boxes or a feature map?); --output "
+                         f"names another output")
+    return dims[0]
+
+
+def check_data(data, classes: int, where: str) -> None:
+    """Refuse data that cannot measure this classifier: no samples, or an image folder
+    whose class sub-folders are not the model's classes one to one (class ``i`` is the
+    ``i``-th folder, so another count labels the images wrongly)."""
+    if len(data) == 0:
+        raise UsageError(f"--data {where!r} holds no samples")
+    folders = getattr(data, "classes", None)
+    if folders is not None and len(folders) != classes:
+        raise UsageError(f"--data {where!r} has {len(folders)} class sub-folders but the model "
+                         f"scores {classes} classes; folder i is labelled class i, so they "
+                         f"must match one to one (for a subset of the classes give an .npz "
+                         f"with x and the true labels y)")
+
+
 def load_data(args: argparse.Namespace, input_shape: tuple[int, ...]):
     path = Path(args.data)
     if path.is_dir():
@@ -153,6 +188,77 @@ def load_data(args: argparse.Namespace, input_shape: tuple[int, ...]):
 
 
 # ------------------------------------------------------------------ running
+#: seconds to reach a scheduler and complete Dask's handshake before giving up
+CONNECT_TIMEOUT = 20.0
+#: times a chunk whose worker died is submitted again before eval gives up
+MAX_RESUBMITS = 3
+
+
+def parse_scheduler(address: str) -> tuple[str, int]:
+    """``(host, port)`` of a Dask scheduler address ``tcp://HOST:PORT``; a
+    :class:`UsageError` names the bad value and the form allowed."""
+    from urllib.parse import urlsplit
+
+    form = "the form tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786"
+    try:
+        url = urlsplit(address)
+        port = url.port
+    except ValueError as exc:
+        raise UsageError(f"--scheduler {address!r}: {exc}; give {form}") from None
+    if url.scheme != "tcp":
+        what = f"scheme {url.scheme!r}" if url.scheme else "no scheme"
+        raise UsageError(f"--scheduler {address!r} has {what}; give {form}")
+    if not url.hostname or port is None or url.path not in ("", "/") or url.query:
+        raise UsageError(f"--scheduler {address!r} is not {form}")
+    if port == 0:
+        raise UsageError(f"--scheduler {address!r}: port 0 is not a listening port; give {form}")
+    return url.hostname, port
+
+
+def connect_scheduler(address: str, timeout: float = CONNECT_TIMEOUT):
+    """A Dask client of the scheduler at ``address``, or a :class:`UsageError` within
+    about ``timeout`` seconds.
+
+    A plain TCP connection comes first, so that a host where nothing listens is
+    reported at once.  Dask's own handshake then runs in a helper thread that is
+    abandoned after ``timeout``: a listener that is not a Dask scheduler may accept
+    the connection and never answer, and ``Client(timeout=...)`` alone does not
+    bound every such wait.
+    """
+    import socket
+    import threading
+
+    from distributed import Client
+
+    host, port = parse_scheduler(address)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise UsageError(f"--scheduler {address!r}: cannot connect: {exc}") from None
+    outcome: dict = {}
+
+    def handshake() -> None:
+        try:
+            client = Client(address, timeout=f"{timeout}s")
+        except BaseException as exc:   # noqa: BLE001 - reported to the waiting thread
+            outcome["error"] = exc
+            return
+        if outcome.setdefault("client", client) is not client:   # too late: nobody waits
+            client.close()
+
+    thread = threading.Thread(target=handshake, name="dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 5)
+    client = outcome.setdefault("client", None)     # from now on a late client closes itself
+    if client is not None:
+        return client
+    error = outcome.get("error")
+    why = f"{type(error).__name__}: {error}" if error is not None else \
+        f"no Dask handshake within {timeout + 5:.0f} s"
+    raise UsageError(f"--scheduler {address!r}: cannot connect to a Dask scheduler there "
+                     f"({why}); is 'dask scheduler' listening on that port?")
+
+
 def _validate(args: argparse.Namespace) -> None:
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit} must be at least 1")
@@ -160,6 +266,8 @@ def _validate(args: argparse.Namespace) -> None:
         raise UsageError(f"--chunk-size {args.chunk_size} must be at least 1")
     if args.workers is not None and args.workers < 0:
         raise UsageError(f"--workers {args.workers} must be 0 (no Dask) or more")
+    if args.scheduler:
+        parse_scheduler(args.scheduler)
     if args.scheduler and args.workers is not None:
         raise UsageError("--workers sizes a local cluster; with --scheduler the cluster has "
                          "its own workers")
@@ -216,8 +324,9 @@ def _prepare(args: argparse.Namespace):
         shapes = {**shapes, graph.inputs[0]: (1, *in_shape[1:])}
         graph = load_model(args.model, input_shapes=shapes)
         in_shape = graph.tensors[graph.inputs[0]].shape
-    classes = int(np.prod(graph.tensors[output].shape[1:]))
+    classes = class_count(output, graph.tensors[output].shape)
     data = load_data(args, in_shape)
+    check_data(data, classes, args.data)
     spec = EvalSpec(Path(args.model).read_bytes(), table.to_json(), args.device, args.preset,
                     tuple((n, tuple(s)) for n, s in shapes.items()), output,
                     tuple(sorted(keep_float_nodes(args, graph, table))))
@@ -252,17 +361,12 @@ def _total(data, args: argparse.Namespace) -> int:
     return len(data) if args.limit is None else min(args.limit, len(data))
 
 
-def _client(args: argparse.Namespace):
-    """A Dask client: on ``--scheduler``, else on a new local cluster."""
+def _local_client(args: argparse.Namespace):
+    """A Dask client on a new local cluster of ``--workers`` processes."""
     import logging
 
     from distributed import Client, LocalCluster
 
-    if args.scheduler:
-        try:
-            return Client(args.scheduler, timeout="20s")
-        except (OSError, TimeoutError) as exc:
-            raise UsageError(f"--scheduler {args.scheduler!r}: cannot connect: {exc}") from None
     workers = args.workers or os.cpu_count() or 1
     # one single-threaded process per worker, and BLAS kept to one thread inside each
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -273,32 +377,62 @@ def _client(args: argparse.Namespace):
 
 
 def _run_dask(client, spec, items, acc, bar, window: int) -> None:
-    """Submit chunks with at most ``window`` in flight; tally them as they complete."""
-    from distributed import as_completed
+    """Submit chunks with at most ``window`` in flight; tally them as they complete.
+
+    A chunk whose worker died (the process killed, the machine gone) is submitted
+    again, up to :data:`MAX_RESUBMITS` times: chunks are pure, so the numbers are
+    the same as without the fault.  Dask itself reschedules the tasks of a lost
+    worker; this covers the cases where it gives up: ``KilledWorker``, a lost
+    connection, or a task cancelled because the scattered model went with the
+    worker (then the model is scattered again).
+    """
+    from concurrent.futures import CancelledError
+
+    from distributed import KilledWorker, as_completed
+    from distributed.comm import CommClosedError
 
     from tengine_host.errors import TengineInputError
     from tengine_host.evaluate import evaluate_chunk
 
-    [spec_future] = client.scatter([spec], broadcast=True)   # the model travels once
-    labels: dict[int, np.ndarray] = {}
+    model = {"future": client.scatter([spec], broadcast=True)[0]}   # travels once
+    in_flight: dict[int, tuple[np.ndarray, np.ndarray]] = {}        # start -> (x, y)
+    start_of: dict[str, int] = {}                                    # task key -> start
+    resubmits: dict[int, int] = {}
     pending = as_completed()
     items = iter(items)
+
+    def submit(start: int, x: np.ndarray) -> None:
+        future = client.submit(evaluate_chunk, model["future"], start, x, pure=False,
+                               retries=1)
+        start_of[future.key] = start
+        pending.add(future)
 
     def submit_next() -> None:
         item = next(items, None)
         if item is not None:
             start, x, y = item
-            labels[start] = y
-            pending.add(client.submit(evaluate_chunk, spec_future, start, x, pure=False))
+            in_flight[start] = (x, y)
+            submit(start, x)
 
     for _ in range(window):
         submit_next()
     for future in pending:
+        start = start_of.pop(future.key)
         try:
-            start, top_fp, top_q = future.result()
+            _, top_fp, top_q = future.result()
         except TengineInputError as exc:    # the model or a sample the worker could not run
             raise UsageError(f"a Dask worker failed: {exc}") from None
-        y = labels.pop(start)
+        except (KilledWorker, CancelledError, CommClosedError, OSError) as exc:
+            resubmits[start] = resubmits.get(start, 0) + 1
+            if resubmits[start] > MAX_RESUBMITS:
+                raise UsageError(f"the chunk of samples {start}+ was lost "
+                                 f"{MAX_RESUBMITS + 1} times ({type(exc).__name__}: {exc}); "
+                                 f"are the workers running out of memory?") from None
+            if model["future"].status != "finished":    # every copy of the model is gone
+                model["future"] = client.scatter([spec], broadcast=True)[0]
+            submit(start, in_flight[start][0])
+            continue
+        _, y = in_flight.pop(start)
         acc.add(start, y, top_fp, top_q)
         bar.update(len(y))
         submit_next()
@@ -306,7 +440,17 @@ def _run_dask(client, spec, items, acc, bar, window: int) -> None:
 
 def evaluate(args: argparse.Namespace) -> tuple[dict, int]:
     """Run the evaluation; returns the result document and the number of workers
-    (0: in this process)."""
+    (0: in this process).  A ``--scheduler`` is reached first, so that a wrong
+    address fails before the model is prepared."""
+    remote = connect_scheduler(args.scheduler) if args.scheduler else None
+    try:
+        return _evaluate(args, remote)
+    finally:
+        if remote is not None:
+            remote.close()
+
+
+def _evaluate(args: argparse.Namespace, remote) -> tuple[dict, int]:
     from tengine_host.evaluate import Accuracy, evaluate_chunk
     from tengine_host.quant.progress import progress_bar
 
@@ -315,22 +459,22 @@ def evaluate(args: argparse.Namespace) -> tuple[dict, int]:
     started = time.perf_counter()
     items = _chunks(data, args, classes, args.device, spec.table)
     with progress_bar(_total(data, args), "eval", enabled=not args.no_progress) as bar:
-        if args.workers == 0 and not args.scheduler:
+        if args.workers == 0 and remote is None:
             for start, x, y in items:
                 _, top_fp, top_q = evaluate_chunk(spec, start, x)
                 acc.add(start, y, top_fp, top_q)
                 bar.update(len(y))
             return acc.as_dict(time.perf_counter() - started), 0
-        client = _client(args)
+        client = remote or _local_client(args)
         try:
             workers = len(client.nthreads())
             if workers == 0:
                 raise UsageError(f"the Dask cluster at {args.scheduler} has no workers")
             _run_dask(client, spec, items, acc, bar, window=2 * sum(client.nthreads().values()))
         finally:
-            cluster = None if args.scheduler else client.cluster
-            client.close()
-            if cluster is not None:
+            if remote is None:
+                cluster = client.cluster
+                client.close()
                 cluster.close()
     return acc.as_dict(time.perf_counter() - started), workers
 

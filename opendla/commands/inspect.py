@@ -12,6 +12,7 @@ from typing import Any
 from accel.loadable.containers import decode_dep_graph, decode_op, decode_surface, op_name
 from accel.loadable.descriptors import NetworkDesc
 from accel.loadable.io import LoadableError, read_loadable
+from accel.loadable.manifest import ChecksumError, read_manifest, verify_checksums
 from accel.loadable.model import (
     BlobSubInterface,
     DataCategory,
@@ -81,6 +82,23 @@ def _task_ops(ld: Loadable, task_address_list: list[int]) -> dict[str, Any] | No
     return {"network": net.to_dict(), "interface_version": list(version), "ops": ops}
 
 
+def _manifest(ld: Loadable) -> dict[str, Any] | None:
+    """The manifest (None for loadables without one, such as NVIDIA's) and which blobs,
+    if any, no longer match its checksums."""
+    manifest = read_manifest(ld)
+    if manifest is None:
+        return None
+    try:
+        verify_checksums(ld, manifest)
+        altered: list[str] = []
+    except ChecksumError as exc:
+        altered = exc.blobs
+    return {"preset": manifest.preset,
+            "inputs": [t.as_dict() for t in manifest.inputs],
+            "outputs": [t.as_dict() for t in manifest.outputs],
+            "sha256": manifest.checksums, "checksums_ok": not altered, "altered_blobs": altered}
+
+
 def describe(ld: Loadable, with_ops: bool = True) -> dict[str, Any]:
     """A JSON-able summary of ``ld``."""
     out: dict[str, Any] = {
@@ -103,6 +121,7 @@ def describe(ld: Loadable, with_ops: bool = True) -> dict[str, Any]:
         "events": [{**vars(e), "op": _name(EventOp, e.op)} for e in ld.event_list],
         "submit": [vars(s) for s in ld.submit_list],
         "tasks": [],
+        "manifest": _manifest(ld),
     }
     for t in ld.task_list:
         task: dict[str, Any] = {"id": t.id, "interface": _name(Interface, t.interface),
@@ -135,6 +154,19 @@ def _shorten(names: list[str], keep: int = 4) -> str:
     return ", ".join(names[:keep]) + more
 
 
+def _print_manifest(man: dict[str, Any] | None) -> None:
+    if man is None:
+        print("manifest: none (not written by 'opendla compile'; run takes int8 arrays)")
+        return
+    print(f"manifest: preset {man['preset']}, {len(man['sha256'])} blob checksums (SHA-256) "
+          + ("match" if man["checksums_ok"] else
+             f"DO NOT MATCH for {', '.join(man['altered_blobs'])}"))
+    for kind in ("inputs", "outputs"):
+        for t in man[kind]:
+            print(f"  {kind[:-1]:<6} {t['name']} {'x'.join(map(str, t['shape']))} "
+                  f"scale {t['scale']:.9g} zero point {t['zero_point']}")
+
+
 def _print_text(path: Path, d: dict[str, Any]) -> None:
     print(f"{path}: loadable {'.'.join(map(str, d['version']))}")
     print(f"memories ({len(d['memories'])}):")
@@ -152,6 +184,7 @@ def _print_text(path: Path, d: dict[str, Any]) -> None:
               f"{t['data_type']} {t['data_format']} {t['pixel_format']} size={t['size']} "
               f"strides={t['strides'][:3]}")
     print(f"submit: {[s['task_id'] for s in d['submit']]}")
+    _print_manifest(d["manifest"])
     for t in d["tasks"]:
         print(f"task {t['id']}: {t['interface']} addresses={t['address_list']}")
         dla = t.get("dla")

@@ -13,8 +13,12 @@ reference of the same partition (:mod:`tengine_host.verify`).
 them need no option); a batch-1 model runs a larger batch sample by sample;
 ``--precision int8`` runs the DLA's ops through the int8 reference.
 
-Loadables take and give int8 NCHW arrays (inputs quantized with the input
-tensor's scale); a batch runs one sample at a time.
+Loadables take int8 NCHW arrays, or float arrays when they carry an opendla
+manifest (``opendla compile`` writes one: preset, scales, blob checksums):
+those are quantized with the recorded input scale and zero point, and
+``--dequantize`` turns the int8 outputs back into floats.  A loadable whose
+blobs no longer match their checksums, or a ``--preset`` other than the
+recorded one, is refused.  A batch runs one sample at a time.
 
 ``--repeat N --warmup W`` times N runs after W untimed ones and prints the
 min/median/mean per inference (as Tengine's benchmark tool does);
@@ -67,8 +71,10 @@ def add_parser(subparsers) -> None:
                    help="device for an ONNX model; ops it cannot run fall back to the CPU "
                         "(default cpu)")
     add_keep_float_option(p)
-    p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
-                   help=f"hardware configuration of the NVDLA (default {DEFAULT_PRESET})")
+    p.add_argument("--preset", choices=list(PRESETS),
+                   help=f"hardware configuration of the NVDLA (default {DEFAULT_PRESET}; a "
+                        f"loadable from 'opendla compile' runs on the preset it records and "
+                        f"refuses another)")
     add_input_options(p)
     p.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
                    help="CPU precision (int8 runs the DLA's ops through the int8 reference)")
@@ -77,6 +83,9 @@ def add_parser(subparsers) -> None:
                         "partition and check every DLA tensor byte for byte (exit 1 on a "
                         "mismatch)")
     p.add_argument("--calib", help="calibration table from 'opendla quantize' (for int8)")
+    p.add_argument("--dequantize", action="store_true",
+                   help="loadables: print and save the outputs as floats, (q - zero point) x "
+                        "scale with the scales its manifest records")
     p.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<name>.npy")
     p.add_argument("--top-k", type=int, default=5, metavar="K",
                    help="classes to list for 2-D outputs (default 5)")
@@ -292,10 +301,43 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------ loadables
-def loadable_feeds(model: str, specs: list[str], inputs
+def _as_bound(t, x: np.ndarray, quant) -> np.ndarray:
+    """``x`` as ``[N, C, H, W]`` for the bound tensor ``t``: ``[C, H, W]`` gains a batch
+    axis, and with a manifest the model's own input shape (``quant.shape``, e.g.
+    ``[N, C]``) is reshaped to the cube the loadable binds."""
+    if quant is not None and x.ndim == len(quant.shape) and x.shape[1:] == quant.shape[1:]:
+        return x.reshape(x.shape[0], *t.shape[1:])
+    x = x[None] if x.ndim == 3 else x
+    if x.ndim != 4 or x.shape[1:] != t.shape[1:]:
+        host = "" if quant is None else f" or [N, {', '.join(map(str, quant.shape[1:]))}]"
+        raise UsageError(f"input {t.name!r} has shape {x.shape}; the loadable takes "
+                         f"[N, {', '.join(map(str, t.shape[1:]))}]{host}")
+    return x
+
+
+def _to_int8(name: str, x: np.ndarray, quant, model: str) -> np.ndarray:
+    """The int8 codes the loadable reads: int8 as given, floats quantized with the
+    manifest's scale and zero point (the int8 reference's rule, round half away)."""
+    from tengine_host.quant.weights import quantize_activation
+
+    if x.dtype == np.int8:
+        return x
+    if not np.issubdtype(x.dtype, np.floating):
+        raise UsageError(f"input {name!r} has dtype {x.dtype}; give int8 codes or float "
+                         f"values")
+    if quant is None:
+        raise UsageError(f"input {name!r} is {x.dtype} but {model!r} records no input scale "
+                         f"(no opendla manifest, e.g. NVIDIA's loadables): give int8 arrays")
+    warn_int8_inputs({name: x}, {name: {"scale": quant.scale, "zero_point": quant.zero_point}},
+                     f"loadable {model!r}")
+    return quantize_activation(x, quant.scale, quant.zero_point)
+
+
+def loadable_feeds(model: str, specs: list[str], inputs, manifest=None
                    ) -> tuple[list[dict[str, np.ndarray]], int]:
     """Per-sample int8 feeds of the loadable ``model``'s ``inputs`` from the ``--input``
-    values ``specs``, and the batch size."""
+    values ``specs``, and the batch size.  Float arrays are quantized with the
+    ``manifest``'s input scale and zero point."""
     names = [t.name for t in inputs]
     if not names:
         if specs:
@@ -305,21 +347,55 @@ def loadable_feeds(model: str, specs: list[str], inputs
     feeds = parse_inputs(specs, names)
     samples: dict[str, np.ndarray] = {}
     for t in inputs:
-        x = feeds[t.name]
-        x = x[None] if x.ndim == 3 else x
-        if x.ndim != 4 or x.shape[1:] != t.shape[1:]:
-            raise UsageError(f"input {t.name!r} has shape {feeds[t.name].shape}; the loadable "
-                             f"takes int8 [N, {', '.join(map(str, t.shape[1:]))}]")
-        if x.dtype != np.int8:
-            raise UsageError(f"input {t.name!r} has dtype {x.dtype}; a loadable takes int8 "
-                             f"arrays (the input quantized with its calibration scale)")
-        samples[t.name] = x
+        quant = manifest.tensor(t.name) if manifest is not None else None
+        x = _as_bound(t, feeds[t.name], quant)
+        samples[t.name] = _to_int8(t.name, x, quant, model)
     batches = {v.shape[0] for v in samples.values()}
     if len(batches) != 1:
         raise UsageError(f"inputs disagree on the batch size: "
                          f"{ {n: v.shape[0] for n, v in samples.items()} }")
     batch = batches.pop()
     return [{n: v[i:i + 1] for n, v in samples.items()} for i in range(batch)], batch
+
+
+def dequantize_outputs(outputs: dict[str, np.ndarray], manifest) -> dict[str, np.ndarray]:
+    """Each int8 output as float32 ``(q - zero_point) * scale``, in the model's own
+    output shape (``[N, classes]`` for a classifier, so the top-k is listed)."""
+    from tengine_host.quant.weights import dequantize
+
+    out = {}
+    for name, q in outputs.items():
+        quant = manifest.tensor(name)
+        if quant is None:
+            raise UsageError(f"the manifest records no scale for output {name!r} "
+                             f"(it lists {', '.join(t.name for t in manifest.outputs)})")
+        value = dequantize(q, quant.scale, quant.zero_point)
+        per_sample = int(np.prod(quant.shape[1:]))
+        out[name] = value.reshape(q.shape[0], *quant.shape[1:]) \
+            if per_sample == value[0].size else value
+    return out
+
+
+def open_loadable(path: str, preset: str | None):
+    """The parsed loadable, its manifest (None without one) and the preset to run it on.
+
+    A manifest's blob checksums are checked first (an altered blob is named), and
+    ``--preset`` must agree with the preset it records; without ``--preset`` the
+    recorded one is used (:data:`accel.config.DEFAULT_PRESET` without a manifest).
+    """
+    from accel.loadable.io import read_loadable
+    from accel.loadable.manifest import read_manifest, verify_checksums
+
+    loadable = read_loadable(Path(path).read_bytes())
+    manifest = read_manifest(loadable)
+    if manifest is None:
+        return loadable, None, preset or DEFAULT_PRESET
+    verify_checksums(loadable, manifest)
+    if preset is not None and preset != manifest.preset:
+        raise UsageError(f"--preset {preset} does not match {path!r}, compiled for "
+                         f"{manifest.preset}; run it with --preset {manifest.preset} (or "
+                         f"without --preset)")
+    return loadable, manifest, manifest.preset
 
 
 def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
@@ -336,9 +412,12 @@ def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
         raise UsageError(f"{', '.join(given)} apply to ONNX models; {args.model!r} is an NVDLA "
                          f"loadable (int8 in, int8 out)")
     try:
-        sess = LoadableSession(Path(args.model).read_bytes(), get_preset(args.preset),
-                               trace_regs=args.trace_regs)
-        samples, batch = loadable_feeds(args.model, args.input, sess.inputs)
+        loadable, manifest, preset = open_loadable(args.model, args.preset)
+        if args.dequantize and manifest is None:
+            raise UsageError(f"--dequantize needs the output scales; {args.model!r} records "
+                             f"none (no opendla manifest)")
+        sess = LoadableSession(loadable, get_preset(preset), trace_regs=args.trace_regs)
+        samples, batch = loadable_feeds(args.model, args.input, sess.inputs, manifest)
 
         def once() -> dict[str, np.ndarray]:
             runs = [sess.run(s) for s in samples]
@@ -347,11 +426,14 @@ def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
         outputs, timing = timed(once, batch, args.repeat, args.warmup)
     except (LoadableError, RuntimeFault) as exc:
         raise UsageError(f"cannot run loadable {args.model!r}: {exc}") from exc
+    if args.dequantize:
+        outputs = dequantize_outputs(outputs, manifest)
     if args.save_outputs:
         save_outputs(args.save_outputs, outputs)
     summaries = [summarize(n, v, args.top_k, labels) for n, v in outputs.items()]
     if args.json:
-        print(json.dumps({"loadable": args.model, "preset": args.preset,
+        print(json.dumps({"loadable": args.model, "preset": preset,
+                          "manifest": manifest is not None,
                           "inputs": [{"name": t.name, "shape": list(t.shape)}
                                      for t in sess.inputs],
                           "outputs": summaries, "time": timing.as_dict(),
@@ -359,7 +441,9 @@ def run_loadable(args: argparse.Namespace, labels: list[str] | None) -> int:
         return 0
     bound = ", ".join(f"input {t.name} {'x'.join(map(str, t.shape))} int8"
                       for t in sess.inputs) or "no bound input (it reads its own data)"
-    print(f"loadable {args.model} on {args.preset}: {bound}")
+    recorded = "preset, scales and checksums from its manifest" if manifest is not None \
+        else "no manifest"
+    print(f"loadable {args.model} on {preset} ({recorded}): {bound}")
     print_outputs(summaries)
     print("\n".join(timing.lines()))
     print(f"estimated DLA cycles per sample: {sess.cycles:,} (cmodel op statistics)")
@@ -534,4 +618,8 @@ def run(args: argparse.Namespace) -> int:
     labels = load_labels(args.labels) if args.labels else None
     if is_loadable(args.model):
         return run_loadable(args, labels)
+    if args.dequantize:
+        raise UsageError("--dequantize applies to loadables (an ONNX model's outputs are "
+                         "floats already)")
+    args.preset = args.preset or DEFAULT_PRESET
     return run_onnx(args, labels)

@@ -128,3 +128,23 @@ def test_compare_errors(data, capsys):
     assert main(["compare", LENET, "--calib", str(d / "calib.json"), "--input",
                  str(d / "x.npy"), "--plot", str(d)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_long_tensor_names_are_shown_whole_in_an_aligned_column():
+    """Names longer than any fixed column (MobileNet's run past 36 characters) are
+    printed in full, and the columns after them stay aligned."""
+    from opendla.commands.compare import format_table
+
+    long_name = "/features/features.16/conv/conv.2/Conv_output_0_and_then_some_more"
+    layer = {"op_type": "Conv", "shape": [1, 8, 4, 4], "cosine_int8_ref": 0.99,
+             "cosine_dla": 0.99, "max_abs_int8_ref": 0.1, "max_abs_dla": 0.1,
+             "bit_exact": True, "differing": 0, "total": 128}
+    doc = {"model": "m.onnx", "preset": "nv_small", "samples": 1, "bit_exact": True,
+           "first_divergent": None, "outputs": [],
+           "layers": [{**layer, "tensor": long_name}, {**layer, "tensor": "x"}]}
+    lines = format_table(doc).splitlines()
+    rows = [line for line in lines if " Conv " in line]
+    assert long_name in rows[0]
+    # the op column starts at the same place in both rows and in the header
+    starts = {line.index(" Conv ") + 1 for line in rows} | {lines[2].index(" op ") + 1}
+    assert len(starts) == 1

@@ -74,17 +74,31 @@ def test_compile_lenet_writes_loadables_that_parse_and_inspect(tmp_path, calib, 
         assert text.count(" CONV:") == _conv_ops(r["path"])
 
 
-def test_compile_text_output_lists_partition_and_layers(tmp_path, calib, capsys):
+def test_compile_text_output_summarizes_each_loadable(tmp_path, calib, capsys):
+    """A few lines per loadable (operations by engine, DLA memory, estimated cycles); -v
+    adds the operation table.  The engine counts follow the ONNX file (5 Conv/Gemm on
+    CONV, 2 MaxPool on PDP) and the estimate is the cmodel's op statistics of a run."""
+    from accel.backends.session import LoadableSession
+
+    from accel.config import get_preset
+
     assert main(["compile", LENET, "--calib", str(calib), "-o", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "subgraph(s)" in text and "per device:" in text
-    files = sorted(tmp_path.glob("*.nvdla"))
-    assert files
-    for f in files:
-        assert f"-> {f} (" in text
+    (path,) = sorted(tmp_path.glob("*.nvdla"))
+    assert f"-> {path} (" in text
+    assert "    7 operations: 5 CONV, 2 PDP" in text
+    assert "/0/features/features.0/Conv" not in text      # no per-operation rows
+    assert len(text.splitlines()) < 20
+    sess = LoadableSession(path.read_bytes(), get_preset("nv_small"))
+    sess.run({"input": np.zeros((1, 1, 8, 8), np.int8)})
+    assert f"    estimated {sess.cycles:,} cycles per sample" in text
+
+    assert main(["compile", LENET, "--calib", str(calib), "-o", str(tmp_path), "-v"]) == 0
+    verbose = capsys.readouterr().out
     # one table row per Conv/Gemm layer, named after its node
     for node in ("/0/features/features.0/Conv", "/0/classifier/classifier.5/Gemm"):
-        assert node in text
+        assert node in verbose
 
 
 def test_missing_calibration_entries_are_named(tmp_path, calib, capsys):

@@ -245,3 +245,148 @@ def test_real_text_orientation_classifier(tmp_path, capsys):
     assert doc["samples"] == 24
     assert doc["top1"]["fp32"] == pytest.approx(correct / 24)
     assert doc["top1"]["fp32"] >= 0.8 and doc["agreement"] >= 0.9
+
+
+@pytest.mark.parametrize("address, message", [
+    ("127.0.0.1:8786", "has no scheme"),
+    ("http://127.0.0.1:8786", "has scheme 'http'"),
+    ("tcp://127.0.0.1", "is not the form tcp://HOST:PORT"),
+    ("tcp://:8786", "is not the form tcp://HOST:PORT"),
+    ("tcp://127.0.0.1:99999", "Port out of range"),
+    ("tcp://127.0.0.1:port", "Port could not be cast"),
+    ("tcp://127.0.0.1:0", "port 0 is not a listening port"),
+    ("tcp://127.0.0.1:8786/x", "is not the form tcp://HOST:PORT"),
+])
+def test_scheduler_address_is_validated(data, capsys, address, message):
+    root, _, _ = data
+    assert main(["eval", LENET, "--data", str(root / "digits.npz"), "--calib",
+                 str(root / "calib.json"), "--scheduler", address, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"--scheduler {address!r}" in err and message in err, err
+
+
+def test_a_listener_that_is_not_dask_fails_within_30_seconds(data, capsys):
+    """A plain socket server accepts the connection and never answers: eval must give up
+    with a clear error, not hang on Dask's handshake."""
+    import socket
+    import threading
+
+    from opendla.commands.eval import connect_scheduler
+    from opendla.errors import UsageError
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve() -> None:
+        while True:
+            try:
+                accepted.append(server.accept()[0])    # kept open, never written to
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        with pytest.raises(UsageError, match="cannot connect to a Dask scheduler there"):
+            connect_scheduler(address, timeout=10.0)
+        assert time.monotonic() - started < 30
+        assert accepted, "the test server saw no connection"
+        started = time.monotonic()
+        root, _, _ = data
+        assert main(["eval", LENET, "--data", str(root / "digits.npz"), "--calib",
+                     str(root / "calib.json"), "--scheduler", address,
+                     "--no-progress"]) == 2
+        assert time.monotonic() - started < 30     # before the model is prepared
+        assert "is 'dask scheduler' listening on that port?" in capsys.readouterr().err
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()
+
+
+def test_data_that_cannot_measure_the_classifier_is_refused(data, tmp_path, capsys):
+    """Empty data; 2 class folders for LeNet's 10 classes; a model whose output is a
+    feature map (not one score per class)."""
+    import onnx
+    from onnx import TensorProto, helper
+    from PIL import Image
+
+    root, x, _ = data
+    calib = str(root / "calib.json")
+    np.savez(tmp_path / "empty.npz", x=x[:0], y=np.zeros(0, np.int64))
+    for label in ("cat", "dog"):
+        (tmp_path / "two" / label).mkdir(parents=True)
+        Image.fromarray(np.zeros((8, 8), np.uint8), "L").save(tmp_path / "two" / label / "a.png")
+    cases = [(LENET, tmp_path / "empty.npz", calib, "holds no samples"),
+             (LENET, tmp_path / "two", calib,
+              "has 2 class sub-folders but the model scores 10 classes")]
+
+    # a 1x1 conv whose output is a [1, 4, 8, 8] feature map: a detector-like head
+    weights = helper.make_tensor("w", TensorProto.FLOAT, [4, 1, 1, 1], [1.0, -1.0, 0.5, 2.0])
+    graph = helper.make_graph([helper.make_node("Conv", ["input", "w"], ["boxes"])], "head",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                             [1, 1, 8, 8])],
+                              [helper.make_tensor_value_info("boxes", TensorProto.FLOAT,
+                                                             [1, 4, 8, 8])], [weights])
+    head = tmp_path / "head.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), head)
+    table = calibrate(load_model(str(head)), [{"input": s[None]} for s in x[:8]],
+                      progress=False)
+    save_table(table, tmp_path / "head.json")
+    cases.append((str(head), root / "digits.npz", str(tmp_path / "head.json"),
+                  "output 'boxes' has shape (1, 4, 8, 8): eval scores classifiers"))
+    for model, where, table_path, message in cases:
+        assert main(["eval", model, "--data", str(where), "--calib", table_path,
+                     "--workers", "0", "--no-progress"]) == 2, message
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("allowed_failures", [3, 0], ids=["dask-reschedules", "eval-resubmits"])
+def test_a_worker_killed_mid_run_changes_nothing(data, capsys, allowed_failures):
+    """A local cluster of two worker processes; one is killed (SIGKILL) while it runs
+    chunks.  Its chunks are run again elsewhere and the result equals the in-process
+    run's: by Dask's scheduler (allowed-failures 3, its default), or by eval itself
+    when the scheduler gives up on them at once (0: the chunk fails as KilledWorker)."""
+    import signal
+    import threading
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    root, _, _ = data
+    common = ["--data", str(root / "digits.npz"), "--calib", str(root / "calib.json"),
+              "--chunk-size", "3"]
+    alone = _eval(capsys, *common, "--workers", "0")
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        pids = client.run(os.getpid)
+        result: dict = {}
+
+        def run_eval() -> None:
+            result["code"] = main(["eval", LENET, *common, "--scheduler",
+                                   cluster.scheduler_address, "--json", "--no-progress"])
+
+        thread = threading.Thread(target=run_eval)
+        thread.start()
+        victim = None
+        deadline = time.monotonic() + 120
+        while victim is None and thread.is_alive() and time.monotonic() < deadline:
+            busy = [w for w, keys in client.processing().items()
+                    if any("evaluate_chunk" in str(k) for k in keys)]
+            if busy:
+                victim = busy[0]
+                os.kill(pids[victim], signal.SIGKILL)
+            else:
+                time.sleep(0.05)
+        thread.join(timeout=300)
+        assert victim is not None, "no worker was seen running a chunk"
+        assert not thread.is_alive(), "eval did not finish after the worker died"
+        assert victim not in client.scheduler_info()["workers"]   # it really is gone
+    assert result["code"] == 0
+    doc = json.loads(capsys.readouterr().out)
+    _same(alone, doc)
+    assert doc["samples"] == COUNT

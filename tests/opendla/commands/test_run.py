@@ -151,8 +151,12 @@ def test_bad_inputs_are_clean_errors(tmp_path, digits, calib, loadable, capsys):
     assert "NaN/Inf" in err and "'input'" in err
     assert "needs --calib" in _error(capsys, ["run", LENET, "--input", str(tmp_path / "x.npy"),
                                               "--device", "nvdla"])
-    assert "int8 arrays" in _error(capsys, ["run", str(loadable), "--input",
-                                            str(tmp_path / "x.npy")])
+    # a loadable takes int8 codes, or floats it quantizes with its manifest's scale
+    np.save(tmp_path / "codes.npy", np.zeros((1, 1, 8, 8), np.int32))
+    assert "give int8 codes or float values" in _error(capsys, ["run", str(loadable), "--input",
+                                                                str(tmp_path / "codes.npy")])
+    assert "NaN/Inf" in _error(capsys, ["run", str(loadable), "--input",
+                                        str(tmp_path / "nan.npy")])
     assert "apply to ONNX models" in _error(capsys, ["run", str(loadable), "--calib", str(calib)])
     assert "does not exist" in _error(capsys, ["run", str(tmp_path / "no.onnx"), "--input",
                                                str(tmp_path / "x.npy")])
