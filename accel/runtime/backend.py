@@ -79,15 +79,15 @@ class CmodBackend:
         return self.dla.dram.version(addr)
 
     def prepare_replay(self, events: Iterable[tuple], siblings: Iterable[Any] = ()) -> Any:
-        """The cmodel's form of a recording (:func:`accel.cmod.replay.prepare`), sharing
+        """The cmodel's form of a recording (:func:`accel.cmod.fast.replay.prepare`), sharing
         what it can with ``siblings``, the prepared recordings of the same task."""
-        from accel.cmod import replay
+        from accel.cmod.fast import replay
         return replay.prepare(self.dla, events, siblings)
 
     def replay(self, prepared: Any, on_complete: Any = None) -> bool:
-        """Play a prepared recording (see :mod:`accel.cmod.replay`); False if the model's
+        """Play a prepared recording (see :mod:`accel.cmod.fast.replay`); False if the model's
         state is not the one it was prepared for."""
-        from accel.cmod import replay
+        from accel.cmod.fast import replay
         return replay.run(self.dla, prepared, on_complete)
 
     def write_reg(self, addr: int, value: int) -> None:
