@@ -54,7 +54,7 @@ class Launch:
 class ConvDone:
     """What a convolution's datapath produced; the rest of the op (saturation registers,
     CBUF state, its record, completion) is bookkeeping in
-    :meth:`accel.cmod.dla.Dla.finish_conv`."""
+    :meth:`accel.cmod.dla.Dla._run_conv`."""
 
     cacc_sat: int
     sdp: OpRecord                    # the SDP's record
