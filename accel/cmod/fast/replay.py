@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from accel.cmod.fast import batch
+from accel.cmod.pipeline import CONV_UNITS
 from accel.regs import by_address, lookup
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
@@ -53,8 +54,7 @@ BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED, CLEAR =
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
-_LEARNED_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
-                  "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
+_LEARNED_UNITS = CONV_UNITS + ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
 
 
 class ReplayError(RuntimeError):
