@@ -119,7 +119,7 @@ def shift_round(x: np.ndarray, shift: int | np.ndarray,
 
 def shift_round_int(x: int, shift: int) -> int:
     """:func:`shift_round` of one integer (``shift`` >= 0, ``|x| < 2**63``): the same rule
-    written for scalars, which :mod:`accel.cmod.fused` compiles into its element loop.
+    written for scalars, which :mod:`accel.cmod.fast.fused` compiles into its element loop.
 
     >>> [shift_round_int(v, 1) for v in (5, -5, 4, -4)]
     [3, -3, 2, -2]

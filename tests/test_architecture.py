@@ -42,11 +42,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 
 #: (importing module, imported module) pairs allowed to go up or across the floors; at
 #: most two, each explained in docs/architecture.md
-UPWARD_IMPORTS: frozenset[tuple[str, str]] = frozenset({
-    # the cmodel's replay raises the runtime's ReplayDiverged; the speed-layer work
-    # (issue 45) moves the replay machinery behind the cmodel's seam and removes it
-    ("accel.cmod.replay", "accel.runtime.replay"),
-})
+UPWARD_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 
 def module_files(root: Path, packages: Iterable[str]) -> dict[str, Path]:

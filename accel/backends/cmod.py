@@ -3,7 +3,7 @@ bit-accurate register-level model (:class:`accel.cmod.Dla`).
 
 The model executes an operation synchronously when its enabling register
 write lands and raises the GLB interrupt status bits; it also replays the
-runtime's recordings (:mod:`accel.cmod.replay`).
+runtime's recordings (:mod:`accel.cmod.fast.replay`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from accel.cmod import Dla, replay
+from accel.cmod import Dla
+from accel.cmod.fast import replay
 from accel.config import HwConfig
 from accel.regs import address
 from accel.runtime.errors import InterruptTimeout
@@ -47,7 +48,7 @@ class CmodBackend:
         return replay.prepare(self.dla, events, siblings)
 
     def replay(self, prepared: Any, on_complete: Any = None) -> bool:
-        """Play a prepared recording (see :mod:`accel.cmod.replay`); False if the model's
+        """Play a prepared recording (see :mod:`accel.cmod.fast.replay`); False if the model's
         state is not the one it was prepared for."""
         return replay.run(self.dla, prepared, on_complete)
 

@@ -10,8 +10,8 @@ second inference does no register decoding at all.
 
 The arithmetic (NVDLA_FACTS section 3) is unchanged by the split:
 ``psum = sum(x * w)`` exact, saturated to 34 bits, ``clip_truncate`` to int32
-with round half away from zero; :func:`accel.cmod.cmac.gemm_int8` computes the
-sums in float32 exactly.
+with round half away from zero; :func:`accel.cmod.cmac.conv_gemm` computes the
+sums exactly (and so do the speed layer's engines, :mod:`accel.cmod.fast.gemm`).
 """
 
 from __future__ import annotations

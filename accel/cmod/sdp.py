@@ -419,7 +419,7 @@ class SdpPlan:
         return None if view is None else view.view(np.int8)
 
     def deliver_packed(self, dram: Dram, packed: np.ndarray) -> np.ndarray | None:
-        """:meth:`deliver` of the output as :meth:`accel.cmod.fused.PostProcess.run_packed`
+        """:meth:`deliver` of the output as :meth:`accel.cmod.fast.fused.PostProcess.run_packed`
         makes it, channel-packed ``[S, H, W, atom]``."""
         if self.to_pdp:
             return planar(packed)

@@ -125,8 +125,9 @@ def _program(dla: Dla, p, c, h, w, k, line, surf, oline, osurf):
     assert a  # strides above are multiples of the atom
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "plain"])
 @pytest.mark.parametrize("preset", ["nv_small", "nv_medium_512", "nv_large"])
-def test_conv_bias_relu_matches_plain_reference(preset):
+def test_conv_bias_relu_matches_plain_reference(preset, fast):
     cfg = get_preset(preset)
     a = cfg.atom_size
     rng = np.random.default_rng(7)
@@ -154,7 +155,7 @@ def test_conv_bias_relu_matches_plain_reference(preset):
     dram.write(BIAS, np.asarray(bias, "<i2").tobytes())
     dram.map(OUT, -(-k // a) * osurf)
 
-    dla = Dla(cfg, dram)
+    dla = Dla(cfg, dram, fast=fast)
     _program(dla, p, c, h, w, k, line, surf, oline, osurf)
     for unit in ("SDP_RDMA", "SDP", "CACC", "CMAC_A", "CMAC_B", "CSC"):
         dla.write_reg(f"NVDLA_{unit}.D_OP_ENABLE_0", 1)

@@ -3,7 +3,7 @@
 The firmware records a task's first run and replays it later
 (:mod:`accel.runtime.replay`); the cmodel learns, on the first replay, which
 op enable started which pipeline and afterwards launches the ops directly
-(:mod:`accel.cmod.replay`).  These tests check the replays against
+(:mod:`accel.cmod.fast.replay`).  These tests check the replays against
 independent references on a network with every kind of op a replay resolves
 (convolutions with their SDP, a PDP pool, an SDP reading a second tensor, a
 fully-connected layer): the int8 CPU reference of each DLA tensor, bit for
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accel.cmod import replay as cmod_replay
+from accel.cmod.fast import replay as cmod_replay
 from accel.regs import by_address, lookup
 from accel.runtime import replay as runtime_replay
 from tengine_host.devices import get_device
@@ -309,12 +309,12 @@ def test_an_op_is_decoded_once_whichever_register_group_it_lands_in(model):
         samples = _samples(5, 9)
         ex.run(samples[0])
         dla = _handle(ex).runtime.backend.dla
-        first = set(dla._plans)
+        first = set(dla.fast.plans.keys())
         for sample in samples[1:]:
             ex.run(sample)
         runs = _handle(ex).runtime.firmware.run_counts
     assert runs["full"] >= 2          # two starting states: each op ran in both groups
-    assert first and set(dla._plans) == first
+    assert first and set(dla.fast.plans.keys()) == first
 
 
 def test_recorded_events_read_back_as_logged():

@@ -79,7 +79,6 @@ def test_compile_text_output_summarizes_each_loadable(tmp_path, calib, capsys):
     adds the operation table.  The engine counts follow the ONNX file (5 Conv/Gemm on
     CONV, 2 MaxPool on PDP) and the estimate is the cmodel's op statistics of a run."""
     from accel.backends.session import LoadableSession
-
     from accel.config import get_preset
 
     assert main(["compile", LENET, "--calib", str(calib), "-o", str(tmp_path)]) == 0

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cmod.csc import ConvGeometry
-from accel.cmod.depthwise import depthwise_sums
+from accel.cmod.fast.depthwise import depthwise_sums
 
 
 def _reference(x: np.ndarray, taps: np.ndarray, geo: ConvGeometry) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The compiled CACC/SDP/converter pass (:mod:`accel.cmod.fused`) against the numpy form.
+"""The compiled CACC/SDP/converter pass (:mod:`accel.cmod.fast.fused`) against the numpy form.
 
 The numpy form (:func:`accel.cmod.cacc.clip_truncate`, :func:`accel.cmod.sdp.x_stage`,
 :func:`accel.cmod.sdp.convert_inplace`) is the one NVIDIA's traces verify; here
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cmod import cacc, sdp
-from accel.cmod.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_packed
+from accel.cmod.fast.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_packed
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
 
 I16 = st.integers(-(1 << 15), (1 << 15) - 1)

@@ -1,4 +1,4 @@
-"""Runs of convolutions computed together in learned replays (:mod:`accel.cmod.batch`).
+"""Runs of convolutions computed together in learned replays (:mod:`accel.cmod.fast.batch`).
 
 A batch computes its launches' datapaths at the first one's place, so the
 checks are: the bytes equal the int8 CPU reference of the network (an
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accel.cmod import batch, cmac, replay
 from accel.cmod.dram import Dram
+from accel.cmod.fast import batch, gemm, replay
 from accel.cmod.sdp import SdpPlan
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
@@ -99,7 +99,7 @@ class _Run:
         self.ex.prerun()
         ((self.device, _, self.handle),) = self.ex.prepared
         self.dla = self.handle.runtime.backend.dla
-        self.dla.batch_convs = batched   # read when a recording is learned (its second run)
+        self.dla.fast.batch_convs = batched   # read when a recording is learned (its second run)
 
     def __enter__(self):
         return self
@@ -195,7 +195,7 @@ def _count_saturations(run: _Run) -> list[int]:
     """Record the converter saturations of every convolution as the Dla finishes it: one
     by one, or a batch's all at once."""
     seen: list[int] = []
-    one, batch = run.dla.conv_finished, run.dla.batch_finished
+    one, batch = run.dla.conv_finished, run.dla.fast.batch_finished
 
     def spy_one(plan, done):
         seen.append(done.sdp_sat)
@@ -204,7 +204,7 @@ def _count_saturations(run: _Run) -> list[int]:
     def spy_batch(conv_batch):
         seen.extend(conv_batch.saturations["sdp_sat"])
         batch(conv_batch)
-    run.dla.conv_finished, run.dla.batch_finished = spy_one, spy_batch
+    run.dla.conv_finished, run.dla.fast.batch_finished = spy_one, spy_batch
     return seen
 
 
@@ -266,7 +266,7 @@ def test_the_fast_steps_leave_every_register_as_the_learned_steps_do(monkeypatch
 def test_the_recordings_of_a_task_share_what_they_hold_alike():
     """A task that flips a group pointer is recorded once per starting state; the two
     recordings' value tuples, merged stores and span effects with the same contents are
-    one object each (:class:`accel.cmod.replay.Interned`), the table that found them is
+    one object each (:class:`accel.cmod.fast.replay.Interned`), the table that found them is
     gone once both and their spans have learned, their batches of the same plans compute
     with the same arrays, and the runs still match the launches one at a time."""
     graph = _depthwise_graph(odd=True)
@@ -445,12 +445,12 @@ def test_a_span_whose_registers_differ_runs_its_steps(depthwise, monkeypatch):
 
 
 def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
-    """Large 1x1 convolutions run pixel by pixel (``Dla._pointwise_datapath``: pixels as
+    """Large 1x1 convolutions run pixel by pixel (``FastPaths.pointwise_datapath``: pixels as
     memory holds them, the uint8 x int8 kernels after the ReLU, the offset form before
     it) leave the same bytes, saturation counts and registers as the channel-major
     datapath, with output scales far below the calibrated ones, so that the converters leave their
     17-bit range."""
-    if cmac.int_engine() is None:
+    if gemm.int_engine() is None:
         pytest.skip("no integer engine here: every GEMM goes to BLAS, channel-major")
     rng = np.random.default_rng(9)
     inits = {"w1": rng.normal(0, 0.2, (64, 64, 1, 1)), "b1": rng.normal(0, 0.2, 64),
@@ -463,22 +463,22 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
     table = {t: dict(v, scale=v["scale"] / {"p1": 3e3, "r": 3e3, "y": 1e4}.get(t, 1))
              for t, v in table.items()}
     sample = _samples(graph, 1, 4)[0]
-    from accel.cmod.dla import Dla
+    from accel.cmod.fast import FastPaths
     taken = []
-    pointwise = Dla._pointwise_datapath
+    pointwise = FastPaths.pointwise_datapath
 
     def spy(self, *args):
         done = pointwise(self, *args)
         taken.append(done is not None)
         return done
-    monkeypatch.setattr(Dla, "_pointwise_datapath", spy)
+    monkeypatch.setattr(FastPaths, "pointwise_datapath", spy)
     forms = set()
-    run = cmac.PackedWeights.run
+    run = gemm.PackedWeights.run
 
     def form(self, patches, signed=False):
         forms.add(signed)
         return run(self, patches, signed)
-    monkeypatch.setattr(cmac.PackedWeights, "run", form)
+    monkeypatch.setattr(gemm.PackedWeights, "run", form)
     in_place = []      # outputs written straight into memory, and the writes counted
     dst_pixels, touched = SdpPlan.dst_pixels, Dram.touched
 
@@ -499,11 +499,11 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
         off = pixels.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
         counts = [g[off] for g in pixels.dla.regs["NVDLA_SDP"].groups]
     assert taken and all(taken), taken
-    assert forms == ({False, True} if cmac.int_engine().signed else {False})
+    assert forms == ({False, True} if gemm.int_engine().signed else {False})
     views = [i for i, e in enumerate(in_place) if e[0] == "view"]
     assert views and ("copy",) not in in_place
     assert all(in_place[i + 1] == ("touched", in_place[i][1]) for i in views), in_place
-    monkeypatch.setattr(Dla, "_pointwise_datapath", lambda self, *args: None)
+    monkeypatch.setattr(FastPaths, "pointwise_datapath", lambda self, *args: None)
     with _Run(graph, table, batched=False) as planes:
         want = _count_saturations(planes)
         planes.run(sample)
@@ -622,7 +622,7 @@ def test_bands_reusing_their_layers_weights_batch_like_their_launches_one_at_a_t
             assert all(batch.reuses(a, p) for a, p in zip(b.plans, b.plans[1:], strict=False))
         records = [r.as_dict() for r in fast.dla.stats if r.unit == "CONV"]
         assert {r["cbuf"]["weights"] for r in records} >= {"reused", "fetched"}
-    if cmac.int_engine() is not None:
+    if gemm.int_engine() is not None:
         assert set(stacked) == {(1, True), (3, False)}, stacked
 
 

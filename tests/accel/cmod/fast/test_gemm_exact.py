@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accel.cmod import cmac
-from accel.cmod.cmac import EXACT_F32_TERMS, gemm_int8
+from accel.cmod.fast import gemm
+from accel.cmod.fast.gemm import EXACT_F32_TERMS, gemm_int8
 
 BOUNDARY_R = sorted({n * EXACT_F32_TERMS + d for n in (1, 2, 3) for d in (-1, 0, 1)} | {1, 7})
 
@@ -90,23 +90,23 @@ def test_float32_operands_are_taken_as_they_are():
 # --- the integer engine (onnxruntime's uint8 x uint8 MatMulInteger) -------------------
 
 def _engine():
-    engine = cmac.int_engine()
+    engine = gemm.int_engine()
     if engine is None:
         pytest.skip("onnxruntime's integer GEMM is missing or not exact here: BLAS takes "
                     "every GEMM")
     return engine
 
 
-@pytest.mark.parametrize("r", [1031, 4099, cmac.INT_ENGINE_MAX_TERMS])
+@pytest.mark.parametrize("r", [1031, 4099, gemm.INT_ENGINE_MAX_TERMS])
 @pytest.mark.parametrize("wv,pv", [(-128, -128), (127, -128), (127, 127)])
 def test_engine_extremes_at_its_longest_reductions(r, wv, pv):
     """Every product at an extreme (2**14, -127*128, 127*127) over the longest reductions
     the engine takes: the GEMM is large enough to go to it."""
     _engine()
-    k, n = 8, max(1, cmac.INT_ENGINE_MIN_MACS // (8 * r) + 1)
+    k, n = 8, max(1, gemm.INT_ENGINE_MIN_MACS // (8 * r) + 1)
     w = np.full((k, r), wv, dtype=np.int8)
     p = np.full((r, n), pv, dtype=np.int8)
-    got = cmac.gemm_sums(w, p)
+    got = gemm.gemm_sums(w, p)
     assert got.dtype == np.int32                   # the engine's sums
     assert (got == wv * pv * r).all()
 
@@ -119,7 +119,7 @@ def test_engine_random_batched_and_broadcast():
     p = rng.integers(-128, 128, (3, 300, 1200)).astype(np.int8)
     for w in (rng.integers(-128, 128, (1, 16, 300)), rng.integers(-128, 128, (3, 16, 300))):
         w = w.astype(np.int8)
-        got = cmac.gemm_sums(cmac.Weights(w), p)
+        got = gemm.gemm_sums(gemm.Weights(w), p)
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, _reference(w, p))
 
@@ -136,11 +136,11 @@ def test_scratch_patches_give_the_same_sums_and_read_only_ones_stay(wv, pv):
     p[r // 2:, n // 2:] = 127 if pv == -128 else -128
     want = _reference(w, p)
     scratch = p.copy()
-    np.testing.assert_array_equal(cmac.gemm_sums(cmac.Weights(w), scratch, scratch=True), want)
+    np.testing.assert_array_equal(gemm.gemm_sums(gemm.Weights(w), scratch, scratch=True), want)
     assert not np.array_equal(scratch, p)             # it was the operand
     kept = p.copy()
     kept.flags.writeable = False
-    np.testing.assert_array_equal(cmac.gemm_sums(cmac.Weights(w), kept, scratch=True), want)
+    np.testing.assert_array_equal(gemm.gemm_sums(gemm.Weights(w), kept, scratch=True), want)
     np.testing.assert_array_equal(kept, p)
 
 
@@ -151,7 +151,7 @@ def test_engine_check_rejects_saturating_pairs(monkeypatch):
 
     def saturating(weights, patches):
         a = weights.astype(np.int64)                              # w + 128
-        x = cmac.to_offset_binary(patches).view(np.int8).astype(np.int64)
+        x = gemm.to_offset_binary(patches).view(np.int8).astype(np.int64)
         if a.shape[-1] % 2:
             a = np.concatenate([a, np.zeros(a.shape[:-1] + (1,), np.int64)], axis=-1)
             x = np.concatenate([x, np.zeros((1,) + x.shape[1:], np.int64)], axis=0)
@@ -162,12 +162,12 @@ def test_engine_check_rejects_saturating_pairs(monkeypatch):
     assert engine.exact()
     monkeypatch.setattr(engine, "run", saturating)
     assert not engine.exact()
-    monkeypatch.setattr(cmac, "_ENGINE", [])
-    monkeypatch.setattr(cmac.IntEngine, "run", lambda self, w, p: saturating(w, p))
-    assert cmac.int_engine() is None
+    monkeypatch.setattr(gemm, "_ENGINE", [])
+    monkeypatch.setattr(gemm.IntEngine, "run", lambda self, w, p: saturating(w, p))
+    assert gemm.int_engine() is None
     w = np.full((8, 1024), 127, dtype=np.int8)
     p = np.full((1024, 200), 127, dtype=np.int8)
-    got = cmac.gemm_sums(w, p)
+    got = gemm.gemm_sums(w, p)
     assert got.dtype == np.float32 and (got == 127 * 127 * 1024).all()
 
 
@@ -198,7 +198,7 @@ def test_check_leaves_signed_kernels_out_when_they_saturate(monkeypatch):
     """Kernels that would saturate pairs of products at 2**14 (worse than any real one)
     fail the check of the signed form: the engine stays, with the offset form only."""
     engine = _engine()
-    real = cmac.PackedWeights.run
+    real = gemm.PackedWeights.run
 
     def narrow(self, patches, signed=False):
         if not signed:
@@ -211,7 +211,7 @@ def test_check_leaves_signed_kernels_out_when_they_saturate(monkeypatch):
         pairs = np.clip(prods[..., 0::2] + prods[..., 1::2], -(1 << 14), (1 << 14) - 1)
         return pairs.sum(axis=-1)
 
-    monkeypatch.setattr(cmac.PackedWeights, "run", narrow)
+    monkeypatch.setattr(gemm.PackedWeights, "run", narrow)
     assert engine.exact() and not engine.signed
-    monkeypatch.setattr(cmac.PackedWeights, "run", real)
+    monkeypatch.setattr(gemm.PackedWeights, "run", real)
     assert engine.exact() and engine.signed

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accel.cmod import cmac
 from accel.cmod.csc import ConvGeometry, im2col, im2col_rows
-from accel.cmod.dla import ROWS_MIN_CHANNELS, conv_sums
+from accel.cmod.fast import gemm
+from accel.cmod.fast.paths import ROWS_MIN_CHANNELS, conv_sums
 
 
 def _reference(x: np.ndarray, w: np.ndarray, geo: ConvGeometry) -> np.ndarray:
@@ -54,13 +54,13 @@ def test_conv_sums_match_the_definition(c, k, h, w, r, s, stride, dil, pad, pad_
     x[:, : h // 3] = -128                      # a block of extremes: products of 2**14
     wt = rng.integers(-128, 128, (k, c, r, s)).astype(np.int8)
     wt[: k // 2, :, 0, 0] = -128
-    weights = cmac.Weights(wt.reshape(k, -1), (k, c, r, s))
+    weights = gemm.Weights(wt.reshape(k, -1), (k, c, r, s))
     got = conv_sums(weights, x, geo)
     want = _reference(x, wt, geo)
     np.testing.assert_array_equal(got, want)
-    large = (k * c * r * s * out_h * out_w >= cmac.INT_ENGINE_MIN_MACS and r * s > 1
+    large = (k * c * r * s * out_h * out_w >= gemm.INT_ENGINE_MIN_MACS and r * s > 1
              and c >= ROWS_MIN_CHANNELS)
-    assert (weights._taps_last is not None) == (large and cmac.int_engine() is not None)
+    assert (weights._taps_last is not None) == (large and gemm.int_engine() is not None)
 
 
 def test_rows_are_the_columns_transposed_in_tap_order():
@@ -101,7 +101,7 @@ def test_block_of_a_depthwise_layer(stray):
     wt[0, 0] = -128                            # products of 2**14
     if stray:
         wt[2, 5, 1, 1] = 1
-    weights = cmac.Weights(wt.reshape(8, -1), (8, 8, 3, 3))
+    weights = gemm.Weights(wt.reshape(8, -1), (8, 8, 3, 3))
     np.testing.assert_array_equal(conv_sums(weights, x, geo), _reference(x, wt, geo))
     assert (weights.diagonal is None) == stray
     if not stray:

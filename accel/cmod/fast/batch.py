@@ -4,13 +4,13 @@ A network compiled for a small NVDLA runs many small convolutions back to
 back: a depthwise layer becomes one 8-channel block convolution per channel
 group, a large layer one convolution per CBUF tile.  Run one at a time, each
 pays the fixed cost of a dozen numpy calls.  A learned replay
-(:mod:`accel.cmod.replay`) knows its launches in advance, so a run of
+(:mod:`accel.cmod.fast.replay`) knows its launches in advance, so a run of
 launches with the same shape of work can go through the datapath together:
 one feature read, one ``im2col``, one batched GEMM, the CACC, SDP and
 converter arithmetic in the same passes, one write.  Each launch then does
 its own bookkeeping at its place in the register program
 (:meth:`accel.cmod.dla.Dla.launch` with the precomputed
-:class:`~accel.cmod.dla.ConvDone`): saturation counters, CBUF state,
+:class:`~accel.cmod.pipeline.ConvDone`): saturation counters, CBUF state,
 records, completion and interrupts stay exactly as an unbatched run leaves
 them.
 
@@ -34,12 +34,12 @@ that cannot change a byte:
   that reads or writes memory (a completion hook that reads memory, as
   ``--capture`` installs, makes the replay take the unbatched steps).
 
-The arithmetic is the unbatched one (:func:`accel.cmod.cmac.gemm_int8`,
+The arithmetic is the unbatched one (:func:`accel.cmod.fast.gemm.gemm_int8`,
 :func:`accel.arith.shift_round`, :func:`accel.cmod.sdp.x_stage`) on arrays
 with a leading batch axis; per-launch values (truncate, converter, register
 operands) broadcast along it.  The bands of a 1x1 layer (one weight matrix)
 are one GEMM of their pixels stacked, each band's SDP pass on its own rows of
-the sums, as :meth:`accel.cmod.dla.Dla._pointwise_datapath` computes one.
+the sums, as :meth:`accel.cmod.fast.paths.FastPaths.pointwise_datapath` computes one.
 """
 
 from __future__ import annotations
@@ -50,10 +50,11 @@ from dataclasses import replace
 import numpy as np
 
 from accel.cmod import cdma, csc, sdp_rdma
-from accel.cmod.cmac import Weights, diagonal_taps, gemm_sums
 from accel.cmod.cube import read_int8_pixels, write_packed_cube
-from accel.cmod.depthwise import depthwise_sums, depthwise_sums_hwc, takes_channels_last
-from accel.cmod.fused import PostProcess
+from accel.cmod.fast.depthwise import depthwise_sums, depthwise_sums_hwc, takes_channels_last
+from accel.cmod.fast.fused import PostProcess
+from accel.cmod.fast.gemm import Weights, diagonal_taps, gemm_sums
+from accel.cmod.pipeline import ConvDone
 
 #: im2col elements of one batch (int8; the GEMM converts them to float32): a bound on the
 #: batch's working memory, not a tuning knob
@@ -157,7 +158,7 @@ class ConvBatch:
         self.raws: list = []
         self.in_shape: tuple[int, int, int] = (0, 0, 0)
         # (input shape, CACC saturation counts) of a run and its launches' records, kept
-        # by Dla.batch_finished for the next run with the same
+        # by FastPaths.batch_finished for the next run with the same
         self.records: tuple[tuple, list] | None = None
         # what the weights and SDP operands are derived from (see inputs): one address per
         # memory region they lie in (its version says whether they changed)
@@ -191,17 +192,17 @@ class ConvBatch:
     def inputs(self, dla) -> tuple:
         """``(packed weight bytes per launch, weight matrices, the datapath after the MAC
         array with its operands)``, derived again only when the memory they come from was
-        written (:meth:`~accel.cmod.dla.Dla.batch_inputs`)."""
-        return dla.batch_inputs(self.plans, self._sources, lambda: self._derive(dla))
+        written (:meth:`~accel.cmod.fast.paths.FastPaths.batch_inputs`)."""
+        return dla.fast.batch_inputs(self.plans, self._sources, lambda: self._derive(dla))
 
     def _derive(self, dla) -> tuple:
         dram = dla.dram
         plans = self.plans
         raws = [dla.weights_of(p) for p in plans]
         if all(r is raws[0] for r in raws):        # tiles of one layer: one weight matrix
-            matrix = dla.weight_matrix(raws[0], plans[0]).int8[None]
+            matrix = dla.fast.weight_matrix(raws[0], plans[0]).int8[None]
         else:
-            matrix = np.stack([dla.weight_matrix(r, p).int8
+            matrix = np.stack([dla.fast.weight_matrix(r, p).int8
                                for r, p in zip(raws, plans, strict=True)])
         weights = _diagonal(matrix, plans[0].geo, len(self)) or Weights(matrix)
         sp = plans[0].sdp
@@ -246,7 +247,7 @@ class ConvBatch:
 
     def run(self, dla) -> None:
         """Run every launch's datapath (outputs written); :meth:`done` gives each one's
-        :class:`~accel.cmod.dla.ConvDone` for its bookkeeping, :attr:`saturations` the
+        :class:`~accel.cmod.pipeline.ConvDone` for its bookkeeping, :attr:`saturations` the
         counters of all as lists by ConvDone field."""
         plans, n, dram = self.plans, len(self), dla.dram
         p0 = plans[0]
@@ -281,8 +282,8 @@ class ConvBatch:
 
     def _bands_run(self, dla, raws: list) -> bool:
         """:meth:`run` of 1x1 convolutions of one weight matrix that
-        :meth:`~accel.cmod.dla.Dla.pointwise_engine` admits (the bands of one layer, most
-        often): every member's pixels read as memory holds them, stacked into one GEMM
+        :meth:`~accel.cmod.fast.paths.FastPaths.pointwise_engine` admits (the bands of one
+        layer, most often): every member's pixels read as memory holds them, stacked into one GEMM
         on the integer engine, and each member's SDP pass on its rows of the sums
         straight into its output in memory.  False, with nothing done, for any other
         batch."""
@@ -291,10 +292,10 @@ class ConvBatch:
         plans, atom, dram = self.plans, self.atom, dla.dram
         p0 = plans[0]
         base, c, h, w, line, surf = p0.feature
-        engine = dla.pointwise_engine(p0)
+        engine = dla.fast.pointwise_engine(p0)
         if engine is None:
             return False
-        posts = [dla.post_process(p.sdp, p.truncate) for p in plans]
+        posts = [dla.fast.post_process(p.sdp, p.truncate) for p in plans]
         dsts = [p.sdp.dst_pixels(dram, atom) for p in plans]
         if not all(post.pixels_ready for post in posts) or any(d is None for d in dsts):
             return False
@@ -309,7 +310,7 @@ class ConvBatch:
                 np.concatenate([r[0] for r in reads]), all(r[1] for r in reads))
         if read is None:
             return False
-        acc = dla.pointwise_sums(p0, raws[0], engine, *read)
+        acc = dla.fast.pointwise_sums(p0, raws[0], engine, *read)
         sats = []
         for i, (p, post, dst) in enumerate(zip(plans, posts, dsts, strict=True)):
             sats.append(int(post.run_pixels(acc[i * points:(i + 1) * points], dst)[1][0]))
@@ -318,9 +319,8 @@ class ConvBatch:
         return True
 
     def done(self, i: int):
-        """Launch ``i``'s :class:`~accel.cmod.dla.ConvDone` of the last :meth:`run` (made
+        """Launch ``i``'s :class:`~accel.cmod.pipeline.ConvDone` of the last :meth:`run` (made
         on demand: a span's play records a batch without them)."""
-        from accel.cmod.dla import ConvDone
         plan = self.plans[i]
         return ConvDone(self.saturations["cacc_sat"][i], plan.sdp.pipeline_record(True),
                         self.saturations["sdp_sat"][i], None, self.raws[i], None, self.in_shape,
@@ -336,7 +336,7 @@ class ConvBatch:
 class Diagonal:
     """The weights of a batch whose every kernel reads only its own input channel (a
     depthwise layer run as block convolutions): ``taps`` are int8 ``[B * K, R * S]``,
-    the sums per channel over those taps (:func:`~accel.cmod.depthwise.depthwise_sums`;
+    the sums per channel over those taps (:func:`~accel.cmod.fast.depthwise.depthwise_sums`;
     the other channels' weights are all zero, so the sums are the same, with 1/C of the
     products)."""
 

@@ -1,5 +1,8 @@
 """The cmodel's fast form of a recorded firmware run (:mod:`accel.runtime.replay`).
 
+A plain model (``Dla(fast=False)``) takes no replays: :func:`prepare` gives None and
+:func:`run` False, so the firmware programs every register again.
+
 Most CSB writes of a task only store configuration: a ``D_`` register into the
 group its unit's producer pointer selects, or an ``S_`` register.  The
 pointers change only by the writes of the recording itself, so the store each
@@ -27,7 +30,7 @@ found them; :attr:`Learned.start`: every op enable bit and consumer pointer);
 if any differs, the run takes the unlearned steps, which decide everything
 again.  A learned run without a completion hook (nothing looks at memory
 between two ops) plays :attr:`Learned.fast`: runs of independent convolutions
-computed together (:mod:`accel.cmod.batch`), stores merged into bulk updates
+computed together (:mod:`accel.cmod.fast.batch`), stores merged into bulk updates
 (a pointer write with the consumer it found when learned, which the same start
 makes the same) without the stores of a value the register already holds.
 """
@@ -39,8 +42,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from accel.cmod import batch
-from accel.errors import AccelError
+from accel.cmod.fast import batch
+from accel.cmod.pipeline import CONV_UNITS
+from accel.errors import AccelCheckFailed, AccelError
 from accel.regs import by_address, lookup
 
 _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
@@ -51,12 +55,17 @@ BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED, CLEAR =
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
-_LEARNED_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
-                  "NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
+_LEARNED_UNITS = CONV_UNITS + ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
 
 
 class ReplayError(AccelError, RuntimeError):
     """A recording the cmodel cannot prepare."""
+
+
+class ReplayDiverged(ReplayError, AccelCheckFailed):
+    """A learned replay saw other interrupts or register values than its recorded run
+    (a check that failed, as the runtime's own :class:`accel.runtime.replay.ReplayDiverged`
+    is)."""
 
 
 class Interned:
@@ -103,7 +112,7 @@ class Learned:
     #: the learned units at the start (:func:`_start`)
     start: tuple[int, ...]
     #: the steps of a run without a completion hook (:func:`_fast`): runs of independent
-    #: convolutions computed together (:func:`accel.cmod.batch.batches`: ``(BATCH, batch)``
+    #: convolutions computed together (:func:`accel.cmod.fast.batch.batches`: ``(BATCH, batch)``
     #: before the first of a run, ``(DONE, store, offset, keep, bits, launch, batch, i)``
     #: in place of its launches), stores merged, completion marks dropped, writes that clear
     #: GLB's interrupt status ``(CLEAR, bits)``
@@ -140,10 +149,13 @@ def _plain(reg) -> bool:
     return reg.unit not in _ACTING_UNITS and reg.name not in _ACTING and _writable(reg)
 
 
-def prepare(dla, events: Iterable[tuple], siblings: Iterable[Prepared] = ()) -> Prepared:
+def prepare(dla, events: Iterable[tuple], siblings: Iterable[Prepared] = ()
+            ) -> Prepared | None:
     """Turn recorded events (see :mod:`accel.runtime.replay`) into steps against ``dla``,
     sharing objects with the still learning ``siblings`` (the task's other recordings,
-    see :class:`Interned`)."""
+    see :class:`Interned`); None for a plain ``dla`` (without its speed layer)."""
+    if dla.fast is None:
+        return None
     regs = dla.regs
     producer = {name: u.producer for name, u in regs.items()}
     interned = next((p.interned for p in siblings if p.interned is not None), Interned())
@@ -210,19 +222,16 @@ def _start(dla) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _diverged(message: str) -> Exception:
-    from accel.runtime.replay import ReplayDiverged
-    return ReplayDiverged(message)
-
-
-def run(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> bool:
+def run(dla, prepared: Prepared | None, on_complete: Callable[[int], None] | None) -> bool:
     """Play ``prepared`` on ``dla`` (the one it was prepared against).  False, before
-    anything is written, when a unit's producer pointer differs from the prepared one.
+    anything is written, when a unit's producer pointer differs from the prepared one,
+    or when there is nothing prepared (a plain ``dla``, see :func:`prepare`).
 
     The first run learns (:func:`_learn`); later runs play the learned steps when the
     state they depend on is the learned one, else the prepared steps."""
     regs = dla.regs
-    if any(regs[name].producer != p for name, p in prepared.pointers.items()):
+    if prepared is None or any(regs[name].producer != p
+                               for name, p in prepared.pointers.items()):
         return False
     learned = prepared.learned
     if learned is None:
@@ -277,7 +286,7 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
         elif kind == WAIT:
             status = glb.status & step[1]
             if status != step[2]:
-                raise _diverged(f"interrupt wait on mask {step[1]:#x} found {status:#x}, "
+                raise ReplayDiverged(f"interrupt wait on mask {step[1]:#x} found {status:#x}, "
                                 f"the recorded run {step[2]:#x}")
         elif kind == CLEAR:
             glb.clear(step[1])
@@ -301,22 +310,8 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
             if on_complete is not None:
                 on_complete(step[1])
         elif (value := dla.csb_read(step[1])) != step[2]:
-            raise _diverged(f"register {step[1]:#x} reads {value:#x}, the recorded run "
+            raise ReplayDiverged(f"register {step[1]:#x} reads {value:#x}, the recorded run "
                             f"{step[2]:#x}")
-
-
-def _launch_units(launch) -> tuple[str, ...]:
-    """The units whose registers ``launch`` was decided from."""
-    from accel.cmod.dla import CONV_UNITS
-    if launch.kind == "pdp":
-        units = ("NVDLA_PDP", "NVDLA_PDP_RDMA")
-    else:
-        units = ("NVDLA_SDP", "NVDLA_SDP_RDMA") if launch.needs_rdma else ("NVDLA_SDP",)
-        if launch.kind == "conv":
-            units = CONV_UNITS + units
-        if launch.pdp_plan is not None:
-            units += ("NVDLA_PDP", "NVDLA_PDP_RDMA")
-    return units
 
 
 def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -> Learned:
@@ -365,7 +360,7 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
                 learned.append(stores.setdefault(key, (STORE, *store_step, left)))
             continue
         learned.append((LAUNCH, *store_step, launch))
-        for name in _launch_units(launch):   # the groups it ran from
+        for name in launch.units():   # the groups it ran from
             u = regs[name]
             g = u.groups[consumers[name]]
             for off in u.config_offsets:
@@ -378,7 +373,7 @@ def _learn(dla, prepared: Prepared, on_complete: Callable[[int], None] | None) -
 
 def _fast(dla, steps: list[tuple], interned: Interned) -> list[tuple]:
     """The learned ``steps`` for a run without a completion hook on ``dla``: CALL marks
-    dropped, runs of independent convolutions batched (unless ``dla.batch_convs`` is
+    dropped, runs of independent convolutions batched (unless ``dla.fast.batch_convs`` is
     off), each batch's steps one :class:`Span`, and the stores between spans merged into
     one bulk update per run of them (:func:`_merged`), each store as the value it left
     when learned (a pointer's consumer bit included: the same start gives the same
@@ -390,7 +385,7 @@ def _fast(dla, steps: list[tuple], interned: Interned) -> list[tuple]:
     configuration would be memory spent for nothing.  The merged stores and the spans'
     effects are taken from ``interned`` where another recording has the same."""
     out = [step for step in steps if step[0] != CALL]
-    if dla.batch_convs:
+    if dla.fast.batch_convs:
         batched = batch.batches(out, dla.cfg.atom_size,
                                 {"LAUNCH": LAUNCH, "BATCH": BATCH, "DONE": DONE}, _quiet)
         if batched is not None:
@@ -498,7 +493,7 @@ class Span:
     """A batch's steps, from its :data:`BATCH` to its last :data:`DONE`, played as one.
 
     Between its launches a batch's steps only store configuration, wait for
-    interrupts and clear them (see :mod:`accel.cmod.batch`), and every launch
+    interrupts and clear them (see :mod:`accel.cmod.fast.batch`), and every launch
     completes the same way: what the steps leave in the registers is the same on
     every run, but for each launch's saturation counters.  The first play runs the
     steps and keeps that effect (:class:`_Effect`); later plays compute the batch,
@@ -622,7 +617,7 @@ class _Effect:
         saturations = conv_batch.saturations
         for store, off, i, field_name in self.counters:
             store[off] = saturations[field_name][i] & 0xFFFFFFFF
-        dla.batch_finished(conv_batch)
+        dla.fast.batch_finished(conv_batch)
         dla.launched = conv_batch.launches[-1]
 
 

@@ -1,0 +1,337 @@
+"""FastPaths: the speed layer's one seam into :class:`accel.cmod.dla.Dla`.
+
+The plain model decodes every op from its registers, computes a convolution as
+``im2col`` and one exact GEMM, and runs CACC, the SDP and its converter as numpy
+passes (:mod:`accel.cmod.cacc`, :mod:`accel.cmod.sdp`).  A ``Dla(fast=True)``
+asks its :class:`FastPaths` instead, at the few points where that is slow:
+
+* decoded ops, SDP modes, weight bytes, weight matrices, compiled SDP passes,
+  batch inputs and convolution records are kept (each in a
+  :class:`~accel.cmod.fast.cache.BoundedCache`, valid while the registers or the
+  memory they come from are unchanged);
+* sums of products go to the integer GEMM engine (:mod:`accel.cmod.fast.gemm`), the
+  taps of a depthwise layer to their own loops (:mod:`accel.cmod.fast.depthwise`),
+  large 1x1 convolutions pixel by pixel;
+* CACC, SDP and converter run as one compiled pass (:mod:`accel.cmod.fast.fused`),
+  and so do SDP ops reading memory that add an operand cube or copy;
+* learned replays of a firmware run (:mod:`accel.cmod.fast.replay`) skip the CSB
+  decoding and compute runs of independent convolutions together
+  (:mod:`accel.cmod.fast.batch`).
+
+Every fast path computes the same bytes as the plain one; the conformance tests
+(``tests/accel/cmod/fast/test_conformance.py``) run every NVDLA trace and zoo model
+both ways and compare them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+
+import numpy as np
+
+from accel.cmod import cdma, conv, csc, sdp, sdp_rdma
+from accel.cmod.cube import read_int8_raw
+from accel.cmod.fast import fused
+from accel.cmod.fast.cache import BoundedCache
+from accel.cmod.fast.depthwise import depthwise_sums
+from accel.cmod.fast.gemm import (
+    INT_ENGINE_MAX_TERMS,
+    INT_ENGINE_MIN_MACS,
+    IntEngine,
+    Weights,
+    gemm_sums,
+    int_engine,
+)
+from accel.cmod.pipeline import ConvDone
+from accel.cmod.records import OpRecord
+
+#: entries each cache keeps: a loadable's ops, several loadables
+MAX_ENTRIES = 8192
+#: the SDP registers that decide where its data comes from and goes (:meth:`FastPaths.sdp_mode`)
+SDP_MODE_REGISTERS = ("D_FEATURE_MODE_CFG", *(f"D_DP_{p}_{r}" for p in ("BS", "BN", "EW")
+                                             for r in ("CFG", "ALU_CFG", "MUL_CFG")))
+
+
+class FastPaths:
+    """The caches and fast datapaths of one :class:`~accel.cmod.dla.Dla` (``dla``)."""
+
+    def __init__(self, dla) -> None:
+        self.dla = dla
+        self.dram, self.cfg = dla.dram, dla.cfg
+        self.plans: BoundedCache = BoundedCache("decoded ops", MAX_ENTRIES)
+        self.sdp_modes: BoundedCache = BoundedCache("SDP modes", MAX_ENTRIES)
+        self.raw_weights: BoundedCache = BoundedCache("weight bytes", MAX_ENTRIES)
+        self.matrices: BoundedCache = BoundedCache("weight matrices", MAX_ENTRIES)
+        self.posts: BoundedCache = BoundedCache("SDP passes", MAX_ENTRIES)
+        self.batches: BoundedCache = BoundedCache("batch inputs", MAX_ENTRIES)
+        self.books: BoundedCache = BoundedCache("convolution records", MAX_ENTRIES)
+        sdp_regs = dla.regs["NVDLA_SDP"]
+        self._sdp_mode_key = itemgetter(*(sdp_regs.unit.registers[name].offset
+                                          for name in SDP_MODE_REGISTERS))
+        #: learned replays compute runs of independent convolutions together
+        #: (:mod:`accel.cmod.fast.batch`); False keeps one datapath pass per launch
+        self.batch_convs = True
+
+    def caches(self) -> list[BoundedCache]:
+        """Every cache, for their hit and miss counts."""
+        return [self.plans, self.sdp_modes, self.raw_weights, self.matrices, self.posts,
+                self.batches, self.books]
+
+    # --- kept decodes ----------------------------------------------------------------
+    def plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
+        """``decode()`` of an op of ``kind`` whose units' consumer groups are programmed as
+        now, kept by those register values (the next inference of a loadable)."""
+        regs = self.dla.regs
+        key = (kind, *(regs[u].config(regs[u].consumer) for u in units))
+        return self.plans.get(key, decode)
+
+    def sdp_mode(self, decide: Callable[[], tuple[bool, bool, bool]]
+                 ) -> tuple[bool, bool, bool]:
+        """``decide()``, the SDP's next mode, kept by the values of the registers it is
+        decided from alone: it is asked whenever a pipeline unit is enabled, while the
+        SDP's group may still hold what an earlier op left in the registers this op does
+        not use."""
+        regs = self.dla.regs["NVDLA_SDP"]
+        return self.sdp_modes.get(self._sdp_mode_key(regs.groups[regs.consumer]), decide)
+
+    def weights_of(self, plan: conv.ConvPlan, read: Callable[[], np.ndarray]) -> np.ndarray:
+        """``read()``, the packed weight bytes of ``plan``, read again only when their memory
+        was written."""
+        version = self.dram.version(plan.weight_addr)
+        return self.raw_weights.get((plan.weight_addr, plan.weight_size),
+                                    lambda: (version, read()),
+                                    lambda hit: hit[0] == version)[1]
+
+    def weight_matrix(self, raw: np.ndarray, plan: conv.ConvPlan) -> Weights:
+        """The ``[K, C*R*S]`` weights of the packed bytes ``raw`` (kept per bytes object)."""
+        return self.matrices.get(
+            (id(raw), plan.kernel),
+            lambda: (raw, Weights(raw[plan.weight_order(self.cfg)].view(np.int8), plan.kernel)),
+            lambda hit: hit[0] is raw)[1]
+
+    def post_process(self, plan: sdp.SdpPlan, truncate: int) -> fused.PostProcess:
+        """The compiled CACC/SDP/converter pass of ``plan`` fed by a convolution with
+        CLIP_TRUNCATE ``truncate`` (0 for an op reading memory), set up again only when
+        the memory its operands come from was written."""
+        dram = self.dram
+
+        def make() -> tuple:
+            bases = tuple(reads.base for _, reads in plan.stages if reads is not None)
+            return (plan, bases, dram.versions(bases),
+                    fused.for_plan(plan, truncate, dram, self.cfg.atom_size))
+
+        return self.posts.get((id(plan), truncate), make,
+                              lambda hit: hit[0] is plan and dram.versions(hit[1]) == hit[2])[3]
+
+    def batch_inputs(self, plans: list, sources: tuple[int, ...], derive: Callable[[], tuple]
+                     ) -> tuple:
+        """``derive()``, what a batch of launches of ``plans`` computes with (its weights and
+        SDP operands), derived again only when the memory at ``sources`` was written;
+        kept per plans, not per batch: a task recorded from two starting states batches
+        the same plans twice."""
+        versions = self.dram.versions(sources)
+        # the entry holds the plans: their ids stay theirs
+        return self.batches.get(tuple(map(id, plans)),
+                                lambda: (tuple(plans), versions, derive()),
+                                lambda hit: hit[1] == versions)[2]
+
+    def conv_books(self, plan: conv.ConvPlan, run: tuple, count: Callable[[], tuple]) -> tuple:
+        """``count()``, the cycles, MAC atoms, shapes and CBUF record of a convolution: the
+        same for every run of ``plan`` that fetched and reused the same (``run``), kept per
+        plan and shared by the records of those runs (records are read, not modified)."""
+        return self.books.get((id(plan), *run), lambda: (plan, count()),
+                              lambda hit: hit[0] is plan)[1]
+
+    # --- convolution -----------------------------------------------------------------
+    def conv_sums(self, raw: np.ndarray, plan: conv.ConvPlan, x: np.ndarray,
+                  geo: csc.ConvGeometry) -> np.ndarray:
+        """:func:`conv_sums` of the weight bytes ``raw`` of ``plan`` over the cube ``x``."""
+        return conv_sums(self.weight_matrix(raw, plan), x, geo)
+
+    def conv_post(self, plan: conv.ConvPlan, sums: np.ndarray
+                  ) -> tuple[int, OpRecord, np.ndarray | None, int]:
+        """``(CACC saturations, SDP record, output streamed to PDP, SDP saturations)`` of the
+        sums of a convolution without a Y stage, through the compiled pass."""
+        sp = plan.sdp
+        y, sats = self.post_process(sp, plan.truncate).run_packed(sums[None])
+        return (int(sats[0, 0]), sp.pipeline_record(True), sp.deliver_packed(self.dram, y[0]),
+                int(sats[0, 1]))
+
+    def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
+                           note: str) -> ConvDone | None:
+        """The datapath of a large 1x1 convolution of the compiler's usual SDP program,
+        with stride 1 and no padding, that neither keeps nor reuses data in the CBUF,
+        computed pixel by pixel: its pixels read as memory holds them (whole atoms),
+        ``pixels @ weights.T`` on the integer engine (the uint8 x int8 kernels when the
+        pixels are non-negative), the SDP pass on the pixel-major sums
+        (:meth:`~accel.cmod.fast.fused.PostProcess.run_pixels`) straight into the channel
+        packing; None for any other convolution (or pixels that leave their region)."""
+        sp = plan.sdp
+        engine = self.pointwise_engine(plan)
+        if engine is None:
+            return None
+        _, c, h, w, _, _ = plan.feature
+        post = self.post_process(sp, plan.truncate)
+        if not post.pixels_ready:
+            return None
+        read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
+        if read is None:
+            return None
+        acc = self.pointwise_sums(plan, raw, engine, *read)
+        dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
+        y, sdp_sats = post.run_pixels(acc, dst)
+        if dst is None:
+            streamed = sp.deliver_packed(self.dram, y[0])
+        else:
+            streamed = None
+            self.dram.touched(sp.dst[0])
+        return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
+                        (c, h, w), c * h * w, False, weights_reused, note)
+
+    def pointwise_sums(self, plan: conv.ConvPlan, raw: np.ndarray, engine: IntEngine,
+                       pixels: np.ndarray, nonnegative: bool) -> np.ndarray:
+        """int32 ``[pixels, C_pad]``: int8 ``pixels`` (``[pixels, C_pad]``, as
+        :func:`~accel.cmod.cube.read_int8_pixels` reads them) through the 1x1 weights
+        ``raw`` of ``plan``, on ``engine`` (:meth:`pointwise_engine`): its uint8 x int8
+        kernels when the pixels are all non-negative, the offset form otherwise."""
+        packed = self.weight_matrix(raw, plan).pointwise(engine, plan.sdp.c_pad,
+                                                         pixels.shape[1])
+        return packed.run(pixels, engine.signed and nonnegative)
+
+    @staticmethod
+    def pointwise_engine(plan: conv.ConvPlan) -> IntEngine | None:
+        """The integer engine, for a convolution :meth:`pointwise_datapath` computes pixel by
+        pixel: a large 1x1 one of a feature cube, stride 1, no padding, no Y stage, that
+        neither keeps nor reuses data in the CBUF; None for any other (or no engine)."""
+        geo, use = plan.geo, plan.use
+        if plan.feature is None:
+            return None
+        _, c, h, w, _, _ = plan.feature
+        if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1
+                or geo.pad_top or geo.pad_left or (geo.out_h, geo.out_w) != (h, w)
+                or use.data_reuse or use.skip_data_rls or plan.sdp.y_stage
+                or c > INT_ENGINE_MAX_TERMS or geo.k * c * h * w < INT_ENGINE_MIN_MACS):
+            return None
+        return int_engine()
+
+    def batch_finished(self, conv_batch) -> None:
+        """What :meth:`~accel.cmod.dla.Dla.conv_finished` leaves for each launch of a
+        :class:`~accel.cmod.fast.batch.ConvBatch` that just ran, from its results (no
+        ConvDone made): none of them keeps data in the CBUF, and the weights a member
+        keeps are the ones the next member reuses, so the CBUF state is the last one's;
+        none of them has a note."""
+        dla, plans = self.dla, conv_batch.plans
+        dla.cbuf.complete(plans[-1].use, conv_batch.raws[-1], None)
+        # the records depend on the run only through its input shape and saturation counts
+        # (mostly all 0): after a run with the same, the same objects again (their notes
+        # are kept since)
+        key = (conv_batch.in_shape, tuple(conv_batch.saturations["cacc_sat"]))
+        kept = conv_batch.records
+        if kept is None or kept[0] != key:
+            first = len(dla.stats)
+            in_shape, in_bytes = conv_batch.in_shape, conv_batch.in_bytes
+            for plan, cacc_sat in zip(plans, key[1], strict=True):
+                sdp_rec = plan.sdp.pipeline_record(True)
+                dla.keep_note(sdp_rec.note)
+                dla.conv_recorded(plan, in_shape, in_bytes, cacc_sat, sdp_rec,
+                                  weights_reused=plan.use.weight_reuse)
+            conv_batch.records = (key, dla.stats[first:])
+            return
+        dla.stats.extend(kept[1])
+
+    # --- SDP from memory -------------------------------------------------------------
+    def sdp_from_memory(self, plan: sdp.SdpPlan) -> tuple[OpRecord, np.ndarray | None, int]:
+        """``(record, output streamed to PDP, saturations)`` of an SDP op without a Y stage
+        reading memory: an element-wise add or a copy as memory holds the cubes, any
+        other through the compiled pass."""
+        done = self._eltwise_datapath(plan) or self._copy_datapath(plan)
+        if done is None:
+            base, line, surf = plan.src
+            x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w, self.cfg.atom_size,
+                              line, surf, sdp_rdma.UNIT)
+            y, sats = self.post_process(plan, 0).run_packed(
+                np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
+            done = y[0], int(sats[0, 1])
+        return plan.pipeline_record(False), plan.deliver_packed(self.dram, done[0]), done[1]
+
+    def _eltwise_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
+        """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op
+        reading memory that adds an int8 operand cube element by element (X1 of
+        :func:`~accel.cmod.fast.fused.eltwise_ready`, X2 off), from both cubes as memory
+        holds them (:func:`~accel.cmod.fast.fused.eltwise_packed`); None for any other
+        op, or cubes whose atoms leave their regions."""
+        (st, reads), (st2, _) = plan.stages
+        atom = self.cfg.atom_size
+        if not (st2.bypass and fused.eltwise_ready(st) and reads is not None
+                and reads.nbytes == 1 and reads.comps == (sdp_rdma.USE_ALU,)
+                and reads.grid is not None):
+            return None
+        (surfaces, lanes, h, w), (surf, lane, line, pixel) = reads.grid
+        if lanes != atom or lane != 1 or pixel != atom or (h, w) != (plan.h, plan.w):
+            return None
+        operand = self._packed_cube(reads.base, surfaces, h, w, line, surf)
+        base, x_line, x_surf = plan.src
+        x = self._packed_cube(base, plan.c_pad // atom, h, w, x_line, x_surf)
+        if operand is None or x is None or operand.shape != x.shape:
+            return None
+        return fused.eltwise_packed(x, operand, st, plan.cvt, plan.c)
+
+    def _copy_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
+        """``(int8 [C_pad / atom, H, W, atom], 0)`` of an SDP op reading memory whose stages
+        are all bypassed and whose converter is the identity (a copy into another layout):
+        every int8 value passes unchanged and none leaves 17 bits, so the output's atoms
+        are the input's; None for any other op, or an input whose atoms leave their
+        region."""
+        (st, _), (st2, _) = plan.stages
+        if not (st.bypass and st2.bypass and tuple(plan.cvt) == (0, 1, 0)):
+            return None
+        base, line, surf = plan.src
+        x = self._packed_cube(base, plan.c_pad // self.cfg.atom_size, plan.h, plan.w, line,
+                              surf)
+        return None if x is None else (x.copy(), 0)
+
+    def _packed_cube(self, base: int, surfaces: int, h: int, w: int, line: int, surf: int
+                     ) -> np.ndarray | None:
+        """A cube in memory as int8 ``[surfaces, H, W, atom]``, channel-packed, a view (None
+        when its atoms leave their region)."""
+        atom = self.cfg.atom_size
+        view = self.dram.strided(base, (surfaces, h, w, atom), (surf, line, atom, 1),
+                                 sdp_rdma.UNIT)
+        return None if view is None else view.view(np.int8)
+
+
+#: fewest channels of a convolution that :func:`conv_sums` runs with packed weights: a
+#: tap's channels then fill a cache line of the pixel-by-pixel patches
+ROWS_MIN_CHANNELS = 64
+
+
+def conv_sums(weights: Weights, x: np.ndarray, geo: csc.ConvGeometry) -> np.ndarray:
+    """Exact ``[K, out_h*out_w]`` sums of products of a convolution of the cube ``x``.
+
+    A large one of an int8 feature cube with a kernel larger than 1x1 and at least
+    :data:`ROWS_MIN_CHANNELS` channels runs as ``patches @ weights.T`` on the integer
+    engine with the weights packed once (:meth:`~accel.cmod.fast.gemm.Weights.taps_last`,
+    patches from :func:`~accel.cmod.csc.im2col_rows`); the others as
+    :func:`~accel.cmod.fast.gemm.gemm_sums` of :func:`~accel.cmod.csc.im2col`, whose
+    patches for a 1x1 kernel are the cube's pixels as they are.  Packing the patches
+    per run costs less than turning them and the sums around when a kernel tap's
+    channels are few or the kernel is 1x1 (measured on the layers of mobilenet_v2,
+    yolox_nano and resnet18_cifar).  A block of a depthwise layer (each kernel reading
+    only its own channel: :attr:`~accel.cmod.fast.gemm.Weights.diagonal`) sums its taps
+    per channel (:func:`~accel.cmod.fast.depthwise.depthwise_sums`), 1/C of the GEMM's
+    products."""
+    k, c, r, s = weights.kernel or (0, 0, 0, 0)
+    terms, points = c * r * s, geo.out_h * geo.out_w
+    taps = weights.diagonal if x.dtype == np.int8 and not geo.image else None
+    if taps is not None:         # a block of a depthwise layer: the taps of each channel
+        return depthwise_sums(x, taps, geo)
+    if (r * s > 1 and c >= ROWS_MIN_CHANNELS and x.dtype == np.int8 and not geo.image
+            and terms <= INT_ENGINE_MAX_TERMS and k * terms * points >= INT_ENGINE_MIN_MACS):
+        engine = int_engine()
+        if engine is not None:
+            signed = engine.signed and geo.pad_value >= 0 and int(x.min()) >= 0
+            rows = weights.taps_last(engine).run(csc.im2col_rows(x, geo, offset=not signed),
+                                                 signed)
+            return np.ascontiguousarray(rows.T)
+    return gemm_sums(weights, csc.im2col(x, geo))

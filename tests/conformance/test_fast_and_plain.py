@@ -1,0 +1,115 @@
+"""The speed layer against the plain model: the same bytes, every trace and zoo model.
+
+``Dla(fast=False)`` is the register-level model without its speed layer
+(:mod:`accel.cmod.fast`: no replays, no batches, no fused datapaths, no integer
+GEMM engine, no caches).  Each NVDLA trace in ``../shared/nvdla/traces`` is played
+on both and must leave the same status and the same memory, byte for byte.  Each zoo
+model runs on the ``nvdla`` device both ways: the plain model once per input, the
+fast one over several rounds of the same inputs, so that its every form runs (the
+firmware's recorded first run, the replay that learns, the learned replay with its
+batches, the batches' learned effects) and each must give the plain model's outputs.
+Batch-1 inputs; every zoo model is small enough to run plain here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import accel.cmod
+from accel.cmod import Dla
+from accel.cmod import trace as trace_player
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.model import load_model
+from tengine_host.quant import calibrate
+from tengine_host.zoo import MODELS, build
+from tengine_host.zoo.report import random_samples
+from tests.conftest import SHARED, shared_path
+
+pytestmark = pytest.mark.conformance
+
+TRACES = SHARED / "nvdla" / "traces"
+PRESETS = ("nv_small", "nv_large", "nv_medium_512")
+#: the preset each zoo model runs on: the one with the SDP lookup table for the SiLU
+#: detector (its Swish and Sigmoid on the Y stage), nv_small for the others
+ZOO_PRESETS = {name: "nv_large" if name == "yolox_nano_silu" else "nv_small" for name in MODELS}
+#: fast-model inferences per input: the first records the firmware's run, the second
+#: replays it and learns, the third plays the learned steps and learns each batch's
+#: effect, the fourth applies those effects
+FAST_ROUNDS = 4
+
+
+def _traces() -> list[str]:
+    if not TRACES.is_dir():  # collected without ../shared: one placeholder that skips
+        return ["<no shared data>"]
+    return [f"{preset}/{d.name}" for preset in PRESETS if (TRACES / preset).is_dir()
+            for d in sorted((TRACES / preset).iterdir()) if d.is_dir()]
+
+
+def _model_of(fast: bool, made: list[Dla]) -> type[Dla]:
+    """A :class:`Dla` class whose instances are fast or plain, each kept in ``made``."""
+
+    class Model(Dla):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, fast=fast, **kwargs)
+            made.append(self)
+
+    return Model
+
+
+def _memory(dla: Dla) -> list[tuple[int, str, bytes]]:
+    """Every byte of the model's memory, region by region."""
+    return [(base, name, dla.dram.read(base, size).tobytes())
+            for base, size, name in dla.dram.regions]
+
+
+def _play(trace: str, fast: bool, monkeypatch) -> tuple:
+    made: list[Dla] = []
+    monkeypatch.setattr(trace_player, "Dla", _model_of(fast, made))
+    res = trace_player.run_trace(shared_path("nvdla", "traces", *trace.split("/")))
+    memory = _memory(made[0]) if made else None
+    return (res.status, res.reason, res.note, [(r.unit, r.cycles) for r in res.stats],
+            memory)
+
+
+@pytest.mark.parametrize("trace", _traces())
+def test_trace_leaves_the_same_memory_fast_and_plain(trace, monkeypatch):
+    fast = _play(trace, True, monkeypatch)
+    plain = _play(trace, False, monkeypatch)
+    assert fast[:4] == plain[:4]
+    assert fast[4] == plain[4], "the fast model's memory differs from the plain one's"
+
+
+def _outputs(graph, table, preset: str, fast: bool, feeds: list, rounds: int, monkeypatch
+             ) -> list[dict[str, np.ndarray]]:
+    """The outputs of ``rounds`` inferences of each of ``feeds`` on the nvdla device (the
+    CPU takes what the DLA cannot), in turns."""
+    made: list[Dla] = []
+    monkeypatch.setattr(accel.cmod, "Dla", _model_of(fast, made))
+    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
+                  table) as ex:
+        out = [ex.run(feed) for _ in range(rounds) for feed in feeds]
+    assert made and all((d.fast is not None) == fast for d in made)
+    return out
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_zoo_model_gives_the_same_outputs_fast_and_plain(name, monkeypatch, tmp_path):
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(build(name), path)
+    graph = load_model(path)
+    calibration, *feeds = random_samples(graph, 3, seed=5)
+    # min-max on one input: the fastest table to make; any table serves the comparison
+    table = calibrate(graph, [calibration], algorithm="minmax", progress=False)
+    preset = ZOO_PRESETS[name]
+    plain = _outputs(graph, table, preset, False, feeds, 1, monkeypatch)
+    fast = _outputs(graph, table, preset, True, feeds, FAST_ROUNDS, monkeypatch)
+    for i, got in enumerate(fast):
+        want = plain[i % len(plain)]
+        assert got.keys() == want.keys()
+        for t in want:
+            assert got[t].tobytes() == want[t].tobytes(), (
+                f"{name}: output {t} of inference {i} (input {i % len(plain)}) differs "
+                f"from the plain model's")
