@@ -25,7 +25,7 @@ from postproc_tb import _bits, random_stage, stage_config
 from accel.cmod.cacc import clip_truncate
 from accel.cmod.sdp import output_cvt, x_stage
 from accel.config import HwConfig
-from accel.rtl.conv_core import ConvConfigLayout, stripe_points, write_layout
+from accel.rtl.conv_layout import ConvConfigLayout, stripe_points, write_layout
 from tengine_host.int8_ref import accumulate
 
 CLOCK_NS = 10
