@@ -19,7 +19,7 @@ from accel.config import HwConfig
 from accel.rtl.axi import BEAT_BITS
 from accel.rtl.conv_layout import ADDR_BITS, KERNEL_BITS, SIZE_BITS, write_layout
 from accel.rtl.csb_regs import any_of
-from accel.rtl.timing import kept
+from accel.rtl.timing import BeforeLast, kept
 
 
 def surfaces_left(cfg, bus: int) -> Value:
@@ -381,9 +381,10 @@ class _Entry:
     Whether each counter is at its last value is a flag kept with it (a comparison of
     registers when the counter moves), so the next entry's size and group end come from
     flags, not from chained comparisons; the group counters also keep whether their next
-    value is the last (``*_next_last``).  The bounds are registers: ``s_m1 = S - 1`` and
-    the like, and the values at which the counter's next one is the last (S - 2, R - 2)
-    or the one before it (CG - 3, KG - 3), compared with the counter before it moves.
+    value is the last (``*_next_last``).  The bounds are registers: ``S - 1`` and the like
+    (:class:`~accel.rtl.timing.BeforeLast`), and the values at which the counter's next
+    one is the last (S - 2, R - 2) or the one before it (CG - 3, KG - 3), compared with
+    the counter before it moves.
     """
 
     def __init__(self, n_c: int, n_k: int) -> None:
@@ -393,8 +394,7 @@ class _Entry:
         self.group_end, self.done = Signal(), Signal()
         self.kg, self.cg, self.kk = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(range(n_k))
         self.r, self.s = Signal(KERNEL_BITS), Signal(KERNEL_BITS)
-        self.s_m1, self.r_m1 = Signal(KERNEL_BITS), Signal(KERNEL_BITS)
-        self.s_m2, self.r_m2 = Signal(KERNEL_BITS), Signal(KERNEL_BITS)
+        self.s_bound, self.r_bound = BeforeLast("s", KERNEL_BITS), BeforeLast("r", KERNEL_BITS)
         self.cg_m3, self.kg_m3 = Signal(SIZE_BITS), Signal(SIZE_BITS)
         self.k_last_m1 = Signal(SIZE_BITS)
         self.s_last, self.r_last, self.cg_last, self.kg_last = (Signal(), Signal(), Signal(),
@@ -416,22 +416,23 @@ class _Entry:
                      self.n_kg_last.eq(Mux(tap_end & self.cg_last & ~self.kg_last,
                                            self.kg_next_last, self.kg_last)),
                      last_entry.eq(tap_end & self.cg_last & self.kg_last)]
-        first = [self.s.eq(0), self.s_last.eq(self.s_m1 == 0)]
+        first = [self.s.eq(0), self.s_last.eq(self.s_bound.last == 0)]
         with m.If(write):
             m.d.sync += self.kk.eq(self.n_kk)
             with m.If(self.group_end):
                 with m.If(~self.s_last):
-                    m.d.sync += [self.s.eq(self.s + 1), self.s_last.eq(self.s == self.s_m2)]
+                    m.d.sync += [self.s.eq(self.s + 1),
+                                 self.s_last.eq(self.s == self.s_bound.before)]
                 with m.Elif(~self.r_last):
                     m.d.sync += first + [self.r.eq(self.r + 1),
-                                         self.r_last.eq(self.r == self.r_m2)]
+                                         self.r_last.eq(self.r == self.r_bound.before)]
                 with m.Elif(~self.cg_last):
-                    m.d.sync += first + [self.r.eq(0), self.r_last.eq(self.r_m1 == 0),
+                    m.d.sync += first + [self.r.eq(0), self.r_last.eq(self.r_bound.last == 0),
                                          self.cg.eq(self.cg + 1),
                                          self.cg_last.eq(self.n_cg_last),
                                          self.cg_next_last.eq(self.cg == self.cg_m3)]
                 with m.Else():
-                    m.d.sync += first + [self.r.eq(0), self.r_last.eq(self.r_m1 == 0),
+                    m.d.sync += first + [self.r.eq(0), self.r_last.eq(self.r_bound.last == 0),
                                          self.cg.eq(0), self.cg_last.eq(self.n_cg_last),
                                          self.cg_next_last.eq(self.cg_two)]
                     with m.If(~self.kg_last):
@@ -450,8 +451,7 @@ class _Entry:
         m.d.sync += [self.kg.eq(0), self.cg.eq(0), self.kk.eq(0), self.r.eq(0), self.s.eq(0),
                      self.done.eq(0),
                      self.k_last_m1.eq(cfg.k - ((cfg.kernel_groups - 1) * n_k) - 1),
-                     self.s_m1.eq(cfg.s - 1), self.r_m1.eq(cfg.r - 1),
-                     self.s_m2.eq(cfg.s - 2), self.r_m2.eq(cfg.r - 2),
+                     *self.s_bound.take(cfg.s), *self.r_bound.take(cfg.r),
                      self.cg_m3.eq(cfg.channel_groups - 3), self.kg_m3.eq(cfg.kernel_groups - 3),
                      self.s_last.eq(cfg.s == 1), self.r_last.eq(cfg.r == 1),
                      self.cg_last.eq(cfg.channel_groups == 1),
