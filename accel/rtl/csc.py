@@ -105,7 +105,8 @@ class Csc(wiring.Component):
         wiring.connect(m, features.data, wiring.flipped(self.data))
         m.d.comb += [self.point.eq(features.point), self.first.eq(features.first),
                      self.last.eq(features.last),
-                     self.points_m1.eq(seq.total_m1), self.points_m2.eq(seq.total_m2),
+                     self.points_m1.eq(seq.total_bound.last),
+                     self.points_m2.eq(seq.total_bound.before),
                      self.counted.eq(seq.prep == 1),
                      self.busy.eq((seq.prep != 0) | features.busy | weights.busy)]
         return m

@@ -103,8 +103,8 @@ class SequenceGenerator(Elaboratable):
         # a flag per loader, a register each (``keep``): the start of every counter
         self.begin_load, self.begin_send = kept("begin_load"), kept("begin_send")
         self.total = Signal(2 * SIZE_BITS)                  # output points
-        self.total_m1 = Signal(2 * SIZE_BITS)
-        self.total_m2 = Signal(2 * SIZE_BITS)               # (for the output count's flag)
+        # total - 1 and total - 2 (for the output count's last flag)
+        self.total_bound = BeforeLast("total", 2 * SIZE_BITS)
         self.size = Signal(range(points + 1))               # points of a full stripe
         self.surface = Signal(a_bits)                       # h * w: a channel group's entries
         self.row_step = Signal(a_bits)                      # stride_y * w
@@ -140,7 +140,7 @@ class SequenceGenerator(Elaboratable):
             with m.If(prep == PREP - 2):
                 m.d.sync += result.eq(product)
         with m.If(prep == PREP - 3):
-            m.d.sync += [self.total_m1.eq(self.total - 1), self.total_m2.eq(self.total - 2)]
+            m.d.sync += self.total_bound.take(self.total)
         self.bounds.take(m, cfg)
         self.stripes.take(m)
         return m
