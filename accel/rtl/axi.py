@@ -106,8 +106,7 @@ class AxiReader(wiring.Component):
 
     #: Words of the read data's FIFO: its output register and two more, so that a word a
     #: cycle flows while its input side's ready is a comparison of its level register.
-    #: (The board RAM's FIFO level as the bus's ``rvalid`` straight into the fetch's
-    #: operand words' enables was the 8x8 build's critical path at 86.49 MHz, 11.6 ns.)
+    #: (The FIFO's level is not the bus's ``rvalid`` straight into the fetch's enables.)
     DATA_BUFFER = 3
 
     def __init__(self, addr_width: int = 32, data_bytes: int = 8, bursts: int = 4) -> None:
@@ -137,9 +136,8 @@ class AxiReader(wiring.Component):
         pending = Signal.like(self.cmd.payload, name="pending")
         pending_valid = Signal()
         m.d.comb += self.cmd.ready.eq(~pending_valid)
-        # (no test of beats != 0 here: with it, the weight piece's selection ran on
-        # through a 24-bit comparison into this enable, the 8x8 build's path at
-        # 87.54 MHz, 7 logic steps)
+        # (no test of beats != 0 here: the weight piece's selection would run on through
+        # a 24-bit comparison into this enable)
         with m.If(self.cmd.valid & ~pending_valid):
             m.d.sync += [pending.eq(self.cmd.payload), pending_valid.eq(1)]
         to_boundary = Signal(range(page + 1))
@@ -185,8 +183,7 @@ class AxiReader(wiring.Component):
                          limit.eq(Mux(to_boundary < full, to_boundary, full)), issuing.eq(1)]
         # a burst moves the address and the beats left by ``limit``, which the last burst's
         # may be short of: past the last burst neither is used (the next command sets both),
-        # so the adders need not wait for the last-burst comparison (chained, comparison,
-        # burst length and the address's adder were the 8x8 build's path at 84.67 MHz)
+        # so the adders need not wait for the last-burst comparison
         with m.If(requested):
             m.d.sync += [addr.eq(addr + (limit << self.size)), remaining.eq(remaining - limit),
                          to_b.eq(next_to_b), limit.eq(Mux(next_to_b < full, next_to_b, full))]
@@ -222,16 +219,14 @@ class AxiWriter(wiring.Component):
         m = Module()
         axi = self.axi
         # the queue: the bus's ready (the memory's arbitration on an FPGA) stops at its
-        # read side instead of running on through ``req.ready`` into the producer (on the
-        # 8x8 build, the board RAM's grant through the output writer and the conv core's
-        # output into SDP's input ready, 11.4 ns, was the critical path at 87.88 MHz)
+        # read side instead of running on through ``req.ready`` into the producer (the
+        # output writer, and on through the conv core's output into SDP)
         req = self.req.payload.shape()
         m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=req.size, depth=WRITE_QUEUE)
         head = Signal(req)
         # the request's ready is a register: the queue's credits, whose read gives one
-        # back a cycle late (on the 8x8 build, the queue's level through its write ready
-        # into the output writer's address counters' enables, 12.2 ns across the die, was
-        # the critical path at 81.93 MHz)
+        # back a cycle late (not the queue's level through its write ready into the
+        # output writer's address counters' enables)
         ready = Signal()
         m.d.comb += [queue.w_data.eq(self.req.payload), queue.w_en.eq(self.req.valid & ready),
                      self.req.ready.eq(ready), head.eq(queue.r_data)]
@@ -264,8 +259,8 @@ class AxiWriter(wiring.Component):
             m.d.sync += self.bus_error.eq(1)
         # idle is a register, a cycle late: a request offered now, or anything queued or
         # on the bus now, keeps it low next cycle, and if neither, nothing can start next
-        # cycle, so a high ``idle`` is never wrong (the reduced build's path at 93.03 MHz
-        # ran from ``in_flight`` through this comparison into the engine's done flags)
+        # cycle, so a high ``idle`` is never wrong (and ``in_flight``'s comparison does
+        # not run on into the engine's done flags)
         m.d.sync += self.idle.eq((in_flight == 0) & ~aw_valid & ~w_valid
                                  & (queue.level == 0) & ~self.req.valid)
         return m

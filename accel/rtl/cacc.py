@@ -34,6 +34,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.postproc import ACC_BITS, saturate
+from accel.rtl.timing import kept
 
 
 class PsumLayout(data.StructLayout):
@@ -77,13 +78,13 @@ class Accumulator(wiring.Component):
         # memory, and the partial sum added to the entry (or not, for the point's first:
         # that flag copied per lane too).
         beat = Signal(PsumLayout(self.hw, self.points), name="beat")
-        point = [Signal(range(self.points), name=f"point{k}", attrs={"keep": 1})
+        point = [kept(f"point{k}", range(self.points))
                  for k in range(lanes)]
-        first = [Signal(name=f"first{k}", attrs={"keep": 1}) for k in range(lanes)]
+        first = [kept(f"first{k}") for k in range(lanes)]
         have = Signal()
         # stage B: the exact sums, saturated and written back (and handed on if last)
         b_valid, b_last = Signal(), Signal()
-        b_point = [Signal(range(self.points), name=f"b_point{k}", attrs={"keep": 1})
+        b_point = [kept(f"b_point{k}", range(self.points))
                    for k in range(lanes)]
         b_sum = [Signal(signed(ACC_BITS + 1), name=f"b_sum{k}") for k in range(lanes)]
         # output register: a finished sum waits here until taken
@@ -98,19 +99,18 @@ class Accumulator(wiring.Component):
         # (only a stripe of one point adds to an entry in consecutive beats)
         out_free = ~out_valid | self.sum.ready
         b_go, a_go = Signal(), Signal()
-        # the hazard (B valid with A's entry) as a register of the next cycle's values: the
-        # points' comparison in front of A's take, whose enable reaches every bit of the
-        # beat, was the 8x8 build's path at 89.77 MHz (11.1 ns)
+        # the hazard (B valid with A's entry) as a register of the next cycle's values, not
+        # the points' comparison in front of A's take, whose enable reaches every bit of
+        # the beat
         hazard = Signal()
         m.d.comb += [b_go.eq(b_valid & (~b_last | out_free)),
                      a_go.eq(have & (~b_valid | b_go) & ~hazard)]
         # ``psum.ready`` is the same function as ``~have | a_go``, worked out from copies
         # of those five registers (``keep``) so that it is a net of its own rather than
-        # a_go's, which fans out to every lane: from a_go, its way into the upstream FIFO's
-        # level was the 8x8 build's path at 82.83 MHz (12.1 ns, 10.4 of them routing)
+        # a_go's, which fans out to every lane
         flags = {"have": have, "hazard": hazard, "b_valid": b_valid, "b_last": b_last,
                  "out_valid": out_valid}
-        copies = {name: Signal(name=f"{name}_for_ready", attrs={"keep": 1}) for name in flags}
+        copies = {name: kept(f"{name}_for_ready") for name in flags}
         m.d.comb += self.psum.ready.eq(
             ~copies["have"] | (~copies["hazard"] & (
                 ~copies["b_valid"] | ~copies["b_last"] | ~copies["out_valid"]

@@ -39,10 +39,9 @@ the DSP rows) a flip-flop on the way.
 The input register's copies cut the broadcast of each lane to ``atomic_k``
 multipliers (spread over the DSP columns) in two: each cell's copy (marked
 ``keep``, which the FPGA flow honours, see :data:`fpga.build.KEEP_REGISTERS`) is
-placed between the input register and its multiplier.  Alone on an ECP5-85F (8x8,
-routed) the array closes at 86 MHz with the input register only, at 103 MHz with
-copies that were the blocks' input registers; in the whole engine the route from
-the input register into the blocks took up to 13.8 ns, hence the fabric copies
+placed between the input register and its multiplier.  In the whole engine the
+route from the input register into the blocks is long (the blocks sit across the
+die), hence the fabric copies
 ahead of them.  Every stage moves every cycle (no enable fans out to the thousands
 of product and sum bits); results wait in the output FIFO of :func:`capacity`
 entries, and the array takes an atom only while an entry is free for it, counting
@@ -59,6 +58,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.credits import credit_room
+from accel.rtl.timing import kept, kept_like
 
 #: Bits of one int8 operand (the v2 configurations are int8-only).
 OPERAND_BITS = 8
@@ -202,8 +202,8 @@ def registered_multiply(m: Module, name: str, a: Value, b: Value, product: Signa
     if ecp5:
         ecp5_multiply(m, name, a, b, product, b_enable=b_enable)
         return
-    ra = Signal.like(a, name=f"{name}_a", attrs={"keep": 1})
-    rb = Signal.like(b, name=f"{name}_b", attrs={"keep": 1})
+    ra = kept_like(a, f"{name}_a")
+    rb = kept_like(b, f"{name}_b")
     m.d.sync += [ra.eq(a), product.eq(ra * rb)]
     if b_enable is None:
         m.d.sync += rb.eq(b)
@@ -285,18 +285,17 @@ class Cmac(wiring.Component):
             # cycle t+2 it holds the beats of the cycles before t; the operand registers of
             # cell k take it only when a swap atom reaches them (``swap_k``, one register
             # per cell, ``keep``, beside its multipliers) and hold the active kernel
-            # otherwise: no multiplexer between a register and a DSP block (from the swap
-            # through one, the 8x8 build's path at 78.11 MHz: 12.0 ns of routing).
+            # otherwise: no multiplexer between a register and a DSP block.
             # That cycle is a copy of the beat per cell (``keep``), its masked weights and
-            # whether it is the cell's, placed between ``wbeat`` and the cell's kernels:
-            # ``wbeat`` straight into the kernels of every cell, across the DSP rows, was
-            # the 8x8 build's path at 83.63 MHz.
+            # whether it is the cell's, placed between ``wbeat`` and the cell's kernels,
+            # rather than ``wbeat`` straight into the kernels of every cell across the DSP
+            # rows.
             swap_taken = Signal()
             m.d.sync += swap_taken.eq(take & self.data.payload.swap)
             for k in range(n_k):
-                swaps[k] = Signal(name=f"swap_k{k}", attrs={"keep": 1})
-                beat = Signal(n_c * OPERAND_BITS, name=f"wbeat_k{k}", attrs={"keep": 1})
-                mine = Signal(name=f"wbeat_mine_k{k}", attrs={"keep": 1})
+                swaps[k] = kept(f"swap_k{k}")
+                beat = kept(f"wbeat_k{k}", n_c * OPERAND_BITS)
+                mine = kept(f"wbeat_mine_k{k}")
                 m.d.sync += [swaps[k].eq(swap_taken),
                              mine.eq(w_take & (wbeat.kernel == k)), beat.eq(masked)]
                 with m.If(mine):
@@ -308,13 +307,12 @@ class Cmac(wiring.Component):
 
         # Stage 0: the atom with masked lanes zeroed.  Stage 1: a copy of the lanes for
         # each cell (``keep``: not merged into one), each placed between the input register
-        # and its multiplier, which sit far apart on an FPGA (the input register straight
-        # into the A inputs of its eight DSP blocks: the 8x8 build's paths at 69.29 and
-        # 70.11 MHz, 13.7-13.8 ns on that one net).
+        # and its multiplier, which sit far apart on an FPGA (not the input register
+        # straight into the A inputs of its DSP blocks on one net).
         atom = self.data.payload
         lanes = [Signal(signed(OPERAND_BITS), name=f"lane_{c}") for c in range(n_c)]
         m.d.sync += [lanes[c].eq(Mux(atom.mask[c], atom.data[c], 0)) for c in range(n_c)]
-        near = [[Signal(signed(OPERAND_BITS), name=f"lane_k{k}_c{c}", attrs={"keep": 1})
+        near = [[kept(f"lane_k{k}_c{c}", signed(OPERAND_BITS))
                  for c in range(n_c)] for k in range(n_k)]
         m.d.sync += [near[k][c].eq(lanes[c]) for k in range(n_k) for c in range(n_c)]
 
@@ -329,8 +327,7 @@ class Cmac(wiring.Component):
                                     stage[k][c], ecp5, b_enable=swaps[k])
 
         # Stage 4: the products' copies in fabric registers.  On ECP5 a cell's blocks take
-        # DSP sites across the die; a block's output register straight into the first
-        # adder was the 8x8 build's path at 73.76 MHz (11.4 ns of routing on that net).
+        # DSP sites across the die, far from the adders.
         copies = [[Signal.like(stage[k][c], name=f"prod_copy_k{k}_c{c}") for c in range(n_c)]
                   for k in range(n_k)]
         m.d.sync += [copies[k][c].eq(stage[k][c]) for k in range(n_k) for c in range(n_c)]

@@ -35,9 +35,11 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.regs import UNITS
 from accel.rtl.axi import axi4_signature, connect_channels
-from accel.rtl.conv_core import SIZE_BITS, ConvConfigLayout, ConvCore
+from accel.rtl.conv_core import ConvCore
+from accel.rtl.conv_layout import SIZE_BITS, ConvConfigLayout
 from accel.rtl.csb_regs import CSB_REQUEST, CsbRegisterFile, d_registers, port_name
 from accel.rtl.dma import ADDR_BITS, ConvFetch, OutputWriter
+from accel.rtl.timing import kept
 
 #: the units an operation enables and completes together
 OP_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CACC",
@@ -213,10 +215,8 @@ class ConvEngine(wiring.Component):
         total = Signal(2 * SIZE_BITS)            # output points of the operation
         # The set-up states count with signed registers that hold one less than what is
         # left, so that "anything left" is their sign bit rather than a comparison of two
-        # counts (``remaining <= points`` and ``remaining != 0`` through the state's decode
-        # into the count's reset were the 8x8 build's path at 94.38 MHz, and ``total``
-        # through the kernel groups' count the reduced build's): each loop runs while its
-        # register is not negative.
+        # counts (no comparison through the state's decode into the count's reset): each
+        # loop runs while its register is not negative.
         rows_m1 = Signal(signed(op.out_h.shape().width + 1))      # rows still to add
         remaining_m1 = Signal(signed(2 * SIZE_BITS + 1))           # points not in a stripe
         stripes = Signal(2 * SIZE_BITS)
@@ -227,9 +227,9 @@ class ConvEngine(wiring.Component):
         m.d.sync += kick.eq(0)
         # the units' completion (the COMPLETE state's one cycle), a register per unit
         # (``keep``) set as the state machine moves there: each fans out to its unit's
-        # consumer pointer copies in the CSB file (from a decode of the state, one net to
-        # all of them, the 8x8 build's path at 83.56 MHz, 12.0 ns, 10.7 of routing)
-        done = {unit: Signal(name=f"done_{port_name(unit)}", attrs={"keep": 1})
+        # consumer pointer copies in the CSB file (not a decode of the state, one net to
+        # all of them)
+        done = {unit: kept(f"done_{port_name(unit)}")
                 for unit in (*OP_UNITS, "NVDLA_SDP_RDMA")}
         m.d.sync += [flag.eq(0) for flag in done.values()]
         # the latch: a cycle after the units are found enabled while idle, from a register
@@ -239,7 +239,7 @@ class ConvEngine(wiring.Component):
         go = {}
         for name, part in (("core", latch), ("fetch", latch_fetch), ("wdma", latch_wdma)):
             for j in range(0, len(part), LATCH_FIELDS):
-                copy = Signal(name=f"latch_{name}_{j // LATCH_FIELDS}", attrs={"keep": 1})
+                copy = kept(f"latch_{name}_{j // LATCH_FIELDS}")
                 go.setdefault(name, copy)
                 m.d.sync += copy.eq(enabled & fsm_idle & ~copy)
                 with m.If(copy):
@@ -294,9 +294,9 @@ class ConvEngine(wiring.Component):
         m.d.comb += fsm_idle.eq(fsm.ongoing("IDLE"))
         # outputs as plain functions of the state (no defaults inside the state machine:
         # Icarus never evaluates those before the state first changes)
-        # the core starts the cycle after the operands are in, from a register: the state's
-        # decode and the fetch's ready straight into the core's start, and on into SDP's
-        # offered flags across the die, were the 8x8 build's path at 94.08 MHz
+        # the core starts the cycle after the operands are in, from a register (not the
+        # state's decode and the fetch's ready straight into the core's start, and on into
+        # SDP's offered flags across the die)
         core_start = Signal()
         m.d.sync += core_start.eq(fsm.ongoing("FETCH") & fetch.ready)
         m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick), core.start.eq(core_start)]

@@ -16,6 +16,8 @@ from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
+from accel.rtl.timing import kept
+
 
 def credit_room(m: Module, depth: int, take: Value, give: Value, name: str = "credits", *,
                 late_give: bool = False) -> Signal:
@@ -35,16 +37,15 @@ def credit_flags(m: Module, depth: int, take: Value, give: Value, name: str = "c
     the first, marked ``keep``), for a take whose enables fan out to many registers: each
     group of them gets a flag of its own, placed beside it."""
     credits = Signal(range(depth + 1), init=depth, name=name)
-    flags = [Signal(init=1, name=f"{name}_left" if i == 0 else f"{name}_left_{i}",
-                    attrs={"keep": 1} if i else {}) for i in range(copies)]
+    flags = [Signal(init=1, name=f"{name}_left"),
+             *(kept(f"{name}_left_{i}", init=1) for i in range(1, copies))]
     if late_give:
         given = Signal(name=f"{name}_given")
         m.d.sync += given.eq(give)
         give = given
-    # the take and the give only select among outcomes worked out from the count alone:
-    # through the count's adder and comparison, the loop from the flag back into itself
-    # was the CMAC's on the 8x8 build at 93.48 MHz, and the give's way in SDP's at 88.81
-    # and 90.08.  A take spends a credit there is (its ready is the flag), so with a give
+    # the take and the give only select among outcomes worked out from the count alone,
+    # so the loop from the flag back into itself is not the count's adder and comparison.
+    # A take spends a credit there is (its ready is the flag), so with a give
     # the count stays above 0.
     up = Signal(range(depth + 2), name=f"{name}_up")
     down = Signal(range(depth + 1), name=f"{name}_down")
@@ -60,9 +61,9 @@ class CountedFIFO(wiring.Component):
     neither side: its producer writes only entries it holds credits for and its consumer
     reads only entries it has counted in.  ``w_en`` is the storage's write enable as it
     comes (amaranth's ``SyncFIFO`` gates it with ``level != depth``, a comparison in front
-    of the enable of every storage cell: the 8x8 build's path at 95.02 MHz, 6.3 ns of
-    routing after it).  ``r_data`` is the oldest entry, read combinationally; ``r_en``
-    moves past it.  Writing a full buffer or reading an empty one is not detected."""
+    of the enable of every storage cell).  ``r_data`` is the oldest entry, read
+    combinationally; ``r_en`` moves past it.  Writing a full buffer or reading an empty
+    one is not detected."""
 
     def __init__(self, width: int, depth: int) -> None:
         self.width, self.depth = width, depth

@@ -38,6 +38,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.regs import UNITS, Register
+from accel.rtl.timing import kept
 
 #: the units of the convolution pipeline, GLB first
 CONV_UNITS = ("NVDLA_GLB", "NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
@@ -186,11 +187,10 @@ class CsbRegisterFile(wiring.Component):
         parts = sorted({_part(a) for a in storage})
         mine, word, writing, wdata = {}, {}, {}, {}
         for part in parts:
-            mine[part] = Signal(name=f"csb_req_{part:x}_valid", attrs={"keep": 1})
-            word[part] = Signal(PART_BITS - 2, name=f"csb_req_{part:x}_word",
-                                attrs={"keep": 1})
-            writing[part] = Signal(name=f"csb_req_{part:x}_write", attrs={"keep": 1})
-            wdata[part] = Signal(32, name=f"csb_req_{part:x}_wdata", attrs={"keep": 1})
+            mine[part] = kept(f"csb_req_{part:x}_valid")
+            word[part] = kept(f"csb_req_{part:x}_word", PART_BITS - 2)
+            writing[part] = kept(f"csb_req_{part:x}_write")
+            wdata[part] = kept(f"csb_req_{part:x}_wdata", 32)
             m.d.sync += [
                 mine[part].eq(req.valid & aligned & (req.addr[PART_BITS:] == part)),
                 word[part].eq(req.addr[2:PART_BITS]), writing[part].eq(req.write),
@@ -198,11 +198,11 @@ class CsbRegisterFile(wiring.Component):
 
         # A write takes effect a cycle after the request's copy: each register's select is
         # a register of its own (``keep``, beside the register it enables), with the
-        # part's data a cycle later.  The copy's valid into a register's enable across the
-        # die was the 8x8 build's path at 84.88 MHz (11.8 ns, 9.3 on that net).
+        # part's data a cycle later, not the copy's valid into every register's enable
+        # across the die.
         wdata_late = {}
         for part in parts:
-            wdata_late[part] = Signal(32, name=f"csb_req_{part:x}_wdata_late", attrs={"keep": 1})
+            wdata_late[part] = kept(f"csb_req_{part:x}_wdata_late", 32)
             m.d.sync += wdata_late[part].eq(wdata[part])
 
         def write(target: Signal, wmask: int, part: int):
@@ -219,7 +219,7 @@ class CsbRegisterFile(wiring.Component):
             base, part = _window(addr), _part(addr)
             here = word[part] == _word(addr)
             named[part].append(here)
-            sel = Signal(name=f"csb_select_{addr:x}", attrs={"keep": 1})
+            sel = kept(f"csb_select_{addr:x}")
             m.d.sync += sel.eq(mine[part] & writing[part] & here)
             asked = mine[part] & ~writing[part] & here
             wmask = write_mask(reg)
@@ -296,9 +296,8 @@ class CsbRegisterFile(wiring.Component):
                 # selecting every register of the unit was among the build's most congested
                 # nets.  Each copy takes the bit's next value, so it always equals the bit
                 # (only a completion flips it; the field is read-only)
-                here = Signal(name=f"{port_name(unit)}_consumer_{i}",
-                              init=(UNITS[unit].registers["S_POINTER"].reset >> 16) & 1,
-                              attrs={"keep": 1})
+                here = kept(f"{port_name(unit)}_consumer_{i}",
+                            init=(UNITS[unit].registers["S_POINTER"].reset >> 16) & 1)
                 flip = done if done is not None else Const(0)
                 m.d.sync += here.eq(pointer[16] ^ flip)
                 m.d.comb += view[i].eq(Mux(here, g1, g0))

@@ -21,7 +21,7 @@ beat (``ALU_SRC`` / ``MUL_SRC`` = memory).  ``cfg`` must hold from two cycles
 before an operation's first beat until its last beat is out.
 
 Pipeline (:class:`LaneDatapath`): 27 register stages, each at most one carry
-chain, one barrel shifter or one 18x18 product deep (for 100 MHz on an ECP5):
+chain, one barrel shifter or one 18x18 product deep (the ECP5 build's target clock):
 the input beat; CACC truncation (round, shift, saturate); X1 and X2 (ALU
 compare and add, ALU choice, three for the product, round, shift, saturate and
 ReLU); CVT (subtract, three for the product, round, shift, saturate).  The
@@ -45,6 +45,7 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.rtl.cmac import DSP_PRODUCT_BITS, ecp5_multiply, use_ecp5_dsp
 from accel.rtl.credits import credit_flags
+from accel.rtl.timing import kept
 
 ACC_BITS = 34                # CACC_PARSUM_WIDTH
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
@@ -127,7 +128,7 @@ def half_minus_one(shift: Value, bits: int) -> Value:
 
     Bit by bit (bit ``i`` is set below ``shift - 1``): each bit a comparison of the shift
     with a constant, where a decode and a subtraction made a carry chain across all the
-    bits (SDP's settings, the conv core's critical path at 93.8 MHz)."""
+    bits."""
     return Cat(*((shift == 0) | (shift > i + 1) for i in range(bits))).as_signed()
 
 
@@ -259,8 +260,8 @@ class LaneDatapath(wiring.Component):
         # ALU (2 stages: compare and add, then choose): MAX / MIN / SUM of x and the
         # shifted, saturated operand
         # (the comparisons as the signs of exact differences, a carry chain each: as
-        # ``x > alu_op`` yosys built the greater one from the less one's chain and an
-        # equality, 31 logic steps, the 8x8 build's path at 96.40 MHz)
+        # ``x > alu_op`` yosys builds the greater one from the less one's chain and an
+        # equality)
         x, alu_op = x.as_signed(), alu_op.as_signed()
         greater = p.reg(f"{name}_gt", (alu_op - x)[-1])
         less = p.reg(f"{name}_lt", (x - alu_op)[-1])
@@ -302,8 +303,7 @@ class LaneDatapath(wiring.Component):
         # only while the FIFO has a free entry for it (credits: entries not yet promised).
         # An entry's credit comes back a cycle after it leaves, from a register (the FIFO's
         # read, on the output writer's ready, runs across the die to the count at the
-        # input: the 8x8 build's path at 88.81 and 90.08 MHz), so a beat a cycle needs an
-        # entry more.
+        # input), so a beat a cycle needs an entry more.
         depth = STAGES + 3
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=Shape.cast(ResultLayout(self.hw, self.lanes)).width, depth=depth)
@@ -410,24 +410,22 @@ class PostProcessor(wiring.Component):
             return m
         # ---- in: the beat is taken into registers, a lane group each, and the groups shift
         # towards the datapath's input one a cycle, the next beat taken as the last goes in
-        # (a multiplexer picking a group of the waiting beat had its select fan out to every
-        # bit of the beat, the conv core's critical path: 11.0 ns, 87% routing)
+        # (not a multiplexer picking a group of the waiting beat, whose select fans out to
+        # every bit of the beat)
         # Each group's sums and each group's operands decide their own take and shift from
-        # a copy of the count of groups still to go in (``keep``: one enable reaching every
-        # bit of the beat was a critical path, one net routed in 7.1 ns; one a group, sums
-        # and operands, the 8x8 build's at 85.09 MHz, 7.4 ns); the copies all count alike.
+        # a copy of the count of groups still to go in (``keep``: not one enable reaching
+        # every bit of the beat, nor one a group for sums and operands together); the
+        # copies all count alike.
         # Beside each count, whether it is 0 and whether it is 1, registers of the next
         # count, so that a take is one gate of four flip-flops.
         held = [Signal(BeatLayout(self.hw, n), name=f"held{i}") for i in range(groups)]
         # Each count's take is from its own copy of the input's valid where the producer
-        # gives copies (SDP's valid across the die into a lane group's count was the 8x8
-        # build's path at 91.58 MHz, 6.8 ns on that net), and of the datapath's ready (as
-        # one credit flag to every count, 17 on nv_small, its 5.4 ns of routing and the
-        # take's on into the count were the 8x8 build's path at 83.86 MHz).
+        # gives copies (not SDP's valid across the die into every lane group's count), and
+        # of the datapath's ready (not one credit flag to every count, 17 on nv_small).
         for c, (i, names, suffix) in enumerate(self.counts):
-            count = Signal(range(groups + 1), name=f"left{suffix}", attrs={"keep": 1})
-            zero = Signal(init=1, name=f"left{suffix}_zero", attrs={"keep": 1})
-            one = Signal(name=f"left{suffix}_one", attrs={"keep": 1})
+            count = kept(f"left{suffix}", range(groups + 1))
+            zero = kept(f"left{suffix}_zero", init=1)
+            one = kept(f"left{suffix}_one")
             valid = self.inp_valid_copies[c] if self.valid_copies else self.inp.valid
             ready = dp.inp_ready_copies[c]
             take = valid & (zero | (one & ready))

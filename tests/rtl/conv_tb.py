@@ -26,7 +26,7 @@ from accel.cmod.cacc import clip_truncate
 from accel.cmod.sdp import output_cvt, x_stage
 from accel.config import HwConfig
 from accel.golden.int8_ref import accumulate
-from accel.rtl.conv_core import ConvConfigLayout, stripe_points, write_layout
+from accel.rtl.conv_layout import ConvConfigLayout, stripe_points, write_layout
 
 CLOCK_NS = 10
 POINTS = 16                     # the core's CACC entries (ConvCore's default)

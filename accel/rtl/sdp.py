@@ -1,0 +1,160 @@
+"""SDP behind the CACC: the finished sums of each point through X1, X2 and CVT
+(:class:`accel.rtl.postproc.PostProcessor`), with their per-kernel operands.
+
+X1/X2 operands come from the registers, or (``ALU_SRC``/``MUL_SRC`` = memory) per output
+channel from the operand memory, one entry per kernel group, as SDP_RDMA delivers them
+in per-kernel mode (``operand_write``); the entry is read from block RAM into a
+register, and SDP takes no beat in the two cycles after the kernel group changes.  The
+int8 beats leave on ``out`` in the order the sums came: kernel group, then point.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.config import HwConfig
+from accel.rtl.cacc import SumLayout
+from accel.rtl.conv_layout import SIZE_BITS, operand_layout, operand_write_layout
+from accel.rtl.credits import CountedFIFO, credit_room
+from accel.rtl.memories import NO_COLLISION
+from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
+from accel.rtl.timing import kept_copies, kept_like, set_all
+
+
+class Sdp(wiring.Component):
+    """See the module docstring.
+
+    Attributes
+    ----------
+    sum : ``In(stream.Signature(SumLayout(hw)))``, a point's sums from the CACC
+    post : ``In(ConfigLayout())``, the post-processing registers
+    start : ``In(1)``: an operation starts (the kernel group count restarts)
+    points_m1, points_m2 : ``In``: the operation's output points less one / two, valid
+    from the cycle ``counted`` is high on (before the first sum)
+    operand_write : ``In``: a kernel group's operands from SDP_RDMA, written only
+    before ``start``
+    out : ``Out(stream.Signature(ResultLayout(hw)))``
+    """
+
+    def __init__(self, hw: HwConfig, points: int, operand_entries: int,
+                 ecp5_dsp: bool | None) -> None:
+        self.hw, self.points, self.ecp5_dsp = hw, points, ecp5_dsp
+        self.operand_entries = operand_entries
+        super().__init__({
+            "sum": In(stream.Signature(SumLayout(hw))),
+            "post": In(ConfigLayout()),
+            "start": In(1),
+            "points_m1": In(2 * SIZE_BITS), "points_m2": In(2 * SIZE_BITS), "counted": In(1),
+            "operand_write": In(operand_write_layout(hw, operand_entries)),
+            "out": Out(stream.Signature(ResultLayout(hw))),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        n_k = self.hw.atomic_k
+        m.submodules.post = post = PostProcessor(self.hw, ecp5_dsp=self.ecp5_dsp,
+                                                 valid_copies=True)
+        m.d.comb += post.cfg.eq(self.post)
+        # the operands of the kernel group in SDP are read two cycles after the kernel
+        # group changes, and no beat enters SDP meanwhile (``settle``); whether SDP may
+        # take a beat is a register, like every flag that decides it: the take enables a
+        # whole beat of registers
+        settle = Signal(range(3))
+        settle_next = Signal.like(settle)
+        if post.lanes == n_k:
+            ops_ok = Signal(init=1)
+            m.d.sync += ops_ok.eq(settle_next == 0)
+            m.d.comb += [post.inp.valid.eq(self.sum.valid & ops_ok),
+                         self.sum.ready.eq(post.inp.ready & ops_ok)]
+            m.d.comb += [post.inp.payload.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
+        else:
+            self._deliver(m, post, settle)
+        out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
+        # the kernel group's last beat into SDP, flagged a beat ahead (first when the
+        # point count is there: the first sums reach SDP many cycles later)
+        last_out = Signal()
+        moved = post.inp.valid & post.inp.ready
+        with m.If(self.start):
+            m.d.sync += [out_kg.eq(0), out_point.eq(0)]
+        with m.Elif(self.counted):
+            m.d.sync += last_out.eq(self.points_m1 == 0)
+        with m.Elif(moved):
+            # (compared before the increment, with the count less two, not an adder into
+            # an equality)
+            m.d.sync += [out_point.eq(out_point + 1),
+                         last_out.eq(out_point == self.points_m2)]
+            with m.If(last_out):
+                m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1),
+                             last_out.eq(self.points_m1 == 0)]
+        m.d.comb += settle_next.eq(Mux(self.start | (moved & last_out), 2,
+                                       Mux(settle != 0, settle - 1, 0)))
+        m.d.sync += settle.eq(settle_next)
+        ops = self._operands(m, out_kg)
+        for name in ("alu1", "mul1", "alu2", "mul2"):
+            m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(ops, name)[i])
+                         for i in range(n_k)]
+        wiring.connect(m, post.out, wiring.flipped(self.out))
+        return m
+
+    def _deliver(self, m: Module, post: PostProcessor, settle: Signal) -> None:
+        """SDP takes a beat every ``atomic_k / lanes`` cycles, the CACC empties a stripe at
+        once: a stripe of sums waits in a buffer (CACC's delivery buffer) while the MAC
+        array goes on with the next stripe.
+
+        Unbuffered: SDP's input registers take the sums from the memory's output, a
+        group's registers on their own enable.  The CACC's output is taken on credits for
+        the buffer's entries, so the buffer's own level comparison is not the start of a
+        path back through the CACC's stages.  Whether SDP may take a beat (``offered``) is
+        a register: SDP takes a beat every ``atomic_k / lanes`` >= 2 cycles, so it is
+        never ready in the cycle after a take; the flag need only be right in cycles after
+        none, where the level has not gone down and the settle count has not restarted,
+        and SDP's ready stays out of it.
+        """
+        sums = self.sum.payload.as_value()
+        # (no checks of its own: the credits and ``filled`` keep count)
+        m.submodules.dbuf = dbuf = CountedFIFO(width=len(sums), depth=self.points)
+        taken = Signal()
+        filled, offered = Signal(range(self.points + 1)), Signal()
+        given = dbuf.r_en & offered
+        m.d.sync += filled.eq(filled + taken - given)
+        m.d.comb += [self.sum.ready.eq(credit_room(m, self.points, taken, given,
+                                                   name="sum_credits", late_give=True)),
+                     taken.eq(self.sum.valid & self.sum.ready)]
+        m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(taken),
+                     post.inp.valid.eq(offered),
+                     dbuf.r_en.eq(post.inp.ready & offered),
+                     post.inp.payload.acc.as_value().eq(dbuf.r_data)]
+        offer_next = (taken | (filled != 0)) & ~self.start & (settle <= 1)
+        m.d.sync += offered.eq(offer_next)
+        # SDP's copies of it, one per register group it enables
+        offered_copies = kept_copies("offered", post.valid_copies)
+        m.d.sync += set_all(offered_copies, offer_next)
+        m.d.comb += post.inp_valid_copies.eq(Cat(offered_copies))
+
+    def _operands(self, m: Module, kernel_group: Signal) -> Signal:
+        """The per-kernel SDP operands of ``kernel_group``, from block RAM into a register.
+
+        The memory is written only before start, while the fetch brings the operands in;
+        a read then may return anything on the board (:data:`NO_COLLISION`): nothing uses
+        it before the settle cycles after start.  The write goes in from kept registers of
+        its own, a cycle after the fetch's, beside the memory; the last kernel group's
+        write lands the cycle the core starts, and the first read the datapath uses is two
+        cycles later.
+        """
+        omem = memory.Memory(shape=operand_layout(self.hw), depth=self.operand_entries,
+                             init=[])
+        m.submodules[f"operands{NO_COLLISION}"] = omem
+        port = omem.write_port()
+        ow = self.operand_write
+        w_addr, w_data = kept_like(ow.addr, "operand_write_addr"), kept_like(ow.data,
+                                                                             "operand_write_data")
+        w_en = kept_like(ow.en, "operand_write_en")
+        m.d.sync += [w_addr.eq(ow.addr), w_data.eq(ow.data), w_en.eq(ow.en)]
+        m.d.comb += [port.addr.eq(w_addr), port.data.eq(w_data), port.en.eq(w_en)]
+        read = omem.read_port()
+        ops = Signal(operand_layout(self.hw))
+        m.d.sync += ops.eq(read.data)
+        m.d.comb += read.addr.eq(kernel_group)
+        return ops

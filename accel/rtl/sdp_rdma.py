@@ -1,0 +1,171 @@
+"""SDP_RDMA in per-kernel mode: the X1 (BRDMA) and X2 (NRDMA) operands of every kernel
+group, before the convolution starts.
+
+For every kernel group, the ``atomic_k`` elements of X1's and X2's packed 1x1xC operand
+cubes - one or two 8/16-bit components each (ALU first) - are read and decoded into one
+operand memory entry (:func:`accel.rtl.conv_layout.operand_layout`).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.config import HwConfig
+from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS, operand_layout, operand_write_layout
+from accel.rtl.timing import kept, kept_copies, kept_like, set_all
+
+#: SDP_RDMA ``DATA_USE`` codes
+USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
+
+
+class OperandFetchLayout(data.StructLayout):
+    """One SDP stage's operand DMA: on or off, base address, components, 16-bit or 8-bit."""
+
+    def __init__(self) -> None:
+        super().__init__({"fetch": 1, "addr": ADDR_BITS, "use": 2, "wide": 1})
+
+
+class OperandFetch(wiring.Component):
+    """See the module docstring.  ``go`` (a pulse, a cycle after ``launch``) starts the
+    fetch; ``finished`` is high in its last cycle.  Per kernel group and stage: a command
+    for the stage's words (``cmd_*``), the words as they come (``receiving``: ``beat_*``
+    is taken), then the stage's lanes decoded one a cycle; a kernel group's operands are
+    written the cycle after its last stage's decode ends.
+
+    Attributes
+    ----------
+    x1, x2 : the stages' DMA registers (constant from launch); kernel_groups : their count
+    launch, go : ``In(1)``; finished : ``Out(1)``
+    cmd_valid, cmd_addr, cmd_beats : ``Out``; cmd_ready : ``In(1)``
+    receiving : ``Out(1)``: the bus's words are this block's; beat_valid, beat_word : ``In``
+    write : ``Out``: the operand memory's write port
+    """
+
+    def __init__(self, hw: HwConfig, x1, x2, kernel_groups, operand_entries: int) -> None:
+        self.hw, self.x1, self.x2, self.kernel_groups = hw, x1, x2, kernel_groups
+        super().__init__({
+            "launch": In(1), "go": In(1), "finished": Out(1),
+            "cmd_valid": Out(1), "cmd_ready": In(1), "cmd_addr": Out(ADDR_BITS),
+            "cmd_beats": Out(3), "receiving": Out(1),
+            "beat_valid": In(1), "beat_word": In(8 * hw.atom_size),
+            "write": Out(operand_write_layout(hw, operand_entries)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        bus, n_k = self.hw.atom_size, self.hw.atomic_k
+        kg = Signal(SIZE_BITS)
+        stage = Signal()
+        st = Signal(OperandFetchLayout())          # the stage being fetched
+        m.d.comb += st.eq(Mux(stage, self.x2.as_value(), self.x1.as_value()))
+        x1_addr, x2_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        # bytes per element = bus words per kernel group, of each stage (registers of the
+        # operation's registers: used from the operands on, cycles after start)
+        sizes = []
+        for operands in (self.x1, self.x2):
+            size, both = Signal(3), operands.use == USE_BOTH
+            m.d.sync += size.eq(Mux(operands.wide & both, 4, Mux(operands.wide | both, 2, 1)))
+            sizes.append(size)
+        esize = Signal(3)
+        m.d.comb += esize.eq(Mux(stage, sizes[1], sizes[0]))
+        word = Signal(2)
+        lane = Signal(range(n_k))
+        # the decode runs on kept copies of its flag, one per word of the raw buffer and
+        # per operand field, set and cleared as the decode starts and ends (not the
+        # state's decode as every bit's select); the words take the bus likewise on
+        # copies of the receiving state's flag, and shift on copies of the element size
+        decoding = kept_copies("decoding", 8)
+        receiving = kept_copies("receiving", 4)
+        elems = kept_copies("elem", 4, 3)
+        assembled = self._decode(m, stage, st, word, decoding, receiving, elems)
+        with m.If(self.launch):
+            m.d.sync += [kg.eq(0), stage.eq(0), x1_addr.eq(self.x1.addr),
+                         x2_addr.eq(self.x2.addr)]
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(self.go):
+                    m.next = "WORDS"
+            with m.State("WORDS"):
+                with m.If(~st.fetch):
+                    m.next = "NEXT_STAGE"
+                with m.Elif(self.cmd_ready):
+                    m.d.sync += [word.eq(0), *set_all(receiving, 1)]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                with m.If(self.beat_valid):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == esize - 1):
+                        m.d.sync += [lane.eq(0), *set_all(elems, esize),
+                                     *set_all(decoding, 1), *set_all(receiving, 0)]
+                        m.next = "DECODE"
+            with m.State("DECODE"):
+                m.d.sync += lane.eq(lane + 1)
+                with m.If(lane == n_k - 1):
+                    m.d.sync += set_all(decoding, 0)
+                    with m.If(stage):
+                        m.d.sync += x2_addr.eq(x2_addr + esize * bus)
+                    with m.Else():
+                        m.d.sync += x1_addr.eq(x1_addr + esize * bus)
+                    m.next = "NEXT_STAGE"
+            with m.State("NEXT_STAGE"):
+                with m.If(~stage):
+                    m.d.sync += stage.eq(1)
+                    m.next = "WORDS"
+                with m.Else():
+                    m.d.sync += [stage.eq(0), kg.eq(kg + 1)]
+                    with m.If(kg == self.kernel_groups - 1):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "WORDS"
+        m.d.comb += [self.finished.eq(fsm.ongoing("NEXT_STAGE") & stage
+                                      & (kg == self.kernel_groups - 1)),
+                     self.cmd_valid.eq(fsm.ongoing("WORDS") & st.fetch),
+                     self.cmd_addr.eq(Mux(stage, x2_addr, x1_addr)),
+                     self.cmd_beats.eq(esize),
+                     self.receiving.eq(fsm.ongoing("DATA"))]
+        # written the cycle after the last stage's decode ends, from registers, beside
+        # the memory (the operands hold: the next decode is cycles away)
+        write_en, write_kg = Signal(), Signal.like(kg)
+        m.d.sync += [write_en.eq(fsm.ongoing("NEXT_STAGE") & stage), write_kg.eq(kg)]
+        ow = self.write
+        m.d.comb += [ow.en.eq(write_en), ow.addr.eq(write_kg), ow.data.eq(assembled)]
+        return m
+
+    def _decode(self, m: Module, stage, st, word, decoding, receiving, elems) -> Signal:
+        """The stage's words, then its lanes one a cycle: each lane's element is at the
+        bottom of the words, which then shift down by an element (bytes per element =
+        words per kernel group, as the bus word is ``atomic_k`` bytes), and its ALU and
+        multiplier operands shift into the top of the stage's operands (not all lanes at
+        once, a multiplexer per lane on the format).  Returns the kernel group's operands.
+        """
+        bus = self.hw.atom_size
+        raw = Signal(4 * 8 * bus)
+        assembled = Signal(operand_layout(self.hw))
+        for i, (flag, elem, bus_flag) in enumerate(zip(decoding[:4], elems, receiving,
+                                                        strict=True)):
+            shifted = Mux(elem[2], raw >> 32, Mux(elem[1], raw >> 16, raw >> 8))
+            chunk = slice(8 * bus * i, 8 * bus * (i + 1))
+            with m.If(flag):
+                m.d.sync += raw[chunk].eq(shifted[chunk])
+            with m.Elif(self.beat_valid & bus_flag & (word == i)):
+                m.d.sync += raw[chunk].eq(self.beat_word)
+        # Each field decodes on its own kept copy of the stage's format and of whether it
+        # is the stage's field (a cycle behind the stage, which changes cycles before its
+        # words arrive), not on the stage's one net.
+        fields = (("alu1", 0), ("mul1", 0), ("alu2", 1), ("mul2", 1))
+        for (name, stage_of), flag in zip(fields, decoding[4:], strict=True):
+            use = kept_like(st.use, f"decode_use_{name}")
+            wide, mine = kept(f"decode_wide_{name}"), kept(f"decode_mine_{name}")
+            m.d.sync += [use.eq(st.use), wide.eq(st.wide), mine.eq(stage == stage_of)]
+            first = Mux(wide, raw[:16].as_signed(), raw[:8].as_signed())
+            if name.startswith("alu"):
+                new = Mux((use == USE_ALU) | (use == USE_BOTH), first, 0)
+            else:
+                second = Mux(wide, raw[16:32].as_signed(), raw[8:16].as_signed())
+                new = Mux(use == USE_MUL, first, Mux(use == USE_BOTH, second, 0))
+            field = getattr(assembled, name)
+            with m.If(flag & mine):
+                m.d.sync += field.eq(Cat(field.as_value()[16:], new))
+        return assembled

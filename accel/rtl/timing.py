@@ -1,0 +1,82 @@
+"""The timing-closure idioms of the RTL, named once and used everywhere.
+
+Each is a way of keeping a long path out of one clock cycle without changing what the
+design computes:
+
+* **kept registers** (:func:`kept`, :func:`kept_copies`): registers marked ``keep``, which
+  the FPGA flow preserves (:data:`fpga.build.KEEP_REGISTERS`), so that yosys does not merge
+  identical copies back into one.  A flag that enables hundreds of flip-flops across the
+  die gets a copy per group of registers, each placed beside its group, instead of one
+  net with a huge fanout.
+* **registered copies** (:func:`registered_copy`, :func:`registered_copies`): kept
+  registers that take a value every cycle, i.e. the value a cycle late on a net of its own.
+* **values before the last** (:class:`BeforeLast`): a counter that must know whether its
+  *next* value is its last compares its current value with ``last - 1`` held in a
+  register (written ``_m2`` for "count minus two" beside the last value ``_m1``), instead
+  of an adder chained into an equality in the same cycle.
+* **flags kept with counters** (:func:`set_all`): a flag worked out as its counter moves,
+  and written into all of its copies at once.
+
+The history of which path each of them removed, with the clock it reached, is in
+``docs/rtl_timing_notes.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from amaranth.hdl import Module, Shape, Signal, Value
+
+
+def kept(name: str, shape: Shape | int | range = 1, init: int = 0) -> Signal:
+    """A register yosys keeps as its own cells (``keep``): a copy placed beside its loads."""
+    return Signal(shape, name=name, init=init, attrs={"keep": 1})
+
+
+def kept_like(other: Value, name: str) -> Signal:
+    """A kept register of ``other``'s shape (see :func:`kept`)."""
+    return Signal.like(other, name=name, attrs={"keep": 1})
+
+
+def kept_copies(name: str, count: int, shape: Shape | int | range = 1,
+                init: int = 0) -> list[Signal]:
+    """``count`` kept registers ``name_0`` ... of one value, each to drive its own group of
+    loads; the caller writes them all at once (:func:`set_all`)."""
+    return [kept(f"{name}_{i}", shape, init) for i in range(count)]
+
+
+def set_all(signals: Iterable[Signal], value: Value | int) -> list:
+    """The assignments of ``value`` to every copy in ``signals``."""
+    return [signal.eq(value) for signal in signals]
+
+
+def registered_copy(m: Module, name: str, value: Value) -> Signal:
+    """A kept register taking ``value`` every cycle: ``value`` one cycle late, on a net of
+    its own (for a value that holds, such as an operation's register, the same value)."""
+    copy = kept_like(value, name)
+    m.d.sync += copy.eq(value)
+    return copy
+
+
+def registered_copies(m: Module, name: str, value: Value, count: int) -> list[Signal]:
+    """``count`` registered copies of ``value`` (:func:`registered_copy`), one per group
+    of loads."""
+    copies = kept_copies(name, count, Shape.cast(value.shape()))
+    m.d.sync += set_all(copies, value)
+    return copies
+
+
+class BeforeLast:
+    """Registers of a count's last value ``count - 1`` (``name_m1``, :attr:`last`) and of
+    the value before it ``count - 2`` (``name_m2``, :attr:`before`): a counter at
+    ``before`` moves to its last value, so the flag of its last value is set from an
+    equality of registers, not from ``counter + 1 == count - 1`` (an adder into an
+    equality).  ``count`` must hold while they are used (an operation's register)."""
+
+    def __init__(self, name: str, width: int) -> None:
+        self.last = Signal(width, name=f"{name}_m1")
+        self.before = Signal(width, name=f"{name}_m2")
+
+    def take(self, count: Value) -> list:
+        """The assignments that load both registers from ``count``."""
+        return [self.last.eq(count - 1), self.before.eq(count - 2)]
