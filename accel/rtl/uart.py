@@ -164,8 +164,8 @@ class AxiRam(wiring.Component):
         # through the read's stages to ``done`` and a cycle beyond, while the register
         # still holds the request that ``done`` ended.  The grant is a register, worked
         # out a cycle ahead from the values those registers take: the write channels'
-        # ready is its complement (from the grant's logic, through the output writer's
-        # handshake into its queue, was the 8x8 build's path at 90.76 MHz, 11.0 ns)
+        # ready is its complement, so no path runs from the grant's logic on into the
+        # output writer's handshake
         port = Signal.like(self.port)
         m.d.sync += port.eq(self.port)
         axi_busy = Signal()                 # the AXI side's activity, this cycle's
@@ -185,9 +185,8 @@ class AxiRam(wiring.Component):
                      axi.rvalid.eq(rfifo.r_rdy), rfifo.r_en.eq(axi.rready)]
         issue = Signal()
         room = credit_room(m, self.READ_FIFO, issue, popped, name="read_credits")
-        # whether the burst has words left: a flag kept with the count (its comparison
-        # with 0 ahead of the credits' adders was the reduced build's path at 91.52 MHz,
-        # 11 logic steps)
+        # whether the burst has words left: a flag kept with the count, so no comparison
+        # with 0 stands ahead of the credits' adders
         beats_nz = Signal()
         m.d.comb += issue.eq(beats_nz & room)
         pending, p_index, p_beats = Signal(), Signal.like(index), Signal.like(beats)
@@ -244,8 +243,7 @@ class AxiRam(wiring.Component):
         ]
         # ---- the banks, each with its own registers, and those of each byte lane's block
         # RAM (``keep``: yosys must not merge the copies, which are there to be placed
-        # apart; one bank's registers beside its eight block RAMs were 10.2 ns from one of
-        # them, the 8x8 build's path at 90.87 MHz)
+        # apart, each beside the block RAMs it drives)
         picked = Signal(8 * nb)
         bank_data = []
         for i in range(self.banks):
@@ -280,9 +278,8 @@ class AxiRam(wiring.Component):
                 m.submodules[f"{lane}{NO_COLLISION}"] = mem
                 rd, wr = mem.read_port(), mem.write_port(granularity=8)
                 # the data of a lane not read are 0 (the flip-flops' reset): the read word
-                # is the OR of all banks' data, with no select reaching across the die
-                # (the block RAM's output into a single data register placed 58 columns
-                # away, 5.1 ns, was the 8x8 build's path at 91.81 MHz)
+                # is the OR of all banks' data, with no select reaching across the die and
+                # a data register beside each block RAM
                 m.d.sync += [l_data.eq(Mux(l_r_en_q, rd.data, 0)), l_out.eq(l_data)]
                 m.d.comb += [rd.en.eq(l_r_en), rd.addr.eq(l_r_addr), wr.addr.eq(l_w_addr),
                              wr.data.eq(l_w_data), wr.en.eq(l_w_en)]
