@@ -248,7 +248,7 @@ def run_model(model: BenchModel, methods: list[str], calib: int, test: int | Non
                     table, report = calibrate_checked(
                         graph, calibration, preset=PRESET, progress=progress,
                         variants={"zero points": assign_zero_points},
-                        rewrites=weight_rewrites(PRESET))
+                        rewrites=weight_rewrites(PRESET, graph=graph))
                     print(f"{model.name}: default applied {report.applied}", file=sys.stderr)
                 else:
                     table = calibrate(graph, calibration, progress=progress, algorithm=method)

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             new, report = calibrate_checked(graph, calibration, preset=args.preset,
                                             progress=False,
                                             variants={"zero points": assign_zero_points},
-                                            rewrites=weight_rewrites(args.preset))
+                                            rewrites=weight_rewrites(args.preset, graph=graph))
             measured = measure(graph, {"old": old, "new": new}, feeds, args.preset,
                                args.repeat)
             before, after = measured["old"], measured["new"]

@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         table, report = calibrate_checked(
             graph, samples, preset=args.preset, calibrate_fn=calibrate_fn,
             variants=variants, rewrites=weight_rewrites(args.preset, keep, args.equalize,
-                                                       args.bias_correction),
+                                                       args.bias_correction, graph),
             progress=not args.no_progress, algorithm=args.algorithm,
             percentile=args.percentile, keep_float=keep)
     checked = _checked_samples(samples, report)

@@ -390,22 +390,34 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     def pick(idx: list[int]) -> list[Mapping[str, np.ndarray]]:
         return [samples[i] for i in idx]
 
-    def calibrated(rewrite, cal: list) -> tuple[Graph, QuantTable]:
-        """The graph ``rewrite`` makes from ``cal`` and its table, carrying the rewrite."""
+    def calibrated(rewrite, cal: list, ranges: dict) -> tuple[Graph, QuantTable]:
+        """The graph ``rewrite`` makes from ``cal`` and its table, carrying the rewrite.
+
+        Bias correction moves a layer's outputs by the mean shift of its weights'
+        rounding, a small fraction of their range: it reuses the ranges calibrated
+        without it (``ranges``, by equalization), and the check measures the table as
+        it will be used.  Calibration is most of the cost of a candidate."""
         made = rewrite(graph, cal)
         rewritten = apply_rewrites(graph, made)
-        table = calibrate_fn(rewritten, cal, progress=progress, **calibrate_options)
-        table.rewrites = made
+        if made.equalize not in ranges:
+            plain = GraphRewrites(made.equalize)
+            ranges[made.equalize] = calibrate_fn(
+                rewritten if made == plain else apply_rewrites(graph, plain), cal,
+                progress=progress, **calibrate_options)
+        base = ranges[made.equalize]
+        table = QuantTable({name: dict(e) for name, e in base.items()}, rewrites=made,
+                           keep_float=getattr(base, "keep_float", ()))
         return rewritten, table
 
     if check == "unchecked":     # nothing to choose on: the first graph, the plain table
-        return (calibrated(next(iter(graph_rewrites.values())), samples)[1],
+        return (calibrated(next(iter(graph_rewrites.values())), samples, {})[1],
                 FidelityReport(check, len(samples), 0))
     accs: dict[tuple[str, str], _Accumulator] = {}
     tables = {}
     for cal, test in folds:
+        ranges: dict = {}
         for g_name, rewrite in graph_rewrites.items():
-            rewritten, base = calibrated(rewrite, pick(cal))
+            rewritten, base = calibrated(rewrite, pick(cal), ranges)
             refs = [interpret(rewritten, feeds, keep_all=True) for feeds in pick(test)]
             for t_name, table_rewrite in table_rewrites.items():
                 key = g_name, t_name
@@ -422,7 +434,7 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     report.variants = {_candidate_name(*key): score(r) for key, r in reports.items()}
     if check == "held-out":
         return tables[best], report
-    rewritten, table = calibrated(graph_rewrites[best[0]], samples)
+    rewritten, table = calibrated(graph_rewrites[best[0]], samples, {})
     return table_rewrites[best[1]](rewritten, table), report
 
 
@@ -431,11 +443,13 @@ CHOICES = {"auto": (False, True), "on": (True,), "off": (False,)}
 
 
 def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = frozenset(),
-                    equalize: str = "auto", bias_correction: str = "auto"
+                    equalize: str = "auto", bias_correction: str = "auto",
+                    graph: Graph | None = None
                     ) -> dict[str, Callable[[Graph, list], GraphRewrites]]:
     """The weight rewrites to try, as :func:`calibrate_checked`'s ``rewrites``: cross-layer
     equalization and bias correction (of the layers the DLA of ``preset`` runs), each
-    ``"auto"`` (with and without, measured), ``"on"`` or ``"off"``."""
+    ``"auto"`` (with and without, measured), ``"on"`` or ``"off"``.  Given the ``graph``,
+    ``"auto"`` does not try equalization where it has no pair of layers to equalize."""
     from accel.compiler.quantize import quantize_weights
     from tengine_host.quant.rewrites import BIAS_CORRECTION, EQUALIZATION
     from tengine_host.quant.rewrites import bias_correction as corrected_biases
@@ -454,8 +468,13 @@ def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = froze
                                    lambda node: node.name in dla, equalize=eq)
         return corrected
 
+    equalizations = CHOICES[equalize]
+    if equalize == "auto" and graph is not None:
+        from tengine_host.quant.equalize import find_pairs
+
+        equalizations = equalizations if find_pairs(graph)[0] else (False,)
     return {" + ".join(name for name, on in ((EQUALIZATION, eq), (BIAS_CORRECTION, bc)) if on):
-            make(eq, bc) for eq in CHOICES[equalize] for bc in CHOICES[bias_correction]}
+            make(eq, bc) for eq in equalizations for bc in CHOICES[bias_correction]}
 
 
 def _candidate_name(graph_rewrite: str, table_rewrite: str) -> str:

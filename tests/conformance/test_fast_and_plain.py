@@ -17,9 +17,9 @@ import numpy as np
 import onnx
 import pytest
 
-import accel.cmod
+import accel.backends.cmod
 from accel.cmod import Dla
-from accel.cmod import trace as trace_player
+from accel.trace import runner as trace_player
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.model import load_model
@@ -87,7 +87,7 @@ def _outputs(graph, table, preset: str, fast: bool, feeds: list, rounds: int, mo
     """The outputs of ``rounds`` inferences of each of ``feeds`` on the nvdla device (the
     CPU takes what the DLA cannot), in turns."""
     made: list[Dla] = []
-    monkeypatch.setattr(accel.cmod, "Dla", _model_of(fast, made))
+    monkeypatch.setattr(accel.backends.cmod, "Dla", _model_of(fast, made))
     with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
                   table) as ex:
         out = [ex.run(feed) for _ in range(rounds) for feed in feeds]

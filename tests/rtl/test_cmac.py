@@ -63,7 +63,7 @@ def test_a_failing_simulator_build_names_its_log(tmp_path, monkeypatch) -> None:
         pytest.skip("iverilog not installed (apt-get install -y iverilog)")
     from accel.rtl import sim
 
-    def broken(cfg, out_dir, top="cmac"):
+    def broken(cfg, out_dir, top="cmac", factory=None):
         path = Path(out_dir) / f"{top}.v"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"module {top}(input clk);\n  this is not verilog;\nendmodule\n")
