@@ -265,7 +265,7 @@ def test_scheduler_address_is_validated(data, capsys, address, message):
     assert f"--scheduler {address!r}" in err and message in err, err
 
 
-def test_a_listener_that_is_not_dask_fails_within_30_seconds(data, capsys):
+def test_a_listener_that_is_not_dask_fails_within_the_timeout(data, capsys):
     """A plain socket server accepts the connection and never answers: eval must give up
     with a clear error, not hang on Dask's handshake."""
     import socket
@@ -289,8 +289,8 @@ def test_a_listener_that_is_not_dask_fails_within_30_seconds(data, capsys):
     try:
         started = time.monotonic()
         with pytest.raises(UsageError, match="cannot connect to a Dask scheduler there"):
-            connect_scheduler(address, timeout=10.0)
-        assert time.monotonic() - started < 30
+            connect_scheduler(address, timeout=3.0)
+        assert time.monotonic() - started < 3.0 + 10
         assert accepted, "the test server saw no connection"
         started = time.monotonic()
         root, _, _ = data
