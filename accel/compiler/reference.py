@@ -45,6 +45,17 @@ def scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
     return [g for g in groups if len(g) > 1], fixed
 
 
+def zero_pow2_constraints(graph: Graph) -> set[str]:
+    """Activations some node reads with a zero point only of 0 or ``-2**k`` (the op
+    table's ``zero_pow2``: the inputs of a product)."""
+    out: set[str] = set()
+    for node in graph.nodes:
+        entry = TABLE.get(node.op_type)
+        if entry is not None:
+            out.update(t for t in entry.zero_pow2(node, graph) if t and not graph.is_constant(t))
+    return out
+
+
 def zero_point_constraints(graph: Graph) -> tuple[list[list[str]], set[str], list[list[str]]]:
     """``(ties, free, exclusive)`` over every node the op table knows: tensors that must
     share one zero point, activations some node cannot read with one (calibration leaves

@@ -22,6 +22,7 @@ from accel.backends import BACKENDS, get_backend
 from accel.compiler import CompiledSubgraph, compile_subgraph, run_reference, supports
 from accel.compiler.reference import scale_constraints as _scale_constraints
 from accel.compiler.reference import zero_point_constraints as _zero_point_constraints
+from accel.compiler.reference import zero_pow2_constraints as _zero_pow2_constraints
 from accel.config import DEFAULT_PRESET, HwConfig, get_preset
 from accel.ir import Graph, Node
 from accel.layout import pack_feature, unpack_feature
@@ -40,6 +41,12 @@ def zero_point_constraints(graph: Graph
     """Tensors of ``graph`` that must share one zero point, activations whose DLA consumer
     cannot honour one, and sets of which at most one may have one (the op table's)."""
     return _zero_point_constraints(graph)
+
+
+def zero_pow2_constraints(graph: Graph) -> set[str]:
+    """Activations of ``graph`` some DLA node reads with a zero point only of 0 or
+    ``-2**k`` (the op table's)."""
+    return _zero_pow2_constraints(graph)
 
 
 @dataclass

@@ -8,8 +8,12 @@ a sigmoid, an image in [0, 1]) half of them are never used.  With zero point
 the same threshold.
 
 :func:`assign_zero_points` gives that to every activation of a calibrated
-symmetric table whose observed range is one-signed (``min >= 0``), except
-where the DLA cannot honour it:
+symmetric table whose observed range is one-signed (``min >= 0``).  A tensor
+that is mostly one-signed - a SiLU's output reaches -0.28, a HardSwish's
+-0.375, a leaky ReLU's a tenth of its top - wastes nearly as much: its range
+``[lo, hi]`` within the threshold takes scale ``(hi - lo) / 255`` and the zero
+point that maps ``lo`` to -128 (:func:`asymmetric_entry`), when that step is
+at least 1.25 times finer.  Both except where the DLA cannot honour it:
 
 * **tied tensors decide together.**  Tensors the hardware cannot rescale or
   re-centre between (a pooled tensor and its input, the inputs and output of
@@ -27,6 +31,12 @@ where the DLA cannot honour it:
   both are one-signed, the main input (the full tensor, long-tailed) keeps
   its zero point and the operand (a squeeze-excite gate) stays symmetric (the
   op table's ``zero_exclusive``).
+* **asymmetric zero points only where any zero point will do**: the inputs
+  of a product (a ``Mul`` of two tensors, a HardSwish, which multiplies its
+  input by its gate) take only 0 or ``-2**k`` (the op table's ``zero_pow2``),
+  a fixed scale keeps its range, and a tensor tied by scale beyond its
+  zero-point group (the two inputs of a sum) keeps the ratio the whole scale
+  group takes.
 * **sums with a fused PReLU stay symmetric**: its X2 stage holds the slopes,
   none is left for zero points (the op table's ``zero_free``,
   :func:`tengine_host.devices.nvdla.zero_point_constraints`).
@@ -48,14 +58,21 @@ The table must be the calibrated one after the DLA scale rules
 
 from __future__ import annotations
 
+import numpy as np
+
 from accel.ir import Graph
 from tengine_host.quant.rules import scale_groups  # union-find over any ties
 from tengine_host.quant.table import QuantTable
+from tengine_host.quant.weights import round_half_away
 
 #: the zero point of a one-signed tensor: code -128 is 0, code 127 the threshold
 ONE_SIGNED_ZERO = -128
 #: symmetric codes -127..127 become -128..127: the step shrinks by 127 / 255
 STEP_RATIO = 127.0 / 255.0
+#: a signed tensor takes an asymmetric zero point only if its step gets this much finer
+#: (a fifth of a bit): nearly symmetric ranges gain nothing, and every zero point costs
+#: a rounded offset in some converters
+MIN_STEP_GAIN = 1.25
 
 
 def _constraints(graph: Graph) -> tuple[list[list[str]], set[str], list[list[str]]]:
@@ -64,10 +81,42 @@ def _constraints(graph: Graph) -> tuple[list[list[str]], set[str], list[list[str
     return zero_point_constraints(graph)
 
 
-def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
+def _pow2_only(graph: Graph) -> set[str]:
+    from tengine_host.devices.nvdla import zero_pow2_constraints  # the accelerator stack
+
+    return zero_pow2_constraints(graph)
+
+
+def _fixed(graph: Graph) -> set[str]:
+    from tengine_host.devices.nvdla import scale_constraints  # the accelerator stack
+
+    return set(scale_constraints(graph)[1])
+
+
+def asymmetric_entry(entry: dict) -> tuple[float, int] | None:
+    """``(scale, zero point)`` spanning ``entry``'s range within its symmetric threshold
+    with all 256 codes, or None when that is not at least :data:`MIN_STEP_GAIN` finer
+    than the symmetric step (both signs reach near the threshold)."""
+    scale = float(entry["scale"])
+    threshold = 127.0 * scale
+    lo, hi = max(float(entry["min"]), -threshold), min(float(entry["max"]), threshold)
+    if not lo < 0 < hi:
+        return None
+    step = (hi - lo) / 255.0
+    if step * MIN_STEP_GAIN > scale:
+        return None
+    zero = int(np.clip(round_half_away(-128.0 - lo / step), -128, 127))
+    return step, zero
+
+
+def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = True
+                       ) -> QuantTable:
     """A copy of the symmetric ``table`` where every one-signed activation the DLA
     allows takes zero point -128 and scale ``127 * s / 255`` (same threshold, twice
-    the resolution); see the module docstring for which tensors may not.
+    the resolution), and with ``asymmetric`` every mostly one-signed one (a SiLU,
+    HardSwish or leaky output) the zero point and scale that map its range to all
+    256 codes (:func:`asymmetric_entry`); see the module docstring for which tensors
+    may not.
 
     Raises ``ValueError`` when ``table`` already has a non-zero zero point (it is
     for calibrated symmetric tables).
@@ -83,25 +132,42 @@ def assign_zero_points(graph: Graph, table: QuantTable) -> QuantTable:
     ties, forbidden, exclusive = _constraints(graph)
     grouped = scale_groups(graph, ties)
     group_of = {t: tuple(g) for g in grouped for t in g}
+    grouped_zero = set(group_of)
     for t in out:
         group_of.setdefault(t, (t,))
+    pow2_only, fixed = (_pow2_only(graph), _fixed(graph)) if asymmetric else (set(), set())
+    # a tensor tied by scale beyond its zero-point group (a sum's inputs) keeps the ratio
+    # every member of its scale group takes: the one-signed one, or none
+    scale_tied = {t for g in scale_groups(graph) for t in g} if asymmetric else set()
 
-    def eligible(group: tuple[str, ...]) -> bool:
+    def choice(group: tuple[str, ...]) -> tuple[float, int] | None:
+        """``(step ratio, zero point)`` for ``group``, or None: it stays symmetric."""
         members = [t for t in group if t in out]
-        return bool(members) and not any(t in forbidden for t in members) and all(
-            "min" in out[t] and out[t]["min"] >= 0 for t in members)
+        if not members or any(t in forbidden for t in members) \
+                or not all("min" in out[t] for t in members):
+            return None
+        if all(out[t]["min"] >= 0 for t in members):
+            return STEP_RATIO, ONE_SIGNED_ZERO
+        if not asymmetric or any(t in pow2_only or t in fixed or "max" not in out[t]
+                                 or (t in scale_tied and t not in grouped_zero)
+                                 for t in members):
+            return None
+        span = {"scale": out[members[0]]["scale"],    # tied: one scale
+                "min": min(out[t]["min"] for t in members),
+                "max": max(out[t]["max"] for t in members)}
+        asym = asymmetric_entry(span)
+        return None if asym is None else (asym[0] / span["scale"], asym[1])
 
-    chosen = {g for g in set(group_of.values()) if eligible(g)}
+    chosen = {g: c for g in set(group_of.values()) if (c := choice(g)) is not None}
     for names in exclusive:        # at most one group of each set keeps its zero point
-        kept = False
-        for t in names:
-            g = group_of.get(t, (t,))
+        kept = False               # (members of one group share it: they count once)
+        for g in dict.fromkeys(group_of.get(t, (t,)) for t in names):
             if g in chosen and kept:
-                chosen.discard(g)
+                del chosen[g]
             kept = kept or g in chosen
-    for g in chosen:
+    for g, (ratio, zero) in chosen.items():
         for t in g:
             if t in out:
-                out[t]["scale"] = float(out[t]["scale"]) * STEP_RATIO
-                out[t]["zero_point"] = ONE_SIGNED_ZERO
+                out[t]["scale"] = float(out[t]["scale"]) * ratio
+                out[t]["zero_point"] = zero
     return out

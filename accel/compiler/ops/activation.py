@@ -169,6 +169,11 @@ def fixed_scales(node: Node, graph: Graph) -> dict[str, float]:
     return {node.outputs[0]: UNIT_SCALE} if node.op_type == "HardSigmoid" else {}
 
 
+def zero_pow2(node: Node, graph: Graph) -> list[str]:
+    """HardSwish multiplies its input by its gate: a product's input (:func:`.sdp_math.product`)."""
+    return [node.inputs[0]] if node.op_type == "HardSwish" else []
+
+
 ENTRY = OpEntry(("Relu", "LeakyRelu", "PRelu", "Clip", "BatchNormalization", "HardSigmoid",
                  "HardSwish"), check, plan, lower_steps, reference_steps,
-                fixed_scales=fixed_scales)
+                fixed_scales=fixed_scales, zero_pow2=zero_pow2)

@@ -18,7 +18,10 @@ One :class:`OpEntry` per op family, one module per entry.  Who asks it:
   (:mod:`tengine_host.quant.zero_point`), ``zero_ties`` the tensors that must
   share one (None: the scale ties), ``zero_free`` the activations the op
   cannot read with one (they stay symmetric), ``zero_exclusive`` sets of
-  activations of which at most one may have one (preferred first).
+  activations of which at most one may have one (preferred first),
+  ``zero_pow2`` the activations it can read only with a zero point of 0 or
+  ``-2**k`` (a product's inputs: the SDP takes the zero point off by adding
+  the other input shifted).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class OpEntry:
     zero_ties: Ties | None = None
     zero_free: Callable[[Node, Graph], list[str]] = no_zero_free
     zero_exclusive: Ties = no_ties
+    zero_pow2: Callable[[Node, Graph], list[str]] = no_zero_free
 
     def zero_point_ties(self, node: Node, graph: Graph) -> list[list[str]]:
         """Tensors of ``node`` that must share one zero point."""

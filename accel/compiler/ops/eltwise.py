@@ -202,5 +202,14 @@ def zero_exclusive(node: Node, graph: Graph) -> list[list[str]]:
     return [[node.inputs[kind[1]], node.inputs[kind[2]]]]
 
 
+def zero_pow2(node: Node, graph: Graph) -> list[str]:
+    """The inputs of a product of two tensors: X2 takes a zero point ``-2**k`` off by
+    adding the other input shifted by ``k`` (:func:`.sdp_math.product`)."""
+    kind = _classify(node, graph)
+    if node.op_type != "Mul" or isinstance(kind, str) or kind[0] == "const":
+        return []
+    return list(node.inputs)
+
+
 ENTRY = OpEntry(tuple(OPS), check, plan, lower, reference, ties=ties, zero_ties=zero_ties,
-                zero_free=zero_free, zero_exclusive=zero_exclusive)
+                zero_free=zero_free, zero_exclusive=zero_exclusive, zero_pow2=zero_pow2)

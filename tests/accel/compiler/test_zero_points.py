@@ -32,6 +32,7 @@ from tengine_host.quant.weights import dequantize, quantize_activation, round_ha
 from tengine_host.quant.zero_point import assign_zero_points
 from tengine_host.verify import verify_run
 
+from . import zp_cases
 from .zp_cases import CASES
 
 PARAMS = [pytest.param(c, p, id=f"{c.name}-{p}") for c in CASES for p in c.presets]
@@ -42,8 +43,15 @@ def _zero_pointed(graph, table, op: str) -> bool:
                for t in [*n.inputs, *n.outputs] if t in table)
 
 
-@pytest.mark.parametrize("case, preset", PARAMS)
-def test_op_with_zero_points_is_bit_exact_and_tracks_fp32(case, preset, tmp_path):
+def _zero_pointed(graph, table, op: str, asymmetric: bool = False) -> bool:
+    """Some node of type ``op`` reads or writes a tensor with a zero point (with
+    ``asymmetric``, one other than -128: a signed tensor's)."""
+    return any(table[t].get("zero_point") not in ((0, None, -128) if asymmetric else (0, None))
+               for n in graph.nodes if n.op_type == op
+               for t in [*n.inputs, *n.outputs] if t in table)
+
+
+def _check_case(case, preset, tmp_path, asymmetric: bool = False) -> None:
     model = case.build()
     path = tmp_path / f"{case.name}.onnx"
     onnx.save(model, path)
@@ -53,7 +61,8 @@ def test_op_with_zero_points_is_bit_exact_and_tracks_fp32(case, preset, tmp_path
     samples = [{graph.inputs[0]: np.abs(rng.normal(0, 1, shape)).astype(np.float32)}
                for _ in range(4)]
     table = assign_zero_points(graph, calibrate(graph, samples, progress=False))
-    assert _zero_pointed(graph, table, case.op), f"no {case.op} node reads a zero point"
+    assert _zero_pointed(graph, table, case.op, asymmetric), \
+        f"no {case.op} node reads a{'n asymmetric' if asymmetric else ''} zero point"
     dla = get_device("nvdla", preset=preset, capture=True)
     with Executor(graph, [dla, get_device("cpu")], table) as ex:
         out, _, report = verify_run(ex, samples[0])
@@ -66,6 +75,33 @@ def test_op_with_zero_points_is_bit_exact_and_tracks_fp32(case, preset, tmp_path
     got, ref = out[name].ravel().astype(np.float64), want.ravel().astype(np.float64)
     cos = float(got @ ref / (np.linalg.norm(got) * np.linalg.norm(ref)))
     assert cos >= case.cosine, f"cosine {cos:.5f} to onnxruntime"
+
+
+@pytest.mark.parametrize("case, preset", PARAMS)
+def test_op_with_zero_points_is_bit_exact_and_tracks_fp32(case, preset, tmp_path):
+    _check_case(case, preset, tmp_path)
+
+
+#: cases whose op reads its tensors only with zero points of 0 or -2**k (a product's
+#: inputs), writes a fixed range ([0, 1]), or adds two tensors tied to one scale (whose
+#: zero points may not change one scale without the other): no asymmetric zero point
+#: reaches it
+NOT_ASYMMETRIC = {"mul", "mul_operand", "squeeze_excite", "squeeze_excite_gate",
+                  "mul_channel", "hard_sigmoid", "hard_swish", "sigmoid", "tanh", "add_relu",
+                  "add_residual"}
+
+
+@pytest.mark.parametrize("case, preset", [p for p in PARAMS
+                                          if p.values[0].name not in NOT_ASYMMETRIC])
+def test_op_with_asymmetric_zero_points_is_bit_exact_and_tracks_fp32(case, preset, tmp_path,
+                                                                     monkeypatch):
+    """The same cases with a leaky ReLU (slope 0.1) where they have a ReLU: tensors in
+    about [-0.1 t, t] take a zero point near -116 and a step 0.55 times the symmetric."""
+    def leaky(g, x: str, cin: int, cout: int, k: int = 1) -> str:
+        return g.op("LeakyRelu", [g.conv(x, cin, cout, k)], alpha=0.1)
+
+    monkeypatch.setattr(zp_cases, "_relu", leaky)
+    _check_case(case, preset, tmp_path, asymmetric=True)
 
 
 # ------------------------------------------------------------------ hand-computed cases

@@ -1,4 +1,4 @@
-"""assign_zero_points: which tensors take zero point -128 (and scale 127 s / 255), by hand."""
+"""assign_zero_points: which tensors take which zero point (and scale), by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from accel.ir import Graph, Node, Tensor
 from tengine_host.quant.rules import apply_dla_rules
 from tengine_host.quant.table import QuantTable
-from tengine_host.quant.zero_point import assign_zero_points
+from tengine_host.quant.zero_point import assign_zero_points, asymmetric_entry
 
 F32 = np.dtype(np.float32)
 
@@ -101,3 +101,38 @@ def test_entries_without_a_range_and_tables_with_zero_points():
     with pytest.raises(ValueError, match="symmetric table; 1 entries already have a zero "
                                          "point \\('s'\\)"):
         assign_zero_points(graph, out)
+
+
+@pytest.mark.parametrize("lo, hi, want", [
+    (-1.27, 12.7, (13.97 / 255, -105)),     # -128 + 1.27 / 0.05478 = -104.8
+    (-1.27, 50.0, (13.97 / 255, -105)),     # beyond the threshold 12.7: clipped there
+    (-0.3, 6.35, (6.65 / 255, -116)),       # -128 + 0.3 / 0.02608 = -116.5 -> -116
+    (-10.0, 12.7, None),                    # 22.7 / 255 is not 1.25 x finer than 0.1
+    (-50.0, 12.7, None),                    # both ends at the threshold
+    (0.0, 12.7, None),                      # one-signed: zero point -128 instead
+])
+def test_asymmetric_entry_spans_the_range_within_the_threshold(lo, hi, want):
+    got = asymmetric_entry({"scale": 0.1, "min": lo, "max": hi})
+    if want is None:
+        assert got is None
+    else:
+        assert got[0] == pytest.approx(want[0], rel=1e-12) and got[1] == want[1]
+
+
+def test_mostly_one_signed_tensors_take_an_asymmetric_zero_point_where_the_dla_allows():
+    """A leaky ReLU output read by a convolution takes one; the input of a HardSwish and
+    the inputs of a product of two tensors may only take 0 or -2**k, so stay symmetric."""
+    t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in ("x", "l", "c", "h", "l2", "m")}
+    t["w"] = Tensor("w", (8, 8, 1, 1), F32, np.ones((8, 8, 1, 1), np.float32))
+    nodes = [Node("leaky", "LeakyRelu", ["x"], ["l"], {"alpha": 0.1}),
+             Node("conv", "Conv", ["l", "w"], ["c"], {"kernel_shape": [1, 1]}),
+             Node("hswish", "HardSwish", ["c"], ["h"]),
+             Node("leaky2", "LeakyRelu", ["x"], ["l2"], {"alpha": 0.1}),
+             Node("mul", "Mul", ["h", "l2"], ["m"])]
+    graph = Graph("g", nodes, t, ["x"], ["m"])
+    table = QuantTable({n: {"scale": 0.1, "min": -1.27, "max": 12.7} for n in t if n != "w"})
+    out = assign_zero_points(graph, table)
+    assert out.zero_point("l") == -105 and out.scale("l") == pytest.approx(13.97 / 255)
+    assert {n: out.zero_point(n) for n in ("c", "l2", "h")} == {"c": 0, "l2": 0, "h": 0}
+    assert out.zero_point("x") == -105       # the graph input: leaky ReLUs read it
+    assert assign_zero_points(graph, table, asymmetric=False).zero_point("l") == 0
