@@ -132,13 +132,12 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
     ties, forbidden, exclusive = _constraints(graph)
     grouped = scale_groups(graph, ties)
     group_of = {t: tuple(g) for g in grouped for t in g}
-    grouped_zero = set(group_of)
     for t in out:
         group_of.setdefault(t, (t,))
     pow2_only, fixed = (_pow2_only(graph), _fixed(graph)) if asymmetric else (set(), set())
-    # a tensor tied by scale beyond its zero-point group (a sum's inputs) keeps the ratio
+    # a group tied by scale beyond itself (to the other input of a sum) keeps the ratio
     # every member of its scale group takes: the one-signed one, or none
-    scale_tied = {t for g in scale_groups(graph) for t in g} if asymmetric else set()
+    scale_group = {t: set(g) for g in scale_groups(graph) for t in g} if asymmetric else {}
 
     def choice(group: tuple[str, ...]) -> tuple[float, int] | None:
         """``(step ratio, zero point)`` for ``group``, or None: it stays symmetric."""
@@ -149,7 +148,7 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         if all(out[t]["min"] >= 0 for t in members):
             return STEP_RATIO, ONE_SIGNED_ZERO
         if not asymmetric or any(t in pow2_only or t in fixed or "max" not in out[t]
-                                 or (t in scale_tied and t not in grouped_zero)
+                                 or not scale_group.get(t, set()) <= set(group)
                                  for t in members):
             return None
         span = {"scale": out[members[0]]["scale"],    # tied: one scale

@@ -136,3 +136,22 @@ def test_mostly_one_signed_tensors_take_an_asymmetric_zero_point_where_the_dla_a
     assert {n: out.zero_point(n) for n in ("c", "l2", "h")} == {"c": 0, "l2": 0, "h": 0}
     assert out.zero_point("x") == -105       # the graph input: leaky ReLUs read it
     assert assign_zero_points(graph, table, asymmetric=False).zero_point("l") == 0
+
+
+def test_a_group_tied_by_scale_to_a_sums_other_input_stays_symmetric():
+    """A concat of two leaky ReLU outputs is one zero-point group; added to another
+    tensor it is tied to that one by scale too, and a zero point that changed the
+    group's scale alone would break the tie."""
+    t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in ("x", "l1", "l2")}
+    t.update({n: Tensor(n, (1, 16, 4, 4), F32) for n in ("c", "z", "s")})
+    leaky = {"alpha": 0.1}
+    cat = [Node("leaky1", "LeakyRelu", ["x"], ["l1"], leaky),
+           Node("leaky2", "LeakyRelu", ["x"], ["l2"], leaky),
+           Node("cat", "Concat", ["l1", "l2"], ["c"], {"axis": 1})]
+    table = QuantTable({n: {"scale": 0.1, "min": -1.27, "max": 12.7} for n in t})
+    alone = assign_zero_points(Graph("g", cat, t, ["x"], ["c"]), table)
+    assert {alone.zero_point(n) for n in ("l1", "l2", "c")} == {-105}
+    added = Graph("g", [*cat, Node("leaky3", "LeakyRelu", ["c"], ["z"], leaky),
+                        Node("add", "Add", ["c", "z"], ["s"])], t, ["x"], ["s"])
+    out = assign_zero_points(added, table)
+    assert {out.zero_point(n) for n in ("l1", "l2", "c", "z")} == {0}
