@@ -87,10 +87,10 @@ def _pow2_only(graph: Graph) -> set[str]:
     return zero_pow2_constraints(graph)
 
 
-def _fixed(graph: Graph) -> set[str]:
+def _scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]:
     from tengine_host.devices.nvdla import scale_constraints  # the accelerator stack
 
-    return set(scale_constraints(graph)[1])
+    return scale_constraints(graph)
 
 
 def asymmetric_entry(entry: dict) -> tuple[float, int] | None:
@@ -134,10 +134,14 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
     group_of = {t: tuple(g) for g in grouped for t in g}
     for t in out:
         group_of.setdefault(t, (t,))
-    pow2_only, fixed = (_pow2_only(graph), _fixed(graph)) if asymmetric else (set(), set())
-    # a group tied by scale beyond itself (to the other input of a sum) keeps the ratio
-    # every member of its scale group takes: the one-signed one, or none
-    scale_group = {t: set(g) for g in scale_groups(graph) for t in g} if asymmetric else {}
+    pow2_only, fixed, scale_group = set(), set(), {}
+    if asymmetric:
+        pow2_only = _pow2_only(graph)
+        scale_ties, pinned = _scale_constraints(graph)
+        fixed = set(pinned)
+        # a group tied by scale beyond itself (to the other input of a sum) keeps the
+        # ratio every member of its scale group takes: the one-signed one, or none
+        scale_group = {t: set(g) for g in scale_groups(graph, scale_ties) for t in g}
 
     def choice(group: tuple[str, ...]) -> tuple[float, int] | None:
         """``(step ratio, zero point)`` for ``group``, or None: it stays symmetric."""
