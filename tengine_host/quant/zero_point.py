@@ -34,9 +34,14 @@ at least 1.25 times finer.  Both except where the DLA cannot honour it:
 * **asymmetric zero points only where any zero point will do**: the inputs
   of a product (a ``Mul`` of two tensors, a HardSwish, which multiplies its
   input by its gate) take only 0 or ``-2**k`` (the op table's ``zero_pow2``),
-  a fixed scale keeps its range, and a tensor tied by scale beyond its
-  zero-point group (the two inputs of a sum) keeps the ratio the whole scale
-  group takes.
+  and a fixed scale keeps its range.
+* **a scale group moves together.**  Zero-point groups tied by scale only (the
+  two inputs of a sum, a concat added to a residual) keep one scale: either
+  the whole scale group takes the asymmetric step spanning all its ranges,
+  each zero-point group with the zero point of its own low end (a sum takes
+  any two zero points at one scale), or, first, each one-signed group halves
+  its step alone (a sum adds it at two scales, the other input without zero
+  point).
 * **sums with a fused PReLU stay symmetric**: its X2 stage holds the slopes,
   none is left for zero points (the op table's ``zero_free``,
   :func:`tengine_host.devices.nvdla.zero_point_constraints`).
@@ -139,29 +144,63 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         pow2_only = _pow2_only(graph)
         scale_ties, pinned = _scale_constraints(graph)
         fixed = set(pinned)
-        # a group tied by scale beyond itself (to the other input of a sum) keeps the
-        # ratio every member of its scale group takes: the one-signed one, or none
+        # zero-point groups tied by scale (the two inputs of a sum) change their
+        # scale together (:func:`choose`)
         scale_group = {t: set(g) for g in scale_groups(graph, scale_ties) for t in g}
 
-    def choice(group: tuple[str, ...]) -> tuple[float, int] | None:
-        """``(step ratio, zero point)`` for ``group``, or None: it stays symmetric."""
-        members = [t for t in group if t in out]
-        if not members or any(t in forbidden for t in members) \
-                or not all("min" in out[t] for t in members):
-            return None
-        if all(out[t]["min"] >= 0 for t in members):
-            return STEP_RATIO, ONE_SIGNED_ZERO
-        if not asymmetric or any(t in pow2_only or t in fixed or "max" not in out[t]
-                                 or not scale_group.get(t, set()) <= set(group)
-                                 for t in members):
-            return None
+    def allowed(members: list[str], *, signed: bool) -> bool:
+        """Whether ``members`` may take a zero point: a one-signed one (-128), or with
+        ``signed`` an asymmetric one."""
+        if not members or any(t in forbidden or "min" not in out[t] for t in members):
+            return False
+        return not signed or (asymmetric and not any(
+            t in pow2_only or t in fixed or "max" not in out[t] for t in members))
+
+    def one_signed(members: list[str]) -> bool:
+        return all(out[t]["min"] >= 0 for t in members)
+
+    def asymmetric_step(members: list[str]) -> float | None:
+        """The asymmetric step (as a ratio of the shared symmetric scale) spanning
+        every member's range, or None: no gain."""
         span = {"scale": out[members[0]]["scale"],    # tied: one scale
                 "min": min(out[t]["min"] for t in members),
                 "max": max(out[t]["max"] for t in members)}
         asym = asymmetric_entry(span)
-        return None if asym is None else (asym[0] / span["scale"], asym[1])
+        return None if asym is None else asym[0] / span["scale"]
 
-    chosen = {g: c for g in set(group_of.values()) if (c := choice(g)) is not None}
+    def zero_for(members: list[str], ratio: float) -> int:
+        """The zero point that maps the lowest of ``members`` (within the threshold) to
+        -128 at step ``ratio`` times their scale."""
+        scale = float(out[members[0]]["scale"])
+        lo = max(min(out[t]["min"] for t in members), -127.0 * scale)
+        return int(np.clip(round_half_away(-128.0 - lo / (ratio * scale)), -128, 127))
+
+    def choose(groups: list[tuple[str, ...]]) -> dict[tuple[str, ...], tuple[float, int]]:
+        """``{group: (step ratio, zero point)}`` for the zero-point groups of one scale
+        group (those left out stay symmetric).  Each one-signed group halves its
+        step alone (a sum adds it at two scales, beside a symmetric input).  When
+        none is one-signed, the whole scale group may take the asymmetric step
+        spanning all its ranges, each zero-point group with its own zero point.
+        A one-signed group's low end is a bound (a ReLU's 0); a signed one's is
+        only the lowest value calibration saw, and an asymmetric step saturates
+        below it: the one-signed choice goes first."""
+        members = {g: [t for t in g if t in out] for g in groups}
+        alone = {g: (STEP_RATIO, ONE_SIGNED_ZERO) for g, m in members.items()
+                 if allowed(m, signed=False) and one_signed(m)}
+        everyone = [t for m in members.values() for t in m]
+        if alone or not allowed(everyone, signed=True):
+            return alone
+        ratio = asymmetric_step(everyone)
+        if ratio is None:
+            return {}
+        return {g: (ratio, zero_for(m, ratio)) for g, m in members.items()}
+
+    by_scale_group: dict[frozenset[str], list[tuple[str, ...]]] = {}
+    for g in set(group_of.values()):
+        key = frozenset(scale_group.get(g[0], g))
+        by_scale_group.setdefault(key, []).append(g)
+    chosen = {g: c for groups in by_scale_group.values()
+              for g, c in choose(sorted(groups)).items()}
     for names in exclusive:        # at most one group of each set keeps its zero point
         kept = False               # (members of one group share it: they count once)
         for g in dict.fromkeys(group_of.get(t, (t,)) for t in names):

@@ -38,11 +38,6 @@ from .zp_cases import CASES
 PARAMS = [pytest.param(c, p, id=f"{c.name}-{p}") for c in CASES for p in c.presets]
 
 
-def _zero_pointed(graph, table, op: str) -> bool:
-    return any(table[t].get("zero_point") for n in graph.nodes if n.op_type == op
-               for t in [*n.inputs, *n.outputs] if t in table)
-
-
 def _zero_pointed(graph, table, op: str, asymmetric: bool = False) -> bool:
     """Some node of type ``op`` reads or writes a tensor with a zero point (with
     ``asymmetric``, one other than -128: a signed tensor's)."""
@@ -83,11 +78,11 @@ def test_op_with_zero_points_is_bit_exact_and_tracks_fp32(case, preset, tmp_path
 
 
 #: cases whose op reads its tensors only with zero points of 0 or -2**k (a product's
-#: inputs), writes a fixed range ([0, 1]), or adds two tensors tied to one scale (whose
-#: zero points may not change one scale without the other): no asymmetric zero point
-#: reaches it
+#: inputs), writes a fixed range ([0, 1]), or adds a leaky shortcut to a branch that
+#: spans both signs (their one scale gains nothing from an asymmetric step): no
+#: asymmetric zero point reaches it
 NOT_ASYMMETRIC = {"mul", "mul_operand", "squeeze_excite", "squeeze_excite_gate",
-                  "mul_channel", "hard_sigmoid", "hard_swish", "sigmoid", "tanh", "add_relu",
+                  "mul_channel", "hard_sigmoid", "hard_swish", "sigmoid", "tanh",
                   "add_residual"}
 
 

@@ -138,10 +138,12 @@ def test_mostly_one_signed_tensors_take_an_asymmetric_zero_point_where_the_dla_a
     assert assign_zero_points(graph, table, asymmetric=False).zero_point("l") == 0
 
 
-def test_a_group_tied_by_scale_to_a_sums_other_input_stays_symmetric():
-    """A concat of two leaky ReLU outputs is one zero-point group; added to another
-    tensor it is tied to that one by scale too, and a zero point that changed the
-    group's scale alone would break the tie."""
+def test_zero_point_groups_tied_by_scale_take_one_step_and_their_own_zero_points():
+    """A concat of two leaky ReLU outputs is one zero-point group; added to another leaky
+    ReLU's output it is tied to that one by scale too.  Both take the step spanning
+    both ranges, [-1.27, 12.7]: 13.97 / 255 = 0.054784; the concat's zero point maps
+    its low end -1.27 to -128 (-128 + 23.18 -> -105), the other's maps -0.5
+    (-128 + 9.13 -> -119).  The sum adds them at one scale."""
     t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in ("x", "l1", "l2")}
     t.update({n: Tensor(n, (1, 16, 4, 4), F32) for n in ("c", "z", "s")})
     leaky = {"alpha": 0.1}
@@ -149,9 +151,28 @@ def test_a_group_tied_by_scale_to_a_sums_other_input_stays_symmetric():
            Node("leaky2", "LeakyRelu", ["x"], ["l2"], leaky),
            Node("cat", "Concat", ["l1", "l2"], ["c"], {"axis": 1})]
     table = QuantTable({n: {"scale": 0.1, "min": -1.27, "max": 12.7} for n in t})
+    table["z"]["min"] = -0.5
     alone = assign_zero_points(Graph("g", cat, t, ["x"], ["c"]), table)
     assert {alone.zero_point(n) for n in ("l1", "l2", "c")} == {-105}
     added = Graph("g", [*cat, Node("leaky3", "LeakyRelu", ["c"], ["z"], leaky),
                         Node("add", "Add", ["c", "z"], ["s"])], t, ["x"], ["s"])
     out = assign_zero_points(added, table)
-    assert {out.zero_point(n) for n in ("l1", "l2", "c", "z")} == {0}
+    assert {n: out.zero_point(n) for n in ("l1", "l2", "c", "z")} == \
+        {"l1": -105, "l2": -105, "c": -105, "z": -119}
+    for n in ("l1", "l2", "c", "z"):
+        assert out.scale(n) == pytest.approx(13.97 / 255, rel=1e-12), n
+
+
+def test_a_scale_group_with_a_member_that_may_not_take_one_stays_symmetric():
+    """The same sum with its second input read by a HardSwish (zero point 0 or -2**k
+    only): the whole scale group keeps the symmetric step."""
+    t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in ("x", "l1", "z", "s", "h")}
+    leaky = {"alpha": 0.1}
+    graph = Graph("g", [Node("leaky1", "LeakyRelu", ["x"], ["l1"], leaky),
+                        Node("leaky3", "LeakyRelu", ["x"], ["z"], leaky),
+                        Node("hswish", "HardSwish", ["z"], ["h"]),
+                        Node("add", "Add", ["l1", "z"], ["s"])], t, ["x"], ["s", "h"])
+    table = QuantTable({n: {"scale": 0.1, "min": -1.27, "max": 12.7} for n in t})
+    out = assign_zero_points(graph, table)
+    assert {n: (out.zero_point(n), out.scale(n)) for n in ("l1", "z")} == \
+        {"l1": (0, 0.1), "z": (0, 0.1)}
