@@ -94,6 +94,8 @@ class BuildReport:
     critical_path: dict = field(default_factory=dict)
     #: nextpnr's placement seed of the build
     seed: int = 1
+    #: whether placement and routing were driven by the clock target (not: wire length only)
+    timing_driven: bool = True
 
     @property
     def timing_met(self) -> bool:
@@ -127,6 +129,8 @@ class BuildReport:
                                           f"{cp['logic_steps']} logic steps)"))
         rows += [
             ("nextpnr seed", str(self.seed)),
+            ("placement", "timing-driven" if self.timing_driven
+                          else "wire length only (--no-timing-driven)"),
             ("bitstream", self.bitstream),
             ("build time", f"{self.build_s:.1f} s"),
         ]

@@ -45,6 +45,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "conv engine with its memory in block RAM and a UART bridge for "
                         "'opendla fpga run'; engine-small: the same engine with 4 KiB of RAM "
                         "and 256-entry memories (a build of a few minutes)")
+    b.add_argument("--no-timing-driven", dest="timing_driven", action="store_false",
+                   help="place and route for wire length only: about a third faster, a "
+                        "lower Fmax (for checking that a design builds and what it uses)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     r = sub.add_parser(
         "run", help="run a loadable with its convolutions on the board's engine (built with "
@@ -123,7 +126,8 @@ def run_build(args: argparse.Namespace) -> int:
     print(f"building {cfg.name} ({cfg.atomic_c}x{cfg.atomic_k}) for {args.board} in {out} "
           f"(the first run compiles the WASM tools, ~35 s)", file=sys.stderr)
     report = build(args.board, cfg, out, target_mhz=args.target_mhz, seed=args.seed,
-                   design=args.design, progress=_stage_printer())
+                   design=args.design, timing_driven=args.timing_driven,
+                   progress=_stage_printer())
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text(), end="")
     return 0
 
