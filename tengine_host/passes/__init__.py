@@ -17,6 +17,7 @@ from tengine_host.passes import (
     match_hard_activations,
     match_swish,
     remove_identity,
+    split_concat,
 )
 
 Pass = Callable[[Graph], bool]
@@ -27,9 +28,10 @@ Pass = Callable[[Graph], bool]
 #: otherwise take their ``+ 3`` into a convolution's bias), ``x * sigmoid(x)``
 #: becomes one Swish, affine ops fold into
 #: convolutions before activations fuse into them (never across one), and a
-#: HardSigmoid folds into its convolution before the plain Clip/ReLU fusions.
+#: HardSigmoid folds into its convolution before the plain Clip/ReLU fusions.  A
+#: Split of what Concats just joined is taken apart first (each branch keeps its scale).
 DEFAULT_PASSES: tuple[Pass, ...] = (
-    remove_identity.apply, fold_constants.apply, fold_batchnorm.apply,
+    remove_identity.apply, fold_constants.apply, split_concat.apply, fold_batchnorm.apply,
     match_hard_activations.apply, match_swish.apply, fold_affine.apply, fuse_bias.apply,
     fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
 
@@ -52,4 +54,5 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
 
 __all__ = ["DEFAULT_PASSES", "Pass", "fold_affine", "fold_batchnorm", "fold_constants",
            "fold_hardsigmoid", "fuse_activation", "fuse_bias", "fuse_prelu",
-           "match_hard_activations", "match_swish", "remove_identity", "run_passes"]
+           "match_hard_activations", "match_swish", "remove_identity", "run_passes",
+           "split_concat"]

@@ -44,11 +44,10 @@ def test_text_detector_boxes(tmp_path):
     assert metrics["precision"] >= 0.95 and metrics["recall"] >= 0.95, metrics
 
 
-@pytest.mark.xfail(reason="issue 44, not met: YOLOv8n's boxes measure P 0.93 / R 0.97 on the "
-                          "18 held-out photos (one missed, two extra, all scored near the "
-                          "0.25 threshold); its class logits share one scale with the box "
-                          "logits through the head's Concat -> Split, a step of 0.13 logit",
-                   strict=False)
+@pytest.mark.xfail(reason="issue 44, not met reliably: YOLOv8n's boxes measure P 0.93-0.97 / "
+                          "R 0.97 on the 18 held-out photos (29 fp32 boxes; one or two int8 "
+                          "boxes, all scored near the 0.25 threshold, come and go with the "
+                          "float summation order of the BLAS threads)", strict=False)
 def test_yolov8n_boxes(tmp_path):
     metrics = _default("yolov8n_nudenet_320", tmp_path)
     assert metrics["precision"] >= 0.95 and metrics["recall"] >= 0.95, metrics
