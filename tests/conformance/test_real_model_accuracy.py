@@ -4,8 +4,10 @@ The numbers are the goals the project holds its default to (issue 44), checked w
 ``benchmarks/accuracy.py`` on the models that meet them today: the text-orientation
 classifier keeps fp32's top-1 on >= 95 % of 92 held-out text lines, the face landmarks
 stay within 1 px of fp32's on average over 51 held-out faces, the text detector's
-line boxes keep precision and recall >= 0.95 against fp32's on 16 held-out pages, and
-YOLOv8n's boxes theirs on 18 held-out photos (not met yet: marked xfail).
+line boxes keep precision and recall >= 0.95 against fp32's on 16 held-out pages.
+YOLOv8n's boxes are not here: they meet the goal only at times (P 0.93-0.97 on 18
+held-out photos, one or two boxes near the threshold come and go with the float
+summation order), and a test that passes either way checks nothing.
 Calibration and test images are disjoint (:mod:`benchmarks.accuracy_images`).  The
 full table, onnxruntime's quantization beside it, is the README's.
 """
@@ -41,13 +43,4 @@ def test_face_landmarks_within_a_pixel(tmp_path):
 
 def test_text_detector_boxes(tmp_path):
     metrics = _default("ch_PP-OCRv4_det_320", tmp_path)
-    assert metrics["precision"] >= 0.95 and metrics["recall"] >= 0.95, metrics
-
-
-@pytest.mark.xfail(reason="issue 44, not met reliably: YOLOv8n's boxes measure P 0.93-0.97 / "
-                          "R 0.97 on the 18 held-out photos (29 fp32 boxes; one or two int8 "
-                          "boxes, all scored near the 0.25 threshold, come and go with the "
-                          "float summation order of the BLAS threads)", strict=False)
-def test_yolov8n_boxes(tmp_path):
-    metrics = _default("yolov8n_nudenet_320", tmp_path)
     assert metrics["precision"] >= 0.95 and metrics["recall"] >= 0.95, metrics
