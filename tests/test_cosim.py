@@ -127,18 +127,3 @@ def test_demo_of_twenty_digits_on_verilator(capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["bit_exact"] and doc["rtl"]["convolutions"] == 100
     assert doc["rtl"]["cycles"] > 0
-
-
-@pytest.mark.rtl
-@pytest.mark.parametrize("preset", ["nv_medium_512"])
-def test_demo_on_the_rtl_engine_of_another_preset(preset: str, capsys) -> None:
-    """The same engine generated with another preset's atoms (nv_medium_512: 32 x 16 MACs,
-    16-byte memory atoms) runs LeNet's five convolutions - 5x5, 3x3, and its fully
-    connected layers as a 2x2 and two 1x1 convolutions - bit-exact.  (nv_small's 8 x 8
-    engine runs the demo above; the blocks' tests run 4 x 2 MACs on 4-byte atoms too.)"""
-    if shutil.which("iverilog") is None:
-        pytest.skip("iverilog not installed (apt-get install -y iverilog)")
-    assert main(["demo", "--preset", preset, "--backend", "rtl", "--limit", "1", "--json",
-                 "--no-progress"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["bit_exact"] and doc["rtl"]["convolutions"] == 5
