@@ -30,6 +30,14 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path("benchmarks") / "dla_models.py"
 
 
+def _numbers(words: list[str]) -> bool:
+    try:
+        [float(w) for w in words]
+    except ValueError:
+        return False
+    return bool(words)
+
+
 def run_tree(tree: Path, args: list[str]) -> tuple[dict[str, float], float | None]:
     """One run of ``tree``'s benchmark: ``{model: nvdla / ort fp32}`` and the fixed cost
     of one small operation in ms (None when the run did not time it)."""
@@ -39,17 +47,18 @@ def run_tree(tree: Path, args: list[str]) -> tuple[dict[str, float], float | Non
     if out.returncode != 0:
         raise RuntimeError(f"{tree / SCRIPT} exited {out.returncode}:\n{out.stderr[-2000:]}")
     lines = out.stdout.splitlines()
-    header = next((ln.split() for ln in lines if ln.startswith("model")), None)
-    if header is None or "nvdla/fp32" not in header:
+    header = next((ln for ln in lines if ln.startswith("model")), "")
+    if "nvdla/fp32" not in header:
         raise RuntimeError(f"{tree / SCRIPT} printed no table:\n{out.stdout[-2000:]}")
-    column = header.index("nvdla/fp32")
+    # the columns are right-aligned under their titles: a row's ratio ends where the title does
+    end = header.index("nvdla/fp32") + len("nvdla/fp32")
     ratios, per_op = {}, None
     for ln in lines:
-        words = ln.split()
         if ln.startswith("fixed cost"):
+            words = ln.split()
             per_op = float(words[words.index("op:") + 1])
-        elif len(words) > column and words[0] != "model" and not ln.startswith("RSS"):
-            ratios[words[0]] = float(words[column])
+        elif ln is not header and _numbers(ln[16:end].split()):
+            ratios[ln.split()[0]] = float(ln[:end].split()[-1])      # a model's row
     return ratios, per_op
 
 
