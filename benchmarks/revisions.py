@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/revisions.py BASE [--rounds 3] [MODEL ...] [--preset nv_small]
+    python benchmarks/revisions.py BASE [MODEL ...] [--rounds 3] [--repeat 20] [--preset nv_small]
 
 Checks ``BASE`` (any git revision) out into a temporary worktree and runs the
 ``benchmarks/dla_models.py`` of each tree in turn, ``--rounds`` times, each run in
