@@ -98,6 +98,11 @@ def _scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]
     return scale_constraints(graph)
 
 
+def _zero_point(lo: float, step: float) -> int:
+    """The zero point that maps ``lo`` to code -128 at ``step``."""
+    return int(np.clip(round_half_away(-128.0 - lo / step), -128, 127))
+
+
 def asymmetric_entry(entry: dict) -> tuple[float, int] | None:
     """``(scale, zero point)`` spanning ``entry``'s range within its symmetric threshold
     with all 256 codes, or None when that is not at least :data:`MIN_STEP_GAIN` finer
@@ -110,8 +115,7 @@ def asymmetric_entry(entry: dict) -> tuple[float, int] | None:
     step = (hi - lo) / 255.0
     if step * MIN_STEP_GAIN > scale:
         return None
-    zero = int(np.clip(round_half_away(-128.0 - lo / step), -128, 127))
-    return step, zero
+    return step, _zero_point(lo, step)
 
 
 def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = True
@@ -172,8 +176,8 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         """The zero point that maps the lowest of ``members`` (within the threshold) to
         -128 at step ``ratio`` times their scale."""
         scale = float(out[members[0]]["scale"])
-        lo = max(min(out[t]["min"] for t in members), -127.0 * scale)
-        return int(np.clip(round_half_away(-128.0 - lo / (ratio * scale)), -128, 127))
+        return _zero_point(max(min(out[t]["min"] for t in members), -127.0 * scale),
+                           ratio * scale)
 
     def choose(groups: list[tuple[str, ...]]) -> dict[tuple[str, ...], tuple[float, int]]:
         """``{group: (step ratio, zero point)}`` for the zero-point groups of one scale
@@ -184,7 +188,7 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         A one-signed group's low end is a bound (a ReLU's 0); a signed one's is
         only the lowest value calibration saw, and an asymmetric step saturates
         below it: the one-signed choice goes first."""
-        members = {g: [t for t in g if t in out] for g in groups}
+        members = {g: m for g in groups if (m := [t for t in g if t in out])}
         alone = {g: (STEP_RATIO, ONE_SIGNED_ZERO) for g, m in members.items()
                  if allowed(m, signed=False) and one_signed(m)}
         everyone = [t for m in members.values() for t in m]

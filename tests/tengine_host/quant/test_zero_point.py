@@ -176,3 +176,16 @@ def test_a_scale_group_with_a_member_that_may_not_take_one_stays_symmetric():
     out = assign_zero_points(graph, table)
     assert {n: (out.zero_point(n), out.scale(n)) for n in ("l1", "z")} == \
         {"l1": (0, 0.1), "z": (0, 0.1)}
+
+
+def test_a_scale_group_member_without_an_entry_is_left_alone():
+    """A sum whose second input has no table entry: the first still takes its step."""
+    t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in ("x", "l1", "z", "s")}
+    leaky = {"alpha": 0.1}
+    graph = Graph("g", [Node("leaky1", "LeakyRelu", ["x"], ["l1"], leaky),
+                        Node("leaky3", "LeakyRelu", ["x"], ["z"], leaky),
+                        Node("add", "Add", ["l1", "z"], ["s"])], t, ["x"], ["s"])
+    out = assign_zero_points(graph, QuantTable({"l1": {"scale": 0.1, "min": -1.27,
+                                                       "max": 12.7}}))
+    assert out.zero_point("l1") == -105 and out.scale("l1") == pytest.approx(13.97 / 255)
+    assert "z" not in out
