@@ -252,7 +252,7 @@ def run_model(model: BenchModel, methods: list[str], calib: int, test: int | Non
                     print(f"{model.name}: default applied {report.applied}", file=sys.stderr)
                 else:
                     table = calibrate(graph, calibration, progress=progress, algorithm=method)
-            notes = [str(w.message) for w in caught]
+            notes = list(dict.fromkeys(str(w.message) for w in caught))
             calibration_s = time.process_time() - start
             key = json.dumps(table.to_json(), sort_keys=True, default=str)
             same = tables.get(key)
@@ -262,7 +262,8 @@ def run_model(model: BenchModel, methods: list[str], calib: int, test: int | Non
                                             notes=notes))
                 bar.update(len(tests))
                 continue
-            device = get_device("cpu", precision="int8", preset=PRESET)
+            device = get_device("cpu", precision="int8", preset=PRESET,
+                                keep_float=table.keep_float)
             with Executor(graph, [device], table) as int8:
                 gots, ms = run(int8.run)
         metrics, outputs = compare(model, refs, gots)

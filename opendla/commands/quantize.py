@@ -89,9 +89,10 @@ def add_parser(subparsers) -> None:
                    help="zero point -128 for one-signed activations (twice the resolution): "
                         "auto (when the held-out check measures a gain; the default), on, off")
     p.add_argument("--equalize", choices=list(CHOICES), default="auto",
-                   help="cross-layer equalization: scales moved between consecutive layers "
-                        "so that each tensor's channels share one range better: auto (when "
-                        "the held-out check measures a gain; the default), on, off")
+                   help="cross-layer equalization: scales moved between consecutive layers, "
+                        "and into the layers around each residual stream, so that each "
+                        "tensor's channels share one range better: auto (when the held-out "
+                        "check measures a gain; the default), on, off")
     p.add_argument("--bias-correction", choices=list(CHOICES), default="auto",
                    help="subtract from each DLA layer's bias the mean output shift its int8 "
                         "weights cause, measured on the calibration inputs: auto (the "
@@ -211,9 +212,9 @@ def run(args: argparse.Namespace) -> int:
                                    min_sqnr_db=args.min_sqnr, min_top1=args.min_top1,
                                    progress=not args.no_progress)
         table, report = choice.table, choice.report
-        keep = frozenset(choice.nodes)
+        keep = frozenset(table.keep_float)
     else:
-        table.keep_float = tuple(sorted(keep))    # what it was checked with
+        table.keep_float = tuple(sorted(keep | set(table.keep_float)))   # as checked
     for message in check_int8_samples(samples, table, "quantize"):   # what the scales clip
         print(f"warning: {message}", file=sys.stderr)
     ranked = None

@@ -8,7 +8,9 @@ Algorithms (Tengine's quant tool ``-a``):
 * ``percentile``: the 99.99th percentile of ``|x|`` on the same histogram;
 * ``auto`` (the default): for each tensor, of a few candidate ranges (its own
   error-optimal one, min-max, percentiles) the one whose quantization moves the
-  outputs of the layers that read it least (:mod:`~tengine_host.quant.range_search`).
+  outputs of the layers that read it least (:mod:`~tengine_host.quant.range_search`);
+  the layers writing model outputs that int8 cannot hold are found
+  (:mod:`~tengine_host.quant.coarse_outputs`, the table's ``coarse_outputs``).
 
 Histogram algorithms run the samples twice (ranges first, then histograms).
 The DLA's scale rules (:mod:`tengine_host.quant.rules`) are applied last.
@@ -24,6 +26,7 @@ import numpy as np
 from accel.ir import Graph
 from tengine_host.errors import TengineInputError
 from tengine_host.interpreter import interpret
+from tengine_host.quant.coarse_outputs import coarse_output_writers
 from tengine_host.quant.progress import progress_bar
 from tengine_host.quant.range_search import SEARCH_SAMPLES, search_thresholds
 from tengine_host.quant.rules import apply_dla_rules
@@ -186,4 +189,8 @@ def calibrate(graph: Graph, samples: Iterable[Mapping[str, np.ndarray]], *,
                     clipped[name] = (hists[name].clipped_fraction(t), t / hists[name].amax)
             if algorithm != "auto":      # its thresholds are clipped on purpose, by error
                 _warn_clipping(algorithm, clipped)
-    return apply_dla_rules(graph, table) if dla_rules else table
+    table = apply_dla_rules(graph, table) if dla_rules else table
+    if algorithm == "auto":
+        table.coarse_outputs = coarse_output_writers(
+            graph, {t: e["scale"] for t, e in table.items()}, hists)
+    return table

@@ -31,6 +31,7 @@ Why those thresholds:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from accel.ir import Graph
 from tengine_host.interpreter import interpret, tensor_value
+from tengine_host.quant.coarse_outputs import describe as describe_coarse
 from tengine_host.quant.rewrites import GraphRewrites, with_rewrites
 from tengine_host.quant.rewrites import apply as apply_rewrites
 from tengine_host.quant.table import QuantTable
@@ -396,18 +398,19 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
         Bias correction moves a layer's outputs by the mean shift of its weights'
         rounding, a small fraction of their range: it reuses the ranges calibrated
         without it (``ranges``, by equalization), and the check measures the table as
-        it will be used.  Calibration is most of the cost of a candidate."""
+        it will be used.  Calibration is most of the cost of a candidate.  Layers the
+        calibration keeps in fp32 (the table's ``keep_float``) lose their correction."""
         made = rewrite(graph, cal)
-        rewritten = apply_rewrites(graph, made)
-        if made.equalize not in ranges:
-            plain = GraphRewrites(made.equalize)
-            ranges[made.equalize] = calibrate_fn(
-                rewritten if made == plain else apply_rewrites(graph, plain), cal,
-                progress=progress, **calibrate_options)
-        base = ranges[made.equalize]
+        plain = made.without_shifts()
+        if plain.key() not in ranges:
+            ranges[plain.key()] = calibrate_fn(apply_rewrites(graph, plain), cal,
+                                               progress=progress, **calibrate_options)
+        base = ranges[plain.key()]
+        kept = kept_float(graph, base, preset, keep_float)
+        made = made.without_shifts(kept)
         table = QuantTable({name: dict(e) for name, e in base.items()}, rewrites=made,
-                           keep_float=getattr(base, "keep_float", ()))
-        return rewritten, table
+                           keep_float=kept)
+        return apply_rewrites(graph, made), table
 
     if check == "unchecked":     # nothing to choose on: the first graph, the plain table
         return (calibrated(next(iter(graph_rewrites.values())), samples, {})[1],
@@ -421,9 +424,10 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
             refs = [interpret(rewritten, feeds, keep_all=True) for feeds in pick(test)]
             for t_name, table_rewrite in table_rewrites.items():
                 key = g_name, t_name
-                if key not in accs:
-                    accs[key] = _Accumulator(rewritten, preset, keep_float)
                 tables[key] = table_rewrite(rewritten, base)
+                if key not in accs:
+                    accs[key] = _Accumulator(rewritten, preset,
+                                             keep_float | frozenset(base.keep_float))
                 accs[key].add(tables[key], pick(test), refs)
     calibrated_on = len(folds[0][0]) if check == "held-out" else len(samples)
     reports = {key: acc.report(check, calibrated_on, folds=len(folds) if len(folds) > 1 else 0)
@@ -438,6 +442,20 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     return table_rewrites[best[1]](rewritten, table), report
 
 
+def kept_float(graph: Graph, table: QuantTable, preset: str,
+               keep_float: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The layers calibration keeps in fp32: those of ``table.coarse_outputs`` the DLA of
+    ``preset`` would run (the CPU runs the others in fp32 anyway), with the data movers
+    after them (which would requantize), said in a warning."""
+    found = getattr(table, "coarse_outputs", {})
+    dla = dla_nodes(graph, preset, keep_float) if found else set()
+    kept = {name: c for name, c in found.items() if name in dla}
+    if kept:
+        warnings.warn(describe_coarse(kept), stacklevel=3)
+    movers = [m for c in kept.values() for m in c.movers]
+    return tuple(dict.fromkeys((*getattr(table, "keep_float", ()), *kept, *movers)))
+
+
 #: ``--equalize`` / ``--bias-correction`` (and ``--zero-points``): which ways to try
 CHOICES = {"auto": (False, True), "on": (True,), "off": (False,)}
 
@@ -449,9 +467,10 @@ def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = froze
     """The weight rewrites to try, as :func:`calibrate_checked`'s ``rewrites``: cross-layer
     equalization and bias correction (of the layers the DLA of ``preset`` runs), each
     ``"auto"`` (with and without, measured), ``"on"`` or ``"off"``.  Given the ``graph``,
-    ``"auto"`` does not try equalization where it has no pair of layers to equalize."""
+    ``"auto"`` does not try equalization where it has no pair of layers or channel group
+    to equalize."""
     from accel.compiler.quantize import quantize_weights
-    from tengine_host.quant.rewrites import BIAS_CORRECTION, EQUALIZATION
+    from tengine_host.quant.rewrites import BIAS_CORRECTION, EQUALIZATION, equalization
     from tengine_host.quant.rewrites import bias_correction as corrected_biases
 
     for option, value in (("equalize", equalize), ("bias_correction", bias_correction)):
@@ -459,20 +478,22 @@ def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = froze
             raise ValueError(f"{option}={value!r}; choose one of {', '.join(CHOICES)}")
 
     def make(eq: bool, bc: bool) -> Callable[[Graph, list], GraphRewrites]:
-        if not bc:
-            return lambda graph, samples: GraphRewrites(equalize=eq)
-
-        def corrected(graph: Graph, samples: list) -> GraphRewrites:
+        def made(graph: Graph, samples: list) -> GraphRewrites:
+            base = equalization(graph, samples) if eq else GraphRewrites()
+            if not bc:
+                return base
             dla = dla_nodes(graph, preset, keep_float)
             return corrected_biases(graph, samples, quantize_weights,
-                                   lambda node: node.name in dla, equalize=eq)
-        return corrected
+                                    lambda node: node.name in dla, base=base)
+        return made
 
     equalizations = CHOICES[equalize]
     if equalize == "auto" and graph is not None:
         from tengine_host.quant.equalize import find_pairs
+        from tengine_host.quant.equalize_groups import channel_groups
 
-        equalizations = equalizations if find_pairs(graph)[0] else (False,)
+        if not find_pairs(graph)[0] and not channel_groups(graph):
+            equalizations = (False,)
     return {" + ".join(name for name, on in ((EQUALIZATION, eq), (BIAS_CORRECTION, bc)) if on):
             make(eq, bc) for eq in equalizations for bc in CHOICES[bias_correction]}
 
@@ -512,7 +533,8 @@ def choose_keep_float(graph: Graph, table: QuantTable,
     layer added is measured again on the same samples.  The table returned records the
     nodes kept (``keep_float``) and drops their bias correction, if any."""
     def kept_table(keep: list[str]) -> QuantTable:
-        return QuantTable(table, rewrites=table.rewrites.without_shifts(keep), keep_float=keep)
+        return QuantTable(table, rewrites=table.rewrites.without_shifts(keep),
+                          keep_float=[*table.keep_float, *keep])
 
     def cost(keep: frozenset[str]) -> tuple[int, float]:
         part = dla_partition(graph, preset, keep)
@@ -522,17 +544,18 @@ def choose_keep_float(graph: Graph, table: QuantTable,
     current = report
     met = not current.warnings(min_sqnr_db, min_top1)
     if not met:
-        ranked = sensitivity(graph, table, samples, preset=preset, progress=progress)
+        ranked = sensitivity(graph, table, samples, preset=preset, progress=progress,
+                             keep_float=frozenset(table.keep_float))
         for layer in ranked[:max_layers]:
             kept.append(layer.name)
             current = measure(graph, kept_table(kept), samples, preset=preset,
                               check=report.check,
                               calibration_samples=report.calibration_samples,
-                              keep_float=frozenset(kept))
+                              keep_float=frozenset([*table.keep_float, *kept]))
             current.applied, current.variants = report.applied, report.variants
             if not current.warnings(min_sqnr_db, min_top1):
                 met = True
                 break
-    before, after = cost(frozenset()), cost(frozenset(kept))
+    before, after = cost(frozenset(table.keep_float)), cost(frozenset([*table.keep_float, *kept]))
     return KeepFloatChoice(kept, kept_table(kept), current, met, (before[0], after[0]),
                            (before[1], after[1]))

@@ -10,8 +10,10 @@ range, silently.  So ``opendla quantize`` stores what it applied in the table
 the fidelity check) applies it again to the model it loads
 (:func:`with_rewrites`):
 
-* equalization depends on the weights alone and is deterministic, so the table
-  stores only that it was applied;
+* equalization of pairs depends on the weights alone and is deterministic, so the
+  table stores only that it was applied; equalization of channel groups
+  (:mod:`~tengine_host.quant.equalize_groups`) depends on the calibration data, so
+  the table stores each group's channel scales (keyed by the group's first tensor);
 * bias correction depends on the calibration data, so the table stores each
   corrected layer's shift (one number per output channel).
 
@@ -39,57 +41,80 @@ EQUALIZATION, BIAS_CORRECTION = "cross-layer equalization", "bias correction"
 
 @dataclass(frozen=True)
 class GraphRewrites:
-    """What was applied before calibration: ``equalize``, then ``bias_shift[node]``
-    subtracted from each corrected layer's bias (a layer without a bias gets
-    ``-shift``)."""
+    """What was applied before calibration: ``equalize`` (pairs), the channel groups'
+    scales (``channel_scale[group]``, see :mod:`~tengine_host.quant.equalize_groups`),
+    then ``bias_shift[node]`` subtracted from each corrected layer's bias (a layer
+    without a bias gets ``-shift``).  Both equalizations are reported as one."""
 
     equalize: bool = False
     bias_shift: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    channel_scale: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return self.equalize or bool(self.bias_shift)
+        return self.equalize or bool(self.bias_shift) or bool(self.channel_scale)
 
     def names(self) -> list[str]:
         """The rewrites applied, in order, for reports."""
-        return [name for name, on in ((EQUALIZATION, self.equalize),
-                                      (BIAS_CORRECTION, bool(self.bias_shift))) if on]
+        return [name for name, on in (
+            (EQUALIZATION, self.equalize or bool(self.channel_scale)),
+            (BIAS_CORRECTION, bool(self.bias_shift))) if on]
 
-    def without_shifts(self, nodes) -> GraphRewrites:
+    def without_shifts(self, nodes=None) -> GraphRewrites:
         """These rewrites without the bias correction of ``nodes`` (kept in fp32: their
-        weights are not rounded, so there is nothing to correct)."""
+        weights are not rounded, so there is nothing to correct); of every layer when
+        ``nodes`` is None (what the ranges are calibrated on)."""
+        drop = set(self.bias_shift if nodes is None else nodes)
         return GraphRewrites(self.equalize, {n: s for n, s in self.bias_shift.items()
-                                             if n not in set(nodes)})
+                                             if n not in drop}, self.channel_scale)
+
+    def key(self) -> tuple:
+        """A hashable form (equal rewrites, equal keys)."""
+        return (self.equalize, *(tuple(sorted(m.items())) for m in (self.bias_shift,
+                                                                     self.channel_scale)))
 
     def as_json(self) -> dict:
         return {"equalize": self.equalize,
-                "bias_shift": {n: list(s) for n, s in sorted(self.bias_shift.items())}}
+                "bias_shift": {n: list(s) for n, s in sorted(self.bias_shift.items())},
+                **({"channel_scale": {t: list(s) for t, s in sorted(self.channel_scale.items())}}
+                   if self.channel_scale else {})}
 
     @classmethod
     def from_json(cls, doc, where: str = "calibration table") -> GraphRewrites:
         """Rewrites from :meth:`as_json`'s form; anything else is a
         :class:`TengineInputError` saying what is wrong and where."""
-        if not isinstance(doc, dict) or set(doc) - {"equalize", "bias_shift"}:
+        if not isinstance(doc, dict) or set(doc) - {"equalize", "bias_shift", "channel_scale"}:
             raise TengineInputError(f"{where}: {KEY!r} must be an object with 'equalize' (true "
-                                    f"or false) and 'bias_shift' ({{layer: [numbers]}}), got "
+                                    f"or false), 'bias_shift' ({{layer: [numbers]}}) and "
+                                    f"optionally 'channel_scale' ({{tensor: [numbers]}}), got "
                                     f"{doc!r}")
         equalize = doc.get("equalize", False)
         if not isinstance(equalize, bool):
             raise TengineInputError(f"{where}: {KEY}.equalize must be true or false, got "
                                     f"{equalize!r}")
-        shifts = doc.get("bias_shift", {})
-        if not isinstance(shifts, dict):
-            raise TengineInputError(f"{where}: {KEY}.bias_shift must map layer names to lists "
-                                    f"of numbers, got {shifts!r}")
-        out = {}
-        for node, shift in shifts.items():
-            values = np.asarray(shift, dtype=object)
-            if values.ndim != 1 or not values.size or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool)
-                    and np.isfinite(v) for v in values):
-                raise TengineInputError(f"{where}: {KEY}.bias_shift[{node!r}] must be a "
-                                        f"non-empty list of finite numbers, got {shift!r}")
-            out[node] = tuple(float(v) for v in values)
-        return cls(equalize, out)
+        shifts = _vectors(doc, "bias_shift", "layer", where, positive=False)
+        scales = _vectors(doc, "channel_scale", "tensor", where, positive=True)
+        return cls(equalize, shifts, scales)
+
+
+def _vectors(doc: dict, name: str, what: str, where: str, *, positive: bool
+             ) -> dict[str, tuple[float, ...]]:
+    """``doc[name]``, a mapping of names to non-empty lists of finite (``positive``)
+    numbers, checked."""
+    entries = doc.get(name, {})
+    if not isinstance(entries, dict):
+        raise TengineInputError(f"{where}: {KEY}.{name} must map {what} names to lists of "
+                                f"numbers, got {entries!r}")
+    out = {}
+    for key, vector in entries.items():
+        values = np.asarray(vector, dtype=object)
+        if values.ndim != 1 or not values.size or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool)
+                and np.isfinite(v) and (v > 0 or not positive) for v in values):
+            kind = "positive" if positive else "finite"
+            raise TengineInputError(f"{where}: {KEY}.{name}[{key!r}] must be a non-empty list "
+                                    f"of {kind} numbers, got {vector!r}")
+        out[key] = tuple(float(v) for v in values)
+    return out
 
 
 def applied(graph: Graph) -> GraphRewrites:
@@ -107,8 +132,16 @@ def apply(graph: Graph, rewrites: GraphRewrites) -> Graph:
         raise ValueError(f"graph {graph.name!r} already has {' and '.join(applied(graph).names())}"
                          f" applied; rewrites apply to the model as loaded")
     from tengine_host.quant.equalize import equalize
+    from tengine_host.quant.equalize_groups import rescale
 
     out = equalize(graph)[0] if rewrites.equalize else copy_graph(graph)
+    if rewrites.channel_scale:
+        try:
+            rescale(out, rewrites.channel_scale)
+        except ValueError as exc:
+            raise TengineInputError(f"the table's channel scales do not fit model "
+                                    f"{graph.name!r}: {exc}; re-run 'opendla quantize' on this "
+                                    f"model") from exc
     nodes = {n.name: n for n in out.nodes}
     for name, shift in rewrites.bias_shift.items():
         layer = read_layer(out, nodes[name]) if name in nodes else f"no layer {name!r}"
@@ -140,15 +173,34 @@ def with_rewrites(graph: Graph, table) -> Graph:
     return apply(graph, wanted)
 
 
+def equalization(graph: Graph, samples) -> GraphRewrites:
+    """Both equalizations: pairs by their weights, then every channel group by the
+    ranges of its tensors on ``samples`` (fp32)."""
+    from tengine_host.interpreter import interpret
+    from tengine_host.quant.equalize_groups import channel_groups, group_scales
+
+    paired = apply(graph, GraphRewrites(equalize=True))
+    groups = channel_groups(paired)
+    if not groups:
+        return GraphRewrites(equalize=True)
+    members = {t for g in groups for t in g.offsets}
+    values = []             # each member's per-channel peak |x| on each sample, [1, C, 1, 1]
+    for feeds in samples:
+        env = interpret(paired, feeds, keep_all=True)
+        values.append({t: np.abs(env[t]).max(axis=(0, 2, 3), keepdims=True) for t in members})
+    return GraphRewrites(True, channel_scale={
+        g.key: tuple(float(v) for v in group_scales(g, values)) for g in groups})
+
+
 def bias_correction(graph: Graph, samples, quantize_weights, int8_nodes, *,
-                    equalize: bool = False) -> GraphRewrites:
-    """The rewrites: ``equalize`` (if asked), then bias correction of the layers
+                    base: GraphRewrites = GraphRewrites()) -> GraphRewrites:
+    """The rewrites: ``base`` (equalization, if any), then bias correction of the layers
     ``int8_nodes(node)`` says run with int8 weights, measured on ``samples``
     (:func:`~tengine_host.quant.bias_correction.correct_bias`; ``quantize_weights``
     is the compiler's weight quantizer)."""
     from tengine_host.quant.bias_correction import correct_bias
 
-    base = apply(graph, GraphRewrites(equalize=equalize))
-    report = correct_bias(base, samples, quantize_weights, int8_nodes=int8_nodes)[1]
-    return GraphRewrites(equalize, {c.node: tuple(float(v) for v in c.shift)
-                                    for c in report.layers})
+    report = correct_bias(apply(graph, base), samples, quantize_weights,
+                          int8_nodes=int8_nodes)[1]
+    return GraphRewrites(base.equalize, {c.node: tuple(float(v) for v in c.shift)
+                                         for c in report.layers}, base.channel_scale)

@@ -38,7 +38,9 @@ class QuantTable(dict):
     ``rewrites`` (:class:`~tengine_host.quant.rewrites.GraphRewrites`) are the weight
     rewrites the ranges were calibrated after; users of the table apply them to the
     model (:func:`~tengine_host.quant.rewrites.with_rewrites`).  ``keep_float`` names
-    the nodes the table was checked with in fp32 on the CPU."""
+    the nodes the table was checked with in fp32 on the CPU.  ``coarse_outputs`` is what
+    calibration found of model outputs int8 cannot hold (``{node: CoarseOutput}``,
+    :mod:`~tengine_host.quant.coarse_outputs`); it is not saved."""
 
     def __init__(self, entries=(), *, rewrites=None, keep_float=()) -> None:
         from tengine_host.quant.rewrites import GraphRewrites
@@ -46,6 +48,7 @@ class QuantTable(dict):
         super().__init__(entries)
         self.rewrites = rewrites if rewrites is not None else GraphRewrites()
         self.keep_float = tuple(sorted(keep_float))
+        self.coarse_outputs: dict = {}
 
     def to_json(self) -> dict:
         """The table as its JSON document: the entries, and the rewrites if any."""

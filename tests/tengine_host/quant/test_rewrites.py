@@ -60,6 +60,12 @@ def test_the_table_keeps_its_rewrites_through_json(tmp_path):
     assert doc[KEY] == {"equalize": True, "bias_shift": {"c": [0.25, -1.0, 3.0]}}
     back = load_table(tmp_path / "t.json")
     assert back.rewrites == table.rewrites and dict(back) == dict(table)
+    # channel groups' scales are written when there are some, and read back
+    scaled = QuantTable(table, rewrites=GraphRewrites(True, {}, {"t": (0.5, 1.0)}))
+    save_table(scaled, tmp_path / "s.json")
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc[KEY]["channel_scale"] == {"t": [0.5, 1.0]}
+    assert load_table(tmp_path / "s.json").rewrites == scaled.rewrites
     # a table without rewrites is written as before: tensors only
     save_table(QuantTable(table), tmp_path / "plain.json")
     assert KEY not in json.loads((tmp_path / "plain.json").read_text())
@@ -73,6 +79,10 @@ def test_the_table_keeps_its_rewrites_through_json(tmp_path):
     ({"bias_shift": {"c": []}}, "bias_shift['c'] must be a non-empty list"),
     ({"bias_shift": {"c": [1.0, "a"]}}, "bias_shift['c'] must be a non-empty list"),
     ({"bias_shift": [1.0]}, "bias_shift must map layer names"),
+    ({"channel_scale": {"t": [1.0, 0.0]}}, "channel_scale['t'] must be a non-empty list "
+                                           "of positive numbers"),
+    ({"channel_scale": {"t": [1.0, -0.5]}}, "channel_scale['t'] must be a non-empty list"),
+    ({"channel_scale": [0.5]}, "channel_scale must map tensor names"),
 ])
 def test_bad_rewrites_are_refused_by_name(tmp_path, bad, says):
     path = tmp_path / "t.json"

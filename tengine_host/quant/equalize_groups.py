@@ -1,0 +1,231 @@
+"""Equalization of channel groups: tensors tied channel by channel, scaled by their data.
+
+Weight-based equalization (:mod:`tengine_host.quant.equalize`) balances a
+producer -> consumer pair through the single tensor between them.  A residual
+network's stream is not such a tensor: ``x`` feeds a depthwise convolution and
+the sum ``x + conv(dw(x))``, the sum feeds the next block, max pooling and
+channel padding carry it on.  Every tensor of the stream holds channel ``k`` of
+the same quantity, so they can only be rescaled together: dividing channel ``k``
+of each by ``s_k`` needs
+
+* every layer that writes into the group (a Conv whose output is a member)
+  to divide its output channel ``k`` (weights and bias) by ``s_k``;
+* every layer that reads the group (a Conv whose data input is a member) to
+  multiply its input channel ``k`` by ``s_k``;
+* every op inside the group to commute with a positive per-channel scale: Add,
+  ReLU / LeakyReLU / PReLU (standalone or fused), max and average pooling, zero
+  padding (a channel pad shifts the channel index).
+
+A group is found by following these ops from a tensor; it is refused when it
+reaches a graph input or output, or any other kind of reader or writer.
+
+Weights are quantized per output channel, so the writers' rescaled rows and a
+depthwise reader's rescaled channels lose nothing; a full convolution reading
+the group keeps its rows' scales and its shrunken columns lose relative
+precision.  The activations gain: one per-tensor int8 scale serves channels whose
+ranges differ tens of times (a stream's "outlier channels" persist from block to
+block).  So the scales come from the data: ``r_k`` is channel ``k``'s largest
+``|x|`` relative to its tensor's largest, the most over the group's tensors (on
+the calibration samples), and ``s_k = r_k`` (at least :data:`FLOOR`; 1 for a
+channel that is zero everywhere): a channel that is small in every tensor is
+magnified to the tensor's full range, and no tensor's range grows.
+
+A group that is one tensor between one writer and one reader is a pair, left to
+the weight-based equalization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from accel.ir import Graph, Node
+from tengine_host.passes.edit import constant, drop_unused
+from tengine_host.quant.equalize import HOMOGENEOUS_ACTIVATIONS
+from tengine_host.quant.layers import Layer, read_layer, write_layer
+
+#: the smallest scale: a full convolution reading the group loses at most 4 bits of a
+#: weight column's resolution
+FLOOR = 1 / 16
+
+#: ops whose output channel ``k`` depends on their inputs' channel ``k`` alone, and
+#: commutes with a positive scale of it (Pad only with a zero constant)
+_MEMBER_OPS = ("Add", "Relu", "LeakyRelu", "PRelu", "MaxPool", "AveragePool", "Pad")
+
+
+@dataclass(frozen=True)
+class ChannelGroup:
+    """Tensors that share a channel scale.
+
+    ``offsets[t]`` places tensor ``t``'s channel ``c`` at group channel
+    ``offsets[t] + c`` (channel padding shifts it); ``channels`` is the group's
+    width.  ``writers`` are the Conv nodes writing a member, ``readers`` the Conv
+    nodes reading one (with the member they read).
+    """
+
+    key: str
+    offsets: Mapping[str, int]
+    channels: int
+    writers: tuple[str, ...]
+    readers: tuple[tuple[str, str], ...]
+
+
+def _channel_pad(graph: Graph, node: Node) -> int | None:
+    """A zero Pad's leading channel pad (what it adds in front of channel 0), or None
+    when ``node`` is not a zero-constant Pad of an NCHW tensor."""
+    if node.attrs.get("mode", "constant") != "constant":
+        return None
+    pads = constant(graph, node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else \
+        node.attrs.get("pads")
+    value = constant(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else 0
+    if pads is None or value is None or np.any(np.asarray(value) != 0):
+        return None
+    pads = np.asarray(pads, np.int64).reshape(-1)
+    rank = len(pads) // 2
+    if rank != 4 or pads[0] or pads[rank] or np.any(pads < 0):
+        return None
+    return int(pads[1])
+
+
+def _commutes(graph: Graph, node: Node) -> bool:
+    """Whether ``node`` is a group member op (see :data:`_MEMBER_OPS`)."""
+    if node.op_type not in _MEMBER_OPS:
+        return False
+    if node.op_type == "Pad":
+        return _channel_pad(graph, node) is not None
+    if node.op_type == "PRelu":
+        return graph.is_constant(node.inputs[1])
+    if node.op_type == "Add":
+        shapes = {tuple(graph.tensors[t].shape) for t in node.inputs}
+        return len(shapes) == 1 and node.attrs.get("activation") in HOMOGENEOUS_ACTIVATIONS
+    return True
+
+
+def _data_inputs(node: Node) -> list[str]:
+    return list(node.inputs) if node.op_type == "Add" else node.inputs[:1]
+
+
+def _is_conv(graph: Graph, node: Node) -> bool:
+    return (node.op_type == "Conv" and node.attrs.get("activation") in HOMOGENEOUS_ACTIVATIONS
+            and not isinstance(read_layer(graph, node), str))
+
+
+def _grow(graph: Graph, start: str) -> ChannelGroup | None:
+    """The group of ``start``, or None when it cannot be rescaled."""
+    offsets = {start: 0}
+    todo = [start]
+    writers: dict[str, None] = {}
+    readers: dict[tuple[str, str], None] = {}
+
+    def link(tensor: str, offset: int) -> bool:
+        if tensor in offsets:
+            return offsets[tensor] == offset
+        offsets[tensor] = offset
+        todo.append(tensor)
+        return True
+
+    while todo:
+        t = todo.pop()
+        if t in graph.inputs or t in graph.outputs or len(graph.tensors[t].shape) != 4:
+            return None
+        at = offsets[t]
+        producer = graph.producer(t)
+        if producer is None:
+            return None
+        if _commutes(graph, producer):
+            shift = _channel_pad(graph, producer) if producer.op_type == "Pad" else 0
+            if not all(link(i, at + shift) for i in _data_inputs(producer)):
+                return None
+        elif _is_conv(graph, producer) and producer.outputs[0] == t:
+            writers[producer.name] = None
+        else:
+            return None
+        for reader in graph.consumers(t):
+            if _commutes(graph, reader) and t in _data_inputs(reader):
+                shift = _channel_pad(graph, reader) if reader.op_type == "Pad" else 0
+                if not all(link(i, at) for i in _data_inputs(reader)) or \
+                        not link(reader.outputs[0], at - shift):
+                    return None
+            elif _is_conv(graph, reader) and reader.inputs[0] == t and \
+                    reader.inputs.count(t) == 1:
+                readers[(reader.name, t)] = None
+            else:
+                return None
+    low = min(offsets.values())
+    offsets = {t: o - low for t, o in offsets.items()}
+    width = max(o + graph.tensors[t].shape[1] for t, o in offsets.items())
+    order = {t: i for i, n in enumerate(graph.nodes) for t in n.outputs}
+    key = min(offsets, key=order.__getitem__)
+    if len(offsets) == 1 and len(readers) == 1:
+        return None                  # a pair: weight-based equalization's
+    return ChannelGroup(key, offsets, width, tuple(writers), tuple(readers))
+
+
+def channel_groups(graph: Graph) -> list[ChannelGroup]:
+    """Every group of ``graph`` that can be rescaled, in the order of their first tensor."""
+    groups: list[ChannelGroup] = []
+    seen: set[str] = set()
+    for node in graph.nodes:
+        if not _is_conv(graph, node) or node.outputs[0] in seen:
+            continue
+        group = _grow(graph, node.outputs[0])
+        if group is not None:
+            groups.append(group)
+            seen.update(group.offsets)
+    return groups
+
+
+def group_scales(group: ChannelGroup, values: Iterable[Mapping[str, np.ndarray]]) -> np.ndarray:
+    """``s`` of ``group`` (see the module docstring) from fp32 runs of calibration samples
+    (``interpret(..., keep_all=True)`` environments)."""
+    peaks: dict[str, np.ndarray] = {}
+    for env in values:
+        for t in group.offsets:
+            peak = np.abs(np.asarray(env[t], np.float64)).max(axis=(0, 2, 3))
+            peaks[t] = np.maximum(peaks[t], peak) if t in peaks else peak
+    r = np.zeros(group.channels)
+    for t, peak in peaks.items():
+        if peak.max() > 0:
+            at = group.offsets[t]
+            r[at:at + len(peak)] = np.maximum(r[at:at + len(peak)], peak / peak.max())
+    return np.where(r > 0, np.clip(r, FLOOR, 1.0), 1.0)
+
+
+def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
+    """Divide channel ``k`` of each group ``scales`` names (by its key) by ``s[k]``: its
+    writers' output channels and its readers' input channels, in place (new weight
+    constants).  A group ``graph`` does not have, or ``s`` of another width, is a
+    ``ValueError`` naming it."""
+    groups = {g.key: g for g in channel_groups(graph)}
+    nodes = {n.name: n for n in graph.nodes}
+    layers: dict[str, Layer] = {}
+
+    def layer(name: str) -> Layer:
+        if name not in layers:
+            layers[name] = read_layer(graph, nodes[name])
+        return layers[name]
+
+    for key, s in scales.items():
+        group = groups.get(key)
+        if group is None:
+            raise ValueError(f"no channel group of {graph.name!r} starts at tensor {key!r}")
+        s = np.asarray(s, np.float64)
+        if s.shape != (group.channels,):
+            raise ValueError(f"channel group {key!r} has {group.channels} channels, the "
+                             f"scales {s.size}")
+        for name in group.writers:
+            w = layer(name)
+            at = group.offsets[nodes[name].outputs[0]]
+            sk = s[at:at + w.out_channels]
+            w.weight /= sk.reshape(-1, *[1] * (w.weight.ndim - 1))
+            if w.bias is not None:
+                w.bias /= sk
+        for name, t in group.readers:
+            w = layer(name)
+            at = group.offsets[t]
+            w.grouped()[...] *= s[at:at + w.in_channels].reshape(w.group, 1, -1, 1)
+    for w in layers.values():
+        write_layer(graph, w, "rescaled")
+    drop_unused(graph)

@@ -1,0 +1,78 @@
+"""Model outputs int8 cannot hold: what reaches the outputs unchanged, the median of the
+non-zero values by hand, and a spike-dominated output whose layer stays in fp32 (the
+output then equals onnxruntime's), said in a warning; a CPU layer is not named."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.model import load_model
+from tengine_host.quant.coarse_outputs import nonzero_median, reaches_outputs_unchanged
+from tengine_host.quant.fidelity import calibrate_checked
+from tengine_host.quant.thresholds import AbsHistogram
+from tests.tengine_host.passes.graphs import const, model, node, rel_err
+
+
+def _head(bias0: float, *, sigmoid: bool = False, second_reader: bool = False):
+    """A 1x1 conv whose channel 0 sits at ``bias0`` (a background logit), the other
+    seven around 0, transposed to NHWC and flattened: a detector's score head."""
+    rng = np.random.default_rng(1)
+    w = rng.uniform(-1, 1, (8, 4, 1, 1))
+    b = np.zeros(8)
+    b[0] = bias0
+    nodes = [node("c", "Conv", ["x", "w", "b"], ["s"]),
+             node("t", "Transpose", ["s"], ["st"], perm=[0, 2, 3, 1]),
+             node("r", "Reshape", ["st", "shape"], ["y"])]
+    outputs = ["y"]
+    if sigmoid:
+        nodes[-1] = node("sg", "Sigmoid", ["st"], ["y"])
+    if second_reader:
+        nodes.append(node("c2", "Conv", ["s", "w2"], ["z"]))
+        outputs.append("z")
+    return model(nodes, [const("w", w), const("b", b), const("shape", np.array([1, -1])),
+                         const("w2", np.ones((2, 8, 1, 1)))], [1, 4, 6, 6], outputs=outputs)
+
+
+def test_what_reaches_the_outputs_unchanged():
+    g = load_model(_head(0.0))
+    assert reaches_outputs_unchanged(g, "s") and reaches_outputs_unchanged(g, "y")
+    assert not reaches_outputs_unchanged(load_model(_head(0.0, sigmoid=True)), "s")
+    assert not reaches_outputs_unchanged(load_model(_head(0.0, second_reader=True)), "s")
+
+
+def test_the_median_of_the_non_zero_values_by_hand():
+    hist = AbsHistogram(4.0, bins=4)
+    hist.add(np.array([0.0, 0.0, 0.0, 0.5, -1.5, 1.5, 3.5]))
+    # non-zero |x|: 0.5, 1.5, 1.5, 3.5; the median 1.5 lies in bin [1, 2): its upper edge
+    assert nonzero_median(hist) == 2.0
+    assert nonzero_median(AbsHistogram(1.0, bins=4)) == 0.0
+
+
+def _samples(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.standard_normal((1, 4, 6, 6)).astype(np.float32)} for _ in range(n)]
+
+
+def test_a_spike_dominated_output_keeps_its_layer_in_fp32():
+    m = _head(-5000.0)
+    g = load_model(m)
+    with pytest.warns(UserWarning, match=r"kept in fp32 on the CPU: 1 layer\(s\) writing a "
+                                         r"model output .*: c \(step"):
+        table, _ = calibrate_checked(g, _samples(8), progress=False)
+    assert table.keep_float == ("c", "r", "t")    # and the data movers after it
+    x = _samples(1, seed=3)[0]
+    want = ort.InferenceSession(m.SerializeToString()).run(None, x)[0]
+    device = get_device("cpu", precision="int8", keep_float=table.keep_float)
+    with Executor(g, [device], table) as ex:
+        assert rel_err(ex.run(x)["y"], want) < 1e-6
+    # int8 would have given one step of about 5000 / 127 to values around 1
+    assert table.scale("s") > 20 * np.median(np.abs(want[want > -1000]))
+
+
+def test_an_output_int8_holds_is_left_on_the_dla():
+    table, _ = calibrate_checked(load_model(_head(-3.0)), _samples(8), progress=False)
+    assert table.keep_float == ()

@@ -1,0 +1,161 @@
+"""Equalization of channel groups (a residual stream): the group found through sums,
+pooling and channel padding, scales computed by hand, the fp32 function kept (against
+onnxruntime on the original model), the groups it must refuse, and the held-out check
+choosing it where it must help, bit-exact on the DLA."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from tengine_host.devices import get_device
+from tengine_host.executor import Executor
+from tengine_host.interpreter import interpret
+from tengine_host.model import load_model
+from tengine_host.quant.equalize_groups import (
+    FLOOR,
+    ChannelGroup,
+    channel_groups,
+    group_scales,
+    rescale,
+)
+from tengine_host.quant.fidelity import calibrate_checked, weight_rewrites
+from tengine_host.quant.layers import copy_graph
+from tengine_host.quant.rewrites import GraphRewrites, apply
+from tests.tengine_host.passes.graphs import const, model, node, rel_err
+
+WIDTH = 8
+#: channel k of the stream carries 2**(k - 4) times what channel 4 does
+SPREAD = 2.0 ** (np.arange(WIDTH) - 4)
+
+
+def _stream_model(*, out_from_stream: bool = False, sigmoid_reader: bool = False):
+    """conv -> ReLU, then a residual block (depthwise, pointwise, sum, ReLU), max pooling,
+    a channel pad 8 -> 16 and a second block, then a 1x1 head.  The stream's channels
+    are lopsided by :data:`SPREAD` and the head undoes it, so every channel matters."""
+    rng = np.random.default_rng(3)
+    s2 = np.concatenate([SPREAD, SPREAD])
+    inits = [
+        const("w0", rng.uniform(-1, 1, (WIDTH, 3, 3, 3)) * SPREAD[:, None, None, None]),
+        const("b0", rng.uniform(0, 1, WIDTH) * SPREAD),
+        const("dw1", rng.uniform(-1, 1, (WIDTH, 1, 3, 3))),
+        const("pw1", rng.uniform(-0.5, 0.5, (WIDTH, WIDTH, 1, 1))
+              * SPREAD[:, None, None, None] / SPREAD[None, :, None, None]),
+        const("pads", np.array([0, 0, 0, 0, 0, WIDTH, 0, 0], np.int64)),
+        const("dw2", rng.uniform(-1, 1, (2 * WIDTH, 1, 3, 3))),
+        const("pw2", rng.uniform(-0.5, 0.5, (2 * WIDTH, 2 * WIDTH, 1, 1))
+              * s2[:, None, None, None] / s2[None, :, None, None]),
+        const("wh", rng.uniform(-1, 1, (4, 2 * WIDTH, 1, 1)) / s2[None, :, None, None]),
+    ]
+    nodes = [
+        node("c0", "Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+        node("r0", "Relu", ["c0"], ["t0"]),
+        node("dw1", "Conv", ["t0", "dw1"], ["d1"], pads=[1, 1, 1, 1], group=WIDTH),
+        node("pw1", "Conv", ["d1", "pw1"], ["p1"]),
+        node("add1", "Add", ["t0", "p1"], ["a1"]),
+        node("r1", "Relu", ["a1"], ["t1"]),
+        node("pool", "MaxPool", ["t1"], ["m1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("pad", "Pad", ["m1", "pads"], ["q1"]),
+        node("dw2", "Conv", ["q1", "dw2"], ["d2"], pads=[1, 1, 1, 1], group=2 * WIDTH),
+        node("pw2", "Conv", ["d2", "pw2"], ["p2"]),
+        node("add2", "Add", ["q1", "p2"], ["a2"]),
+        node("r2", "Relu", ["a2"], ["t2"]),
+        node("head", "Conv", ["t2", "wh"], ["y"]),
+    ]
+    outputs = ["y"]
+    if out_from_stream:
+        outputs.append("t1")
+    if sigmoid_reader:
+        nodes.append(node("sig", "Sigmoid", ["t1"], ["s"]))
+        outputs.append("s")
+    return model(nodes, inits, [1, 3, 16, 16], outputs=outputs)
+
+
+def _samples(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(n)]
+
+
+def test_a_stream_is_one_group_through_sums_pooling_and_channel_padding():
+    g = load_model(_stream_model())
+    (group,) = channel_groups(g)
+    members = set(group.offsets)
+    # the sums (ReLU fused), the pooled and the padded tensors, and what the convs write
+    assert {g.producer(t).op_type for t in members} == {"Conv", "Add", "MaxPool", "Pad"}
+    assert len(members) == 7 and group.channels == 2 * WIDTH
+    assert set(group.offsets.values()) == {0}          # padding at the end shifts nothing
+    assert sorted(group.writers) == ["c0", "pw1", "pw2"]
+    assert sorted(name for name, _ in group.readers) == ["dw1", "dw2", "head"]
+    assert group.key == g.node("c0").outputs[0]        # the first tensor of the group
+
+
+def test_scales_computed_by_hand():
+    group = ChannelGroup("a", {"a": 0, "b": 0}, 4, (), ())
+    # peaks of a: (8, 2, 0.08, 0) -> relative (1, 1/4, 1/100, 0); of b: (3, 1.5) ->
+    # (1, 1/2).  r = (1, 1/2, 1/100, 0): s = (1, 1/2, FLOOR, 1 for the dead channel)
+    a = np.array([8.0, -2.0, 0.08, 0.0]).reshape(1, 4, 1, 1)
+    b = np.array([-3.0, 1.5]).reshape(1, 2, 1, 1)
+    s = group_scales(group, [{"a": a, "b": b}, {"a": a / 2, "b": b / 3}])
+    np.testing.assert_array_equal(s, [1.0, 0.5, FLOOR, 1.0])
+
+
+def test_rescaling_keeps_the_function_and_evens_the_stream_out():
+    m = _stream_model()
+    g = load_model(m)
+    (group,) = channel_groups(g)
+    values = [interpret(g, f, keep_all=True) for f in _samples(4)]
+    s = group_scales(group, values)
+    assert s.min() < 0.1            # the lopsided channels are found
+    out = copy_graph(g)
+    rescale(out, {group.key: s})
+    x = _samples(1, seed=9)[0]
+    want = ort.InferenceSession(m.SerializeToString()).run(None, x)[0]
+    assert rel_err(interpret(out, x)["y"], want) < 1e-5
+
+    def spread(graph):
+        peaks = np.abs(interpret(graph, x, keep_all=True)[group.key]).max(axis=(0, 2, 3))
+        return peaks.max() / peaks.min()
+
+    # 128 by construction; FLOOR leaves the three smallest channels 8, 4 and 2 times
+    # smaller than the rest
+    assert spread(g) > 64 and spread(out) < 16
+
+
+@pytest.mark.parametrize("kind", ["output", "sigmoid"])
+def test_a_stream_with_another_use_is_not_a_group(kind):
+    g = load_model(_stream_model(out_from_stream=kind == "output",
+                                 sigmoid_reader=kind == "sigmoid"))
+    assert channel_groups(g) == []
+
+
+def test_a_lone_pair_is_left_to_the_weight_based_equalization():
+    m = model([node("c1", "Conv", ["x", "w1"], ["t"]), node("r", "Relu", ["t"], ["u"]),
+               node("c2", "Conv", ["u", "w2"], ["y"])],
+              [const("w1", np.ones((2, 2, 1, 1))), const("w2", np.ones((2, 2, 1, 1)))],
+              [1, 2, 3, 3])
+    assert channel_groups(load_model(m)) == []
+
+
+def test_scales_of_another_model_are_refused():
+    g = load_model(_stream_model())
+    (group,) = channel_groups(g)
+    with pytest.raises(ValueError, match="no channel group of .* starts at tensor 'nope'"):
+        apply(g, GraphRewrites(channel_scale={"nope": (1.0,) * 16}))
+    with pytest.raises(ValueError, match="has 16 channels, the scales 3"):
+        apply(g, GraphRewrites(channel_scale={group.key: (1.0, 2.0, 3.0)}))
+
+
+def test_the_check_chooses_it_where_it_must_help_and_the_dla_stays_exact():
+    g = load_model(_stream_model())
+    table, report = calibrate_checked(g, _samples(12), progress=False,
+                                      rewrites=weight_rewrites(bias_correction="off", graph=g))
+    assert report.applied == "cross-layer equalization"
+    assert list(table.rewrites.channel_scale) == [channel_groups(g)[0].key]
+    # the small channels are lost without it (by construction): a wide margin
+    assert report.variants["cross-layer equalization"] > report.variants["symmetric"] + 10
+    x = _samples(1, seed=5)[0]
+    with Executor(g, [get_device("nvdla"), get_device("cpu")], table) as dla, \
+            Executor(g, [get_device("cpu", precision="int8")], table) as ref:
+        assert [d.name for d, _ in dla.partition.parts] == ["nvdla"]
+        np.testing.assert_array_equal(dla.run(x)["y"], ref.run(x)["y"])
