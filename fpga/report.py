@@ -74,20 +74,21 @@ def parse_nextpnr_critical_path(report: dict) -> dict:
 
 @dataclass
 class BuildReport:
-    """What one bitstream build produced and how fast it runs."""
+    """What one bitstream build produced and how fast it runs.  A build stopped after
+    synthesis (``placed`` False) has yosys's cell counts only: no Fmax, no bitstream."""
 
     board: str
     config: str
     atomic_c: int
     atomic_k: int
     target_mhz: float
-    fmax_mhz: float
+    fmax_mhz: float | None
     lut4: int
     ff: int
     dsp: int
     bram: int
     carry: int
-    bitstream: str
+    bitstream: str | None
     build_s: float
     clocks: dict[str, tuple[float, float]] = field(default_factory=dict)
     utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -96,10 +97,13 @@ class BuildReport:
     seed: int = 1
     #: whether placement and routing were driven by the clock target (not: wire length only)
     timing_driven: bool = True
+    #: whether the design was placed and routed (False: synthesis only)
+    placed: bool = True
 
     @property
-    def timing_met(self) -> bool:
-        return self.fmax_mhz >= self.target_mhz
+    def timing_met(self) -> bool | None:
+        """Fmax reaches the target; None when nothing was placed."""
+        return None if self.fmax_mhz is None else self.fmax_mhz >= self.target_mhz
 
     def to_dict(self) -> dict:
         return {**asdict(self), "timing_met": self.timing_met}
@@ -120,18 +124,22 @@ class BuildReport:
             ("DSP (MULT18X18D)", f"{self.dsp}{avail('MULT18X18D')}"),
             ("BRAM (DP16KD)", f"{self.bram}{avail('DP16KD')}"),
             ("carry (CCU2C)", str(self.carry)),
-            ("Fmax", f"{self.fmax_mhz:.2f} MHz (target {self.target_mhz:g} MHz, {verdict})"),
+            ("Fmax", f"{self.fmax_mhz:.2f} MHz (target {self.target_mhz:g} MHz, {verdict})"
+                     if self.placed else "not placed (--synth-only)"),
         ]
         if self.critical_path:
             cp = self.critical_path
             rows.append(("critical path", f"{cp['from']} -> {cp['to']}: {cp['ns']:.2f} ns "
                                           f"({cp['routing_ns']:.2f} routing, "
                                           f"{cp['logic_steps']} logic steps)"))
+        if not self.placed:         # nextpnr did not run: no utilisation of the part
+            rows = [row for row in rows if row[0] != "TRELLIS_COMB"]
         rows += [
-            ("nextpnr seed", str(self.seed)),
-            ("placement", "timing-driven" if self.timing_driven
+            *([("nextpnr seed", str(self.seed))] if self.placed else []),
+            ("placement", "none (--synth-only)" if not self.placed else
+                          "timing-driven" if self.timing_driven
                           else "wire length only (--no-timing-driven)"),
-            ("bitstream", self.bitstream),
+            ("bitstream", self.bitstream or "none"),
             ("build time", f"{self.build_s:.1f} s"),
         ]
         width = max(len(k) for k, _ in rows)

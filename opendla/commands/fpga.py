@@ -48,6 +48,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--no-timing-driven", dest="timing_driven", action="store_false",
                    help="place and route for wire length only: about a third faster, a "
                         "lower Fmax (for checking that a design builds and what it uses)")
+    b.add_argument("--synth-only", dest="place", action="store_false",
+                   help="stop after synthesis: yosys's cell counts (LUT4, FF, DSP, BRAM), no "
+                        "placement, Fmax or bitstream (a fifth of the conv engine's build)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     r = sub.add_parser(
         "run", help="run a loadable with its convolutions on the board's engine (built with "
@@ -126,7 +129,7 @@ def run_build(args: argparse.Namespace) -> int:
     print(f"building {cfg.name} ({cfg.atomic_c}x{cfg.atomic_k}) for {args.board} in {out} "
           f"(the first run compiles the WASM tools, ~35 s)", file=sys.stderr)
     report = build(args.board, cfg, out, target_mhz=args.target_mhz, seed=args.seed,
-                   design=args.design, timing_driven=args.timing_driven,
+                   design=args.design, timing_driven=args.timing_driven, place=args.place,
                    progress=_stage_printer())
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text(), end="")
     return 0

@@ -21,7 +21,7 @@ def _stub_flow(monkeypatch, outcomes: list[str]) -> list[int]:
     to fail with); returns the seeds the runs were given."""
     seeds: list[int] = []
 
-    def run(board, out: Path, design, cfg, target_mhz, leds, seed, timing_driven,
+    def run(board, out: Path, design, cfg, target_mhz, leds, seed, timing_driven, place,
             progress) -> None:
         seeds.append(seed)
         outcome = outcomes[len(seeds) - 1]

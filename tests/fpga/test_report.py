@@ -106,3 +106,14 @@ def test_critical_path_from_a_nextpnr_report() -> None:
                        bitstream="top.bit", build_s=1.0,
                        critical_path=parse_nextpnr_critical_path(report)).to_text()
     assert "a -> ff: 4.00 ns (3.25 routing, 1 logic steps)" in text
+
+
+def test_a_synthesis_only_report_says_nothing_was_placed():
+    report = BuildReport(board="ulx3s-85f", config="c4k4", atomic_c=4, atomic_k=4,
+                         target_mhz=100.0, fmax_mhz=None, lut4=9000, ff=8000, dsp=20, bram=4,
+                         carry=300, bitstream=None, build_s=1.0, placed=False)
+    assert report.timing_met is None and report.to_dict()["timing_met"] is None
+    text = report.to_text()
+    assert "Fmax" in text and "not placed (--synth-only)" in text
+    assert "nextpnr seed" not in text and "TRELLIS_COMB" not in text
+    assert "bitstream" in text and "none" in text and "LUT4 (logic)" in text and "9000" in text

@@ -17,8 +17,10 @@ def test_bad_atomic_size_is_reported(capsys: pytest.CaptureFixture) -> None:
     assert "mac_atomic_c_size=6" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flags, driven", [([], True), (["--no-timing-driven"], False)])
-def test_timing_driven_placement_is_the_default(flags, driven, monkeypatch, tmp_path,
+@pytest.mark.parametrize("flags, driven, placed", [([], True, True),
+                                                   (["--no-timing-driven"], False, True),
+                                                   (["--synth-only"], True, False)])
+def test_timing_driven_placement_is_the_default(flags, driven, placed, monkeypatch, tmp_path,
                                                 capsys: pytest.CaptureFixture) -> None:
     """The flag reaches the build (stubbed here: the real one is tests/fpga)."""
     import fpga.build
@@ -35,4 +37,5 @@ def test_timing_driven_placement_is_the_default(flags, driven, monkeypatch, tmp_
 
     monkeypatch.setattr(fpga.build, "build", fake_build)
     assert main(["fpga", "build", "-o", str(tmp_path / "b"), *flags]) == 0
-    assert seen["timing_driven"] is driven and capsys.readouterr().out == "report\n"
+    assert seen["timing_driven"] is driven and seen["place"] is placed
+    assert capsys.readouterr().out == "report\n"
