@@ -55,7 +55,8 @@ def compile_all(graph, table, preset: str) -> int:
     plan_conv.cache_clear()         # cold, as a user's first compile
     choose_block.cache_clear()
     graph = with_rewrites(graph, table)
-    parts = partition(graph, [get_device("nvdla", preset=preset), get_device("cpu")])
+    parts = partition(graph, [get_device("nvdla", preset=preset, keep_float=table.keep_float),
+                              get_device("cpu")])
     return sum(len(compile_subgraph(sub, table, get_preset(preset)).to_bytes())
                for dev, sub in parts.parts if dev.name == "nvdla")
 
@@ -70,7 +71,8 @@ def measure(graph, tables: dict, feeds, preset: str, repeat: int) -> dict[str, d
     """Median seconds of each step for each table, the tables taking turns in every
     repetition so that a change in the machine's load falls on both alike."""
     def executor(table):
-        return Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")], table)
+        return Executor(graph, [get_device("nvdla", preset=preset, keep_float=table.keep_float),
+                                get_device("cpu")], table)
 
     def prepare(table):
         with executor(table):

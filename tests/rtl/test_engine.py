@@ -29,8 +29,8 @@ def test_operations_programmed_over_csb() -> None:
 
 
 @pytest.mark.rtl
-def test_fifty_random_operations_on_verilator() -> None:
-    """50 random convolutions programmed over CSB, their bus paused at random, then four
+def test_twenty_random_operations_on_verilator() -> None:
+    """20 random convolutions programmed over CSB, their bus paused at random, then four
     with register values past 12 and 4 bits (``conv_tb.large_convs``: 4100 channels, a
     4100-wide cube, a 17-tall kernel padded by 16, dilation 17), on the ``engine_traces``
     top in Verilator: the same compiled simulation as NVIDIA's traces
@@ -40,9 +40,9 @@ def test_fifty_random_operations_on_verilator() -> None:
 
     summary = run_cocotb(get_preset("nv_small"), REPO / "build" / "rtl" / "engine-verilator",
                          top="engine_traces", test_module="engine_tb", tb_dir=TB_DIR,
-                         simulator="verilator", extra_env={"OPENDLA_ENGINE_OPERATIONS": "50",
+                         simulator="verilator", extra_env={"OPENDLA_ENGINE_OPERATIONS": "20",
                                                            "OPENDLA_ENGINE_LARGE": "1"})
     print(f"\nengine on verilator: {summary['operations']} operations, {summary['vectors']} "
           f"outputs checked, {summary['cycles']} cycles at {summary['cycles_per_s']} cycles/s")
-    assert summary["tests"] == 1 and summary["operations"] == 54
-    assert summary["interrupts"] == 54 and summary["vectors"] > 1200 + 8196
+    assert summary["tests"] == 1 and summary["operations"] == 24
+    assert summary["interrupts"] == 24 and summary["vectors"] > 480 + 8196
