@@ -108,11 +108,24 @@ def _data_inputs(node: Node) -> list[str]:
 
 
 def _is_conv(graph: Graph, node: Node) -> bool:
+    """A Conv with constant weights (and bias) and an activation that commutes."""
     return (node.op_type == "Conv" and node.attrs.get("activation") in HOMOGENEOUS_ACTIVATIONS
-            and not isinstance(read_layer(graph, node), str))
+            and all(graph.is_constant(t) for t in node.inputs[1:3] if t))
 
 
-def _grow(graph: Graph, start: str) -> ChannelGroup | None:
+class _Links:
+    """Each tensor's writer and readers, looked up once (``Graph.producer`` and
+    ``Graph.consumers`` scan every node)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.writer = {t: n for n in graph.nodes for t in n.outputs if t}
+        self.readers: dict[str, list[Node]] = {}
+        for n in graph.nodes:
+            for t in dict.fromkeys(n.inputs):
+                self.readers.setdefault(t, []).append(n)
+
+
+def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
     """The group of ``start``, or None when it cannot be rescaled."""
     offsets = {start: 0}
     todo = [start]
@@ -131,7 +144,7 @@ def _grow(graph: Graph, start: str) -> ChannelGroup | None:
         if t in graph.inputs or t in graph.outputs or len(graph.tensors[t].shape) != 4:
             return None
         at = offsets[t]
-        producer = graph.producer(t)
+        producer = links.writer.get(t)
         if producer is None:
             return None
         if _commutes(graph, producer):
@@ -142,7 +155,7 @@ def _grow(graph: Graph, start: str) -> ChannelGroup | None:
             writers[producer.name] = None
         else:
             return None
-        for reader in graph.consumers(t):
+        for reader in links.readers.get(t, []):
             if _commutes(graph, reader) and t in _data_inputs(reader):
                 shift = _channel_pad(graph, reader) if reader.op_type == "Pad" else 0
                 if not all(link(i, at) for i in _data_inputs(reader)) or \
@@ -167,10 +180,11 @@ def channel_groups(graph: Graph) -> list[ChannelGroup]:
     """Every group of ``graph`` that can be rescaled, in the order of their first tensor."""
     groups: list[ChannelGroup] = []
     seen: set[str] = set()
+    links = _Links(graph)
     for node in graph.nodes:
         if not _is_conv(graph, node) or node.outputs[0] in seen:
             continue
-        group = _grow(graph, node.outputs[0])
+        group = _grow(graph, node.outputs[0], links)
         if group is not None:
             groups.append(group)
             seen.update(group.offsets)
