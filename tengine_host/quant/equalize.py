@@ -123,13 +123,15 @@ def equalization_scales(r1: np.ndarray, r2: np.ndarray) -> np.ndarray:
     return s
 
 
-def _scale_outputs(layer: Layer, s: np.ndarray) -> None:
+def scale_outputs(layer: Layer, s: np.ndarray) -> None:
+    """Divide output channel ``k`` of ``layer`` (weights and bias) by ``s[k]``."""
     layer.weight /= s.reshape(-1, *[1] * (layer.weight.ndim - 1))
     if layer.bias is not None:
         layer.bias /= s
 
 
-def _scale_inputs(layer: Layer, s: np.ndarray) -> None:
+def scale_inputs(layer: Layer, s: np.ndarray) -> None:
+    """Multiply the weights ``layer`` applies to input channel ``c`` by ``s[c]``."""
     grouped = layer.grouped()
     grouped *= s.reshape(layer.group, 1, -1, 1)
 
@@ -216,8 +218,8 @@ def equalize(graph: Graph, iterations: int = 20) -> tuple[Graph, EqualizeReport]
         moved = 0.0
         for i, (p, c) in enumerate(chain):
             s = equalization_scales(output_ranges(p), input_ranges(c))
-            _scale_outputs(p, s)
-            _scale_inputs(c, s)
+            scale_outputs(p, s)
+            scale_inputs(c, s)
             total[i] *= s
             moved = max(moved, float(np.abs(s - 1).max()))
         report.sweeps = sweep

@@ -43,7 +43,7 @@ import numpy as np
 
 from accel.ir import Graph, Node
 from tengine_host.passes.edit import constant, drop_unused
-from tengine_host.quant.equalize import HOMOGENEOUS_ACTIVATIONS
+from tengine_host.quant.equalize import HOMOGENEOUS_ACTIVATIONS, scale_inputs, scale_outputs
 from tengine_host.quant.layers import Layer, read_layer, write_layer
 
 #: the smallest scale: a full convolution reading the group loses at most 4 bits of a
@@ -114,11 +114,12 @@ def _is_conv(graph: Graph, node: Node) -> bool:
 
 
 class _Links:
-    """Each tensor's writer and readers, looked up once (``Graph.producer`` and
-    ``Graph.consumers`` scan every node)."""
+    """Each tensor's writer, readers and place in the graph's order, looked up once
+    (``Graph.producer`` and ``Graph.consumers`` scan every node)."""
 
     def __init__(self, graph: Graph) -> None:
         self.writer = {t: n for n in graph.nodes for t in n.outputs if t}
+        self.order = {t: i for i, n in enumerate(graph.nodes) for t in n.outputs if t}
         self.readers: dict[str, list[Node]] = {}
         for n in graph.nodes:
             for t in dict.fromkeys(n.inputs):
@@ -169,8 +170,7 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
     low = min(offsets.values())
     offsets = {t: o - low for t, o in offsets.items()}
     width = max(o + graph.tensors[t].shape[1] for t, o in offsets.items())
-    order = {t: i for i, n in enumerate(graph.nodes) for t in n.outputs}
-    key = min(offsets, key=order.__getitem__)
+    key = min(offsets, key=links.order.__getitem__)
     if len(offsets) == 1 and len(readers) == 1:
         return None                  # a pair: weight-based equalization's
     return ChannelGroup(key, offsets, width, tuple(writers), tuple(readers))
@@ -232,14 +232,11 @@ def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
         for name in group.writers:
             w = layer(name)
             at = group.offsets[nodes[name].outputs[0]]
-            sk = s[at:at + w.out_channels]
-            w.weight /= sk.reshape(-1, *[1] * (w.weight.ndim - 1))
-            if w.bias is not None:
-                w.bias /= sk
+            scale_outputs(w, s[at:at + w.out_channels])
         for name, t in group.readers:
             w = layer(name)
             at = group.offsets[t]
-            w.grouped()[...] *= s[at:at + w.in_channels].reshape(w.group, 1, -1, 1)
+            scale_inputs(w, s[at:at + w.in_channels])
     for w in layers.values():
         write_layer(graph, w, "rescaled")
     drop_unused(graph)

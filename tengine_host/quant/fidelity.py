@@ -477,9 +477,19 @@ def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = froze
         if value not in CHOICES:
             raise ValueError(f"{option}={value!r}; choose one of {', '.join(CHOICES)}")
 
+    # one fp32 pass per calibration set, shared by equalization with and without bias
+    # correction; an entry holds its graph and samples, so their ids stay theirs
+    equalized: dict[tuple, tuple] = {}
+
+    def equalize_once(graph: Graph, samples: list) -> GraphRewrites:
+        key = (id(graph), *map(id, samples))
+        if key not in equalized:
+            equalized[key] = (graph, list(samples), equalization(graph, samples))
+        return equalized[key][2]
+
     def make(eq: bool, bc: bool) -> Callable[[Graph, list], GraphRewrites]:
         def made(graph: Graph, samples: list) -> GraphRewrites:
-            base = equalization(graph, samples) if eq else GraphRewrites()
+            base = equalize_once(graph, samples) if eq else GraphRewrites()
             if not bc:
                 return base
             dla = dla_nodes(graph, preset, keep_float)
