@@ -8,13 +8,17 @@ channel padding carry it on.  Every tensor of the stream holds channel ``k`` of
 the same quantity, so they can only be rescaled together: dividing channel ``k``
 of each by ``s_k`` needs
 
-* every layer that writes into the group (a Conv whose output is a member)
-  to divide its output channel ``k`` (weights and bias) by ``s_k``;
+* every layer that writes into the group to divide its output channel ``k``
+  by ``s_k``: a Conv whose output is a member in its weights and bias, a
+  HardSwish (not homogeneous: ``hswish(x / s) != hswish(x) / s``) by a factor
+  per output channel (its ``channel_scale``), which the DLA applies in the
+  multiplier its product leaves free (:mod:`accel.compiler.ops.activation`);
 * every layer that reads the group (a Conv whose data input is a member) to
   multiply its input channel ``k`` by ``s_k``;
 * every op inside the group to commute with a positive per-channel scale: Add,
-  ReLU / LeakyReLU / PReLU (standalone or fused), max and average pooling, zero
-  padding (a channel pad shifts the channel index).
+  ReLU / LeakyReLU / PReLU (standalone or fused), max and average pooling,
+  Resize, and ops that move channels: zero padding, Concat and Split on
+  channels (each tensor's channels sit at an offset of the group's).
 
 A group is found by following these ops from a tensor; it is refused when it
 reaches a graph input or output, or any other kind of reader or writer.
@@ -30,8 +34,11 @@ the calibration samples), and ``s_k = r_k`` (at least :data:`FLOOR`; 1 for a
 channel that is zero everywhere): a channel that is small in every tensor is
 magnified to the tensor's full range, and no tensor's range grows.
 
-A group that is one tensor between one writer and one reader is a pair, left to
-the weight-based equalization.
+A group that is one tensor between one Conv writer and one reader is a pair,
+left to the weight-based equalization.  HardSwish outputs read by convolutions
+are where per-tensor int8 loses most on HardSwish networks (PP-LCNet, PicoDet):
+their channels' ranges differ by tens of times and no weight rewrite reaches
+them.
 """
 
 from __future__ import annotations
@@ -50,9 +57,10 @@ from tengine_host.quant.layers import Layer, read_layer, write_layer
 #: weight column's resolution
 FLOOR = 1 / 16
 
-#: ops whose output channel ``k`` depends on their inputs' channel ``k`` alone, and
-#: commutes with a positive scale of it (Pad only with a zero constant)
-_MEMBER_OPS = ("Add", "Relu", "LeakyRelu", "PRelu", "MaxPool", "AveragePool", "Pad")
+#: ops whose output channel ``k`` depends on one input channel alone and commutes with a
+#: positive scale of it (Pad only with a zero constant; Concat, Split on channels)
+_MEMBER_OPS = ("Add", "Relu", "LeakyRelu", "PRelu", "MaxPool", "AveragePool", "Pad", "Resize",
+               "Concat", "Split")
 
 
 @dataclass(frozen=True)
@@ -61,8 +69,8 @@ class ChannelGroup:
 
     ``offsets[t]`` places tensor ``t``'s channel ``c`` at group channel
     ``offsets[t] + c`` (channel padding shifts it); ``channels`` is the group's
-    width.  ``writers`` are the Conv nodes writing a member, ``readers`` the Conv
-    nodes reading one (with the member they read).
+    width.  ``writers`` are the Conv and HardSwish nodes writing a member,
+    ``readers`` the Conv nodes reading one (with the member they read).
     """
 
     key: str
@@ -89,22 +97,48 @@ def _channel_pad(graph: Graph, node: Node) -> int | None:
     return int(pads[1])
 
 
-def _commutes(graph: Graph, node: Node) -> bool:
-    """Whether ``node`` is a group member op (see :data:`_MEMBER_OPS`)."""
-    if node.op_type not in _MEMBER_OPS:
-        return False
-    if node.op_type == "Pad":
-        return _channel_pad(graph, node) is not None
-    if node.op_type == "PRelu":
-        return graph.is_constant(node.inputs[1])
-    if node.op_type == "Add":
-        shapes = {tuple(graph.tensors[t].shape) for t in node.inputs}
-        return len(shapes) == 1 and node.attrs.get("activation") in HOMOGENEOUS_ACTIVATIONS
-    return True
+def _stacked(graph: Graph, tensors: list[str]) -> list[int]:
+    """Where each of ``tensors`` starts when they are stacked on channels."""
+    widths = [int(graph.tensors[t].shape[1]) for t in tensors]
+    return [int(v) for v in np.cumsum([0, *widths[:-1]])]
 
 
-def _data_inputs(node: Node) -> list[str]:
-    return list(node.inputs) if node.op_type == "Add" else node.inputs[:1]
+def _channel_map(graph: Graph, node: Node) -> tuple[dict[str, int], dict[str, int]] | None:
+    """``(inputs, outputs)``: where each data input's and output's channel 0 sits in the
+    node's own channel frame, for a member op (see :data:`_MEMBER_OPS`); None for any
+    other node, or one that does not keep channels apart."""
+    op = node.op_type
+    if op not in _MEMBER_OPS or any(len(graph.tensors[t].shape) != 4
+                                    for t in (*node.inputs[:1], *node.outputs) if t):
+        return None
+    data = list(node.inputs) if op in ("Add", "Concat") else node.inputs[:1]
+    outs = [t for t in node.outputs if t]
+    ins = dict.fromkeys(data, 0)
+    if op == "PRelu" and not graph.is_constant(node.inputs[1]):
+        return None
+    if op == "Add" and (len({tuple(graph.tensors[t].shape) for t in data}) != 1 or
+                        node.attrs.get("activation") not in HOMOGENEOUS_ACTIVATIONS):
+        return None
+    if op == "Pad":
+        front = _channel_pad(graph, node)
+        if front is None:
+            return None
+        ins = {data[0]: front}
+    if op in ("Concat", "Split") and node.attrs.get("axis", 0) not in (1, -3):
+        return None
+    if op == "Concat":
+        if len(set(data)) != len(data):        # one tensor at two places
+            return None
+        ins = dict(zip(data, _stacked(graph, data), strict=True))
+    if op == "Split":
+        return ins, dict(zip(outs, _stacked(graph, outs), strict=True))
+    return ins, dict.fromkeys(outs, 0)
+
+
+def _is_writer(graph: Graph, node: Node) -> bool:
+    """A node that can divide its output channels: a Conv (:func:`_is_conv`) or a
+    HardSwish."""
+    return _is_conv(graph, node) or node.op_type == "HardSwish"
 
 
 def _is_conv(graph: Graph, node: Node) -> bool:
@@ -140,27 +174,32 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
         todo.append(tensor)
         return True
 
+    def follow(node: Node, tensor: str, frame: dict[str, int]) -> bool:
+        """Link every data tensor of member ``node``, which holds ``tensor`` at
+        ``frame[tensor]`` of its own channel frame."""
+        origin = offsets[tensor] - frame[tensor]
+        ins, outs = _channel_map(graph, node)
+        return all(link(u, origin + at) for u, at in (*ins.items(), *outs.items()))
+
     while todo:
         t = todo.pop()
         if t in graph.inputs or t in graph.outputs or len(graph.tensors[t].shape) != 4:
             return None
-        at = offsets[t]
         producer = links.writer.get(t)
         if producer is None:
             return None
-        if _commutes(graph, producer):
-            shift = _channel_pad(graph, producer) if producer.op_type == "Pad" else 0
-            if not all(link(i, at + shift) for i in _data_inputs(producer)):
+        mapping = _channel_map(graph, producer)
+        if mapping is not None:
+            if not follow(producer, t, mapping[1]):
                 return None
-        elif _is_conv(graph, producer) and producer.outputs[0] == t:
+        elif _is_writer(graph, producer) and producer.outputs[0] == t:
             writers[producer.name] = None
         else:
             return None
         for reader in links.readers.get(t, []):
-            if _commutes(graph, reader) and t in _data_inputs(reader):
-                shift = _channel_pad(graph, reader) if reader.op_type == "Pad" else 0
-                if not all(link(i, at) for i in _data_inputs(reader)) or \
-                        not link(reader.outputs[0], at - shift):
+            mapping = _channel_map(graph, reader)
+            if mapping is not None and t in mapping[0]:
+                if not follow(reader, t, mapping[0]):
                     return None
             elif _is_conv(graph, reader) and reader.inputs[0] == t and \
                     reader.inputs.count(t) == 1:
@@ -171,7 +210,8 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
     offsets = {t: o - low for t, o in offsets.items()}
     width = max(o + graph.tensors[t].shape[1] for t, o in offsets.items())
     key = min(offsets, key=links.order.__getitem__)
-    if len(offsets) == 1 and len(readers) == 1:
+    if len(offsets) == 1 and len(readers) == 1 and all(
+            links.writer[t].op_type == "Conv" for t in offsets):
         return None                  # a pair: weight-based equalization's
     return ChannelGroup(key, offsets, width, tuple(writers), tuple(readers))
 
@@ -182,7 +222,7 @@ def channel_groups(graph: Graph) -> list[ChannelGroup]:
     seen: set[str] = set()
     links = _Links(graph)
     for node in graph.nodes:
-        if not _is_conv(graph, node) or node.outputs[0] in seen:
+        if not _is_writer(graph, node) or node.outputs[0] in seen:
             continue
         group = _grow(graph, node.outputs[0], links)
         if group is not None:
@@ -210,7 +250,7 @@ def group_scales(group: ChannelGroup, values: Iterable[Mapping[str, np.ndarray]]
 def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
     """Divide channel ``k`` of each group ``scales`` names (by its key) by ``s[k]``: its
     writers' output channels and its readers' input channels, in place (new weight
-    constants).  A group ``graph`` does not have, or ``s`` of another width, is a
+    constants, a HardSwish's ``channel_scale``).  A group ``graph`` does not have, or ``s`` of another width, is a
     ``ValueError`` naming it."""
     groups = {g.key: g for g in channel_groups(graph)}
     nodes = {n.name: n for n in graph.nodes}
@@ -230,8 +270,15 @@ def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
             raise ValueError(f"channel group {key!r} has {group.channels} channels, the "
                              f"scales {s.size}")
         for name in group.writers:
+            node = nodes[name]
+            at = group.offsets[node.outputs[0]]
+            if node.op_type == "HardSwish":
+                before = node.attrs.get("channel_scale")
+                width = graph.tensors[node.outputs[0]].shape[1]
+                node.attrs["channel_scale"] = (1.0 if before is None else before) / \
+                    s[at:at + width]
+                continue
             w = layer(name)
-            at = group.offsets[nodes[name].outputs[0]]
             scale_outputs(w, s[at:at + w.out_channels])
         for name, t in group.readers:
             w = layer(name)

@@ -12,7 +12,9 @@ Each reads its input from memory and writes its output through the SDP
   (calibration fixes it: ``fixed_scales``);
 * HardSwish ``x * HardSigmoid(x)``: the HardSigmoid into a temporary (scale
   1/127), then a per-element product with the input - no lookup table, so on
-  every preset.
+  every preset.  The product's X2 multiplier is free, so it takes the output's
+  per-channel factors (``channel_scale``, set by channel-group equalization,
+  :mod:`tengine_host.quant.equalize_groups`) when the input has no zero point.
 
 Zero points (:mod:`.sdp_math`): X1's ALU takes the input's off before the
 multiplier (Clip's lower bound, an ALU maximum, compares codes instead and
@@ -100,6 +102,11 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
             return "statistics are not constant"
         if len([o for o in node.outputs if o]) > 1:
             return "training outputs (running mean/var) are not produced"
+    if op == "HardSwish" and node.attrs.get("channel_scale") is not None:
+        c = np.asarray(node.attrs["channel_scale"])
+        if c.shape != (_channels(graph, node),) or not np.all(np.isfinite(c) & (c > 0)):
+            return (f"channel_scale must be {_channels(graph, node)} positive numbers, got "
+                    f"shape {c.shape}")
     if op in ("HardSigmoid", "HardSwish"):
         a = node.attrs.get("alpha", HARD_SIGMOID["alpha"])
         if op == "HardSwish":
@@ -156,7 +163,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> SdpPlan:
             # the gate into a symmetric temporary (a product's operand has no zero point)
             hs = _hard_sigmoid(node, s_in, UNIT_SCALE, z_in=zp["z_in"])
             mul = product(0, 1, "element", s_in * UNIT_SCALE / s_out, zp["z_in"], 0,
-                          zp["z_out"])
+                          zp["z_out"], channel=node.attrs.get("channel_scale"))
             return SdpPlan((SdpStep(("in", 0), hs), SdpStep(("in", 0), mul,
                                                              ((1, ("step", 0)),))), shape)
     except SdpMathError as exc:
@@ -174,6 +181,12 @@ def zero_pow2(node: Node, graph: Graph) -> list[str]:
     return [node.inputs[0]] if node.op_type == "HardSwish" else []
 
 
+def zero_free(node: Node, graph: Graph) -> list[str]:
+    """A HardSwish scaled per channel: X2 multiplies, none is left for the input's zero point."""
+    return [node.inputs[0]] if node.op_type == "HardSwish" and \
+        node.attrs.get("channel_scale") is not None else []
+
+
 ENTRY = OpEntry(("Relu", "LeakyRelu", "PRelu", "Clip", "BatchNormalization", "HardSigmoid",
                  "HardSwish"), check, plan, lower_steps, reference_steps,
-                fixed_scales=fixed_scales, zero_pow2=zero_pow2)
+                fixed_scales=fixed_scales, zero_free=zero_free, zero_pow2=zero_pow2)

@@ -75,10 +75,14 @@ def converter(ratio: float, z_out: int = 0) -> Converter:
 
 
 def product(main: int, other: int, mode: str, ratio: float, z_main: int, z_other: int,
-            z_out: int, *, relu: bool = False) -> SdpProgram:
+            z_out: int, *, relu: bool = False, channel: np.ndarray | None = None
+            ) -> SdpProgram:
     """``x * y`` on the SDP: ``x`` node input ``main`` (streamed), ``y`` input ``other``
     read as a ``mode`` operand; ``ratio`` is the output step per unit of the product of
-    the codes, and at most one of the inputs has a zero point, ``-2**k``.
+    the codes, and at most one of the inputs has a zero point, ``-2**k``.  ``channel``
+    (positive, one per channel) multiplies output channel ``c`` by ``channel[c]``, in
+    X2's multiplier (int16 with a shift): only without zero points on the inputs, whose
+    correction X2 would need.
 
     X1 multiplies the codes.  With ``z_main = -2**k`` that is ``(v + z_main) * y``, and
     X2's ALU reads ``y`` again and adds ``y << k = -z_main * y``; with ``z_other``, X2
@@ -94,6 +98,15 @@ def product(main: int, other: int, mode: str, ratio: float, z_main: int, z_other
     if z and (z > 0 or -z & (-z - 1)):
         raise SdpMathError(f"an input of a product has zero point {z}; only 0 or -2**k (-1, "
                            f"-2, ..., -128) can be taken off the other input's codes")
+    if channel is not None:
+        if z:
+            raise SdpMathError(f"a product scaled per channel with an input zero point ({z}): "
+                               f"X2 cannot both take it off and scale (re-run 'opendla "
+                               f"quantize')")
+        m, t = int16_factor(np.asarray(channel, np.float64).reshape(-1))
+        return SdpProgram(XStage(mul=Operand.input(other, mode)),
+                          XStage(mul=_operand(m), truncate=t, relu=relu),
+                          converter(ratio, z_out))
     x2 = XStage(alu_op="sum", alu=again, alu_shift=(-z).bit_length() - 1,
                 relu=relu) if z else None
     x1 = XStage(mul=Operand.input(other, mode), relu=relu and x2 is None)

@@ -122,6 +122,38 @@ def test_rescaling_keeps_the_function_and_evens_the_stream_out():
     assert spread(g) > 64 and spread(out) < 16
 
 
+def test_channels_moved_by_concat_resize_and_split_keep_their_place():
+    """conv -> ReLU and conv -> HardSwish, concatenated (4 + 4 channels), upsampled,
+    split 3 + 5 and read by two convolutions: one group, each tensor at its offset."""
+    rng = np.random.default_rng(5)
+    inits = [const(f"w{i}", rng.uniform(-1, 1, shape)) for i, shape in enumerate(
+        [(4, 3, 1, 1), (4, 3, 1, 1), (2, 3, 1, 1), (2, 5, 1, 1)])]
+    inits += [const("scales", np.array([1, 1, 2, 2], np.float32)),
+              const("split", np.array([3, 5], np.int64))]
+    m = model([node("c1", "Conv", ["x", "w0"], ["c1"]), node("r", "Relu", ["c1"], ["a"]),
+               node("c2", "Conv", ["x", "w1"], ["c2"]), node("hs", "HardSwish", ["c2"], ["b"]),
+               node("cat", "Concat", ["a", "b"], ["cat"], axis=1),
+               node("up", "Resize", ["cat", "", "scales"], ["up"], mode="nearest"),
+               node("split", "Split", ["up", "split"], ["s1", "s2"], axis=1),
+               node("h1", "Conv", ["s1", "w2"], ["y1"]), node("h2", "Conv", ["s2", "w3"], ["y2"])],
+              inits, [1, 3, 4, 4], outputs=["y1", "y2"], opset=14)
+    g = load_model(m)
+    (group,) = channel_groups(g)
+    offsets = {g.producer(t).name: o for t, o in group.offsets.items()}
+    assert group.channels == 8 and sorted(group.writers) == ["c1", "hs"]
+    assert offsets["hs"] == 4 and offsets["cat"] == offsets["up"] == 0
+    assert sorted(o for t, o in group.offsets.items() if g.producer(t).name == "split") == [0, 3]
+    assert sorted(group.readers) == [("h1", "s1"), ("h2", "s2")]
+    out = copy_graph(g)
+    rescale(out, {group.key: 2.0 ** -np.arange(8)})
+    x = _samples(1, seed=2)[0]
+    x = {"x": x["x"][:, :, :4, :4]}
+    for got, want in zip((interpret(out, x)[y] for y in ("y1", "y2")),
+                         ort.InferenceSession(m.SerializeToString()).run(None, x),
+                         strict=True):
+        assert rel_err(got, want) < 1e-5
+
+
 @pytest.mark.parametrize("kind", ["output", "sigmoid"])
 def test_a_stream_with_another_use_is_not_a_group(kind):
     g = load_model(_stream_model(out_from_stream=kind == "output",
@@ -159,3 +191,70 @@ def test_the_check_chooses_it_where_it_must_help_and_the_dla_stays_exact():
             Executor(g, [get_device("cpu", precision="int8")], table) as ref:
         assert [d.name for d, _ in dla.partition.parts] == ["nvdla"]
         np.testing.assert_array_equal(dla.run(x)["y"], ref.run(x)["y"])
+
+
+#: the HardSwish's input channels are alike, their biases are not: channel 0 sits in the
+#: negative tail (outputs in [-0.375, 0]), channel 7 mostly in the linear part
+BIAS = np.linspace(-5.0, 2.0, WIDTH)
+
+
+def _hard_swish_model(head: np.ndarray | None = None):
+    """conv -> HardSwish -> depthwise -> 1x1 head.  The conv's outputs have alike ranges
+    but biases :data:`BIAS`, so the HardSwish outputs' ranges differ by ~20 times;
+    ``head`` divides the head's input channels (by their peaks: every channel matters)."""
+    rng = np.random.default_rng(4)
+    inits = [
+        const("w0", rng.uniform(-1, 1, (WIDTH, 3, 3, 3)) / 2),
+        const("b0", BIAS),
+        const("dw", rng.uniform(-1, 1, (WIDTH, 1, 3, 3))),
+        const("wh", rng.uniform(-1, 1, (4, WIDTH, 1, 1))
+              / (1.0 if head is None else head[None, :, None, None])),
+    ]
+    nodes = [
+        node("c0", "Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+        node("hs", "HardSwish", ["c0"], ["h"]),
+        node("dw", "Conv", ["h", "dw"], ["d"], pads=[1, 1, 1, 1], group=WIDTH),
+        node("head", "Conv", ["d", "wh"], ["y"]),
+    ]
+    m = model(nodes, inits, [1, 3, 16, 16], outputs=["y"], opset=14)
+    if head is None:
+        env = interpret(load_model(m), _samples(1, seed=1)[0], keep_all=True)
+        return _hard_swish_model(np.abs(env["d"]).max(axis=(0, 2, 3)))
+    return m
+
+
+def test_a_hard_swish_output_is_scaled_by_the_hard_swish_and_keeps_the_function():
+    m = _hard_swish_model()
+    g = load_model(m)
+    (group,) = channel_groups(g)     # one tensor, one reader: not a pair, HardSwish writes
+    assert group.writers == ("hs",) and group.readers == (("dw", "h"),)
+    s = group_scales(group, [interpret(g, f, keep_all=True) for f in _samples(4)])
+    assert s.min() < 0.2
+    out = copy_graph(g)
+    rescale(out, {group.key: s})
+    np.testing.assert_allclose(out.node("hs").attrs["channel_scale"], 1 / s)
+    assert "channel_scale" not in g.node("hs").attrs      # the copy, not the model
+    x = _samples(1, seed=9)[0]
+    want = ort.InferenceSession(m.SerializeToString()).run(None, x)[0]
+    assert rel_err(interpret(out, x)["y"], want) < 1e-5
+
+
+def test_a_scaled_hard_swish_on_the_dla_is_exact_and_close_to_fp32():
+    g = load_model(_hard_swish_model())
+    table, report = calibrate_checked(g, _samples(12), progress=False,
+                                      rewrites=weight_rewrites(bias_correction="off", graph=g))
+    assert report.applied == "cross-layer equalization"
+    # 20.5 -> 27.8 dB here: the small channels gain, the HardSwish's input (one step
+    # for all channels, no rewrite reaches it) bounds the gain
+    assert report.variants["cross-layer equalization"] > report.variants["symmetric"] + 5
+    assert list(table.rewrites.channel_scale) == ["h"]
+    assert table[g.node("hs").inputs[0]].get("zero_point", 0) == 0   # X2 scales: no room
+    x = _samples(1, seed=5)[0]
+    with Executor(g, [get_device("nvdla"), get_device("cpu")], table) as dla, \
+            Executor(g, [get_device("cpu", precision="int8")], table) as ref:
+        assert [d.name for d, _ in dla.partition.parts] == ["nvdla"]
+        got = dla.run(x)["y"]
+        np.testing.assert_array_equal(got, ref.run(x)["y"])
+    # factors applied wrongly (or not at all) would leave channels off by up to 20 times
+    want = interpret(g, x)["y"]
+    assert 10 * np.log10(np.sum(want ** 2) / np.sum((got - want) ** 2)) > 20
