@@ -1,9 +1,10 @@
 """HardSwish: x * max(0, min(1, x / 6 + 1 / 2)) (opset 14).
 
-``channel_scale`` (not an ONNX attribute) multiplies output channel ``c`` (axis
-1) by ``channel_scale[c]``: channel-group equalization
-(:mod:`tengine_host.quant.equalize_groups`) evens a HardSwish output's channel
-ranges so, its readers' weights taking the inverse.
+``input_scale`` and ``channel_scale`` (not ONNX attributes) give channel ``c``
+(axis 1) ``channel_scale[c] * HardSwish(input_scale[c] * x)``: channel-group
+equalization (:mod:`tengine_host.quant.equalize_groups`) evens the ranges of a
+HardSwish's input and output channels so, the layers around it taking the
+inverse.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ import numpy as np
 from tengine_host.ops.registry import register, same_shape
 
 
-def hard_swish(x: np.ndarray, channel_scale: np.ndarray | None = None) -> np.ndarray:
-    y = x * np.clip(x * np.float32(1 / 6) + np.float32(0.5), 0, 1)
+def hard_swish(x: np.ndarray, input_scale: np.ndarray | None = None,
+               channel_scale: np.ndarray | None = None) -> np.ndarray:
+    def per_channel(v):
+        return np.asarray(v, x.dtype).reshape(1, -1, *([1] * (x.ndim - 2)))
+
+    u = x if input_scale is None else x * per_channel(input_scale)
+    y = u * np.clip(u * np.float32(1 / 6) + np.float32(0.5), 0, 1)
     if channel_scale is not None:
-        y = y * np.asarray(channel_scale, x.dtype).reshape(1, -1, *([1] * (x.ndim - 2)))
+        y = y * per_channel(channel_scale)
     return y.astype(x.dtype, copy=False)
 
 

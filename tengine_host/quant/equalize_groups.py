@@ -13,8 +13,10 @@ of each by ``s_k`` needs
   HardSwish (not homogeneous: ``hswish(x / s) != hswish(x) / s``) by a factor
   per output channel (its ``channel_scale``), which the DLA applies in the
   multiplier its product leaves free (:mod:`accel.compiler.ops.activation`);
-* every layer that reads the group (a Conv whose data input is a member) to
-  multiply its input channel ``k`` by ``s_k``;
+* every layer that reads the group to multiply its input channel ``k`` by
+  ``s_k``: a Conv whose data input is a member in its weights, a HardSwish by
+  a factor per input channel (its ``input_scale``, in the gate's multiplier and
+  the product's);
 * every op inside the group to commute with a positive per-channel scale: Add,
   ReLU / LeakyReLU / PReLU (standalone or fused), max and average pooling,
   Resize, and ops that move channels: zero padding, Concat and Split on
@@ -34,11 +36,10 @@ the calibration samples), and ``s_k = r_k`` (at least :data:`FLOOR`; 1 for a
 channel that is zero everywhere): a channel that is small in every tensor is
 magnified to the tensor's full range, and no tensor's range grows.
 
-A group that is one tensor between one Conv writer and one reader is a pair,
-left to the weight-based equalization.  HardSwish outputs read by convolutions
-are where per-tensor int8 loses most on HardSwish networks (PP-LCNet, PicoDet):
-their channels' ranges differ by tens of times and no weight rewrite reaches
-them.
+A group that is one tensor between two Convs is a pair, left to the
+weight-based equalization.  The tensors around a HardSwish are where per-tensor
+int8 loses most on HardSwish networks (PP-LCNet, PicoDet): their channels'
+ranges differ by tens of times and no weight rewrite reaches them.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class ChannelGroup:
     ``offsets[t]`` places tensor ``t``'s channel ``c`` at group channel
     ``offsets[t] + c`` (channel padding shifts it); ``channels`` is the group's
     width.  ``writers`` are the Conv and HardSwish nodes writing a member,
-    ``readers`` the Conv nodes reading one (with the member they read).
+    ``readers`` the Conv and HardSwish nodes reading one (with the member they
+    read).
     """
 
     key: str
@@ -165,7 +167,7 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
     offsets = {start: 0}
     todo = [start]
     writers: dict[str, None] = {}
-    readers: dict[tuple[str, str], None] = {}
+    readers: dict[tuple[str, str], str] = {}      # -> the reader's op type
 
     def link(tensor: str, offset: int) -> bool:
         if tensor in offsets:
@@ -201,17 +203,17 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
             if mapping is not None and t in mapping[0]:
                 if not follow(reader, t, mapping[0]):
                     return None
-            elif _is_conv(graph, reader) and reader.inputs[0] == t and \
-                    reader.inputs.count(t) == 1:
-                readers[(reader.name, t)] = None
+            elif (_is_conv(graph, reader) or reader.op_type == "HardSwish") and \
+                    reader.inputs[0] == t and reader.inputs.count(t) == 1:
+                readers[(reader.name, t)] = reader.op_type
             else:
                 return None
     low = min(offsets.values())
     offsets = {t: o - low for t, o in offsets.items()}
     width = max(o + graph.tensors[t].shape[1] for t, o in offsets.items())
     key = min(offsets, key=links.order.__getitem__)
-    if len(offsets) == 1 and len(readers) == 1 and all(
-            links.writer[t].op_type == "Conv" for t in offsets):
+    if len(offsets) == 1 and links.writer[start].op_type == "Conv" and \
+            list(readers.values()) == ["Conv"]:
         return None                  # a pair: weight-based equalization's
     return ChannelGroup(key, offsets, width, tuple(writers), tuple(readers))
 
@@ -247,11 +249,20 @@ def group_scales(group: ChannelGroup, values: Iterable[Mapping[str, np.ndarray]]
     return np.where(r > 0, np.clip(r, FLOOR, 1.0), 1.0)
 
 
+def _hard_swish_factor(graph: Graph, node: Node, attr: str, tensor: str, s: np.ndarray,
+                       at: int, power: int) -> None:
+    """Multiply HardSwish ``node``'s ``attr`` factors by ``s**power`` over ``tensor``'s
+    channels (at group channel ``at``)."""
+    width = graph.tensors[tensor].shape[1]
+    before = node.attrs.get(attr)
+    node.attrs[attr] = (1.0 if before is None else before) * s[at:at + width] ** power
+
+
 def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
     """Divide channel ``k`` of each group ``scales`` names (by its key) by ``s[k]``: its
     writers' output channels and its readers' input channels, in place (new weight
-    constants, a HardSwish's ``channel_scale``).  A group ``graph`` does not have, or ``s`` of another width, is a
-    ``ValueError`` naming it."""
+    constants, a HardSwish's factors).  A group ``graph`` does not have, or ``s`` of
+    another width, is a ``ValueError`` naming it."""
     groups = {g.key: g for g in channel_groups(graph)}
     nodes = {n.name: n for n in graph.nodes}
     layers: dict[str, Layer] = {}
@@ -271,19 +282,19 @@ def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
                              f"scales {s.size}")
         for name in group.writers:
             node = nodes[name]
-            at = group.offsets[node.outputs[0]]
+            t = node.outputs[0]
             if node.op_type == "HardSwish":
-                before = node.attrs.get("channel_scale")
-                width = graph.tensors[node.outputs[0]].shape[1]
-                node.attrs["channel_scale"] = (1.0 if before is None else before) / \
-                    s[at:at + width]
-                continue
-            w = layer(name)
-            scale_outputs(w, s[at:at + w.out_channels])
+                _hard_swish_factor(graph, node, "channel_scale", t, s, group.offsets[t], -1)
+            else:
+                w = layer(name)
+                scale_outputs(w, s[group.offsets[t]:group.offsets[t] + w.out_channels])
         for name, t in group.readers:
-            w = layer(name)
-            at = group.offsets[t]
-            scale_inputs(w, s[at:at + w.in_channels])
+            node = nodes[name]
+            if node.op_type == "HardSwish":
+                _hard_swish_factor(graph, node, "input_scale", t, s, group.offsets[t], 1)
+            else:
+                w = layer(name)
+                scale_inputs(w, s[group.offsets[t]:group.offsets[t] + w.in_channels])
     for w in layers.values():
         write_layer(graph, w, "rescaled")
     drop_unused(graph)

@@ -12,9 +12,12 @@ Each reads its input from memory and writes its output through the SDP
   (calibration fixes it: ``fixed_scales``);
 * HardSwish ``x * HardSigmoid(x)``: the HardSigmoid into a temporary (scale
   1/127), then a per-element product with the input - no lookup table, so on
-  every preset.  The product's X2 multiplier is free, so it takes the output's
-  per-channel factors (``channel_scale``, set by channel-group equalization,
-  :mod:`tengine_host.quant.equalize_groups`) when the input has no zero point.
+  every preset.  Channel-group equalization
+  (:mod:`tengine_host.quant.equalize_groups`) may give it factors per channel,
+  ``channel_scale[c] * HardSwish(input_scale[c] * x)``: the gate's multiplier
+  takes ``input_scale`` (it is per channel already), the product's free X2
+  multiplier both (so the input may not have a zero point, whose correction
+  would need that multiplier).
 
 Zero points (:mod:`.sdp_math`): X1's ALU takes the input's off before the
 multiplier (Clip's lower bound, an ALU maximum, compares codes instead and
@@ -46,6 +49,9 @@ from accel.ir import Graph, Node
 UNIT_SCALE = 1.0 / 127.0        # outputs in [0, 1] use all of int8's positive range
 HARD_SIGMOID = {"alpha": 0.2, "beta": 0.5}
 HARD_SWISH = {"alpha": 1.0 / 6.0, "beta": 0.5}
+#: a HardSwish's factors per channel (not ONNX attributes): ``channel_scale[c] *
+#: HardSwish(input_scale[c] * x)``
+CHANNEL_FACTORS = ("input_scale", "channel_scale")
 
 
 def _channels(graph: Graph, node: Node) -> int:
@@ -102,11 +108,12 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
             return "statistics are not constant"
         if len([o for o in node.outputs if o]) > 1:
             return "training outputs (running mean/var) are not produced"
-    if op == "HardSwish" and node.attrs.get("channel_scale") is not None:
-        c = np.asarray(node.attrs["channel_scale"])
-        if c.shape != (_channels(graph, node),) or not np.all(np.isfinite(c) & (c > 0)):
-            return (f"channel_scale must be {_channels(graph, node)} positive numbers, got "
-                    f"shape {c.shape}")
+    for attr in CHANNEL_FACTORS if op == "HardSwish" else ():
+        c = node.attrs.get(attr)
+        if c is not None and (np.shape(c) != (_channels(graph, node),)
+                              or not np.all(np.isfinite(c) & (np.asarray(c) > 0))):
+            return (f"{attr} must be {_channels(graph, node)} positive numbers, got shape "
+                    f"{np.shape(c)}")
     if op in ("HardSigmoid", "HardSwish"):
         a = node.attrs.get("alpha", HARD_SIGMOID["alpha"])
         if op == "HardSwish":
@@ -117,7 +124,7 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
 
 
 def _hard_sigmoid(node: Node, s_in: float, s_out: float, z_in: int = 0,
-                  z_out: int = 0) -> SdpProgram:
+                  z_out: int = 0, input_scale: np.ndarray | None = None) -> SdpProgram:
     if round(1.0 / s_out) + z_out < 127:
         raise SdpMathError(f"output scale {s_out:g} with zero point {z_out}: 1 is code "
                            f"{round(1.0 / s_out) + z_out} < 127, so int8 saturation would "
@@ -128,6 +135,8 @@ def _hard_sigmoid(node: Node, s_in: float, s_out: float, z_in: int = 0,
         if node.op_type == "HardSigmoid" else defaults["alpha"]
     beta = float(node.attrs.get("beta", defaults["beta"])) \
         if node.op_type == "HardSigmoid" else defaults["beta"]
+    if input_scale is not None:
+        alpha = alpha * np.asarray(input_scale, np.float64)
     return affine(s_in, s_out, alpha, beta, relu=True, z_in=z_in, z_out=z_out)
 
 
@@ -161,9 +170,13 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> SdpPlan:
             return single(0, _hard_sigmoid(node, s_in, s_out, **zp), shape)
         if op == "HardSwish":
             # the gate into a symmetric temporary (a product's operand has no zero point)
-            hs = _hard_sigmoid(node, s_in, UNIT_SCALE, z_in=zp["z_in"])
+            inward, outward = (node.attrs.get(a) for a in CHANNEL_FACTORS)
+            hs = _hard_sigmoid(node, s_in, UNIT_SCALE, z_in=zp["z_in"], input_scale=inward)
+            factor = None if inward is None and outward is None else \
+                np.asarray(1.0 if inward is None else inward, np.float64) * \
+                np.asarray(1.0 if outward is None else outward, np.float64)
             mul = product(0, 1, "element", s_in * UNIT_SCALE / s_out, zp["z_in"], 0,
-                          zp["z_out"], channel=node.attrs.get("channel_scale"))
+                          zp["z_out"], channel=factor)
             return SdpPlan((SdpStep(("in", 0), hs), SdpStep(("in", 0), mul,
                                                              ((1, ("step", 0)),))), shape)
     except SdpMathError as exc:
@@ -183,8 +196,8 @@ def zero_pow2(node: Node, graph: Graph) -> list[str]:
 
 def zero_free(node: Node, graph: Graph) -> list[str]:
     """A HardSwish scaled per channel: X2 multiplies, none is left for the input's zero point."""
-    return [node.inputs[0]] if node.op_type == "HardSwish" and \
-        node.attrs.get("channel_scale") is not None else []
+    return [node.inputs[0]] if node.op_type == "HardSwish" and any(
+        node.attrs.get(a) is not None for a in CHANNEL_FACTORS) else []
 
 
 ENTRY = OpEntry(("Relu", "LeakyRelu", "PRelu", "Clip", "BatchNormalization", "HardSigmoid",

@@ -138,14 +138,16 @@ def test_channels_moved_by_concat_resize_and_split_keep_their_place():
                node("h1", "Conv", ["s1", "w2"], ["y1"]), node("h2", "Conv", ["s2", "w3"], ["y2"])],
               inits, [1, 3, 4, 4], outputs=["y1", "y2"], opset=14)
     g = load_model(m)
-    (group,) = channel_groups(g)
+    # the concatenated stream, and c2 -> HardSwish
+    group, inward = sorted(channel_groups(g), key=lambda gr: len(gr.offsets), reverse=True)
+    assert inward.writers == ("c2",) and inward.readers == (("hs", "c2"),)
     offsets = {g.producer(t).name: o for t, o in group.offsets.items()}
     assert group.channels == 8 and sorted(group.writers) == ["c1", "hs"]
     assert offsets["hs"] == 4 and offsets["cat"] == offsets["up"] == 0
     assert sorted(o for t, o in group.offsets.items() if g.producer(t).name == "split") == [0, 3]
     assert sorted(group.readers) == [("h1", "s1"), ("h2", "s2")]
     out = copy_graph(g)
-    rescale(out, {group.key: 2.0 ** -np.arange(8)})
+    rescale(out, {group.key: 2.0 ** -np.arange(8), inward.key: 2.0 ** -np.arange(4)})
     x = _samples(1, seed=2)[0]
     x = {"x": x["x"][:, :, :4, :4]}
     for got, want in zip((interpret(out, x)[y] for y in ("y1", "y2")),
@@ -223,16 +225,20 @@ def _hard_swish_model(head: np.ndarray | None = None):
     return m
 
 
-def test_a_hard_swish_output_is_scaled_by_the_hard_swish_and_keeps_the_function():
+def test_a_hard_swish_scales_its_input_and_output_channels_and_keeps_the_function():
     m = _hard_swish_model()
     g = load_model(m)
-    (group,) = channel_groups(g)     # one tensor, one reader: not a pair, HardSwish writes
-    assert group.writers == ("hs",) and group.readers == (("dw", "h"),)
-    s = group_scales(group, [interpret(g, f, keep_all=True) for f in _samples(4)])
-    assert s.min() < 0.2
+    # one tensor, one reader, and not between two convolutions: not pairs
+    inward, outward = channel_groups(g)
+    assert inward.writers == ("c0",) and inward.readers == (("hs", "c0"),)
+    assert outward.writers == ("hs",) and outward.readers == (("dw", "h"),)
+    values = [interpret(g, f, keep_all=True) for f in _samples(4)]
+    s_in, s_out = group_scales(inward, values), group_scales(outward, values)
+    assert s_out.min() < 0.2
     out = copy_graph(g)
-    rescale(out, {group.key: s})
-    np.testing.assert_allclose(out.node("hs").attrs["channel_scale"], 1 / s)
+    rescale(out, {inward.key: s_in, outward.key: s_out})
+    np.testing.assert_allclose(out.node("hs").attrs["input_scale"], s_in)
+    np.testing.assert_allclose(out.node("hs").attrs["channel_scale"], 1 / s_out)
     assert "channel_scale" not in g.node("hs").attrs      # the copy, not the model
     x = _samples(1, seed=9)[0]
     want = ort.InferenceSession(m.SerializeToString()).run(None, x)[0]
@@ -247,7 +253,7 @@ def test_a_scaled_hard_swish_on_the_dla_is_exact_and_close_to_fp32():
     # 20.5 -> 27.8 dB here: the small channels gain, the HardSwish's input (one step
     # for all channels, no rewrite reaches it) bounds the gain
     assert report.variants["cross-layer equalization"] > report.variants["symmetric"] + 5
-    assert list(table.rewrites.channel_scale) == ["h"]
+    assert sorted(table.rewrites.channel_scale) == ["c0", "h"]
     assert table[g.node("hs").inputs[0]].get("zero_point", 0) == 0   # X2 scales: no room
     x = _samples(1, seed=5)[0]
     with Executor(g, [get_device("nvdla"), get_device("cpu")], table) as dla, \
