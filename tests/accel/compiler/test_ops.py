@@ -18,6 +18,7 @@ import pytest
 from accel.compiler.engine import ConvOp, PdpOp, SdpOp
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
+from tengine_host.interpreter import interpret
 from tengine_host.model import load_model
 from tengine_host.quant import calibrate
 from tengine_host.verify import verify_run
@@ -154,3 +155,36 @@ def test_compilation_is_deterministic(tmp_path):
         choose_block.cache_clear()
         blobs.append(compile_subgraph(load_model(path), table, get_preset("nv_small")).to_bytes())
     assert blobs[0] == blobs[1] and len(blobs[0]) > 1000
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+def test_hard_swish_with_channel_factors(preset, tmp_path):
+    """``channel_scale[c] * HardSwish(input_scale[c] * x)`` (set by channel-group
+    equalization, not ONNX): bit-exact to the int8 reference and close to the formula
+    computed plainly, with factors 1/16..16 that no per-tensor rescale could hide."""
+    case = next(c for c in CASES if c.name == "hard_swish")
+    path = tmp_path / "hs.onnx"
+    onnx.save(case.build(), path)
+    graph = load_model(path)
+    (node,) = [n for n in graph.nodes if n.op_type == "HardSwish"]
+    rng = np.random.default_rng(11)
+    inward, outward = 2.0 ** rng.uniform(-4, 4, 32), 2.0 ** rng.uniform(-4, 4, 32)
+    node.attrs.update(input_scale=inward, channel_scale=outward)
+    shape = graph.tensors[graph.inputs[0]].shape
+    samples = [{graph.inputs[0]: rng.normal(0, 1, shape).astype(np.float32)} for _ in range(4)]
+    table = calibrate(graph, samples, progress=False)
+    assert table[node.inputs[0]].get("zero_point", 0) == 0
+    with Executor(graph, [get_device("nvdla", preset=preset, capture=True),
+                          get_device("cpu")], table) as ex:
+        out, env, report = verify_run(ex, samples[0])
+        assert [d.name for d, _ in ex.partition.parts] == ["nvdla"]
+    assert report.bit_exact, report.summary()
+    x = interpret(graph, samples[0], keep_all=True)[node.inputs[0]].astype(np.float64)
+    u = x * inward.reshape(1, -1, 1, 1)
+    want = u * np.clip(u / 6 + 0.5, 0, 1) * outward.reshape(1, -1, 1, 1)
+    got = out[node.outputs[0]].astype(np.float64)
+    # per channel: each channel's error against its own range (a missing or inverted
+    # factor would be off by up to 256 times)
+    peak = np.abs(want).max(axis=(0, 2, 3))
+    err = np.abs(got - want).max(axis=(0, 2, 3))
+    assert np.all(err <= 0.1 * peak + 2 * table[node.outputs[0]]["scale"]), err / peak
