@@ -12,8 +12,9 @@ layer the SQNR, worst first.  Outputs below ``--min-sqnr`` dB or ``--min-top1``
 are warned about by name with the worst layers; ``--report FILE`` writes it all
 as JSON.  Zero points, cross-layer equalization and bias correction are tried on
 the same held-out samples (``--zero-points``, ``--equalize``, ``--bias-correction``:
-auto, on or off) and the best is written; the table records the weight rewrites
-and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf are
+auto, on or off) and the best is written, then the best again with the layers writing
+the model's outputs in fp32 on the CPU (``--float-outputs``); the table records the
+weight rewrites and the nodes kept in fp32, which the other commands apply.  Inputs with NaN/Inf are
 refused; inputs that are all zero, constant or far outside a normalized range, or that
 the chosen scales saturate, are warned about.  Dynamic input shapes are
 taken from the arrays (or from ``-g`` for images) when ``--input-shape`` does
@@ -39,6 +40,8 @@ from opendla.commands._inputs import (
 from opendla.errors import UsageError
 from tengine_host.quant.fidelity import (
     CHOICES,
+    FLOAT_OUTPUTS_GAIN_DB,
+    FLOAT_OUTPUTS_MAC_SHARE,
     MAX_KEPT_FLOAT,
     MIN_OUTPUT_SQNR_DB,
     MIN_TOP1_AGREEMENT,
@@ -97,6 +100,13 @@ def add_parser(subparsers) -> None:
                    help="subtract from each DLA layer's bias the mean output shift its int8 "
                         "weights cause, measured on the calibration inputs: auto (the "
                         "default), on, off")
+    p.add_argument("--float-outputs", choices=["auto", "off"], default="auto",
+                   help="auto (the default): also measure the best table with the DLA layers "
+                        "writing the model's outputs (not class scores; at most "
+                        f"{FLOAT_OUTPUTS_MAC_SHARE:.0%} of the MACs) in fp32 on the CPU, and "
+                        "keep that when an output's held-out SQNR gains "
+                        f"{FLOAT_OUTPUTS_GAIN_DB:g} dB or more (int8 outputs are rounded and "
+                        "clip past the calibrated range); off: never")
     p.add_argument("--keep-float", default="", metavar="NAME,...|auto",
                    help="nodes (or the tensors they produce) to keep in fp32 on the CPU, "
                         "measured so; 'auto': when an output misses the fidelity target, "
@@ -204,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
             variants=variants, rewrites=weight_rewrites(args.preset, keep, args.equalize,
                                                        args.bias_correction, graph),
             progress=not args.no_progress, algorithm=args.algorithm,
-            percentile=args.percentile, keep_float=keep)
+            percentile=args.percentile, keep_float=keep,
+            float_outputs=args.float_outputs == "auto")
     checked = _checked_samples(samples, report)
     choice = None
     if auto_keep and report.check != "unchecked":

@@ -46,13 +46,15 @@ class CoarseOutput:
     movers: tuple[str, ...]
 
 
-def _movers(graph: Graph, tensor: str) -> list[str]:
+def movers(graph: Graph, tensor: str) -> list[str]:
+    """Every node downstream of ``tensor`` (for a tensor that reaches the outputs
+    unchanged: the movers between it and them)."""
     out = []
     for reader in graph.consumers(tensor):
         out.append(reader.name)
         for t in reader.outputs:
             if t:
-                out.extend(_movers(graph, t))
+                out.extend(movers(graph, t))
     return list(dict.fromkeys(out))
 
 
@@ -91,7 +93,7 @@ def coarse_output_writers(graph: Graph, scales: Mapping[str, float],
             median = nonzero_median(hists[t])
             if scales[t] > median and reaches_outputs_unchanged(graph, t):
                 out[node.name] = CoarseOutput(float(scales[t]), float(median),
-                                              tuple(_movers(graph, t)))
+                                              tuple(movers(graph, t)))
     return out
 
 
@@ -101,3 +103,13 @@ def describe(kept: Mapping[str, CoarseOutput]) -> str:
                        for name, c in kept.items())
     return (f"kept in fp32 on the CPU: {len(kept)} layer(s) writing a model output whose int8 "
             f"step would exceed the median of its values: {layers}")
+
+
+def reached_outputs(graph: Graph, tensor: str) -> list[str]:
+    """The model outputs ``tensor`` reaches through movers (itself, when it is one)."""
+    out = [tensor] if tensor in graph.outputs else []
+    for reader in graph.consumers(tensor):
+        for t in reader.outputs:
+            if t:
+                out.extend(reached_outputs(graph, t))
+    return out

@@ -39,6 +39,12 @@ import numpy as np
 
 from accel.ir import Graph
 from tengine_host.interpreter import interpret, tensor_value
+from tengine_host.quant.coarse_outputs import (
+    MOVEMENT_OPS,
+    movers,
+    reached_outputs,
+    reaches_outputs_unchanged,
+)
 from tengine_host.quant.coarse_outputs import describe as describe_coarse
 from tengine_host.quant.rewrites import GraphRewrites, with_rewrites
 from tengine_host.quant.rewrites import apply as apply_rewrites
@@ -54,6 +60,13 @@ WORST_LAYERS = 5
 MIN_SAMPLES_TO_HOLD_OUT = 8
 #: share of the samples held out (at least one)
 HOLD_OUT_SHARE = 0.25
+#: output layers are tried in fp32 only when their multiply-accumulates are at most this
+#: share of the model's (a network's heads, not a network that is all head) ...
+FLOAT_OUTPUTS_MAC_SHARE = 0.05
+#: ... and kept so when an output's held-out SQNR gains at least this much (none loses)
+FLOAT_OUTPUTS_GAIN_DB = 1.0
+#: the name the report gives them
+FLOAT_OUTPUTS = "fp32 outputs"
 #: folds when cross-validating (at most one per sample)
 FOLDS = 4
 
@@ -356,6 +369,7 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
                       | None = None,
                       rewrites: Mapping[str, Callable[[Graph, list], GraphRewrites]]
                       | None = None, keep_float: frozenset[str] = frozenset(),
+                      float_outputs: bool = True,
                       **calibrate_options) -> tuple[QuantTable, FidelityReport]:
     """Calibrate ``graph`` and measure the table on samples it was not calibrated on.
 
@@ -375,6 +389,14 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     * ``variants`` maps names to functions that rewrite a calibrated table (zero points,
       :func:`tengine_host.quant.zero_point.assign_zero_points`), tried on each graph;
       the table as calibrated ("symmetric") is always a candidate.
+
+    With ``float_outputs``, the best candidate is then measured once more with the
+    DLA layers writing the model's outputs kept in fp32 on the CPU
+    (:func:`output_writers`: not class scores, a small share of the work), and that
+    is kept when it scores no worse and some output's SQNR gains
+    :data:`FLOAT_OUTPUTS_GAIN_DB` (the score averages the outputs, which would hide the
+    one a model's user reads most); the table's ``keep_float`` records them and
+    ``applied`` ends in :data:`FLOAT_OUTPUTS`.
 
     Choosing on the samples that also measure the choice flatters it a little; with a
     handful of candidates the bias is small next to the differences that decide.  With
@@ -417,8 +439,8 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
                 FidelityReport(check, len(samples), 0))
     accs: dict[tuple[str, str], _Accumulator] = {}
     tables = {}
-    for cal, test in folds:
-        ranges: dict = {}
+    fold_ranges: list[dict] = [{} for _ in folds]      # each fold's calibrations, reused
+    for (cal, test), ranges in zip(folds, fold_ranges, strict=True):
         for g_name, rewrite in graph_rewrites.items():
             rewritten, base = calibrated(rewrite, pick(cal), ranges)
             refs = [interpret(rewritten, feeds, keep_all=True) for feeds in pick(test)]
@@ -433,13 +455,66 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     reports = {key: acc.report(check, calibrated_on, folds=len(folds) if len(folds) > 1 else 0)
                for key, acc in accs.items()}
     best = max(reports, key=lambda key: score(reports[key]))   # the first of equals
-    report = reports[best]
-    report.applied = _candidate_name(*best)
-    report.variants = {_candidate_name(*key): score(r) for key, r in reports.items()}
+    variants = {_candidate_name(*key): score(r) for key, r in reports.items()}
+    report, applied, table = reports[best], _candidate_name(*best), tables[best]
+    kept = output_writers(graph, dla_nodes(graph, preset, keep_float |
+                                           frozenset(table.keep_float))) if float_outputs else ()
+    if kept:        # the best candidate again, its output layers in fp32
+        acc = None
+        for (cal, test), ranges in zip(folds, fold_ranges, strict=True):
+            rewritten, base = calibrated(graph_rewrites[best[0]], pick(cal), ranges)
+            trial = _keeping(table_rewrites[best[1]](rewritten, base), kept)
+            if acc is None:
+                acc = _Accumulator(rewritten, preset, keep_float | frozenset(trial.keep_float))
+            acc.add(trial, pick(test))
+        tried = acc.report(check, calibrated_on, folds=len(folds) if len(folds) > 1 else 0)
+        variants[f"{applied} + {FLOAT_OUTPUTS}"] = score(tried)
+        if _gains(report, tried):
+            report, applied, table = tried, f"{applied} + {FLOAT_OUTPUTS}", trial
+        else:
+            kept = ()
+    report.applied, report.variants = applied, variants
     if check == "held-out":
-        return tables[best], report
+        return table, report
     rewritten, table = calibrated(graph_rewrites[best[0]], samples, {})
-    return table_rewrites[best[1]](rewritten, table), report
+    return _keeping(table_rewrites[best[1]](rewritten, table), kept), report
+
+
+def _gains(before: FidelityReport, after: FidelityReport) -> bool:
+    """Whether ``after`` scores no worse than ``before`` and some output's SQNR gains at
+    least :data:`FLOAT_OUTPUTS_GAIN_DB`."""
+    was = {o.name: o.sqnr_db for o in before.outputs}
+    return score(after) >= score(before) and any(
+        o.sqnr_db >= was[o.name] + FLOAT_OUTPUTS_GAIN_DB for o in after.outputs)
+
+
+def _keeping(table: QuantTable, nodes: Sequence[str]) -> QuantTable:
+    """``table`` with ``nodes`` added to its ``keep_float`` (in place)."""
+    table.keep_float = tuple(sorted({*table.keep_float, *nodes}))
+    return table
+
+
+def output_writers(graph: Graph, nodes: set[str]) -> tuple[str, ...]:
+    """The layers among ``nodes`` (those the DLA runs) that write a model output other
+    than class scores through :data:`~tengine_host.quant.coarse_outputs.MOVEMENT_OPS`
+    only, with those movers, when their multiply-accumulates are at most
+    :data:`FLOAT_OUTPUTS_MAC_SHARE` of the model's; ``()`` otherwise.
+
+    In int8 such an output is rounded to its step and saturates past the calibrated
+    range: a landmark or box coordinate that a test image puts beyond every
+    calibration image's comes out clipped.  Class scores are left alone: their
+    ranking survives the step, and a classifier's last layer is its decision."""
+    from tengine_host.partition import node_macs
+
+    found = [n for n in graph.nodes if n.name in nodes and n.op_type not in MOVEMENT_OPS
+             and any(t and reaches_outputs_unchanged(graph, t) for t in n.outputs)
+             and not any(is_class_scores(graph, o) for t in n.outputs if t
+                         for o in reached_outputs(graph, t))]
+    total = sum(node_macs(n, graph) for n in graph.nodes)
+    if not found or sum(node_macs(n, graph) for n in found) > FLOAT_OUTPUTS_MAC_SHARE * total:
+        return ()
+    after = [m for n in found for t in n.outputs if t for m in movers(graph, t)]
+    return tuple(dict.fromkeys([*(n.name for n in found), *after]))
 
 
 def kept_float(graph: Graph, table: QuantTable, preset: str,

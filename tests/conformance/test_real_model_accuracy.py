@@ -3,7 +3,7 @@
 The numbers are the goals the project holds its default to (issue 44), checked with
 ``benchmarks/accuracy.py`` on the models that meet them today: the text-orientation
 classifier keeps fp32's top-1 on >= 95 % of 92 held-out text lines, the face landmarks
-stay within 1 px of fp32's on average over 51 held-out faces, the text detector's
+stay within 1 px of fp32's on average over 51 held-out faces (none clipped), the text detector's
 line boxes keep precision and recall >= 0.95 against fp32's on 16 held-out pages.
 YOLOv8n's boxes are not here: they meet the goal only at times (P 0.93-0.97 on 18
 held-out photos, one or two boxes near the threshold come and go with the float
@@ -38,7 +38,10 @@ def test_classifier_keeps_fp32_top1(tmp_path):
 
 
 def test_face_landmarks_within_a_pixel(tmp_path):
-    assert _default("face_landmark_192", tmp_path)["mean_px"] <= 1.0
+    metrics = _default("face_landmark_192", tmp_path)
+    # and none clipped: int8 landmark outputs saturated past the calibration faces' range
+    # put one landmark 30 px off; quantize keeps the output layers in fp32
+    assert metrics["mean_px"] <= 1.0 and metrics["max_px"] <= 10.0, metrics
 
 
 def test_text_detector_boxes(tmp_path):

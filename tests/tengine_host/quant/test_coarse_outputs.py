@@ -12,7 +12,14 @@ from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.model import load_model
 from tengine_host.quant.coarse_outputs import nonzero_median, reaches_outputs_unchanged
-from tengine_host.quant.fidelity import calibrate_checked
+from tengine_host.quant.fidelity import (
+    FLOAT_OUTPUTS,
+    FidelityReport,
+    OutputFidelity,
+    _gains,
+    calibrate_checked,
+    output_writers,
+)
 from tengine_host.quant.thresholds import AbsHistogram
 from tests.tengine_host.passes.graphs import const, model, node, rel_err
 
@@ -76,3 +83,62 @@ def test_a_spike_dominated_output_keeps_its_layer_in_fp32():
 def test_an_output_int8_holds_is_left_on_the_dla():
     table, _ = calibrate_checked(load_model(_head(-3.0)), _samples(8), progress=False)
     assert table.keep_float == ()
+
+
+def _backbone_and_head(*, classifier: bool = False):
+    """Two 3x3 convolutions (16 channels, 16x16) and a 1x1 head of 2 channels (1 % of
+    the MACs), transposed and reshaped to points: a regression output; or a global pool
+    and a Gemm to 10 class scores."""
+    rng = np.random.default_rng(2)
+    inits = [const("w1", rng.uniform(-1, 1, (16, 4, 3, 3))),
+             const("w2", rng.uniform(-1, 1, (16, 16, 3, 3)) / 8),
+             const("wh", rng.uniform(-1, 1, (2, 16, 1, 1))),
+             const("wf", rng.uniform(-1, 1, (10, 16))), const("shape", np.array([1, -1, 2]))]
+    nodes = [node("c1", "Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             node("r1", "Relu", ["a"], ["b"]),
+             node("c2", "Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]),
+             node("r2", "Relu", ["c"], ["d"])]
+    if classifier:
+        nodes += [node("gap", "GlobalAveragePool", ["d"], ["p"]),
+                  node("fl", "Flatten", ["p"], ["f"]),
+                  node("fc", "Gemm", ["f", "wf"], ["y"], transB=1)]
+    else:
+        nodes += [node("head", "Conv", ["d", "wh"], ["h"]),
+                  node("t", "Transpose", ["h"], ["ht"], perm=[0, 2, 3, 1]),
+                  node("r", "Reshape", ["ht", "shape"], ["y"])]
+    return model(nodes, inits, [1, 4, 16, 16])
+
+
+def test_the_output_layers_tried_in_fp32_are_cheap_heads_of_non_class_outputs():
+    g = load_model(_backbone_and_head())
+    everything = {n.name for n in g.nodes}
+    assert output_writers(g, everything) == ("head", "t", "r")
+    assert output_writers(g, everything - {"head"}) == ()      # the CPU runs it anyway
+    c = load_model(_backbone_and_head(classifier=True))         # class scores
+    assert output_writers(c, {n.name for n in c.nodes}) == ()
+    h = load_model(_head(0.0))                                   # the head is all the work
+    assert output_writers(h, {n.name for n in h.nodes}) == ()
+
+
+def _report(*sqnrs: float) -> FidelityReport:
+    return FidelityReport("held-out", 6, 2, [OutputFidelity(f"o{i}", v, 1.0, 0.0, None)
+                                             for i, v in enumerate(sqnrs)])
+
+
+def test_fp32_outputs_are_kept_for_a_gain_on_one_output_and_no_loss():
+    assert _gains(_report(40.0, 20.0), _report(41.0, 20.0))        # +1 dB on one
+    assert not _gains(_report(40.0, 20.0), _report(40.9, 20.0))    # less
+    assert not _gains(_report(40.0, 20.0), _report(42.0, 17.0))    # the other loses more
+
+
+def test_the_check_keeps_a_regression_head_in_fp32_when_it_gains():
+    """The output's own rounding is a good part of its error here (2 dB of 37)."""
+    g = load_model(_backbone_and_head())
+    samples = [{"x": np.random.default_rng(i).standard_normal((1, 4, 16, 16))
+                .astype(np.float32)} for i in range(8)]
+    table, report = calibrate_checked(g, samples, progress=False)
+    assert report.applied == f"symmetric + {FLOAT_OUTPUTS}"
+    assert report.variants[report.applied] > report.variants["symmetric"] + 1
+    assert table.keep_float == ("head", "r", "t")
+    plain, report = calibrate_checked(g, samples, progress=False, float_outputs=False)
+    assert plain.keep_float == () and report.applied == "symmetric"
