@@ -104,12 +104,3 @@ def describe(kept: Mapping[str, CoarseOutput]) -> str:
     return (f"kept in fp32 on the CPU: {len(kept)} layer(s) writing a model output whose int8 "
             f"step would exceed the median of its values: {layers}")
 
-
-def reached_outputs(graph: Graph, tensor: str) -> list[str]:
-    """The model outputs ``tensor`` reaches through movers (itself, when it is one)."""
-    out = [tensor] if tensor in graph.outputs else []
-    for reader in graph.consumers(tensor):
-        for t in reader.outputs:
-            if t:
-                out.extend(reached_outputs(graph, t))
-    return out

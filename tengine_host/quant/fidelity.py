@@ -39,12 +39,7 @@ import numpy as np
 
 from accel.ir import Graph
 from tengine_host.interpreter import interpret, tensor_value
-from tengine_host.quant.coarse_outputs import (
-    MOVEMENT_OPS,
-    movers,
-    reached_outputs,
-    reaches_outputs_unchanged,
-)
+from tengine_host.quant.coarse_outputs import MOVEMENT_OPS, movers
 from tengine_host.quant.coarse_outputs import describe as describe_coarse
 from tengine_host.quant.rewrites import GraphRewrites, with_rewrites
 from tengine_host.quant.rewrites import apply as apply_rewrites
@@ -495,26 +490,41 @@ def _keeping(table: QuantTable, nodes: Sequence[str]) -> QuantTable:
 
 
 def output_writers(graph: Graph, nodes: set[str]) -> tuple[str, ...]:
-    """The layers among ``nodes`` (those the DLA runs) that write a model output other
-    than class scores through :data:`~tengine_host.quant.coarse_outputs.MOVEMENT_OPS`
-    only, with those movers, when their multiply-accumulates are at most
-    :data:`FLOAT_OUTPUTS_MAC_SHARE` of the model's; ``()`` otherwise.
+    """The last layers of the DLA's work: those among ``nodes`` (what the DLA runs)
+    after which only data movers (:data:`~tengine_host.quant.coarse_outputs.MOVEMENT_OPS`)
+    and CPU nodes lead to the model's outputs, with the DLA's movers after them; ``()``
+    when one of them reaches a class-score output, or when they do more than
+    :data:`FLOAT_OUTPUTS_MAC_SHARE` of the model's multiply-accumulates.
 
-    In int8 such an output is rounded to its step and saturates past the calibrated
-    range: a landmark or box coordinate that a test image puts beyond every
-    calibration image's comes out clipped.  Class scores are left alone: their
-    ranking survives the step, and a classifier's last layer is its decision."""
+    In int8 their outputs are rounded to a step and saturate past the calibrated range
+    before anything reads them: a landmark or box coordinate that a test image puts
+    beyond every calibration image's comes out clipped.  In fp32 on the CPU the model
+    keeps its DLA subgraphs (these end them) and loses that error.  Class scores are
+    left alone: their ranking survives the step, and a classifier's last layer is its
+    decision."""
     from tengine_host.partition import node_macs
 
-    found = [n for n in graph.nodes if n.name in nodes and n.op_type not in MOVEMENT_OPS
-             and any(t and reaches_outputs_unchanged(graph, t) for t in n.outputs)
-             and not any(is_class_scores(graph, o) for t in n.outputs if t
-                         for o in reached_outputs(graph, t))]
+    readers: dict[str, list] = {}
+    for n in graph.nodes:
+        for t in dict.fromkeys(n.inputs):
+            readers.setdefault(t, []).append(n)
+    computes = {n.name for n in graph.nodes if n.name in nodes
+                and n.op_type not in MOVEMENT_OPS}
+    feeds_dla: dict[str, bool] = {}       # a DLA layer that computes lies downstream
+    classes: dict[str, bool] = {}         # a class-score output lies downstream
+    for n in reversed(graph.nodes):
+        after = [r for t in n.outputs if t for r in readers.get(t, [])]
+        feeds_dla[n.name] = any(r.name in computes or feeds_dla[r.name] for r in after)
+        classes[n.name] = any(classes[r.name] for r in after) or any(
+            t in graph.outputs and is_class_scores(graph, t) for t in n.outputs if t)
+    last = [n for n in graph.nodes if n.name in computes and not feeds_dla[n.name]]
     total = sum(node_macs(n, graph) for n in graph.nodes)
-    if not found or sum(node_macs(n, graph) for n in found) > FLOAT_OUTPUTS_MAC_SHARE * total:
+    if not last or any(classes[n.name] for n in last) or \
+            sum(node_macs(n, graph) for n in last) > FLOAT_OUTPUTS_MAC_SHARE * total:
         return ()
-    after = [m for n in found for t in n.outputs if t for m in movers(graph, t)]
-    return tuple(dict.fromkeys([*(n.name for n in found), *after]))
+    movers_after = [m for n in last for t in n.outputs if t for m in movers(graph, t)
+                    if m in nodes]
+    return tuple(dict.fromkeys([*(n.name for n in last), *movers_after]))
 
 
 def kept_float(graph: Graph, table: QuantTable, preset: str,

@@ -85,10 +85,10 @@ def test_an_output_int8_holds_is_left_on_the_dla():
     assert table.keep_float == ()
 
 
-def _backbone_and_head(*, classifier: bool = False):
+def _backbone_and_head(*, classifier: bool = False, sigmoid: bool = False):
     """Two 3x3 convolutions (16 channels, 16x16) and a 1x1 head of 2 channels (1 % of
-    the MACs), transposed and reshaped to points: a regression output; or a global pool
-    and a Gemm to 10 class scores."""
+    the MACs), (with ``sigmoid`` a Sigmoid), transposed and reshaped to points: a
+    regression output; or a global pool and a Gemm to 10 class scores."""
     rng = np.random.default_rng(2)
     inits = [const("w1", rng.uniform(-1, 1, (16, 4, 3, 3))),
              const("w2", rng.uniform(-1, 1, (16, 16, 3, 3)) / 8),
@@ -103,17 +103,24 @@ def _backbone_and_head(*, classifier: bool = False):
                   node("fl", "Flatten", ["p"], ["f"]),
                   node("fc", "Gemm", ["f", "wf"], ["y"], transB=1)]
     else:
-        nodes += [node("head", "Conv", ["d", "wh"], ["h"]),
+        nodes += [node("head", "Conv", ["d", "wh"], ["h0" if sigmoid else "h"]),
                   node("t", "Transpose", ["h"], ["ht"], perm=[0, 2, 3, 1]),
                   node("r", "Reshape", ["ht", "shape"], ["y"])]
+        if sigmoid:
+            nodes.insert(-2, node("sg", "Sigmoid", ["h0"], ["h"]))
     return model(nodes, inits, [1, 4, 16, 16])
 
 
-def test_the_output_layers_tried_in_fp32_are_cheap_heads_of_non_class_outputs():
+def test_the_output_layers_tried_in_fp32_are_the_last_cheap_dla_layers():
     g = load_model(_backbone_and_head())
     everything = {n.name for n in g.nodes}
-    assert output_writers(g, everything) == ("head", "t", "r")
-    assert output_writers(g, everything - {"head"}) == ()      # the CPU runs it anyway
+    assert output_writers(g, everything) == ("head", "t", "r")   # with the DLA's movers
+    assert output_writers(g, everything - {"t", "r"}) == ("head",)
+    # the CPU runs the head anyway: the convolution before it is the DLA's last
+    assert output_writers(g, everything - {"head"}) == ()        # ... and too costly
+    s = load_model(_backbone_and_head(sigmoid=True))
+    assert output_writers(s, {n.name for n in s.nodes} - {"sg"}) == ("head", "t", "r")
+    assert output_writers(s, {n.name for n in s.nodes}) == ("sg", "t", "r")
     c = load_model(_backbone_and_head(classifier=True))         # class scores
     assert output_writers(c, {n.name for n in c.nodes}) == ()
     h = load_model(_head(0.0))                                   # the head is all the work
@@ -139,6 +146,6 @@ def test_the_check_keeps_a_regression_head_in_fp32_when_it_gains():
     table, report = calibrate_checked(g, samples, progress=False)
     assert report.applied == f"symmetric + {FLOAT_OUTPUTS}"
     assert report.variants[report.applied] > report.variants["symmetric"] + 1
-    assert table.keep_float == ("head", "r", "t")
+    assert table.keep_float == ("head",)         # the movers after it run on the CPU
     plain, report = calibrate_checked(g, samples, progress=False, float_outputs=False)
     assert plain.keep_float == () and report.applied == "symmetric"
