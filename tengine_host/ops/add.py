@@ -11,8 +11,16 @@ from tengine_host.ops.registry import apply_activation, register
 
 def add(a: np.ndarray, b: np.ndarray, *, activation: str | None = None,
         activation_max: float | None = None, activation_slope: np.ndarray | None = None,
-        activation_alpha: float | None = None, **_: Any) -> np.ndarray:
-    """``a + b``, then the activation a pass fused into the sum (Relu, PRelu, LeakyRelu)."""
+        activation_alpha: float | None = None, input_scale: np.ndarray | None = None,
+        **_: Any) -> np.ndarray:
+    """``a + b``, then the activation a pass fused into the sum (Relu, PRelu, LeakyRelu).
+
+    ``input_scale`` (not an ONNX attribute) multiplies channel ``c`` (axis 1) of ``a``
+    by ``input_scale[c]`` first: channel-group equalization
+    (:mod:`tengine_host.quant.equalize_groups`) gives a residual stream's tensors
+    their own channel scales so, the sum converting between them."""
+    if input_scale is not None:
+        a = a * np.asarray(input_scale, a.dtype).reshape(1, -1, *([1] * (a.ndim - 2)))
     return apply_activation(np.add(a, b), activation, activation_max,
                             activation_slope=activation_slope, activation_alpha=activation_alpha)
 

@@ -4,9 +4,9 @@ Weight-based equalization (:mod:`tengine_host.quant.equalize`) balances a
 producer -> consumer pair through the single tensor between them.  A residual
 network's stream is not such a tensor: ``x`` feeds a depthwise convolution and
 the sum ``x + conv(dw(x))``, the sum feeds the next block, max pooling and
-channel padding carry it on.  Every tensor of the stream holds channel ``k`` of
-the same quantity, so they can only be rescaled together: dividing channel ``k``
-of each by ``s_k`` needs
+channel padding carry it on.  Tensors that hold channel ``k`` of the same
+quantity can only be rescaled together: dividing channel ``k`` of each by
+``s_k`` needs
 
 * every layer that writes into the group to divide its output channel ``k``
   by ``s_k``: a Conv whose output is a member in its weights and bias, a
@@ -21,6 +21,15 @@ of each by ``s_k`` needs
   ReLU / LeakyReLU / PReLU (standalone or fused), max and average pooling,
   Resize, and ops that move channels: zero padding, Concat and Split on
   channels (each tensor's channels sit at an offset of the group's).
+
+A residual sum need not tie its inputs, though: the DLA brings its main input
+onto the other's grid with X1's multiplier, which may differ per channel
+(:func:`accel.compiler.ops.sdp_math.binary`).  So a sum (ReLU fused at most)
+whose branch - the input a convolution or HardSwish writes for it alone - is
+the operand reads the stream as a reader (``input_scale`` times ``s_k``) and
+writes the group of its branch and output as a writer (``input_scale`` divided
+by that group's ``s_k``): a stream is cut into one group per block, each with
+its own scales.
 
 A group is found by following these ops from a tensor; it is refused when it
 reaches a graph input or output, or any other kind of reader or writer.
@@ -37,9 +46,13 @@ channel that is zero everywhere): a channel that is small in every tensor is
 magnified to the tensor's full range, and no tensor's range grows.
 
 A group that is one tensor between two Convs is a pair, left to the
-weight-based equalization.  The tensors around a HardSwish are where per-tensor
-int8 loses most on HardSwish networks (PP-LCNet, PicoDet): their channels'
-ranges differ by tens of times and no weight rewrite reaches them.
+weight-based equalization unless asked for (``pairs``: its tensor scaled by
+its data as well; the held-out check weighs that against the weights' scales
+alone: it evens BlazeFace's depthwise outputs, while a text detector's full
+convolutions lose more weight bits than their inputs gain).  The tensors around
+a HardSwish are where per-tensor int8 loses most on HardSwish networks
+(PP-LCNet, PicoDet): their channels' ranges differ by tens of times and no
+weight rewrite reaches them.
 """
 
 from __future__ import annotations
@@ -162,8 +175,32 @@ class _Links:
                 self.readers.setdefault(t, []).append(n)
 
 
-def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
-    """The group of ``start``, or None when it cannot be rescaled."""
+def _split_sum(graph: Graph, node: Node, links: _Links) -> tuple[str, str] | None:
+    """``(main, operand)`` of a residual sum that keeps its inputs' channel scales apart:
+    an Add of two tensors of its output's shape (ReLU fused at most) whose operand (the
+    second input, or else the first) is written by a layer that can rescale its output
+    channels and read by this sum alone - a block's branch; the main input is the
+    stream.  The DLA scales the main input per channel on its way to the operand's grid
+    (:func:`accel.compiler.ops.sdp_math.binary`), so the stream before the sum and the
+    sum with its branch are separate groups.  None for any other node."""
+    if node.op_type != "Add" or len(node.inputs) != 2 or node.inputs[0] == node.inputs[1] \
+            or node.attrs.get("activation") not in (None, "Relu") \
+            or any(graph.is_constant(t) or tuple(graph.tensors[t].shape) !=
+                   tuple(graph.tensors[node.outputs[0]].shape) for t in node.inputs) \
+            or len(graph.tensors[node.outputs[0]].shape) != 4:
+        return None
+    for operand in reversed(node.inputs):
+        writer = links.writer.get(operand)
+        if writer is not None and _is_writer(graph, writer) and \
+                [r.name for r in links.readers.get(operand, [])] == [node.name]:
+            main = node.inputs[0] if operand == node.inputs[1] else node.inputs[1]
+            return main, operand
+    return None
+
+
+def _grow(graph: Graph, start: str, links: _Links, pairs: bool) -> ChannelGroup | None:
+    """The group of ``start``, or None when it cannot be rescaled (or is a pair, unless
+    ``pairs``)."""
     offsets = {start: 0}
     todo = [start]
     writers: dict[str, None] = {}
@@ -191,7 +228,12 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
         if producer is None:
             return None
         mapping = _channel_map(graph, producer)
-        if mapping is not None:
+        split = _split_sum(graph, producer, links)
+        if split is not None:               # the sum writes it, with its branch
+            if not link(split[1], offsets[t]):
+                return None
+            writers[producer.name] = None
+        elif mapping is not None:
             if not follow(producer, t, mapping[1]):
                 return None
         elif _is_writer(graph, producer) and producer.outputs[0] == t:
@@ -200,7 +242,14 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
             return None
         for reader in links.readers.get(t, []):
             mapping = _channel_map(graph, reader)
-            if mapping is not None and t in mapping[0]:
+            split = _split_sum(graph, reader, links)
+            if split is not None and t == split[0]:       # the stream into a sum
+                readers[(reader.name, t)] = reader.op_type
+            elif split is not None:                       # a branch: the sum joins
+                if not link(reader.outputs[0], offsets[t]):
+                    return None
+                writers[reader.name] = None
+            elif mapping is not None and t in mapping[0]:
                 if not follow(reader, t, mapping[0]):
                     return None
             elif (_is_conv(graph, reader) or reader.op_type == "HardSwish") and \
@@ -212,21 +261,23 @@ def _grow(graph: Graph, start: str, links: _Links) -> ChannelGroup | None:
     offsets = {t: o - low for t, o in offsets.items()}
     width = max(o + graph.tensors[t].shape[1] for t, o in offsets.items())
     key = min(offsets, key=links.order.__getitem__)
-    if len(offsets) == 1 and links.writer[start].op_type == "Conv" and \
+    if not pairs and len(offsets) == 1 and links.writer[start].op_type == "Conv" and \
             list(readers.values()) == ["Conv"]:
         return None                  # a pair: weight-based equalization's
     return ChannelGroup(key, offsets, width, tuple(writers), tuple(readers))
 
 
-def channel_groups(graph: Graph) -> list[ChannelGroup]:
-    """Every group of ``graph`` that can be rescaled, in the order of their first tensor."""
+def channel_groups(graph: Graph, *, pairs: bool = False) -> list[ChannelGroup]:
+    """Every group of ``graph`` that can be rescaled, in the order of their first tensor;
+    with ``pairs``, lone Conv -> Conv tensors too (scaled by their data, on top of the
+    weight-based equalization)."""
     groups: list[ChannelGroup] = []
     seen: set[str] = set()
     links = _Links(graph)
     for node in graph.nodes:
         if not _is_writer(graph, node) or node.outputs[0] in seen:
             continue
-        group = _grow(graph, node.outputs[0], links)
+        group = _grow(graph, node.outputs[0], links, pairs)
         if group is not None:
             groups.append(group)
             seen.update(group.offsets)
@@ -249,13 +300,17 @@ def group_scales(group: ChannelGroup, values: Iterable[Mapping[str, np.ndarray]]
     return np.where(r > 0, np.clip(r, FLOOR, 1.0), 1.0)
 
 
-def _hard_swish_factor(graph: Graph, node: Node, attr: str, tensor: str, s: np.ndarray,
-                       at: int, power: int) -> None:
-    """Multiply HardSwish ``node``'s ``attr`` factors by ``s**power`` over ``tensor``'s
-    channels (at group channel ``at``)."""
+def _factor(graph: Graph, node: Node, attr: str, tensor: str, s: np.ndarray, at: int,
+            power: int) -> None:
+    """Multiply ``node``'s per-channel ``attr`` by ``s**power`` over ``tensor``'s channels
+    (at group channel ``at``)."""
     width = graph.tensors[tensor].shape[1]
     before = node.attrs.get(attr)
     node.attrs[attr] = (1.0 if before is None else before) * s[at:at + width] ** power
+
+
+#: the per-channel factors a node that is not a Conv takes as a group's writer and reader
+_FACTORS = {"HardSwish": ("channel_scale", "input_scale"), "Add": ("input_scale",) * 2}
 
 
 def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
@@ -263,8 +318,11 @@ def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
     writers' output channels and its readers' input channels, in place (new weight
     constants, a HardSwish's factors).  A group ``graph`` does not have, or ``s`` of
     another width, is a ``ValueError`` naming it."""
-    groups = {g.key: g for g in channel_groups(graph)}
+    groups = {g.key: g for g in channel_groups(graph, pairs=True)}
     nodes = {n.name: n for n in graph.nodes}
+    links = _Links(graph)
+    splits = {n.name: split for n in graph.nodes
+              if (split := _split_sum(graph, n, links)) is not None}
     layers: dict[str, Layer] = {}
 
     def layer(name: str) -> Layer:
@@ -283,18 +341,21 @@ def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
         for name in group.writers:
             node = nodes[name]
             t = node.outputs[0]
-            if node.op_type == "HardSwish":
-                _hard_swish_factor(graph, node, "channel_scale", t, s, group.offsets[t], -1)
+            if node.op_type in _FACTORS:
+                _factor(graph, node, _FACTORS[node.op_type][0], t, s, group.offsets[t], -1)
             else:
                 w = layer(name)
                 scale_outputs(w, s[group.offsets[t]:group.offsets[t] + w.out_channels])
         for name, t in group.readers:
             node = nodes[name]
-            if node.op_type == "HardSwish":
-                _hard_swish_factor(graph, node, "input_scale", t, s, group.offsets[t], 1)
+            if node.op_type in _FACTORS:
+                _factor(graph, node, _FACTORS[node.op_type][1], t, s, group.offsets[t], 1)
             else:
                 w = layer(name)
                 scale_inputs(w, s[group.offsets[t]:group.offsets[t] + w.in_channels])
+    for name, (main, operand) in splits.items():      # the scaled input goes first
+        if "input_scale" in nodes[name].attrs:
+            nodes[name].inputs = [main, operand]
     for w in layers.values():
         write_layer(graph, w, "rescaled")
     drop_unused(graph)

@@ -551,11 +551,18 @@ def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = froze
                     ) -> dict[str, Callable[[Graph, list], GraphRewrites]]:
     """The weight rewrites to try, as :func:`calibrate_checked`'s ``rewrites``: cross-layer
     equalization and bias correction (of the layers the DLA of ``preset`` runs), each
-    ``"auto"`` (with and without, measured), ``"on"`` or ``"off"``.  Given the ``graph``,
+    ``"auto"`` (with and without, measured), ``"on"`` or ``"off"``.  Equalization comes
+    in two kinds, both tried: pairs of layers scaled by their weights, or by their data
+    as well (:data:`~tengine_host.quant.rewrites.PAIRS_BY_DATA`).  Given the ``graph``,
     ``"auto"`` does not try equalization where it has no pair of layers or channel group
-    to equalize."""
+    to equalize, nor the second kind where it has no pair."""
     from accel.compiler.quantize import quantize_weights
-    from tengine_host.quant.rewrites import BIAS_CORRECTION, EQUALIZATION, equalization
+    from tengine_host.quant.rewrites import (
+        BIAS_CORRECTION,
+        EQUALIZATION,
+        PAIRS_BY_DATA,
+        equalization,
+    )
     from tengine_host.quant.rewrites import bias_correction as corrected_biases
 
     for option, value in (("equalize", equalize), ("bias_correction", bias_correction)):
@@ -566,15 +573,16 @@ def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = froze
     # correction; an entry holds its graph and samples, so their ids stay theirs
     equalized: dict[tuple, tuple] = {}
 
-    def equalize_once(graph: Graph, samples: list) -> GraphRewrites:
-        key = (id(graph), *map(id, samples))
+    def equalize_once(graph: Graph, samples: list, pairs: bool) -> GraphRewrites:
+        key = (id(graph), pairs, *map(id, samples))
         if key not in equalized:
-            equalized[key] = (graph, list(samples), equalization(graph, samples))
+            equalized[key] = (graph, list(samples), equalization(graph, samples, pairs=pairs))
         return equalized[key][2]
 
-    def make(eq: bool, bc: bool) -> Callable[[Graph, list], GraphRewrites]:
+    def make(eq: str | None, bc: bool) -> Callable[[Graph, list], GraphRewrites]:
         def made(graph: Graph, samples: list) -> GraphRewrites:
-            base = equalize_once(graph, samples) if eq else GraphRewrites()
+            base = equalize_once(graph, samples, eq == PAIRS_BY_DATA) if eq else \
+                GraphRewrites()
             if not bc:
                 return base
             dla = dla_nodes(graph, preset, keep_float)
@@ -582,14 +590,18 @@ def weight_rewrites(preset: str = "nv_small", keep_float: frozenset[str] = froze
                                     lambda node: node.name in dla, base=base)
         return made
 
-    equalizations = CHOICES[equalize]
-    if equalize == "auto" and graph is not None:
+    kinds = [EQUALIZATION, PAIRS_BY_DATA]
+    if graph is not None:
         from tengine_host.quant.equalize import find_pairs
         from tengine_host.quant.equalize_groups import channel_groups
 
-        if not find_pairs(graph)[0] and not channel_groups(graph):
-            equalizations = (False,)
-    return {" + ".join(name for name, on in ((EQUALIZATION, eq), (BIAS_CORRECTION, bc)) if on):
+        paired = find_pairs(graph)[0]
+        if not paired:
+            kinds = [EQUALIZATION] if channel_groups(graph) else []
+    equalizations = [None] * (False in CHOICES[equalize]) + kinds * (True in CHOICES[equalize])
+    if not equalizations:       # "on" where there is nothing to equalize
+        equalizations = [EQUALIZATION]
+    return {" + ".join(name for name in (eq, BIAS_CORRECTION if bc else None) if name):
             make(eq, bc) for eq in equalizations for bc in CHOICES[bias_correction]}
 
 

@@ -37,6 +37,9 @@ from tengine_host.quant.layers import copy_graph, read_layer, write_layer
 KEY = "__graph_rewrites__"
 
 EQUALIZATION, BIAS_CORRECTION = "cross-layer equalization", "bias correction"
+#: equalization whose lone pairs of layers take scales from their data too
+#: (:func:`equalization` with ``pairs``), a candidate of its own
+PAIRS_BY_DATA = f"{EQUALIZATION} (pairs by data)"
 
 
 @dataclass(frozen=True)
@@ -173,14 +176,14 @@ def with_rewrites(graph: Graph, table) -> Graph:
     return apply(graph, wanted)
 
 
-def equalization(graph: Graph, samples) -> GraphRewrites:
-    """Both equalizations: pairs by their weights, then every channel group by the
-    ranges of its tensors on ``samples`` (fp32)."""
+def equalization(graph: Graph, samples, *, pairs: bool = False) -> GraphRewrites:
+    """Both equalizations: pairs by their weights, then every channel group (with
+    ``pairs``, every pair too) by the ranges of its tensors on ``samples`` (fp32)."""
     from tengine_host.interpreter import interpret
     from tengine_host.quant.equalize_groups import channel_groups, group_scales
 
     paired = apply(graph, GraphRewrites(equalize=True))
-    groups = channel_groups(paired)
+    groups = channel_groups(paired, pairs=pairs)
     if not groups:
         return GraphRewrites(equalize=True)
     members = {t for g in groups for t in g.offsets}

@@ -11,7 +11,12 @@
   constant in registers or as per-kernel int16 operands.
 
 A fused ReLU (``attrs["activation"]``, from the host's fuse pass) is applied
-last, before the converter.
+last, before the converter.  A sum of two tensors may scale its first input per
+channel (``input_scale``, set by channel-group equalization,
+:mod:`tengine_host.quant.equalize_groups`: a residual stream's tensors each keep
+their own channel scales): X1 multiplies it per channel on its way to the
+second input's grid, whose codes X2 adds as they are (so that one has no zero
+point).
 
 Zero points (:mod:`.sdp_math`): the inputs of a difference, maximum or minimum
 share one; a sum takes any two (at one scale, or the one with a zero point
@@ -96,6 +101,14 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if isinstance(kind, str):
         return kind
     act = node.attrs.get("activation")
+    scale = node.attrs.get("input_scale")
+    if scale is not None:
+        if node.op_type != "Add" or kind[0] != "tensor" or act not in (None, "Relu"):
+            return ("input_scale on a sum of two tensors of one shape (ReLU fused at most) "
+                    "only")
+        c = int(graph.tensors[node.outputs[0]].shape[1])
+        if np.shape(scale) != (c,) or not np.all(np.isfinite(scale) & (np.asarray(scale) > 0)):
+            return f"input_scale must be {c} positive numbers, got shape {np.shape(scale)}"
     if act not in (None, "Relu", "PRelu", "LeakyRelu"):
         return f"fused activation {act!r} (Relu, PRelu or LeakyRelu)"
     if act in ("PRelu", "LeakyRelu") and (node.op_type not in ("Add", "Max", "Min")
@@ -130,10 +143,12 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
             return single(*_product(node, scales, kind, main, other, relu, mode), shape)
         a, b = ((i, scales.scale(node.inputs[i]), zero_point_of(scales, node.inputs[i]))
                 for i in (main, other))
-        if op == "sum" and b[2] and not a[2] and kind == "tensor":
+        scaled = node.attrs.get("input_scale")
+        if op == "sum" and b[2] and not a[2] and kind == "tensor" and scaled is None:
             a, b = b, a         # a sum at two scales reads the input with a zero point first
         first, prog = binary(op, a, b, s_out, relu=relu, mode=mode,
-                             slopes=_prelu_slopes(node, shape[1]), z_out=z_out)
+                             slopes=_prelu_slopes(node, shape[1]), z_out=z_out,
+                             main_scale=scaled)
         return single(first, prog, shape)
     except SdpMathError as exc:
         raise ValueError(str(exc)) from None
@@ -183,12 +198,14 @@ def zero_ties(node: Node, graph: Graph) -> list[list[str]]:
 
 def zero_free(node: Node, graph: Graph) -> list[str]:
     """Every tensor of a sum, maximum or minimum with a fused PReLU, whose X2 stage has no
-    room left for zero points."""
+    room left for zero points; the second input of a sum scaling its first per channel."""
     kind = _classify(node, graph)
     if isinstance(kind, str) or kind[0] == "const" or node.op_type == "Mul":
         return []
     if node.attrs.get("activation") in ("PRelu", "LeakyRelu"):
         return [*node.inputs, *node.outputs]
+    if node.attrs.get("input_scale") is not None:   # X2 adds the second input's codes
+        return [node.inputs[1]]
     return []
 
 

@@ -191,7 +191,7 @@ def affine(s_in: float, s_out: float, mult, bias=None, *, relu: bool = False,
 
 def binary(op: str, a: tuple[int, float, int], b: tuple[int, float, int], s_out: float, *,
            relu: bool = False, mode: str = "element", slopes: np.ndarray | None = None,
-           z_out: int = 0) -> tuple[int, SdpProgram]:
+           z_out: int = 0, main_scale: np.ndarray | None = None) -> tuple[int, SdpProgram]:
     """``a op b`` for op in sum, sub, max, min: ``(main input index, program)``.
 
     ``a`` and ``b`` are ``(node input index, scale, zero point)``, ``z_out`` the
@@ -212,17 +212,24 @@ def binary(op: str, a: tuple[int, float, int], b: tuple[int, float, int], s_out:
     scales the main input is brought onto a fine grid of the operand's by X1,
     which takes the main input's zero point off first; the operand's codes are
     added as they are, so it must have none (the caller makes the input with a
-    zero point the main input of a sum).
+    zero point the main input of a sum).  ``main_scale`` (a sum only) multiplies the
+    main input's channel ``c`` by ``main_scale[c]`` on the way: X1's multiplier per
+    channel (its zero point, if any, taken off per channel too: a stage's operands
+    share one mode).
     """
     (main, s_main, z_main), (other, s_other, z_other) = (b, a) if op == "sub" else (a, b)
     alu = "sum" if op in ("sum", "sub") else op
     sign = -1 if op == "sub" else 1
     operand = Operand.input(other, mode)
+    if main_scale is not None and (op != "sum" or slopes is not None):
+        raise SdpMathError(f"a {op} with a fused PReLU cannot scale its main input per "
+                           f"channel" if slopes is not None else
+                           f"only a sum scales its main input per channel, not a {op}")
     if slopes is not None and (z_main or z_other or z_out):
         raise SdpMathError(f"a fused PReLU with zero points ({z_main}, {z_other} in, {z_out} "
                            f"out): X2 has no room left to take them off (re-run 'opendla "
                            f"quantize')")
-    if not math.isclose(s_main, s_other, rel_tol=1e-9):
+    if main_scale is not None or not math.isclose(s_main, s_other, rel_tol=1e-9):
         if slopes is not None:
             raise SdpMathError(f"a fused PReLU needs the inputs at one scale (got {s_main:g} "
                                f"and {s_other:g}); re-run 'opendla quantize'")
@@ -231,12 +238,13 @@ def binary(op: str, a: tuple[int, float, int], b: tuple[int, float, int], s_out:
                                f"ALU adds the operand's codes as they are, so its zero point "
                                f"({z_other}) must be 0; re-run 'opendla quantize'")
         # fine grid u = s_other / 2**f: (main - z_main) * s_main / u in X1, then + other << f
-        ratio = s_main / s_other
-        f = _fine_bits(ratio)
-        m, t = int16_factor(np.array([sign * ratio * 2.0 ** f]))
+        ratio = s_main / s_other * (1.0 if main_scale is None else
+                                    np.asarray(main_scale, np.float64).reshape(-1))
+        f = _fine_bits(float(np.max(ratio)))
+        m, t = int16_factor(np.atleast_1d(sign * ratio * 2.0 ** f))
         x1 = XStage(alu_op="sum" if z_main else None,
-                    alu=Operand.layer(-z_main) if z_main else None,
-                    mul=Operand.layer(int(m[0])), truncate=t)
+                    alu=_operand(np.full(m.shape, -z_main)) if z_main else None,
+                    mul=_operand(m), truncate=t)
         x2 = XStage(alu_op=alu, alu=operand, alu_shift=f, relu=relu)
         return main, SdpProgram(x1, x2, converter(s_other / (2.0 ** f * s_out), z_out))
     if op != "sum" and z_main != z_other:

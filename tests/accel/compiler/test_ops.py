@@ -188,3 +188,36 @@ def test_hard_swish_with_channel_factors(preset, tmp_path):
     peak = np.abs(want).max(axis=(0, 2, 3))
     err = np.abs(got - want).max(axis=(0, 2, 3))
     assert np.all(err <= 0.1 * peak + 2 * table[node.outputs[0]]["scale"]), err / peak
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+def test_a_sum_scaling_its_first_input_per_channel(preset, tmp_path):
+    """``input_scale[c] * a + b`` (set by channel-group equalization where a residual
+    stream meets its branch): bit-exact to the int8 reference and close to the formula
+    computed plainly, with factors 1/16..16, the ReLU fused."""
+    case = next(c for c in CASES if c.name == "add_relu")
+    path = tmp_path / "add.onnx"
+    onnx.save(case.build(), path)
+    graph = load_model(path)
+    (node,) = [n for n in graph.nodes if n.op_type == "Add"]
+    assert node.attrs.get("activation") == "Relu"
+    rng = np.random.default_rng(12)
+    c = graph.tensors[node.outputs[0]].shape[1]
+    factor = 2.0 ** rng.uniform(-4, 4, c)
+    node.attrs["input_scale"] = factor
+    shape = graph.tensors[graph.inputs[0]].shape
+    samples = [{graph.inputs[0]: rng.normal(0, 1, shape).astype(np.float32)} for _ in range(4)]
+    table = calibrate(graph, samples, progress=False)
+    with Executor(graph, [get_device("nvdla", preset=preset, capture=True),
+                          get_device("cpu")], table) as ex:
+        out, _, report = verify_run(ex, samples[0])
+        assert [d.name for d, _ in ex.partition.parts] == ["nvdla"]
+    assert report.bit_exact, report.summary()
+    env = interpret(graph, samples[0], keep_all=True)
+    a, b = (env[t].astype(np.float64) for t in node.inputs)
+    want = np.maximum(a * factor.reshape(1, -1, 1, 1) + b, 0)
+    got = out[node.outputs[0]].astype(np.float64)
+    peak = np.abs(want).max(axis=(0, 2, 3))
+    err = np.abs(got - want).max(axis=(0, 2, 3))
+    # a missing or inverted factor would put a channel off by up to 256 times
+    assert np.all(err <= 0.1 * peak + 3 * table[node.outputs[0]]["scale"]), err / peak

@@ -30,10 +30,13 @@ WIDTH = 8
 SPREAD = 2.0 ** (np.arange(WIDTH) - 4)
 
 
-def _stream_model(*, out_from_stream: bool = False, sigmoid_reader: bool = False):
+def _stream_model(*, out_from_stream: bool = False, sigmoid_reader: bool = False,
+                  leaky: bool = False):
     """conv -> ReLU, then a residual block (depthwise, pointwise, sum, ReLU), max pooling,
     a channel pad 8 -> 16 and a second block, then a 1x1 head.  The stream's channels
-    are lopsided by :data:`SPREAD` and the head undoes it, so every channel matters."""
+    are lopsided by :data:`SPREAD` and the head undoes it, so every channel matters.
+    With ``leaky`` the sums are followed by a leaky ReLU (which the DLA fuses into a sum
+    in the stage that would otherwise scale an input per channel)."""
     rng = np.random.default_rng(3)
     s2 = np.concatenate([SPREAD, SPREAD])
     inits = [
@@ -54,13 +57,15 @@ def _stream_model(*, out_from_stream: bool = False, sigmoid_reader: bool = False
         node("dw1", "Conv", ["t0", "dw1"], ["d1"], pads=[1, 1, 1, 1], group=WIDTH),
         node("pw1", "Conv", ["d1", "pw1"], ["p1"]),
         node("add1", "Add", ["t0", "p1"], ["a1"]),
-        node("r1", "Relu", ["a1"], ["t1"]),
+        node("r1", "LeakyRelu" if leaky else "Relu", ["a1"], ["t1"],
+             **({"alpha": 0.1} if leaky else {})),
         node("pool", "MaxPool", ["t1"], ["m1"], kernel_shape=[2, 2], strides=[2, 2]),
         node("pad", "Pad", ["m1", "pads"], ["q1"]),
         node("dw2", "Conv", ["q1", "dw2"], ["d2"], pads=[1, 1, 1, 1], group=2 * WIDTH),
         node("pw2", "Conv", ["d2", "pw2"], ["p2"]),
         node("add2", "Add", ["q1", "p2"], ["a2"]),
-        node("r2", "Relu", ["a2"], ["t2"]),
+        node("r2", "LeakyRelu" if leaky else "Relu", ["a2"], ["t2"],
+             **({"alpha": 0.1} if leaky else {})),
         node("head", "Conv", ["t2", "wh"], ["y"]),
     ]
     outputs = ["y"]
@@ -78,16 +83,31 @@ def _samples(n: int, seed: int = 0):
 
 
 def test_a_stream_is_one_group_through_sums_pooling_and_channel_padding():
-    g = load_model(_stream_model())
+    g = load_model(_stream_model(leaky=True))
     (group,) = channel_groups(g)
     members = set(group.offsets)
-    # the sums (ReLU fused), the pooled and the padded tensors, and what the convs write
+    # the sums (leaky ReLU fused), the pooled and padded tensors, and what the convs write
     assert {g.producer(t).op_type for t in members} == {"Conv", "Add", "MaxPool", "Pad"}
     assert len(members) == 7 and group.channels == 2 * WIDTH
     assert set(group.offsets.values()) == {0}          # padding at the end shifts nothing
     assert sorted(group.writers) == ["c0", "pw1", "pw2"]
     assert sorted(name for name, _ in group.readers) == ["dw1", "dw2", "head"]
     assert group.key == g.node("c0").outputs[0]        # the first tensor of the group
+
+
+def test_a_residual_stream_is_cut_at_each_sum():
+    """A sum with ReLU scales its stream input per channel onto its branch's grid: the
+    stream before it is one group, the sum with its branch (and what pooling and padding
+    carry on) the next."""
+    g = load_model(_stream_model())
+    head, block1, block2 = channel_groups(g)
+    assert (set(head.offsets), head.writers, head.readers) == (
+        {"t0"}, ("c0",), (("dw1", "t0"), ("add1", "t0")))
+    assert set(block1.offsets) == {"p1", "t1", "m1", "q1"} and block1.channels == 2 * WIDTH
+    assert block1.writers == ("pw1", "add1")
+    assert block1.readers == (("dw2", "q1"), ("add2", "q1"))
+    assert (set(block2.offsets), block2.writers, block2.readers) == (
+        {"p2", "t2"}, ("pw2", "add2"), (("head", "t2"),))
 
 
 def test_scales_computed_by_hand():
@@ -100,26 +120,28 @@ def test_scales_computed_by_hand():
     np.testing.assert_array_equal(s, [1.0, 0.5, FLOOR, 1.0])
 
 
-def test_rescaling_keeps_the_function_and_evens_the_stream_out():
-    m = _stream_model()
+@pytest.mark.parametrize("leaky", [False, True], ids=["cut at sums", "one group"])
+def test_rescaling_keeps_the_function_and_evens_the_stream_out(leaky):
+    m = _stream_model(leaky=leaky)
     g = load_model(m)
-    (group,) = channel_groups(g)
+    groups = channel_groups(g)
     values = [interpret(g, f, keep_all=True) for f in _samples(4)]
-    s = group_scales(group, values)
-    assert s.min() < 0.1            # the lopsided channels are found
+    scales = {group.key: group_scales(group, values) for group in groups}
+    assert all(s.min() < 0.1 for s in scales.values())     # the lopsided channels found
     out = copy_graph(g)
-    rescale(out, {group.key: s})
+    rescale(out, scales)
     x = _samples(1, seed=9)[0]
     want = ort.InferenceSession(m.SerializeToString()).run(None, x)[0]
     assert rel_err(interpret(out, x)["y"], want) < 1e-5
 
-    def spread(graph):
-        peaks = np.abs(interpret(graph, x, keep_all=True)[group.key]).max(axis=(0, 2, 3))
+    def spread(graph, tensor):
+        peaks = np.abs(interpret(graph, x, keep_all=True)[tensor]).max(axis=(0, 2, 3))
         return peaks.max() / peaks.min()
 
     # 128 by construction; FLOOR leaves the three smallest channels 8, 4 and 2 times
     # smaller than the rest
-    assert spread(g) > 64 and spread(out) < 16
+    for group in groups:
+        assert spread(g, group.key) > 64 and spread(out, group.key) < 16, group.key
 
 
 def test_channels_moved_by_concat_resize_and_split_keep_their_place():
@@ -160,20 +182,24 @@ def test_channels_moved_by_concat_resize_and_split_keep_their_place():
 def test_a_stream_with_another_use_is_not_a_group(kind):
     g = load_model(_stream_model(out_from_stream=kind == "output",
                                  sigmoid_reader=kind == "sigmoid"))
-    assert channel_groups(g) == []
+    groups = channel_groups(g)
+    assert all("t1" not in group.offsets for group in groups)    # the other use's
+    assert [group.key for group in groups] == ["t0", "p2"]       # the others stay
 
 
-def test_a_lone_pair_is_left_to_the_weight_based_equalization():
+def test_a_lone_pair_is_left_to_the_weight_based_equalization_unless_asked():
     m = model([node("c1", "Conv", ["x", "w1"], ["t"]), node("r", "Relu", ["t"], ["u"]),
                node("c2", "Conv", ["u", "w2"], ["y"])],
               [const("w1", np.ones((2, 2, 1, 1))), const("w2", np.ones((2, 2, 1, 1)))],
               [1, 2, 3, 3])
     assert channel_groups(load_model(m)) == []
+    (pair,) = channel_groups(load_model(m), pairs=True)
+    assert (pair.writers, pair.readers) == (("c1",), (("c2", "u"),))   # ReLU fused
 
 
 def test_scales_of_another_model_are_refused():
     g = load_model(_stream_model())
-    (group,) = channel_groups(g)
+    group = channel_groups(g)[1]
     with pytest.raises(ValueError, match="no channel group of .* starts at tensor 'nope'"):
         apply(g, GraphRewrites(channel_scale={"nope": (1.0,) * 16}))
     with pytest.raises(ValueError, match="has 16 channels, the scales 3"):
@@ -184,8 +210,8 @@ def test_the_check_chooses_it_where_it_must_help_and_the_dla_stays_exact():
     g = load_model(_stream_model())
     table, report = calibrate_checked(g, _samples(12), progress=False,
                                       rewrites=weight_rewrites(bias_correction="off", graph=g))
-    assert report.applied == "cross-layer equalization"
-    assert list(table.rewrites.channel_scale) == [channel_groups(g)[0].key]
+    assert report.applied.startswith("cross-layer equalization")
+    assert set(table.rewrites.channel_scale) >= {group.key for group in channel_groups(g)}
     # the small channels are lost without it (by construction): a wide margin
     assert report.variants["cross-layer equalization"] > report.variants["symmetric"] + 10
     x = _samples(1, seed=5)[0]
@@ -249,11 +275,10 @@ def test_a_scaled_hard_swish_on_the_dla_is_exact_and_close_to_fp32():
     g = load_model(_hard_swish_model())
     table, report = calibrate_checked(g, _samples(12), progress=False,
                                       rewrites=weight_rewrites(bias_correction="off", graph=g))
-    assert report.applied == "cross-layer equalization"
-    # 20.5 -> 27.8 dB here: the small channels gain, the HardSwish's input (one step
-    # for all channels, no rewrite reaches it) bounds the gain
+    assert report.applied.startswith("cross-layer equalization")
+    # 20.5 -> 27.6 dB here (29.2 with the depthwise -> head pair scaled by its data too)
     assert report.variants["cross-layer equalization"] > report.variants["symmetric"] + 5
-    assert sorted(table.rewrites.channel_scale) == ["c0", "h"]
+    assert set(table.rewrites.channel_scale) >= {"c0", "h"}
     assert table[g.node("hs").inputs[0]].get("zero_point", 0) == 0   # X2 scales: no room
     x = _samples(1, seed=5)[0]
     with Executor(g, [get_device("nvdla"), get_device("cpu")], table) as dla, \
