@@ -93,9 +93,10 @@ def add_parser(subparsers) -> None:
                         "auto (when the held-out check measures a gain; the default), on, off")
     p.add_argument("--equalize", choices=list(CHOICES), default="auto",
                    help="cross-layer equalization: scales moved between consecutive layers, "
-                        "and into the layers around each residual stream, so that each "
-                        "tensor's channels share one range better: auto (when the held-out "
-                        "check measures a gain; the default), on, off")
+                        "and into the layers around each residual block and HardSwish, so "
+                        "that each tensor's channels share one range better (pairs of layers "
+                        "by their weights, or by their data too: both are tried): auto (when "
+                        "the held-out check measures a gain; the default), on, off")
     p.add_argument("--bias-correction", choices=list(CHOICES), default="auto",
                    help="subtract from each DLA layer's bias the mean output shift its int8 "
                         "weights cause, measured on the calibration inputs: auto (the "
