@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
                 {"model": args.model, "algorithm": args.algorithm, "preset": args.preset,
                  "samples": len(samples), "min_sqnr_db": args.min_sqnr,
                  "min_top1": args.min_top1, **report.as_dict(),
-                 "keep_float": sorted(keep),
+                 "keep_float": list(table.keep_float),
                  **({"keep_float_auto": {"met": choice.met,
                                          "dla_subgraphs": choice.dla_subgraphs,
                                          "dla_mac_share": choice.dla_mac_share}}
@@ -254,6 +254,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"calibrated {len(table)} tensors over {report.calibration_samples} of "
           f"{len(samples)} samples ({args.algorithm}) -> {args.output}")
     print(format_report(report), flush=True)
+    chosen = [n for n in table.keep_float if n not in keep]
+    if chosen and choice is None:       # model outputs int8 cannot hold, or fp32 outputs
+        print(f"kept in fp32 on the CPU as measured ({len(chosen)} "
+              f"node{'s' * (len(chosen) != 1)}): "
+              f"{', '.join(chosen)}; the table records them for run, compile, compare and "
+              f"eval", flush=True)
     if choice is not None and choice.nodes:
         (s0, s1), (m0, m1) = choice.dla_subgraphs, choice.dla_mac_share
         print(f"kept in fp32 on the CPU ({'target met' if choice.met else 'target not met'}): "

@@ -283,3 +283,30 @@ def test_keep_float_through_compile_and_run(tmp_path, capsys):
                  str(tmp_path / "x.npy"), "--keep-float", "/0/features/features.3/Cnv"]) == 2
     err = capsys.readouterr().err
     assert "neither a node nor a tensor" in err and "'/0/features/features.3/Conv'" in err
+
+
+def test_quantize_keeps_a_regression_head_in_fp32_and_says_so(tmp_path, capsys):
+    """The default measures the output layers in fp32 and keeps them where an output
+    gains (:func:`tengine_host.quant.fidelity.output_writers`); ``--float-outputs off``
+    does not try."""
+    import onnx
+
+    from tests.tengine_host.quant.test_coarse_outputs import _backbone_and_head
+
+    path = tmp_path / "head.onnx"
+    onnx.save(_backbone_and_head(), path)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "cal.npz", x=rng.standard_normal((8, 1, 4, 16, 16)).astype(np.float32))
+    report = tmp_path / "report.json"
+    assert main(["quantize", str(path), "-i", str(tmp_path / "cal.npz"), "-o",
+                 str(tmp_path / "t.json"), "--report", str(report), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "kept in fp32 on the CPU as measured (1 node): head" in out
+    assert "+ fp32 outputs kept" in out
+    doc = json.loads(report.read_text())
+    assert doc["keep_float"] == ["head"] and doc["applied"].endswith("fp32 outputs")
+    assert json.loads((tmp_path / "t.json").read_text())["__keep_float__"] == ["head"]
+    assert main(["quantize", str(path), "-i", str(tmp_path / "cal.npz"), "-o",
+                 str(tmp_path / "t.json"), "--float-outputs", "off", "--no-progress"]) == 0
+    assert "kept in fp32" not in capsys.readouterr().out
+    assert "__keep_float__" not in json.loads((tmp_path / "t.json").read_text())
