@@ -37,6 +37,11 @@ from tengine_host.quant.layers import copy_graph, read_layer, write_layer
 KEY = "__graph_rewrites__"
 
 EQUALIZATION, BIAS_CORRECTION = "cross-layer equalization", "bias correction"
+#: how channel groups are found (:mod:`~tengine_host.quant.equalize_groups`), written with
+#: a table's channel scales: 2 since residual sums cut streams into one group per block and
+#: HardSwish, Concat, Split and Resize joined.  Scales found another way would fall on
+#: other groups (or on groups of the same width, silently), so they are refused.
+CHANNEL_GROUPS = 2
 #: equalization whose lone pairs of layers take scales from their data too
 #: (:func:`equalization` with ``pairs``), a candidate of its own
 PAIRS_BY_DATA = f"{EQUALIZATION} (pairs by data)"
@@ -78,14 +83,16 @@ class GraphRewrites:
     def as_json(self) -> dict:
         return {"equalize": self.equalize,
                 "bias_shift": {n: list(s) for n, s in sorted(self.bias_shift.items())},
-                **({"channel_scale": {t: list(s) for t, s in sorted(self.channel_scale.items())}}
+                **({"channel_groups": CHANNEL_GROUPS,
+                    "channel_scale": {t: list(s) for t, s in sorted(self.channel_scale.items())}}
                    if self.channel_scale else {})}
 
     @classmethod
     def from_json(cls, doc, where: str = "calibration table") -> GraphRewrites:
         """Rewrites from :meth:`as_json`'s form; anything else is a
         :class:`TengineInputError` saying what is wrong and where."""
-        if not isinstance(doc, dict) or set(doc) - {"equalize", "bias_shift", "channel_scale"}:
+        if not isinstance(doc, dict) or set(doc) - {"equalize", "bias_shift", "channel_scale",
+                                                    "channel_groups"}:
             raise TengineInputError(f"{where}: {KEY!r} must be an object with 'equalize' (true "
                                     f"or false), 'bias_shift' ({{layer: [numbers]}}) and "
                                     f"optionally 'channel_scale' ({{tensor: [numbers]}}), got "
@@ -96,6 +103,11 @@ class GraphRewrites:
                                     f"{equalize!r}")
         shifts = _vectors(doc, "bias_shift", "layer", where, positive=False)
         scales = _vectors(doc, "channel_scale", "tensor", where, positive=True)
+        if scales and doc.get("channel_groups") != CHANNEL_GROUPS:
+            raise TengineInputError(
+                f"{where}: its channel scales were made for channel groups of kind "
+                f"{doc.get('channel_groups', 1)!r}, this OpenDLA finds groups of kind "
+                f"{CHANNEL_GROUPS}; re-run 'opendla quantize'")
         return cls(equalize, shifts, scales)
 
 

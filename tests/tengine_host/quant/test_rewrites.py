@@ -15,7 +15,7 @@ from tengine_host.executor import Executor
 from tengine_host.interpreter import interpret
 from tengine_host.model import load_model
 from tengine_host.quant.fidelity import calibrate_checked, weight_rewrites
-from tengine_host.quant.rewrites import KEY, GraphRewrites, apply, with_rewrites
+from tengine_host.quant.rewrites import CHANNEL_GROUPS, KEY, GraphRewrites, apply, with_rewrites
 from tengine_host.quant.table import QuantTable, load_table, save_table
 from tests.tengine_host.passes.graphs import const, model, node
 
@@ -65,6 +65,7 @@ def test_the_table_keeps_its_rewrites_through_json(tmp_path):
     save_table(scaled, tmp_path / "s.json")
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc[KEY]["channel_scale"] == {"t": [0.5, 1.0]}
+    assert doc[KEY]["channel_groups"] == CHANNEL_GROUPS
     assert load_table(tmp_path / "s.json").rewrites == scaled.rewrites
     # a table without rewrites is written as before: tensors only
     save_table(QuantTable(table), tmp_path / "plain.json")
@@ -79,10 +80,14 @@ def test_the_table_keeps_its_rewrites_through_json(tmp_path):
     ({"bias_shift": {"c": []}}, "bias_shift['c'] must be a non-empty list"),
     ({"bias_shift": {"c": [1.0, "a"]}}, "bias_shift['c'] must be a non-empty list"),
     ({"bias_shift": [1.0]}, "bias_shift must map layer names"),
-    ({"channel_scale": {"t": [1.0, 0.0]}}, "channel_scale['t'] must be a non-empty list "
-                                           "of positive numbers"),
-    ({"channel_scale": {"t": [1.0, -0.5]}}, "channel_scale['t'] must be a non-empty list"),
+    ({"channel_groups": 2, "channel_scale": {"t": [1.0, 0.0]}},
+     "channel_scale['t'] must be a non-empty list of positive numbers"),
+    ({"channel_groups": 2, "channel_scale": {"t": [1.0, -0.5]}},
+     "channel_scale['t'] must be a non-empty list"),
     ({"channel_scale": [0.5]}, "channel_scale must map tensor names"),
+    # scales of an older grouping (a stream was one group) would fall on other groups
+    ({"channel_scale": {"t": [1.0]}}, "made for channel groups of kind 1, this OpenDLA "
+                                      "finds groups of kind 2; re-run 'opendla quantize'"),
 ])
 def test_bad_rewrites_are_refused_by_name(tmp_path, bad, says):
     path = tmp_path / "t.json"
