@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tengine_host.ops.registry import apply_activation, register
+from tengine_host.ops.registry import apply_activation, per_channel, register
 
 
 def add(a: np.ndarray, b: np.ndarray, *, activation: str | None = None,
@@ -20,7 +20,7 @@ def add(a: np.ndarray, b: np.ndarray, *, activation: str | None = None,
     (:mod:`tengine_host.quant.equalize_groups`) gives a residual stream's tensors
     their own channel scales so, the sum converting between them."""
     if input_scale is not None:
-        a = a * np.asarray(input_scale, a.dtype).reshape(1, -1, *([1] * (a.ndim - 2)))
+        a = a * per_channel(input_scale, a)
     return apply_activation(np.add(a, b), activation, activation_max,
                             activation_slope=activation_slope, activation_alpha=activation_alpha)
 

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengine_host.ops.registry import register, same_shape
+from tengine_host.ops.registry import per_channel, register, same_shape
 
 
 def hard_swish(x: np.ndarray, input_scale: np.ndarray | None = None,
                channel_scale: np.ndarray | None = None) -> np.ndarray:
-    def per_channel(v):
-        return np.asarray(v, x.dtype).reshape(1, -1, *([1] * (x.ndim - 2)))
-
-    u = x if input_scale is None else x * per_channel(input_scale)
+    u = x if input_scale is None else x * per_channel(input_scale, x)
     y = u * np.clip(u * np.float32(1 / 6) + np.float32(0.5), 0, 1)
     if channel_scale is not None:
-        y = y * per_channel(channel_scale)
+        y = y * per_channel(channel_scale, y)
     return y.astype(x.dtype, copy=False)
 
 

@@ -106,6 +106,12 @@ def run_op(op_type: str, inputs: list[np.ndarray | None], attrs: dict[str, Any]
     return out if isinstance(out, tuple) else (out,)
 
 
+def per_channel(values, like: np.ndarray) -> np.ndarray:
+    """``values`` (one per channel, or one) shaped to broadcast along axis 1 of ``like``,
+    in its dtype."""
+    return np.asarray(values, like.dtype).reshape(1, -1, *([1] * (like.ndim - 2)))
+
+
 def apply_activation(y: np.ndarray, activation: str | None,
                      activation_max: float | None = None, *,
                      activation_slope: np.ndarray | None = None,
@@ -133,8 +139,7 @@ def apply_activation(y: np.ndarray, activation: str | None,
         if y.ndim < 2 or slope.size not in (1, y.shape[1]):
             raise ValueError(f"fused PRelu has {slope.size} slopes for {y.shape} "
                              f"(one, or one per channel on axis 1)")
-        slope = slope.reshape(1, -1, *([1] * (y.ndim - 2)))
-        np.copyto(y, y * slope, where=y < 0)
+        np.copyto(y, y * per_channel(slope, y), where=y < 0)
         return y
     if activation == "LeakyRelu":
         alpha = 0.01 if activation_alpha is None else activation_alpha

@@ -103,4 +103,3 @@ def describe(kept: Mapping[str, CoarseOutput]) -> str:
                        for name, c in kept.items())
     return (f"kept in fp32 on the CPU: {len(kept)} layer(s) writing a model output whose int8 "
             f"step would exceed the median of its values: {layers}")
-

@@ -271,9 +271,12 @@ def channel_groups(graph: Graph, *, pairs: bool = False) -> list[ChannelGroup]:
     """Every group of ``graph`` that can be rescaled, in the order of their first tensor;
     with ``pairs``, lone Conv -> Conv tensors too (scaled by their data, on top of the
     weight-based equalization)."""
+    return _channel_groups(graph, _Links(graph), pairs)
+
+
+def _channel_groups(graph: Graph, links: _Links, pairs: bool) -> list[ChannelGroup]:
     groups: list[ChannelGroup] = []
     seen: set[str] = set()
-    links = _Links(graph)
     for node in graph.nodes:
         if not _is_writer(graph, node) or node.outputs[0] in seen:
             continue
@@ -318,9 +321,9 @@ def rescale(graph: Graph, scales: Mapping[str, np.ndarray]) -> None:
     writers' output channels and its readers' input channels, in place (new weight
     constants, a HardSwish's factors).  A group ``graph`` does not have, or ``s`` of
     another width, is a ``ValueError`` naming it."""
-    groups = {g.key: g for g in channel_groups(graph, pairs=True)}
-    nodes = {n.name: n for n in graph.nodes}
     links = _Links(graph)
+    groups = {g.key: g for g in _channel_groups(graph, links, pairs=True)}
+    nodes = {n.name: n for n in graph.nodes}
     splits = {n.name: split for n in graph.nodes
               if (split := _split_sum(graph, n, links)) is not None}
     layers: dict[str, Layer] = {}

@@ -30,7 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
+from accel.compiler.ops.base import (
+    OpEntry,
+    check_activation,
+    check_channel_factors,
+    constant,
+    out_shape,
+)
 from accel.compiler.ops.sdp_math import (
     SdpMathError,
     SdpPlan,
@@ -108,12 +114,10 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
             return "statistics are not constant"
         if len([o for o in node.outputs if o]) > 1:
             return "training outputs (running mean/var) are not produced"
-    for attr in CHANNEL_FACTORS if op == "HardSwish" else ():
-        c = node.attrs.get(attr)
-        if c is not None and (np.shape(c) != (_channels(graph, node),)
-                              or not np.all(np.isfinite(c) & (np.asarray(c) > 0))):
-            return (f"{attr} must be {_channels(graph, node)} positive numbers, got shape "
-                    f"{np.shape(c)}")
+    if op == "HardSwish":
+        why = check_channel_factors(node, CHANNEL_FACTORS, _channels(graph, node))
+        if why:
+            return why
     if op in ("HardSigmoid", "HardSwish"):
         a = node.attrs.get("alpha", HARD_SIGMOID["alpha"])
         if op == "HardSwish":
@@ -172,9 +176,8 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> SdpPlan:
             # the gate into a symmetric temporary (a product's operand has no zero point)
             inward, outward = (node.attrs.get(a) for a in CHANNEL_FACTORS)
             hs = _hard_sigmoid(node, s_in, UNIT_SCALE, z_in=zp["z_in"], input_scale=inward)
-            factor = None if inward is None and outward is None else \
-                np.asarray(1.0 if inward is None else inward, np.float64) * \
-                np.asarray(1.0 if outward is None else outward, np.float64)
+            factors = [np.asarray(f, np.float64) for f in (inward, outward) if f is not None]
+            factor = np.prod(factors, axis=0) if factors else None
             mul = product(0, 1, "element", s_in * UNIT_SCALE / s_out, zp["z_in"], 0,
                           zp["z_out"], channel=factor)
             return SdpPlan((SdpStep(("in", 0), hs), SdpStep(("in", 0), mul,

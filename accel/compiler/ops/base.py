@@ -78,6 +78,17 @@ class OpEntry:
     nest: Hook | None = None       # backward pass: write inputs into the output
 
 
+def check_channel_factors(node: Node, attrs: tuple[str, ...], channels: int) -> str | None:
+    """Per-channel factors a node carries as private attributes (set by channel-group
+    equalization): each of ``attrs`` absent, or ``channels`` finite positive numbers."""
+    for attr in attrs:
+        c = node.attrs.get(attr)
+        if c is not None and (np.shape(c) != (channels,)
+                              or not np.all(np.isfinite(c) & (np.asarray(c) > 0))):
+            return f"{attr} must be {channels} positive numbers, got shape {np.shape(c)}"
+    return None
+
+
 def cube_of(graph: Graph, tensor: str) -> tuple[int, int, int] | None:
     """(C, H, W) of an NCHW / NC activation, else None.  The batch does not matter: the
     executor runs larger batches through a batch-1 compilation, one sample at a time."""

@@ -31,7 +31,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
+from accel.compiler.ops.base import (
+    OpEntry,
+    check_activation,
+    check_channel_factors,
+    constant,
+    out_shape,
+)
 from accel.compiler.ops.sdp_math import SdpMathError, affine, binary, product, single
 from accel.compiler.ops.sdp_math import lower_steps as lower
 from accel.compiler.ops.sdp_math import reference_steps as reference
@@ -101,14 +107,14 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if isinstance(kind, str):
         return kind
     act = node.attrs.get("activation")
-    scale = node.attrs.get("input_scale")
-    if scale is not None:
+    if node.attrs.get("input_scale") is not None:
         if node.op_type != "Add" or kind[0] != "tensor" or act not in (None, "Relu"):
             return ("input_scale on a sum of two tensors of one shape (ReLU fused at most) "
                     "only")
-        c = int(graph.tensors[node.outputs[0]].shape[1])
-        if np.shape(scale) != (c,) or not np.all(np.isfinite(scale) & (np.asarray(scale) > 0)):
-            return f"input_scale must be {c} positive numbers, got shape {np.shape(scale)}"
+        why = check_channel_factors(node, ("input_scale",),
+                                    int(graph.tensors[node.outputs[0]].shape[1]))
+        if why:
+            return why
     if act not in (None, "Relu", "PRelu", "LeakyRelu"):
         return f"fused activation {act!r} (Relu, PRelu or LeakyRelu)"
     if act in ("PRelu", "LeakyRelu") and (node.op_type not in ("Add", "Max", "Min")
