@@ -295,7 +295,7 @@ class Dla:
     def weights_of(self, plan: conv.ConvPlan) -> np.ndarray:
         """The packed weight bytes of ``plan`` as the CDMA fetches them."""
         if self.fast is not None:
-            return self.fast.weights_of(plan, lambda: self._fetch_weights(plan))
+            return self.fast.weights_of(plan, self._fetch_weights)
         return self._fetch_weights(plan)
 
     def _fetch_weights(self, plan: conv.ConvPlan) -> np.ndarray:
@@ -400,7 +400,7 @@ class Dla:
         if self.fast is None:
             books = self._conv_books(plan, *run)
         else:
-            books = self.fast.conv_books(plan, run, lambda: self._conv_books(plan, *run))
+            books = self.fast.conv_books(plan, run, self._conv_books)
         cycles, atoms, shapes, cbuf_rec = books
         self.stats.append(OpRecord(
             "CONV", cycles, shapes,

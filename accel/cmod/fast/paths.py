@@ -95,34 +95,40 @@ class FastPaths:
         regs = self.dla.regs["NVDLA_SDP"]
         return self.sdp_modes.get(self._sdp_mode_key(regs.groups[regs.consumer]), decide)
 
-    def weights_of(self, plan: conv.ConvPlan, read: Callable[[], np.ndarray]) -> np.ndarray:
-        """``read()``, the packed weight bytes of ``plan``, read again only when their memory
-        was written."""
+    def weights_of(self, plan: conv.ConvPlan, read: Callable[[conv.ConvPlan], np.ndarray]
+                   ) -> np.ndarray:
+        """``read(plan)``, the packed weight bytes of ``plan``, read again only when their
+        memory was written."""
+        key = (plan.weight_addr, plan.weight_size)
         version = self.dram.version(plan.weight_addr)
-        return self.raw_weights.get((plan.weight_addr, plan.weight_size),
-                                    lambda: (version, read()),
-                                    lambda hit: hit[0] == version)[1]
+        hit = self.raw_weights.lookup(key)
+        if hit is None or hit[0] != version:
+            hit = self.raw_weights.put(key, (version, read(plan)))
+        return hit[1]
 
     def weight_matrix(self, raw: np.ndarray, plan: conv.ConvPlan) -> Weights:
-        """The ``[K, C*R*S]`` weights of the packed bytes ``raw`` (kept per bytes object)."""
-        return self.matrices.get(
-            (id(raw), plan.kernel),
-            lambda: (raw, Weights(raw[plan.weight_order(self.cfg)].view(np.int8), plan.kernel)),
-            lambda hit: hit[0] is raw)[1]
+        """The ``[K, C*R*S]`` weights of the packed bytes ``raw`` (kept per bytes object:
+        the entry holds ``raw``, so its id is not reused while the entry lives)."""
+        key = (id(raw), plan.kernel)
+        hit = self.matrices.lookup(key)
+        if hit is None:
+            hit = self.matrices.put(key, (raw, Weights(raw[plan.weight_order(self.cfg)]
+                                                       .view(np.int8), plan.kernel)))
+        return hit[1]
 
     def post_process(self, plan: sdp.SdpPlan, truncate: int) -> fused.PostProcess:
         """The compiled CACC/SDP/converter pass of ``plan`` fed by a convolution with
         CLIP_TRUNCATE ``truncate`` (0 for an op reading memory), set up again only when
-        the memory its operands come from was written."""
-        dram = self.dram
-
-        def make() -> tuple:
+        the memory its operands come from was written (the entry holds ``plan``: its id
+        stays its own)."""
+        dram, key = self.dram, (id(plan), truncate)
+        hit = self.posts.lookup(key)
+        if hit is None or dram.versions(hit[1]) != hit[2]:
             bases = tuple(reads.base for _, reads in plan.stages if reads is not None)
-            return (plan, bases, dram.versions(bases),
-                    fused.for_plan(plan, truncate, dram, self.cfg.atom_size))
-
-        return self.posts.get((id(plan), truncate), make,
-                              lambda hit: hit[0] is plan and dram.versions(hit[1]) == hit[2])[3]
+            hit = self.posts.put(key, (plan, bases, dram.versions(bases),
+                                       fused.for_plan(plan, truncate, dram,
+                                                      self.cfg.atom_size)))
+        return hit[3]
 
     def batch_inputs(self, plans: list, sources: tuple[int, ...], derive: Callable[[], tuple]
                      ) -> tuple:
@@ -136,12 +142,17 @@ class FastPaths:
                                 lambda: (tuple(plans), versions, derive()),
                                 lambda hit: hit[1] == versions)[2]
 
-    def conv_books(self, plan: conv.ConvPlan, run: tuple, count: Callable[[], tuple]) -> tuple:
-        """``count()``, the cycles, MAC atoms, shapes and CBUF record of a convolution: the
+    def conv_books(self, plan: conv.ConvPlan, run: tuple, count: Callable[..., tuple]
+                   ) -> tuple:
+        """``count(plan, *run)``, the cycles, MAC atoms, shapes and CBUF record of a convolution: the
         same for every run of ``plan`` that fetched and reused the same (``run``), kept per
-        plan and shared by the records of those runs (records are read, not modified)."""
-        return self.books.get((id(plan), *run), lambda: (plan, count()),
-                              lambda hit: hit[0] is plan)[1]
+        plan (the entry holds it) and shared by the records of those runs (records are
+        read, not modified)."""
+        key = (id(plan), *run)
+        hit = self.books.lookup(key)
+        if hit is None:
+            hit = self.books.put(key, (plan, count(plan, *run)))
+        return hit[1]
 
     # --- convolution -----------------------------------------------------------------
     def conv_sums(self, raw: np.ndarray, plan: conv.ConvPlan, x: np.ndarray,

@@ -51,3 +51,28 @@ def test_repr_tells_the_counts():
     cache.get(1, lambda: 1)
     cache.get(1, lambda: 1)
     assert repr(cache) == "BoundedCache('plans', 1/4 entries, 1 hits, 1 misses)"
+
+
+def test_lookup_and_put_count_a_stale_entry_as_a_miss():
+    cache = BoundedCache("t", 2)
+    assert cache.lookup("k") is None
+    cache.put("k", (0, "v0"))
+    hit = cache.lookup("k")
+    assert hit == (0, "v0")
+    cache.put("k", (1, "v1"))                         # the caller found it stale
+    assert cache.lookup("k") == (1, "v1")
+    assert (cache.lookups, cache.hits, cache.misses) == (3, 1, 2)
+
+
+def test_lookup_makes_the_entry_the_most_recently_used():
+    cache = BoundedCache("t", 2)
+    cache.put(1, "a")
+    cache.put(2, "b")
+    cache.lookup(1)
+    cache.put(3, "c")                                 # 2 is the least recently used
+    assert cache.keys() == [1, 3]
+
+
+def test_none_cannot_be_kept():
+    with pytest.raises(TypeError, match=r"cache 'plans': None cannot be kept"):
+        BoundedCache("plans", 2).put("k", None)
