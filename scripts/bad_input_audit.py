@@ -167,6 +167,9 @@ def make_fixtures(d: Path, timeout: float, loadable: bool = True) -> None:
     inf[0, 0, 0, 0] = np.inf
     np.save(d / "inf.npy", inf)
     np.save(d / "huge.npy", x[:1] * 1e30)
+    np.save(d / "past_float32.npy", x[:1].astype(np.float64) * 1e300)
+    np.savez(d / "extra_array.npz", input=x[:1], labels=np.zeros(1))
+    (d / "a_file.txt").write_text("")
     labels = np.arange(len(x)) % 10
     np.savez(d / "eval_huge.npz", x=x * 1e30, y=labels)
     nan = x.copy()
@@ -301,6 +304,10 @@ def cases() -> list[Case]:
         # options
         Case("compare --plot .txt", [*cmp, "--input", "{d}/x1.npy", "--plot", "{d}/plot.txt"],
              names="plot.txt", fast=True),
+        Case("npz with an array no input takes", ["run", m, "--input", "{d}/extra_array.npz"]),
+        Case("float64 past float32's range", ["run", m, "--input", "{d}/past_float32.npy"]),
+        Case("--debug-data onto a file", ["run", m, "--input", "{d}/x1.npy", "--debug-data",
+                                          "{d}/a_file.txt"], names="a_file.txt"),
         Case("run --top-k 0", [*run8, "--input", "{d}/x1.npy", "--top-k", "0"]),
         Case("run --repeat 0", [*run8, "--input", "{d}/x1.npy", "--repeat", "0"]),
         Case("run --warmup -1", [*run8, "--input", "{d}/x1.npy", "--warmup", "-1"]),

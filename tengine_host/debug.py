@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from accel.ir import Graph, Node
+from tengine_host.errors import TengineInputError, reason
 
 ENV_VARS = {"graph": "TG_DEBUG_GRAPH", "time": "TG_DEBUG_TIME", "data": "TG_DEBUG_DATA",
             "ref": "TG_DEBUG_REF"}
@@ -109,7 +110,11 @@ def dump_node_data(graph: Graph, values: Mapping[str, np.ndarray], out_dir: str 
     from ``values`` and skipped.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TengineInputError(f"node data folder {str(out_dir)!r}: cannot create it: "
+                                f"{reason(exc, out_dir)}") from exc
     written = []
     for i, node in enumerate(graph.nodes):
         for kind, names in (("in", node.inputs), ("out", node.outputs)):

@@ -173,6 +173,11 @@ def parse_inputs(specs: Sequence[str], names: Sequence[str]) -> dict[str, np.nda
             raise UsageError(f"--input {spec!r}: a .npy holds one array; the model has inputs "
                              f"{', '.join(names)}: use NAME=FILE per input or an .npz")
         found = {t: arrays[t] for t in targets if t in arrays}
+        unused = sorted(set(arrays) - set(names))
+        if found and unused and not name:     # a bare .npz: every array feeds an input
+            raise UsageError(f"--input {spec!r}: array(s) {', '.join(unused)} are not model "
+                             f"inputs ({', '.join(names)}); remove them or pick one with "
+                             f"NAME=FILE.npz")
         if not found:
             raise UsageError(f"--input {spec!r}: the file has arrays {', '.join(sorted(arrays))}"
                              f"; none is named after a model input ({', '.join(names)})")

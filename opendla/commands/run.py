@@ -157,16 +157,31 @@ def onnx_input_names(path: str | Path) -> list[str]:
 
 
 def check_dtypes(graph, feeds: dict) -> dict:
-    """Cast feeds to the model's input dtypes when that loses nothing; else a clear error."""
+    """Cast feeds to the model's input dtypes when that loses nothing but float precision
+    (a float64 array for a float32 input); else a clear error: another kind (integers for
+    a float input), integers outside the input's integer type, or finite floats that
+    would overflow to infinity."""
     out = {}
     for name, v in feeds.items():
         want = np.dtype(graph.tensors[name].dtype)
         got = v.dtype
-        same_kind = (np.issubdtype(got, np.floating) and np.issubdtype(want, np.floating)) or \
-            (np.issubdtype(got, np.integer) and np.issubdtype(want, np.integer))
-        if not same_kind:
+        floats = np.issubdtype(got, np.floating) and np.issubdtype(want, np.floating)
+        ints = np.issubdtype(got, np.integer) and np.issubdtype(want, np.integer)
+        if not (floats or ints):
             raise UsageError(f"input {name!r} has dtype {got}, the model expects {want}")
-        out[name] = v.astype(want, copy=False)
+        cast = v.astype(want, copy=False)
+        if ints and v.size and (v.min() < np.iinfo(want).min or v.max() > np.iinfo(want).max):
+            raise UsageError(f"input {name!r} ({got}) holds values from {v.min()} to {v.max()}; "
+                             f"the model's {want} input takes {np.iinfo(want).min} to "
+                             f"{np.iinfo(want).max}")
+        if floats and got.itemsize > want.itemsize:
+            overflow = np.isfinite(v) & ~np.isfinite(cast)
+            if overflow.any():
+                raise UsageError(f"input {name!r} ({got}) holds {int(overflow.sum())} finite "
+                                 f"value(s) beyond {want}'s range (largest "
+                                 f"{np.abs(v[overflow]).max():.3g}, {want} ends at "
+                                 f"{np.finfo(want).max:.3g})")
+        out[name] = cast
     return out
 
 
@@ -256,10 +271,15 @@ def timed(fn: Callable[[], Any], batch: int, repeat: int, warmup: int) -> tuple[
     return result, timing
 
 
+def check_output_dir(flag: str, directory: str) -> None:
+    """Refuse ``directory`` (the value of ``flag``) before any work when it is a file."""
+    if Path(directory).exists() and not Path(directory).is_dir():
+        raise UsageError(f"{flag} {directory!r} is a file; give a directory")
+
+
 def save_outputs(directory: str, outputs: dict[str, np.ndarray]) -> None:
     out_dir = Path(directory)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"--save-outputs {directory!r} is a file; give a directory")
+    check_output_dir("--save-outputs", directory)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, value in outputs.items():
@@ -298,6 +318,10 @@ def _validate(args: argparse.Namespace) -> None:
     if args.backend == "rtl" and (args.device != "nvdla" or is_loadable(args.model)):
         raise UsageError("--backend rtl runs the DLA part of an ONNX model with --device nvdla "
                          "(loadables and the CPU run on the cmodel)")
+    for flag, directory in (("--save-outputs", args.save_outputs),
+                            ("--debug-data", args.debug_data)):
+        if directory:
+            check_output_dir(flag, directory)
 
 
 # ------------------------------------------------------------------ loadables
@@ -309,7 +333,8 @@ def _as_bound(t, x: np.ndarray, quant) -> np.ndarray:
         return x.reshape(x.shape[0], *t.shape[1:])
     x = x[None] if x.ndim == 3 else x
     if x.ndim != 4 or x.shape[1:] != t.shape[1:]:
-        host = "" if quant is None else f" or [N, {', '.join(map(str, quant.shape[1:]))}]"
+        host = "" if quant is None or tuple(quant.shape[1:]) == tuple(t.shape[1:]) else \
+            f" or [N, {', '.join(map(str, quant.shape[1:]))}]"
         raise UsageError(f"input {t.name!r} has shape {x.shape}; the loadable takes "
                          f"[N, {', '.join(map(str, t.shape[1:]))}]{host}")
     return x

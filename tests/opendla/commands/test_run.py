@@ -157,6 +157,9 @@ def test_bad_inputs_are_clean_errors(tmp_path, digits, calib, loadable, capsys):
                                                                 str(tmp_path / "codes.npy")])
     assert "NaN/Inf" in _error(capsys, ["run", str(loadable), "--input",
                                         str(tmp_path / "nan.npy")])
+    np.save(tmp_path / "five_d.npy", x[:1][None])
+    err = _error(capsys, ["run", str(loadable), "--input", str(tmp_path / "five_d.npy")])
+    assert err.strip().endswith("the loadable takes [N, 1, 8, 8]"), err    # said once
     assert "apply to ONNX models" in _error(capsys, ["run", str(loadable), "--calib", str(calib)])
     assert "does not exist" in _error(capsys, ["run", str(tmp_path / "no.onnx"), "--input",
                                                str(tmp_path / "x.npy")])
@@ -170,3 +173,35 @@ def test_bad_inputs_are_clean_errors(tmp_path, digits, calib, loadable, capsys):
         capsys, ["run", LENET, "--input", str(tmp_path / "other.npz")])
     assert "-w 1,2" in _error(capsys, ["run", LENET, "--image", str(tmp_path / "x.npy"),
                                        "-w", "1,2"])
+
+
+def test_inputs_that_would_lose_values_or_be_dropped_are_refused(tmp_path, digits, capsys):
+    x, _ = digits
+    np.save(tmp_path / "x.npy", x[:1])
+    (tmp_path / "afile").write_text("")
+    assert "--debug-data" in _error(capsys, ["run", LENET, "--input", str(tmp_path / "x.npy"),
+                                             "--debug-data", str(tmp_path / "afile")])
+    # a bare .npz feeds inputs by name: an array no input takes is not silently dropped
+    np.savez(tmp_path / "extra.npz", input=x[:1], labels=np.zeros(1))
+    err = _error(capsys, ["run", LENET, "--input", str(tmp_path / "extra.npz")])
+    assert "labels are not model inputs (input)" in err
+    assert main(["run", LENET, "--input", f"input={tmp_path / 'extra.npz'}"]) == 0  # picked
+    capsys.readouterr()
+    # float64 past float32's range would become inf
+    np.save(tmp_path / "huge.npy", x[:1].astype(np.float64) * 1e300)
+    err = _error(capsys, ["run", LENET, "--input", str(tmp_path / "huge.npy")])
+    assert "beyond float32's range" in err and "'input'" in err
+
+
+def test_integer_inputs_outside_the_model_type_are_refused():
+    from types import SimpleNamespace
+
+    from opendla.commands.run import check_dtypes
+    from opendla.errors import UsageError
+
+    graph = SimpleNamespace(tensors={"ids": SimpleNamespace(dtype="int32")})
+    fits = np.array([[-(2 ** 31), 2 ** 31 - 1]], np.int64)
+    assert check_dtypes(graph, {"ids": fits})["ids"].dtype == np.int32
+    with pytest.raises(UsageError, match=r"from 0 to 4294967296; the model's int32 input "
+                                         r"takes -2147483648 to 2147483647"):
+        check_dtypes(graph, {"ids": np.array([[0, 2 ** 32]], np.int64)})   # would wrap to 0
