@@ -169,7 +169,8 @@ def check_dtypes(graph, feeds: dict) -> dict:
         ints = np.issubdtype(got, np.integer) and np.issubdtype(want, np.integer)
         if not (floats or ints):
             raise UsageError(f"input {name!r} has dtype {got}, the model expects {want}")
-        cast = v.astype(want, copy=False)
+        with np.errstate(over="ignore"):      # an overflow to inf is refused below
+            cast = v.astype(want, copy=False)
         if ints and v.size and (v.min() < np.iinfo(want).min or v.max() > np.iinfo(want).max):
             raise UsageError(f"input {name!r} ({got}) holds values from {v.min()} to {v.max()}; "
                              f"the model's {want} input takes {np.iinfo(want).min} to "
