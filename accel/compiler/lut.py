@@ -72,9 +72,12 @@ def int8_table(f: Callable[[np.ndarray], np.ndarray], s_in: float, s_out: float,
     return np.clip(q, -128, 127).astype(np.int64)
 
 
-def lo_table_lut(table: np.ndarray) -> LutParam:
-    """The ``dla_lut_param`` that maps int8 ``x`` to ``table[x + 128]`` (see the module
-    docstring); ``table`` holds 256 int16 values."""
+def lo_table_lut(table: np.ndarray, start: int = START) -> LutParam:
+    """The ``dla_lut_param`` that maps ``x`` to ``table[x - start]`` for ``x`` in
+    ``start .. start + 255`` (see the module docstring): the SDP looks up the int8 value
+    itself (``start`` -128); the CDP as a table looks up its input converter's
+    ``x + 128`` (``start`` 0, :mod:`accel.compiler.ops.lookup`).  ``table`` holds 256
+    int16 values."""
     t = np.asarray(table, dtype=np.int64).reshape(-1)
     if t.size != 256:
         raise ValueError(f"an int8-indexed table has 256 entries, got {t.size}")
@@ -86,7 +89,7 @@ def lo_table_lut(table: np.ndarray) -> LutParam:
     return LutParam(linear_exp_table=[0] * LUT_LINEAR_EXP_ENTRIES, linear_only_table=lo,
                     linear_exp_offset=0, linear_only_offset=0,
                     linear_exp_start=INT32_MAX, linear_exp_end=INT32_MAX,
-                    linear_only_start=_u64(START), linear_only_end=_u64(START + 256),
+                    linear_only_start=_u64(start), linear_only_end=_u64(start + 256),
                     linear_exp_underflow_slope=flat, linear_exp_overflow_slope=flat,
                     linear_only_underflow_slope=flat, linear_only_overflow_slope=flat,
                     hybrid_priority=LO, underflow_priority=LO, overflow_priority=LO,

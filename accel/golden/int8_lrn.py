@@ -8,8 +8,10 @@ the compiled CDP operation must match bit for bit.  For an int8 NCHW cube
 
     v   = sat9(round((x - in_off) * in_scale / 2**in_shift))      input converter
     S   = sum of v**2 over the `size` channels centred on c         exact integer
+          (v itself with D_FUNC_BYPASS.SQSUM_BYPASS)
     L   = LUT(S)                                                    int16, see below
     y   = L * v[c]                                                  25 bits, exact
+          (L itself with D_FUNC_BYPASS.MUL_BYPASS)
     out = sat8(round((y - out_off) * out_scale / 2**out_shift))     output converter
 
 Channels outside the cube (before channel 0, after channel C-1, and the
@@ -166,9 +168,15 @@ def square_sums(v: np.ndarray, size: int) -> np.ndarray:
 
 
 def lrn_int8(x: np.ndarray, size: int, lut: Lut, in_cvt: tuple[int, int, int] = (0, 1, 0),
-             out_cvt: tuple[int, int, int] = (0, 1, 0)) -> np.ndarray:
+             out_cvt: tuple[int, int, int] = (0, 1, 0), *, sqsum_bypass: bool = False,
+             mul_bypass: bool = False) -> np.ndarray:
     """The CDP's LRN of the int8 NCHW (or CHW) array ``x``; converters are
-    ``(offset, scale, shift)``."""
+    ``(offset, scale, shift)``.
+
+    ``D_FUNC_BYPASS`` as the CDP has it: ``sqsum_bypass`` looks up ``v`` itself instead of
+    its window's square sum (``size`` is then unused), ``mul_bypass`` passes the LUT's
+    result on without multiplying it by ``v``.  With both, the CDP is an element-wise
+    table of ``v``: any shape of ``x`` will do."""
     x = np.asarray(x)
     if x.dtype != np.int8:
         raise ValueError(f"input must be int8, got {x.dtype}")
@@ -177,8 +185,9 @@ def lrn_int8(x: np.ndarray, size: int, lut: Lut, in_cvt: tuple[int, int, int] = 
     if not -128 <= in_off <= 127:
         raise ValueError(f"input offset {in_off}: only int8 offsets are modelled")
     v = saturate(round_shift((x.astype(np.int64) - in_off) * in_scale, in_shift), 9)
-    s = square_sums(v, size)
-    y = lut_lookup(s, lut) * v
+    s = v if sqsum_bypass else square_sums(v, size)
+    looked = lut_lookup(s, lut)
+    y = looked if mul_bypass else looked * v
     out = saturate(round_shift((y - out_off) * out_scale, out_shift), 8)
     return out.astype(np.int8)
 

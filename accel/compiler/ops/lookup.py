@@ -12,24 +12,46 @@ Exp is left to the CPU on purpose: its output spans orders of magnitude that
 one int8 scale cannot hold (values below half the output step vanish; a
 unit-normal input keeps a cosine of 0.983 to fp32 even with the exact table).
 
-Only presets whose SDP has the Y stage and its LUT (``sdp_ew`` and
-``sdp_lut``: nv_small_256_full, nv_medium_1024_full, nv_large, nv_full) run
-these; on the others the node falls back to the CPU with that reason.
+**Where the table runs.**  Presets whose SDP has the Y stage and its LUT
+(``sdp_ew`` and ``sdp_lut``: nv_small_256_full, nv_medium_1024_full, nv_large,
+nv_full) look it up in the SDP, which fuses it into the pass of the convolution
+before it (:mod:`accel.compiler.fusion`).  The others (nv_small, nv_small_256,
+nv_medium_512) have no SDP LUT but a CDP, whose LUT serves as the same table
+when its LRN datapath is bypassed, as NVIDIA's nv_small ``cdp_8x8x32_lrn3_int8``
+tests program it (NVDLA_FACTS, "CDP (LRN)"): ``D_FUNC_BYPASS`` with SQSUM_BYPASS
+and MUL_BYPASS, so the LUT reads the converted input itself and its result goes
+out unmultiplied; the input converter's offset -128 (scale 1, shift 0) makes that
+input ``x + 128``, 0..255; the LO table from 0 with index select 0 gives each code
+its own entry, with no interpolation (0 underflows both tables and reads entry 0,
+as the LO table has every priority); the output converter is the identity.  That
+is one more pass through memory (the CDP reads what the convolution wrote), in
+place of a round trip to the CPU.  A preset with neither falls back to the CPU
+with that reason.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from accel.compiler.lut import int8_lut
+from accel.compiler.engine import CdpOp
+from accel.compiler.lut import INT32_MAX, int8_lut, int8_table, lo_table_lut
 from accel.compiler.ops.base import OpEntry, check_activation, out_shape
 from accel.compiler.ops.sdp_math import lower_steps, reference_steps, single
 from accel.compiler.program import Converter, SdpProgram
 from accel.compiler.scales import zero_point_of
 from accel.config import HwConfig
+from accel.golden import int8_lrn
 from accel.ir import Graph, Node
+
+#: the CDP as a table: its input converter maps int8 ``x`` to ``x + 128`` (offset -128,
+#: scale 1, shift 0), which the LO table from :data:`CDP_TABLE_START` indexes directly;
+#: the output converter is the identity
+CDP_IN_CVT, CDP_OUT_CVT, CDP_TABLE_START = (-128, 1, 0), (0, 1, 0), 0
+#: D_LRN_CFG's window when the square sum is bypassed (any valid size: it is not used)
+CDP_BYPASSED_SIZE = 3
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -56,24 +78,61 @@ def function(node: Node):
     raise ValueError(f"op {op} has no lookup function")
 
 
+def sdp_route(cfg: HwConfig) -> bool:
+    """Whether ``cfg`` looks tables up in the SDP (else in the CDP)."""
+    return cfg.sdp_ew and cfg.sdp_lut
+
+
 def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
-    if not (cfg.sdp_ew and cfg.sdp_lut):
-        missing = " and ".join(n for n, have in (("Y stage (SDP_EW)", cfg.sdp_ew),
-                                                 ("lookup table (SDP_LUT)", cfg.sdp_lut))
-                               if not have)
-        return (f"{node.op_type} needs the SDP {missing}, which preset {cfg.name} lacks "
-                f"(presets with both: nv_small_256_full, nv_medium_1024_full, nv_large, "
-                f"nv_full)")
+    if not (sdp_route(cfg) or cfg.cdp):
+        return (f"{node.op_type} needs a lookup table: the SDP's (with its Y stage) or the "
+                f"CDP's, and preset {cfg.name} has neither")
     return check_activation(graph, node.inputs[0])
+
+
+@dataclass(frozen=True)
+class CdpTablePlan:
+    """The CDP as the table ``table`` (``T[x + 128]`` for int8 ``x``, output codes)."""
+
+    table: tuple[int, ...]
+    out_shape: tuple[int, ...]
 
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales):
     x, out = node.inputs[0], node.outputs[0]
-    lut = int8_lut(function(node), scales.scale(x), scales.scale(out), zero_point_of(scales, x),
-                   zero_point_of(scales, out))
-    program = SdpProgram(None, None, Converter(), lut)
+    args = (function(node), scales.scale(x), scales.scale(out), zero_point_of(scales, x),
+            zero_point_of(scales, out))
+    if not sdp_route(cfg):
+        return CdpTablePlan(tuple(int(v) for v in int8_table(*args)), out_shape(graph, out))
+    program = SdpProgram(None, None, Converter(), int8_lut(*args))
     return single(0, program, out_shape(graph, out))
 
 
-ENTRY = OpEntry(("Sigmoid", "Tanh", "Swish", "Erf"), check, plan, lower_steps,
-                reference_steps)
+def lower(lo, node: Node, p) -> None:
+    if not isinstance(p, CdpTablePlan):
+        lower_steps(lo, node, p)
+        return
+    lo.emit(CdpOp(lo.label(node), node.name, lo.region(node.inputs[0]),
+                  lo.region(node.outputs[0]), CDP_BYPASSED_SIZE,
+                  lo_table_lut(p.table, start=CDP_TABLE_START), CDP_IN_CVT, CDP_OUT_CVT,
+                  sqsum_bypass=True, mul_bypass=True))
+
+
+def cdp_lut(table: tuple[int, ...]) -> int8_lrn.Lut:
+    """The golden's view of the LUT :func:`lower` programs: the LO table from 0 holding
+    ``table`` (its last entry repeated at 256), every priority LO, the LE table starting
+    past every input so that it underflows."""
+    le = int8_lrn.Table((0,) * int8_lrn.LE_ENTRIES, INT32_MAX, 0)
+    lo = int8_lrn.Table((*table, table[-1]), CDP_TABLE_START, 0)
+    return int8_lrn.Lut(le, lo, underflow_lo=True, overflow_lo=True, hybrid_lo=True)
+
+
+def reference(p, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    if not isinstance(p, CdpTablePlan):
+        return reference_steps(p, inputs)
+    y = int8_lrn.lrn_int8(np.asarray(inputs[0]), CDP_BYPASSED_SIZE, cdp_lut(p.table),
+                          CDP_IN_CVT, CDP_OUT_CVT, sqsum_bypass=True, mul_bypass=True)
+    return [y.reshape(p.out_shape)]
+
+
+ENTRY = OpEntry(("Sigmoid", "Tanh", "Swish", "Erf"), check, plan, lower, reference)

@@ -1,11 +1,14 @@
-"""Sigmoid, Tanh, Swish (SiLU) and Erf by the SDP's lookup table.
+"""Sigmoid, Tanh, Swish (SiLU) and Erf by a lookup table: the SDP's, or the CDP's.
 
 * the table builder and the reference's LUT evaluator on hand-computed values;
 * every one of the 256 int8 inputs through the compiled loadable on the cmodel
   gives ``sat8(round(f(s_in * q) / s_out))`` with ``f`` from Python's ``math``
   (the table is exact: one rounding) and equals the op table's reference;
-* presets without the SDP's Y stage or LUT never get a LUT op (the reason
-  names the preset); Exp stays on the CPU;
+  on presets with the SDP's LUT and on those without it (nv_small, nv_medium_512),
+  where the CDP with its LRN datapath bypassed is the table; the CDP route also at
+  two scales and with zero points on both sides;
+* a configuration with neither LUT keeps the function on the CPU (the reason names
+  it); Exp stays on the CPU;
 * ``Mul(x, Sigmoid(x))`` becomes one Swish on the host, which agrees with
   onnxruntime on the spelled-out graph;
 * a convolution and the lookup after it fuse into one pass
@@ -16,6 +19,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -26,7 +30,7 @@ from onnx import TensorProto, helper
 
 from accel.backends import get_backend
 from accel.compiler import compile_subgraph, supports
-from accel.compiler.engine import ConvOp, SdpOp
+from accel.compiler.engine import CdpOp, ConvOp, SdpOp
 from accel.compiler.lut import int8_table, lo_table_lut
 from accel.compiler.reference import run_reference
 from accel.config import PRESETS, get_preset
@@ -134,7 +138,8 @@ def _run(compiled, x_q: np.ndarray) -> np.ndarray:
     return unpack_feature(rt.read_output(out.memory.bind_id), dst.layout)[None]
 
 
-@pytest.mark.parametrize("preset", ["nv_large", "nv_small_256_full"])
+@pytest.mark.parametrize("preset", ["nv_large", "nv_small_256_full", "nv_small",
+                                    "nv_medium_512"])
 @pytest.mark.parametrize("op", sorted(FUNCTIONS))
 def test_every_int8_input_gives_the_function_rounded_once(op, preset):
     model = _model(op, opset=24 if op == "Swish" else 14)
@@ -153,16 +158,43 @@ def test_every_int8_input_gives_the_function_rounded_once(op, preset):
     ref = run_reference(graph, compiled.plans, {"x": x_q})["y"]
     np.testing.assert_array_equal(got, ref)
     (op_,) = compiled.ops
-    assert op_.program.lut is not None
+    if get_preset(preset).sdp_lut:
+        assert isinstance(op_, SdpOp) and op_.program.lut is not None
+    else:       # the CDP as a table, as NVIDIA's nv_small cdp_8x8x32_lrn3 tests program it
+        assert isinstance(op_, CdpOp) and op_.sqsum_bypass and op_.mul_bypass
+        assert op_.in_cvt == (-128, 1, 0) and op_.out_cvt == (0, 1, 0)
+        assert op_.lut.linear_only_start == 0 and op_.lut.linear_only_offset == 0
 
 
-@pytest.mark.parametrize("preset", sorted(n for n, c in PRESETS.items()
-                                          if not (c.sdp_lut and c.sdp_ew)))
-def test_presets_without_the_lut_never_get_one(preset):
+@pytest.mark.parametrize("zero_points", [(0, 0), (-37, 21)])
+@pytest.mark.parametrize("scales", [(0.02, 1 / 127), (0.11, 0.05)])
+def test_the_cdp_table_on_nv_small_at_any_scale_and_zero_point(scales, zero_points):
+    """The CDP route against the function computed plainly, with zero points on both
+    sides: T[q] = sat8(round(SiLU(s_in * (q - z_in)) / s_out) + z_out)."""
+    from tengine_host.quant.table import QuantTable
+
+    graph = load_onnx(_model("Swish", opset=24))
+    (s_in, s_out), (z_in, z_out) = scales, zero_points
+    table = QuantTable({"x": {"scale": s_in, "zero_point": z_in},
+                        "y": {"scale": s_out, "zero_point": z_out}})
+    compiled = compile_subgraph(graph, table, get_preset("nv_small"))
+    x_q = (np.arange(256) - 128).reshape(SHAPE).astype(np.int8)
+    got = _run(compiled, x_q)
+    f = FUNCTIONS["Swish"]
+    want = np.array([min(127, max(-128, _round_half_away(f(s_in * (q - z_in)) / s_out) + z_out))
+                     for q in range(-128, 128)]).reshape(SHAPE)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(run_reference(graph, compiled.plans, {"x": x_q})["y"], got)
+
+
+def test_a_preset_without_any_lut_never_gets_one():
+    """Every preset NVIDIA defines has a CDP; a configuration without one (and without
+    the SDP's LUT) keeps the function on the CPU and says why."""
+    cfg = dataclasses.replace(get_preset("nv_small"), name="no_cdp", cdp=False)
     graph = load_onnx(_model("Sigmoid"))
-    ok, reason = supports(graph.nodes[0], graph, get_preset(preset))
+    ok, reason = supports(graph.nodes[0], graph, cfg)
     assert not ok
-    assert f"preset {preset} lacks" in reason and "SDP_LUT" in reason
+    assert "preset no_cdp has neither" in reason
 
 
 def test_exp_stays_on_the_cpu():
