@@ -20,6 +20,12 @@ The int8 datapath of NVDLA's cmod (hw@master ``NV_NVDLA_cdp.cpp``
 
 The write DMA stores whole atoms with the destination strides, so the padded
 lanes of the last surface are written with what the datapath computed for them.
+
+With SQSUM_BYPASS every step depends on the lane's own int8 value alone, so the
+datapath is a function of 256 codes: ``run(..., per_code=True)`` (the speed
+layer's choice) computes it once per code and indexes the result, counting each
+code's LUT hits and saturations as often as lanes hold it - the same bytes and
+counters as lane by lane.
 """
 
 from __future__ import annotations
@@ -64,9 +70,29 @@ def output_cvt(y: np.ndarray, offset: int, scale: int, shift: int
     return out, np.abs(floor - out) > 1
 
 
-def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam
-        ) -> OpRecord:
-    """Execute one CDP operation; return its record."""
+def _datapath(g: GroupView, ram: LutRam, x: np.ndarray, c_pad: int | None,
+              uses: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, dict]:
+    """``(int8 out, saturation mask, LUT counters)`` of steps 2-6 on ``x``: the channel
+    cube with its halo (``c_pad`` channels between the halos), or with SQSUM_BYPASS any
+    array of values (``c_pad`` None), each standing for ``uses`` lanes in the counters."""
+    v = input_cvt(x, int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8)),
+                  int(sign_extend(g("D_DATIN_SCALE"), 16)), g("D_DATIN_SHIFTER"))
+    centre = v if c_pad is None else v[HALO:HALO + c_pad]
+    if g("D_FUNC_BYPASS", "SQSUM_BYPASS"):
+        s = centre
+    else:
+        s = square_sum(v, g("D_LRN_CFG", "NORMALZ_LEN") + 1, c_pad)
+    lut, counts = lookup_int(s, ram, lut_config(g), uses)
+    y = lut if g("D_FUNC_BYPASS", "MUL_BYPASS") else lut * centre
+    out, sat = output_cvt(y, int(sign_extend(g("D_DATOUT_OFFSET"), 25)),
+                          int(sign_extend(g("D_DATOUT_SCALE"), 16)), g("D_DATOUT_SHIFTER"))
+    return out, sat, counts
+
+
+def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
+        per_code: bool = False) -> OpRecord:
+    """Execute one CDP operation; return its record (``per_code``: see the module
+    docstring)."""
     if g("D_DATA_FORMAT", "INPUT_DATA_TYPE") != 0 or rdma("D_DATA_FORMAT", "INPUT_DATA") != 0:
         raise UnsupportedError("CDP precision other than int8 is not modelled "
                                f"(CDP D_DATA_FORMAT={g('D_DATA_FORMAT'):#x}, CDP_RDMA "
@@ -80,23 +106,23 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam
     x = read_int8_cube(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
                        rdma("D_SRC_SURFACE_STRIDE"), "CDP_RDMA")
     in_off = int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8))
-    ext = np.full((c_pad + 2 * HALO, h, w), in_off, dtype=np.int64)
-    ext[HALO:HALO + c] = x[:c]
-    v = input_cvt(ext, in_off, int(sign_extend(g("D_DATIN_SCALE"), 16)), g("D_DATIN_SHIFTER"))
-    centre = v[HALO:HALO + c_pad]
-    if g("D_FUNC_BYPASS", "SQSUM_BYPASS"):
-        s = centre
+    if per_code and g("D_FUNC_BYPASS", "SQSUM_BYPASS"):
+        lanes = x.astype(np.intp)
+        lanes[c:] = in_off
+        lanes += 128                                          # each lane's code, 0..255
+        uses = np.bincount(lanes.ravel(), minlength=256)
+        out, sat, counts = _datapath(g, ram, np.arange(-128, 128, dtype=np.int64), None, uses)
+        out, saturated = out.astype(np.int8)[lanes], int(uses[sat].sum())
     else:
-        s = square_sum(v, g("D_LRN_CFG", "NORMALZ_LEN") + 1, c_pad)
-    lut, counts = lookup_int(s, ram, lut_config(g))
-    y = lut if g("D_FUNC_BYPASS", "MUL_BYPASS") else lut * centre
-    out, sat = output_cvt(y, int(sign_extend(g("D_DATOUT_OFFSET"), 25)),
-                          int(sign_extend(g("D_DATOUT_SCALE"), 16)), g("D_DATOUT_SHIFTER"))
+        ext = np.full((c_pad + 2 * HALO, h, w), in_off, dtype=np.int64)
+        ext[HALO:HALO + c] = x[:c]
+        out, sat, counts = _datapath(g, ram, ext, c_pad, None)
+        saturated = int(np.count_nonzero(sat))
     dst = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
     write_int8_cube(dram, dst, out, a, g("D_DST_LINE_STRIDE"), g("D_DST_SURFACE_STRIDE"),
                     "CDP_WDMA")
     regs, grp = g.regs, g.group
-    regs.set_hw("D_OUT_SATURATION", int(np.count_nonzero(sat)), grp)  # all lanes, as the cmod
+    regs.set_hw("D_OUT_SATURATION", saturated, grp)  # all lanes, as the cmod
     for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
                      ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
                      ("D_PERF_LUT_LO_HIT", "lo_hit")):

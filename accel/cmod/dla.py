@@ -273,7 +273,7 @@ class Dla:
             return
         g = self._exec("NVDLA_CDP")
         self.stats.append(cdp.run(g, self._exec("NVDLA_CDP_RDMA"), self.dram, self.cfg,
-                                  self.luts["NVDLA_CDP"]))
+                                  self.luts["NVDLA_CDP"], per_code=self.fast is not None))
         self._complete(["NVDLA_CDP", "NVDLA_CDP_RDMA"], [("CDP", g.group)])
 
     def _run_rubik(self) -> None:

@@ -34,6 +34,7 @@ the cmod uses for fp16 only).  For an input ``x``:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,8 +80,23 @@ class LutRam:
         if not self.write_mode:
             return
         tab = self._check_addr()
-        tab[self.addr] = int(sign_extend(value & 0xFFFF, 16))
+        entry = value & 0xFFFF               # int16, two's complement (a Python int: no
+        tab[self.addr] = entry - 0x10000 if entry & 0x8000 else entry   # array per entry)
         self._advance()
+
+    def access_data_block(self, values: Sequence[int]) -> None:
+        """Consecutive writes of ``S_LUT_ACCESS_DATA`` with ``values``, as one: the same
+        entries and address as :meth:`access_data_write` of each in turn (the address
+        stops at the table's last entry, which later values overwrite)."""
+        if not self.write_mode or not values:
+            return
+        tab = self._check_addr()
+        v = np.asarray(values, dtype=np.int64) & 0xFFFF
+        v = np.where(v & 0x8000, v - 0x10000, v)
+        fits = min(v.size, tab.size - self.addr)
+        tab[self.addr:self.addr + fits] = v[:fits]
+        tab[-1] = tab[-1] if v.size == fits else v[-1]
+        self.addr = min(self.addr + v.size, tab.size - 1)
 
     def access_data_read(self) -> int:
         """A read of ``S_LUT_ACCESS_DATA`` (the entry as 16 unsigned bits)."""
@@ -243,8 +259,11 @@ def _exponential(x: np.ndarray, table: np.ndarray, start: int, end: int, offset:
     return res, under, over, hit
 
 
-def lookup_int(x: np.ndarray, ram: LutRam, c: LutConfig) -> tuple[np.ndarray, dict]:
-    """int16 LUT result for every element of the int64 array ``x``, plus hit counters."""
+def lookup_int(x: np.ndarray, ram: LutRam, c: LutConfig, weights: np.ndarray | None = None
+               ) -> tuple[np.ndarray, dict]:
+    """int16 LUT result for every element of the int64 array ``x``, plus hit counters;
+    ``weights`` (as many as ``x``): each element counts that many times (an element
+    standing for every lane that holds its value)."""
     x = np.asarray(x, dtype=np.int64)
     if c.le_exponent:
         le = _exponential(x, ram.le, c.le_start, c.le_end, c.le_index_offset,
@@ -264,7 +283,8 @@ def lookup_int(x: np.ndarray, ram: LutRam, c: LutConfig) -> tuple[np.ndarray, di
     pick_lo = ((uflow & c.uflow_lo) | (oflow & c.oflow_lo) | (only & lo_h)
                | (hybrid & c.hybrid_lo))
     out = np.where(pick_lo, lo_v, le_v)
-    counts = {"uflow": int(uflow.sum()), "oflow": int(oflow.sum()),
-              "le_hit": int((only & le_h).sum()), "lo_hit": int((only & lo_h).sum()),
-              "hybrid": int(hybrid.sum())}
+    w = np.ones(x.shape, dtype=np.int64) if weights is None else weights
+    counts = {"uflow": int(w[uflow].sum()), "oflow": int(w[oflow].sum()),
+              "le_hit": int(w[only & le_h].sum()), "lo_hit": int(w[only & lo_h].sum()),
+              "hybrid": int(w[hybrid].sum())}
     return out, counts

@@ -51,7 +51,7 @@ _ACTING = {"D_OP_ENABLE", "S_POINTER", "S_LUT_ACCESS_DATA", "S_LUT_ACCESS_CFG"}
 #: GLB's interrupt status: a write clears the bits it sets (:meth:`accel.cmod.glb.Glb.clear`)
 _INTR_STATUS = lookup("NVDLA_GLB.S_INTR_STATUS").address
 _ACTING_UNITS = {"NVDLA_GLB", "NVDLA_BDMA"}
-BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED, CLEAR = range(12)
+BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED, CLEAR, LUT = range(13)
 
 #: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
 #: Rubik and BDMA keep their writes)
@@ -124,8 +124,9 @@ class Prepared:
     """A recording as steps: ``(BULK, ((store, offsets, values), ...))`` (register
     stores, offsets and values as tuples: the prepared steps of a network take megabytes,
     and are played once to learn, then only when the learned steps cannot be),
-    ``(WRITE, addr, value)``, ``(WAIT, mask, status)``, ``(CALL, index)``, ``(READ, addr,
-    value)``."""
+    ``(WRITE, addr, value)``, ``(LUT, unit, values)`` (consecutive writes of a unit's
+    ``S_LUT_ACCESS_DATA``: a table loaded entry by entry, as one block), ``(WAIT, mask,
+    status)``, ``(CALL, index)``, ``(READ, addr, value)``."""
 
     steps: list[tuple] = field(default_factory=list)
     pointers: dict[str, int] = field(default_factory=dict)   # unit -> producer at the start
@@ -196,6 +197,13 @@ def prepare(dla, events: Iterable[tuple], siblings: Iterable[Prepared] = ()
                 entry[1][reg.offset] = share(value)
                 continue
             flush()
+            if reg.name == "S_LUT_ACCESS_DATA":      # a table's entries, one after another
+                last = out.steps[-1] if out.steps else None
+                if last is not None and last[0] == LUT and last[1] == reg.unit:
+                    last[2].append(value)
+                else:
+                    out.steps.append((LUT, reg.unit, [value]))
+                continue
             out.steps.append(share((WRITE, addr, value)))
             if reg.name == "S_POINTER":
                 producer[reg.unit] = value & 1
@@ -206,6 +214,8 @@ def prepare(dla, events: Iterable[tuple], siblings: Iterable[Prepared] = ()
             flush()
             out.steps.append(share((CALL, ev[1])))
     flush()
+    out.steps = [(LUT, step[1], tuple(step[2])) if step[0] == LUT else step
+                 for step in out.steps]
     return out
 
 
@@ -306,6 +316,8 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
             dla.launch(launch, conv_batch.done(i))
         elif kind == WRITE:
             dla.csb_write(step[1], step[2])
+        elif kind == LUT:
+            dla.luts[step[1]].access_data_block(step[2])
         elif kind == CALL:
             if on_complete is not None:
                 on_complete(step[1])

@@ -1,8 +1,10 @@
-"""CDP (LRN) programmed through the CSB against a hand-computed 3-channel case."""
+"""CDP (LRN) programmed through the CSB against a hand-computed 3-channel case; with the
+square sum bypassed, the speed layer's per-code datapath against the lane-by-lane one."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from accel.cmod import Dla, Dram
 from accel.cmod.glb import status_bit
@@ -52,8 +54,9 @@ def test_lrn3_square_sum_lut_and_multiply():
     assert dla.glb.status & status_bit("CDP", 0)
 
 
-def test_converters_offset_scale_shift_and_output_saturation():
-    dla = Dla(get_preset("nv_small"), Dram())
+@pytest.mark.parametrize("fast", [True, False])     # the speed layer computes it per code
+def test_converters_offset_scale_shift_and_output_saturation(fast):
+    dla = Dla(get_preset("nv_small"), Dram(), fast=fast)
     # v = (x - 1) * 3 >> 1 = 0, 3, 6 (padded lanes read int8(offset) = 1 -> 0);
     # square sum and multiply bypassed: y = L(v) = v (L(0) = L[0] = 0, an underflow)
     # out = (y - 2) * 100 >> 3 = -25, 12.5 -> 13, 50
@@ -63,10 +66,32 @@ def test_converters_offset_scale_shift_and_output_saturation():
     assert dla.read_reg("NVDLA_CDP.D_OUT_SATURATION") == 0
 
 
-def test_output_saturation_is_counted_on_every_lane():
-    dla = Dla(get_preset("nv_small"), Dram())
+@pytest.mark.parametrize("fast", [True, False])     # the speed layer computes it per code
+def test_output_saturation_is_counted_on_every_lane(fast):
+    dla = Dla(get_preset("nv_small"), Dram(), fast=fast)
     # scale 1000: -250 -> -128, 125, 500 -> 127; the 5 padded lanes also give -250
     _program(dla, [1, 3, 5], D_DATIN_OFFSET=1, D_DATIN_SCALE=3, D_DATIN_SHIFTER=1,
              D_FUNC_BYPASS=3, D_DATOUT_OFFSET=2, D_DATOUT_SCALE=1000, D_DATOUT_SHIFTER=3)
     assert dla.dram.read(DST, 3).view(np.int8).tolist() == [-128, 125, 127]
     assert dla.read_reg("NVDLA_CDP.D_OUT_SATURATION") == 7
+
+
+@pytest.mark.parametrize("mul_bypass", [True, False])
+def test_per_code_gives_the_lanes_bytes_and_counters(mul_bypass):
+    """Random codes through a LUT with both tables, hits, hybrids, under- and overflows and
+    saturating outputs: the fast model (per code) and the plain one (per lane) agree."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, 5).tolist()
+    regs = dict(D_DATIN_OFFSET=0xFFF0, D_DATIN_SCALE=5, D_DATIN_SHIFTER=2,
+                D_FUNC_BYPASS=1 | (2 if mul_bypass else 0), D_DATOUT_OFFSET=3,
+                D_DATOUT_SCALE=7, D_DATOUT_SHIFTER=2)
+    seen = []
+    for fast in (True, False):
+        dla = Dla(get_preset("nv_small"), Dram(), fast=fast)
+        _program(dla, x, **regs)
+        counters = [dla.read_reg(f"NVDLA_CDP.{r}") for r in (
+            "D_OUT_SATURATION", "D_PERF_LUT_UFLOW", "D_PERF_LUT_OFLOW", "D_PERF_LUT_HYBRID",
+            "D_PERF_LUT_LE_HIT", "D_PERF_LUT_LO_HIT")]
+        seen.append((dla.dram.read(DST, 8).tobytes(), counters))
+    assert seen[0] == seen[1]
+    assert sum(seen[0][1][1:]) == 8          # every lane is counted once

@@ -101,3 +101,22 @@ def test_lut_ram_port_increments_and_sticks_at_the_last_entry():
     ram.access_cfg((1 << 17) | 300)  # write LE at an address past 64
     with pytest.raises(ConfigError, match="LUT_ADDR 300"):
         ram.access_data_write(1)
+
+
+@pytest.mark.parametrize("table, start, count", [(0, 0, 65), (1, 0, 257), (0, 60, 9),
+                                                 (1, 250, 3), (1, 256, 4), (0, 10, 0)])
+def test_a_block_of_data_writes_is_the_writes_one_by_one(table, start, count):
+    rng = np.random.default_rng(start + count)
+    values = rng.integers(0, 1 << 32, count).tolist()     # high bits past the 16 ignored
+    one, block = LutRam(), LutRam()
+    for ram in (one, block):
+        ram.access_cfg((1 << 17) | (table << 16) | start)
+    for v in values:
+        one.access_data_write(v)
+    block.access_data_block(values)
+    assert one.le.tolist() == block.le.tolist() and one.lo.tolist() == block.lo.tolist()
+    assert one.addr == block.addr
+    one.access_cfg(table << 16)                           # read mode: both ignore writes
+    block.access_cfg(table << 16)
+    block.access_data_block([7, 8])
+    assert block.le.tolist() == one.le.tolist() and block.lo.tolist() == one.lo.tolist()
