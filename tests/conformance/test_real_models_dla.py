@@ -3,10 +3,12 @@
 * face_landmark_192 (MediaPipe): one DLA subgraph with all of its MACs; the
   468 landmarks stay within a few input pixels of fp32's;
 * ppocr_mobile_v2_cls (MobileNetV3-small): one DLA subgraph, the Softmax on the CPU;
-* ch_PP-OCRv4_det_320 (DB text detector), on nv_small and nv_large: at least
-  90% of the MACs on the DLA (on nv_large every op, its final Sigmoid by the
-  lookup table), and its text map (probability > 0.3) overlaps fp32's with
-  IoU >= 0.9 on its sample page.
+* ch_PP-OCRv4_det_320 (DB text detector), on nv_small and nv_large: every op on the
+  DLA, its final Sigmoid by a lookup table (nv_large's SDP, nv_small's CDP), and its
+  text map (probability > 0.3) overlaps fp32's with IoU >= 0.9 on its sample page;
+* yolov8n_nudenet_320 on nv_small: every SiLU on the DLA (the CDP's table), its
+  backbone and heads one DLA subgraph, the box head's distribution (Reshape,
+  Softmax) on the CPU before its last convolution.
 
 The first two run on nv_small.
 
@@ -85,9 +87,22 @@ def test_ppocr_detector_text_map_on_the_dla(preset):
         got, _, report = verify_run(ex, sample)
         ops, macs = ex.partition.share("nvdla")
         dla_parts = ex.partition.subgraph_counts()["nvdla"]
-    assert report.bit_exact and macs >= 0.9 and dla_parts == 1
-    if preset == "nv_large":        # the final Sigmoid too, by the SDP lookup table
-        assert ops == 1.0, ex.partition.fallbacks
+    # every op, the final Sigmoid too: by the SDP's lookup table on nv_large, by the
+    # CDP's on nv_small
+    assert report.bit_exact and macs == 1.0 and ops == 1.0 and dla_parts == 1, \
+        ex.partition.fallbacks
     got = got[out] > 0.3
     iou = (got & want).sum() / (got | want).sum()
     assert want.mean() > 0.1 and iou >= 0.9, f"text map IoU {iou:.3f}"
+
+
+def test_yolov8n_silus_on_the_dla_of_nv_small():
+    from tengine_host.model import load_model
+    from tengine_host.quant.fidelity import dla_partition
+
+    graph = load_model(shared_path("models", "yolov8n_nudenet_320.onnx"),
+                       input_shapes={"images": (1, 3, 320, 320)})
+    part = dla_partition(graph, "nv_small")
+    cpu_ops = [n.op_type for dev, sub in part.parts if dev.name == "cpu" for n in sub.nodes]
+    assert "Swish" not in cpu_ops and sum(dev.name != "cpu" for dev, _ in part.parts) == 2, \
+        cpu_ops
