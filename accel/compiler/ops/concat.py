@@ -13,9 +13,14 @@
   of those surfaces (zeros elsewhere; the CACC sum is exact), and the SDP
   adds the previous inputs' lanes read from memory (X2 element-wise sum),
   the last merge writing the output.
-* **Split / Slice** along channels (at surface boundaries), rows or columns
-  (step 1): every output is a view of the input; an output that must be a
-  buffer of its own (a subgraph output) is copied out.
+* **Split / Slice** along channels, rows or columns (step 1): every output is
+  a view of the input; an output that must be a buffer of its own (a
+  subgraph output) is copied out.  A channel piece that does not start on an
+  atom cannot be a view (its lanes are not the lanes of a cube of its own):
+  a 1x1 convolution with 0/1 weights moves its channels to lanes 0.. of a
+  buffer of its own (:func:`move_channels`; YOLOv8's C2f splits 32 channels
+  16 + 16, which on nv_large's 32-channel atoms puts the second half inside
+  the first atom).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.ops.conv import lower_conv
-from accel.compiler.program import Operand, SdpProgram, XStage
+from accel.compiler.program import IDENTITY, Operand, SdpProgram, XStage
 from accel.compiler.tensors import Region
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
@@ -104,10 +109,14 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if isinstance(p, str):
         return p
     if p.axis == 1 and node.op_type != "Concat":
+        h, w = graph.tensors[node.inputs[0]].shape[2:]
         for piece in p.pieces:
             if piece.start % cfg.atom_size:
-                return (f"channel slice of {piece.tensor!r} at {piece.start}+{piece.size} does "
-                        f"not start on a whole {cfg.atom_size}-channel atom")
+                c0, span = _piece_span(piece, cfg.atom_size)
+                why = plan_conv(ConvGeom(span, h, w, piece.size, 1, 1), cfg)
+                if isinstance(why, str):
+                    return (f"moving channels {piece.start}..{piece.start + piece.size - 1} "
+                            f"of {piece.tensor!r} off their atoms: {why}")
     if p.axis == 1 and node.op_type == "Concat":
         h, w = graph.tensors[node.outputs[0]].shape[2:]
         for group in _groups(p, cfg.atom_size):
@@ -136,6 +145,45 @@ def _group_span(group: list[Piece], atom: int) -> tuple[int, int]:
     c0 = group[0].start - group[0].start % atom
     end = group[-1].start + group[-1].size
     return c0, end - c0
+
+
+def _piece_span(piece: Piece, atom: int) -> tuple[int, int]:
+    """(first channel, channel count) of the input surfaces a split piece lies in."""
+    c0 = piece.start - piece.start % atom
+    return c0, piece.start + piece.size - c0
+
+
+def channel_move_weights(k: int, c: int, dst_first: int, src_first: int,
+                         n: int) -> np.ndarray:
+    """``[k, c, 1, 1]`` 0/1 weights of a 1x1 convolution that puts input lanes
+    ``src_first..+n`` on output lanes ``dst_first..+n`` (every other output 0)."""
+    weight = np.zeros((k, c, 1, 1), dtype=np.int8)
+    lanes = np.arange(n)
+    weight[dst_first + lanes, src_first + lanes, 0, 0] = 1
+    return weight
+
+
+def move_channels(lo, node: Node, what: str, src, dst, dst_first: int, src_first: int,
+                  n: int, fill: int = 0) -> None:
+    """Input lanes ``src_first..+n`` of ``src`` onto lanes ``dst_first..+n`` of ``dst``
+    (same rows and columns), every other lane of ``dst`` set to the code ``fill``.
+
+    A 1x1 convolution with 0/1 weights: each sum has one product, so CACC holds the
+    input code exactly; the SDP adds ``fill`` per kernel on the other lanes and
+    passes the rest through (input and output share scale and zero point).  The
+    DMAs read and write whole atoms, so this is how lanes change atoms.
+    """
+    k, h, w = dst.shape
+    c = src.shape[0]
+    weight = channel_move_weights(k, c, dst_first, src_first, n)
+    program = IDENTITY
+    if fill:
+        bias = np.full(k, fill, dtype=np.int64)
+        bias[dst_first:dst_first + n] = 0
+        program = SdpProgram(XStage(alu_op="sum", alu=Operand.kernel(bias)))
+    geom = ConvGeom(c, h, w, k, 1, 1)
+    lower_conv(lo, node, lo.label(node, what), src, dst, geom, weight, 0, program,
+               plan_conv(geom, lo.cfg))
 
 
 def _plan(node: Node, graph: Graph) -> MovePlan | str:
@@ -178,6 +226,8 @@ def place(lo, node: Node, p: MovePlan) -> None:
         return
     src = node.inputs[0]
     for piece in p.pieces:
+        if p.axis == 1 and piece.start % lo.cfg.atom_size:
+            continue       # moved into a buffer of its own (lower)
         lo.placement.view(piece.tensor, src,
                           lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
 
@@ -202,9 +252,7 @@ def _merge(lo, node: Node, group: list[Piece], whole) -> None:
     _, h, w = dst.shape
     prev = None
     for i, piece in enumerate(group):
-        weight = np.zeros((k, piece.size, 1, 1), dtype=np.int8)
-        lanes = np.arange(piece.size)
-        weight[piece.start - c0 + lanes, lanes, 0, 0] = 1
+        weight = channel_move_weights(k, piece.size, piece.start - c0, 0, piece.size)
         last = i == len(group) - 1
         out = dst if last else lo.temp(lo.label(node, f"merge{c0}.{i}"), k, h, w)
         x2 = None if prev is None else XStage(alu_op="sum", alu=Operand.input(1))
@@ -234,7 +282,13 @@ def lower(lo, node: Node, p: MovePlan) -> None:
                 lo.copy(node, lo.region(piece.tensor), slot, f"copy{piece.start}")
         return
     src = lo.region(node.inputs[0])
+    atom = lo.cfg.atom_size
     for piece in p.pieces:
+        if p.axis == 1 and piece.start % atom:
+            c0, span = _piece_span(piece, atom)
+            move_channels(lo, node, f"move{piece.start}", src.channels(c0, span),
+                          lo.region(piece.tensor), 0, piece.start - c0, piece.size)
+            continue
         part = _view(src, p.axis, piece.start, piece.size)
         if lo.region(piece.tensor) != part:
             lo.copy(node, part, lo.region(piece.tensor), f"copy{piece.start}")

@@ -4,8 +4,15 @@ The input is written straight into its place in the output buffer (nested,
 as a concat slot; copied when it cannot be), and SDP operations fill the
 border with the constant: an X1 multiplier of 0 wipes whatever memory held,
 an X2 ALU sum adds the quantized constant.  BlazeFace / MediaPipe residuals
-pad channels this way (16 -> 32).  Channel pads must start and end on atoms,
-so a fill never touches the input's lanes.
+pad channels this way (16 -> 32).
+
+The DMAs write whole atoms, so a fill may not share an atom with the input's
+lanes.  When the channel pads do not fall on atoms (24 -> 48 on nv_large's
+32-channel atoms), the atoms the input's channels share with the fill are
+written by a 1x1 convolution with 0/1 weights that puts the input's lanes in
+place and adds the constant on the others
+(:func:`accel.compiler.ops.concat.move_channels`); the input's whole atoms
+before them are copied, and only the atoms holding no input are filled.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ import numpy as np
 
 from accel.compiler.engine import SdpOp
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
+from accel.compiler.ops.concat import move_channels
 from accel.compiler.program import Operand, SdpProgram, XStage
 from accel.compiler.quantize import round_half_away
 from accel.compiler.scales import zero_point_of
+from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
 from accel.ir import Graph, Node
 
@@ -66,12 +75,27 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     pads, _ = r
     if len(pads) != 8 or pads[0] or pads[4] or min(pads) < 0:
         return f"pads {pads}: only non-negative pads of channels, rows and columns"
-    a = cfg.atom_size
-    cb, ce = pads[1], pads[5]
-    if cb % a or (ce and (cb + shape[1]) % a):
-        return (f"channel pads {cb}/{ce} around {shape[1]} channels do not fall on whole "
-                f"{a}-channel atoms")
+    moved = _moved(pads[1], shape[1], pads[1] + shape[1] + pads[5], cfg.atom_size)
+    if moved:
+        first, o0, o1 = moved
+        why = plan_conv(ConvGeom(shape[1] - first, shape[2], shape[3], o1 - o0, 1, 1), cfg)
+        if isinstance(why, str):
+            return (f"channel pads {pads[1]}/{pads[5]} around {shape[1]} channels off "
+                    f"{cfg.atom_size}-channel atoms: moving the channels {why}")
     return None
+
+
+def _moved(cb: int, c: int, big_c: int, atom: int) -> tuple[int, int, int] | None:
+    """Where the input's channels share atoms with the fill: ``(first, o0, o1)``,
+    input channels ``first..`` moved onto output surfaces ``[o0, o1)`` (the input's
+    whole atoms before ``first`` are copied); None when the input's channels start
+    on an atom and end on one or at the end of the output."""
+    end = cb + c
+    if cb % atom == 0 and (end % atom == 0 or end == big_c):
+        return None
+    first = (c // atom) * atom if cb % atom == 0 else 0
+    o0 = cb + first - (cb + first) % atom
+    return first, o0, min(big_c, -(-end // atom) * atom)
 
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PadPlan:
@@ -91,23 +115,36 @@ def _slot(region, p: PadPlan):
 
 
 def nest(lo, node: Node, p: PadPlan) -> None:
-    lo.placement.nest(node.inputs[0], node.outputs[0], lambda r: _slot(r, p))
+    if _moved(p.begin[0], p.in_cube[0], p.out_shape[1], lo.cfg.atom_size) is None:
+        lo.placement.nest(node.inputs[0], node.outputs[0], lambda r: _slot(r, p))
 
 
 def lower(lo, node: Node, p: PadPlan) -> None:
     out = lo.region(node.outputs[0])
-    slot = _slot(out, p)
     src = lo.region(node.inputs[0])
-    if src != slot:
-        lo.copy(node, src, slot)
     (cb, hb, wb), (c, h, w) = p.begin, p.in_cube
     big_c, big_h, big_w = out.shape
+    moved = _moved(cb, c, big_c, lo.cfg.atom_size)
+    if moved is None:
+        slot = _slot(out, p)
+        if src != slot:
+            lo.copy(node, src, slot)
+        c0, c1 = cb, cb + c            # the output channels the input's lanes fill
+    else:
+        first, o0, o1 = moved
+        if first:
+            lo.copy(node, src.channels(0, first),
+                    out.channels(cb, first).rows(hb, h).cols(wb, w))
+        move_channels(lo, node, "move", src.channels(first, c - first),
+                      out.channels(o0, o1 - o0).rows(hb, h).cols(wb, w), cb + first - o0, 0,
+                      c - first, p.fill)
+        c0, c1 = min(cb, o0), o1
     fills = []
-    if cb:
-        fills.append(out.channels(0, cb))
-    if cb + c < big_c:
-        fills.append(out.channels(cb + c, big_c - cb - c))
-    band = out.channels(cb, c)
+    if c0:
+        fills.append(out.channels(0, c0))
+    if c1 < big_c:
+        fills.append(out.channels(c1, big_c - c1))
+    band = out.channels(c0, c1 - c0)
     if hb:
         fills.append(band.rows(0, hb))
     if hb + h < big_h:

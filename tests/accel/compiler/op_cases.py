@@ -156,10 +156,27 @@ def _slice_rows(g: G, x: str) -> str:
                           g.const(np.array([2]))])
 
 
-def _pad(pads):
+def _pad(pads, channels: int = 32, value: float | None = None):
     def f(g: G, x: str) -> str:
-        y = g.op("Relu", [g.conv(x, 32, 32, 3)])
-        return g.op("Pad", [y, g.const(np.array(pads, np.int64))], mode="constant")
+        y = g.op("Relu", [g.conv(x, 32, channels, 3)])
+        args = [y, g.const(np.array(pads, np.int64))]
+        if value is not None:
+            args.append(g.const(np.array(value, np.float32)))
+        return g.op("Pad", args, mode="constant")
+    return f
+
+
+def _split_unaligned(g: G, x: str) -> str:
+    """40 channels split 12 + 28: the second piece starts inside an atom on every preset."""
+    a, b = g.op("Split", [g.conv(x, 32, 40, 1), g.const(np.array([12, 28]))], n_out=2, axis=1)
+    return g.op("Add", [g.conv(a, 12, 16, 1), g.conv(b, 28, 16, 3)])
+
+
+def _slice_channels(start: int, end: int):
+    def f(g: G, x: str) -> str:
+        y = g.op("Relu", [g.conv(x, 32, 48, 3)])
+        return g.op("Slice", [y, g.const(np.array([start])), g.const(np.array([end])),
+                              g.const(np.array([1]))])
     return f
 
 
@@ -274,6 +291,14 @@ CASES = [
     Case("split_channels", _one((1, 32, 8, 8), _split)),
     Case("slice_rows", _one((1, 32, 12, 8), _slice_rows)),
     Case("pad_channels", _one((1, 32, 6, 6), _pad([0, 0, 0, 0, 0, 32, 0, 0]))),
+    # 20 channels + 12: nv_small copies two atoms and moves the third's 4 channels,
+    # nv_large moves all 20 into its one atom
+    Case("pad_channels_unaligned", _one((1, 32, 6, 6), _pad([0, 0, 0, 0, 0, 12, 0, 0], 20))),
+    # 3 before, 9 after, rows and columns too, and a constant that is not the zero point
+    Case("pad_channels_offset_value", _one((1, 32, 6, 6), _pad([0, 3, 1, 0, 0, 9, 0, 2], 20,
+                                                              0.25))),
+    Case("split_channels_unaligned", _one((1, 32, 8, 8), _split_unaligned)),
+    Case("slice_channels_unaligned", _one((1, 32, 8, 8), _slice_channels(20, 37))),
     Case("pad_spatial", _one((1, 32, 6, 6), _pad([0, 0, 1, 2, 0, 0, 1, 0]))),
     Case("resize_nearest_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2]))),
     Case("resize_nearest_3x2", _one((1, 32, 6, 5), _resize([1, 1, 3, 2]))),

@@ -33,7 +33,7 @@ from accel.compiler import compile_subgraph, supports
 from accel.compiler.engine import CdpOp, ConvOp, SdpOp
 from accel.compiler.lut import int8_table, lo_table_lut
 from accel.compiler.reference import run_reference
-from accel.config import PRESETS, get_preset
+from accel.config import get_preset
 from accel.golden.int8_ref import sdp_lut_int8
 from accel.layout import pack_feature, unpack_feature
 from accel.runtime.umd import Runtime

@@ -135,6 +135,28 @@ def test_concat_writes_in_place_and_copies_only_the_bound_input(tmp_path):
     assert sum(isinstance(op, SdpOp) for op in ops) == 1
 
 
+@pytest.mark.parametrize("preset, expected", [
+    # atoms of 8: channels 0-15 copied, 16-19 moved into the atom 16-23, 24-31 filled
+    ("nv_small", [("copy", SdpOp, 16), ("move", ConvOp, 8), ("fill0", SdpOp, 8)]),
+    # one 32-channel atom: the 20 channels moved, the 12 pad lanes set by the same pass
+    ("nv_large", [("move", ConvOp, 32)]),
+])
+def test_channel_pads_off_atoms_move_only_the_shared_atom(preset, expected, tmp_path):
+    ops = _compiled("pad_channels_unaligned", preset, tmp_path).ops
+    pad = [op for op in ops if op.name.rsplit(".", 1)[-1] in ("copy", "move", "fill0")]
+    assert [(op.name.rsplit(".", 1)[-1], type(op), op.dst.shape[0]) for op in pad] == expected
+
+
+def test_a_split_piece_inside_an_atom_is_moved_and_the_aligned_one_viewed(tmp_path):
+    for preset in ("nv_small", "nv_large"):
+        ops = _compiled("split_channels_unaligned", preset, tmp_path).ops
+        moves = [op for op in ops if ".move" in op.name]
+        # piece 12..39 out of the surfaces from 8 (nv_small) or 0 (nv_large)
+        assert [(op.dst.shape[0], op.src.shape[0]) for op in moves] == \
+            [(28, 32 if preset == "nv_small" else 40)], preset
+        assert not any(".copy" in op.name for op in ops)    # the first piece is a view
+
+
 def test_compilation_is_deterministic(tmp_path):
     """The same model and calibration give a byte-identical loadable."""
     from accel.compiler import compile_subgraph
