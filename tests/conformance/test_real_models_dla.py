@@ -6,9 +6,11 @@
 * ch_PP-OCRv4_det_320 (DB text detector), on nv_small and nv_large: every op on the
   DLA, its final Sigmoid by a lookup table (nv_large's SDP, nv_small's CDP), and its
   text map (probability > 0.3) overlaps fp32's with IoU >= 0.9 on its sample page;
-* yolov8n_nudenet_320 on nv_small: every SiLU on the DLA (the CDP's table), its
-  backbone and heads one DLA subgraph, the box head's distribution (Reshape,
-  Softmax) on the CPU before its last convolution.
+* yolov8n_nudenet_320 on nv_small and nv_large: every SiLU on the DLA (nv_small:
+  the CDP's table), its C2f splits of 16 + 16 channels too (inside one of
+  nv_large's 32-channel atoms), backbone and heads one DLA subgraph; the box
+  decoding (the distribution's Softmax and its 16 -> 1 expectation) is the CPU
+  tail.
 
 The first two run on nv_small.
 
@@ -96,13 +98,19 @@ def test_ppocr_detector_text_map_on_the_dla(preset):
     assert want.mean() > 0.1 and iou >= 0.9, f"text map IoU {iou:.3f}"
 
 
-def test_yolov8n_silus_on_the_dla_of_nv_small():
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+def test_yolov8n_is_one_dla_subgraph_and_its_decoding_tail(preset):
     from tengine_host.model import load_model
     from tengine_host.quant.fidelity import dla_partition
 
     graph = load_model(shared_path("models", "yolov8n_nudenet_320.onnx"),
                        input_shapes={"images": (1, 3, 320, 320)})
-    part = dla_partition(graph, "nv_small")
-    cpu_ops = [n.op_type for dev, sub in part.parts if dev.name == "cpu" for n in sub.nodes]
-    assert "Swish" not in cpu_ops and sum(dev.name != "cpu" for dev, _ in part.parts) == 2, \
-        cpu_ops
+    part = dla_partition(graph, preset)
+    assert [dev.name for dev, _ in part.parts] == ["nvdla", "cpu"], part.report()
+    cpu_ops = {n.op_type for n in part.parts[1][1].nodes}
+    # the tail: reshapes of the head outputs, the box distribution's Softmax and
+    # expectation, the class Sigmoid, the box arithmetic
+    assert cpu_ops <= {"Reshape", "Concat", "Transpose", "Softmax", "Conv", "Sigmoid", "Slice",
+                       "Sub", "Add", "Div", "Mul"}, cpu_ops
+    (conv,) = [n for n in part.parts[1][1].nodes if n.op_type == "Conv"]
+    assert graph.tensors[conv.inputs[1]].shape == (1, 16, 1, 1)   # the DFL's expectation

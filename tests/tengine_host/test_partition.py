@@ -187,3 +187,33 @@ def test_a_mac_free_island_between_cpu_subgraphs_moves_to_the_cpu():
     assert part.ops == {"dla": 1, "cpu": 3}
     (moved,) = [f for f in part.fallbacks if f.node == "cat"]
     assert moved.runs_on == "cpu" and "save transitions" in moved.reason
+
+
+@pytest.mark.parametrize("kernels, moved", [(1, True), (2, False)])
+def test_a_tiny_convolution_between_cpu_subgraphs_moves_to_the_cpu(kernels, moved):
+    """conv 16 -> 32, 3x3 (dla) -> sigmoid (cpu) -> conv 32 -> k, 1x1 (dla) -> reshape (cpu).
+    MACs by hand on 10x10: 32 * 100 * 16 * 9 = 460,800 and k * 100 * 32 = 3,200 k; the
+    second is 0.69 % of the total for k = 1 (moved: at most 1 %), 1.37 % for k = 2 (kept)."""
+    from accel.ir import Graph, Node, Tensor
+
+    f32 = np.dtype(np.float32)
+    tensors = {"x": Tensor("x", (1, 16, 10, 10), f32),
+               "w1": Tensor("w1", (32, 16, 3, 3), f32, np.ones((32, 16, 3, 3), np.float32)),
+               "c": Tensor("c", (1, 32, 10, 10), f32), "s": Tensor("s", (1, 32, 10, 10), f32),
+               "w2": Tensor("w2", (kernels, 32, 1, 1), f32,
+                            np.ones((kernels, 32, 1, 1), np.float32)),
+               "d": Tensor("d", (1, kernels, 10, 10), f32),
+               "r": Tensor("r", (1, kernels * 100), f32)}
+    nodes = [Node("big", "Conv", ["x", "w1"], ["c"], {"pads": [1, 1, 1, 1]}),
+             Node("sig", "Sigmoid", ["c"], ["s"]), Node("tiny", "Conv", ["s", "w2"], ["d"]),
+             Node("flat", "Reshape", ["d"], ["r"])]
+    g = Graph("g", nodes, tensors, ["x"], ["r"])
+    part = partition(g, [_ByName("dla", {"big", "tiny"}), CpuDevice()])
+    assert part.macs["dla"] == 460_800 + (0 if moved else 3_200 * kernels)
+    if moved:
+        assert [(d.name, [n.name for n in s.nodes]) for d, s in part.parts] == [
+            ("dla", ["big"]), ("cpu", ["sig", "tiny", "flat"])]
+        (fb,) = [f for f in part.fallbacks if f.node == "tiny"]
+        assert fb.reason == "moved to save transitions (<= 1% of the MACs between cpu subgraphs)"
+    else:
+        assert [d.name for d, _ in part.parts] == ["dla", "cpu", "dla", "cpu"]
