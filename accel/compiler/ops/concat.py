@@ -21,6 +21,10 @@
   buffer of its own (:func:`move_channels`; YOLOv8's C2f splits 32 channels
   16 + 16, which on nv_large's 32-channel atoms puts the second half inside
   the first atom).
+* **Slice with steps** on rows and columns (YOLOv5 / YOLOX's Focus, space to
+  depth), or on several axes: rows by a view whose line stride skips the
+  others; columns by the column view of a packed copy, as
+  :mod:`accel.compiler.ops.resize` interleaves pixels: two SDP copies.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.ops.conv import lower_conv
+from accel.compiler.ops.resize import MAX_DIM
 from accel.compiler.program import IDENTITY, Operand, SdpProgram, XStage
 from accel.compiler.tensors import Region
 from accel.compiler.tiling import ConvGeom, plan_conv
@@ -69,7 +74,19 @@ def _axis(node: Node, graph: Graph, tensor: str) -> int | str:
     return ax
 
 
-def _slice_pieces(node: Node, graph: Graph) -> tuple[int, Piece] | str:
+@dataclass(frozen=True)
+class Window:
+    """A Slice that keeps every ``step``-th row and column from ``start`` (and perhaps
+    channels ``c0..c0+c``, step 1, from an atom): anything but one axis at step 1."""
+
+    channels: tuple[int, int]             # first channel, count
+    rows: tuple[int, int, int]            # first row, step, count
+    cols: tuple[int, int, int]            # first column, step, count
+    out_shape: tuple[int, ...]
+
+
+def _slice_axes(node: Node, graph: Graph) -> list[tuple[int, int, int]] | str:
+    """``(start, step, count)`` of each NCHW axis of a Slice, ONNX's clamping applied."""
     shape = tuple(graph.tensors[node.inputs[0]].shape)
     if len(shape) != 4:
         return f"input rank {len(shape)}"
@@ -84,16 +101,35 @@ def _slice_pieces(node: Node, graph: Graph) -> tuple[int, Piece] | str:
         return "starts/ends are not constant"
     axes = list(range(len(starts))) if axes is None else [x + 4 if x < 0 else x for x in axes]
     steps = steps or [1] * len(starts)
+    if any(st < 1 for st in steps):
+        return f"steps {steps}: only positive steps"
     out = tuple(graph.tensors[node.outputs[0]].shape)
-    cut = [(ax, s, e) for ax, s, e, st in zip(axes, starts, ends, steps, strict=True)
-           if out[ax] != shape[ax] or st != 1]
-    if any(st != 1 for st in steps):
-        return f"steps {steps}: only step 1"
-    if len(cut) != 1 or cut[0][0] not in AXES:
-        return "slices more than one axis, or the batch"
-    ax, s, _ = cut[0]
-    s = s + shape[ax] if s < 0 else min(max(s, 0), shape[ax])
-    return ax, Piece(node.outputs[0], s, out[ax])
+    window = [(0, 1, n) for n in shape]
+    for ax, s, st in zip(axes, starts, steps, strict=True):
+        s = s + shape[ax] if s < 0 else s
+        window[ax] = (min(max(s, 0), shape[ax]), st, int(out[ax]))
+    if window[0] != (0, 1, shape[0]):
+        return "slices the batch"
+    return window
+
+
+def _slice_plan(node: Node, graph: Graph, cfg: HwConfig | None) -> MovePlan | Window | str:
+    axes = _slice_axes(node, graph)
+    if isinstance(axes, str):
+        return axes
+    shape = tuple(graph.tensors[node.inputs[0]].shape)
+    cut = [ax for ax in AXES if axes[ax] != (0, 1, shape[ax])]
+    if len(cut) == 1 and axes[cut[0]][1] == 1:
+        ax = cut[0]
+        return MovePlan(ax, (Piece(node.outputs[0], axes[ax][0], axes[ax][2]),),
+                        (out_shape(graph, node.outputs[0]),))
+    (c0, cstep, c), rows, cols = axes[1:]
+    if cstep != 1:
+        return f"channel step {cstep}: only rows and columns take steps"
+    if cfg is not None and c0 % cfg.atom_size and c != shape[1]:
+        return (f"channels {c0}..{c0 + c - 1} start inside a {cfg.atom_size}-channel atom "
+                f"while rows or columns are sliced too")
+    return Window((c0, c), rows, cols, out_shape(graph, node.outputs[0]))
 
 
 def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
@@ -105,9 +141,11 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
         why = check_activation(graph, t)
         if why:
             return why
-    p = _plan(node, graph)
+    p = _plan(node, graph, cfg)
     if isinstance(p, str):
         return p
+    if isinstance(p, Window):
+        return _check_window(p)
     if p.axis == 1 and node.op_type != "Concat":
         h, w = graph.tensors[node.inputs[0]].shape[2:]
         for piece in p.pieces:
@@ -126,6 +164,12 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
                     why = plan_conv(ConvGeom(piece.size, h, w, k, 1, 1), cfg)
                     if isinstance(why, str):
                         return f"merging unaligned channels of {piece.tensor!r}: {why}"
+    return None
+
+
+def _check_window(p: Window) -> str | None:
+    if min(p.channels[1], p.rows[2], p.cols[2]) < 1:
+        return f"the output would be empty ({p.out_shape})"
     return None
 
 
@@ -186,7 +230,7 @@ def move_channels(lo, node: Node, what: str, src, dst, dst_first: int, src_first
                plan_conv(geom, lo.cfg))
 
 
-def _plan(node: Node, graph: Graph) -> MovePlan | str:
+def _plan(node: Node, graph: Graph, cfg: HwConfig | None = None) -> MovePlan | Window | str:
     if node.op_type == "Concat":
         ax = _axis(node, graph, node.outputs[0])
         if isinstance(ax, str):
@@ -209,15 +253,11 @@ def _plan(node: Node, graph: Graph) -> MovePlan | str:
             at += n
         return MovePlan(ax, tuple(pieces),
                         tuple(out_shape(graph, t) for t in node.outputs))
-    r = _slice_pieces(node, graph)
-    if isinstance(r, str):
-        return r
-    ax, piece = r
-    return MovePlan(ax, (piece,), (out_shape(graph, node.outputs[0]),))
+    return _slice_plan(node, graph, cfg)
 
 
-def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> MovePlan:
-    return _plan(node, graph)
+def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> MovePlan | Window:
+    return _plan(node, graph, cfg)
 
 
 def place(lo, node: Node, p: MovePlan) -> None:
@@ -225,11 +265,50 @@ def place(lo, node: Node, p: MovePlan) -> None:
     if node.op_type == "Concat":
         return
     src = node.inputs[0]
+    if isinstance(p, Window):
+        if p.cols[1] == 1:     # every step but the pixel's is a stride of the view
+            lo.placement.view(node.outputs[0], src, lambda r: _rows_view(r, p))
+        return
     for piece in p.pieces:
         if p.axis == 1 and piece.start % lo.cfg.atom_size:
             continue       # moved into a buffer of its own (lower)
         lo.placement.view(piece.tensor, src,
                           lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
+
+
+def _rows_view(region, p: Window, width: int | None = None):
+    """The rows and channels a Window keeps, its first column on: a view whose line
+    stride skips ``step - 1`` lines (``width`` columns from there)."""
+    (c0, c), (y0, sy, h), (x0, _, w) = p.channels, p.rows, p.cols
+    if c != region.shape[0]:
+        region = region.channels(c0, c)
+    line = region.layout.line_stride
+    return region.strided(y0 * line + x0 * region.layout.atom_bytes, sy * line, h,
+                          w if width is None else width)
+
+
+def _lower_window(lo, node: Node, p: Window) -> None:
+    """A Slice with steps: rows by the line stride of a view; columns with step ``sx``
+    by the column view (:meth:`Region.column`) of a packed ``H x W*sx`` copy, whose
+    every ``sx``-th pixel is the output's next one."""
+    src, out = lo.region(node.inputs[0]), lo.region(node.outputs[0])
+    (_, c), (_, _, h), (_, sx, w) = p.channels, p.rows, p.cols
+    if sx == 1:
+        view = _rows_view(src, p)
+        if view != out:
+            lo.copy(node, view, out)
+        return
+    span = (w - 1) * sx + 1            # input columns from the first kept to the last
+    wide = lo.temp(lo.label(node, "wide"), c, h, w * sx)
+    lo.copy(node, _rows_view(src, p, span), wide.cols(0, span), "rows")
+    dst = out if out.packed_lines else lo.temp(lo.label(node, "packed"), c, h, w)
+    col, dcol = wide.column(), dst.column()
+    a = col.layout.atom_bytes
+    for p0 in range(0, h * w, MAX_DIM):
+        n = min(MAX_DIM, h * w - p0)
+        lo.copy(node, col.strided(p0 * sx * a, sx * a, n), dcol.rows(p0, n), f"cols{p0}")
+    if dst is not out:
+        lo.copy(node, dst, out, "out")
 
 
 def nest(lo, node: Node, p: MovePlan) -> None:
@@ -281,6 +360,9 @@ def lower(lo, node: Node, p: MovePlan) -> None:
             if lo.region(piece.tensor) != slot:
                 lo.copy(node, lo.region(piece.tensor), slot, f"copy{piece.start}")
         return
+    if isinstance(p, Window):
+        _lower_window(lo, node, p)
+        return
     src = lo.region(node.inputs[0])
     atom = lo.cfg.atom_size
     for piece in p.pieces:
@@ -294,7 +376,12 @@ def lower(lo, node: Node, p: MovePlan) -> None:
             lo.copy(node, part, lo.region(piece.tensor), f"copy{piece.start}")
 
 
-def reference(p: MovePlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def reference(p: MovePlan | Window, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    if isinstance(p, Window):
+        (c0, c), (y0, sy, h), (x0, sx, w) = p.channels, p.rows, p.cols
+        x = np.asarray(inputs[0])
+        return [x[:, c0:c0 + c, y0:y0 + (h - 1) * sy + 1:sy,
+                  x0:x0 + (w - 1) * sx + 1:sx].copy().reshape(p.out_shape)]
     if p.concat:
         return [np.concatenate([np.asarray(x) for x in inputs], axis=p.axis)]
     x = np.asarray(inputs[0])

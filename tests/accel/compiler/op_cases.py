@@ -172,6 +172,21 @@ def _split_unaligned(g: G, x: str) -> str:
     return g.op("Add", [g.conv(a, 12, 16, 1), g.conv(b, 28, 16, 3)])
 
 
+def _slice(starts, ends, axes, steps, cin: int = 32, cout: int = 48):
+    def f(g: G, x: str) -> str:
+        y = g.op("Relu", [g.conv(x, cin, cout, 3)])
+        return g.op("Slice", [y] + [g.const(np.array(v)) for v in (starts, ends, axes, steps)])
+    return f
+
+
+def _focus(g: G, x: str) -> str:
+    """YOLOv5 / YOLOX's Focus stem on the image: four pixel phases stacked on channels."""
+    phases = [g.op("Slice", [x] + [g.const(np.array(v)) for v in ([dy, dx], [10**9] * 2,
+                                                                   [2, 3], [2, 2])])
+              for dx in (0, 1) for dy in (0, 1)]
+    return g.conv(g.op("Concat", phases, axis=1), 12, 16, 3)
+
+
 def _slice_channels(start: int, end: int):
     def f(g: G, x: str) -> str:
         y = g.op("Relu", [g.conv(x, 32, 48, 3)])
@@ -299,6 +314,12 @@ CASES = [
                                                               0.25))),
     Case("split_channels_unaligned", _one((1, 32, 8, 8), _split_unaligned)),
     Case("slice_channels_unaligned", _one((1, 32, 8, 8), _slice_channels(20, 37))),
+    Case("focus", _one((1, 3, 16, 14), _focus)),
+    # rows 1, 4, 7, 10 and columns 2, 4, 6, 8 (odd width, first column past the step)
+    Case("slice_steps", _one((1, 32, 11, 9), _slice([1, 2], [11, 9], [2, 3], [3, 2]))),
+    Case("slice_steps_channels", _one((1, 32, 11, 9), _slice([8, 0, 1], [24, 10, 8], [1, 2, 3],
+                                                             [1, 2, 3])), presets=("nv_small",)),
+    Case("slice_rows_and_cols", _one((1, 32, 11, 9), _slice([2, 1], [9, -1], [2, 3], [1, 1]))),
     Case("pad_spatial", _one((1, 32, 6, 6), _pad([0, 0, 1, 2, 0, 0, 1, 0]))),
     Case("resize_nearest_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2]))),
     Case("resize_nearest_3x2", _one((1, 32, 6, 5), _resize([1, 1, 3, 2]))),

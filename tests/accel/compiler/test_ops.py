@@ -157,6 +157,14 @@ def test_a_split_piece_inside_an_atom_is_moved_and_the_aligned_one_viewed(tmp_pa
         assert not any(".copy" in op.name for op in ops)    # the first piece is a view
 
 
+def test_a_focus_stem_takes_two_copies_per_pixel_phase(tmp_path):
+    ops = _compiled("focus", "nv_small", tmp_path).ops
+    copies = [op.name.rsplit(".", 1)[-1] for op in ops if isinstance(op, SdpOp)]
+    assert copies == ["rows", "cols0"] * 4
+    # the image's 3-channel phases share atoms in the 12-channel stack: merged
+    assert sum(".merge" in op.name for op in ops) == 4
+
+
 def test_compilation_is_deterministic(tmp_path):
     """The same model and calibration give a byte-identical loadable."""
     from accel.compiler import compile_subgraph
