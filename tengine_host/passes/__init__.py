@@ -11,6 +11,7 @@ from tengine_host.passes import (
     fold_batchnorm,
     fold_constants,
     fold_hardsigmoid,
+    fold_transpose,
     fuse_activation,
     fuse_bias,
     fuse_prelu,
@@ -30,10 +31,12 @@ Pass = Callable[[Graph], bool]
 #: convolutions before activations fuse into them (never across one), and a
 #: HardSigmoid folds into its convolution before the plain Clip/ReLU fusions.  A
 #: Split of what Concats just joined is taken apart first (each branch keeps its scale).
+#: A Transpose flattened into a fully-connected layer folds into its weights once
+#: MatMuls are Gemms (the DLA reads the untransposed cube).
 DEFAULT_PASSES: tuple[Pass, ...] = (
     remove_identity.apply, fold_constants.apply, split_concat.apply, fold_batchnorm.apply,
     match_hard_activations.apply, match_swish.apply, fold_affine.apply, fuse_bias.apply,
-    fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
+    fold_transpose.apply, fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
@@ -53,6 +56,6 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
 
 
 __all__ = ["DEFAULT_PASSES", "Pass", "fold_affine", "fold_batchnorm", "fold_constants",
-           "fold_hardsigmoid", "fuse_activation", "fuse_bias", "fuse_prelu",
+           "fold_hardsigmoid", "fold_transpose", "fuse_activation", "fuse_bias", "fuse_prelu",
            "match_hard_activations", "match_swish", "remove_identity", "run_passes",
            "split_concat"]

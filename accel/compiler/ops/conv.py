@@ -11,7 +11,9 @@
   depthwise layers on nv_small, the dense block-diagonal form when it is
   cheaper.
 * **Gemm** (``Y = X W^T + b``) reads the cube its input was flattened from:
-  a kernel as large as the cube (``K x C x H x W``) gives one output pixel.
+  a kernel as large as the cube (``K x C x H x W``) gives one output pixel.  A
+  cube higher or wider than a kernel (32) is first re-laid as strips in
+  channel slots (:mod:`accel.compiler.ops.fc_strips`).
 
 The SDP behind the convolution applies the layer's per-channel
 quantization (X1: bias << shift, int16 multiplier, truncate, ReLU) and the
@@ -33,6 +35,7 @@ import numpy as np
 from accel import cbuf
 from accel.compiler.engine import CbufPlan, ConvOp, Weights
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape, source_cube
+from accel.compiler.ops.fc_strips import Strips, strips
 from accel.compiler.program import Converter, Operand, SdpProgram, XStage
 from accel.compiler.quantize import ConvQuant, conv_quant, int16_factor
 from accel.compiler.scales import zero_point_of
@@ -60,6 +63,7 @@ class ConvPlan:
     quant: ConvQuant          # weight [K, C/group, R, S], CACC and X1 parameters
     program: SdpProgram
     out_shape: tuple[int, ...]  # host shape of the output (NCHW, or NC for Gemm)
+    strips: Strips | None = None  # a Gemm's cube re-laid to fit the kernel registers
 
 
 # ------------------------------------------------------------------ geometry
@@ -82,6 +86,12 @@ def _geometry(node: Node, graph: Graph) -> tuple[ConvGeom, int] | str:
                     int(r), int(s), tuple(a.get("strides", (1, 1))),
                     (pads[0], pads[1], pads[2], pads[3]), tuple(a.get("dilations", (1, 1))))
     return geom, int(a.get("group", 1))
+
+
+def _strips(node: Node, g: ConvGeom, cfg: HwConfig) -> Strips | None:
+    """How a Gemm's input cube is re-laid for kernels of at most MAX_KERNEL a side."""
+    return strips((g.c, g.h, g.w), MAX_KERNEL, cfg.atom_size) if node.op_type == "Gemm" \
+        else None
 
 
 def _check_geometry(g: ConvGeom) -> str | None:
@@ -174,6 +184,13 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if isinstance(geo, str):
         return geo
     g, group = geo
+    relaid = _strips(node, g, cfg)
+    if relaid is not None:
+        why = _check_geometry(relaid.geom(g.k))
+        if why:
+            return (f"the {g.c}x{g.h}x{g.w} input cube (C x H x W) as {relaid.count} strips "
+                    f"of {relaid.r}x{relaid.s}: {why}")
+        g = relaid.geom(g.k)
     why = _check_geometry(g)
     if why:
         return why
@@ -230,7 +247,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ConvPlan:
                        in_zero=zero_point_of(scales, x), out_zero=zero_point_of(scales, y))
     block = choose_block(cfg, g, group)
     return ConvPlan(g, group, block, quant, sdp_program(quant, _activation_stage(node, graph, g.k)),
-                    out_shape(graph, y))
+                    out_shape(graph, y), _strips(node, g, cfg))
 
 
 def sdp_program(quant: ConvQuant, activation: XStage | None = None) -> SdpProgram:
@@ -289,6 +306,12 @@ def lower(lo, node: Node, p: ConvPlan) -> None:
     g, q = p.geom, p.quant
     if src.shape != (g.c, g.h, g.w):
         raise ValueError(f"input cube {src.shape} is not the planned {(g.c, g.h, g.w)}")
+    if p.strips is not None:
+        g = p.strips.geom(g.k)
+        lower_conv(lo, node, lo.label(node), p.strips.relay(lo, node, src), dst, g,
+                   p.strips.weights(q.weight), q.clip_truncate, p.program, plan_conv(g, lo.cfg),
+                   q.pad_value)
+        return
     if p.group == 1:
         tiles = plan_conv(g, lo.cfg)
         lower_conv(lo, node, lo.label(node), src, dst, g, q.weight, q.clip_truncate,
