@@ -4,9 +4,13 @@ Usage::
 
     python benchmarks/dla_models.py [MODEL ...] [--preset nv_small] [--repeat 20]
                                     [--rss N] [--ops N]
+    python benchmarks/dla_models.py --shared [--preset nv_large]
 
-For each zoo model (default: resnet18_cifar, mobilenet_v2, yolox_nano): the
-model is calibrated on seeded random inputs and partitioned between the
+For each model (default: resnet18_cifar, mobilenet_v2, yolox_nano; a MODEL is a
+zoo name or an ``.onnx`` file; ``--shared``: every real model in
+``../shared/models``): the model is calibrated (a zoo model on seeded random
+inputs, a file on its ``<name>_sample.npz`` beside it when there is one, with
+that input's shape) and partitioned between the
 ``nvdla`` device (the bit-accurate cmodel behind the firmware) and the CPU, as
 ``opendla run --device nvdla`` does.  Timed warm, median of ``--repeat``
 inferences after eight warm-ups (``WARMUP``: until the replays are learned),
@@ -58,6 +62,11 @@ from tengine_host.zoo.report import random_samples
 
 DEFAULT_MODELS = ("resnet18_cifar", "mobilenet_v2", "yolox_nano")
 GOALS = {"resnet18_cifar": 1.5, "mobilenet_v2": 3.0, "yolox_nano": 3.0}
+#: the goal for a real model (issue 46): nvdla <= 2x onnxruntime fp32
+REAL_GOAL = 2.0
+SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+#: inputs of shared models with dynamic axes and no sample beside them
+SHAPES = {"ppocr_mobile_v2_cls_48x192": {"x": (1, 3, 48, 192)}}
 
 
 #: untimed runs first, until every replay is learned: the firmware records a task's register
@@ -139,15 +148,29 @@ def rss_growth(name: str, preset: str, n: int) -> tuple[float, float]:
             return first, _rss_mib()
 
 
+def _model_file(name: str, tmp: Path) -> tuple[Path, object, list[dict], dict]:
+    """``(path, graph, calibration samples, timed sample)`` of a zoo name or a file."""
+    if name in MODELS:
+        path = tmp / f"{name}.onnx"
+        onnx.save(build(name), path)
+        graph = load_model(path)
+        return path, graph, random_samples(graph, 8), random_samples(graph, 1, seed=99)[0]
+    path = Path(name)
+    npz = path.with_name(f"{path.stem}_sample.npz")
+    sample = {k: v.astype(np.float32) for k, v in np.load(npz).items()} if npz.exists() \
+        else None
+    shapes = {k: v.shape for k, v in sample.items()} if sample else SHAPES.get(path.stem)
+    graph = load_model(path, input_shapes=shapes)
+    if sample is None:
+        sample = random_samples(graph, 1, seed=99)[0]
+    return path, graph, [sample], sample
+
+
 def bench_model(name: str, preset: str, repeat: int, tmp: Path) -> dict:
-    path = tmp / f"{name}.onnx"
-    onnx.save(build(name), path)
-    graph = load_model(path)
-    calib = random_samples(graph, 8)
-    sample = random_samples(graph, 1, seed=99)[0]
+    path, graph, calib, sample = _model_file(name, tmp)
     table = calibrate(graph, calib, progress=False)
     fp32 = _session(path)
-    q = _session(_ort_int8(path, tmp / f"{name}_qdq.onnx", calib))
+    q = _session(_ort_int8(path, tmp / f"{path.stem}_qdq.onnx", calib))
     dla: list[float] = []
     with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")], table) as ex:
         def run_nvdla() -> None:
@@ -157,8 +180,9 @@ def bench_model(name: str, preset: str, repeat: int, tmp: Path) -> dict:
         t = _medians({"nvdla": run_nvdla, "fp32": lambda: fp32.run(None, sample),
                       "int8": lambda: q.run(None, sample)}, repeat)
         counts = ex.partition.subgraph_counts()
-    return dict(model=name, nvdla=t["nvdla"], dla_part=statistics.median(dla[WARMUP:]),
-                fp32=t["fp32"], int8=t["int8"], subgraphs=counts)
+    return dict(model=name if name in MODELS else path.stem, nvdla=t["nvdla"],
+                dla_part=statistics.median(dla[WARMUP:]), fp32=t["fp32"], int8=t["int8"],
+                subgraphs=counts)
 
 
 def _conv_chain(n: int) -> onnx.ModelProto:
@@ -197,25 +221,33 @@ def bench_ops(n: int, preset: str, repeat: int, tmp: Path) -> tuple[float, float
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("models", nargs="*", default=list(DEFAULT_MODELS),
-                   help=f"zoo models (default {' '.join(DEFAULT_MODELS)}; all: "
-                        f"{', '.join(MODELS)})")
+    p.add_argument("models", nargs="*",
+                   help=f"zoo models or .onnx files (default {' '.join(DEFAULT_MODELS)}; the "
+                        f"zoo: {', '.join(MODELS)})")
+    p.add_argument("--shared", action="store_true",
+                   help=f"every real model in {SHARED_MODELS} (after any MODELs)")
     p.add_argument("--preset", default="nv_small")
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--ops", type=int, default=40, help="conv+SDP chain length (0: skip)")
     p.add_argument("--rss", type=int, default=0, help="inferences for the memory check")
     args = p.parse_args(argv)
     for m in args.models:
-        if m not in MODELS:
-            p.error(f"model {m!r} not in the zoo ({', '.join(MODELS)})")
+        if m not in MODELS and not (m.endswith(".onnx") and Path(m).is_file()):
+            p.error(f"model {m!r} is neither in the zoo ({', '.join(MODELS)}) nor an .onnx "
+                    f"file")
+    if args.shared:
+        if not SHARED_MODELS.is_dir():
+            p.error(f"--shared: no folder {SHARED_MODELS}")
+        args.models += [str(f) for f in sorted(SHARED_MODELS.glob("*.onnx"))]
+    args.models = args.models or list(DEFAULT_MODELS)
     with threadpool_limits(limits=1), tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        print(f"{'model':16s} {'nvdla ms':>9s} {'DLA part':>9s} {'ort fp32':>9s} "
+        print(f"{'model':26s} {'nvdla ms':>9s} {'DLA part':>9s} {'ort fp32':>9s} "
               f"{'ort int8':>9s} {'nvdla/fp32':>10s} {'DLA/int8':>9s} {'goal':>5s}")
         for name in args.models:
             r = bench_model(name, args.preset, args.repeat, tmp)
-            goal = GOALS.get(name)
-            print(f"{name:16s} {r['nvdla'] * 1e3:9.1f} {r['dla_part'] * 1e3:9.1f} "
+            goal = GOALS.get(name, None if name in MODELS else REAL_GOAL)
+            print(f"{r['model']:26s} {r['nvdla'] * 1e3:9.1f} {r['dla_part'] * 1e3:9.1f} "
                   f"{r['fp32'] * 1e3:9.1f} {r['int8'] * 1e3:9.1f} "
                   f"{r['nvdla'] / r['fp32']:10.2f} {r['dla_part'] / r['int8']:9.2f} "
                   f"{'<=' + format(goal, '.1f') if goal else '':>5s}   {r['subgraphs']}",

@@ -57,8 +57,10 @@ def run_tree(tree: Path, args: list[str]) -> tuple[dict[str, float], float | Non
         if ln.startswith("fixed cost"):
             words = ln.split()
             per_op = float(words[words.index("op:") + 1])
-        elif ln is not header and _numbers(ln[16:end].split()):
-            ratios[ln.split()[0]] = float(ln[:end].split()[-1])      # a model's row
+        elif ln is not header and ln.strip():
+            name = ln.split()[0]
+            if _numbers(ln[len(name):end].split()):                 # a model's row
+                ratios[name] = float(ln[:end].split()[-1])
     return ratios, per_op
 
 
