@@ -23,21 +23,26 @@ lanes of the last surface are written with what the datapath computed for them.
 
 With SQSUM_BYPASS every step depends on the lane's own int8 value alone, so the
 datapath is a function of 256 codes: ``run(..., per_code=True)`` (the speed
-layer's choice) computes it once per code and indexes the result, counting each
-code's LUT hits and saturations as often as lanes hold it - the same bytes and
-counters as lane by lane.
+layer's choice) computes it once per code (:func:`code_table`) and indexes the
+result, counting each code's LUT hits and saturations as often as lanes hold it -
+the same bytes and counters as lane by lane.  The table depends on the registers
+and the LUT's entries alone, so the speed layer keeps it between operations
+(``tables``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
 from accel.arith import saturate, shift_round, sign_extend
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import padded_channels, read_int8_cube, write_int8_cube
+from accel.cmod.cube import padded_channels, read_int8_raw, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import UnsupportedError
-from accel.cmod.lut import LutRam, lookup_int, lut_config
+from accel.cmod.lut import LutRam, hit_counts, lookup_classes, lut_config
 from accel.cmod.perf import cdp_cycles
 from accel.cmod.records import OpRecord
 from accel.config import HwConfig
@@ -70,11 +75,11 @@ def output_cvt(y: np.ndarray, offset: int, scale: int, shift: int
     return out, np.abs(floor - out) > 1
 
 
-def _datapath(g: GroupView, ram: LutRam, x: np.ndarray, c_pad: int | None,
-              uses: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, dict]:
-    """``(int8 out, saturation mask, LUT counters)`` of steps 2-6 on ``x``: the channel
-    cube with its halo (``c_pad`` channels between the halos), or with SQSUM_BYPASS any
-    array of values (``c_pad`` None), each standing for ``uses`` lanes in the counters."""
+def _datapath(g: GroupView, ram: LutRam, x: np.ndarray, c_pad: int | None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(int8 out, saturation mask, LUT hit classes)`` of steps 2-6 on ``x``: the
+    channel cube with its halo (``c_pad`` channels between the halos), or with
+    SQSUM_BYPASS any array of values (``c_pad`` None)."""
     v = input_cvt(x, int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8)),
                   int(sign_extend(g("D_DATIN_SCALE"), 16)), g("D_DATIN_SHIFTER"))
     centre = v if c_pad is None else v[HALO:HALO + c_pad]
@@ -82,17 +87,32 @@ def _datapath(g: GroupView, ram: LutRam, x: np.ndarray, c_pad: int | None,
         s = centre
     else:
         s = square_sum(v, g("D_LRN_CFG", "NORMALZ_LEN") + 1, c_pad)
-    lut, counts = lookup_int(s, ram, lut_config(g), uses)
+    lut, cls = lookup_classes(s, ram, lut_config(g))
     y = lut if g("D_FUNC_BYPASS", "MUL_BYPASS") else lut * centre
     out, sat = output_cvt(y, int(sign_extend(g("D_DATOUT_OFFSET"), 25)),
                           int(sign_extend(g("D_DATOUT_SCALE"), 16)), g("D_DATOUT_SHIFTER"))
-    return out, sat, counts
+    return out, sat, cls
+
+
+class CodeTable(NamedTuple):
+    """The SQSUM-bypassed datapath on every int8 code, ``-128..127`` at ``[0..255]``."""
+
+    out: np.ndarray          # int8 result
+    saturated: np.ndarray    # bool: the output converter saturated
+    classes: np.ndarray      # the LUT hit counter (an index into lut.CLASSES)
+
+
+def code_table(g: GroupView, ram: LutRam) -> CodeTable:
+    """The datapath of the CDP group ``g`` with the LUT ``ram`` on all 256 codes."""
+    out, sat, cls = _datapath(g, ram, np.arange(-128, 128, dtype=np.int64), None)
+    return CodeTable(out.astype(np.int8), sat, cls)
 
 
 def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
-        per_code: bool = False) -> OpRecord:
+        per_code: bool = False,
+        tables: Callable[[GroupView, LutRam], CodeTable] | None = None) -> OpRecord:
     """Execute one CDP operation; return its record (``per_code``: see the module
-    docstring)."""
+    docstring; ``tables`` gives :func:`code_table`'s result, kept by the caller)."""
     if g("D_DATA_FORMAT", "INPUT_DATA_TYPE") != 0 or rdma("D_DATA_FORMAT", "INPUT_DATA") != 0:
         raise UnsupportedError("CDP precision other than int8 is not modelled "
                                f"(CDP D_DATA_FORMAT={g('D_DATA_FORMAT'):#x}, CDP_RDMA "
@@ -103,21 +123,22 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
     a = cfg.atom_size
     c_pad = padded_channels(c, a)
     base = rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH")
-    x = read_int8_cube(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
-                       rdma("D_SRC_SURFACE_STRIDE"), "CDP_RDMA")
+    x = read_int8_raw(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
+                      rdma("D_SRC_SURFACE_STRIDE"), "CDP_RDMA")
     in_off = int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8))
     if per_code and g("D_FUNC_BYPASS", "SQSUM_BYPASS"):
-        lanes = x.astype(np.intp)
+        lanes = x.astype(np.intp)          # (numpy indexes and counts intp fastest)
         lanes[c:] = in_off
         lanes += 128                                          # each lane's code, 0..255
         uses = np.bincount(lanes.ravel(), minlength=256)
-        out, sat, counts = _datapath(g, ram, np.arange(-128, 128, dtype=np.int64), None, uses)
-        out, saturated = out.astype(np.int8)[lanes], int(uses[sat].sum())
+        table = (tables or code_table)(g, ram)
+        out, saturated = np.take(table.out, lanes), int(uses[table.saturated].sum())
+        counts = hit_counts(table.classes, uses)
     else:
         ext = np.full((c_pad + 2 * HALO, h, w), in_off, dtype=np.int64)
-        ext[HALO:HALO + c] = x[:c]
-        out, sat, counts = _datapath(g, ram, ext, c_pad, None)
-        saturated = int(np.count_nonzero(sat))
+        ext[HALO:HALO + c] = x[:c]                          # as int64
+        out, sat, cls = _datapath(g, ram, ext, c_pad)
+        saturated, counts = int(np.count_nonzero(sat)), hit_counts(cls)
     dst = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
     write_int8_cube(dram, dst, out, a, g("D_DST_LINE_STRIDE"), g("D_DST_SURFACE_STRIDE"),
                     "CDP_WDMA")

@@ -272,8 +272,10 @@ class Dla:
         if not (self._enabled("NVDLA_CDP") and self._enabled("NVDLA_CDP_RDMA")):
             return
         g = self._exec("NVDLA_CDP")
+        fast = self.fast
         self.stats.append(cdp.run(g, self._exec("NVDLA_CDP_RDMA"), self.dram, self.cfg,
-                                  self.luts["NVDLA_CDP"], per_code=self.fast is not None))
+                                  self.luts["NVDLA_CDP"], per_code=fast is not None,
+                                  tables=fast.cdp_table if fast else None))
         self._complete(["NVDLA_CDP", "NVDLA_CDP_RDMA"], [("CDP", g.group)])
 
     def _run_rubik(self) -> None:

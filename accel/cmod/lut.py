@@ -259,11 +259,13 @@ def _exponential(x: np.ndarray, table: np.ndarray, start: int, end: int, offset:
     return res, under, over, hit
 
 
-def lookup_int(x: np.ndarray, ram: LutRam, c: LutConfig, weights: np.ndarray | None = None
-               ) -> tuple[np.ndarray, dict]:
-    """int16 LUT result for every element of the int64 array ``x``, plus hit counters;
-    ``weights`` (as many as ``x``): each element counts that many times (an element
-    standing for every lane that holds its value)."""
+#: the hit counter each looked-up value adds to (:func:`lookup_classes`' class numbers)
+CLASSES = ("uflow", "oflow", "le_hit", "lo_hit", "hybrid")
+
+
+def lookup_classes(x: np.ndarray, ram: LutRam, c: LutConfig) -> tuple[np.ndarray, np.ndarray]:
+    """int16 LUT result for every element of the int64 array ``x``, and the number (an
+    index into :data:`CLASSES`) of the hit counter each element adds to."""
     x = np.asarray(x, dtype=np.int64)
     if c.le_exponent:
         le = _exponential(x, ram.le, c.le_start, c.le_end, c.le_index_offset,
@@ -283,8 +285,22 @@ def lookup_int(x: np.ndarray, ram: LutRam, c: LutConfig, weights: np.ndarray | N
     pick_lo = ((uflow & c.uflow_lo) | (oflow & c.oflow_lo) | (only & lo_h)
                | (hybrid & c.hybrid_lo))
     out = np.where(pick_lo, lo_v, le_v)
-    w = np.ones(x.shape, dtype=np.int64) if weights is None else weights
-    counts = {"uflow": int(w[uflow].sum()), "oflow": int(w[oflow].sum()),
-              "le_hit": int(w[only & le_h].sum()), "lo_hit": int(w[only & lo_h].sum()),
-              "hybrid": int(w[hybrid].sum())}
-    return out, counts
+    # every element is in exactly one: uflow, oflow, only (LE or LO hit), hybrid
+    cls = np.select([uflow, oflow, only & le_h, only & lo_h], [0, 1, 2, 3], 4)
+    return out, cls
+
+
+def hit_counts(cls: np.ndarray, weights: np.ndarray | None = None) -> dict[str, int]:
+    """The hit counters of elements of classes ``cls``, each counted ``weights`` times."""
+    n = np.bincount(np.ravel(cls), None if weights is None else np.ravel(weights),
+                    minlength=len(CLASSES))
+    return {name: int(round(k)) for name, k in zip(CLASSES, n, strict=True)}
+
+
+def lookup_int(x: np.ndarray, ram: LutRam, c: LutConfig, weights: np.ndarray | None = None
+               ) -> tuple[np.ndarray, dict]:
+    """int16 LUT result for every element of the int64 array ``x``, plus hit counters;
+    ``weights`` (as many as ``x``): each element counts that many times (an element
+    standing for every lane that holds its value)."""
+    out, cls = lookup_classes(x, ram, c)
+    return out, hit_counts(cls, weights)

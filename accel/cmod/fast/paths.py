@@ -6,7 +6,7 @@ passes (:mod:`accel.cmod.cacc`, :mod:`accel.cmod.sdp`).  A ``Dla(fast=True)``
 asks its :class:`FastPaths` instead, at the few points where that is slow:
 
 * decoded ops, SDP modes, weight bytes, weight matrices, compiled SDP passes,
-  batch inputs and convolution records are kept (each in a
+  batch inputs, convolution records and the CDP's tables of codes are kept (each in a
   :class:`~accel.cmod.fast.cache.BoundedCache`, valid while the registers or the
   memory they come from are unchanged);
 * sums of products go to the integer GEMM engine (:mod:`accel.cmod.fast.gemm`), the
@@ -30,7 +30,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from accel.cmod import cdma, conv, csc, sdp, sdp_rdma
+from accel.cmod import cdma, cdp, conv, csc, sdp, sdp_rdma
 from accel.cmod.cube import read_int8_raw
 from accel.cmod.fast import fused
 from accel.cmod.fast.cache import BoundedCache
@@ -66,6 +66,12 @@ class FastPaths:
         self.posts: BoundedCache = BoundedCache("SDP passes", MAX_ENTRIES)
         self.batches: BoundedCache = BoundedCache("batch inputs", MAX_ENTRIES)
         self.books: BoundedCache = BoundedCache("convolution records", MAX_ENTRIES)
+        self.cdp_tables: BoundedCache = BoundedCache("CDP code tables", MAX_ENTRIES)
+        cdp_regs = dla.regs["NVDLA_CDP"]
+        # the LUT's single registers (its ranges, index selects, slopes), not its access port
+        self._cdp_lut_key = itemgetter(*(reg.offset for name, reg in cdp_regs.unit.registers
+                                         .items() if name.startswith("S_LUT_")
+                                         and not name.startswith("S_LUT_ACCESS")))
         sdp_regs = dla.regs["NVDLA_SDP"]
         self._sdp_mode_key = itemgetter(*(sdp_regs.unit.registers[name].offset
                                           for name in SDP_MODE_REGISTERS))
@@ -76,7 +82,7 @@ class FastPaths:
     def caches(self) -> list[BoundedCache]:
         """Every cache, for their hit and miss counts."""
         return [self.plans, self.sdp_modes, self.raw_weights, self.matrices, self.posts,
-                self.batches, self.books]
+                self.batches, self.books, self.cdp_tables]
 
     # --- kept decodes ----------------------------------------------------------------
     def plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
@@ -144,8 +150,9 @@ class FastPaths:
 
     def conv_books(self, plan: conv.ConvPlan, run: tuple, count: Callable[..., tuple]
                    ) -> tuple:
-        """``count(plan, *run)``, the cycles, MAC atoms, shapes and CBUF record of a convolution: the
-        same for every run of ``plan`` that fetched and reused the same (``run``), kept per
+        """``count(plan, *run)``, the cycles, MAC atoms, shapes and CBUF record of a
+        convolution: the same for every run of ``plan`` that fetched and reused the same
+        (``run``), kept per
         plan (the entry holds it) and shared by the records of those runs (records are
         read, not modified)."""
         key = (id(plan), *run)
@@ -153,6 +160,18 @@ class FastPaths:
         if hit is None:
             hit = self.books.put(key, (plan, count(plan, *run)))
         return hit[1]
+
+    def cdp_table(self, g, ram) -> cdp.CodeTable:
+        """:func:`accel.cmod.cdp.code_table` of the CDP group ``g`` and LUT ``ram``, kept by
+        the group's configuration, the LUT's registers and its entries (each op loads its
+        table: the entries are compared, not a version of them)."""
+        regs = g.regs
+        key = (regs.config(g.group), self._cdp_lut_key(regs.stores()[0]), ram.le.tobytes(),
+               ram.lo.tobytes())
+        hit = self.cdp_tables.lookup(key)
+        if hit is None:
+            hit = self.cdp_tables.put(key, cdp.code_table(g, ram))
+        return hit
 
     # --- convolution -----------------------------------------------------------------
     def conv_sums(self, raw: np.ndarray, plan: conv.ConvPlan, x: np.ndarray,

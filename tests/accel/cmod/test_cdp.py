@@ -95,3 +95,37 @@ def test_per_code_gives_the_lanes_bytes_and_counters(mul_bypass):
         seen.append((dla.dram.read(DST, 8).tobytes(), counters))
     assert seen[0] == seen[1]
     assert sum(seen[0][1][1:]) == 8          # every lane is counted once
+
+
+def test_the_fast_model_keeps_a_code_table_while_registers_and_entries_hold():
+    """The speed layer's table of 256 codes is derived again when a LUT entry changes (each
+    op loads its table through the access port), and not while nothing does."""
+    from accel.cmod import cdp
+
+    x = [-100, -3, 0, 7, 90]
+    regs = dict(D_DATIN_OFFSET=0xFFF0, D_DATIN_SCALE=5, D_DATIN_SHIFTER=2, D_FUNC_BYPASS=3,
+                D_DATOUT_OFFSET=3, D_DATOUT_SCALE=7, D_DATOUT_SHIFTER=2)
+    fast, plain = (Dla(get_preset("nv_small"), Dram(), fast=f) for f in (True, False))
+    for dla in (fast, plain):
+        _program(dla, x, **regs)
+    cache = fast.fast.cdp_tables
+    assert (cache.misses, cache.hits) == (1, 0)
+
+    def again(dla: Dla, tables=None) -> bytes:
+        """Group 0's op once more (enabled again: the consumer is group 1 now, so the
+        enable alone starts nothing)."""
+        dla.write_reg("NVDLA_CDP.D_OP_ENABLE", 1)
+        units = [dla.regs[u].group(0) for u in ("NVDLA_CDP", "NVDLA_CDP_RDMA")]
+        cdp.run(*units, dla.dram, dla.cfg, dla.luts["NVDLA_CDP"], per_code=tables is not None,
+                tables=tables)
+        return dla.dram.read(DST, 8).tobytes()
+
+    first = fast.dram.read(DST, 8).tobytes()
+    assert again(fast, fast.fast.cdp_table) == first and (cache.misses, cache.hits) == (1, 1)
+    # LE entry 20 from 20 to -40: the entry of x = 0, v = (0 + 16) * 5 / 4
+    for dla in (fast, plain):
+        dla.write_reg("NVDLA_CDP.S_LUT_ACCESS_CFG", (1 << 17) | 20)
+        dla.write_reg("NVDLA_CDP.S_LUT_ACCESS_DATA", -40 & 0xFFFF)
+    changed = again(fast, fast.fast.cdp_table)
+    assert (cache.misses, cache.hits) == (2, 1)
+    assert changed == again(plain) and changed != first

@@ -21,9 +21,10 @@ def test_the_plain_model_has_no_speed_layer_and_takes_no_replays():
 def test_the_fast_model_keeps_everything_in_bounded_caches():
     fast = Dla(get_preset("nv_small"))
     caches = fast.fast.caches()
-    assert len(caches) == 7 and all(isinstance(c, BoundedCache) for c in caches)
+    kept = [v for v in vars(fast.fast).values() if isinstance(v, BoundedCache)]
+    assert len(caches) == len(kept) >= 8 and {id(c) for c in caches} == {id(c) for c in kept}
     assert all(c.size == MAX_ENTRIES for c in caches)
-    assert len({c.name for c in caches}) == 7
+    assert len({c.name for c in caches}) == len(caches)
     # a recording prepared against the fast model replays (once learned: the same)
     events = [("w", lookup("NVDLA_SDP.D_CVT_SCALE_0").address, 1)]
     prepared = replay.prepare(fast, events)
