@@ -3,7 +3,7 @@ only by those who pack feature cubes)."""
 
 from __future__ import annotations
 
-from numba import njit
+from accel.jit import njit
 
 
 @njit(cache=True, nogil=True)

@@ -29,6 +29,7 @@ ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
 #: block may import itself and any block of a lower floor, never a block of its own
 #: floor or of a higher one.  ``accel`` is the package's docstring only.
 FLOORS: tuple[tuple[str, ...], ...] = (
+    ("accel.jit",),
     ("accel", "accel.config", "accel.layout_compiled", "accel.ir", "accel.errors"),
     ("accel.arith", "accel.layout", "accel.cbuf", "accel.regs", "accel.loadable",
      "accel.golden"),

@@ -9,11 +9,11 @@ a larger ``esize`` (the channel group is still ``atom`` elements).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from accel import layout
 from accel.cmod.dram import Dram
 from accel.cmod.errors import check_elements
+from accel.jit import njit
 
 
 def cube_offsets(c: int, h: int, w: int, atom: int, line_stride: int, surf_stride: int,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from numba import njit
 
 from accel.cmod.csc import ConvGeometry
+from accel.jit import njit
 
 #: longest kernel (R * S taps) whose sums int32 holds with room to spare
 MAX_TAPS = 1 << 16

@@ -29,13 +29,13 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from numba import njit
 
 from accel.arith import shift_round_int
 from accel.cmod import sdp_rdma
 from accel.cmod.cube import planar
 from accel.cmod.errors import ConfigError
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, MAX_SHIFT, alu_operand_shifted
+from accel.jit import njit
 
 _shift_round = njit(inline="always")(shift_round_int)
 
