@@ -234,11 +234,11 @@ class Dla:
             self._complete(["NVDLA_PDP"], [("PDP", group)])
 
     def _y_group(self, plan: sdp.SdpPlan, needs_rdma: bool) -> tuple | None:
-        """What a Y stage reads as it runs: the SDP's groups and its LUT."""
+        """What a Y stage reads as it runs: the SDP's groups, its LUT, how to look up."""
         if not plan.y_stage:
             return None
         return (self._exec("NVDLA_SDP"), self._exec("NVDLA_SDP_RDMA") if needs_rdma else None,
-                self.luts["NVDLA_SDP"])
+                self.luts["NVDLA_SDP"], self.fast.lut_lookup if self.fast else None)
 
     def _run_sdp(self, needs_rdma: bool, plan: sdp.SdpPlan
                  ) -> tuple[OpRecord, np.ndarray | None]:

@@ -338,8 +338,9 @@ class SdpPlan:
         """Run the op: ``(record, output streamed to PDP or None, saturations)``.
 
         ``x_in`` (on the fly: the CACC result, int64) becomes the op's own and is
-        overwritten.  ``y_group`` is ``(g, rdma, lut)`` for an op with a Y stage,
-        which reads its registers as it runs.
+        overwritten.  ``y_group`` is ``(g, rdma, lut, lookup)`` for an op with a Y
+        stage, which reads its registers as it runs (``lookup``: None, or the speed
+        layer's LUT lookup).
         """
         c_pad, h, w = self.c_pad, self.h, self.w
         if x_in is not None and x_in.shape[0] == c_pad:
@@ -365,8 +366,8 @@ class SdpPlan:
             x = x_stage(x, st, alu_op, mul_op, inplace=True, alu_shifted=shifted)
         rec = self.record(x_in is not None)
         if self.y_stage:
-            g, rdma, lut = y_group
-            x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut)
+            g, rdma, lut, lookup = y_group
+            x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut, lookup)
             nonneg = False
             if lut_counts is not None:
                 rec.details["lut"] = lut_counts

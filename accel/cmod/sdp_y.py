@@ -28,6 +28,9 @@ in ``sdp_hls_wrapper.cpp``) on the 32-bit output of X1/X2:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import numpy as np
 
 from accel.arith import saturate, shift_round, sign_extend
@@ -86,8 +89,10 @@ def _operands(g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
 
 
 def y_stage(x: np.ndarray, g: GroupView, rdma: GroupView | None, dram: Dram, cfg: HwConfig,
-            ram: LutRam) -> tuple[np.ndarray, dict | None]:
-    """The Y stage on int64 ``x[c_pad, h, w]``; returns the result and LUT counters."""
+            ram: LutRam, lut: Callable[[np.ndarray, LutRam, GroupView], tuple] | None = None
+            ) -> tuple[np.ndarray, dict | None]:
+    """The Y stage on int64 ``x[c_pad, h, w]``; returns the result and LUT counters
+    (``lut``: the lookup to use, :func:`lookup` by default)."""
     f = g("D_DP_EW_CFG")
     alu_bypass, algo = bool(f & 2), (f >> 2) & 3
     mul_bypass, prelu, lut_bypass = bool(f & 16), bool(f & 32), bool(f & 64)
@@ -111,7 +116,7 @@ def y_stage(x: np.ndarray, g: GroupView, rdma: GroupView | None, dram: Dram, cfg
             x = (x != op).astype(np.int64)
     if lut_bypass:
         return x, None
-    return lookup(x, ram, g)
+    return (lut or lookup)(x, ram, g)
 
 
 def _log2_floor(u: np.ndarray) -> np.ndarray:
@@ -157,16 +162,54 @@ def _exp_index(x: np.ndarray, start: int, offset: int):
     return under, over, addr, np.where(under | over, 0, frac)
 
 
-def lookup(x: np.ndarray, ram: LutRam, g: GroupView) -> tuple[np.ndarray, dict]:
-    """The Y LUT on int64 ``x``; returns int32-range results and counters."""
-    le_exp = g("S_LUT_CFG", "LUT_LE_FUNCTION") == 0
-    u_lo, o_lo, h_lo = (bool(g("S_LUT_CFG", f"LUT_{p}_PRIORITY"))
-                        for p in ("UFLOW", "OFLOW", "HYBRID"))
-    off = int(sign_extend(g("S_LUT_INFO", "LUT_LE_INDEX_OFFSET"), 8))
-    le_sel = int(sign_extend(g("S_LUT_INFO", "LUT_LE_INDEX_SELECT"), 8))
-    lo_sel = int(sign_extend(g("S_LUT_INFO", "LUT_LO_INDEX_SELECT"), 8))
+class LutParams(NamedTuple):
+    """The LUT's register fields as the lookup uses them (signed where they are)."""
+
+    le_exp: bool                       # LE is the exponential table
+    uflow_lo: bool                     # priorities: the LO table wins
+    oflow_lo: bool
+    hybrid_lo: bool
+    le_index_offset: int
+    le_index_select: int
+    lo_index_select: int
+    le_start: int
+    le_end: int
+    lo_start: int
+    lo_end: int
+    le_uflow: tuple[int, int]          # slope (scale, shift) of each extrapolation
+    le_oflow: tuple[int, int]
+    lo_uflow: tuple[int, int]
+    lo_oflow: tuple[int, int]
+
+
+def lut_params(g: GroupView) -> LutParams:
+    """Decode the SDP's LUT registers."""
+    def slope(tab: str, kind: str) -> tuple[int, int]:
+        return (int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SCALE", f"LUT_{tab}_SLOPE_{kind}_SCALE"),
+                                16)),
+                int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SHIFT", f"LUT_{tab}_SLOPE_{kind}_SHIFT"),
+                                5)))
+
     reg = {n: int(sign_extend(g(f"S_LUT_{n}"), 32)) for n in
            ("LE_START", "LE_END", "LO_START", "LO_END")}
+    return LutParams(g("S_LUT_CFG", "LUT_LE_FUNCTION") == 0,
+                     *(bool(g("S_LUT_CFG", f"LUT_{p}_PRIORITY"))
+                       for p in ("UFLOW", "OFLOW", "HYBRID")),
+                     *(int(sign_extend(g("S_LUT_INFO", f"LUT_{f}"), 8))
+                       for f in ("LE_INDEX_OFFSET", "LE_INDEX_SELECT", "LO_INDEX_SELECT")),
+                     reg["LE_START"], reg["LE_END"], reg["LO_START"], reg["LO_END"],
+                     slope("LE", "UFLOW"), slope("LE", "OFLOW"), slope("LO", "UFLOW"),
+                     slope("LO", "OFLOW"))
+
+
+def lookup(x: np.ndarray, ram: LutRam, g: GroupView) -> tuple[np.ndarray, dict]:
+    """The Y LUT on int64 ``x``; returns int32-range results and counters."""
+    p = lut_params(g)
+    le_exp, u_lo, o_lo, h_lo, off = p.le_exp, p.uflow_lo, p.oflow_lo, p.hybrid_lo, \
+        p.le_index_offset
+    le_sel, lo_sel = p.le_index_select, p.lo_index_select
+    reg = {"LE_START": p.le_start, "LE_END": p.le_end, "LO_START": p.lo_start,
+           "LO_END": p.lo_end}
     le = (_exp_index(x, reg["LE_START"], off) if le_exp
           else _linear_index(x, reg["LE_START"], le_sel, 64))
     lo = _linear_index(x, reg["LO_START"], lo_sel, 256)
@@ -194,10 +237,7 @@ def lookup(x: np.ndarray, ram: LutRam, g: GroupView) -> tuple[np.ndarray, dict]:
                 m = flow & sel & m_kind
                 if not m.any():
                     continue
-                scale = int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SCALE",
-                                          f"LUT_{tab}_SLOPE_{kind}_SCALE"), 16))
-                shift = int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SHIFT",
-                                          f"LUT_{tab}_SLOPE_{kind}_SHIFT"), 5))
+                scale, shift = getattr(p, f"{tab}_{kind}".lower())
                 bias = (1 << (off & 31)) if (tab == "LE" and kind == "UFLOW" and le_exp
                                              and off > 0) else 0
                 a = x[m] - (bias + reg[f"{tab}_{edge}"])

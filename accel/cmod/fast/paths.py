@@ -13,7 +13,8 @@ asks its :class:`FastPaths` instead, at the few points where that is slow:
   taps of a depthwise layer to their own loops (:mod:`accel.cmod.fast.depthwise`),
   large 1x1 convolutions pixel by pixel;
 * CACC, SDP and converter run as one compiled pass (:mod:`accel.cmod.fast.fused`),
-  and so do SDP ops reading memory that add an operand cube or copy;
+  and so do SDP ops reading memory that add an operand cube or copy; the Y stage's
+  LUT is one compiled loop (:mod:`accel.cmod.fast.lut_y`);
 * learned replays of a firmware run (:mod:`accel.cmod.fast.replay`) skip the CSB
   decoding and compute runs of independent convolutions together
   (:mod:`accel.cmod.fast.batch`).
@@ -32,7 +33,7 @@ import numpy as np
 
 from accel.cmod import cdma, cdp, conv, csc, sdp, sdp_rdma
 from accel.cmod.cube import read_int8_raw
-from accel.cmod.fast import fused
+from accel.cmod.fast import fused, lut_y
 from accel.cmod.fast.cache import BoundedCache
 from accel.cmod.fast.depthwise import depthwise_sums
 from accel.cmod.fast.gemm import (
@@ -172,6 +173,11 @@ class FastPaths:
         if hit is None:
             hit = self.cdp_tables.put(key, cdp.code_table(g, ram))
         return hit
+
+    @staticmethod
+    def lut_lookup(x: np.ndarray, ram, g) -> tuple[np.ndarray, dict]:
+        """The SDP Y stage's lookup in one compiled pass (:mod:`accel.cmod.fast.lut_y`)."""
+        return lut_y.lookup(x, ram, g)
 
     # --- convolution -----------------------------------------------------------------
     def conv_sums(self, raw: np.ndarray, plan: conv.ConvPlan, x: np.ndarray,
