@@ -29,7 +29,6 @@ in ``sdp_hls_wrapper.cpp``) on the 32-bit output of X1/X2:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -38,7 +37,7 @@ from accel.cmod import sdp_rdma
 from accel.cmod.csb import GroupView
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError
-from accel.cmod.lut import LutRam
+from accel.cmod.lut import LutConfig, LutRam
 from accel.config import HwConfig
 
 ALU_MAX, ALU_MIN, ALU_SUM, ALU_EQL = 0, 1, 2, 3
@@ -162,50 +161,39 @@ def _exp_index(x: np.ndarray, start: int, offset: int):
     return under, over, addr, np.where(under | over, 0, frac)
 
 
-class LutParams(NamedTuple):
-    """The LUT's register fields as the lookup uses them (signed where they are)."""
+def lut_params(g: GroupView) -> LutConfig:
+    """Decode the SDP's LUT registers (32-bit starts and ends, 8-bit index fields: the
+    CDP's differ, see :func:`accel.cmod.lut.lut_config`)."""
+    def info(field: str) -> int:
+        return int(sign_extend(g("S_LUT_INFO", f"LUT_{field}"), 8))
 
-    le_exp: bool                       # LE is the exponential table
-    uflow_lo: bool                     # priorities: the LO table wins
-    oflow_lo: bool
-    hybrid_lo: bool
-    le_index_offset: int
-    le_index_select: int
-    lo_index_select: int
-    le_start: int
-    le_end: int
-    lo_start: int
-    lo_end: int
-    le_uflow: tuple[int, int]          # slope (scale, shift) of each extrapolation
-    le_oflow: tuple[int, int]
-    lo_uflow: tuple[int, int]
-    lo_oflow: tuple[int, int]
+    def edge(name: str) -> int:
+        return int(sign_extend(g(f"S_LUT_{name}"), 32))
 
+    def slope(tab: str, kind: str) -> dict[str, int]:
+        key = f"{tab}_{kind}".lower()
+        return {f"{key}_scale": int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SCALE",
+                                                  f"LUT_{tab}_SLOPE_{kind}_SCALE"), 16)),
+                f"{key}_shift": int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SHIFT",
+                                                  f"LUT_{tab}_SLOPE_{kind}_SHIFT"), 5))}
 
-def lut_params(g: GroupView) -> LutParams:
-    """Decode the SDP's LUT registers."""
-    def slope(tab: str, kind: str) -> tuple[int, int]:
-        return (int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SCALE", f"LUT_{tab}_SLOPE_{kind}_SCALE"),
-                                16)),
-                int(sign_extend(g(f"S_LUT_{tab}_SLOPE_SHIFT", f"LUT_{tab}_SLOPE_{kind}_SHIFT"),
-                                5)))
-
-    reg = {n: int(sign_extend(g(f"S_LUT_{n}"), 32)) for n in
-           ("LE_START", "LE_END", "LO_START", "LO_END")}
-    return LutParams(g("S_LUT_CFG", "LUT_LE_FUNCTION") == 0,
-                     *(bool(g("S_LUT_CFG", f"LUT_{p}_PRIORITY"))
-                       for p in ("UFLOW", "OFLOW", "HYBRID")),
-                     *(int(sign_extend(g("S_LUT_INFO", f"LUT_{f}"), 8))
-                       for f in ("LE_INDEX_OFFSET", "LE_INDEX_SELECT", "LO_INDEX_SELECT")),
-                     reg["LE_START"], reg["LE_END"], reg["LO_START"], reg["LO_END"],
-                     slope("LE", "UFLOW"), slope("LE", "OFLOW"), slope("LO", "UFLOW"),
-                     slope("LO", "OFLOW"))
+    return LutConfig(
+        le_exponent=g("S_LUT_CFG", "LUT_LE_FUNCTION") == 0,
+        uflow_lo=bool(g("S_LUT_CFG", "LUT_UFLOW_PRIORITY")),
+        oflow_lo=bool(g("S_LUT_CFG", "LUT_OFLOW_PRIORITY")),
+        hybrid_lo=bool(g("S_LUT_CFG", "LUT_HYBRID_PRIORITY")),
+        le_index_offset=info("LE_INDEX_OFFSET"), le_index_select=info("LE_INDEX_SELECT"),
+        lo_index_select=info("LO_INDEX_SELECT"),
+        le_start=edge("LE_START"), le_end=edge("LE_END"), lo_start=edge("LO_START"),
+        lo_end=edge("LO_END"),
+        **slope("LE", "UFLOW"), **slope("LE", "OFLOW"), **slope("LO", "UFLOW"),
+        **slope("LO", "OFLOW"))
 
 
 def lookup(x: np.ndarray, ram: LutRam, g: GroupView) -> tuple[np.ndarray, dict]:
     """The Y LUT on int64 ``x``; returns int32-range results and counters."""
     p = lut_params(g)
-    le_exp, u_lo, o_lo, h_lo, off = p.le_exp, p.uflow_lo, p.oflow_lo, p.hybrid_lo, \
+    le_exp, u_lo, o_lo, h_lo, off = p.le_exponent, p.uflow_lo, p.oflow_lo, p.hybrid_lo, \
         p.le_index_offset
     le_sel, lo_sel = p.le_index_select, p.lo_index_select
     reg = {"LE_START": p.le_start, "LE_END": p.le_end, "LO_START": p.lo_start,
@@ -237,7 +225,8 @@ def lookup(x: np.ndarray, ram: LutRam, g: GroupView) -> tuple[np.ndarray, dict]:
                 m = flow & sel & m_kind
                 if not m.any():
                     continue
-                scale, shift = getattr(p, f"{tab}_{kind}".lower())
+                scale = getattr(p, f"{tab}_{kind}_scale".lower())
+                shift = getattr(p, f"{tab}_{kind}_shift".lower())
                 bias = (1 << (off & 31)) if (tab == "LE" and kind == "UFLOW" and le_exp
                                              and off > 0) else 0
                 a = x[m] - (bias + reg[f"{tab}_{edge}"])

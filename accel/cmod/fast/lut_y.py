@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from accel.arith import shift_round_int
-from accel.cmod.lut import LutRam
-from accel.cmod.sdp_y import FRAC, LutParams, lut_params
+from accel.cmod.lut import LutConfig, LutRam
+from accel.cmod.sdp_y import FRAC, lut_params
 from accel.jit import njit
 
 _shift_round = njit(inline="always")(shift_round_int)
@@ -141,12 +141,13 @@ def _lookup(x, out, le_tab, lo_tab, p):
     return n_uflow, n_oflow, n_le, n_lo
 
 
-def params_array(p: LutParams) -> np.ndarray:
+def params_array(p: LutConfig) -> np.ndarray:
     """``p`` as the int64 vector the compiled loop reads."""
-    return np.array([p.le_exp, p.uflow_lo, p.oflow_lo, p.hybrid_lo, p.le_index_offset,
+    return np.array([p.le_exponent, p.uflow_lo, p.oflow_lo, p.hybrid_lo, p.le_index_offset,
                      p.le_index_select, p.lo_index_select, p.le_start, p.le_end, p.lo_start,
-                     p.lo_end, *p.le_uflow, *p.le_oflow, *p.lo_uflow, *p.lo_oflow],
-                    dtype=np.int64)
+                     p.lo_end, p.le_uflow_scale, p.le_uflow_shift, p.le_oflow_scale,
+                     p.le_oflow_shift, p.lo_uflow_scale, p.lo_uflow_shift, p.lo_oflow_scale,
+                     p.lo_oflow_shift], dtype=np.int64)
 
 
 def lookup(x: np.ndarray, ram: LutRam, g) -> tuple[np.ndarray, dict]:
