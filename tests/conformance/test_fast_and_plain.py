@@ -114,3 +114,41 @@ def test_zoo_model_gives_the_same_outputs_fast_and_plain(name, preset, monkeypat
             assert got[t].tobytes() == want[t].tobytes(), (
                 f"{name}: output {t} of inference {i} (input {i % len(plain)}) differs "
                 f"from the plain model's")
+
+
+#: small graphs of the op table whose SDP ops read memory: products, HardSwish (gate and
+#: product), per-layer scales and offsets, per-channel ones, activations after a sum
+OP_RUNS = ["hard_swish", "hard_sigmoid", "mul", "squeeze_excite", "add_scalar",
+           "div_scalar", "mul_channel", "batchnorm", "prelu", "leaky_relu", "clip",
+           "add_relu"]
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+@pytest.mark.parametrize("name", OP_RUNS)
+def test_element_wise_ops_give_the_same_outputs_fast_and_plain(name, preset, monkeypatch,
+                                                               tmp_path):
+    """Including the speed layer's tables of 256 codes / 65536 pairs for SDP ops reading
+    memory whose result is a function of the int8 input (and one multiplier cube)."""
+    from tests.accel.compiler.op_cases import CASES
+
+    case = next(c for c in CASES if c.name == name)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(case.build(), path)
+    graph = load_model(path)
+    rng = np.random.default_rng(11)
+    shape = graph.tensors[graph.inputs[0]].shape
+    calibration, *feeds = ({graph.inputs[0]: rng.normal(0, 2, shape).astype(np.float32)}
+                           for _ in range(3))
+    table = calibrate(graph, [calibration], progress=False)
+    plain = _outputs(graph, table, preset, False, feeds, 1, monkeypatch)
+    made: list[Dla] = []
+    monkeypatch.setattr(accel.backends.cmod, "Dla", _model_of(True, made))
+    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
+                  table) as ex:
+        fast = [ex.run(feed) for _ in range(FAST_ROUNDS) for feed in feeds]
+    for i, got in enumerate(fast):
+        want = plain[i % len(plain)]
+        for t in want:
+            assert got[t].tobytes() == want[t].tobytes(), f"{name}: output {t}, inference {i}"
+    if name in ("hard_swish", "mul"):          # their products and gates: by table
+        assert sum(len(d.fast.sdp_tables) for d in made) > 0

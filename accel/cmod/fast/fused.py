@@ -336,6 +336,35 @@ def _eltwise_apply(x, a, table, c, out):
     return outside
 
 
+@njit(cache=True, nogil=True)
+def _unary_apply(x, table, c, out):
+    """:func:`_eltwise_apply` of an op of ``x`` alone: ``table`` int16 ``[256]``."""
+    surfaces, h, w, atom = out.shape
+    outside = 0
+    for s in range(surfaces):
+        counted = min(max(c - s * atom, 0), atom)
+        for y in range(h):
+            for p in range(w):
+                for j in range(atom):
+                    t = table[np.int32(x[s, y, p, j]) + 128]
+                    out[s, y, p, j] = np.int8(t & 0xFF)
+                    outside += (j < counted) & (t >> 8)
+    return outside
+
+
+def table_apply(x: np.ndarray, a: np.ndarray | None, table: np.ndarray, c: int
+                ) -> tuple[np.ndarray, int]:
+    """``(int8 out, saturations among the first c channels)`` of an op that is a function
+    of the int8 cube ``x`` (and of the int8 cube ``a``; both ``[S, H, W, atom]``, any
+    strides): ``table`` holds the output byte, and 1 in bit 8 where the converter
+    saturates, in int16 ``[256, 256]`` for pairs as :func:`_eltwise_table` makes it, or
+    ``[256]`` for ``x`` alone (``a`` None)."""
+    out = np.empty(x.shape, dtype=np.int8)
+    if a is None:
+        return out, int(_unary_apply(x, table, c, out))
+    return out, int(_eltwise_apply(x, a, table, c, out))
+
+
 #: :func:`_eltwise_table` of each X1 stage and converter met (a network has a few)
 _TABLES: dict[tuple, np.ndarray] = {}
 _MAX_TABLES = 64          # 128 KiB each

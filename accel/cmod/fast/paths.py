@@ -68,6 +68,7 @@ class FastPaths:
         self.batches: BoundedCache = BoundedCache("batch inputs", MAX_ENTRIES)
         self.books: BoundedCache = BoundedCache("convolution records", MAX_ENTRIES)
         self.cdp_tables: BoundedCache = BoundedCache("CDP code tables", MAX_ENTRIES)
+        self.sdp_tables: BoundedCache = BoundedCache("SDP code tables", MAX_ENTRIES)
         cdp_regs = dla.regs["NVDLA_CDP"]
         # the LUT's single registers (its ranges, index selects, slopes), not its access port
         self._cdp_lut_key = itemgetter(*(reg.offset for name, reg in cdp_regs.unit.registers
@@ -83,7 +84,7 @@ class FastPaths:
     def caches(self) -> list[BoundedCache]:
         """Every cache, for their hit and miss counts."""
         return [self.plans, self.sdp_modes, self.raw_weights, self.matrices, self.posts,
-                self.batches, self.books, self.cdp_tables]
+                self.batches, self.books, self.cdp_tables, self.sdp_tables]
 
     # --- kept decodes ----------------------------------------------------------------
     def plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
@@ -281,7 +282,8 @@ class FastPaths:
         """``(record, output streamed to PDP, saturations)`` of an SDP op without a Y stage
         reading memory: an element-wise add or a copy as memory holds the cubes, any
         other through the compiled pass."""
-        done = self._eltwise_datapath(plan) or self._copy_datapath(plan)
+        done = (self._eltwise_datapath(plan) or self._copy_datapath(plan)
+                or self._table_datapath(plan))
         if done is None:
             base, line, surf = plan.src
             x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w, self.cfg.atom_size,
@@ -313,6 +315,43 @@ class FastPaths:
             return None
         return fused.eltwise_packed(x, operand, st, plan.cvt, plan.c)
 
+    def _table_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
+        """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op reading
+        memory whose result is a function of its int8 input alone (every operand a
+        register value: HardSwish's gate, a scale and offset of the whole layer) or of
+        its input and one int8 operand cube it multiplies by in X1 (HardSwish's and a
+        squeeze-excite's products): the plain model's arithmetic (:func:`accel.cmod.sdp.
+        x_stage` and the converter) on all 256 values or 65536 pairs, kept per plan, and
+        a lookup per element.  None for any other op, or cubes whose atoms leave their
+        regions."""
+        (st, reads), (st2, reads2) = plan.stages
+        if reads2 is not None or not _registers_only(st2):
+            return None
+        atom = self.cfg.atom_size
+        if reads is None:
+            if not _registers_only(st):
+                return None
+        elif not (not st.bypass and not st.mul_bypass and st.mul_src_mem and not st.prelu
+                  and (st.alu_bypass or not st.alu_src_mem) and reads.nbytes == 1
+                  and reads.comps == (sdp_rdma.USE_MUL,) and reads.grid is not None):
+            return None
+        base, line, surf = plan.src
+        x = self._packed_cube(base, plan.c_pad // atom, plan.h, plan.w, line, surf)
+        if x is None:
+            return None
+        operand = None
+        if reads is not None:
+            (surfaces, lanes, h, w), (r_surf, lane, r_line, pixel) = reads.grid
+            if lanes != atom or lane != 1 or pixel != atom or (h, w) != (plan.h, plan.w):
+                return None
+            operand = self._packed_cube(reads.base, surfaces, h, w, r_line, r_surf)
+            if operand is None or operand.shape != x.shape:
+                return None
+        hit = self.sdp_tables.lookup(id(plan))
+        if hit is None:     # the entry holds the plan: its id stays its own
+            hit = self.sdp_tables.put(id(plan), (plan, _code_table(plan, reads is not None)))
+        return fused.table_apply(x, operand, hit[1], plan.c)
+
     def _copy_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
         """``(int8 [C_pad / atom, H, W, atom], 0)`` of an SDP op reading memory whose stages
         are all bypassed and whose converter is the identity (a copy into another layout):
@@ -335,6 +374,27 @@ class FastPaths:
         view = self.dram.strided(base, (surfaces, h, w, atom), (surf, line, atom, 1),
                                  sdp_rdma.UNIT)
         return None if view is None else view.view(np.int8)
+
+
+def _registers_only(st: sdp.StageConfig) -> bool:
+    """An X stage that is bypassed or takes its operands from registers alone."""
+    return st.bypass or ((st.alu_bypass or not st.alu_src_mem)
+                         and (st.mul_bypass or not st.mul_src_mem))
+
+
+def _code_table(plan: sdp.SdpPlan, pairs: bool) -> np.ndarray:
+    """:func:`accel.cmod.fast.fused.table_apply`'s table of the stages and converter of
+    ``plan``, computed by the plain model: int16 ``[256]``, entry ``x`` for the int8
+    input ``x - 128``; with ``pairs``, ``[256, 256]``, entry ``[x, a]`` for X1's
+    multiplier operand ``a - 128`` too."""
+    codes = np.arange(-128, 128, dtype=np.int64)
+    x = np.repeat(codes, 256) if pairs else codes.copy()
+    for st, operands in plan.stages:
+        mul = np.tile(codes, 256) if operands is not None else st.mul_operand
+        x = sdp.x_stage(x, st, st.alu_operand, mul, inplace=True)
+    out, sat = sdp.convert_launches(x.reshape(-1, 1, 1, 1), *plan.cvt, 1)
+    table = (out.reshape(-1).astype(np.int16) & 0xFF) | (np.asarray(sat, np.int16) << 8)
+    return table.reshape(256, 256) if pairs else table
 
 
 #: fewest channels of a convolution that :func:`conv_sums` runs with packed weights: a
