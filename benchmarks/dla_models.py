@@ -29,7 +29,9 @@ weighs on all of them alike:
   match).
 
 Goals (issue 9): ``nvdla`` / ort fp32 <= 1.5 for resnet18_cifar, <= 3.0 for
-mobilenet_v2 and yolox_nano.  ``--ops N`` times a chain of N small
+mobilenet_v2 and yolox_nano.  ``--batch N`` times one run of a batch of N samples
+against the N samples one by one, for models whose batch is not fixed at 1 (goal:
+no slower).  ``--ops N`` times a chain of N small
 conv+SDP operations (1x1, 8 -> 8 channels, 4x4) in one loadable and prints the
 fixed cost per operation (goal <= 0.1 ms).  ``--rss N`` runs N inferences of
 each model, each in a fresh process (what an earlier model freed would hide
@@ -192,6 +194,30 @@ def bench_model(name: str, preset: str, repeat: int, tmp: Path) -> dict:
                 subgraphs=counts)
 
 
+def bench_batch(name: str, preset: str, n: int, repeat: int, tmp: Path) -> dict | str:
+    """One ``run`` of a batch of ``n`` samples against the same ``n`` samples one by one
+    (issue 46: no slower per sample); or why the model takes no batch."""
+    path, graph, calib, sample = _model_file(name, tmp)
+    shapes = {t: (n, *graph.tensors[t].shape[1:]) for t in graph.inputs}
+    try:
+        batched_graph = load_model(path, input_shapes=shapes)
+    except Exception as exc:                # a model whose batch is fixed at 1
+        return f"takes no batch of {n}: {exc}"
+    rng = np.random.default_rng(7)
+    feeds = [{t: (v + rng.normal(0, 0.1, v.shape)).astype(np.float32) for t, v in sample.items()}
+             for _ in range(n)]
+    batch = {t: np.concatenate([f[t] for f in feeds]) for t in graph.inputs}
+    table = calibrate(graph, calib, progress=False)
+    devices = [get_device("nvdla", preset=preset), get_device("cpu")]
+    with Executor(graph, devices, table) as one, \
+            Executor(batched_graph, [get_device("nvdla", preset=preset), get_device("cpu")],
+                     table) as many:
+        t = _medians({"one by one": lambda: [one.run(f) for f in feeds],
+                      "batch": lambda: many.run(batch)}, repeat)
+    return dict(model=name if name in MODELS else path.stem, n=n, ones=t["one by one"],
+                batch=t["batch"])
+
+
 def _conv_chain(n: int) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     nodes, inits, t = [], [], "x"
@@ -241,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--ops", type=int, default=40, help="conv+SDP chain length (0: skip)")
     p.add_argument("--rss", type=int, default=0, help="inferences for the memory check")
+    p.add_argument("--batch", type=int, default=0,
+                   help="also time a batch of N samples in one run against N runs (0: skip)")
     args = p.parse_args(argv)
     for m in args.models:
         if m not in MODELS and not (m.endswith(".onnx") and Path(m).is_file()):
@@ -264,6 +292,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"{format(r['dla_part'] / r['int8'], '.2f') if r['int8'] else '-':>9s} "
                   f"{'<=' + format(goal, '.1f') if goal else '':>5s}   {r['subgraphs']}",
                   flush=True)
+        for name in args.models if args.batch > 1 else ():
+            r = bench_batch(name, args.preset, args.batch, max(3, args.repeat // 4), tmp)
+            if isinstance(r, str):
+                print(f"batch {name}: {r}", flush=True)
+                continue
+            print(f"batch {r['model']}: {r['n']} samples in one run {r['batch'] * 1e3:.1f} ms, "
+                  f"one by one {r['ones'] * 1e3:.1f} ms; batch / one by one "
+                  f"{r['batch'] / r['ones']:.2f} (goal <= 1.0)", flush=True)
         if args.ops:
             per, whole = bench_ops(args.ops, args.preset, args.repeat, tmp)
             print(f"fixed cost of one small conv+SDP op: {per * 1e3:.3f} ms "
