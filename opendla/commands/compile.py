@@ -104,13 +104,54 @@ def estimated_cycles(cfg: Any, op: Any) -> int:
     return perf.dma_cycles(cfg, src + dst)
 
 
+class _CountingBackend:
+    """A register backend that only counts the writes it is given."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def write_reg(self, address: int, value: int) -> None:
+        self.writes += 1
+
+    def read_reg(self, address: int) -> int:
+        return 0
+
+
+def lut_loads(compiled: Any) -> tuple[int, int]:
+    """``(operations that load a lookup table, CSB writes the loads take)``: each unit has
+    one LUT, so the firmware writes an op's table (both tables' entries through the access
+    port, then its configuration) before the op, as :func:`accel.runtime.fw_lut.load`
+    does, whose writes are counted here."""
+    from accel.compiler.engine import CdpOp, ConvOp, SdpOp
+    from accel.loadable.descriptors import PRECISION_INT8
+    from accel.runtime import fw_lut
+    from accel.runtime.regwriter import RegWriter
+
+    loads, backend = 0, _CountingBackend()
+    for op in compiled.ops:
+        lut, unit = None, "NVDLA_SDP"
+        if isinstance(op, CdpOp):
+            lut, unit = op.lut, "NVDLA_CDP"
+        elif isinstance(op, SdpOp):
+            lut = op.program.lut
+        elif isinstance(op, ConvOp):
+            lut = op.sdp.lut
+        if lut is not None:
+            loads += 1
+            fw_lut.load(RegWriter(backend), unit, lut, PRECISION_INT8, op.name)
+    return loads, backend.writes
+
+
 def loadable_summary(cfg: Any, compiled: Any) -> dict[str, Any]:
-    """Operations by engine and estimated cycles of one compiled subgraph."""
+    """Operations by engine, estimated cycles and lookup-table loads of one compiled
+    subgraph."""
     engines: dict[str, int] = {}
     for row in compiled.summary():
         engines[row["engine"]] = engines.get(row["engine"], 0) + 1
+    loads, writes = lut_loads(compiled)
     return {"operations": len(compiled.ops), "by_engine": engines,
-            "estimated_cycles": sum(estimated_cycles(cfg, op) for op in compiled.ops)}
+            "estimated_cycles": sum(estimated_cycles(cfg, op) for op in compiled.ops),
+            "lut_loads": loads, "lut_register_writes": writes}
 
 
 def missing_calibration(subgraphs: list[Any], table: dict[str, Any]) -> list[str]:
@@ -189,6 +230,9 @@ def run(args: argparse.Namespace) -> int:
               + ", ".join(f"{k} {v:,}" for k, v in dram.items())
               + f" (activations without buffer reuse: {r['activations_without_reuse']:,})")
         print(f"    estimated {r['estimated_cycles']:,} cycles per sample")
+        if r["lut_loads"]:
+            print(f"    {r['lut_loads']} lookup-table loads before their operations: "
+                  f"{r['lut_register_writes']:,} register writes")
         if args.verbose:
             print(format_table(r["layers"]))
     if results and not args.verbose:

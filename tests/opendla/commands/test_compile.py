@@ -133,3 +133,39 @@ def test_input_shape_errors(tmp_path, calib, capsys):
 def test_missing_calib_file(tmp_path, capsys):
     assert main(["compile", LENET, "--calib", str(tmp_path / "nope.json")]) == 2
     assert "cannot read calibration table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("preset, writes", [
+    # the firmware's load (accel/runtime/fw_lut.py): S_LUT_ACCESS_CFG and 65 LE entries,
+    # S_LUT_ACCESS_CFG and 257 LO entries, S_LUT_CFG, S_LUT_INFO, the two tables' start
+    # and end (CDP: a LOW and a HIGH register each, SDP: one), two slope scales and two
+    # slope shifts
+    ("nv_small", 2 + 65 + 257 + 2 + 4 * 2 + 4),      # the CDP's table
+    ("nv_large", 2 + 65 + 257 + 2 + 4 * 1 + 4),      # the SDP's Y stage
+])
+def test_compile_counts_the_lookup_table_loads(preset, writes, tmp_path, capsys):
+    """Two SiLUs: two tables loaded, each before its operation (one LUT per unit)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(2):
+        inits.append(numpy_helper.from_array(
+            rng.normal(0, 0.3, (8, 8, 3, 3)).astype(np.float32), f"w{i}"))
+        nodes += [helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Sigmoid", [f"c{i}"], [f"s{i}"]),
+                  helper.make_node("Mul", [f"c{i}", f"s{i}"], [f"y{i}"])]
+        x = f"y{i}"
+    graph = helper.make_graph(nodes, "silus", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 8, 6, 6])], [helper.make_tensor_value_info(
+            x, TensorProto.FLOAT, [1, 8, 6, 6])], inits)
+    model = tmp_path / "silus.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    table = calibrate(load_model(model), [{"x": rng.normal(size=(1, 8, 6, 6)).astype(
+        np.float32)} for _ in range(2)], progress=False)
+    save_table(table, tmp_path / "t.json")
+    assert main(["compile", str(model), "--calib", str(tmp_path / "t.json"), "--preset",
+                 preset, "-o", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert f"    2 lookup-table loads before their operations: {2 * writes:,} register " \
+           f"writes" in text, text
