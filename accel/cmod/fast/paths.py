@@ -319,9 +319,10 @@ class FastPaths:
         """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op reading
         memory whose result is a function of its int8 input alone (every operand a
         register value: HardSwish's gate, a scale and offset of the whole layer) or of
-        its input and one int8 operand cube it multiplies by in X1 (HardSwish's and a
-        squeeze-excite's products): the plain model's arithmetic (:func:`accel.cmod.sdp.
-        x_stage` and the converter) on all 256 values or 65536 pairs, kept per plan, and
+        its input and one int8 operand X1 multiplies by, per element or per channel
+        (HardSwish's product, a squeeze-excite's channel gates): the plain model's
+        arithmetic (:func:`accel.cmod.sdp.x_stage` and the converter) on all 256 values
+        or 65536 pairs, kept per plan, and
         a lookup per element.  None for any other op, or cubes whose atoms leave their
         regions."""
         (st, reads), (st2, reads2) = plan.stages
@@ -333,20 +334,25 @@ class FastPaths:
                 return None
         elif not (not st.bypass and not st.mul_bypass and st.mul_src_mem and not st.prelu
                   and (st.alu_bypass or not st.alu_src_mem) and reads.nbytes == 1
-                  and reads.comps == (sdp_rdma.USE_MUL,) and reads.grid is not None):
+                  and reads.comps == (sdp_rdma.USE_MUL,)):
             return None
         base, line, surf = plan.src
         x = self._packed_cube(base, plan.c_pad // atom, plan.h, plan.w, line, surf)
         if x is None:
             return None
         operand = None
-        if reads is not None:
+        if reads is not None and reads.grid is not None:          # one per element
             (surfaces, lanes, h, w), (r_surf, lane, r_line, pixel) = reads.grid
             if lanes != atom or lane != 1 or pixel != atom or (h, w) != (plan.h, plan.w):
                 return None
             operand = self._packed_cube(reads.base, surfaces, h, w, r_line, r_surf)
             if operand is None or operand.shape != x.shape:
                 return None
+        elif reads is not None:                                   # one per channel
+            if reads.offsets.shape != (plan.c_pad, 1, 1):
+                return None
+            per_channel = reads.read(self.dram)[sdp_rdma.USE_MUL].astype(np.int8)
+            operand = np.broadcast_to(per_channel.reshape(x.shape[0], 1, 1, atom), x.shape)
         hit = self.sdp_tables.lookup(id(plan))
         if hit is None:     # the entry holds the plan: its id stays its own
             hit = self.sdp_tables.put(id(plan), (plan, _code_table(plan, reads is not None)))
