@@ -42,7 +42,7 @@ from accel.cmod.csb import GroupView
 from accel.cmod.cube import padded_channels, read_int8_raw, write_int8_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import UnsupportedError
-from accel.cmod.lut import LutRam, hit_counts, lookup_classes, lut_config
+from accel.cmod.lut import LUT_COUNTERS, LutRam, hit_counts, lookup_classes, lut_config
 from accel.cmod.perf import cdp_cycles
 from accel.cmod.records import OpRecord
 from accel.config import HwConfig
@@ -144,9 +144,7 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
                     "CDP_WDMA")
     regs, grp = g.regs, g.group
     regs.set_hw("D_OUT_SATURATION", saturated, grp)  # all lanes, as the cmod
-    for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
-                     ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
-                     ("D_PERF_LUT_LO_HIT", "lo_hit")):
+    for reg, key in LUT_COUNTERS:
         regs.set_hw(reg, counts[key], grp)
     return OpRecord("CDP", cdp_cycles(cfg, c_pad * h * w), (c, h, w),
                     {"lut": counts, "local_size": 2 * g("D_LRN_CFG", "NORMALZ_LEN") + 3})

@@ -259,6 +259,11 @@ def _exponential(x: np.ndarray, table: np.ndarray, start: int, end: int, offset:
     return res, under, over, hit
 
 
+#: the counter registers of a unit with a LUT (CDP, SDP) and the keys of its lookup's counts
+LUT_COUNTERS = (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
+                ("D_PERF_LUT_HYBRID", "hybrid"), ("D_PERF_LUT_LE_HIT", "le_hit"),
+                ("D_PERF_LUT_LO_HIT", "lo_hit"))
+
 #: the hit counter each looked-up value adds to (:func:`lookup_classes`' class numbers)
 CLASSES = ("uflow", "oflow", "le_hit", "lo_hit", "hybrid")
 

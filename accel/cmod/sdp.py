@@ -45,6 +45,7 @@ from accel.cmod.cube import (
 )
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError
+from accel.cmod.lut import LUT_COUNTERS
 from accel.cmod.perf import sdp_cycles
 from accel.cmod.records import OpRecord
 from accel.config import HwConfig
@@ -372,10 +373,7 @@ class SdpPlan:
             if lut_counts is not None:
                 rec.details["lut"] = lut_counts
                 if self.lut_perf:
-                    for reg, key in (("D_PERF_LUT_UFLOW", "uflow"), ("D_PERF_LUT_OFLOW", "oflow"),
-                                     ("D_PERF_LUT_HYBRID", "hybrid"),
-                                     ("D_PERF_LUT_LE_HIT", "le_hit"),
-                                     ("D_PERF_LUT_LO_HIT", "lo_hit")):
+                    for reg, key in LUT_COUNTERS:
                         g.regs.set_hw(reg, lut_counts[key], g.group)
         out, saturations = convert_inplace(x, *self.cvt, self.c, nonneg)
         return rec, self.deliver(dram, cfg, out), saturations

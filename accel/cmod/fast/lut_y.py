@@ -15,6 +15,8 @@ NVDLA trace with a Y LUT and the zoo's SiLU detectors fast and plain.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from accel.arith import shift_round_int
@@ -98,47 +100,113 @@ def _exponential(x, start, offset):
     return under, over, s, (u - (np.int64(1) << log)) << (FRAC - log)
 
 
-@njit(cache=True, nogil=True)
-def _lookup(x, out, le_tab, lo_tab, p):
-    """Fill ``out`` with the lookup of ``x`` (both flat int64); returns the counts of
-    under-, overflows, LE hits and LO hits."""
+@njit(inline="always")
+def lut_element(v, le_tab, lo_tab, p):
+    """The lookup of one value ``v``: ``(result, underflow, overflow, LE hit, LO hit)``
+    (``p``: :func:`params_array`)."""
     le_exp, u_lo, o_lo, h_lo, off, le_sel, lo_sel = p[0], p[1], p[2], p[3], p[4], p[5], p[6]
     le_start, le_end, lo_start, lo_end = p[7], p[8], p[9], p[10]
-    n_uflow = n_oflow = n_le = n_lo = 0
+    if le_exp:
+        le_u, le_o, le_a, le_f = _exponential(v, le_start, off)
+    else:
+        le_u, le_o, le_a, le_f = _linear(v, le_start, le_sel, 64)
+    lo_u, lo_o, lo_a, lo_f = _linear(v, lo_start, lo_sel, 256)
+    le_hit, lo_hit = not (le_u or le_o), not (lo_u or lo_o)
+    both_u, both_o = le_u and lo_u, le_o and lo_o
+    same = (not both_u) and (not both_o) and le_hit == lo_hit
+    use_lo = ((both_u and u_lo) or (both_o and o_lo) or (same and h_lo)
+              or ((not both_u) and (not both_o) and (not same) and lo_hit))
+    if use_lo:
+        addr, frac, uflow, oflow = lo_a, lo_f, lo_u, lo_o
+        y0, y1 = lo_tab[min(addr, 256)], lo_tab[min(addr + 1, 256)]
+    else:
+        addr, frac, uflow, oflow = le_a, le_f, le_u, le_o
+        y0, y1 = le_tab[min(addr, 64)], le_tab[min(addr + 1, 64)]
+    r = _sat32(_round_shift(y0 * (_FRAC_ONE - frac) + y1 * frac, FRAC))
+    if uflow or oflow:
+        # slope scale and shift: LE/LO x UFLOW/OFLOW at p[11 + 2 * (2 * lo + over)]
+        j = 11 + 2 * (2 * use_lo + oflow)
+        bias = 0
+        if uflow and not use_lo and le_exp and off > 0:
+            bias = np.int64(1) << (off & 31)
+        edge = (lo_end if oflow else lo_start) if use_lo else (le_end if oflow else le_start)
+        c = _sat32(_signed_shift((v - (bias + edge)) * p[j], p[j + 1]))
+        r = _sat32(y0 + c)
+    return r, uflow, oflow, le_hit, lo_hit
+
+
+#: values a :class:`YTable` holds the lookup of: ``-HALF .. HALF - 1``.  The compiler
+#: scales a Y stage's input into a few hundred values (yolox_nano_silu's span -321..176)
+HALF = 1 << 15
+
+
+class YTable(NamedTuple):
+    """A LUT and its lookup of every value in ``-HALF .. HALF - 1``, each with its
+    counter bits (1 underflow, 2 overflow, 4 LE hit, 8 LO hit): an input whose values
+    all lie there is looked up in it."""
+
+    params: np.ndarray        # :func:`params_array`
+    le: np.ndarray            # entries, int64
+    lo: np.ndarray
+    values: np.ndarray        # int64 [2 * HALF]
+    flags: np.ndarray         # int8 [2 * HALF]
+
+
+@njit(cache=True, nogil=True)
+def _lookup(x, out, flags, le_tab, lo_tab, p):
+    """Fill ``out`` with the lookup of ``x`` (flat int64) and ``flags`` with each one's
+    counter bits (1 underflow, 2 overflow, 4 LE hit, 8 LO hit)."""
     for i in range(x.size):
-        v = x[i]
-        if le_exp:
-            le_u, le_o, le_a, le_f = _exponential(v, le_start, off)
-        else:
-            le_u, le_o, le_a, le_f = _linear(v, le_start, le_sel, 64)
-        lo_u, lo_o, lo_a, lo_f = _linear(v, lo_start, lo_sel, 256)
-        le_hit, lo_hit = not (le_u or le_o), not (lo_u or lo_o)
-        both_u, both_o = le_u and lo_u, le_o and lo_o
-        same = (not both_u) and (not both_o) and le_hit == lo_hit
-        use_lo = ((both_u and u_lo) or (both_o and o_lo) or (same and h_lo)
-                  or ((not both_u) and (not both_o) and (not same) and lo_hit))
-        if use_lo:
-            addr, frac, uflow, oflow = lo_a, lo_f, lo_u, lo_o
-            y0, y1 = lo_tab[min(addr, 256)], lo_tab[min(addr + 1, 256)]
-        else:
-            addr, frac, uflow, oflow = le_a, le_f, le_u, le_o
-            y0, y1 = le_tab[min(addr, 64)], le_tab[min(addr + 1, 64)]
-        r = _sat32(_round_shift(y0 * (_FRAC_ONE - frac) + y1 * frac, FRAC))
-        if uflow or oflow:
-            # slope scale and shift: LE/LO x UFLOW/OFLOW at p[11 + 2 * (2 * lo + over)]
-            j = 11 + 2 * (2 * use_lo + oflow)
-            bias = 0
-            if uflow and not use_lo and le_exp and off > 0:
-                bias = np.int64(1) << (off & 31)
-            edge = (lo_end if oflow else lo_start) if use_lo else (le_end if oflow else le_start)
-            c = _sat32(_signed_shift((v - (bias + edge)) * p[j], p[j + 1]))
-            r = _sat32(y0 + c)
+        r, uflow, oflow, le_hit, lo_hit = lut_element(x[i], le_tab, lo_tab, p)
         out[i] = r
-        n_uflow += uflow
-        n_oflow += oflow
-        n_le += le_hit
-        n_lo += lo_hit
-    return n_uflow, n_oflow, n_le, n_lo
+        flags[i] = uflow | (oflow << 1) | (le_hit << 2) | (lo_hit << 3)
+
+
+@njit(cache=True, nogil=True)
+def _from_table(x, out, histogram, t_values, t_flags):
+    """:func:`_lookup` of ``x`` whose every value the table holds, counting the lanes of
+    each value of the counter bits into ``histogram`` (a loop with no lookup of its own
+    in it: a call to one in the same loop, even untaken, slows every element down some
+    fifty-fold)."""
+    for i in range(x.size):
+        j = x[i] + HALF
+        out[i] = t_values[j]
+        histogram[t_flags[j]] += 1
+
+
+def counters(counts, total: int) -> dict[str, int]:
+    """The LUT counters from the counts of under-, overflows, LE and LO hits among
+    ``total`` values (the rest are hybrids, as the cmod writes them: mod 2**32)."""
+    out = {k: int(v) for k, v in zip(("uflow", "oflow", "le_hit", "lo_hit"), counts,
+                                       strict=True)}
+    out["hybrid"] = (total - sum(out.values())) & 0xFFFFFFFF
+    return out
+
+
+def per_counter(histogram: np.ndarray) -> list[int]:
+    """Under-, overflows, LE and LO hits from how many lanes had each of the 16 values of
+    the counter bits."""
+    return [int(histogram[[b for b in range(16) if b & bit]].sum()) for bit in (1, 2, 4, 8)]
+
+
+def bit_counts(flags: np.ndarray) -> list[int]:
+    """Under-, overflows, LE and LO hits among the counter bits ``flags``."""
+    return per_counter(np.bincount(flags.reshape(-1).view(np.uint8), minlength=16))
+
+
+def y_table(ram: LutRam, g) -> YTable:
+    """The lookup of every value of ``-HALF .. HALF - 1`` with the LUT ``ram`` and the
+    registers of ``g`` (kept by the speed layer: a few ms to make)."""
+    params, (le, lo) = params_array(lut_params(g)), tables(ram)
+    values = np.arange(-HALF, HALF, dtype=np.int64)
+    out, flags = np.empty_like(values), np.empty(values.size, dtype=np.int8)
+    _lookup(values, out, flags, le, lo, params)
+    return YTable(params, le, lo, out, flags)
+
+
+def tables(ram: LutRam) -> tuple[np.ndarray, np.ndarray]:
+    """The LE and LO entries as the compiled loops read them (int64)."""
+    return ram.le.astype(np.int64), ram.lo.astype(np.int64)
 
 
 def params_array(p: LutConfig) -> np.ndarray:
@@ -150,15 +218,20 @@ def params_array(p: LutConfig) -> np.ndarray:
                      p.lo_oflow_shift], dtype=np.int64)
 
 
-def lookup(x: np.ndarray, ram: LutRam, g) -> tuple[np.ndarray, dict]:
+def lookup(x: np.ndarray, ram: LutRam, g, table: YTable | None = None
+           ) -> tuple[np.ndarray, dict]:
     """:func:`accel.cmod.sdp_y.lookup` of int64 ``x`` with the LUT ``ram`` and the
-    registers of ``g``, in one compiled pass."""
+    registers of ``g``, in one compiled pass (through ``table``, :func:`y_table` of the
+    same LUT and registers, when given)."""
     flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
     out = np.empty_like(flat)
-    uflow, oflow, le_hit, lo_hit = _lookup(flat, out, ram.le.astype(np.int64),
-                                           ram.lo.astype(np.int64),
-                                           params_array(lut_params(g)))
-    counts = {"uflow": int(uflow), "oflow": int(oflow), "le_hit": int(le_hit),
-              "lo_hit": int(lo_hit)}
-    counts["hybrid"] = (flat.size - sum(counts.values())) & 0xFFFFFFFF
-    return out.reshape(x.shape), counts
+    if table is not None and flat.size and -HALF <= flat.min() and flat.max() < HALF:
+        histogram = np.zeros(16, dtype=np.int64)
+        _from_table(flat, out, histogram, table.values, table.flags)
+        return out.reshape(x.shape), counters(per_counter(histogram), flat.size)
+    flags = np.empty(flat.size, dtype=np.int8)
+    if table is not None:
+        _lookup(flat, out, flags, table.le, table.lo, table.params)
+    else:
+        _lookup(flat, out, flags, *tables(ram), params_array(lut_params(g)))
+    return out.reshape(x.shape), counters(bit_counts(flags), flat.size)

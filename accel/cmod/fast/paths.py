@@ -69,12 +69,16 @@ class FastPaths:
         self.books: BoundedCache = BoundedCache("convolution records", MAX_ENTRIES)
         self.cdp_tables: BoundedCache = BoundedCache("CDP code tables", MAX_ENTRIES)
         self.sdp_tables: BoundedCache = BoundedCache("SDP code tables", MAX_ENTRIES)
+        self.y_tables: BoundedCache = BoundedCache("Y LUT tables", MAX_ENTRIES)
         cdp_regs = dla.regs["NVDLA_CDP"]
         # the LUT's single registers (its ranges, index selects, slopes), not its access port
         self._cdp_lut_key = itemgetter(*(reg.offset for name, reg in cdp_regs.unit.registers
                                          .items() if name.startswith("S_LUT_")
                                          and not name.startswith("S_LUT_ACCESS")))
         sdp_regs = dla.regs["NVDLA_SDP"]
+        self._sdp_lut_key = itemgetter(*(reg.offset for name, reg in sdp_regs.unit.registers
+                                         .items() if name.startswith("S_LUT_")
+                                         and not name.startswith("S_LUT_ACCESS")))
         self._sdp_mode_key = itemgetter(*(sdp_regs.unit.registers[name].offset
                                           for name in SDP_MODE_REGISTERS))
         #: learned replays compute runs of independent convolutions together
@@ -84,7 +88,7 @@ class FastPaths:
     def caches(self) -> list[BoundedCache]:
         """Every cache, for their hit and miss counts."""
         return [self.plans, self.sdp_modes, self.raw_weights, self.matrices, self.posts,
-                self.batches, self.books, self.cdp_tables, self.sdp_tables]
+                self.batches, self.books, self.cdp_tables, self.sdp_tables, self.y_tables]
 
     # --- kept decodes ----------------------------------------------------------------
     def plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
@@ -175,10 +179,19 @@ class FastPaths:
             hit = self.cdp_tables.put(key, cdp.code_table(g, ram))
         return hit
 
-    @staticmethod
-    def lut_lookup(x: np.ndarray, ram, g) -> tuple[np.ndarray, dict]:
+    def lut_lookup(self, x: np.ndarray, ram, g) -> tuple[np.ndarray, dict]:
         """The SDP Y stage's lookup in one compiled pass (:mod:`accel.cmod.fast.lut_y`)."""
-        return lut_y.lookup(x, ram, g)
+        return lut_y.lookup(x, ram, g, self.y_table(g, ram))
+
+    def y_table(self, g, ram) -> lut_y.YTable:
+        """:func:`accel.cmod.fast.lut_y.y_table` of the SDP's LUT ``ram`` and registers, kept
+        by the LUT's registers and entries (each op loads its table: the entries are
+        compared, not a version of them)."""
+        key = (self._sdp_lut_key(g.regs.stores()[0]), ram.le.tobytes(), ram.lo.tobytes())
+        hit = self.y_tables.lookup(key)
+        if hit is None:
+            hit = self.y_tables.put(key, lut_y.y_table(ram, g))
+        return hit
 
     # --- convolution -----------------------------------------------------------------
     def conv_sums(self, raw: np.ndarray, plan: conv.ConvPlan, x: np.ndarray,

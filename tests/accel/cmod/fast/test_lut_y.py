@@ -1,5 +1,6 @@
-"""The speed layer's compiled Y LUT (``fast.lut_y``) gives the plain lookup's results
-and counters (``sdp_y.lookup``, itself checked by hand in ``tests/accel/cmod/test_sdp_y.py``)
+"""The speed layer's compiled Y LUT (``fast.lut_y``), directly and through its table
+of the values around 0, gives the plain lookup's results and counters
+(``sdp_y.lookup``, itself checked by hand in ``tests/accel/cmod/test_sdp_y.py``)
 on values around every edge, for linear and exponential tables, positive, negative and
 over-wide index selects, every priority and signed slope shifts."""
 
@@ -71,9 +72,12 @@ def test_the_compiled_lookup_is_the_plain_one(name):
     g = _group(**regs)
     x = _values(rng, regs).reshape(1, 1, -1)
     want, want_counts = lookup(x, ram, g)
-    got, got_counts = lut_y.lookup(x, ram, g)
-    assert got.shape == want.shape
-    assert np.array_equal(got, want), np.flatnonzero(got != want)[:10]
-    assert got_counts == want_counts
+    table = lut_y.y_table(ram, g)       # values inside its window and outside it
+    for got, got_counts in (lut_y.lookup(x, ram, g), lut_y.lookup(x, ram, g, table)):
+        assert got.shape == want.shape
+        assert np.array_equal(got, want), np.flatnonzero(got != want)[:10]
+        assert got_counts == want_counts
+    window = np.arange(-lut_y.HALF, lut_y.HALF, dtype=np.int64)
+    assert np.array_equal(table.values, lookup(window, ram, g)[0])
     if name in ("linear", "negative_select"):     # every kind of element is in the sample
         assert min(want_counts[k] for k in ("uflow", "oflow", "le_hit", "lo_hit")) > 0
