@@ -6,9 +6,9 @@ passes (:mod:`accel.cmod.cacc`, :mod:`accel.cmod.sdp`).  A ``Dla(fast=True)``
 asks its :class:`FastPaths` instead, at the few points where that is slow:
 
 * decoded ops, SDP modes, weight bytes, weight matrices, compiled SDP passes,
-  batch inputs, convolution records and the CDP's tables of codes are kept (each in a
-  :class:`~accel.cmod.fast.cache.BoundedCache`, valid while the registers or the
-  memory they come from are unchanged);
+  batch inputs, convolution records and the lookup tables of CDP and SDP ops are
+  kept (each in a :class:`~accel.cmod.fast.cache.BoundedCache`, valid while the
+  registers or the memory they come from are unchanged);
 * sums of products go to the integer GEMM engine (:mod:`accel.cmod.fast.gemm`), the
   taps of a depthwise layer to their own loops (:mod:`accel.cmod.fast.depthwise`),
   large 1x1 convolutions pixel by pixel;
@@ -70,15 +70,9 @@ class FastPaths:
         self.cdp_tables: BoundedCache = BoundedCache("CDP code tables", MAX_ENTRIES)
         self.sdp_tables: BoundedCache = BoundedCache("SDP code tables", MAX_ENTRIES)
         self.y_tables: BoundedCache = BoundedCache("Y LUT tables", MAX_ENTRIES)
-        cdp_regs = dla.regs["NVDLA_CDP"]
-        # the LUT's single registers (its ranges, index selects, slopes), not its access port
-        self._cdp_lut_key = itemgetter(*(reg.offset for name, reg in cdp_regs.unit.registers
-                                         .items() if name.startswith("S_LUT_")
-                                         and not name.startswith("S_LUT_ACCESS")))
+        self._cdp_lut_key = _lut_registers(dla.regs["NVDLA_CDP"])
         sdp_regs = dla.regs["NVDLA_SDP"]
-        self._sdp_lut_key = itemgetter(*(reg.offset for name, reg in sdp_regs.unit.registers
-                                         .items() if name.startswith("S_LUT_")
-                                         and not name.startswith("S_LUT_ACCESS")))
+        self._sdp_lut_key = _lut_registers(sdp_regs)
         self._sdp_mode_key = itemgetter(*(sdp_regs.unit.registers[name].offset
                                           for name in SDP_MODE_REGISTERS))
         #: learned replays compute runs of independent convolutions together
@@ -158,9 +152,8 @@ class FastPaths:
                    ) -> tuple:
         """``count(plan, *run)``, the cycles, MAC atoms, shapes and CBUF record of a
         convolution: the same for every run of ``plan`` that fetched and reused the same
-        (``run``), kept per
-        plan (the entry holds it) and shared by the records of those runs (records are
-        read, not modified)."""
+        (``run``), kept per plan (the entry holds it) and shared by the records of those
+        runs (records are read, not modified)."""
         key = (id(plan), *run)
         hit = self.books.lookup(key)
         if hit is None:
@@ -335,9 +328,8 @@ class FastPaths:
         its input and one int8 operand X1 multiplies by, per element or per channel
         (HardSwish's product, a squeeze-excite's channel gates): the plain model's
         arithmetic (:func:`accel.cmod.sdp.x_stage` and the converter) on all 256 values
-        or 65536 pairs, kept per plan, and
-        a lookup per element.  None for any other op, or cubes whose atoms leave their
-        regions."""
+        or 65536 pairs, kept per plan, and a lookup per element.  None for any other op,
+        or cubes whose atoms leave their regions."""
         (st, reads), (st2, reads2) = plan.stages
         if reads2 is not None or not _registers_only(st2):
             return None
@@ -393,6 +385,13 @@ class FastPaths:
         view = self.dram.strided(base, (surfaces, h, w, atom), (surf, line, atom, 1),
                                  sdp_rdma.UNIT)
         return None if view is None else view.view(np.int8)
+
+
+def _lut_registers(regs) -> Callable[[dict], tuple]:
+    """The values of a unit's LUT registers (its ranges, index selects, slopes; not its
+    access port) from the store of its single registers."""
+    return itemgetter(*(reg.offset for name, reg in regs.unit.registers.items()
+                        if name.startswith("S_LUT_") and not name.startswith("S_LUT_ACCESS")))
 
 
 def _registers_only(st: sdp.StageConfig) -> bool:
