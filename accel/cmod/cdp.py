@@ -39,13 +39,14 @@ import numpy as np
 
 from accel.arith import saturate, shift_round, sign_extend
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import padded_channels, read_int8_raw, write_int8_cube
+from accel.cmod.cube import padded_channels, read_int8_raw, write_int8_cube, write_packed_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import UnsupportedError
 from accel.cmod.lut import LUT_COUNTERS, LutRam, hit_counts, lookup_classes, lut_config
 from accel.cmod.perf import cdp_cycles
 from accel.cmod.records import OpRecord
 from accel.config import HwConfig
+from accel.jit import njit
 
 UNIT = "CDP"
 HALO = 4  # channels of context on each side: (9 - 1) / 2
@@ -108,6 +109,41 @@ def code_table(g: GroupView, ram: LutRam) -> CodeTable:
     return CodeTable(out.astype(np.int8), sat, cls)
 
 
+def _run_codes(dram: Dram, table: CodeTable, c: int, h: int, w: int, atom: int, in_off: int,
+               src: tuple[int, int, int], dst: tuple[int, int, int]) -> np.ndarray | None:
+    """Write the ``c x h x w`` cube at ``src`` (base, line and surface strides) through
+    ``table`` at ``dst``, whole atoms as memory holds them (the padded lanes as the code
+    ``in_off``); return how many lanes held each code (``[256]``, ``-128`` first), or
+    None when the source's atoms leave its region (the caller's read then names the
+    address)."""
+    surfaces = -(-c // atom)
+    x = dram.strided(src[0], (surfaces, h, w, atom), (src[2], src[1], atom, 1), "CDP_RDMA")
+    if x is None:
+        return None
+    out = np.empty(x.shape, dtype=np.uint8)
+    uses = np.zeros(256, dtype=np.int64)
+    _codes_packed(x, table.out.view(np.uint8), c, in_off + 128, out, uses)
+    write_packed_cube(dram, dst[0], out.view(np.int8), dst[1], dst[2], "CDP_WDMA")
+    return uses
+
+
+@njit(cache=True, nogil=True)
+def _codes_packed(x, table, c, pad_code, out, uses):
+    """``out = table[code]`` per lane of ``x`` (uint8 ``[S, H, W, atom]``, channel-packed
+    as memory holds it, any strides; a byte ``b`` is the code ``b ^ 0x80`` of ``table``'s
+    order), each lane past channel ``c`` as the code ``pad_code``; ``uses[code]`` counts
+    the lanes that held it."""
+    surfaces, h, w, atom = x.shape
+    for s in range(surfaces):
+        lanes = min(c - s * atom, atom)             # lanes holding channels: the rest pad
+        for y in range(h):
+            for p in range(w):
+                for j in range(atom):
+                    code = (np.int32(x[s, y, p, j]) ^ 0x80) if j < lanes else pad_code
+                    out[s, y, p, j] = table[code]
+                    uses[code] += 1
+
+
 def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
         per_code: bool = False,
         tables: Callable[[GroupView, LutRam], CodeTable] | None = None) -> OpRecord:
@@ -123,25 +159,24 @@ def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
     a = cfg.atom_size
     c_pad = padded_channels(c, a)
     base = rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH")
-    x = read_int8_raw(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
-                      rdma("D_SRC_SURFACE_STRIDE"), "CDP_RDMA")
     in_off = int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8))
+    dst = (g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), g("D_DST_LINE_STRIDE"),
+           g("D_DST_SURFACE_STRIDE"))
+    uses = None
     if per_code and g("D_FUNC_BYPASS", "SQSUM_BYPASS"):
-        lanes = x.astype(np.intp)          # (numpy indexes and counts intp fastest)
-        lanes[c:] = in_off
-        lanes += 128                                          # each lane's code, 0..255
-        uses = np.bincount(lanes.ravel(), minlength=256)
         table = (tables or code_table)(g, ram)
-        out, saturated = np.take(table.out, lanes), int(uses[table.saturated].sum())
-        counts = hit_counts(table.classes, uses)
+        uses = _run_codes(dram, table, c, h, w, a, in_off,
+                          (base, rdma("D_SRC_LINE_STRIDE"), rdma("D_SRC_SURFACE_STRIDE")), dst)
+    if uses is not None:
+        saturated, counts = int(uses[table.saturated].sum()), hit_counts(table.classes, uses)
     else:
+        x = read_int8_raw(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
+                          rdma("D_SRC_SURFACE_STRIDE"), "CDP_RDMA")
         ext = np.full((c_pad + 2 * HALO, h, w), in_off, dtype=np.int64)
         ext[HALO:HALO + c] = x[:c]                          # as int64
         out, sat, cls = _datapath(g, ram, ext, c_pad)
         saturated, counts = int(np.count_nonzero(sat)), hit_counts(cls)
-    dst = g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
-    write_int8_cube(dram, dst, out, a, g("D_DST_LINE_STRIDE"), g("D_DST_SURFACE_STRIDE"),
-                    "CDP_WDMA")
+        write_int8_cube(dram, dst[0], out, a, dst[1], dst[2], "CDP_WDMA")
     regs, grp = g.regs, g.group
     regs.set_hw("D_OUT_SATURATION", saturated, grp)  # all lanes, as the cmod
     for reg, key in LUT_COUNTERS:
