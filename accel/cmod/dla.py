@@ -322,15 +322,16 @@ class Dla:
                                   csc.im2col(x, geo_run))
         else:
             sums = fast.conv_sums(raw, plan, x, geo_run)
-        if fast is not None and not plan.sdp.y_stage:
-            cacc_sat, rec, streamed, sdp_sat = fast.conv_post(plan, sums)
+        y_group = self._y_group(plan.sdp, needs_rdma)
+        post = fast.conv_post(plan, sums, y_group) if fast is not None else None
+        if post is not None:
+            cacc_sat, rec, streamed, sdp_sat = post
         else:
             terms = psum_terms(plan)
             out, cacc_sat = cacc.clip_truncate(cacc.accumulate(sums.astype(np.int64, copy=False),
                                                                terms), plan.truncate, terms)
             rec, streamed, sdp_sat = plan.sdp.execute(
-                self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w),
-                y_group=self._y_group(plan.sdp, needs_rdma))
+                self.dram, self.cfg, out.reshape(geo.k, geo.out_h, geo.out_w), y_group=y_group)
         return ConvDone(cacc_sat, rec, sdp_sat, streamed, raw, data, in_shape, in_bytes,
                         kept_data is not None, kept_w is not None, note)
 

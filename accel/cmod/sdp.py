@@ -371,12 +371,17 @@ class SdpPlan:
             x, lut_counts = sdp_y.y_stage(x, g, rdma, dram, cfg, lut, lookup)
             nonneg = False
             if lut_counts is not None:
-                rec.details["lut"] = lut_counts
-                if self.lut_perf:
-                    for reg, key in LUT_COUNTERS:
-                        g.regs.set_hw(reg, lut_counts[key], g.group)
+                self.lut_counted(rec, g, lut_counts)
         out, saturations = convert_inplace(x, *self.cvt, self.c, nonneg)
         return rec, self.deliver(dram, cfg, out), saturations
+
+    def lut_counted(self, rec: OpRecord, g: GroupView, counts: dict[str, int]) -> None:
+        """Put the Y stage's LUT counters ``counts`` in the record ``rec`` and, when the
+        op counts them, in the registers of its group ``g``."""
+        rec.details["lut"] = counts
+        if self.lut_perf:
+            for reg, key in LUT_COUNTERS:
+                g.regs.set_hw(reg, counts[key], g.group)
 
     def record(self, flying: bool) -> OpRecord:
         """The op's record (the Y stage's lookup counts are added by :meth:`execute`)."""

@@ -20,8 +20,11 @@ here), the operation order the one of the numpy form, which stays the
 reference: the tests run both on the same operations, saturating and rounding
 cases included, and compare every byte and counter.
 
-What it does not cover runs the numpy form: the Y stage (element-wise and LUT,
-which reads registers as it runs).
+A Y stage that is a LUT alone runs in the same pass through a table of the
+LUT's result on every value the compiler scales its inputs into
+(:class:`accel.cmod.fast.lut_y.YTable`); what the pass does not cover runs the
+numpy form: a Y stage with an element-wise multiply or add, or a value outside
+that table.
 """
 
 from __future__ import annotations
@@ -441,13 +444,21 @@ def _pack_atoms(block, count, out, first):
 
 
 @njit(cache=True, nogil=True)
-def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat):
+def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat,
+          y_values, y_flags, y_histogram):
+    """The pass of :meth:`PostProcess.run_packed`; with a Y stage that is a LUT alone
+    (``y_values`` not empty), the LUT's result on each value as ``y_values[value +
+    half]`` (``half``: half its length), counting the lanes of each value of the
+    counter bits ``y_flags[value + half]`` into ``y_histogram``.  Returns 0, the outputs
+    unfinished, at the first value outside the table; else 1."""
     n, surfaces, points, atom = out.shape
     st0, st1 = stages[0], stages[1]
     a0, m0, a1, m1 = alu0.ravel(), mul0.ravel(), alu1.ravel(), mul1.ravel()
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
+    y_half = y_values.shape[0] // 2
     # the common case in one loop per channel: 32-bit sums, a per-channel X1, no X2
-    fusable = cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
+    fusable = (cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
+               and y_half == 0)
     chunk = min(points, CHUNK)
     row = np.empty(chunk, dtype=np.int64)
     block = np.empty((atom, chunk), dtype=np.int8)
@@ -492,6 +503,13 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                              m0, b * sm0[0] + ch * sm0[1] + first * sm0[2], sm0[2])
                     _x_stage(r, st1, a1, b * sa1[0] + ch * sa1[1] + first * sa1[2], sa1[2],
                              m1, b * sm1[0] + ch * sm1[1] + first * sm1[2], sm1[2])
+                    if y_half:
+                        for p in range(count):
+                            i = r[p] + y_half
+                            if i < 0 or i >= 2 * y_half:
+                                return 0
+                            r[p] = y_values[i]
+                            y_histogram[y_flags[i]] += 1
                     outside = 0
                     for p in range(count):    # a contiguous row: the loop runs as vector code
                         # (row - offset) * scale with the row (int32) times the 16-bit scale
@@ -503,10 +521,13 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                 _pack_atoms(block, count, out[b, surface], first)
         sat[b, 0] = cacc_sat
         sat[b, 1] = cvt_sat
+    return 1
 
 
 _NONE = np.zeros((1, 1, 1), dtype=np.int64)
 _NONE.flags.writeable = False
+#: no Y stage: :func:`_post`'s table and counter bits, empty
+_NO_Y, _NO_FLAGS = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8)
 
 
 def _as_operand(op) -> np.ndarray:
@@ -581,17 +602,34 @@ class PostProcess:
         ``acc``: ``[B, K, H*W]`` exact sums of products (float32, int32 or int64),
         through CACC; or with ``cacc`` False, the SDP's input ``[B, C_pad, H*W]`` (int8
         or int64) from memory."""
+        out, sat, _ = self._run(acc, cacc, _NO_Y, _NO_FLAGS)
+        return out, sat
+
+    def run_lut(self, acc: np.ndarray, values: np.ndarray, flags: np.ndarray, cacc: bool = True
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`run_packed` of operations whose Y stage is a LUT alone (no element-wise
+        multiply or add), its lookup of every value of ``-len(values) / 2 ...`` in
+        ``values`` (int64) with its counter bits in ``flags`` (int8: 1 underflow, 2
+        overflow, 4 LE hit, 8 LO hit; :class:`accel.cmod.fast.lut_y.YTable`): ``(outputs,
+        saturation counts, how many lanes had each of the 16 values of the counter
+        bits)``, or None when a value reaching the LUT lies outside the table."""
+        return self._run(acc, cacc, values, flags)
+
+    def _run(self, acc: np.ndarray, cacc: bool, values: np.ndarray, flags: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         n = acc.shape[0]
         c_pad, h, w = self.shape
         out = np.empty((n, c_pad // self.atom, h * w, self.atom), dtype=np.int8)
         sat = np.zeros((n, 2), dtype=np.int64)
+        histogram = np.zeros(16, dtype=np.int64)
         truncate, table, a0, m0, a1, m1, rows, c = self._args
         # sums of at most 32 bits (the integer engine's, or exact float32 ones) need no
         # 34-bit clip, and without a truncate no rounding or int32 saturation either
         narrow = acc.dtype in (np.int32, np.float32, np.int16, np.int8)
-        _post(acc, acc.shape[1], cacc, narrow, truncate, table, a0, m0, a1, m1, rows, c, out,
-              sat)
-        return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat
+        if not _post(acc, acc.shape[1], cacc, narrow, truncate, table, a0, m0, a1, m1, rows,
+                     c, out, sat, values, flags, histogram):
+            return None
+        return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat, histogram
 
     def run_pixels(self, acc: np.ndarray, out: np.ndarray | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:

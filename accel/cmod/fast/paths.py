@@ -192,14 +192,32 @@ class FastPaths:
         """:func:`conv_sums` of the weight bytes ``raw`` of ``plan`` over the cube ``x``."""
         return conv_sums(self.weight_matrix(raw, plan), x, geo)
 
-    def conv_post(self, plan: conv.ConvPlan, sums: np.ndarray
-                  ) -> tuple[int, OpRecord, np.ndarray | None, int]:
+    def conv_post(self, plan: conv.ConvPlan, sums: np.ndarray, y_group: tuple | None
+                  ) -> tuple[int, OpRecord, np.ndarray | None, int] | None:
         """``(CACC saturations, SDP record, output streamed to PDP, SDP saturations)`` of the
-        sums of a convolution without a Y stage, through the compiled pass."""
+        sums of a convolution through the compiled pass: one without a Y stage, or with a
+        Y stage that is a LUT alone (``y_group``: the SDP group and LUT, as
+        :meth:`~accel.cmod.dla.Dla._y_group` gives them) whose inputs all lie in the
+        LUT's table (:meth:`y_table`); None for any other."""
         sp = plan.sdp
-        y, sats = self.post_process(sp, plan.truncate).run_packed(sums[None])
-        return (int(sats[0, 0]), sp.pipeline_record(True), sp.deliver_packed(self.dram, y[0]),
-                int(sats[0, 1]))
+        post = self.post_process(sp, plan.truncate)
+        if not sp.y_stage:
+            y, sats = post.run_packed(sums[None])
+            rec = sp.pipeline_record(True)
+        else:
+            g, _, ram, _ = y_group
+            if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
+                    and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
+                return None
+            table = self.y_table(g, ram)
+            done = post.run_lut(sums[None], table.values, table.flags)
+            if done is None:
+                return None
+            y, sats, histogram = done
+            rec = sp.record(True)
+            sp.lut_counted(rec, g, lut_y.counters(lut_y.per_counter(histogram),
+                                                  sp.c_pad * sp.h * sp.w))
+        return (int(sats[0, 0]), rec, sp.deliver_packed(self.dram, y[0]), int(sats[0, 1]))
 
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                            note: str) -> ConvDone | None:

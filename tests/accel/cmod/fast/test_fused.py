@@ -16,9 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accel.cmod import cacc, sdp
+from accel.cmod import cacc, sdp, sdp_y
+from accel.cmod.fast import lut_y
 from accel.cmod.fast.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_packed
+from accel.cmod.lut import LutRam
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
+from tests.accel.cmod.fast.test_lut_y import CONFIGS as LUT_CONFIGS
+from tests.accel.cmod.fast.test_lut_y import SLOPES as LUT_SLOPES
+from tests.accel.cmod.fast.test_lut_y import sdp_group as lut_group
 
 I16 = st.integers(-(1 << 15), (1 << 15) - 1)
 
@@ -426,3 +431,51 @@ def test_element_wise_sum_only_for_its_program():
                   replace(base, mul_bypass=False, mul_src_mem=False, prelu=True)):
         with pytest.raises(ValueError, match="eltwise_packed"):
             eltwise_packed(pixels, pixels, other, (0, 1, 0), 8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 2), c=st.integers(1, 40),
+       atom=st.sampled_from([8, 32]), hw=st.tuples(st.integers(1, 3), st.integers(1, 4)),
+       config=st.sampled_from(sorted(LUT_CONFIGS)), reach=st.sampled_from([200, 1 << 15, 40000]),
+       data=st.data())
+def test_lut_alone_y_stage_equals_numpy_form(seed, n, c, atom, hw, config, reach, data):
+    """A Y stage that is a LUT alone, looked up through the table of the values around 0
+    inside the compiled pass: the numpy form's bytes, saturations and LUT counters
+    (:func:`accel.cmod.sdp_y.lookup`) whenever every value reaching the LUT lies in the
+    table, and None (the caller then runs the numpy form) when one does not."""
+    rng = np.random.default_rng(seed)
+    (h, w), c_pad = hw, -(-c // atom) * atom
+    draw = data.draw
+    stages = [_stage(draw, usual=True), _bypassed()]
+    stages[0] = replace(stages[0], mul_shift=draw(st.sampled_from([0, 1, 4])))
+    operands = [(int(rng.integers(-50, 50)), int(rng.integers(1, 4)), False), (0, 0, False)]
+    acc = rng.integers(-reach, reach, size=(n, c, h * w)).astype(np.int32)
+    cvt = (int(rng.integers(-100, 100)), int(rng.integers(-300, 300)), int(rng.integers(0, 9)))
+    ram = LutRam()
+    ram.le[:] = rng.integers(-32768, 32768, ram.le.size)
+    ram.lo[:] = rng.integers(-32768, 32768, ram.lo.size)
+    g = lut_group(**LUT_CONFIGS[config], **LUT_SLOPES)
+    table = lut_y.y_table(ram, g)
+    post = PostProcess(0, stages, operands, cvt, c, (c_pad, h, w), atom)
+    got = post.run_lut(acc, table.values, table.flags)
+    want, want_sats, in_table = [], [], True
+    for b in range(n):
+        x = np.zeros((c_pad, h, w), dtype=np.int64)      # disabled MAC cells deliver 0
+        x[:c] = acc[b].reshape(c, h, w)
+        for stg, (alu, mul, _) in zip(stages, operands, strict=True):
+            x = sdp.x_stage(x, stg, alu, mul)
+        in_table &= bool(-lut_y.HALF <= x.min() and x.max() < lut_y.HALF)
+        y, counts = sdp_y.lookup(x, ram, g)
+        out, sat = sdp.convert_inplace(y, *cvt, c)
+        want.append((out.astype(np.int8), counts))
+        want_sats.append(sat)
+    if not in_table:
+        assert got is None
+        return
+    packed, sats, histogram = got
+    planes = packed.transpose(0, 1, 4, 2, 3).reshape(n, c_pad, h, w)
+    if n == 1:              # the counters of one operation (the pass counts them together)
+        assert lut_y.counters(lut_y.per_counter(histogram), c_pad * h * w) == want[0][1]
+    for b in range(n):
+        np.testing.assert_array_equal(planes[b], want[b][0])
+        assert sats[b, 1] == want_sats[b]

@@ -16,7 +16,8 @@ from accel.cmod.sdp_y import lookup
 from accel.regs import UNITS
 
 
-def _group(**values):
+def sdp_group(**values):
+    """Group 0 of a fresh SDP register file holding ``values``."""
     regs = make_register_file()["NVDLA_SDP"]
     for name, value in values.items():
         regs.write(UNITS["NVDLA_SDP"].registers[name], value & 0xFFFFFFFF)
@@ -69,7 +70,7 @@ def test_the_compiled_lookup_is_the_plain_one(name):
     ram.le[:] = rng.integers(-32768, 32768, ram.le.size)
     ram.lo[:] = rng.integers(-32768, 32768, ram.lo.size)
     regs = {**CONFIGS[name], **SLOPES}
-    g = _group(**regs)
+    g = sdp_group(**regs)
     x = _values(rng, regs).reshape(1, 1, -1)
     want, want_counts = lookup(x, ram, g)
     table = lut_y.y_table(ram, g)       # values inside its window and outside it
