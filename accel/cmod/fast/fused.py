@@ -174,10 +174,39 @@ def _x1(x, m, am, shift):
 
 
 @njit(inline="always")
-def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
+def _lut_flags(f, counts):
+    """Add the counter bits ``f`` (1 underflow, 2 overflow, 4 LE hit, 8 LO hit) of
+    :class:`~accel.cmod.fast.lut_y.YTable` to ``counts``, four running sums."""
+    return (counts[0] + (f & 1), counts[1] + ((f >> 1) & 1), counts[2] + ((f >> 2) & 1),
+            counts[3] + ((f >> 3) & 1))
+
+
+@njit(inline="always")
+def _lut_row(r, y_values, y_flags, y_half, y_counts):
+    """The Y stage's LUT on ``r`` in place, the lookup of each value ``v`` as
+    ``y_values[v + y_half]`` with its counter bits ``y_flags[v + y_half]`` added to
+    ``y_counts`` (underflows, overflows, LE hits, LO hits); False at the first value
+    outside the table, ``r`` then unfinished."""
+    counts = (0, 0, 0, 0)
+    for p in range(r.shape[0]):
+        i = r[p] + y_half
+        if i < 0 or i >= 2 * y_half:
+            return False
+        r[p] = y_values[i]
+        counts = _lut_flags(y_flags[i], counts)
+    for j in range(4):
+        y_counts[j] += counts[j]
+    return True
+
+
+@njit(inline="always")
+def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_values, y_flags,
+                   y_half, y_counts):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
-    stage (``alu[ia]``, ``mul[im]``), a bypassed X2 and the converter on one channel in
-    one loop, int8 results into ``conv``; returns the converter's saturation count.
+    stage (``alu[ia]``, ``mul[im]``), a bypassed X2, the Y stage's LUT when ``y_half``
+    is not 0 (:func:`_lut_row`'s lookup) and the converter on one channel in one loop,
+    int8 results into ``conv``; returns the converter's saturation count, or -1 at the
+    first value outside the LUT's table.
 
     The same arithmetic as the row-by-row path, shortened where it cannot change a
     result: after the converter's identity (offset 0, scale 1, shift 0), the int32
@@ -188,7 +217,20 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv):
     lo = 0 if not st[RELU_BYPASS] else _I32_LO
     x_shift = st[SHIFT]
     outside = 0
-    if offset == 0 and scale == 1 and shift == 0:
+    if y_half:
+        counts = (0, 0, 0, 0)
+        offset_scaled = offset * scale
+        for p in range(conv.shape[0]):
+            i = min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI) + y_half
+            if i < 0 or i >= 2 * y_half:
+                return -1
+            counts = _lut_flags(y_flags[i], counts)
+            v = _cvt(y_values[i], scale, offset_scaled, shift)
+            outside += _outside17(v)
+            conv[p] = min(max(v, -128), 127)
+        for j in range(4):
+            y_counts[j] += counts[j]
+    elif offset == 0 and scale == 1 and shift == 0:
         for p in range(conv.shape[0]):
             v = max(_x1(sums[p], m, am, x_shift), lo)
             outside += _outside17(v)
@@ -445,11 +487,9 @@ def _pack_atoms(block, count, out, first):
 
 @njit(cache=True, nogil=True)
 def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat,
-          y_values, y_flags, y_histogram):
+          y_values, y_flags, y_counts):
     """The pass of :meth:`PostProcess.run_packed`; with a Y stage that is a LUT alone
-    (``y_values`` not empty), the LUT's result on each value as ``y_values[value +
-    half]`` (``half``: half its length), counting the lanes of each value of the
-    counter bits ``y_flags[value + half]`` into ``y_histogram``.  Returns 0, the outputs
+    (``y_values`` not empty), :func:`_lut_row`'s lookup.  Returns 0, the outputs
     unfinished, at the first value outside the table; else 1."""
     n, surfaces, points, atom = out.shape
     st0, st1 = stages[0], stages[1]
@@ -457,8 +497,7 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
     y_half = y_values.shape[0] // 2
     # the common case in one loop per channel: 32-bit sums, a per-channel X1, no X2
-    fusable = (cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
-               and y_half == 0)
+    fusable = cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
     chunk = min(points, CHUNK)
     row = np.empty(chunk, dtype=np.int64)
     block = np.empty((atom, chunk), dtype=np.int8)
@@ -479,7 +518,10 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                     if fusable and trunc == 0 and ch < k:
                         outside = _fused_channel(
                             acc[b, ch, first:last], st0, a0, b * sa0[0] + ch * sa0[1], m0,
-                            b * sm0[0] + ch * sm0[1], offset, scale, shift, converted)
+                            b * sm0[0] + ch * sm0[1], offset, scale, shift, converted,
+                            y_values, y_flags, y_half, y_counts)
+                        if outside < 0:
+                            return 0
                         if ch < c:
                             cvt_sat += outside
                         continue
@@ -503,13 +545,8 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                              m0, b * sm0[0] + ch * sm0[1] + first * sm0[2], sm0[2])
                     _x_stage(r, st1, a1, b * sa1[0] + ch * sa1[1] + first * sa1[2], sa1[2],
                              m1, b * sm1[0] + ch * sm1[1] + first * sm1[2], sm1[2])
-                    if y_half:
-                        for p in range(count):
-                            i = r[p] + y_half
-                            if i < 0 or i >= 2 * y_half:
-                                return 0
-                            r[p] = y_values[i]
-                            y_histogram[y_flags[i]] += 1
+                    if y_half and not _lut_row(r, y_values, y_flags, y_half, y_counts):
+                        return 0
                     outside = 0
                     for p in range(count):    # a contiguous row: the loop runs as vector code
                         # (row - offset) * scale with the row (int32) times the 16-bit scale
@@ -611,8 +648,9 @@ class PostProcess:
         multiply or add), its lookup of every value of ``-len(values) / 2 ...`` in
         ``values`` (int64) with its counter bits in ``flags`` (int8: 1 underflow, 2
         overflow, 4 LE hit, 8 LO hit; :class:`accel.cmod.fast.lut_y.YTable`): ``(outputs,
-        saturation counts, how many lanes had each of the 16 values of the counter
-        bits)``, or None when a value reaching the LUT lies outside the table."""
+        saturation counts, the LUT's underflows, overflows, LE hits and LO hits of all
+        the operations)``, or None when a value reaching the LUT lies outside the
+        table."""
         return self._run(acc, cacc, values, flags)
 
     def _run(self, acc: np.ndarray, cacc: bool, values: np.ndarray, flags: np.ndarray
@@ -621,15 +659,15 @@ class PostProcess:
         c_pad, h, w = self.shape
         out = np.empty((n, c_pad // self.atom, h * w, self.atom), dtype=np.int8)
         sat = np.zeros((n, 2), dtype=np.int64)
-        histogram = np.zeros(16, dtype=np.int64)
+        counts = np.zeros(4, dtype=np.int64)
         truncate, table, a0, m0, a1, m1, rows, c = self._args
         # sums of at most 32 bits (the integer engine's, or exact float32 ones) need no
         # 34-bit clip, and without a truncate no rounding or int32 saturation either
         narrow = acc.dtype in (np.int32, np.float32, np.int16, np.int8)
         if not _post(acc, acc.shape[1], cacc, narrow, truncate, table, a0, m0, a1, m1, rows,
-                     c, out, sat, values, flags, histogram):
+                     c, out, sat, values, flags, counts):
             return None
-        return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat, histogram
+        return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat, counts
 
     def run_pixels(self, acc: np.ndarray, out: np.ndarray | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:

@@ -213,10 +213,9 @@ class FastPaths:
             done = post.run_lut(sums[None], table.values, table.flags)
             if done is None:
                 return None
-            y, sats, histogram = done
+            y, sats, counts = done
             rec = sp.record(True)
-            sp.lut_counted(rec, g, lut_y.counters(lut_y.per_counter(histogram),
-                                                  sp.c_pad * sp.h * sp.w))
+            sp.lut_counted(rec, g, lut_y.counters(counts, sp.c_pad * sp.h * sp.w))
         return (int(sats[0, 0]), rec, sp.deliver_packed(self.dram, y[0]), int(sats[0, 1]))
 
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
