@@ -245,11 +245,11 @@ class Dla:
         """An SDP op reading its input from memory."""
         regs = self.regs["NVDLA_SDP"]
         group = regs.consumer
-        if self.fast is not None and not plan.y_stage:
-            rec, streamed, sat = self.fast.sdp_from_memory(plan)
-        else:
-            rec, streamed, sat = plan.execute(self.dram, self.cfg,
-                                              y_group=self._y_group(plan, needs_rdma))
+        y_group = self._y_group(plan, needs_rdma)
+        done = self.fast.sdp_from_memory(plan, y_group) if self.fast is not None else None
+        if done is None:
+            done = plan.execute(self.dram, self.cfg, y_group=y_group)
+        rec, streamed, sat = done
         regs.set_hw("D_PERF_OUT_SATURATION", sat, group)
         self.stats.append(rec)
         self._complete(list(sdp_units(needs_rdma)), [("SDP", group)])

@@ -118,9 +118,10 @@ def test_zoo_model_gives_the_same_outputs_fast_and_plain(name, preset, monkeypat
 
 #: small graphs of the op table whose SDP ops read memory: products, HardSwish (gate and
 #: product), per-layer scales and offsets, per-channel ones, activations after a sum
+#: (lookups: on nv_large in the SDP's Y stage, on nv_small in the CDP)
 OP_RUNS = ["hard_swish", "hard_sigmoid", "mul", "squeeze_excite", "add_scalar",
            "div_scalar", "mul_channel", "batchnorm", "prelu", "leaky_relu", "clip",
-           "add_relu"]
+           "add_relu", "sigmoid", "tanh", "silu"]
 
 
 @pytest.mark.parametrize("preset", ["nv_small", "nv_large"])

@@ -196,27 +196,38 @@ class FastPaths:
                   ) -> tuple[int, OpRecord, np.ndarray | None, int] | None:
         """``(CACC saturations, SDP record, output streamed to PDP, SDP saturations)`` of the
         sums of a convolution through the compiled pass: one without a Y stage, or with a
-        Y stage that is a LUT alone (``y_group``: the SDP group and LUT, as
-        :meth:`~accel.cmod.dla.Dla._y_group` gives them) whose inputs all lie in the
-        LUT's table (:meth:`y_table`); None for any other."""
+        Y stage that :meth:`_lut_post` computes (``y_group``: the SDP group and LUT, as
+        :meth:`~accel.cmod.dla.Dla._y_group` gives them); None for any other."""
         sp = plan.sdp
         post = self.post_process(sp, plan.truncate)
         if not sp.y_stage:
             y, sats = post.run_packed(sums[None])
             rec = sp.pipeline_record(True)
         else:
-            g, _, ram, _ = y_group
-            if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
-                    and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
-                return None
-            table = self.y_table(g, ram)
-            done = post.run_lut(sums[None], table.values, table.flags)
+            done = self._lut_post(sp, post, sums[None], True, y_group)
             if done is None:
                 return None
-            y, sats, counts = done
-            rec = sp.record(True)
-            sp.lut_counted(rec, g, lut_y.counters(counts, sp.c_pad * sp.h * sp.w))
+            y, sats, rec = done
         return (int(sats[0, 0]), rec, sp.deliver_packed(self.dram, y[0]), int(sats[0, 1]))
+
+    def _lut_post(self, plan: sdp.SdpPlan, post: fused.PostProcess, acc: np.ndarray,
+                  flying: bool, y_group: tuple) -> tuple[np.ndarray, np.ndarray, OpRecord] | None:
+        """``(outputs, saturations, record)`` of :meth:`fused.PostProcess.run_lut` on ``acc``
+        (``flying``: sums of a convolution, else the input from memory), for an SDP op
+        whose Y stage is a LUT alone (no element-wise multiply or add) and whose values
+        reaching the LUT all lie in its table (:meth:`y_table`); None for any other."""
+        g, _, ram, _ = y_group
+        if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
+                and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
+            return None
+        table = self.y_table(g, ram)
+        done = post.run_lut(acc, table.values, table.flags, cacc=flying)
+        if done is None:
+            return None
+        y, sats, counts = done
+        rec = plan.record(flying)
+        plan.lut_counted(rec, g, lut_y.counters(counts, plan.c_pad * plan.h * plan.w))
+        return y, sats, rec
 
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                            note: str) -> ConvDone | None:
@@ -301,20 +312,33 @@ class FastPaths:
         dla.stats.extend(kept[1])
 
     # --- SDP from memory -------------------------------------------------------------
-    def sdp_from_memory(self, plan: sdp.SdpPlan) -> tuple[OpRecord, np.ndarray | None, int]:
-        """``(record, output streamed to PDP, saturations)`` of an SDP op without a Y stage
-        reading memory: an element-wise add or a copy as memory holds the cubes, any
-        other through the compiled pass."""
-        done = (self._eltwise_datapath(plan) or self._copy_datapath(plan)
-                or self._table_datapath(plan))
+    def sdp_from_memory(self, plan: sdp.SdpPlan, y_group: tuple | None
+                        ) -> tuple[OpRecord, np.ndarray | None, int] | None:
+        """``(record, output streamed to PDP, saturations)`` of an SDP op reading memory:
+        without a Y stage, an element-wise add or a copy as memory holds the cubes, a
+        table of the values or pairs of values of its int8 operands, any other through
+        the compiled pass; with a Y stage that :meth:`_lut_post` computes
+        (``y_group``: the SDP group and LUT), through the compiled pass.  None for any
+        other Y stage."""
+        rec = plan.pipeline_record(False)
+        done = None if plan.y_stage else (self._eltwise_datapath(plan)
+                                          or self._copy_datapath(plan)
+                                          or self._table_datapath(plan))
         if done is None:
             base, line, surf = plan.src
             x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w, self.cfg.atom_size,
                               line, surf, sdp_rdma.UNIT)
-            y, sats = self.post_process(plan, 0).run_packed(
-                np.ascontiguousarray(x).reshape(1, plan.c_pad, -1), cacc=False)
+            x = np.ascontiguousarray(x).reshape(1, plan.c_pad, -1)
+            post = self.post_process(plan, 0)
+            if plan.y_stage:
+                got = self._lut_post(plan, post, x, False, y_group)
+                if got is None:
+                    return None
+                y, sats, rec = got
+            else:
+                y, sats = post.run_packed(x, cacc=False)
             done = y[0], int(sats[0, 1])
-        return plan.pipeline_record(False), plan.deliver_packed(self.dram, done[0]), done[1]
+        return rec, plan.deliver_packed(self.dram, done[0]), done[1]
 
     def _eltwise_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
         """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op
