@@ -200,10 +200,30 @@ def _lut_row(r, y_values, y_flags, y_half, y_counts):
 
 
 @njit(inline="always")
-def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_values, y_flags,
-                   y_half, y_counts):
+def _x_value(v, bypass, alu_bypass, algo, mul_bypass, prelu, relu_bypass, shift, a, m):
+    """One X stage (:func:`accel.cmod.sdp.x_stage`: its fields as the stage table's row
+    holds them, passed one by one so that a loop calling this with the same ones keeps
+    them in registers) on one 32-bit value ``v``, with the ALU operand ``a`` (already
+    shifted, 32-bit) and the multiplier ``m`` (16-bit)."""
+    if bypass:
+        return v
+    if not alu_bypass:
+        v = max(v, a) if algo == ALU_MAX else (min(v, a) if algo == ALU_MIN else v + a)
+    if mul_bypass:
+        v = _shift_round(v, shift)
+    else:   # PReLU passes non-negative values untouched (a select: no branch on data)
+        scaled = _shift_round(v * m, shift)
+        v = v if prelu and v >= 0 else scaled
+    v = min(max(v, _I32_LO), _I32_HI)
+    return v if relu_bypass else max(v, 0)
+
+
+@njit(inline="always")
+def _fused_channel(sums, st, alu, ia, mul, im, st2, a2, m2, offset, scale, shift, conv,
+                   y_values, y_flags, y_half, y_counts):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
-    stage (``alu[ia]``, ``mul[im]``), a bypassed X2, the Y stage's LUT when ``y_half``
+    stage (``alu[ia]``, ``mul[im]``), X2 ``st2`` with one ALU operand ``a2`` and one
+    multiplier ``m2`` for the channel (or bypassed), the Y stage's LUT when ``y_half``
     is not 0 (:func:`_lut_row`'s lookup) and the converter on one channel in one loop,
     int8 results into ``conv``; returns the converter's saturation count, or -1 at the
     first value outside the LUT's table.
@@ -217,15 +237,22 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_val
     lo = 0 if not st[RELU_BYPASS] else _I32_LO
     x_shift = st[SHIFT]
     outside = 0
-    if y_half:
+    if y_half or not st2[BYPASS]:
         counts = (0, 0, 0, 0)
         offset_scaled = offset * scale
+        bypass, alu_bypass, algo, mul_bypass = st2[BYPASS], st2[ALU_BYPASS], st2[ALGO], \
+            st2[MUL_BYPASS]
+        prelu, relu_bypass, shift2 = st2[PRELU], st2[RELU_BYPASS], st2[SHIFT]
         for p in range(conv.shape[0]):
-            i = min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI) + y_half
-            if i < 0 or i >= 2 * y_half:
-                return -1
-            counts = _lut_flags(y_flags[i], counts)
-            v = _cvt(y_values[i], scale, offset_scaled, shift)
+            v = _x_value(min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI), bypass,
+                         alu_bypass, algo, mul_bypass, prelu, relu_bypass, shift2, a2, m2)
+            if y_half:
+                i = v + y_half
+                if i < 0 or i >= 2 * y_half:
+                    return -1
+                counts = _lut_flags(y_flags[i], counts)
+                v = y_values[i]
+            v = _cvt(v, scale, offset_scaled, shift)
             outside += _outside17(v)
             conv[p] = min(max(v, -128), 127)
         for j in range(4):
@@ -397,6 +424,47 @@ def _unary_apply(x, table, c, out):
     return outside
 
 
+@njit(cache=True, nogil=True)
+def _eltwise_channels(x, a, a_shift, m, x_shift, lo, st2, a2, m2, cvt, c, out):
+    """:func:`_eltwise_table`'s op computed element by element, with an X2 stage ``st2``
+    (its row of the stage table) after X1 that takes one ALU operand and multiplier per
+    channel (``a2``, ``m2``, int64 ``[C_pad]``: PReLU's slopes after a residual sum),
+    on ``x`` and ``a`` (int8 ``[S, H, W, atom]``, channel-packed, any strides) into
+    ``out``; returns the saturation count among the first ``c`` channels."""
+    surfaces, h, w, atom = out.shape
+    offset, scale, shift = cvt[0], _wide(cvt[1]), cvt[2]
+    offset_scaled = offset * scale
+    bypass, alu_bypass, algo, mul_bypass = st2[BYPASS], st2[ALU_BYPASS], st2[ALGO], \
+        st2[MUL_BYPASS]
+    prelu, relu_bypass, shift2 = st2[PRELU], st2[RELU_BYPASS], st2[SHIFT]
+    outside = 0
+    for s in range(surfaces):
+        counted = min(max(c - s * atom, 0), atom)
+        lanes_a, lanes_m = a2[s * atom:(s + 1) * atom], m2[s * atom:(s + 1) * atom]
+        for y in range(h):
+            for p in range(w):
+                for j in range(atom):
+                    operand = min(max(np.int64(a[s, y, p, j]) << a_shift, _I32_LO), _I32_HI)
+                    v = min(max(_x1(x[s, y, p, j], m, _wide(operand) * _wide(m), x_shift),
+                                lo), _I32_HI)
+                    v = _x_value(v, bypass, alu_bypass, algo, mul_bypass, prelu, relu_bypass,
+                                 shift2, lanes_a[j], lanes_m[j])
+                    v = _cvt(v, scale, offset_scaled, shift)
+                    outside += (j < counted) & _outside17(v)
+                    out[s, y, p, j] = min(max(v, -128), 127)
+    return outside
+
+
+def stage_row(st) -> np.ndarray:
+    """A :class:`~accel.cmod.sdp.StageConfig` as its row of the stage table the compiled
+    passes read (columns :data:`BYPASS` ... :data:`SHIFT`); a ConfigError for an ALU
+    algorithm the X stages do not have."""
+    if not st.bypass and not st.alu_bypass and st.alu_algo not in (ALU_MAX, ALU_MIN, ALU_SUM):
+        raise ConfigError("SDP", "D_DP_X_CFG", st.alu_algo, "ALU_ALGO must be MAX/MIN/SUM")
+    return np.array([st.bypass, st.alu_bypass, st.alu_algo, st.mul_bypass, st.prelu,
+                     st.relu_bypass, min(st.mul_shift, MAX_SHIFT)], dtype=np.int64)
+
+
 def table_apply(x: np.ndarray, a: np.ndarray | None, table: np.ndarray, c: int
                 ) -> tuple[np.ndarray, int]:
     """``(int8 out, saturations among the first c channels)`` of an op that is a function
@@ -415,7 +483,8 @@ _TABLES: dict[tuple, np.ndarray] = {}
 _MAX_TABLES = 64          # 128 KiB each
 
 
-def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int
+def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int,
+                   x2: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, int]:
     """An element-wise SDP op of one shape the compiler emits (:func:`eltwise_ready`
     ``stage``), from its input and ALU operand cubes channel-packed as memory holds them
@@ -423,13 +492,20 @@ def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int
     atom], the converter's saturation count)``.  Both operands are int8, so the
     arithmetic of :func:`accel.cmod.sdp.x_stage` and the converter is computed once
     for each of the 65536 pairs of values (a table kept per stage and converter), and
-    the op is a lookup per element."""
+    the op is a lookup per element.  ``x2``: an X2 stage after it that takes one ALU
+    operand and multiplier per channel (:func:`stage_row`, int64 ``[C_pad]`` each,
+    the ALU operands already shifted), the op then computed element by element."""
     if operand.shape != x.shape or x.ndim != 4 or not eltwise_ready(stage):
         raise ValueError("eltwise_packed: not an element-wise sum of one operand cube")
     m = 1 if stage.mul_bypass else int(stage.mul_operand)
     lo = _I32_LO if stage.relu_bypass else 0
     key = (min(stage.alu_shift, 40), m, min(stage.mul_shift, MAX_SHIFT), lo,
            int(cvt[0]), int(cvt[1]), min(int(cvt[2]), MAX_SHIFT))
+    if x2 is not None:
+        out = np.empty(x.shape, dtype=np.int8)
+        sat = _eltwise_channels(x, operand, key[0], m, key[2], lo, *x2,
+                                np.array(key[4:], dtype=np.int64), c, out)
+        return out, int(sat)
     table = _TABLES.get(key)
     if table is None:
         table = np.empty((256, 256), dtype=np.int16)
@@ -497,9 +573,13 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
     y_half = y_values.shape[0] // 2
     # the common case in one loop per channel: 32-bit sums, a per-channel X1, no X2
-    fusable = cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
+    # X2 too when it takes one ALU operand and multiplier per channel (PReLU's slopes)
+    fusable = (cacc and narrow and _fusable(st0, sa0[2], sm0[2])
+               and (st1[BYPASS] or (sa1[2] == 0 and sm1[2] == 0)))
+    per_channel = sa0[2] == 0 and sm0[2] == 0 and sa1[2] == 0 and sm1[2] == 0
     chunk = min(points, CHUNK)
     row = np.empty(chunk, dtype=np.int64)
+    one = np.zeros(4, dtype=np.int64)
     block = np.empty((atom, chunk), dtype=np.int8)
     for b in range(n):
         trunc = truncate[b if truncate.shape[0] > 1 else 0]
@@ -518,14 +598,16 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                     if fusable and trunc == 0 and ch < k:
                         outside = _fused_channel(
                             acc[b, ch, first:last], st0, a0, b * sa0[0] + ch * sa0[1], m0,
-                            b * sm0[0] + ch * sm0[1], offset, scale, shift, converted,
+                            b * sm0[0] + ch * sm0[1], st1, a1[b * sa1[0] + ch * sa1[1]],
+                            m1[b * sm1[0] + ch * sm1[1]], offset, scale, shift, converted,
                             y_values, y_flags, y_half, y_counts)
                         if outside < 0:
                             return 0
                         if ch < c:
                             cvt_sat += outside
                         continue
-                    r = row[:count]
+                    # a channel past the kernels with operands per channel: one value
+                    r = row[:1] if ch >= k and per_channel else row[:count]
                     if ch >= k:
                         r[:] = 0                  # disabled MAC cells deliver 0
                     elif cacc and narrow and trunc == 0:  # int32 sums: nothing to clip, round
@@ -545,14 +627,20 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                              m0, b * sm0[0] + ch * sm0[1] + first * sm0[2], sm0[2])
                     _x_stage(r, st1, a1, b * sa1[0] + ch * sa1[1] + first * sa1[2], sa1[2],
                              m1, b * sm1[0] + ch * sm1[1] + first * sm1[2], sm1[2])
-                    if y_half and not _lut_row(r, y_values, y_flags, y_half, y_counts):
-                        return 0
+                    if y_half:
+                        one[:] = 0
+                        if not _lut_row(r, y_values, y_flags, y_half, one):
+                            return 0
+                        y_counts += one * (count // r.shape[0])   # the one value: each point
                     outside = 0
-                    for p in range(count):    # a contiguous row: the loop runs as vector code
+                    for p in range(r.shape[0]):   # a contiguous row: the loop runs as vector code
                         # (row - offset) * scale with the row (int32) times the 16-bit scale
                         v = _cvt(r[p], scale, offset_scaled, shift)
                         outside += _outside17(v)
                         converted[p] = min(max(v, -128), 127)
+                    if r.shape[0] < count:
+                        converted[1:] = converted[0]
+                        outside *= count
                     if ch < c:
                         cvt_sat += outside
                 _pack_atoms(block, count, out[b, surface], first)
@@ -602,14 +690,10 @@ class PostProcess:
         table = np.zeros((2, 7), dtype=np.int64)
         ops: list[np.ndarray] = []
         for i, (st, (alu, mul, shifted)) in enumerate(zip(stages, operands, strict=True)):
-            table[i] = (st.bypass, st.alu_bypass, st.alu_algo, st.mul_bypass, st.prelu,
-                        st.relu_bypass, min(st.mul_shift, MAX_SHIFT))
+            table[i] = stage_row(st)
             if st.bypass:
                 ops += [_NONE, _NONE]
                 continue
-            if not st.alu_bypass and st.alu_algo not in (ALU_MAX, ALU_MIN, ALU_SUM):
-                raise ConfigError("SDP", "D_DP_X_CFG", st.alu_algo,
-                                  "ALU_ALGO must be MAX/MIN/SUM")
             if not st.alu_bypass and not shifted:
                 alu = alu_operand_shifted(alu, st.alu_shift)
             ops += [_NONE if st.alu_bypass else _as_operand(alu),

@@ -346,11 +346,14 @@ class FastPaths:
         :func:`~accel.cmod.fast.fused.eltwise_ready`, X2 off), from both cubes as memory
         holds them (:func:`~accel.cmod.fast.fused.eltwise_packed`); None for any other
         op, or cubes whose atoms leave their regions."""
-        (st, reads), (st2, _) = plan.stages
+        (st, reads), (st2, reads2) = plan.stages
         atom = self.cfg.atom_size
-        if not (st2.bypass and fused.eltwise_ready(st) and reads is not None
+        if not (fused.eltwise_ready(st) and reads is not None
                 and reads.nbytes == 1 and reads.comps == (sdp_rdma.USE_ALU,)
                 and reads.grid is not None):
+            return None
+        x2 = None if st2.bypass else self._channel_stage(plan, st2, reads2)
+        if not st2.bypass and x2 is None:
             return None
         (surfaces, lanes, h, w), (surf, lane, line, pixel) = reads.grid
         if lanes != atom or lane != 1 or pixel != atom or (h, w) != (plan.h, plan.w):
@@ -360,7 +363,31 @@ class FastPaths:
         x = self._packed_cube(base, plan.c_pad // atom, h, w, x_line, x_surf)
         if operand is None or x is None or operand.shape != x.shape:
             return None
-        return fused.eltwise_packed(x, operand, st, plan.cvt, plan.c)
+        return fused.eltwise_packed(x, operand, st, plan.cvt, plan.c, x2)
+
+    def _channel_stage(self, plan: sdp.SdpPlan, st: sdp.StageConfig,
+                       reads: sdp.OperandRead | None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """X stage ``st`` as :func:`~accel.cmod.fast.fused.eltwise_packed` takes an X2:
+        ``(its stage-table row, ALU operands (shifted), multipliers)``, int64 ``[C_pad]``
+        each, from registers or read per channel; None when it reads operands per
+        element."""
+        c_pad = plan.c_pad
+        got = {}
+        if reads is not None:
+            if reads.offsets.shape != (c_pad, 1, 1):
+                return None
+            got = reads.read(self.dram)
+        alu = np.zeros(c_pad, dtype=np.int64)
+        if not st.alu_bypass:
+            alu[:] = (reads.alu_shifted(self.dram, st.alu_shift).reshape(-1)
+                      if st.alu_src_mem and sdp_rdma.USE_ALU in got
+                      else sdp.alu_operand_shifted(st.alu_operand, st.alu_shift))
+        mul = np.ones(c_pad, dtype=np.int64)
+        if not st.mul_bypass:
+            mul[:] = (got[sdp_rdma.USE_MUL].reshape(-1)
+                      if st.mul_src_mem and sdp_rdma.USE_MUL in got else st.mul_operand)
+        return fused.stage_row(st), alu, mul
 
     def _table_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
         """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op reading

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from accel.cmod import cacc, sdp, sdp_y
 from accel.cmod.fast import lut_y
-from accel.cmod.fast.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_packed
+from accel.cmod.fast.fused import CHUNK, ROW_CHANNELS, PostProcess, eltwise_packed, stage_row
 from accel.cmod.lut import LutRam
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, StageConfig
 from tests.accel.cmod.fast.test_lut_y import CONFIGS as LUT_CONFIGS
@@ -393,8 +393,9 @@ def test_pixel_major_sums_only_for_usual_operations_with_one_converter():
 def test_element_wise_sum_equals_numpy_form(seed, c, atom, hw, data):
     """``eltwise_packed``: an SDP op reading memory whose X1 adds an int8 operand cube
     (shifted as the hardware shifts ALU operands, up to saturation past 31 bits), then
-    the register multiplier or none, ReLU or not, and the converter; against the numpy
-    form of the same op (operands as per-element planes)."""
+    the register multiplier or none, ReLU or not, then X2 off or with operands per
+    channel, and the converter; against the numpy form of the same op (operands as
+    per-element planes)."""
     rng = np.random.default_rng(seed)
     h, w = hw
     c_pad = -(-c // atom) * atom
@@ -409,13 +410,23 @@ def test_element_wise_sum_equals_numpy_form(seed, c, atom, hw, data):
         mul_operand=data.draw(I16))
     cvt = data.draw(st.sampled_from([(0, 1, 0), (0, 27769, 15), (-3, 517, 9),
                                      ((1 << 31) - 1, 1, 63), (100, -2, 1)]))
-    operands = [(a, stage.mul_operand, False), (0, 0, False)]
-    want, want_sat = _reference(x.astype(np.int8), False, 0, [stage, _bypassed()], operands,
+    # then X2 off, or any X2 stage with one operand and multiplier per channel (PReLU's
+    # slopes after a residual sum), computed element by element
+    stage2, x2 = _bypassed(), None
+    alu2 = rng.integers(-(1 << 15), 1 << 15, (1, c_pad, 1, 1))
+    mul2 = rng.choice([-(1 << 15), -1, 0, 1, 3, 200, (1 << 15) - 1], (1, c_pad, 1, 1))
+    if data.draw(st.booleans()):
+        stage2 = _stage(data.draw)
+        x2 = (stage_row(stage2), sdp.alu_operand_shifted(alu2, stage2.alu_shift).reshape(-1),
+              mul2.reshape(-1))
+    operands = [(a, stage.mul_operand, False), (alu2, mul2, False)]
+    want, want_sat = _reference(x.astype(np.int8), False, 0, [stage, stage2], operands,
                                 cvt, c, c_pad, h, w)
     def packed(planes: np.ndarray) -> np.ndarray:      # [C_pad, H*W] -> [S, H, W, atom]
         return planes.astype(np.int8).reshape(c_pad // atom, atom, h, w).transpose(0, 2, 3, 1)
 
-    got, sat = eltwise_packed(packed(x[0]), packed(a[0].reshape(c_pad, -1)), stage, cvt, c)
+    got, sat = eltwise_packed(packed(x[0]), packed(a[0].reshape(c_pad, -1)), stage, cvt, c,
+                              x2)
     np.testing.assert_array_equal(got, packed(want[0]))
     assert want_sat[0].tolist() == [0, sat]
 
