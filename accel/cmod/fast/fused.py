@@ -219,11 +219,10 @@ def _x_value(v, bypass, alu_bypass, algo, mul_bypass, prelu, relu_bypass, shift,
 
 
 @njit(inline="always")
-def _fused_channel(sums, st, alu, ia, mul, im, st2, a2, m2, offset, scale, shift, conv,
-                   y_values, y_flags, y_half, y_counts):
+def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_values, y_flags,
+                   y_half, y_counts):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
-    stage (``alu[ia]``, ``mul[im]``), X2 ``st2`` with one ALU operand ``a2`` and one
-    multiplier ``m2`` for the channel (or bypassed), the Y stage's LUT when ``y_half``
+    stage (``alu[ia]``, ``mul[im]``), a bypassed X2, the Y stage's LUT when ``y_half``
     is not 0 (:func:`_lut_row`'s lookup) and the converter on one channel in one loop,
     int8 results into ``conv``; returns the converter's saturation count, or -1 at the
     first value outside the LUT's table.
@@ -231,28 +230,22 @@ def _fused_channel(sums, st, alu, ia, mul, im, st2, a2, m2, offset, scale, shift
     The same arithmetic as the row-by-row path, shortened where it cannot change a
     result: after the converter's identity (offset 0, scale 1, shift 0), the int32
     clip is subsumed by the int8 one and does not move a value across the 17-bit
-    bounds that the saturation count checks."""
+    bounds that the saturation count checks.  (An X2 stage in the same loop was
+    tried: the row-by-row path, a vector loop per stage, is faster for it.)"""
     m = np.int64(1) if st[MUL_BYPASS] else _wide(mul[im])
     am = np.int64(0) if st[ALU_BYPASS] else _wide(alu[ia]) * m
     lo = 0 if not st[RELU_BYPASS] else _I32_LO
     x_shift = st[SHIFT]
     outside = 0
-    if y_half or not st2[BYPASS]:
+    if y_half:
         counts = (0, 0, 0, 0)
         offset_scaled = offset * scale
-        bypass, alu_bypass, algo, mul_bypass = st2[BYPASS], st2[ALU_BYPASS], st2[ALGO], \
-            st2[MUL_BYPASS]
-        prelu, relu_bypass, shift2 = st2[PRELU], st2[RELU_BYPASS], st2[SHIFT]
         for p in range(conv.shape[0]):
-            v = _x_value(min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI), bypass,
-                         alu_bypass, algo, mul_bypass, prelu, relu_bypass, shift2, a2, m2)
-            if y_half:
-                i = v + y_half
-                if i < 0 or i >= 2 * y_half:
-                    return -1
-                counts = _lut_flags(y_flags[i], counts)
-                v = y_values[i]
-            v = _cvt(v, scale, offset_scaled, shift)
+            i = min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI) + y_half
+            if i < 0 or i >= 2 * y_half:
+                return -1
+            counts = _lut_flags(y_flags[i], counts)
+            v = _cvt(y_values[i], scale, offset_scaled, shift)
             outside += _outside17(v)
             conv[p] = min(max(v, -128), 127)
         for j in range(4):
@@ -573,9 +566,7 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
     y_half = y_values.shape[0] // 2
     # the common case in one loop per channel: 32-bit sums, a per-channel X1, no X2
-    # X2 too when it takes one ALU operand and multiplier per channel (PReLU's slopes)
-    fusable = (cacc and narrow and _fusable(st0, sa0[2], sm0[2])
-               and (st1[BYPASS] or (sa1[2] == 0 and sm1[2] == 0)))
+    fusable = cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
     per_channel = sa0[2] == 0 and sm0[2] == 0 and sa1[2] == 0 and sm1[2] == 0
     chunk = min(points, CHUNK)
     row = np.empty(chunk, dtype=np.int64)
@@ -598,8 +589,7 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                     if fusable and trunc == 0 and ch < k:
                         outside = _fused_channel(
                             acc[b, ch, first:last], st0, a0, b * sa0[0] + ch * sa0[1], m0,
-                            b * sm0[0] + ch * sm0[1], st1, a1[b * sa1[0] + ch * sa1[1]],
-                            m1[b * sm1[0] + ch * sm1[1]], offset, scale, shift, converted,
+                            b * sm0[0] + ch * sm0[1], offset, scale, shift, converted,
                             y_values, y_flags, y_half, y_counts)
                         if outside < 0:
                             return 0
