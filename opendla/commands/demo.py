@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from accel.config import PRESETS
-from opendla.commands._backend import add_backend_options
+from opendla.commands._backend import add_backend_options, simulator_of
 from opendla.errors import CheckFailed, UsageError
 
 MODEL = Path(__file__).resolve().parents[2] / "tengine_host" / "models" / "lenet5_digits.onnx"
@@ -181,7 +181,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     ort_res = _run_onnxruntime(xs, progress)
 
     nvdla = get_device("nvdla", preset=args.preset, capture=True, backend=args.backend,
-                       simulator=args.simulator)
+                       simulator=simulator_of(args) if args.backend == "rtl" else "icarus")
     checks: dict[str, LayerCheck] = {}
     cycles = np.zeros(len(xs), np.int64)
     ref = PathResult("int8 CPU reference", np.zeros(len(xs), np.int64))

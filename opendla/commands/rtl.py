@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from accel.config import DEFAULT_PRESET, PRESETS, HwConfig, get_preset
+from opendla.commands._backend import add_simulator_option, simulator_of
 from opendla.errors import CheckFailed, UsageError
 from tengine_host.errors import reason
 
@@ -22,8 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     t = sub.add_parser("test", help="simulate the CMAC against the cmodel with cocotb")
     t.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
                    help=f"hardware configuration (default {DEFAULT_PRESET})")
-    t.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"),
-                   help="cocotb simulator (default icarus)")
+    add_simulator_option(t, "of the cocotb tests")
     t.add_argument("--seed", type=int, default=1, help="seed of the random stimulus")
     t.add_argument("-o", "--out", default=None,
                    help="build directory (default build/rtl/<preset>)")
@@ -65,7 +65,7 @@ def _generate(cfg: HwConfig, out: str, as_json: bool) -> int:
 def _test(cfg: HwConfig, out: str, args: argparse.Namespace) -> int:
     from accel.rtl.sim import SIMULATORS, SimulationFailed, run_cocotb
 
-    if args.simulator not in SIMULATORS:
+    if simulator_of(args) not in SIMULATORS:
         raise UsageError(f"--simulator {args.simulator!r} not in {', '.join(SIMULATORS)}")
     try:
         summary = run_cocotb(cfg, out, simulator=args.simulator, seed=args.seed,

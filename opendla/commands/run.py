@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from accel.config import DEFAULT_PRESET, PRESETS
-from opendla.commands._backend import add_backend_options
+from opendla.commands._backend import add_backend_options, simulator_of
 from opendla.commands._inputs import (
     add_input_options,
     add_keep_float_option,
@@ -587,7 +587,8 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
                      preset=args.preset, keep_float=keep)
     accel_opts = {"preset": args.preset, "capture": args.verify,
                   "trace_regs": args.trace_regs, "backend": args.backend,
-                  "simulator": args.simulator, "keep_float": keep} \
+                  "simulator": simulator_of(args) if args.backend == "rtl" else "icarus",
+                  "keep_float": keep} \
         if args.device == "nvdla" else {}
     devices = [cpu] if args.device == "cpu" else [get_device(args.device, **accel_opts), cpu]
     batch = next(iter(feeds.values())).shape[0]

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 from accel.config import PRESETS
-from opendla.commands._backend import SIMULATORS
+from opendla.commands._backend import add_simulator_option, simulator_of
 from opendla.errors import CheckFailed, UsageError
 
 
@@ -24,9 +24,7 @@ def add_parser(subparsers) -> None:
     r.add_argument("--backend", choices=("cmod", "rtl"), default="cmod",
                    help="play on the cmodel (default) or on the RTL conv engine in simulation "
                         "(direct-convolution traces; slow: minutes for large ones)")
-    r.add_argument("--simulator", choices=SIMULATORS, default="icarus",
-                   help="HDL simulator of --backend rtl (default icarus; verilator is the fast "
-                        "one)")
+    add_simulator_option(r, "of --backend rtl")
     r.add_argument("--memory", choices=("axi", "ram"), default="axi",
                    help="--backend rtl: the engine's memory is served over AXI by the "
                         "testbench (cocotbext-axi, default), or ram: the board's block RAM in "
@@ -63,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from accel.trace.runner import find_traces, run_traces
 
     backend = getattr(args, "backend", "cmod")
-    if backend != "rtl" and (getattr(args, "simulator", "icarus") != "icarus"
+    if backend != "rtl" and (getattr(args, "simulator", None) is not None
                              or getattr(args, "memory", "axi") != "axi"):
         raise UsageError("--simulator and --memory choose how --backend rtl simulates the "
                          "engine; the cmodel (--backend cmod) has neither")
@@ -83,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     results = run_traces(traces, preset=args.preset, progress=progress,
                          strict=getattr(args, "strict", False),
                          backend=getattr(args, "backend", "cmod"),
-                         simulator=getattr(args, "simulator", "icarus"),
+                         simulator=simulator_of(args) if backend == "rtl" else "icarus",
                          memory=getattr(args, "memory", "axi"),
                          announce=lambda text: print(text, file=sys.stderr, flush=True))
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}

@@ -50,8 +50,8 @@ def test_every_nv_small_dc_trace_passes_on_verilator(capsys) -> None:
 
 
 def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
-    """Icarus, the default simulator: three traces in one simulation, the engine reset
-    before each.  The first is NVIDIA's 1x1 trace with a wrong golden CRC: it fails, and
+    """Icarus (the default when Verilator is not installed): three traces in one
+    simulation, the engine reset before each.  The first is NVIDIA's 1x1 trace with a wrong golden CRC: it fails, and
     the same trace with the right one and a dilated 4x4 trace still pass after it."""
     if shutil.which("iverilog") is None:
         pytest.skip("iverilog not installed (apt-get install -y iverilog)")
@@ -63,8 +63,8 @@ def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
     assert "0x8f68a2ae);" in text                     # the golden CRC of NVIDIA's trace
     cfg.write_text(text.replace("0x8f68a2ae);", "0x8f68a2af);"))
     dilated = shared_path("nvdla", "traces", "nv_small", "dc_8x8x36_4x4x36x16_dilation_int8_0")
-    assert main(["trace", "run", "--backend", "rtl", "--preset", "nv_small", "--json",
-                 str(broken), str(one), str(dilated)]) == 1
+    assert main(["trace", "run", "--backend", "rtl", "--simulator", "icarus", "--preset",
+                 "nv_small", "--json", str(broken), str(one), str(dilated)]) == 1
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert doc["summary"] == {"pass": 2, "fail": 1, "skip": 0}
@@ -110,15 +110,16 @@ def test_a_trace_on_the_engine_with_its_block_ram(capsys) -> None:
     if shutil.which("iverilog") is None:
         pytest.skip("iverilog not installed (apt-get install -y iverilog)")
     path = shared_path("nvdla", "traces", "nv_small", "dc_1x1x8_1x1x8x1_int8_0")
-    assert main(["trace", "run", "--backend", "rtl", "--memory", "ram", "--json",
-                 str(path)]) == 0
+    assert main(["trace", "run", "--backend", "rtl", "--simulator", "icarus", "--memory",
+                 "ram", "--json", str(path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["summary"] == {"pass": 1, "fail": 0, "skip": 0}
     result = doc["results"][0]
     assert result["cycles"] > 0 and "ram memory: engine ran" in result["note"]
 
 
-def test_simulator_options_need_the_rtl_backend(capsys) -> None:
+@pytest.mark.parametrize("option", [["--memory", "ram"], ["--simulator", "icarus"]])
+def test_simulator_options_need_the_rtl_backend(option, capsys) -> None:
     path = shared_path("nvdla", "traces", "nv_small", "dc_1x1x8_1x1x8x1_int8_0")
-    assert main(["trace", "run", "--memory", "ram", str(path)]) != 0
+    assert main(["trace", "run", *option, str(path)]) != 0
     assert "--backend rtl" in capsys.readouterr().err
