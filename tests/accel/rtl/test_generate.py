@@ -31,3 +31,31 @@ def test_nv_small_ports(tmp_path: Path) -> None:
 def test_unknown_top_lists_tops(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"top 'sdp_rdma' not in cmac, postproc, cacc"):
         generate_verilog(get_preset("nv_small"), tmp_path, top="sdp_rdma")
+
+
+def test_generated_verilog_is_kept_and_reused(tmp_path: Path, monkeypatch) -> None:
+    """A simulation's Verilog comes from the cache when the same top, configuration and
+    sources made it before (no elaboration, no Yosys), and is made again for another
+    configuration; the files each build directory gets are the generator's."""
+    from accel.rtl import sim
+
+    monkeypatch.setattr(sim, "CACHE_DIR", tmp_path / "cache")
+    made = []
+
+    def counted(cfg, out_dir, top="cmac", factory=None):
+        made.append(cfg.name)
+        return generate_verilog(cfg, out_dir, top=top, factory=factory)
+
+    monkeypatch.setattr(sim, "generate_verilog", counted)
+    small, large = get_preset("nv_small"), get_preset("nv_large")
+    first = sim._generated(small, tmp_path / "a", "cmac", None)
+    again = sim._generated(small, tmp_path / "b", "cmac", None)
+    assert made == ["nv_small"]
+    plain = generate_verilog(small, tmp_path / "plain")
+    for name in ("cmac.v", "cmac.ports.json", "cmac.config.json"):
+        want = (tmp_path / "plain" / name).read_text()
+        assert (first.parent / name).read_text() == want
+        assert (again.parent / name).read_text() == want
+    other = sim._generated(large, tmp_path / "c", "cmac", None)
+    assert made == ["nv_small", "nv_large"]
+    assert config_from_json((other.parent / "cmac.config.json").read_text()) == large
