@@ -226,13 +226,17 @@ def _generated(cfg: HwConfig, build: Path, top: str,
     if not (kept / names[-1]).exists():
         kept.mkdir(parents=True, exist_ok=True)
         fresh = Path(tempfile.mkdtemp(dir=kept))
-        generate_verilog(cfg, fresh, top=top)
-        for name in names:                  # each file whole: a reader never sees a part
-            os.replace(fresh / name, kept / name)
-        shutil.rmtree(fresh, ignore_errors=True)
+        try:
+            generate_verilog(cfg, fresh, top=top)
+            for name in names:              # each file whole: a reader never sees a part
+                if (fresh / name).exists():
+                    os.replace(fresh / name, kept / name)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
     build.mkdir(parents=True, exist_ok=True)
     for name in names:
-        shutil.copyfile(kept / name, build / name)
+        if (kept / name).exists():
+            shutil.copyfile(kept / name, build / name)
     return build / names[-1]
 
 
