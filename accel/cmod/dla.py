@@ -243,9 +243,8 @@ class Dla:
     def _run_sdp(self, needs_rdma: bool, plan: sdp.SdpPlan
                  ) -> tuple[OpRecord, np.ndarray | None]:
         """An SDP op reading its input from memory."""
-        regs = self.regs["NVDLA_SDP"]
+        regs, y_group = self.regs["NVDLA_SDP"], self._y_group(plan, needs_rdma)
         group = regs.consumer
-        y_group = self._y_group(plan, needs_rdma)
         done = self.fast.sdp_from_memory(plan, y_group) if self.fast is not None else None
         if done is None:
             done = plan.execute(self.dram, self.cfg, y_group=y_group)
