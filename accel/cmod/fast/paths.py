@@ -343,9 +343,10 @@ class FastPaths:
     def _eltwise_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
         """``(int8 [C_pad / atom, H, W, atom], converter saturations)`` of an SDP op
         reading memory that adds an int8 operand cube element by element (X1 of
-        :func:`~accel.cmod.fast.fused.eltwise_ready`, X2 off), from both cubes as memory
-        holds them (:func:`~accel.cmod.fast.fused.eltwise_packed`); None for any other
-        op, or cubes whose atoms leave their regions."""
+        :func:`~accel.cmod.fast.fused.eltwise_ready`; X2 off, or with one operand and
+        multiplier per channel: :meth:`_channel_stage`), from both cubes as memory holds
+        them (:func:`~accel.cmod.fast.fused.eltwise_packed`); None for any other op, or
+        cubes whose atoms leave their regions."""
         (st, reads), (st2, reads2) = plan.stages
         atom = self.cfg.atom_size
         if not (fused.eltwise_ready(st) and reads is not None
