@@ -6,6 +6,11 @@ writes that cache beside the source by default: into the installed package, whic
 may be read-only, shared between users, or a checkout the cache then dirties.
 Importing this module first points numba at ``$NUMBA_CACHE_DIR`` when the user set
 it, else at ``$XDG_CACHE_HOME/opendla/numba`` (``~/.cache/opendla/numba``).
+
+numba keys a cached loop by the file that defines it: a loop that inlines a helper
+from another module (``fused._post`` the rounding of :mod:`accel.arith` and the table
+lookup of ``fast.lut_y``) keeps its old code after that helper is edited.  Whoever
+edits such a helper clears the folder (an installed release never changes them).
 """
 
 from __future__ import annotations

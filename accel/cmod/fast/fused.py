@@ -37,6 +37,7 @@ from accel.arith import shift_round_int
 from accel.cmod import sdp_rdma
 from accel.cmod.cube import planar
 from accel.cmod.errors import ConfigError
+from accel.cmod.fast import lut_y
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, MAX_SHIFT, alu_operand_shifted
 from accel.jit import njit
 
@@ -174,32 +175,6 @@ def _x1(x, m, am, shift):
 
 
 @njit(inline="always")
-def _lut_flags(f, counts):
-    """Add the counter bits ``f`` (1 underflow, 2 overflow, 4 LE hit, 8 LO hit) of
-    :class:`~accel.cmod.fast.lut_y.YTable` to ``counts``, four running sums."""
-    return (counts[0] + (f & 1), counts[1] + ((f >> 1) & 1), counts[2] + ((f >> 2) & 1),
-            counts[3] + ((f >> 3) & 1))
-
-
-@njit(inline="always")
-def _lut_row(r, y_values, y_flags, y_half, y_counts):
-    """The Y stage's LUT on ``r`` in place, the lookup of each value ``v`` as
-    ``y_values[v + y_half]`` with its counter bits ``y_flags[v + y_half]`` added to
-    ``y_counts`` (underflows, overflows, LE hits, LO hits); False at the first value
-    outside the table, ``r`` then unfinished."""
-    counts = (0, 0, 0, 0)
-    for p in range(r.shape[0]):
-        i = r[p] + y_half
-        if i < 0 or i >= 2 * y_half:
-            return False
-        r[p] = y_values[i]
-        counts = _lut_flags(y_flags[i], counts)
-    for j in range(4):
-        y_counts[j] += counts[j]
-    return True
-
-
-@njit(inline="always")
 def _x_value(v, bypass, alu_bypass, algo, mul_bypass, prelu, relu_bypass, shift, a, m):
     """One X stage (:func:`accel.cmod.sdp.x_stage`: its fields as the stage table's row
     holds them, passed one by one so that a loop calling this with the same ones keeps
@@ -223,7 +198,7 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_val
                    y_half, y_counts):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
     stage (``alu[ia]``, ``mul[im]``), a bypassed X2, the Y stage's LUT when ``y_half``
-    is not 0 (:func:`_lut_row`'s lookup) and the converter on one channel in one loop,
+    is not 0 (:func:`~accel.cmod.fast.lut_y.from_table`'s lookup) and the converter on one channel in one loop,
     int8 results into ``conv``; returns the converter's saturation count, or -1 at the
     first value outside the LUT's table.
 
@@ -244,7 +219,7 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_val
             i = min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI) + y_half
             if i < 0 or i >= 2 * y_half:
                 return -1
-            counts = _lut_flags(y_flags[i], counts)
+            counts = lut_y.add_flags(y_flags[i], counts)
             v = _cvt(y_values[i], scale, offset_scaled, shift)
             outside += _outside17(v)
             conv[p] = min(max(v, -128), 127)
@@ -558,7 +533,7 @@ def _pack_atoms(block, count, out, first):
 def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat,
           y_values, y_flags, y_counts):
     """The pass of :meth:`PostProcess.run_packed`; with a Y stage that is a LUT alone
-    (``y_values`` not empty), :func:`_lut_row`'s lookup.  Returns 0, the outputs
+    (``y_values`` not empty), :func:`~accel.cmod.fast.lut_y.from_table`'s lookup.  Returns 0, the outputs
     unfinished, at the first value outside the table; else 1."""
     n, surfaces, points, atom = out.shape
     st0, st1 = stages[0], stages[1]
@@ -619,7 +594,7 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                              m1, b * sm1[0] + ch * sm1[1] + first * sm1[2], sm1[2])
                     if y_half:
                         one[:] = 0
-                        if not _lut_row(r, y_values, y_flags, y_half, one):
+                        if not lut_y.from_table(r, r, y_values, y_flags, one):
                             return 0
                         y_counts += one * (count // r.shape[0])   # the one value: each point
                     outside = 0

@@ -162,16 +162,41 @@ def _lookup(x, out, flags, le_tab, lo_tab, p):
         flags[i] = uflow | (oflow << 1) | (le_hit << 2) | (lo_hit << 3)
 
 
+@njit(inline="always")
+def add_flags(f, counts):
+    """``counts`` (four running sums: under-, overflows, LE hits, LO hits) with the
+    counter bits ``f`` of one value added (1 underflow, 2 overflow, 4 LE hit, 8 LO
+    hit): sums a loop keeps in registers, where counting into an array in memory
+    makes every element wait for the previous one's store."""
+    return (counts[0] + (f & 1), counts[1] + ((f >> 1) & 1), counts[2] + ((f >> 2) & 1),
+            counts[3] + ((f >> 3) & 1))
+
+
+@njit(inline="always")
+def from_table(src, dst, values, flags, counts):
+    """The lookup of each value ``v`` of ``src`` into ``dst`` (the same array for in
+    place) through a table: ``values[v + half]`` with its counter bits ``flags[v +
+    half]`` added to ``counts`` (int64 ``[4]``, the order of :func:`add_flags`);
+    ``half`` is half the table's length (:data:`HALF` for a :class:`YTable`).  False at
+    the first value outside the table, ``dst`` then unfinished and ``counts`` as on
+    entry.  No lookup of its own in the loop: a call to one in the same loop, even
+    untaken, slows every element down some fifty-fold."""
+    half = values.shape[0] // 2
+    n = (0, 0, 0, 0)
+    for p in range(src.shape[0]):
+        i = src[p] + half
+        if i < 0 or i >= 2 * half:
+            return False
+        dst[p] = values[i]
+        n = add_flags(flags[i], n)
+    for j in range(4):
+        counts[j] += n[j]
+    return True
+
+
 @njit(cache=True, nogil=True)
-def _from_table(x, out, histogram, t_values, t_flags):
-    """:func:`_lookup` of ``x`` whose every value the table holds, counting the lanes of
-    each value of the counter bits into ``histogram`` (a loop with no lookup of its own
-    in it: a call to one in the same loop, even untaken, slows every element down some
-    fifty-fold)."""
-    for i in range(x.size):
-        j = x[i] + HALF
-        out[i] = t_values[j]
-        histogram[t_flags[j]] += 1
+def _from_table(x, out, values, flags, counts):
+    return from_table(x, out, values, flags, counts)
 
 
 def counters(counts, total: int) -> dict[str, int]:
@@ -183,15 +208,10 @@ def counters(counts, total: int) -> dict[str, int]:
     return out
 
 
-def per_counter(histogram: np.ndarray) -> list[int]:
-    """Under-, overflows, LE and LO hits from how many lanes had each of the 16 values of
-    the counter bits."""
-    return [int(histogram[[b for b in range(16) if b & bit]].sum()) for bit in (1, 2, 4, 8)]
-
-
 def bit_counts(flags: np.ndarray) -> list[int]:
     """Under-, overflows, LE and LO hits among the counter bits ``flags``."""
-    return per_counter(np.bincount(flags.reshape(-1).view(np.uint8), minlength=16))
+    histogram = np.bincount(flags.reshape(-1).view(np.uint8), minlength=16)
+    return [int(histogram[[b for b in range(16) if b & bit]].sum()) for bit in (1, 2, 4, 8)]
 
 
 def y_table(ram: LutRam, g) -> YTable:
@@ -225,10 +245,9 @@ def lookup(x: np.ndarray, ram: LutRam, g, table: YTable | None = None
     same LUT and registers, when given)."""
     flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
     out = np.empty_like(flat)
-    if table is not None and flat.size and -HALF <= flat.min() and flat.max() < HALF:
-        histogram = np.zeros(16, dtype=np.int64)
-        _from_table(flat, out, histogram, table.values, table.flags)
-        return out.reshape(x.shape), counters(per_counter(histogram), flat.size)
+    counts = np.zeros(4, dtype=np.int64)
+    if table is not None and _from_table(flat, out, table.values, table.flags, counts):
+        return out.reshape(x.shape), counters(counts, flat.size)
     flags = np.empty(flat.size, dtype=np.int8)
     if table is not None:
         _lookup(flat, out, flags, table.le, table.lo, table.params)
