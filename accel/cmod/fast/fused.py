@@ -198,7 +198,8 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_val
                    y_half, y_counts):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
     stage (``alu[ia]``, ``mul[im]``), a bypassed X2, the Y stage's LUT when ``y_half``
-    is not 0 (:func:`~accel.cmod.fast.lut_y.from_table`'s lookup) and the converter on one channel in one loop,
+    is not 0 (:func:`~accel.cmod.fast.lut_y.from_table`'s lookup) and the converter on
+    one channel in one loop,
     int8 results into ``conv``; returns the converter's saturation count, or -1 at the
     first value outside the LUT's table.
 
@@ -533,8 +534,8 @@ def _pack_atoms(block, count, out, first):
 def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat,
           y_values, y_flags, y_counts):
     """The pass of :meth:`PostProcess.run_packed`; with a Y stage that is a LUT alone
-    (``y_values`` not empty), :func:`~accel.cmod.fast.lut_y.from_table`'s lookup.  Returns 0, the outputs
-    unfinished, at the first value outside the table; else 1."""
+    (``y_values`` not empty), :func:`~accel.cmod.fast.lut_y.from_table`'s lookup.
+    Returns 0, the outputs unfinished, at the first value outside the table; else 1."""
     n, surfaces, points, atom = out.shape
     st0, st1 = stages[0], stages[1]
     a0, m0, a1, m1 = alu0.ravel(), mul0.ravel(), alu1.ravel(), mul1.ravel()

@@ -51,7 +51,7 @@ def test_generated_verilog_is_kept_and_reused(tmp_path: Path, monkeypatch) -> No
     first = sim._generated(small, tmp_path / "a", "cmac", None)
     again = sim._generated(small, tmp_path / "b", "cmac", None)
     assert made == ["nv_small"]
-    plain = generate_verilog(small, tmp_path / "plain")
+    generate_verilog(small, tmp_path / "plain")
     for name in ("cmac.v", "cmac.ports.json", "cmac.config.json"):
         want = (tmp_path / "plain" / name).read_text()
         assert (first.parent / name).read_text() == want
