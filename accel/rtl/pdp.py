@@ -333,7 +333,8 @@ class Pdp(wiring.Component):
 
         # ---- completion: every window written and answered ------------------------------
         settled = Signal()
-        m.d.comb += settled.eq(walked & ~windows.r_rdy & ~reducing & ~handing & ~s1_valid
+        # (the queue's level: a window written shows at its read side a cycle later)
+        m.d.comb += settled.eq(walked & (windows.level == 0) & ~reducing & ~handing & ~s1_valid
                                & ~s2_valid & ~s3_valid & ~reader.busy & writer.idle)
         m.d.sync += self.done.eq(0)
         with m.If(settled & ~self.done):

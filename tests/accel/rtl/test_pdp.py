@@ -2,7 +2,8 @@
 
 Random operations (max, min, average with padding values and reciprocals, every kernel
 and stride within small cubes, strided memory, split-width slices) run on the component
-with its AXI ports served by a Python memory that stalls at random on every channel; the
+with its AXI ports served by a Python memory that stalls at random on every channel
+(:mod:`tests.accel.rtl.axi_model`); the
 bytes it writes must be the bytes :meth:`accel.cmod.pdp.PdpPlan.execute` writes into the
 same memory.
 """
@@ -10,7 +11,6 @@ same memory.
 from __future__ import annotations
 
 import random
-from collections import deque
 
 import numpy as np
 import pytest
@@ -20,6 +20,7 @@ from accel.cmod.dram import Dram
 from accel.cmod.pdp import AVERAGE, MAX, MIN, PAD_VALUE_BITS, PdpPlan
 from accel.config import get_preset
 from accel.rtl.pdp import Pdp
+from tests.accel.rtl.axi_model import serve_axi
 
 HW = get_preset("nv_small")
 ATOM = HW.atom_size
@@ -104,69 +105,17 @@ def _config(dut: Pdp, op: dict) -> list:
 def _simulate(op: dict, memory: bytearray, rng: random.Random) -> int:
     """Run ``op`` on the component over ``memory`` (changed in place); returns cycles."""
     dut = Pdp(HW)
-    rd, wr = dut.axi_read, dut.axi_write
-    result = {}
 
-    async def bench(ctx):
+    def configure(ctx):
         for signal, value in _config(dut, op):
             ctx.set(signal, value)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        bursts: deque = deque()
-        beat = 0
-        addrs: deque = deque()
-        datas: deque = deque()
-        responses = 0
-        for cycle in range(200_000):
-            ar_ready, r_valid = rng.random() < 0.7, bool(bursts) and rng.random() < 0.8
-            aw_ready, w_ready = rng.random() < 0.7, rng.random() < 0.7
-            b_valid = responses > 0 and rng.random() < 0.8
-            ctx.set(rd.arready, ar_ready)
-            ctx.set(wr.awready, aw_ready)
-            ctx.set(wr.wready, w_ready)
-            ctx.set(wr.bvalid, b_valid)
-            ctx.set(wr.bresp, 0)
-            if r_valid:
-                addr, beats = bursts[0]
-                at = addr + beat * ATOM
-                ctx.set(rd.rdata, int.from_bytes(memory[at:at + ATOM], "little"))
-                ctx.set(rd.rlast, beat == beats - 1)
-                ctx.set(rd.rresp, 0)
-            ctx.set(rd.rvalid, r_valid)
-            # the handshakes of this edge
-            if ar_ready and ctx.get(rd.arvalid):
-                bursts.append((ctx.get(rd.araddr), ctx.get(rd.arlen) + 1))
-            if r_valid and ctx.get(rd.rready):
-                beat += 1
-                if beat == bursts[0][1]:
-                    bursts.popleft()
-                    beat = 0
-            if aw_ready and ctx.get(wr.awvalid):
-                assert ctx.get(wr.awlen) == 0
-                addrs.append(ctx.get(wr.awaddr))
-            if w_ready and ctx.get(wr.wvalid):
-                assert ctx.get(wr.wstrb) == (1 << ATOM) - 1
-                datas.append(ctx.get(wr.wdata))
-            while addrs and datas:
-                at = addrs.popleft()
-                memory[at:at + ATOM] = datas.popleft().to_bytes(ATOM, "little")
-                responses += 1
-            if b_valid:
-                responses -= 1
-            await ctx.tick()
-            if ctx.get(dut.done):
-                result["cycles"] = cycle
-                assert not bursts and not addrs and not datas and responses == 0
-                assert not ctx.get(dut.bus_error)
-                return
-        raise AssertionError("the PDP did not finish")
 
+    cycles: list[int] = []
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(bench)
+    sim.add_testbench(serve_axi(dut, memory, rng, cycles, configure))
     sim.run()
-    return result["cycles"]
+    return cycles[0]
 
 
 @pytest.mark.parametrize("seed", range(40))

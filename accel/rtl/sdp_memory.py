@@ -1,0 +1,343 @@
+"""SDP reading its input cube from memory: X1, X2 and the converter over an int8 cube.
+
+The same arithmetic as behind the CACC (:class:`~accel.rtl.postproc.PostProcessor`, with
+no truncation: an int8 input sign-extended is the value X1 takes), fed by SDP_RDMA's
+reads instead of the convolution and written by SDP's write DMA
+(:class:`~accel.rtl.dma.OutputWriter`), as the cmodel's :func:`accel.cmod.sdp.decode` /
+``SdpPlan.execute`` computes it for ``FLYING_MODE`` off:
+
+* the **input** (MRDMA): an atom per point, surface by surface, line by line;
+* **operands** of X1 (BRDMA) and X2 (NRDMA) where a stage is on and its ALU or multiplier
+  takes its operand from memory: per element (``DATA_MODE`` 1: a cube of the input's
+  points, ``atom`` lanes of one or two components of one or two bytes each, with the
+  DMA's own line and surface strides) or per kernel (a packed 1xC vector, a surface's
+  lanes read once at the surface's start).  One-byte operands are sign-extended; with
+  ``DATA_USE`` BOTH the ALU's component comes first;
+* the **output** as the write DMA stores it: whole atoms, the padded lanes of the last
+  surface computed like the others.
+
+One :class:`~accel.rtl.axi.AxiReader` serves the three streams: a walker issues, for each
+chunk of up to :data:`CHUNK` points of a line, the input's command and each per-element
+operand's, and a tag per command routes the returned words into a FIFO per stream.  A
+command goes out only while its FIFO has room for all of its words (credits), so the
+reads, answered in order, never wait on each other.  An assembler takes a point's words
+(one input word, ``esize`` words per operand stream) and offers the beat to the
+post-processor, which computes at SDP's throughput (a lane per cycle on nv_small).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.config import HwConfig
+from accel.rtl.axi import AxiReader, read_signature, write_signature
+from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
+from accel.rtl.dma import OutputWriter, check_bus
+from accel.rtl.postproc import ConfigLayout, PostProcessor
+
+#: points per command of a line (the input's FIFO holds two chunks)
+CHUNK = 8
+#: the most words an operand takes per point: 4 bytes a lane (two 16-bit components)
+MAX_OPERAND_WORDS = 4
+#: ``DATA_USE`` values of SDP_RDMA's operand DMAs
+USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
+#: the operand streams by X stage: SDP register prefix, SDP_RDMA DMA, SDP_RDMA address prefix
+STREAMS = {"x1": ("BS", "BRDMA", "BS"), "x2": ("BN", "NRDMA", "BN")}
+
+
+class OperandLayout(data.StructLayout):
+    """Where one X stage's operands come from."""
+
+    def __init__(self) -> None:
+        super().__init__({"fetch": 1, "per_element": 1, "use": 2, "wide": 1,
+                          "base": ADDR_BITS, "line": ADDR_BITS, "surf": ADDR_BITS})
+
+
+class SdpMemoryConfigLayout(data.StructLayout):
+    """One operation's registers as the unit uses them (sizes as counts)."""
+
+    def __init__(self) -> None:
+        super().__init__({
+            "surfaces": SIZE_BITS, "h": SIZE_BITS, "w": SIZE_BITS,
+            "src": ADDR_BITS, "src_line": ADDR_BITS, "src_surf": ADDR_BITS,
+            "dst": ADDR_BITS, "dst_line": ADDR_BITS, "dst_surf": ADDR_BITS,
+            "post": ConfigLayout(), "x1": OperandLayout(), "x2": OperandLayout(),
+        })
+
+
+def operand_needed(field, stage: str):
+    """Whether X stage ``stage`` (``"x1"``/``"x2"``) reads operands from memory, from SDP's
+    registers: the stage is on and an active ALU or multiplier has source MEM."""
+    p = STREAMS[stage][0]
+    sdp, cfg = "NVDLA_SDP", f"D_DP_{p}_CFG"
+    return ~field(sdp, cfg, f"{p}_BYPASS") & (
+        (~field(sdp, cfg, f"{p}_ALU_BYPASS") & field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC"))
+        | (~field(sdp, cfg, f"{p}_MUL_BYPASS")
+           & field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC")))
+
+
+def config_from_registers(field, hw: HwConfig, post_fields):
+    """A function of a :class:`SdpMemoryConfigLayout` signal giving its assignments from
+    the consumer groups' registers (``field(unit, reg, name=None)``); ``post_fields(post)``
+    gives the post-processing's (X1, X2, the converter; CACC's truncation is 0 here)."""
+    sdp, rdma = "NVDLA_SDP", "NVDLA_SDP_RDMA"
+    shift = hw.atom_size.bit_length() - 1
+
+    def assign(cfg) -> list:
+        out = [
+            cfg.surfaces.eq((field(sdp, "D_DATA_CUBE_CHANNEL", "CHANNEL") >> shift) + 1),
+            cfg.h.eq(field(sdp, "D_DATA_CUBE_HEIGHT", "HEIGHT") + 1),
+            cfg.w.eq(field(sdp, "D_DATA_CUBE_WIDTH", "WIDTH") + 1),
+            cfg.src.eq(field(rdma, "D_SRC_BASE_ADDR_LOW")),
+            cfg.src_line.eq(field(rdma, "D_SRC_LINE_STRIDE")),
+            cfg.src_surf.eq(field(rdma, "D_SRC_SURFACE_STRIDE")),
+            cfg.dst.eq(field(sdp, "D_DST_BASE_ADDR_LOW")),
+            cfg.dst_line.eq(field(sdp, "D_DST_LINE_STRIDE")),
+            cfg.dst_surf.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
+            *post_fields(cfg.post), cfg.post.truncate.eq(0),
+        ]
+        for stage, (_, dma, pre) in STREAMS.items():
+            op = getattr(cfg, stage)
+            out += [op.fetch.eq(operand_needed(field, stage)),
+                    op.per_element.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_MODE")),
+                    op.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
+                    op.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE")),
+                    op.base.eq(field(rdma, f"D_{pre}_BASE_ADDR_LOW")),
+                    op.line.eq(field(rdma, f"D_{pre}_LINE_STRIDE")),
+                    op.surf.eq(field(rdma, f"D_{pre}_SURFACE_STRIDE"))]
+        return out
+    return assign
+
+
+def _words(op) -> Signal:
+    """Words an operand element of ``op`` takes per point: its bytes per lane."""
+    return Mux(op.use == USE_BOTH, 2, 1) << op.wide
+
+
+class SdpMemory(wiring.Component):
+    """See the module docstring.
+
+    Attributes
+    ----------
+    cfg : ``In(SdpMemoryConfigLayout())``, held while the operation runs
+    start : ``In(1)``, a pulse; done : ``Out(1)``, a pulse once the last write is answered
+    busy : ``Out(1)`` from ``start`` to ``done``, both included
+    bus_error : ``Out(1)``, sticky
+    axi_read, axi_write : the AXI4 read and write channels
+    """
+
+    def __init__(self, hw: HwConfig, ecp5_dsp: bool | None = None) -> None:
+        check_bus(hw)
+        self.hw, self.ecp5_dsp = hw, ecp5_dsp
+        super().__init__({
+            "cfg": In(SdpMemoryConfigLayout()), "start": In(1), "done": Out(1),
+            "busy": Out(1), "bus_error": Out(1),
+            "axi_read": Out(read_signature(ADDR_BITS, 8 * hw.atom_size)),
+            "axi_write": Out(write_signature(ADDR_BITS, 8 * hw.atom_size)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        hw, cfg = self.hw, self.cfg
+        atom, word_bits = hw.atom_size, 8 * hw.atom_size
+        m.submodules.reader = reader = AxiReader(ADDR_BITS, atom)
+        m.submodules.wdma = wdma = OutputWriter(hw)
+        m.submodules.post = post = PostProcessor(hw, ecp5_dsp=self.ecp5_dsp)
+        wiring.connect(m, wiring.flipped(self.axi_read), reader.axi)
+        wiring.connect(m, wiring.flipped(self.axi_write), wdma.axi)
+        wiring.connect(m, post.out, wdma.inp)
+        m.d.comb += [post.cfg.eq(cfg.post), self.bus_error.eq(reader.bus_error | wdma.bus_error),
+                     wdma.cfg.dst_addr.eq(cfg.dst), wdma.cfg.line_stride.eq(cfg.dst_line),
+                     wdma.cfg.surf_stride.eq(cfg.dst_surf), wdma.cfg.out_w.eq(cfg.w),
+                     wdma.cfg.out_h.eq(cfg.h), wdma.start.eq(self.start)]
+
+        # ---- the streams' FIFOs and their credits -------------------------------------
+        names = ("input", "x1", "x2")
+        depth = {"input": 2 * CHUNK, "x1": 2 * CHUNK * MAX_OPERAND_WORDS,
+                 "x2": 2 * CHUNK * MAX_OPERAND_WORDS}
+        fifos = {n: fifo.SyncFIFOBuffered(width=word_bits, depth=depth[n]) for n in names}
+        for n, f in fifos.items():
+            m.submodules[f"{n}_words"] = f
+        credits = {n: Signal(range(depth[n] + 1), init=depth[n], name=f"{n}_credits")
+                   for n in names}
+        # a command's tag: its stream and words
+        tag_layout = data.StructLayout({"stream": 2, "words": 6})
+        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=tag_layout.size, depth=8)
+        tag = data.View(tag_layout, tags.r_data)
+        left = Signal(6)                        # words of the head tag not yet routed
+        word = reader.data
+        routing = Signal()
+        m.d.comb += routing.eq(tags.r_rdy & word.valid)
+        ready = Signal()
+        for i, n in enumerate(names):
+            m.d.comb += fifos[n].w_data.eq(word.payload)
+            with m.If(tag.stream == i):
+                m.d.comb += [fifos[n].w_en.eq(routing), ready.eq(fifos[n].w_rdy)]
+        m.d.comb += word.ready.eq(tags.r_rdy & ready)
+        first_word = Signal(init=1)             # ``left`` is not loaded yet for the head tag
+        with m.If(word.valid & word.ready):
+            words_left = Mux(first_word, tag.words, left)
+            m.d.sync += [left.eq(words_left - 1), first_word.eq(words_left == 1)]
+            m.d.comb += tags.r_en.eq(words_left == 1)
+
+        # ---- the walker: surface, line, chunk of points ---------------------------------
+        surface, y, x = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
+        in_line = Signal(ADDR_BITS)             # input address of (surface, y, 0)
+        in_surf = Signal(ADDR_BITS)
+        op_line = {s: Signal(ADDR_BITS, name=f"{s}_line_addr") for s in STREAMS}
+        op_surf = {s: Signal(ADDR_BITS, name=f"{s}_surf_addr") for s in STREAMS}
+        op_kernel = {s: Signal(ADDR_BITS, name=f"{s}_kernel_addr") for s in STREAMS}
+        n_points = Signal(range(CHUNK + 1))
+        rest = Signal(SIZE_BITS + 1)
+        m.d.comb += [rest.eq(cfg.w - x), n_points.eq(Mux(rest > CHUNK, CHUNK, rest))]
+        walking, walked = Signal(), Signal()
+        cmd = reader.cmd
+        cmd_words = Signal(6)
+        cmd_stream = Signal(2)
+        m.d.comb += [tags.w_data.eq(Cat(cmd_stream, cmd_words)),
+                     cmd.payload.beats.eq(cmd_words)]
+        issue = Signal()                        # the command on ``cmd`` goes out this cycle
+        fits = Signal()
+        for i, n in enumerate(names):
+            with m.If(cmd_stream == i):
+                m.d.comb += fits.eq(credits[n] >= cmd_words)
+        m.d.comb += [issue.eq(cmd.valid & cmd.ready), tags.w_en.eq(issue)]
+        words = {s: _words(getattr(cfg, s)) for s in STREAMS}
+        with m.FSM(name="walker"):
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [surface.eq(0), y.eq(0), x.eq(0), in_line.eq(cfg.src),
+                                 in_surf.eq(cfg.src), walking.eq(1), walked.eq(0)]
+                    for s in STREAMS:
+                        op = getattr(cfg, s)
+                        m.d.sync += [op_line[s].eq(op.base), op_surf[s].eq(op.base),
+                                     op_kernel[s].eq(op.base)]
+                    m.next = "KERNEL_X1"
+            # a surface's per-kernel operands, once at its start
+            for s, here, after in (("x1", "KERNEL_X1", "KERNEL_X2"), ("x2", "KERNEL_X2", "INPUT")):
+                op = getattr(cfg, s)
+                with m.State(here):
+                    m.d.comb += [cmd.payload.addr.eq(op_kernel[s]), cmd_words.eq(words[s]),
+                                 cmd_stream.eq(names.index(s)),
+                                 cmd.valid.eq(op.fetch & ~op.per_element & fits & tags.w_rdy)]
+                    with m.If(~op.fetch | op.per_element | issue):
+                        m.next = after
+            with m.State("INPUT"):              # a chunk: the input's words
+                m.d.comb += [cmd.payload.addr.eq(in_line + x * atom), cmd_words.eq(n_points),
+                             cmd_stream.eq(0), cmd.valid.eq(fits & tags.w_rdy)]
+                with m.If(issue):
+                    m.next = "ELEMENT_X1"
+            for s, here, after in (("x1", "ELEMENT_X1", "ELEMENT_X2"),
+                                   ("x2", "ELEMENT_X2", "NEXT")):
+                op = getattr(cfg, s)
+                with m.State(here):             # the chunk's per-element operands
+                    m.d.comb += [cmd.payload.addr.eq(op_line[s] + x * words[s] * atom),
+                                 cmd_words.eq(n_points * words[s]),
+                                 cmd_stream.eq(names.index(s)),
+                                 cmd.valid.eq(op.fetch & op.per_element & fits & tags.w_rdy)]
+                    with m.If(~op.fetch | ~op.per_element | issue):
+                        m.next = after
+            with m.State("NEXT"):
+                m.d.sync += x.eq(x + n_points)
+                m.next = "INPUT"
+                with m.If(x + n_points == cfg.w):
+                    m.d.sync += [x.eq(0), y.eq(y + 1), in_line.eq(in_line + cfg.src_line)]
+                    m.d.sync += [op_line[s].eq(op_line[s] + getattr(cfg, s).line)
+                                 for s in STREAMS]
+                    with m.If(y + 1 == cfg.h):
+                        m.d.sync += [y.eq(0), surface.eq(surface + 1),
+                                     in_line.eq(in_surf + cfg.src_surf),
+                                     in_surf.eq(in_surf + cfg.src_surf)]
+                        for s in STREAMS:
+                            op = getattr(cfg, s)
+                            m.d.sync += [op_line[s].eq(op_surf[s] + op.surf),
+                                         op_surf[s].eq(op_surf[s] + op.surf),
+                                         op_kernel[s].eq(op_kernel[s] + words[s] * atom)]
+                        m.next = "KERNEL_X1"
+                        with m.If(surface + 1 == cfg.surfaces):
+                            m.d.sync += [walking.eq(0), walked.eq(1)]
+                            m.next = "IDLE"
+
+        # ---- the assembler: a point's words into a beat ---------------------------------
+        held = {s: [Signal(word_bits, name=f"{s}_word{i}") for i in range(MAX_OPERAND_WORDS)]
+                for s in STREAMS}
+        got = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_got") for s in STREAMS}
+        need = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need") for s in STREAMS}
+        in_word = Signal(word_bits)
+        have_input = Signal()
+        offered = Signal()
+        px, py = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the point being assembled
+        surface_start = (px == 0) & (py == 0)
+        for s in STREAMS:
+            op = getattr(cfg, s)
+            m.d.comb += need[s].eq(Mux(op.fetch & (op.per_element | surface_start),
+                                       words[s], 0))
+        collecting = Signal()
+        m.d.comb += collecting.eq(self.busy & ~offered)
+        f_in = fifos["input"]
+        m.d.comb += f_in.r_en.eq(collecting & ~have_input)
+        with m.If(f_in.r_en & f_in.r_rdy):
+            m.d.sync += [in_word.eq(f_in.r_data), have_input.eq(1)]
+        for s in STREAMS:
+            f = fifos[s]
+            m.d.comb += f.r_en.eq(collecting & (got[s] < need[s]))
+            with m.If(f.r_en & f.r_rdy):
+                m.d.sync += got[s].eq(got[s] + 1)
+                with m.Switch(got[s]):
+                    for i in range(MAX_OPERAND_WORDS):
+                        with m.Case(i):
+                            m.d.sync += held[s][i].eq(f.r_data)
+        complete = have_input & (got["x1"] == need["x1"]) & (got["x2"] == need["x2"])
+        with m.If(collecting & complete):
+            m.d.sync += offered.eq(1)
+        beat = post.inp.payload
+        lanes = hw.atomic_k
+        for i in range(lanes):
+            m.d.comb += beat.acc[i].eq(in_word[8 * i:8 * i + 8].as_signed())
+        for s, (alu, mul) in (("x1", ("alu1", "mul1")), ("x2", ("alu2", "mul2"))):
+            op = getattr(cfg, s)
+            raw = Cat(*held[s])
+            for i in range(lanes):
+                def comp(j: int, nbytes: int, esize: int, i=i, raw=raw):
+                    """Component ``j`` of lane ``i`` in elements of ``esize`` bytes."""
+                    at = 8 * (i * esize + j * nbytes)
+                    return raw[at:at + 8 * nbytes].as_signed()
+                # (one byte, one component) (one byte, two) (two bytes, one) (two, two)
+                first = Mux(op.wide, Mux(op.use == USE_BOTH, comp(0, 2, 4), comp(0, 2, 2)),
+                            Mux(op.use == USE_BOTH, comp(0, 1, 2), comp(0, 1, 1)))
+                second = Mux(op.wide, comp(1, 2, 4), comp(1, 1, 2))
+                m.d.comb += [getattr(beat, alu)[i].eq(first),
+                             getattr(beat, mul)[i].eq(Mux(op.use == USE_MUL, first, second))]
+        m.d.comb += post.inp.valid.eq(offered)
+        with m.If(post.inp.valid & post.inp.ready):
+            m.d.sync += [offered.eq(0), have_input.eq(0), got["x1"].eq(0), got["x2"].eq(0),
+                         px.eq(Mux(px + 1 == cfg.w, 0, px + 1))]
+            with m.If(px + 1 == cfg.w):
+                m.d.sync += py.eq(Mux(py + 1 == cfg.h, 0, py + 1))
+        with m.If(self.start):
+            m.d.sync += [px.eq(0), py.eq(0), have_input.eq(0), offered.eq(0),
+                         got["x1"].eq(0), got["x2"].eq(0)]
+
+        # credits: taken by a command, given back by each word the assembler takes
+        for n in names:
+            taken = Mux(issue & (cmd_stream == names.index(n)), cmd_words, 0)
+            given = fifos[n].r_en & fifos[n].r_rdy
+            m.d.sync += credits[n].eq(credits[n] - taken + given)
+
+        # ---- completion: every beat through the post-processor and written --------------
+        inside = Signal(range(64))              # beats in the post-processor
+        went_in = post.inp.valid & post.inp.ready
+        came_out = post.out.valid & post.out.ready
+        m.d.sync += inside.eq(inside + went_in - came_out)
+        settled = Signal()
+        # (the FIFOs' levels: a word written shows at their read side a cycle later)
+        m.d.comb += settled.eq(walked & (tags.level == 0) & ~have_input & ~offered
+                               & (inside == 0) & ~reader.busy & wdma.idle & ~post.out.valid
+                               & (Cat(*(f.level for f in fifos.values())) == 0))
+        m.d.sync += self.done.eq(0)
+        with m.If(settled & ~self.done):
+            m.d.sync += [walked.eq(0), self.done.eq(1)]
+        m.d.comb += self.busy.eq(walking | walked | self.done)
+        return m
