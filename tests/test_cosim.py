@@ -71,16 +71,19 @@ def test_dat_files_read_back_with_nvidias_parser(tmp_path) -> None:
     assert np.array_equal(offsets, np.arange(77)) and np.array_equal(got, data)
 
 
-def test_demo_convolutions_are_recorded_completely(replay, capsys) -> None:
-    """Every LeNet convolution goes to the (stand-in) simulation as a trace that replays
-    on its own, and the demo stays bit-exact."""
+def test_demo_operations_are_recorded_completely(replay, capsys) -> None:
+    """Every LeNet convolution and pooling goes to the (stand-in) simulation as a trace
+    that replays on its own, and the demo stays bit-exact."""
     assert main(["demo", "--backend", "rtl", "--limit", "2", "--json", "--no-progress"]) == 0
     doc = json.loads(capsys.readouterr().out)
     dla_layers = [c for c in doc["layers"] if c["op_type"] in ("Conv", "Gemm")]
     assert doc["bit_exact"]
+    pools = [c for c in doc["layers"] if c["op_type"] == "MaxPool"]
     assert doc["rtl"]["convolutions"] == 2 * len(dla_layers) == 10
-    assert sum(len(r.played) for r in replay.instances) == 10
-    assert doc["rtl"]["on_cmodel"] == {"PDP operations": 4}     # the two max-pools, twice
+    assert doc["rtl"]["pdp"] == 2 * len(pools) == 4
+    played = [name for r in replay.instances for name in r.played]
+    assert len(played) == 14 and sum(n.startswith("pdp") for n in played) == 4
+    assert doc["rtl"]["on_cmodel"] == {}
 
 
 def test_an_rtl_output_that_differs_is_an_error(replay, capsys) -> None:
@@ -114,6 +117,7 @@ def test_demo_on_the_rtl_engine(capsys) -> None:
     assert main(["demo", "--backend", "rtl", "--limit", "2", "--json", "--no-progress"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["bit_exact"] and doc["rtl"]["convolutions"] == 10
+    assert doc["rtl"]["pdp"] == 4 and doc["rtl"]["on_cmodel"] == {}
     assert doc["rtl"]["cycles"] > 0
 
 
@@ -125,5 +129,5 @@ def test_demo_of_twenty_digits_on_verilator(capsys) -> None:
     assert main(["demo", "--backend", "rtl", "--simulator", "verilator", "--limit", "20",
                  "--json", "--no-progress"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["bit_exact"] and doc["rtl"]["convolutions"] == 100
+    assert doc["bit_exact"] and doc["rtl"]["convolutions"] == 100 and doc["rtl"]["pdp"] == 40
     assert doc["rtl"]["cycles"] > 0

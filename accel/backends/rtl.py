@@ -1,17 +1,18 @@
-"""The ``rtl`` backend: convolutions on the RTL engine, everything else on the cmodel.
+"""The ``rtl`` backend: convolutions, pooling and SDP on the RTL engine, the rest on the cmodel.
 
 :class:`RtlBackend` is the cmod backend (:class:`~accel.backends.cmod.CmodBackend`)
 over :class:`RtlDla`, a :class:`~accel.cmod.dla.Dla` that hands every
-convolution + on-the-fly SDP the RTL engine implements to one simulation of
-that engine, kept running for the whole session (:class:`RtlSimulator`).
-When the firmware's last ``D_OP_ENABLE`` starts a convolution, :class:`RtlDla`
+convolution + on-the-fly SDP, every PDP operation and every SDP operation reading
+memory the RTL engine implements to one simulation of that engine, kept running for
+the whole session (:class:`RtlSimulator`).  When the firmware's last ``D_OP_ENABLE`` starts such an
+operation, :class:`RtlDla`
 
 1. records it as a trace in NVIDIA's ``.cfg`` format (:mod:`accel.trace.writer`):
    the memory it reads - input cube, weights, SDP operand tables - and the
    current bytes of its output region; ``S_POINTER`` and every ``D_`` register of
-   CDMA, CSC, CMAC_A/B, CACC, SDP (and SDP_RDMA when it fetches operands) from
-   the consumer groups the firmware programmed; the op enables; an
-   ``intr_notify`` on SDP's done interrupt;
+   CDMA, CSC, CMAC_A/B, CACC, SDP (and SDP_RDMA when it fetches operands), of
+   PDP_RDMA and PDP, or of SDP_RDMA and SDP, from the consumer groups the firmware
+   programmed; the op enables; an ``intr_notify`` on SDP's (PDP's) done interrupt;
 2. runs the op on the cmodel too (its records, interrupts and CBUF state stay
    the firmware's view);
 3. has the simulation play the trace (``tests/rtl/trace_tb.py``, serve mode)
@@ -21,9 +22,11 @@ When the firmware's last ``D_OP_ENABLE`` starts a convolution, :class:`RtlDla`
 4. adds the RTL's cycle count to the op's record (``details["rtl_cycles"]``,
    beside the cmodel's estimate ``cycles``).
 
-Operations the engine does not implement (PDP, CDP, SDP from memory, image
-input, a conv fused with PDP, per-element operands, cubes larger than its
-memories) run on the cmodel; :attr:`RtlDla.fallbacks` names each kind once.
+Operations the engine does not implement (CDP, image input, SDP's Y stage, an SDP
+op feeding PDP, a convolution with per-element operands or larger than the
+engine's memories; PDP and SDP from memory on a player without them, such as the
+board's engine: its ``kinds``) run on the cmodel; :attr:`RtlDla.fallbacks` counts
+them by reason.
 """
 
 from __future__ import annotations
@@ -46,13 +49,20 @@ from accel.regs import lookup
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import d_registers
 from accel.rtl.generate import TRACE_ENTRIES
+from accel.rtl.pdp import PDP_UNITS
 from accel.trace.rtl_player import RtlError, RtlSimulator, unsupported
 from accel.trace.writer import TraceBuilder
 
 #: the units an RTL convolution programs, in enable order (the last enable starts it)
 ENABLE_ORDER = ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
                 "NVDLA_CSC", "NVDLA_CDMA")
-#: GLB mask during RTL convolutions: only SDP's done interrupts reach the pin
+#: the PDP's units in enable order (both must be enabled; either order starts it)
+PDP_ORDER = PDP_UNITS
+#: an SDP operation's units when it reads its input from memory
+SDP_ORDER = ("NVDLA_SDP_RDMA", "NVDLA_SDP")
+#: the operations (:attr:`accel.cmod.dla.Launch.kind`) the simulated engine runs
+SIM_KINDS = ("conv", "pdp", "sdp")
+#: GLB mask during RTL operations: only SDP's done interrupts reach the pin
 _MASKED = ("CDMA_DAT_DONE_MASK0", "CDMA_DAT_DONE_MASK1", "CDMA_WT_DONE_MASK0",
            "CDMA_WT_DONE_MASK1", "CACC_DONE_MASK0", "CACC_DONE_MASK1")
 
@@ -85,10 +95,15 @@ class RtlDla(Dla):
         self.sim: Any = player
         self.entries = getattr(player, "entries", TRACE_ENTRIES)
         # the engine's consumer groups: a fresh simulation starts at 0, a board says
-        self.rtl_groups = dict.fromkeys(ENABLE_ORDER, 0)
+        # the operations it runs: the simulated engine's (convolutions, PDP and SDP from
+        # memory), or what the caller's player says (``kinds``; a board's engine: the
+        # convolutions)
+        self.kinds = SIM_KINDS if player is None else getattr(player, "kinds", ("conv",))
+        self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_ORDER, 0)
         if hasattr(player, "consumer_groups"):
             self.rtl_groups.update(player.consumer_groups(ENABLE_ORDER))
         self.rtl_ops = 0
+        self.rtl_kinds: dict[str, int] = {}     # operations on the RTL by kind (SIM_KINDS)
         self.rtl_cycles = 0
         self.fallbacks: dict[str, int] = {}
         self._traces = Path(tempfile.mkdtemp(prefix="opendla-rtl-traces-"))
@@ -106,25 +121,32 @@ class RtlDla(Dla):
         if done is not None:   # a cmodel replay's batched datapath: never on this backend
             raise ValueError("the RTL backend runs every convolution itself; it does not "
                              "take a datapath result computed elsewhere")
-        if op.kind != "conv":
+        if op.kind not in self.kinds:
             self._fallback(f"{op.kind.upper()} operations")
             return super().launch(op)
         if op.pdp_plan is not None:
-            self._fallback("convolutions fused with PDP")
+            self._fallback(("convolutions" if op.kind == "conv" else "SDP operations")
+                           + " fused with PDP")
             return super().launch(op)
-        units = [u for u in ENABLE_ORDER if u != "NVDLA_SDP_RDMA" or op.needs_rdma]
-        why = self._refusal(op)
+        if op.kind == "pdp":
+            units, why = list(PDP_ORDER), None
+        elif op.kind == "sdp":
+            units, why = list(SDP_ORDER), self._sdp_refusal(op)
+        else:
+            units = [u for u in ENABLE_ORDER if u != "NVDLA_SDP_RDMA" or op.needs_rdma]
+            why = self._refusal(op)
         writes = [] if why else self._registers(units)
         for symbol, value in writes:
             why = why or unsupported(symbol, value, self.cfg)
         if why:
             self._fallback(why)
             return super().launch(op)
-        builder, out = self._record(op, units, writes)
+        record = {"conv": self._record, "pdp": self._record_pdp, "sdp": self._record_sdp}
+        builder, out = record[op.kind](op, units, writes)
         super().launch(op)                   # the cmodel's run: records, interrupts, CBUF
         reference = np.asarray(self.dram.read(out[0], out[1]), np.uint8)
         # the trace checks the cmodel's output, as NVIDIA's traces check their goldens
-        builder.check_crc("conv_done", out[0], out[1], zlib.crc32(reference.tobytes()))
+        builder.check_crc("op_done", out[0], out[1], zlib.crc32(reference.tobytes()))
         trace = builder.save(self._traces)
         dump = trace / "output.bin"
         if self.sim is None:
@@ -136,15 +158,17 @@ class RtlDla(Dla):
                 raise
             reply = None                     # the CRC differs: name the first byte below
         got = np.fromfile(dump, np.uint8)
+        what = {"conv": "convolution", "pdp": "PDP", "sdp": "SDP"}[op.kind]
         if got.shape != reference.shape or not np.array_equal(got, reference):
             diff = np.flatnonzero(got != reference)
             raise RtlMismatch(
-                f"RTL convolution {self.rtl_ops} ({trace.name}): {diff.size} output bytes "
+                f"RTL {what} {self.rtl_ops} ({trace.name}): {diff.size} output bytes "
                 f"differ from the cmodel, first at {out[0] + int(diff[0]):#x}: RTL "
                 f"{int(got[diff[0]])}, cmodel {int(reference[diff[0]])}")
-        self.dram.write(out[0], got, "SDP_WDMA")     # what later operations read
+        self.dram.write(out[0], got, "PDP_WDMA" if op.kind == "pdp" else "SDP_WDMA")
         rec = self.stats[-1]
         self.rtl_ops += 1
+        self.rtl_kinds[op.kind] = self.rtl_kinds.get(op.kind, 0) + 1
         if reply is not None and reply.get("cycles") is not None:    # a board counts none
             rec.details["rtl_cycles"] = reply["cycles"]
             self.rtl_cycles += reply["cycles"]
@@ -152,16 +176,36 @@ class RtlDla(Dla):
             self.rtl_groups[unit] ^= 1
         shutil.rmtree(trace, ignore_errors=True)
 
+    def _try_run_cdp(self) -> None:
+        ran = len(self.stats)
+        super()._try_run_cdp()
+        if len(self.stats) > ran:            # the engine has no CDP: counted with the rest
+            self._fallback("CDP operations")
+
+    def _run_rubik(self) -> None:
+        ran = len(self.stats)
+        super()._run_rubik()
+        for _ in range(len(self.stats) - ran):
+            self._fallback("RUBIK operations")
+
     def _refusal(self, op: Launch) -> str | None:
-        """Why the engine cannot run ``op`` (None: it can)."""
+        """Why the engine cannot run the convolution ``op`` (None: it can)."""
         plan, hw = op.plan, self.cfg
         geo = plan.geo
         if geo.image or plan.feature is None:
             return "image input"
         if plan.sdp.y_stage:
             return "SDP Y (EW/LUT) stages"
+        if any(read is not None and read.grid is not None for _, read in plan.sdp.stages):
+            return "convolutions with per-element SDP operands"
         _, c, h, w, _, _ = plan.feature
         return memory_refusal(hw, c, h, w, geo.k, geo.r, geo.s, self.entries)
+
+    @staticmethod
+    def _sdp_refusal(op: Launch) -> str | None:
+        """Why the engine cannot run the SDP operation ``op`` reading memory (None: it
+        can)."""
+        return "SDP Y (EW/LUT) stages" if op.plan.y_stage else None
 
     def _registers(self, units: list[str]) -> list[tuple[str, int]]:
         """``(symbol, value)`` of every D register the firmware programmed for the op."""
@@ -175,7 +219,7 @@ class RtlDla(Dla):
 
     def _record(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
                 ) -> tuple[TraceBuilder, tuple[int, int]]:
-        """The op's trace up to its interrupt wait, and its output region."""
+        """The convolution's trace up to its interrupt wait, and its output region."""
         plan, hw = op.plan, self.cfg
         base, c, h, w, line, surf = plan.feature
         cdma = self.regs["NVDLA_CDMA"]
@@ -189,12 +233,47 @@ class RtlDla(Dla):
         dst, dline, dsurf = plan.sdp.dst
         out = (dst, CubeLayout(plan.geo.k, plan.geo.out_h, plan.geo.out_w, hw.atom_size,
                                dline, dsurf).size)
-        regions.append(out)
         name = f"conv{self.rtl_ops:05d}"
+        return self._trace(name, f"convolution {self.rtl_ops}: {plan.geo}", units, writes,
+                           [*regions, out], "SDP"), out
+
+    def _record_pdp(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
+                    ) -> tuple[TraceBuilder, tuple[int, int]]:
+        """The PDP operation's trace up to its interrupt wait, and its output region."""
+        plan, a = op.plan, self.cfg.atom_size
+        src, line, surf = plan.src
+        dst, dline, dsurf = plan.dst
+        regions = [(src, CubeLayout(plan.c, plan.h, plan.w, a, line, surf).size)]
+        out = (dst, CubeLayout(plan.c, plan.oh, plan.ow, a, dline, dsurf).size)
+        shape = f"{plan.c}x{plan.h}x{plan.w} -> {plan.oh}x{plan.ow}"
+        return self._trace(f"pdp{self.rtl_ops:05d}", f"PDP {self.rtl_ops}: {shape}", units,
+                           writes, [*regions, out], "PDP"), out
+
+    def _record_sdp(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
+                    ) -> tuple[TraceBuilder, tuple[int, int]]:
+        """The SDP operation's trace up to its interrupt wait, and its output region."""
+        plan, a = op.plan, self.cfg.atom_size
+        src, line, surf = plan.src
+        dst, dline, dsurf = plan.dst
+        regions = [(src, CubeLayout(plan.c, plan.h, plan.w, a, line, surf).size)]
+        for _, read in plan.stages:
+            if read is not None:     # the operands: up to the last one's last byte
+                regions.append((read.base, int(read.offsets.max())
+                                + read.nbytes * len(read.comps)))
+        out = (dst, CubeLayout(plan.c, plan.h, plan.w, a, dline, dsurf).size)
+        shape = f"{plan.c}x{plan.h}x{plan.w}"
+        return self._trace(f"sdp{self.rtl_ops:05d}", f"SDP {self.rtl_ops}: {shape} from memory",
+                           units, writes, [*regions, out], "SDP"), out
+
+    def _trace(self, name: str, comment: str, units: list[str], writes: list[tuple[str, int]],
+               regions: list[tuple[int, int]], source: str) -> TraceBuilder:
+        """A trace that loads ``regions`` (the last one the output, as memory holds it now),
+        programs ``units`` with ``writes`` in the groups the engine consumes, enables them
+        and waits for ``source``'s done interrupt."""
         trace = TraceBuilder(name)
-        trace.comment(f"convolution {self.rtl_ops}: {plan.geo}")
+        trace.comment(comment)
         # the engine reads and writes whole memory atoms
-        atom = hw.atom_size
+        atom = self.cfg.atom_size
         regions = [(b - b % atom, -(-(b % atom + s) // atom) * atom) for b, s in regions]
         for i, (rb, rs) in enumerate(_merge(regions)):
             trace.load(rb, self.dram.read(rb, rs), f"mem{i}")
@@ -210,8 +289,8 @@ class RtlDla(Dla):
                 trace.write(symbol, value)
         for unit in units:
             trace.write(f"{unit}.D_OP_ENABLE", 1)
-        trace.notify(f"SDP_{self.rtl_groups['NVDLA_SDP']}", "conv_done")
-        return trace, out
+        trace.notify(f"{source}_{self.rtl_groups[f'NVDLA_{source}']}", "op_done")
+        return trace
 
 
 class RtlBackend(CmodBackend):

@@ -24,6 +24,12 @@ enables clear, their consumer pointers flip, GLB raises
 ``CDMA_DAT``/``CDMA_WT``/``CACC``/``SDP`` done for that group and ``irq``
 goes high until software clears the status.  ``bus_error`` (sticky) reports
 an AXI response other than OKAY.
+
+``others`` adds memory-to-memory units beside the convolution (:data:`OTHER_UNITS`):
+``"pdp"`` (:class:`~accel.rtl.pdp.Pdp`, with PDP_RDMA and PDP in the register file) and
+``"sdp_memory"`` (:class:`~accel.rtl.sdp_memory.SdpMemory`: SDP reading its input from
+memory, ``FLYING_MODE`` off, with per-element operands), one at a time on the AXI port
+(see :meth:`ConvEngine._others`).
 """
 
 from __future__ import annotations
@@ -37,8 +43,12 @@ from accel.regs import UNITS
 from accel.rtl.axi import axi4_signature, connect_channels
 from accel.rtl.conv_core import ConvCore
 from accel.rtl.conv_layout import SIZE_BITS, ConvConfigLayout
-from accel.rtl.csb_regs import CSB_REQUEST, CsbRegisterFile, d_registers, port_name
+from accel.rtl.csb_regs import CONV_UNITS, CSB_REQUEST, CsbRegisterFile, d_registers, port_name
 from accel.rtl.dma import ADDR_BITS, ConvFetch, OutputWriter
+from accel.rtl.pdp import PDP_UNITS, Pdp, PdpConfigLayout
+from accel.rtl.pdp import config_from_registers as pdp_config
+from accel.rtl.sdp_memory import SdpMemory, SdpMemoryConfigLayout, operand_needed
+from accel.rtl.sdp_memory import config_from_registers as sdp_memory_config
 from accel.rtl.timing import kept
 
 #: the units an operation enables and completes together
@@ -46,6 +56,14 @@ OP_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CA
             "NVDLA_SDP")
 #: the operand DMAs of SDP_RDMA the engine implements (per-kernel mode), by SDP stage
 OPERAND_DMAS = {"x1": ("BRDMA", "BS"), "x2": ("NRDMA", "BN")}
+#: the memory-to-memory units an engine may have beside the convolution: the units each
+#: completes (all must be enabled), and the field that says it reads memory (unit,
+#: register, field, value)
+OTHER_UNITS = {
+    "pdp": (PDP_UNITS, ("NVDLA_PDP", "D_OPERATION_MODE_CFG", "FLYING_MODE", 1)),
+    "sdp_memory": (("NVDLA_SDP_RDMA", "NVDLA_SDP"),
+                   ("NVDLA_SDP", "D_FEATURE_MODE_CFG", "FLYING_MODE", 0)),
+}
 #: SDP operand entries (kernel groups) the engine holds
 OPERAND_ENTRIES = 64
 #: fields latched at an operation's start per copy of the latch enable
@@ -73,8 +91,11 @@ class ConvEngine(wiring.Component):
     """See the module docstring."""
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
-                 weight_entries: int = 2048) -> None:
-        self.hw, self.points = cfg, points
+                 weight_entries: int = 2048, others: tuple[str, ...] = ()) -> None:
+        unknown = [name for name in others if name not in OTHER_UNITS]
+        if unknown:
+            raise ValueError(f"units {', '.join(unknown)} not in {', '.join(OTHER_UNITS)}")
+        self.hw, self.points, self.others = cfg, points, others
         self.entries = (feature_entries, weight_entries)
         super().__init__({
             "req": In(CSB_REQUEST),
@@ -86,10 +107,15 @@ class ConvEngine(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         hw = self.hw
-        m.submodules.csb = csb = CsbRegisterFile()
+        m.submodules.csb = csb = CsbRegisterFile(
+            CONV_UNITS + (PDP_UNITS if "pdp" in self.others else ()))
         m.submodules.core = core = ConvCore(hw, self.points, *self.entries, OPERAND_ENTRIES)
         m.submodules.fetch = fetch = ConvFetch(hw, *self.entries, OPERAND_ENTRIES)
         m.submodules.wdma = wdma = OutputWriter(hw)
+        makers = {"pdp": Pdp, "sdp_memory": SdpMemory}
+        others = {name: makers[name](hw) for name in self.others}
+        for name, unit in others.items():
+            m.submodules[name] = unit
         m.d.comb += [csb.req.eq(self.req), self.rdata.eq(csb.rdata),
                      self.rvalid.eq(csb.rvalid), self.error.eq(csb.error),
                      self.irq.eq(csb.irq),
@@ -98,9 +124,20 @@ class ConvEngine(wiring.Component):
                      core.operand_write.eq(fetch.operand_write),
                      core.weight_level.eq(fetch.weight_level),
                      core.feature_level.eq(fetch.feature_level),
-                     self.bus_error.eq(fetch.bus_error | wdma.bus_error)]
-        connect_channels(m, self.axi, fetch.axi)
-        connect_channels(m, self.axi, wdma.axi)
+                     self.bus_error.eq(Cat(fetch.bus_error, wdma.bus_error,
+                                           *(u.bus_error for u in others.values())).any())]
+        # the memory-to-memory units beside the convolution, each with the AXI port while it
+        # runs (``buses``); ``other_bus``: one of them has it
+        buses = {name: Signal(name=f"{name}_bus") for name in self.others}
+        other_bus = Signal()
+        m.d.comb += other_bus.eq(Cat(*buses.values()).any() if buses else 0)
+        with m.If(~other_bus):
+            connect_channels(m, self.axi, fetch.axi)
+            connect_channels(m, self.axi, wdma.axi)
+        for name, unit in others.items():
+            with m.If(buses[name]):
+                connect_channels(m, self.axi, unit.axi_read)
+                connect_channels(m, self.axi, unit.axi_write)
         wiring.connect(m, core.out, wdma.inp)
 
         def field(unit: str, reg: str, name: str | None = None):
@@ -143,41 +180,17 @@ class ConvEngine(wiring.Component):
             op.channel_groups.eq((c_m1 >> shift_c) + 1),
             op.kernel_groups.eq((k_m1 >> shift_k) + 1),
             op.post.truncate.eq(field("NVDLA_CACC", "D_CLIP_CFG", "CLIP_TRUNCATE")),
-            op.post.cvt_offset.eq(field("NVDLA_SDP", "D_CVT_OFFSET", "CVT_OFFSET")),
-            op.post.cvt_scale.eq(field("NVDLA_SDP", "D_CVT_SCALE", "CVT_SCALE")),
-            op.post.cvt_shift.eq(field("NVDLA_SDP", "D_CVT_SHIFT", "CVT_SHIFT")),
+            *sdp_fields(field, op.post),
         ]
-        for stage, p in (("x1", "BS"), ("x2", "BN")):
-            st = getattr(op.post, stage)
-            latch += [
-                st.bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_BYPASS")),
-                st.alu_bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_ALU_BYPASS")),
-                st.alu_algo.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_ALU_ALGO")),
-                st.mul_bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_MUL_BYPASS")),
-                st.prelu.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_MUL_PRELU")),
-                st.relu_bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_RELU_BYPASS")),
-                st.alu_shift.eq(field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SHIFT_VALUE")),
-                st.alu_operand.eq(field(sdp, f"D_DP_{p}_ALU_SRC_VALUE", f"{p}_ALU_OPERAND")),
-                st.mul_shift.eq(field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SHIFT_VALUE")),
-                st.mul_operand.eq(field(sdp, f"D_DP_{p}_MUL_SRC_VALUE", f"{p}_MUL_OPERAND")),
-                st.alu_src.eq(field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC")),
-                st.mul_src.eq(field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC")),
-            ]
         # the DMAs' registers
         fc = fetch.cfg
         cdma, rdma = "NVDLA_CDMA", "NVDLA_SDP_RDMA"
         # a stage takes operands from memory when it and an ALU or multiplier with source MEM
         # are on (decided by SDP's registers, as the hardware does); then SDP_RDMA takes part
         needs = {}
-        for stage, (_, p) in OPERAND_DMAS.items():
+        for stage in OPERAND_DMAS:
             needs[stage] = Signal(name=f"{stage}_from_memory")
-            cfg_reg = f"D_DP_{p}_CFG"
-            m.d.comb += needs[stage].eq(
-                ~field(sdp, cfg_reg, f"{p}_BYPASS")
-                & ((~field(sdp, cfg_reg, f"{p}_ALU_BYPASS")
-                    & field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC"))
-                   | (~field(sdp, cfg_reg, f"{p}_MUL_BYPASS")
-                      & field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC"))))
+            m.d.comb += needs[stage].eq(operand_needed(field, stage))
         operands = Signal()
         m.d.comb += operands.eq(needs["x1"] | needs["x2"])
         latch_fetch = [
@@ -209,7 +222,7 @@ class ConvEngine(wiring.Component):
         enabled = Signal()
         m.d.comb += enabled.eq(Cat(*(getattr(csb, f"{port_name(u)}_op_en")
                                      for u in OP_UNITS)).all()
-                               & (~operands | csb.sdp_rdma_op_en))
+                               & (~operands | csb.sdp_rdma_op_en) & ~other_bus)
         with_rdma = Signal()                     # the operation completes SDP_RDMA too
         fsm_idle = Signal()
         total = Signal(2 * SIZE_BITS)            # output points of the operation
@@ -300,6 +313,74 @@ class ConvEngine(wiring.Component):
         core_start = Signal()
         m.d.sync += core_start.eq(fsm.ongoing("FETCH") & fetch.ready)
         m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick), core.start.eq(core_start)]
+        # the SDP's and SDP_RDMA's completions: a convolution's, or an SDP op from memory's
+        finished = {unit: flag for unit, flag in done.items()}
+        if "sdp_memory" in others:
+            for unit in ("NVDLA_SDP", "NVDLA_SDP_RDMA"):
+                finished[unit] = done[unit] | others["sdp_memory"].done
         m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(flag)
-                     for unit, flag in done.items()]
+                     for unit, flag in finished.items()]
+        self._others(m, csb, others, field, buses, fsm_idle & ~enabled)
         return m
+
+    def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field, buses: dict,
+                conv_idle) -> None:
+        """The memory-to-memory units beside the convolution, one at a time: a unit starts
+        when its units are enabled (:data:`OTHER_UNITS`, reading from memory) and neither a
+        convolution nor another unit runs or is about to (the convolution first, then in
+        the order of ``others``), latching its registers a cycle before; while it runs
+        (``buses[name]``) it has the AXI port and nothing else starts.  Its completion
+        completes its units and raises their done interrupt."""
+        hw = self.hw
+        configs = {"pdp": (PdpConfigLayout(), pdp_config(field, hw)),
+                   "sdp_memory": (SdpMemoryConfigLayout(),
+                                  sdp_memory_config(field, hw, lambda post: sdp_fields(field,
+                                                                                        post)))}
+        claimed = Signal(name="other_claimed")      # a unit runs, or one before it starts
+        m.d.comb += claimed.eq(Cat(*buses.values()).any() if buses else 0)
+        ahead = []                                  # units before this one that want to go
+        for name, unit in others.items():
+            units, mode = OTHER_UNITS[name]
+            wants = Signal(name=f"{name}_wants")
+            m.d.comb += wants.eq(Cat(*(getattr(csb, f"{port_name(u)}_op_en") for u in units))
+                                 .all() & (field(*mode[:3]) == mode[3]))
+            go, start = Signal(name=f"{name}_go"), Signal(name=f"{name}_start")
+            m.d.sync += [go.eq(wants & conv_idle & ~claimed & ~Cat(*ahead).any()
+                               & ~go & ~start),
+                         start.eq(go)]
+            ahead.append(wants)
+            layout, assign = configs[name]
+            cfg = Signal(layout, name=f"{name}_cfg")
+            with m.If(go):
+                m.d.sync += assign(cfg)
+            m.d.comb += [unit.cfg.eq(cfg), unit.start.eq(start),
+                         buses[name].eq(unit.busy | go | start)]
+            if name == "pdp":
+                m.d.comb += [csb.pdp_done.eq(unit.done), csb.pdp_rdma_done.eq(unit.done)]
+
+
+def sdp_fields(field, post) -> list:
+    """Assignments of the post-processing's X1, X2 and converter fields (``post``, a
+    :class:`~accel.rtl.postproc.ConfigLayout`) from SDP's registers in the consumer group
+    (``field(unit, reg, name)``); CACC's truncation is the caller's."""
+    sdp = "NVDLA_SDP"
+    out = [post.cvt_offset.eq(field(sdp, "D_CVT_OFFSET", "CVT_OFFSET")),
+           post.cvt_scale.eq(field(sdp, "D_CVT_SCALE", "CVT_SCALE")),
+           post.cvt_shift.eq(field(sdp, "D_CVT_SHIFT", "CVT_SHIFT"))]
+    for stage, p in (("x1", "BS"), ("x2", "BN")):
+        st = getattr(post, stage)
+        out += [
+            st.bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_BYPASS")),
+            st.alu_bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_ALU_BYPASS")),
+            st.alu_algo.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_ALU_ALGO")),
+            st.mul_bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_MUL_BYPASS")),
+            st.prelu.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_MUL_PRELU")),
+            st.relu_bypass.eq(field(sdp, f"D_DP_{p}_CFG", f"{p}_RELU_BYPASS")),
+            st.alu_shift.eq(field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SHIFT_VALUE")),
+            st.alu_operand.eq(field(sdp, f"D_DP_{p}_ALU_SRC_VALUE", f"{p}_ALU_OPERAND")),
+            st.mul_shift.eq(field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SHIFT_VALUE")),
+            st.mul_operand.eq(field(sdp, f"D_DP_{p}_MUL_SRC_VALUE", f"{p}_MUL_OPERAND")),
+            st.alu_src.eq(field(sdp, f"D_DP_{p}_ALU_CFG", f"{p}_ALU_SRC")),
+            st.mul_src.eq(field(sdp, f"D_DP_{p}_MUL_CFG", f"{p}_MUL_SRC")),
+        ]
+    return out

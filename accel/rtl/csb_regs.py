@@ -49,7 +49,7 @@ HW_STATUS = {("NVDLA_CDMA", "S_CBUF_FLUSH_STATUS"): 1}
 
 #: GLB interrupt sources a unit's completion raises (status field prefixes)
 DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": ("CACC_DONE",),
-                "NVDLA_SDP": ("SDP_DONE",)}
+                "NVDLA_SDP": ("SDP_DONE",), "NVDLA_PDP": ("PDP_DONE",)}
 
 
 #: a CSB request: byte address, write or read, write data (always accepted)

@@ -33,6 +33,10 @@ from accel.rtl.uart import RamEngine
 #: direct-convolution traces and the runtime's convolutions fit (nv_small's CBUF)
 TRACE_ENTRIES = 16384
 
+#: the units beside the convolution in the simulation tops
+#: (:data:`accel.rtl.conv_engine.OTHER_UNITS`)
+SIM_OTHERS = ("pdp", "sdp_memory")
+
 #: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
 RAM_ENGINE_BYTES = 1 << 20
 
@@ -44,13 +48,13 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "conv": ConvCore,
     "csb": lambda cfg: CsbRegisterFile(),
     "engine": ConvEngine,
-    # memories large enough for NVIDIA's direct-convolution traces
+    # memories large enough for NVIDIA's direct-convolution traces, PDP and SDP from memory
     "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=TRACE_ENTRIES,
-                                            weight_entries=TRACE_ENTRIES),
+                                            weight_entries=TRACE_ENTRIES, others=SIM_OTHERS),
     # the engine on the board's block RAM, loaded through a port of its own: traces whose
     # memory traffic never leaves the simulator (the fast way to simulate the engine)
     "engine_ram": lambda cfg: RamEngine(cfg, ram_bytes=RAM_ENGINE_BYTES,
-                                        engine_entries=TRACE_ENTRIES),
+                                        engine_entries=TRACE_ENTRIES, others=SIM_OTHERS),
     # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
     # with a model of the primitive: tests/rtl/mult18x18d_model.v)
     "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),

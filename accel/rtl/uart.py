@@ -301,7 +301,8 @@ class AxiRam(wiring.Component):
 
 
 class RamEngine(wiring.Component):
-    """The conv engine on its block RAM (:class:`AxiRam`), as on the board, with the RAM's
+    """The conv engine (with the units ``others`` beside it: :class:`ConvEngine`) on its
+    block RAM (:class:`AxiRam`), as on the board, with the RAM's
     host port as ports of its own (``mem_*``) instead of the UART bridge: a simulation
     top whose memory traffic stays inside the simulator.  A testbench loads the RAM and
     reads results through the port (a word per request, ``mem_done``
@@ -314,10 +315,11 @@ class RamEngine(wiring.Component):
     offset``; others pass as they are.  A testbench places a program's memory regions,
     wherever they lie in the 4 GiB space, side by side in the RAM."""
 
-    def __init__(self, cfg, ram_bytes: int, engine_entries: int, windows: int = 8) -> None:
+    def __init__(self, cfg, ram_bytes: int, engine_entries: int, windows: int = 8,
+                 others: tuple[str, ...] = ()) -> None:
         self.cfg, self.words, self.windows = cfg, ram_bytes // cfg.atom_size, windows
         self.engine = ConvEngine(cfg, feature_entries=engine_entries,
-                                 weight_entries=engine_entries)
+                                 weight_entries=engine_entries, others=others)
         nb = cfg.atom_size
         super().__init__({
             "req": In(CSB_REQUEST), "rdata": Out(32), "rvalid": Out(1), "error": Out(1),

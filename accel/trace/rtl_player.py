@@ -2,7 +2,7 @@
 
 A :class:`TracePlayer` keeps one simulation per configuration (an
 :class:`RtlSimulator`: the ``engine_traces`` top, the conv engine with
-memories deep enough for NVIDIA's direct-convolution traces), started at the
+memories deep enough for NVIDIA's direct-convolution traces and the PDP), started at the
 configuration's first trace and reset before each of the others, so a run of
 many traces builds and starts the engine once.  The cocotb testbench
 ``tests/rtl/trace_tb.py`` drives it: the trace's register writes go to the
@@ -44,6 +44,7 @@ from accel.regs import field_get, lookup
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import CONV_UNITS
 from accel.rtl.generate import TRACE_ENTRIES
+from accel.rtl.pdp import PDP_UNITS
 from accel.rtl.sim import BUILD_DIR, CACHE_DIR, DEFAULT_TB_DIR, run_cocotb
 from accel.runtime.errors import RuntimeFault
 from accel.trace.script import TraceError, find_cfg, parse_cfg, parse_int
@@ -52,14 +53,20 @@ from accel.trace.script import TraceError, find_cfg, parse_cfg, parse_int
 BUILD_ROOT = BUILD_DIR / "traces"
 
 
-#: the address registers the engine's DMAs use: upper halves, and what must be atom aligned
+#: the units the simulated engine implements: the convolution pipeline and the PDP
+ENGINE_UNITS = CONV_UNITS + PDP_UNITS
+
+#: the address registers the engine's DMAs use: upper halves (the operands' are checked
+#: where a stage reads them, :func:`operand_addresses`), and what must be atom aligned
 HIGH_ADDRESSES = {f"NVDLA_{r}" for r in (
-    "CDMA.D_DAIN_ADDR_HIGH_0", "CDMA.D_WEIGHT_ADDR_HIGH", "SDP_RDMA.D_BS_BASE_ADDR_HIGH",
-    "SDP_RDMA.D_BN_BASE_ADDR_HIGH", "SDP.D_DST_BASE_ADDR_HIGH")}
+    "CDMA.D_DAIN_ADDR_HIGH_0", "CDMA.D_WEIGHT_ADDR_HIGH", "SDP_RDMA.D_SRC_BASE_ADDR_HIGH",
+    "SDP.D_DST_BASE_ADDR_HIGH", "PDP_RDMA.D_SRC_BASE_ADDR_HIGH", "PDP.D_DST_BASE_ADDR_HIGH")}
 ALIGNED = {f"NVDLA_{r}" for r in (
     "CDMA.D_DAIN_ADDR_LOW_0", "CDMA.D_LINE_STRIDE", "CDMA.D_SURF_STRIDE",
     "CDMA.D_WEIGHT_ADDR_LOW", "SDP_RDMA.D_BS_BASE_ADDR_LOW", "SDP_RDMA.D_BN_BASE_ADDR_LOW",
-    "SDP.D_DST_BASE_ADDR_LOW", "SDP.D_DST_LINE_STRIDE", "SDP.D_DST_SURFACE_STRIDE")}
+    "SDP.D_DST_BASE_ADDR_LOW", "SDP.D_DST_LINE_STRIDE", "SDP.D_DST_SURFACE_STRIDE",
+    "PDP_RDMA.D_SRC_BASE_ADDR_LOW", "PDP_RDMA.D_SRC_LINE_STRIDE", "PDP_RDMA.D_SRC_SURFACE_STRIDE",
+    "PDP.D_DST_BASE_ADDR_LOW", "PDP.D_DST_LINE_STRIDE", "PDP.D_DST_SURFACE_STRIDE")}
 
 
 #: fields the engine implements at one value only: register, field, that value, and what
@@ -85,6 +92,10 @@ FIXED_FIELDS = {
     ("NVDLA_SDP.D_DATA_FORMAT", "PROC_PRECISION"): (0, "int16 or fp16 arithmetic"),
     ("NVDLA_SDP.D_DATA_FORMAT", "OUT_PRECISION"): (0, "int16 or fp16 output"),
     ("NVDLA_SDP.D_DP_EW_CFG", "EW_BYPASS"): (1, "SDP's element-wise (Y) stage"),
+    ("NVDLA_PDP.D_OPERATION_MODE_CFG", "FLYING_MODE"): (1, "PDP fed by SDP on the fly"),
+    ("NVDLA_SDP_RDMA.D_FEATURE_MODE_CFG", "IN_PRECISION"): (0, "int16 or fp16 input"),
+    ("NVDLA_PDP.D_DATA_FORMAT", "INPUT_DATA"): (0, "int16 or fp16 pooling"),
+    ("NVDLA_PDP_RDMA.D_DATA_FORMAT", "INPUT_DATA"): (0, "int16 or fp16 pooling"),
 }
 
 
@@ -93,7 +104,7 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
     CDMA and CSC's data and weight reuse flags are accepted: the engine fetches the cube
     and the weights for every operation, which gives what reusing them would."""
     reg = lookup(symbol)
-    if reg.unit not in CONV_UNITS:
+    if reg.unit not in ENGINE_UNITS:
         return f"{reg.symbol} belongs to {reg.unit}, which the RTL engine does not implement"
     name = reg.name
     for field in reg.fields:
@@ -102,20 +113,12 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
             return (f"{reg.symbol}={value:#x}: {field.name}="
                     f"{field_get(value, reg, field.name)} asks for {fixed[1]}, which the "
                     f"engine does not implement ({field.name}={fixed[0]} only)")
-    if reg.unit == "NVDLA_SDP_RDMA":
-        for dma in ("BRDMA", "NRDMA", "ERDMA"):
-            if name == f"D_{dma}_CFG" and not field_get(value, reg, f"{dma}_DISABLE"):
-                if dma == "ERDMA":
-                    return f"{reg.symbol}={value:#x}: the engine has no element-wise (EW) stage"
-                if field_get(value, reg, f"{dma}_DATA_MODE"):
-                    return (f"{reg.symbol}={value:#x}: per-element operands are not implemented"
-                            f" (per-kernel only)")
-    if reg.unit == "NVDLA_SDP" and name == "D_FEATURE_MODE_CFG" and \
-            not field_get(value, reg, "FLYING_MODE"):
-        return f"{reg.symbol}={value:#x}: SDP reading its input from memory is not implemented"
-    if reg.symbol in HIGH_ADDRESSES and value:
+    if reg.unit == "NVDLA_SDP_RDMA" and name == "D_ERDMA_CFG" and \
+            not field_get(value, reg, "ERDMA_DISABLE"):
+        return f"{reg.symbol}={value:#x}: the engine has no element-wise (EW) stage"
+    if f"{reg.unit}.{name}" in HIGH_ADDRESSES and value:
         return f"{reg.symbol}={value:#x}: addresses above 4 GiB are not implemented"
-    if reg.symbol in ALIGNED and value % hw.atom_size:
+    if f"{reg.unit}.{name}" in ALIGNED and value % hw.atom_size:
         return f"{reg.symbol}={value:#x} is not a multiple of the {hw.atom_size}-byte atom"
     return None
 
@@ -123,21 +126,60 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
 def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
     """Why the engine cannot play a trace (None: it can), given its ``.cfg`` file and the
     commands parsed from it: the first register access :func:`unsupported` refuses, or
-    the first operation larger than the engine's memories (:func:`too_large`), with the
-    file and line."""
-    csc: dict[str, int] = {}            # the CSC registers as last written
+    the first convolution larger than the engine's memories (:func:`too_large`) or
+    whose SDP takes per-element operands (:func:`per_element`), with the file and
+    line."""
+    written: dict[str, int] = {}        # CSC, SDP_RDMA and SDP registers as last written
     for cmd in cmds:
         if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
             value = parse_int(cmd.args[1]) if cmd.name == "reg_write" else 0
             why = unsupported(cmd.args[0], value, hw)
             if not why and cmd.name == "reg_write":
                 reg = lookup(cmd.args[0])
-                if reg.unit == "NVDLA_CSC":
-                    csc[reg.name] = value
-                    if reg.name == "D_OP_ENABLE" and value & 1:
-                        why = too_large(csc, hw)
+                if reg.unit in ("NVDLA_CSC", "NVDLA_SDP_RDMA", "NVDLA_SDP"):
+                    written[reg.symbol] = value
+                if (reg.unit, reg.name) == ("NVDLA_CSC", "D_OP_ENABLE") and value & 1:
+                    csc = {lookup(s).name: v for s, v in written.items()
+                           if lookup(s).unit == "NVDLA_CSC"}
+                    why = too_large(csc, hw) or per_element(written)
+                if (reg.unit, reg.name) == ("NVDLA_SDP", "D_OP_ENABLE") and value & 1:
+                    why = operand_addresses(written)
             if why:
                 return f"{cfg_path}:{cmd.line}: {why}"
+    return None
+
+
+def operand_addresses(written: dict[str, int]) -> str | None:
+    """Why an SDP operation cannot run with the registers ``written`` (symbol -> value): a
+    stage reads operands from memory above 4 GiB (the engine drives the low 32 bits)."""
+    def get(symbol: str, name: str) -> int:
+        reg = lookup(symbol)
+        return field_get(written.get(reg.symbol, reg.reset), reg, name)
+
+    for p in ("BS", "BN"):
+        sdp = f"NVDLA_SDP.D_DP_{p}"
+        reads = not get(f"{sdp}_CFG", f"{p}_BYPASS") and (
+            (not get(f"{sdp}_CFG", f"{p}_ALU_BYPASS") and get(f"{sdp}_ALU_CFG", f"{p}_ALU_SRC"))
+            or (not get(f"{sdp}_CFG", f"{p}_MUL_BYPASS")
+                and get(f"{sdp}_MUL_CFG", f"{p}_MUL_SRC")))
+        high = lookup(f"NVDLA_SDP_RDMA.D_{p}_BASE_ADDR_HIGH")
+        value = written.get(high.symbol, high.reset)
+        if reads and value:
+            return f"{high.symbol}={value:#x}: addresses above 4 GiB are not implemented"
+    return None
+
+
+def per_element(written: dict[str, int]) -> str | None:
+    """Why a convolution cannot run with the SDP_RDMA registers ``written`` (symbol ->
+    value): its SDP's operands per element (the engine's convolutions take per-kernel
+    operands; an SDP reading its input from memory takes both)."""
+    for dma in ("BRDMA", "NRDMA"):
+        reg = lookup(f"NVDLA_SDP_RDMA.D_{dma}_CFG")
+        value = written.get(reg.symbol, reg.reset)
+        if not field_get(value, reg, f"{dma}_DISABLE") and field_get(value, reg,
+                                                                     f"{dma}_DATA_MODE"):
+            return (f"{reg.symbol}={value:#x}: a convolution with per-element SDP operands "
+                    f"is not implemented (per-kernel only)")
     return None
 
 

