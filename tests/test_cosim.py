@@ -131,3 +131,12 @@ def test_demo_of_twenty_digits_on_verilator(capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["bit_exact"] and doc["rtl"]["convolutions"] == 100 and doc["rtl"]["pdp"] == 40
     assert doc["rtl"]["cycles"] > 0
+
+
+def test_regions_that_only_touch_are_loaded_apart() -> None:
+    """A trace loads overlapping regions as one, but not two that only touch: they may be
+    two buffers of the memory (yolox_nano's operand table ends where an output begins)."""
+    from accel.backends.rtl import _merge
+
+    assert _merge([(0x100, 0x40), (0x120, 0x40), (0x160, 0x20), (0x10, 0x8)]) == [
+        (0x10, 0x8), (0x100, 0x60), (0x160, 0x20)]

@@ -72,10 +72,11 @@ class RtlMismatch(RtlError, AccelCheckFailed):
 
 
 def _merge(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping or touching ``(base, size)`` regions joined."""
+    """Overlapping ``(base, size)`` regions joined.  Regions that only touch stay apart:
+    they may lie in two buffers of the memory, which one read must not cross."""
     out: list[list[int]] = []
     for base, size in sorted(regions):
-        if out and base <= out[-1][0] + out[-1][1]:
+        if out and base < out[-1][0] + out[-1][1]:
             out[-1][1] = max(out[-1][1], base + size - out[-1][0])
         else:
             out.append([base, size])
