@@ -162,16 +162,17 @@ class HostBridge(wiring.Component):
 
 
 class BridgedEngine(wiring.Component):
-    """The FPGA build's core: the conv engine, its memory in block RAM (:class:`AxiRam`)
-    and the host bridge on a UART (``rx``/``tx`` at ``divisor`` cycles per bit);
-    ``irq`` and ``bus_error`` for LEDs."""
+    """The FPGA build's core: the conv engine (with the units ``others`` beside it:
+    :class:`~accel.rtl.conv_engine.ConvEngine`), its memory in block RAM
+    (:class:`AxiRam`) and the host bridge on a UART (``rx``/``tx`` at ``divisor`` cycles
+    per bit); ``irq`` and ``bus_error`` for LEDs."""
 
     def __init__(self, cfg, divisor: int, ram_bytes: int = RAM_BYTES,
-                 engine_entries: int = ENGINE_ENTRIES) -> None:
+                 engine_entries: int = ENGINE_ENTRIES, others: tuple[str, ...] = ()) -> None:
         self.cfg, self.divisor = cfg, divisor
         self.words = ram_bytes // cfg.atom_size
         self.engine = ConvEngine(cfg, feature_entries=engine_entries,
-                                 weight_entries=engine_entries)
+                                 weight_entries=engine_entries, others=others)
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "irq": Out(1),
                           "bus_error": Out(1)})
 

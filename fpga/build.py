@@ -116,8 +116,9 @@ MAP_LUTS = "\n".join(["techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dre
 #: the designs the flow builds: the MAC-array self-test, the conv engine with its block RAM
 #: and UART host bridge (:mod:`fpga.engine_top`), or that engine with 4 KiB of RAM and
 #: 256-entry feature/weight memories (``engine-small``: the same logic, a quick build; what
-#: runs on it is limited by its memories)
-DESIGNS = ("cmac-selftest", "engine", "engine-small")
+#: runs on it is limited by its memories), or the engine with the PDP and SDP reading
+#: memory beside the convolution (``engine-full``: not yet timed for 100 MHz)
+DESIGNS = ("cmac-selftest", "engine", "engine-small", "engine-full")
 SMALL_RAM_BYTES, SMALL_ENTRIES = 1 << 12, 256
 
 
@@ -130,6 +131,9 @@ def _design(name: str, cfg: HwConfig, target_hz: float, leds: int):
     if name == "engine-small":
         return EngineTop(cfg, target_hz=target_hz, ram_bytes=SMALL_RAM_BYTES,
                          engine_entries=SMALL_ENTRIES)
+    if name == "engine-full":
+        from accel.rtl.generate import SIM_OTHERS
+        return EngineTop(cfg, target_hz=target_hz, others=SIM_OTHERS)
     raise ValueError(f"design {name!r} not in {', '.join(DESIGNS)}")
 
 

@@ -19,19 +19,21 @@ from fpga.top import pll_clock
 
 class EngineTop(Elaboratable):
     """See the module docstring.  ``ram_bytes``: the DLA memory on the board;
-    ``engine_entries``: the engine's feature and weight memories (entries each)."""
+    ``engine_entries``: the engine's feature and weight memories (entries each);
+    ``others``: the units beside the convolution (:data:`accel.rtl.conv_engine.OTHER_UNITS`)."""
 
     def __init__(self, cfg: HwConfig, target_hz: float = 100e6, baud: int = BAUD,
-                 ram_bytes: int = RAM_BYTES, engine_entries: int = ENGINE_ENTRIES) -> None:
+                 ram_bytes: int = RAM_BYTES, engine_entries: int = ENGINE_ENTRIES,
+                 others: tuple[str, ...] = ()) -> None:
         self.cfg, self.target_hz, self.baud = cfg, target_hz, baud
-        self.ram_bytes, self.engine_entries = ram_bytes, engine_entries
+        self.ram_bytes, self.engine_entries, self.others = ram_bytes, engine_entries, others
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         f_clk = pll_clock(m, platform, self.target_hz)
         divisor = round(f_clk / self.baud)
         m.submodules.core = core = BridgedEngine(self.cfg, divisor, self.ram_bytes,
-                                                 self.engine_entries)
+                                                 self.engine_entries, self.others)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx = rx = io.Buffer("i", uart.rx)
         m.submodules.tx = tx = io.Buffer("o", uart.tx)

@@ -136,6 +136,8 @@ async def program(dut, group: int, conv: dict, post: dict, dma: dict, write=csb_
             f"{rdma}_DISABLE": 0, f"{rdma}_DATA_USE": table["use"],
             f"{rdma}_DATA_SIZE": table["wide"], f"{rdma}_DATA_MODE": 0})
         await w(dut, f"NVDLA_SDP_RDMA.D_{p}_BASE_ADDR_LOW", table["addr"])
+    # SDP takes the convolution's sums (FLYING_MODE on; off, it would read memory)
+    await w(dut, "NVDLA_SDP.D_FEATURE_MODE_CFG", FLYING_MODE=1)
     await w(dut, "NVDLA_SDP.D_DST_BASE_ADDR_LOW", dma["output_addr"])
     await w(dut, "NVDLA_SDP.D_DST_LINE_STRIDE", ol.line_stride)
     await w(dut, "NVDLA_SDP.D_DST_SURFACE_STRIDE", ol.surf_stride)
