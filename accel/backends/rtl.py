@@ -4,8 +4,8 @@
 over :class:`RtlDla`, a :class:`~accel.cmod.dla.Dla` that hands every
 convolution + on-the-fly SDP, every PDP operation and every SDP operation reading
 memory the RTL engine implements to one simulation of that engine, kept running for
-the whole session (:class:`RtlSimulator`).  When the firmware's last ``D_OP_ENABLE`` starts such an
-operation, :class:`RtlDla`
+the whole session (:class:`RtlSimulator`).  When the firmware's last ``D_OP_ENABLE``
+starts such an operation, :class:`RtlDla`
 
 1. records it as a trace in NVIDIA's ``.cfg`` format (:mod:`accel.trace.writer`):
    the memory it reads - input cube, weights, SDP operand tables - and the
@@ -56,8 +56,6 @@ from accel.trace.writer import TraceBuilder
 #: the units an RTL convolution programs, in enable order (the last enable starts it)
 ENABLE_ORDER = ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NVDLA_CMAC_B",
                 "NVDLA_CSC", "NVDLA_CDMA")
-#: the PDP's units in enable order (both must be enabled; either order starts it)
-PDP_ORDER = PDP_UNITS
 #: an SDP operation's units when it reads its input from memory
 SDP_ORDER = ("NVDLA_SDP_RDMA", "NVDLA_SDP")
 #: the operations (:attr:`accel.cmod.dla.Launch.kind`) the simulated engine runs
@@ -100,7 +98,7 @@ class RtlDla(Dla):
         # memory), or what the caller's player says (``kinds``; a board's engine: the
         # convolutions)
         self.kinds = SIM_KINDS if player is None else getattr(player, "kinds", ("conv",))
-        self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_ORDER, 0)
+        self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_UNITS, 0)
         if hasattr(player, "consumer_groups"):
             self.rtl_groups.update(player.consumer_groups(ENABLE_ORDER))
         self.rtl_ops = 0
@@ -130,7 +128,7 @@ class RtlDla(Dla):
                            + " fused with PDP")
             return super().launch(op)
         if op.kind == "pdp":
-            units, why = list(PDP_ORDER), None
+            units, why = list(PDP_UNITS), None   # both enabled start it, in either order
         elif op.kind == "sdp":
             units, why = list(SDP_ORDER), self._sdp_refusal(op)
         else:
@@ -225,15 +223,13 @@ class RtlDla(Dla):
         base, c, h, w, line, surf = plan.feature
         cdma = self.regs["NVDLA_CDMA"]
         weight_bytes = cdma.read(lookup("NVDLA_CDMA.D_WEIGHT_BYTES"), cdma.consumer)
-        regions = [(base, CubeLayout(c, h, w, hw.atom_size, line, surf).size),
+        regions = [self._cube((base, line, surf), c, h, w),
                    (plan.weight_addr, max(plan.weight_size, weight_bytes))]  # CDMA reads all
         kgs = -(-plan.geo.k // hw.atomic_k)
         for _, read in plan.sdp.stages:
             if read is not None:
                 regions.append((read.base, kgs * hw.atomic_k * read.nbytes * len(read.comps)))
-        dst, dline, dsurf = plan.sdp.dst
-        out = (dst, CubeLayout(plan.geo.k, plan.geo.out_h, plan.geo.out_w, hw.atom_size,
-                               dline, dsurf).size)
+        out = self._cube(plan.sdp.dst, plan.geo.k, plan.geo.out_h, plan.geo.out_w)
         name = f"conv{self.rtl_ops:05d}"
         return self._trace(name, f"convolution {self.rtl_ops}: {plan.geo}", units, writes,
                            [*regions, out], "SDP"), out
@@ -241,11 +237,9 @@ class RtlDla(Dla):
     def _record_pdp(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
                     ) -> tuple[TraceBuilder, tuple[int, int]]:
         """The PDP operation's trace up to its interrupt wait, and its output region."""
-        plan, a = op.plan, self.cfg.atom_size
-        src, line, surf = plan.src
-        dst, dline, dsurf = plan.dst
-        regions = [(src, CubeLayout(plan.c, plan.h, plan.w, a, line, surf).size)]
-        out = (dst, CubeLayout(plan.c, plan.oh, plan.ow, a, dline, dsurf).size)
+        plan = op.plan
+        regions = [self._cube(plan.src, plan.c, plan.h, plan.w)]
+        out = self._cube(plan.dst, plan.c, plan.oh, plan.ow)
         shape = f"{plan.c}x{plan.h}x{plan.w} -> {plan.oh}x{plan.ow}"
         return self._trace(f"pdp{self.rtl_ops:05d}", f"PDP {self.rtl_ops}: {shape}", units,
                            writes, [*regions, out], "PDP"), out
@@ -253,18 +247,22 @@ class RtlDla(Dla):
     def _record_sdp(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
                     ) -> tuple[TraceBuilder, tuple[int, int]]:
         """The SDP operation's trace up to its interrupt wait, and its output region."""
-        plan, a = op.plan, self.cfg.atom_size
-        src, line, surf = plan.src
-        dst, dline, dsurf = plan.dst
-        regions = [(src, CubeLayout(plan.c, plan.h, plan.w, a, line, surf).size)]
+        plan = op.plan
+        regions = [self._cube(plan.src, plan.c, plan.h, plan.w)]
         for _, read in plan.stages:
             if read is not None:     # the operands: up to the last one's last byte
                 regions.append((read.base, int(read.offsets.max())
                                 + read.nbytes * len(read.comps)))
-        out = (dst, CubeLayout(plan.c, plan.h, plan.w, a, dline, dsurf).size)
+        out = self._cube(plan.dst, plan.c, plan.h, plan.w)
         shape = f"{plan.c}x{plan.h}x{plan.w}"
         return self._trace(f"sdp{self.rtl_ops:05d}", f"SDP {self.rtl_ops}: {shape} from memory",
                            units, writes, [*regions, out], "SDP"), out
+
+    def _cube(self, where: tuple[int, int, int], c: int, h: int, w: int) -> tuple[int, int]:
+        """``(base, size)`` of a ``c x h x w`` cube at ``where`` (base, line and surface
+        strides) in NVDLA's layout."""
+        base, line, surf = where
+        return base, CubeLayout(c, h, w, self.cfg.atom_size, line, surf).size
 
     def _trace(self, name: str, comment: str, units: list[str], writes: list[tuple[str, int]],
                regions: list[tuple[int, int]], source: str) -> TraceBuilder:

@@ -71,10 +71,10 @@ class PdpConfigLayout(data.StructLayout):
         })
 
 
-def config_from_registers(field, hw: HwConfig) -> list:
-    """Assignments of a :class:`PdpConfigLayout` signal's fields from the consumer groups'
-    registers: ``field(unit, reg, name=None)`` gives a field (or the whole register).
-    Returns a function of the signal."""
+def config_from_registers(field, hw: HwConfig):
+    """A function of a :class:`PdpConfigLayout` signal giving its assignments from the
+    consumer groups' registers: ``field(unit, reg, name=None)`` gives a field (or the
+    whole register)."""
     pdp, rdma = "NVDLA_PDP", "NVDLA_PDP_RDMA"
     shift = hw.atom_size.bit_length() - 1
 
