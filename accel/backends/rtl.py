@@ -46,8 +46,9 @@ from accel.config import HwConfig
 from accel.errors import AccelCheckFailed
 from accel.layout import CubeLayout
 from accel.regs import lookup
+from accel.rtl.cdp import CDP_UNITS
 from accel.rtl.conv_engine import memory_refusal
-from accel.rtl.csb_regs import d_registers
+from accel.rtl.csb_regs import d_registers, s_registers
 from accel.rtl.generate import TRACE_ENTRIES
 from accel.rtl.pdp import PDP_UNITS
 from accel.trace.rtl_player import RtlError, RtlSimulator, unsupported
@@ -59,7 +60,7 @@ ENABLE_ORDER = ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_CACC", "NVDLA_CMAC_A", "NV
 #: an SDP operation's units when it reads its input from memory
 SDP_ORDER = ("NVDLA_SDP_RDMA", "NVDLA_SDP")
 #: the operations (:attr:`accel.cmod.dla.Launch.kind`) the simulated engine runs
-SIM_KINDS = ("conv", "pdp", "sdp")
+SIM_KINDS = ("conv", "pdp", "sdp", "cdp")
 #: GLB mask during RTL operations: only SDP's done interrupts reach the pin
 _MASKED = ("CDMA_DAT_DONE_MASK0", "CDMA_DAT_DONE_MASK1", "CDMA_WT_DONE_MASK0",
            "CDMA_WT_DONE_MASK1", "CACC_DONE_MASK0", "CACC_DONE_MASK1")
@@ -98,7 +99,8 @@ class RtlDla(Dla):
         # memory), or what the caller's player says (``kinds``; a board's engine: the
         # convolutions)
         self.kinds = SIM_KINDS if player is None else getattr(player, "kinds", ("conv",))
-        self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_UNITS, 0)
+        self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_UNITS + CDP_UNITS, 0)
+        self._rtl_lut: tuple | None = None      # the CDP table the engine holds
         if hasattr(player, "consumer_groups"):
             self.rtl_groups.update(player.consumer_groups(ENABLE_ORDER))
         self.rtl_ops = 0
@@ -111,6 +113,7 @@ class RtlDla(Dla):
         if self.sim is not None:
             self.sim.close()
             self.sim = None
+            self._rtl_lut = None
         shutil.rmtree(self._traces, ignore_errors=True)
 
     def _fallback(self, why: str) -> None:
@@ -142,7 +145,13 @@ class RtlDla(Dla):
             return super().launch(op)
         record = {"conv": self._record, "pdp": self._record_pdp, "sdp": self._record_sdp}
         builder, out = record[op.kind](op, units, writes)
-        super().launch(op)                   # the cmodel's run: records, interrupts, CBUF
+        self._play(op.kind, units, builder, out, lambda: super(RtlDla, self).launch(op))
+
+    def _play(self, kind: str, units: list[str], builder: TraceBuilder,
+              out: tuple[int, int], cmodel_run) -> None:
+        """Run the operation recorded in ``builder`` on the cmodel (``cmodel_run``) and on
+        the RTL, check the RTL's output region ``out`` against the cmodel's and keep it."""
+        cmodel_run()                         # the cmodel's run: records, interrupts, CBUF
         reference = np.asarray(self.dram.read(out[0], out[1]), np.uint8)
         # the trace checks the cmodel's output, as NVIDIA's traces check their goldens
         builder.check_crc("op_done", out[0], out[1], zlib.crc32(reference.tobytes()))
@@ -157,17 +166,18 @@ class RtlDla(Dla):
                 raise
             reply = None                     # the CRC differs: name the first byte below
         got = np.fromfile(dump, np.uint8)
-        what = {"conv": "convolution", "pdp": "PDP", "sdp": "SDP"}[op.kind]
+        what = {"conv": "convolution", "pdp": "PDP", "sdp": "SDP", "cdp": "CDP"}[kind]
         if got.shape != reference.shape or not np.array_equal(got, reference):
             diff = np.flatnonzero(got != reference)
             raise RtlMismatch(
                 f"RTL {what} {self.rtl_ops} ({trace.name}): {diff.size} output bytes "
                 f"differ from the cmodel, first at {out[0] + int(diff[0]):#x}: RTL "
                 f"{int(got[diff[0]])}, cmodel {int(reference[diff[0]])}")
-        self.dram.write(out[0], got, "PDP_WDMA" if op.kind == "pdp" else "SDP_WDMA")
+        self.dram.write(out[0], got, {"pdp": "PDP_WDMA", "cdp": "CDP_WDMA"}.get(kind,
+                                                                               "SDP_WDMA"))
         rec = self.stats[-1]
         self.rtl_ops += 1
-        self.rtl_kinds[op.kind] = self.rtl_kinds.get(op.kind, 0) + 1
+        self.rtl_kinds[kind] = self.rtl_kinds.get(kind, 0) + 1
         if reply is not None and reply.get("cycles") is not None:    # a board counts none
             rec.details["rtl_cycles"] = reply["cycles"]
             self.rtl_cycles += reply["cycles"]
@@ -176,10 +186,18 @@ class RtlDla(Dla):
         shutil.rmtree(trace, ignore_errors=True)
 
     def _try_run_cdp(self) -> None:
-        ran = len(self.stats)
-        super()._try_run_cdp()
-        if len(self.stats) > ran:            # the engine has no CDP: counted with the rest
-            self._fallback("CDP operations")
+        if not (self._enabled("NVDLA_CDP") and self._enabled("NVDLA_CDP_RDMA")):
+            return
+        units = list(CDP_UNITS)
+        why = None if "cdp" in self.kinds else "CDP operations"
+        writes = [] if why else self._registers(units)
+        for symbol, value in writes:
+            why = why or unsupported(symbol, value, self.cfg)
+        if why:
+            self._fallback(why)
+            return super()._try_run_cdp()
+        builder, out = self._record_cdp(units, writes)
+        self._play("cdp", units, builder, out, super()._try_run_cdp)
 
     def _run_rubik(self) -> None:
         ran = len(self.stats)
@@ -257,6 +275,34 @@ class RtlDla(Dla):
         shape = f"{plan.c}x{plan.h}x{plan.w}"
         return self._trace(f"sdp{self.rtl_ops:05d}", f"SDP {self.rtl_ops}: {shape} from memory",
                            units, writes, [*regions, out], "SDP"), out
+
+    def _record_cdp(self, units: list[str], writes: list[tuple[str, int]]
+                    ) -> tuple[TraceBuilder, tuple[int, int]]:
+        """The CDP operation's trace up to its interrupt wait, and its output region.  The
+        lookup table goes first (its ``S_LUT_*`` registers, and both tables through
+        ``S_LUT_ACCESS_DATA`` unless the engine holds them already: NVDLA has one table,
+        kept between operations)."""
+        cdp, rdma = self._exec("NVDLA_CDP"), self._exec("NVDLA_CDP_RDMA")
+        c, h, w = (rdma(f"D_DATA_CUBE_{d}", d) + 1 for d in ("CHANNEL", "HEIGHT", "WIDTH"))
+        src = (rdma("D_SRC_BASE_ADDR_LOW"), rdma("D_SRC_LINE_STRIDE"),
+               rdma("D_SRC_SURFACE_STRIDE"))
+        out = self._cube((cdp("D_DST_BASE_ADDR_LOW"), cdp("D_DST_LINE_STRIDE"),
+                          cdp("D_DST_SURFACE_STRIDE")), c, h, w)
+        regs = self.regs["NVDLA_CDP"]
+        lut = self.luts["NVDLA_CDP"]
+        table_writes = [(reg.symbol, regs.read(reg, 0)) for reg in s_registers("NVDLA_CDP")
+                        if reg.name.startswith("S_LUT_") and "ACCESS" not in reg.name]
+        entries = (tuple(int(v) for v in lut.le), tuple(int(v) for v in lut.lo))
+        if entries != self._rtl_lut:
+            access = lookup("NVDLA_CDP.S_LUT_ACCESS_CFG")
+            for table, values in enumerate(entries):
+                table_writes.append((access.symbol, (table << 16) | (1 << 17)))
+                table_writes += [("NVDLA_CDP.S_LUT_ACCESS_DATA_0", v & 0xFFFF) for v in values]
+            self._rtl_lut = entries
+        builder = self._trace(f"cdp{self.rtl_ops:05d}", f"CDP {self.rtl_ops}: {c}x{h}x{w}",
+                              units, table_writes + writes,
+                              [self._cube(src, c, h, w), out], "CDP")
+        return builder, out
 
     def _cube(self, where: tuple[int, int, int], c: int, h: int, w: int) -> tuple[int, int]:
         """``(base, size)`` of a ``c x h x w`` cube at ``where`` (base, line and surface

@@ -28,8 +28,10 @@ an AXI response other than OKAY.
 ``others`` adds memory-to-memory units beside the convolution (:data:`OTHER_UNITS`):
 ``"pdp"`` (:class:`~accel.rtl.pdp.Pdp`, with PDP_RDMA and PDP in the register file) and
 ``"sdp_memory"`` (:class:`~accel.rtl.sdp_memory.SdpMemory`: SDP reading its input from
-memory, ``FLYING_MODE`` off, with per-element operands), one at a time on the AXI port
-(see :meth:`ConvEngine._others`).
+memory, ``FLYING_MODE`` off, with per-element operands) and ``"cdp"``
+(:class:`~accel.rtl.cdp.Cdp`, with CDP_RDMA and CDP, its lookup table filled by
+``S_LUT_ACCESS_*`` writes), one at a time on the AXI port (see
+:meth:`ConvEngine._others`).
 """
 
 from __future__ import annotations
@@ -41,9 +43,18 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.regs import UNITS
 from accel.rtl.axi import axi4_signature, connect_channels
+from accel.rtl.cdp import CDP_UNITS, Cdp, CdpConfigLayout
+from accel.rtl.cdp import config_from_registers as cdp_config
 from accel.rtl.conv_core import ConvCore
 from accel.rtl.conv_layout import SIZE_BITS, ConvConfigLayout
-from accel.rtl.csb_regs import CONV_UNITS, CSB_REQUEST, CsbRegisterFile, d_registers, port_name
+from accel.rtl.csb_regs import (
+    CONV_UNITS,
+    CSB_REQUEST,
+    CsbRegisterFile,
+    d_registers,
+    port_name,
+    s_registers,
+)
 from accel.rtl.dma import ADDR_BITS, ConvFetch, OutputWriter
 from accel.rtl.pdp import PDP_UNITS, Pdp, PdpConfigLayout
 from accel.rtl.pdp import config_from_registers as pdp_config
@@ -58,11 +69,12 @@ OP_UNITS = ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_CMAC_A", "NVDLA_CMAC_B", "NVDLA_CA
 OPERAND_DMAS = {"x1": ("BRDMA", "BS"), "x2": ("NRDMA", "BN")}
 #: the memory-to-memory units an engine may have beside the convolution: the units each
 #: completes (all must be enabled), and the field that says it reads memory (unit,
-#: register, field, value)
+#: register, field, value; None: it always does)
 OTHER_UNITS = {
     "pdp": (PDP_UNITS, ("NVDLA_PDP", "D_OPERATION_MODE_CFG", "FLYING_MODE", 1)),
     "sdp_memory": (("NVDLA_SDP_RDMA", "NVDLA_SDP"),
                    ("NVDLA_SDP", "D_FEATURE_MODE_CFG", "FLYING_MODE", 0)),
+    "cdp": (CDP_UNITS, None),
 }
 #: SDP operand entries (kernel groups) the engine holds
 OPERAND_ENTRIES = 64
@@ -108,11 +120,12 @@ class ConvEngine(wiring.Component):
         m = Module()
         hw = self.hw
         m.submodules.csb = csb = CsbRegisterFile(
-            CONV_UNITS + (PDP_UNITS if "pdp" in self.others else ()))
+            CONV_UNITS + (PDP_UNITS if "pdp" in self.others else ())
+            + (CDP_UNITS if "cdp" in self.others else ()))
         m.submodules.core = core = ConvCore(hw, self.points, *self.entries, OPERAND_ENTRIES)
         m.submodules.fetch = fetch = ConvFetch(hw, *self.entries, OPERAND_ENTRIES)
         m.submodules.wdma = wdma = OutputWriter(hw)
-        makers = {"pdp": Pdp, "sdp_memory": SdpMemory}
+        makers = {"pdp": Pdp, "sdp_memory": SdpMemory, "cdp": Cdp}
         others = {name: makers[name](hw) for name in self.others}
         for name, unit in others.items():
             m.submodules[name] = unit
@@ -142,10 +155,11 @@ class ConvEngine(wiring.Component):
 
         def field(unit: str, reg: str, name: str | None = None):
             """A field (or the whole register) of ``unit.reg`` in the consumer group, as the
-            datapath sees it."""
-            regs = d_registers(unit)
+            datapath sees it (a lookup table's ``S_`` registers as written)."""
+            view = "regs" if reg.startswith("D_") else "singles"
+            regs = d_registers(unit) if view == "regs" else s_registers(unit)
             index = next(i for i, r in enumerate(regs) if r.name == reg)
-            value = getattr(csb, f"{port_name(unit)}_regs")[index]
+            value = getattr(csb, f"{port_name(unit)}_{view}")[index]
             if name is None:
                 return value
             f = UNITS[unit].registers[reg].field(name)
@@ -333,6 +347,7 @@ class ConvEngine(wiring.Component):
         completes its units and raises their done interrupt."""
         hw = self.hw
         configs = {"pdp": (PdpConfigLayout(), pdp_config(field, hw)),
+                   "cdp": (CdpConfigLayout(), cdp_config(field, hw)),
                    "sdp_memory": (SdpMemoryConfigLayout(),
                                   sdp_memory_config(field, hw, lambda post: sdp_fields(field,
                                                                                         post)))}
@@ -342,8 +357,9 @@ class ConvEngine(wiring.Component):
         for name, unit in others.items():
             units, mode = OTHER_UNITS[name]
             wants = Signal(name=f"{name}_wants")
-            m.d.comb += wants.eq(Cat(*(getattr(csb, f"{port_name(u)}_op_en") for u in units))
-                                 .all() & (field(*mode[:3]) == mode[3]))
+            enabled = Cat(*(getattr(csb, f"{port_name(u)}_op_en") for u in units)).all()
+            m.d.comb += wants.eq(enabled if mode is None
+                                 else enabled & (field(*mode[:3]) == mode[3]))
             go, start = Signal(name=f"{name}_go"), Signal(name=f"{name}_start")
             m.d.sync += [go.eq(wants & conv_idle & ~claimed & ~Cat(*ahead).any()
                                & ~go & ~start),
@@ -355,8 +371,14 @@ class ConvEngine(wiring.Component):
                 m.d.sync += assign(cfg)
             m.d.comb += [unit.cfg.eq(cfg), unit.start.eq(start),
                          buses[name].eq(unit.busy | go | start)]
-            if name == "pdp":
-                m.d.comb += [csb.pdp_done.eq(unit.done), csb.pdp_rdma_done.eq(unit.done)]
+            if name in ("pdp", "cdp"):
+                m.d.comb += [getattr(csb, f"{port_name(u)}_done").eq(unit.done)
+                             for u in units]
+            if name == "cdp":
+                m.d.comb += [unit.lut_cfg.eq(csb.cdp_lut_cfg_write),
+                             unit.lut_cfg_value.eq(field("NVDLA_CDP", "S_LUT_ACCESS_CFG")),
+                             unit.lut_data.eq(csb.cdp_lut_data_write),
+                             unit.lut_data_value.eq(field("NVDLA_CDP", "S_LUT_ACCESS_DATA"))]
 
 
 def sdp_fields(field, post) -> list:

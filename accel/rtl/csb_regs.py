@@ -14,6 +14,10 @@ semantics, as the cmodel's :class:`accel.cmod.csb.UnitRegs` has them:
   ``<unit>_done`` clears it, flips ``S_POINTER.CONSUMER`` and raises the
   unit's GLB interrupt status bit for that group (``CDMA`` raises
   ``CDMA_DAT`` and ``CDMA_WT``) unless ``S_INTR_MASK`` masks it;
+* a unit with a lookup table (:data:`LUT_UNITS`) shows its ``S_`` registers on
+  ``<unit>_singles`` (:func:`s_registers` order), and pulses ``<unit>_lut_cfg_write`` /
+  ``<unit>_lut_data_write`` in the cycle a write of ``S_LUT_ACCESS_CFG`` /
+  ``S_LUT_ACCESS_DATA`` has landed (the register holds the written value then);
 * GLB ``S_INTR_STATUS`` clears the bits written 1, ``S_INTR_SET`` sets them,
   and ``irq`` is high while any status bit is.
 
@@ -49,8 +53,13 @@ HW_STATUS = {("NVDLA_CDMA", "S_CBUF_FLUSH_STATUS"): 1}
 
 #: GLB interrupt sources a unit's completion raises (status field prefixes)
 DONE_SOURCES = {"NVDLA_CDMA": ("CDMA_DAT_DONE", "CDMA_WT_DONE"), "NVDLA_CACC": ("CACC_DONE",),
-                "NVDLA_SDP": ("SDP_DONE",), "NVDLA_PDP": ("PDP_DONE",)}
+                "NVDLA_SDP": ("SDP_DONE",), "NVDLA_PDP": ("PDP_DONE",), "NVDLA_CDP": ("CDP_DONE",)}
 
+
+#: units whose lookup table the datapath fills from ``S_LUT_ACCESS_DATA`` writes
+LUT_UNITS = ("NVDLA_CDP",)
+#: the LUT access registers and the strobe each write pulses
+LUT_STROBES = {"S_LUT_ACCESS_CFG": "lut_cfg_write", "S_LUT_ACCESS_DATA": "lut_data_write"}
 
 #: a CSB request: byte address, write or read, write data (always accepted)
 CSB_REQUEST = data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32})
@@ -113,6 +122,14 @@ def d_registers(unit: str) -> list[Register]:
                   key=lambda r: r.address)
 
 
+def s_registers(unit: str) -> list[Register]:
+    """The unit's ``S_`` registers but status and pointer, in address order: the order of
+    ``<unit>_singles``."""
+    return sorted((r for r in UNITS[unit].registers.values()
+                   if r.name.startswith("S_") and r.name not in ("S_STATUS", "S_POINTER")),
+                  key=lambda r: r.address)
+
+
 def write_mask(reg: Register) -> int:
     return sum(f.mask for f in reg.fields if "w" in f.access)
 
@@ -139,6 +156,11 @@ class CsbRegisterFile(wiring.Component):
             if "D_OP_ENABLE" in UNITS[unit].registers:
                 members[f"{port_name(unit)}_op_en"] = Out(1)
                 members[f"{port_name(unit)}_done"] = In(1)
+            if unit in LUT_UNITS:
+                members[f"{port_name(unit)}_singles"] = Out(
+                    data.ArrayLayout(unsigned(32), len(s_registers(unit))))
+                for strobe in LUT_STROBES.values():
+                    members[f"{port_name(unit)}_{strobe}"] = Out(1)
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
@@ -215,11 +237,13 @@ class CsbRegisterFile(wiring.Component):
         bases = sorted({_window(a) for a in storage})
         readable: dict[int, list[tuple[Signal, Value]]] = {base: [] for base in bases}
         named: dict[int, list[Value]] = {part: [] for part in parts}
+        selects: dict[int, Signal] = {}           # each register's write select
         for addr, (reg, store, pointer) in storage.items():
             base, part = _window(addr), _part(addr)
             here = word[part] == _word(addr)
             named[part].append(here)
             sel = kept(f"csb_select_{addr:x}")
+            selects[addr] = sel
             m.d.sync += sel.eq(mine[part] & writing[part] & here)
             asked = mine[part] & ~writing[part] & here
             wmask = write_mask(reg)
@@ -322,6 +346,17 @@ class CsbRegisterFile(wiring.Component):
                 for group in (0, 1):
                     bit = status_reg.field(f"{source}_STATUS{group}").mask
                     raised.append(Mux(done & (consumer(pointer) == group), bit, 0))
+
+        # ---- lookup tables: the S_ registers and the access strobes -----------------------
+        for unit in self.units:
+            if unit not in LUT_UNITS:
+                continue
+            view = getattr(self, f"{port_name(unit)}_singles")
+            for i, reg in enumerate(s_registers(unit)):
+                m.d.comb += view[i].eq(storage[reg.address][1])
+            for reg_name, strobe in LUT_STROBES.items():
+                address = UNITS[unit].registers[reg_name].address
+                m.d.sync += getattr(self, f"{port_name(unit)}_{strobe}").eq(selects[address])
 
         # ---- GLB interrupt status and the pin -------------------------------------------
         raise_bits = Const(0, 32)

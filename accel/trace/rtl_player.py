@@ -41,6 +41,7 @@ from typing import Any
 
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
+from accel.rtl.cdp import CDP_UNITS
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import CONV_UNITS
 from accel.rtl.generate import TRACE_ENTRIES
@@ -53,20 +54,30 @@ from accel.trace.script import TraceError, find_cfg, parse_cfg, parse_int
 BUILD_ROOT = BUILD_DIR / "traces"
 
 
-#: the units the simulated engine implements: the convolution pipeline and the PDP
-ENGINE_UNITS = CONV_UNITS + PDP_UNITS
+#: the units the simulated engine implements: the convolution pipeline, the PDP and the CDP
+ENGINE_UNITS = CONV_UNITS + PDP_UNITS + CDP_UNITS
+
+#: registers the engine does not hold as NVDLA does (the CDP's LUT read back, its
+#: counters): a trace that reads them is refused rather than given other values
+UNREADABLE = {f"NVDLA_CDP.{r}" for r in (
+    "S_LUT_ACCESS_DATA", "D_OUT_SATURATION", "D_PERF_LUT_UFLOW", "D_PERF_LUT_OFLOW",
+    "D_PERF_LUT_HYBRID", "D_PERF_LUT_LE_HIT", "D_PERF_LUT_LO_HIT")}
 
 #: the address registers the engine's DMAs use: upper halves (the operands' are checked
 #: where a stage reads them, :func:`operand_addresses`), and what must be atom aligned
 HIGH_ADDRESSES = {f"NVDLA_{r}" for r in (
     "CDMA.D_DAIN_ADDR_HIGH_0", "CDMA.D_WEIGHT_ADDR_HIGH", "SDP_RDMA.D_SRC_BASE_ADDR_HIGH",
-    "SDP.D_DST_BASE_ADDR_HIGH", "PDP_RDMA.D_SRC_BASE_ADDR_HIGH", "PDP.D_DST_BASE_ADDR_HIGH")}
+    "SDP.D_DST_BASE_ADDR_HIGH", "PDP_RDMA.D_SRC_BASE_ADDR_HIGH", "PDP.D_DST_BASE_ADDR_HIGH",
+    "CDP_RDMA.D_SRC_BASE_ADDR_HIGH", "CDP.D_DST_BASE_ADDR_HIGH")}
 ALIGNED = {f"NVDLA_{r}" for r in (
     "CDMA.D_DAIN_ADDR_LOW_0", "CDMA.D_LINE_STRIDE", "CDMA.D_SURF_STRIDE",
     "CDMA.D_WEIGHT_ADDR_LOW", "SDP_RDMA.D_BS_BASE_ADDR_LOW", "SDP_RDMA.D_BN_BASE_ADDR_LOW",
     "SDP.D_DST_BASE_ADDR_LOW", "SDP.D_DST_LINE_STRIDE", "SDP.D_DST_SURFACE_STRIDE",
     "PDP_RDMA.D_SRC_BASE_ADDR_LOW", "PDP_RDMA.D_SRC_LINE_STRIDE", "PDP_RDMA.D_SRC_SURFACE_STRIDE",
-    "PDP.D_DST_BASE_ADDR_LOW", "PDP.D_DST_LINE_STRIDE", "PDP.D_DST_SURFACE_STRIDE")}
+    "PDP.D_DST_BASE_ADDR_LOW", "PDP.D_DST_LINE_STRIDE", "PDP.D_DST_SURFACE_STRIDE",
+    "CDP_RDMA.D_SRC_BASE_ADDR_LOW", "CDP_RDMA.D_SRC_LINE_STRIDE",
+    "CDP_RDMA.D_SRC_SURFACE_STRIDE", "CDP.D_DST_BASE_ADDR_LOW", "CDP.D_DST_LINE_STRIDE",
+    "CDP.D_DST_SURFACE_STRIDE")}
 
 
 #: fields the engine implements at one value only: register, field, that value, and what
@@ -96,6 +107,8 @@ FIXED_FIELDS = {
     ("NVDLA_SDP_RDMA.D_FEATURE_MODE_CFG", "IN_PRECISION"): (0, "int16 or fp16 input"),
     ("NVDLA_PDP.D_DATA_FORMAT", "INPUT_DATA"): (0, "int16 or fp16 pooling"),
     ("NVDLA_PDP_RDMA.D_DATA_FORMAT", "INPUT_DATA"): (0, "int16 or fp16 pooling"),
+    ("NVDLA_CDP.D_DATA_FORMAT", "INPUT_DATA_TYPE"): (0, "int16 or fp16 normalization"),
+    ("NVDLA_CDP_RDMA.D_DATA_FORMAT", "INPUT_DATA"): (0, "int16 or fp16 normalization"),
 }
 
 
@@ -134,6 +147,10 @@ def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
         if cmd.name in ("reg_write", "reg_read", "poll_reg_equal"):
             value = parse_int(cmd.args[1]) if cmd.name == "reg_write" else 0
             why = unsupported(cmd.args[0], value, hw)
+            if not why and cmd.name != "reg_write" and \
+                    f"{lookup(cmd.args[0]).unit}.{lookup(cmd.args[0]).name}" in UNREADABLE:
+                why = (f"{lookup(cmd.args[0]).symbol}: reading it is not implemented (the "
+                       f"engine does not hold the CDP's table reads or counters)")
             if not why and cmd.name == "reg_write":
                 reg = lookup(cmd.args[0])
                 if reg.unit in ("NVDLA_CSC", "NVDLA_SDP_RDMA", "NVDLA_SDP"):

@@ -259,8 +259,8 @@ def format_report(s: dict) -> str:
               f"{s['clock_hz'] / 1e6:.0f} MHz"]
     if "rtl" in s:
         r = s["rtl"]
-        lines.append(f"RTL engine: {r['convolutions']} convolutions, {r['pdp']} PDP and "
-                     f"{r['sdp']} SDP operations, {r['cycles']:,} cycles "
+        lines.append(f"RTL engine: {r['convolutions']} convolutions, {r['pdp']} PDP, "
+                     f"{r['sdp']} SDP and {r['cdp']} CDP operations, {r['cycles']:,} cycles "
                      f"({r['cycles'] / n:,.0f} per image), each output equal to the cmodel's")
         for why, count in r["on_cmodel"].items():
             lines.append(f"  on the cmodel: {count} op(s): {why}")

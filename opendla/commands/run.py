@@ -628,7 +628,7 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
                                                for k, sec in times.items()))
     if rtl is not None:
         print(f"RTL engine ({args.simulator}): {rtl['convolutions']} convolutions, "
-              f"{rtl['pdp']} PDP and {rtl['sdp']} SDP operations, "
+              f"{rtl['pdp']} PDP, {rtl['sdp']} SDP and {rtl['cdp']} CDP operations, "
               f"{rtl['cycles']:,} cycles, each output equal to the cmodel's"
               + "".join(f"; on the cmodel: {n} x {why}" for why, n in rtl["on_cmodel"].items()))
     if report is not None:

