@@ -116,8 +116,9 @@ MAP_LUTS = "\n".join(["techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dre
 #: the designs the flow builds: the MAC-array self-test, the conv engine with its block RAM
 #: and UART host bridge (:mod:`fpga.engine_top`), or that engine with 4 KiB of RAM and
 #: 256-entry feature/weight memories (``engine-small``: the same logic, a quick build; what
-#: runs on it is limited by its memories), or the engine with the PDP and SDP reading
-#: memory beside the convolution (``engine-full``: not yet timed for 100 MHz)
+#: runs on it is limited by its memories), or the engine with the PDP, SDP reading memory
+#: and CDP beside the convolution and its per-element operands (``engine-full``: the
+#: simulation tops' units; not yet timed for 100 MHz)
 DESIGNS = ("cmac-selftest", "engine", "engine-small", "engine-full")
 SMALL_RAM_BYTES, SMALL_ENTRIES = 1 << 12, 256
 

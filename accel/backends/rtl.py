@@ -1,18 +1,18 @@
-"""The ``rtl`` backend: convolutions, pooling and SDP on the RTL engine, the rest on the cmodel.
+"""The ``rtl`` backend: every hardware operation on the RTL engine, checked against the cmodel.
 
 :class:`RtlBackend` is the cmod backend (:class:`~accel.backends.cmod.CmodBackend`)
-over :class:`RtlDla`, a :class:`~accel.cmod.dla.Dla` that hands every
-convolution + on-the-fly SDP, every PDP operation and every SDP operation reading
-memory the RTL engine implements to one simulation of that engine, kept running for
-the whole session (:class:`RtlSimulator`).  When the firmware's last ``D_OP_ENABLE``
-starts such an operation, :class:`RtlDla`
+over :class:`RtlDla`, a :class:`~accel.cmod.dla.Dla` that hands every operation the RTL
+engine implements - convolutions with their on-the-fly SDP (per-kernel or per-element
+operands), PDP, SDP reading memory and CDP - to one simulation of that engine, kept
+running for the whole session (:class:`RtlSimulator`).  When the firmware's last
+``D_OP_ENABLE`` starts such an operation, :class:`RtlDla`
 
 1. records it as a trace in NVIDIA's ``.cfg`` format (:mod:`accel.trace.writer`):
-   the memory it reads - input cube, weights, SDP operand tables - and the
-   current bytes of its output region; ``S_POINTER`` and every ``D_`` register of
-   CDMA, CSC, CMAC_A/B, CACC, SDP (and SDP_RDMA when it fetches operands), of
-   PDP_RDMA and PDP, or of SDP_RDMA and SDP, from the consumer groups the firmware
-   programmed; the op enables; an ``intr_notify`` on SDP's (PDP's) done interrupt;
+   the memory it reads - input cube, weights, SDP operands - and the current bytes of
+   its output region; ``S_POINTER`` and every ``D_`` register of its units from the
+   consumer groups the firmware programmed (for the CDP also its lookup table, when the
+   engine does not hold it yet); the op enables; an ``intr_notify`` on the done
+   interrupt;
 2. runs the op on the cmodel too (its records, interrupts and CBUF state stay
    the firmware's view);
 3. has the simulation play the trace (``tests/rtl/trace_tb.py``, serve mode)
@@ -22,11 +22,10 @@ starts such an operation, :class:`RtlDla`
 4. adds the RTL's cycle count to the op's record (``details["rtl_cycles"]``,
    beside the cmodel's estimate ``cycles``).
 
-Operations the engine does not implement (CDP, image input, SDP's Y stage, an SDP
-op feeding PDP, a convolution with per-element operands or larger than the
-engine's memories; PDP and SDP from memory on a player without them, such as the
-board's engine: its ``kinds``) run on the cmodel; :attr:`RtlDla.fallbacks` counts
-them by reason.
+Operations the engine does not implement (image input, SDP's Y stage, an SDP op feeding
+PDP, Rubik, a convolution larger than the engine's memories; on a player without them,
+such as the board's engine, whatever its ``kinds`` leave out) run on the cmodel;
+:attr:`RtlDla.fallbacks` counts them by reason.
 """
 
 from __future__ import annotations
@@ -99,6 +98,10 @@ class RtlDla(Dla):
         # memory), or what the caller's player says (``kinds``; a board's engine: the
         # convolutions)
         self.kinds = SIM_KINDS if player is None else getattr(player, "kinds", ("conv",))
+        # ... and convolutions whose SDP takes per-element operands, where the simulated
+        # engine reads them (a kernel group of one memory atom: nv_small's shape)
+        if player is None and cfg.atomic_k == cfg.atom_size:
+            self.kinds += ("conv_elements",)
         self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_UNITS + CDP_UNITS, 0)
         self._rtl_lut: tuple | None = None      # the CDP table the engine holds
         if hasattr(player, "consumer_groups"):
@@ -213,7 +216,8 @@ class RtlDla(Dla):
             return "image input"
         if plan.sdp.y_stage:
             return "SDP Y (EW/LUT) stages"
-        if any(read is not None and read.grid is not None for _, read in plan.sdp.stages):
+        if "conv_elements" not in self.kinds and any(
+                read is not None and read.grid is not None for _, read in plan.sdp.stages):
             return "convolutions with per-element SDP operands"
         _, c, h, w, _, _ = plan.feature
         return memory_refusal(hw, c, h, w, geo.k, geo.r, geo.s, self.entries)
@@ -245,7 +249,9 @@ class RtlDla(Dla):
                    (plan.weight_addr, max(plan.weight_size, weight_bytes))]  # CDMA reads all
         kgs = -(-plan.geo.k // hw.atomic_k)
         for _, read in plan.sdp.stages:
-            if read is not None:
+            if read is not None and read.grid is not None:       # per element: the cube
+                regions.append(self._operand_region(read))
+            elif read is not None:
                 regions.append((read.base, kgs * hw.atomic_k * read.nbytes * len(read.comps)))
         out = self._cube(plan.sdp.dst, plan.geo.k, plan.geo.out_h, plan.geo.out_w)
         name = f"conv{self.rtl_ops:05d}"
@@ -268,9 +274,8 @@ class RtlDla(Dla):
         plan = op.plan
         regions = [self._cube(plan.src, plan.c, plan.h, plan.w)]
         for _, read in plan.stages:
-            if read is not None:     # the operands: up to the last one's last byte
-                regions.append((read.base, int(read.offsets.max())
-                                + read.nbytes * len(read.comps)))
+            if read is not None:
+                regions.append(self._operand_region(read))
         out = self._cube(plan.dst, plan.c, plan.h, plan.w)
         shape = f"{plan.c}x{plan.h}x{plan.w}"
         return self._trace(f"sdp{self.rtl_ops:05d}", f"SDP {self.rtl_ops}: {shape} from memory",
@@ -303,6 +308,11 @@ class RtlDla(Dla):
                               units, table_writes + writes,
                               [self._cube(src, c, h, w), out], "CDP")
         return builder, out
+
+    @staticmethod
+    def _operand_region(read) -> tuple[int, int]:
+        """``(base, size)`` of an SDP operand read: up to its last element's last byte."""
+        return read.base, int(read.offsets.max()) + read.nbytes * len(read.comps)
 
     def _cube(self, where: tuple[int, int, int], c: int, h: int, w: int) -> tuple[int, int]:
         """``(base, size)`` of a ``c x h x w`` cube at ``where`` (base, line and surface

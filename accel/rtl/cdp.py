@@ -184,7 +184,7 @@ class LutLookup(wiring.Component):
     write_data, write_data_value : ``In``: ``S_LUT_ACCESS_DATA`` likewise
     """
 
-    LATENCY = 4
+    LATENCY = 7
 
     def __init__(self, tag_bits: int) -> None:
         self.tag_bits = tag_bits
@@ -205,68 +205,84 @@ class LutLookup(wiring.Component):
             m.submodules[f"{name}_table"] = mem
             tables[name] = (mem, depth, mem.write_port(), mem.read_port(), mem.read_port())
         self._access_port(m, tables)
+        # the valid flag and the tag travel beside the stages
+        stages = range(1, self.LATENCY + 1)
+        valid = [self.valid] + [Signal(name=f"valid{i}") for i in stages]
+        tag = [self.tag] + [Signal(self.tag_bits, name=f"tag{i}") for i in stages]
+        m.d.sync += [valid[i].eq(valid[i - 1]) for i in stages]
+        m.d.sync += [tag[i].eq(tag[i - 1]) for i in stages]
 
         # ---- stage 1: the value against each table's start and end ----------------------
-        v1, x1, tag1 = Signal(), Signal(signed(LUT_IN_BITS)), Signal(self.tag_bits)
-        m.d.sync += [v1.eq(self.valid), x1.eq(self.x), tag1.eq(self.tag)]
         t = {n: Signal(signed(40), name=f"{n}_t") for n in tables}
         over_dx = {n: Signal(signed(40), name=f"{n}_over_dx") for n in tables}
+        under_dx = {n: Signal(signed(WRAP_BITS), name=f"{n}_under_dx") for n in tables}
+        # (an exponential underflow extrapolates from start + 2**offset)
+        offset = cfg.le_offset
+        adj = Mux(cfg.le_exponent & (offset >= 0), _wrap(Const(1, 65) << offset[:6]), 0)
         for n in tables:
             table = getattr(cfg, n)
-            m.d.sync += [t[n].eq(self.x - table.start), over_dx[n].eq(self.x - table.end)]
+            m.d.sync += [t[n].eq(self.x - table.start), over_dx[n].eq(self.x - table.end),
+                         under_dx[n].eq(_wrap(self.x - table.start - (adj if n == "le" else 0)))]
 
-        # ---- stage 2: index, fraction and flow of each table; the entries' addresses -------
-        v2, tag2 = Signal(), Signal(self.tag_bits)
-        m.d.sync += [v2.eq(v1), tag2.eq(tag1)]
-        flows = {}
-        for n, (_, depth, _, read0, read1) in tables.items():
-            table = getattr(cfg, n)
-            last = depth - 1
-            idx, frac16 = Signal(signed(WRAP_BITS), name=f"{n}_idx"), Signal(16,
-                                                                             name=f"{n}_frac")
-            under_dx = Signal(signed(WRAP_BITS), name=f"{n}_under_dx")
+        # ---- stage 2: the linear index and fraction; the leading one of LE's ----------------
+        t2 = {n: Signal(signed(40), name=f"{n}_t2") for n in tables}
+        lin_idx = {n: Signal(signed(WRAP_BITS), name=f"{n}_lin_idx") for n in tables}
+        lin_frac = {n: Signal(16, name=f"{n}_lin_frac") for n in tables}
+        log = Signal(6, name="le_log")
+        carried = {n: (Signal(signed(40), name=f"{n}_over_dx2"),
+                       Signal(signed(WRAP_BITS), name=f"{n}_under_dx2")) for n in tables}
+        for n in tables:
             tn = t[n]
             select = cfg.le_select if n == "le" else cfg.lo_select
-            lin_idx = Mux(select < 0, _wrap(tn << (-select)[:6]), tn >> select[:6])
-            lin_frac = self._fraction16(tn & ((Const(1, 33) << select[:5]) - 1), select)
-            m.d.comb += [idx.eq(lin_idx), frac16.eq(Mux(select < 0, 0, lin_frac)),
-                         under_dx.eq(x1 - table.start)]
+            frac = self._fraction16(tn & ((Const(1, 33) << select[:5]) - 1), select)
+            m.d.sync += [t2[n].eq(tn),
+                         lin_idx[n].eq(Mux(select < 0, _wrap(tn << (-select)[:6]),
+                                           tn >> select[:6])),
+                         lin_frac[n].eq(Mux(select < 0, 0, frac)),
+                         carried[n][0].eq(over_dx[n]), carried[n][1].eq(under_dx[n])]
+        leading = Signal(6)
+        for bit in range(40):
+            with m.If(t["le"][bit]):
+                m.d.comb += leading.eq(bit)
+        m.d.sync += log.eq(leading)
+
+        # ---- stage 3: index, fraction and flow of each table ----------------------------
+        flows = {}
+        for n, (_, depth, _, read0, read1) in tables.items():
+            table, last = getattr(cfg, n), depth - 1
+            idx, frac16 = Signal(signed(WRAP_BITS), name=f"{n}_idx"), Signal(16,
+                                                                             name=f"{n}_frac")
+            m.d.comb += [idx.eq(lin_idx[n]), frac16.eq(lin_frac[n])]
             if n == "le":
                 # exponential: the index is floor(log2 t) - offset, the fraction t's bits
-                # below its leading one; an underflow extrapolates from start + 2**offset
-                log = Signal(6, name="le_log")
-                for bit in range(40):
-                    with m.If(tn[bit]):
-                        m.d.comb += log.eq(bit)
-                below = tn & ((Const(1, 41) << log)[:41] - 1)
-                offset = cfg.le_offset
-                adj = Mux(offset < 0, 0, _wrap(Const(1, 65) << offset[:6]))
+                # below its leading one
+                below = t2[n] & ((Const(1, 41) << log)[:41] - 1)
                 with m.If(cfg.le_exponent):
                     m.d.comb += [idx.eq(log - offset),
-                                 frac16.eq(self._fraction16(below, log)),
-                                 under_dx.eq(_wrap(x1 - table.start - adj))]
-            under = Signal(name=f"{n}_under2")
-            over = Signal(name=f"{n}_over2")
-            m.d.comb += [under.eq((idx < 0) | (tn <= 0)), over.eq(~under & (idx >= last))]
+                                 frac16.eq(self._fraction16(below, log))]
+            under = (idx < 0) | (t2[n] <= 0)
+            over = ~under & (idx >= last)
             f = {"under": Signal(name=f"{n}_under"), "over": Signal(name=f"{n}_over"),
+                 "idx": Signal(9, name=f"{n}_idx3"),
                  "frac": Signal(16, name=f"{n}_frac3"),
                  "dx": Signal(signed(WRAP_BITS), name=f"{n}_dx"),
                  "scale": Signal(signed(16), name=f"{n}_scale"),
                  "shift": Signal(signed(5), name=f"{n}_shift")}
             m.d.sync += [f["under"].eq(under), f["over"].eq(over), f["frac"].eq(frac16),
-                         f["dx"].eq(Mux(under, under_dx, over_dx[n])),
+                         f["idx"].eq(Mux(under, 0, Mux(over, last, idx[:9]))),
+                         f["dx"].eq(Mux(under, carried[n][1], carried[n][0])),
                          f["scale"].eq(Mux(under, table.uflow_scale, table.oflow_scale)),
                          f["shift"].eq(Mux(under, table.uflow_shift, table.oflow_shift))]
-            first = Mux(under, 0, Mux(over, last, idx[:9]))
-            m.d.comb += [read0.addr.eq(first), read1.addr.eq(Mux(over, last, first + 1))]
+            # the entries are read from the stage's registers: the data come a cycle later
+            m.d.comb += [read0.addr.eq(f["idx"]),
+                         read1.addr.eq(Mux(f["over"], last, f["idx"] + 1))]
             flows[n] = f
 
-        # ---- stage 3: the products (entries interpolated, slopes applied) ---------------
-        v3, tag3 = Signal(), Signal(self.tag_bits)
-        m.d.sync += [v3.eq(v2), tag3.eq(tag2)]
+        # ---- stage 4: the entries arrive; stage 5: the products (interpolation, slope) ----
         prods = {}
         for n, (_, _, _, read0, read1) in tables.items():
-            f = flows[n]
+            f = {k: Signal.like(v, name=f"{v.name}_4") for k, v in flows[n].items()}
+            m.d.sync += [f[k].eq(v) for k, v in flows[n].items()]
             p = {"base": Signal(signed(16), name=f"{n}_base"),
                  "step": Signal(signed(34), name=f"{n}_step"),
                  "slope": Signal(signed(WRAP_BITS), name=f"{n}_slope"),
@@ -281,24 +297,35 @@ class LutLookup(wiring.Component):
                          p["over"].eq(f["over"])]
             prods[n] = p
 
-        # ---- stage 4: rounded, added to the entry, saturated; the table chosen ------------
-        value = {}
+        # ---- stage 6: rounded and shifted ------------------------------------------------
+        rounded = {}
         for n, p in prods.items():
-            interp = p["base"] + round_shift(p["step"], 16, 36)
+            r = {"interp": Signal(signed(19), name=f"{n}_interp"),
+                 "shifted": Signal(signed(18), name=f"{n}_shifted"),
+                 "base": Signal(signed(16), name=f"{n}_base5")}
             sh = p["shift"]
-            shifted = Mux(sh < 0, saturate(p["slope"] << (-sh)[:5], 18),
-                          saturate(round_shift(p["slope"], sh[:4], WRAP_BITS + 1), 18))
-            extra = p["base"] + shifted
-            value[n] = saturate(Mux(p["hit"], interp, extra), 16)
+            m.d.sync += [
+                r["interp"].eq(p["base"] + round_shift(p["step"], 16, 36)),
+                r["shifted"].eq(Mux(sh < 0, saturate(p["slope"] << (-sh)[:5], 18),
+                                    saturate(round_shift(p["slope"], sh[:4], WRAP_BITS + 1),
+                                             18))),
+                r["base"].eq(p["base"])]
+            rounded[n] = r
         le, lo = prods["le"], prods["lo"]
         uflow = le["under"] & lo["under"]
         oflow = ~uflow & le["over"] & lo["over"]
         only = ~uflow & ~oflow & (le["hit"] ^ lo["hit"])
         hybrid = ~uflow & ~oflow & ~(le["hit"] ^ lo["hit"])
-        pick_lo = ((uflow & cfg.uflow_lo) | (oflow & cfg.oflow_lo) | (only & lo["hit"])
-                   | (hybrid & cfg.hybrid_lo))
-        m.d.sync += [self.out_valid.eq(v3), self.out_tag.eq(tag3),
-                     self.out.eq(Mux(pick_lo, value["lo"], value["le"]))]
+        pick_lo, hits = Signal(), {n: Signal(name=f"{n}_hit5") for n in tables}
+        m.d.sync += [pick_lo.eq((uflow & cfg.uflow_lo) | (oflow & cfg.oflow_lo)
+                                | (only & lo["hit"]) | (hybrid & cfg.hybrid_lo)),
+                     hits["le"].eq(le["hit"]), hits["lo"].eq(lo["hit"])]
+
+        # ---- stage 7: added to the entry, saturated, the table chosen --------------------
+        value = {n: saturate(Mux(hits[n], r["interp"], r["base"] + r["shifted"]), 16)
+                 for n, r in rounded.items()}
+        m.d.sync += self.out.eq(Mux(pick_lo, value["lo"], value["le"]))
+        m.d.comb += [self.out_valid.eq(valid[-1]), self.out_tag.eq(tag[-1])]
         return m
 
     @staticmethod
@@ -401,7 +428,7 @@ class Cdp(wiring.Component):
         x = word.word_select(lane, 8).as_signed()
         pad = last_surface & (lane >= cfg.last_lanes)
 
-        # ---- the input converter, two stages ----------------------------------------------
+        # ---- the input converter and the square, four stages ------------------------------
         e0 = Signal(data.StructLayout({"lane": 1, "first": 1}))
         e0_x = Signal(signed(9))
         m.d.sync += [e0.lane.eq(take), e0.first.eq(take & (surface == 0) & (lane == 0)),
@@ -414,38 +441,46 @@ class Cdp(wiring.Component):
         e2, e2_v = Signal.like(e0), Signal(signed(9))
         m.d.sync += [e2.eq(e1), e2_v.eq(saturate(round_shift(e1_p, cfg.in_shift, 42), 9)),
                      pushed.eq(0)]
-        flush_delay = [Signal(name=f"flush_{i}") for i in range(2)]
-        m.d.sync += [flush_delay[0].eq(flushing), flush_delay[1].eq(flush_delay[0])]
+        e3, e3_v, e3_sq = Signal.like(e0), Signal(signed(9)), Signal(17)
+        m.d.sync += [e3.eq(e2), e3_v.eq(e2_v), e3_sq.eq(e2_v * e2_v)]
+        flush_delay = [Signal(name=f"flush_{i}") for i in range(3)]
+        m.d.sync += [flush_delay[0].eq(flushing), flush_delay[1].eq(flush_delay[0]),
+                     flush_delay[2].eq(flush_delay[1])]
 
         # ---- the window: nine lanes, the centre's neighbours squared ------------------------
         span = 2 * HALO + 1
         entry = data.StructLayout({"v": signed(9), "sq": 17, "lane": 1, "first": 1})
         win = [Signal(entry, name=f"win{i}") for i in range(span)]
         arrive = Signal(entry)
-        m.d.comb += [arrive.v.eq(e2_v), arrive.sq.eq(e2_v * e2_v), arrive.lane.eq(e2.lane),
-                     arrive.first.eq(e2.first | ~e2.lane)]   # (a flush starts no point)
-        with m.If(e2.lane | flush_delay[1]):
+        m.d.comb += [arrive.v.eq(e3_v), arrive.sq.eq(e3_sq), arrive.lane.eq(e3.lane),
+                     arrive.first.eq(e3.first | ~e3.lane)]   # (a flush starts no point)
+        with m.If(e3.lane | flush_delay[-1]):
             m.d.sync += [win[i].eq(win[i + 1]) for i in range(span - 1)]
             m.d.sync += [win[-1].eq(arrive), pushed.eq(1)]
         with m.If(self.start):
             m.d.sync += [w.eq(0) for w in win]
         centre = win[HALO]
         n = cfg.normalz + 1
-        terms = [centre.sq]
+        ahead_terms, behind_terms = [], []
         for j in range(1, HALO + 1):
             ahead = win[HALO + j]
             same_ahead = ~Cat(*(win[HALO + k].first for k in range(1, j + 1))).any()
             behind = win[HALO - j]
             same_behind = ~Cat(*(win[HALO - k].first for k in range(0, j))).any()
-            terms.append(Mux((j <= n) & ahead.lane & same_ahead, ahead.sq, 0))
-            terms.append(Mux((j <= n) & behind.lane & same_behind, behind.sq, 0))
-        total = sum(terms)
+            ahead_terms.append(Mux((j <= n) & ahead.lane & same_ahead, ahead.sq, 0))
+            behind_terms.append(Mux((j <= n) & behind.lane & same_behind, behind.sq, 0))
+        # the sum in two stages: the neighbours on each side, then the three parts
+        s0_valid, s0_v, s0_sq = Signal(), Signal(signed(9)), Signal(17)
+        s0_ahead, s0_behind = Signal(19), Signal(19)
+        m.d.sync += [s0_valid.eq(pushed & centre.lane), s0_v.eq(centre.v),
+                     s0_sq.eq(centre.sq), s0_ahead.eq(sum(ahead_terms)),
+                     s0_behind.eq(sum(behind_terms))]
 
         # ---- the lookup, the multiplier and the output converter ---------------------------
         p0_valid, p0_v = Signal(), Signal(signed(9))
         p0_x = Signal(signed(LUT_IN_BITS))
-        m.d.sync += [p0_valid.eq(pushed & centre.lane), p0_v.eq(centre.v),
-                     p0_x.eq(Mux(cfg.sqsum_bypass, centre.v, total))]
+        m.d.sync += [p0_valid.eq(s0_valid), p0_v.eq(s0_v),
+                     p0_x.eq(Mux(cfg.sqsum_bypass, s0_v, s0_sq + s0_ahead + s0_behind))]
         m.submodules.lut = lut = LutLookup(tag_bits=9)
         m.d.comb += [lut.cfg.eq(cfg.lut), lut.valid.eq(p0_valid), lut.x.eq(p0_x),
                      lut.tag.eq(p0_v),
@@ -455,18 +490,24 @@ class Cdp(wiring.Component):
         p1_valid, p1_y = Signal(), Signal(signed(25))
         m.d.sync += [p1_valid.eq(lut.out_valid),
                      p1_y.eq(Mux(cfg.mul_bypass, lut.out, lut.out * lut.out_tag.as_signed()))]
-        p2_valid, p2_p = Signal(), Signal(signed(42))
-        m.d.sync += [p2_valid.eq(p1_valid), p2_p.eq((p1_y - cfg.out_offset) * cfg.out_scale)]
-        p3_valid, p3_out = Signal(), Signal(signed(8))
-        m.d.sync += [p3_valid.eq(p2_valid),
-                     p3_out.eq(saturate(round_shift(p2_p, cfg.out_shift, 66), 8))]
+        p2_valid, p2_d = Signal(), Signal(signed(26))
+        m.d.sync += [p2_valid.eq(p1_valid), p2_d.eq(p1_y - cfg.out_offset)]
+        p3_valid, p3_p = Signal(), Signal(signed(42))
+        m.d.sync += [p3_valid.eq(p2_valid), p3_p.eq(p2_d * cfg.out_scale)]
+        # the rounding: the half added, then the shift and the saturation
+        p4_valid, p4_r = Signal(), Signal(signed(66))
+        half = (Const(1, 66) << cfg.out_shift)[1:67]
+        fix = Mux(cfg.out_shift == 0, 0, p3_p < 0)
+        m.d.sync += [p4_valid.eq(p3_valid), p4_r.eq(p3_p + half.as_signed() - fix)]
+        p5_valid, p5_out = Signal(), Signal(signed(8))
+        m.d.sync += [p5_valid.eq(p4_valid), p5_out.eq(saturate(p4_r >> cfg.out_shift, 8))]
 
         # ---- lanes packed into words, queued, written -------------------------------------
         packed, count = Signal(8 * atom), Signal(range(atom))
-        m.d.comb += [words.w_data.eq(Cat(packed[8:], p3_out.as_unsigned())),
-                     words.w_en.eq(p3_valid & (count == atom - 1))]
-        with m.If(p3_valid):
-            m.d.sync += [packed.eq(Cat(packed[8:], p3_out.as_unsigned())),
+        m.d.comb += [words.w_data.eq(Cat(packed[8:], p5_out.as_unsigned())),
+                     words.w_en.eq(p5_valid & (count == atom - 1))]
+        with m.If(p5_valid):
+            m.d.sync += [packed.eq(Cat(packed[8:], p5_out.as_unsigned())),
                          count.eq(Mux(count == atom - 1, 0, count + 1))]
         writing, written = Signal(), Signal()
         accepted = writer.req.valid & writer.req.ready

@@ -22,7 +22,12 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.rtl.cacc import Accumulator
 from accel.rtl.cmac import Cmac, capacity
-from accel.rtl.conv_layout import ConvConfigLayout, operand_write_layout, write_layout
+from accel.rtl.conv_layout import (
+    ConvConfigLayout,
+    operand_layout,
+    operand_write_layout,
+    write_layout,
+)
 from accel.rtl.credits import credit_room
 from accel.rtl.csc import Csc
 from accel.rtl.postproc import ResultLayout
@@ -64,6 +69,7 @@ class ConvCore(wiring.Component):
             "feature_level": In(range(feature_entries + 1)),
             "weight_level": In(range(weight_entries + 1)),
             "operand_write": In(operand_write_layout(cfg, operand_entries)),
+            "elements": In(stream.Signature(operand_layout(cfg))),
             "out": Out(stream.Signature(ResultLayout(cfg))),
         })
 
@@ -92,7 +98,9 @@ class ConvCore(wiring.Component):
         wiring.connect(m, cacc.sum, sdp.sum)
         m.d.comb += [sdp.post.eq(self.cfg.post), sdp.start.eq(self.start),
                      sdp.points_m1.eq(csc.points_m1), sdp.points_m2.eq(csc.points_m2),
-                     sdp.counted.eq(csc.counted), sdp.operand_write.eq(self.operand_write)]
+                     sdp.counted.eq(csc.counted), sdp.operand_write.eq(self.operand_write),
+                     sdp.per_element.eq(self.cfg.per_element)]
+        wiring.connect(m, wiring.flipped(self.elements), sdp.elements)
         wiring.connect(m, sdp.out, wiring.flipped(self.out))
         return m
 

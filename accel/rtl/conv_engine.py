@@ -31,7 +31,9 @@ an AXI response other than OKAY.
 memory, ``FLYING_MODE`` off, with per-element operands) and ``"cdp"``
 (:class:`~accel.rtl.cdp.Cdp`, with CDP_RDMA and CDP, its lookup table filled by
 ``S_LUT_ACCESS_*`` writes), one at a time on the AXI port (see
-:meth:`ConvEngine._others`).
+:meth:`ConvEngine._others`).  ``"elements"`` in ``others`` gives the convolution's SDP
+per-element X1/X2 operands (:class:`~accel.rtl.element_operands.ElementOperands`, its
+reads beside the fetch's); without it the engine takes per-kernel operands only.
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ from accel.rtl.csb_regs import (
     s_registers,
 )
 from accel.rtl.dma import ADDR_BITS, ConvFetch, OutputWriter
+from accel.rtl.element_operands import AxiReadMux, ElementOperands
 from accel.rtl.pdp import PDP_UNITS, Pdp, PdpConfigLayout
 from accel.rtl.pdp import config_from_registers as pdp_config
-from accel.rtl.sdp_memory import SdpMemory, SdpMemoryConfigLayout, operand_needed
+from accel.rtl.sdp_memory import SdpMemory, SdpMemoryConfigLayout, operand_fields, operand_needed
 from accel.rtl.sdp_memory import config_from_registers as sdp_memory_config
 from accel.rtl.timing import kept
 
@@ -76,6 +79,9 @@ OTHER_UNITS = {
                    ("NVDLA_SDP", "D_FEATURE_MODE_CFG", "FLYING_MODE", 0)),
     "cdp": (CDP_UNITS, None),
 }
+#: the name in ``others`` that gives the convolution's SDP per-element operands
+#: (:class:`~accel.rtl.element_operands.ElementOperands`; a kernel group of one atom only)
+ELEMENTS = "elements"
 #: SDP operand entries (kernel groups) the engine holds
 OPERAND_ENTRIES = 64
 #: fields latched at an operation's start per copy of the latch enable
@@ -104,10 +110,16 @@ class ConvEngine(wiring.Component):
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
                  weight_entries: int = 2048, others: tuple[str, ...] = ()) -> None:
-        unknown = [name for name in others if name not in OTHER_UNITS]
+        unknown = [name for name in others if name not in OTHER_UNITS and name != ELEMENTS]
         if unknown:
-            raise ValueError(f"units {', '.join(unknown)} not in {', '.join(OTHER_UNITS)}")
-        self.hw, self.points, self.others = cfg, points, others
+            raise ValueError(f"units {', '.join(unknown)} not in "
+                             f"{', '.join((*OTHER_UNITS, ELEMENTS))}")
+        if ELEMENTS in others and cfg.atomic_k != cfg.atom_size:
+            raise ValueError(f"{ELEMENTS!r}: per-element operands need a kernel group of one "
+                             f"memory atom (atomic_k {cfg.atomic_k}, atom {cfg.atom_size})")
+        self.hw, self.points = cfg, points
+        self.others = tuple(name for name in others if name in OTHER_UNITS)
+        self.elements = ELEMENTS in others
         self.entries = (feature_entries, weight_entries)
         super().__init__({
             "req": In(CSB_REQUEST),
@@ -129,6 +141,16 @@ class ConvEngine(wiring.Component):
         others = {name: makers[name](hw) for name in self.others}
         for name, unit in others.items():
             m.submodules[name] = unit
+        # per-element SDP operands, read beside the fetch
+        elements = self.elements
+        reads = fetch.axi
+        if elements:
+            m.submodules.elements = elems = ElementOperands(hw)
+            m.submodules.read_mux = read_mux = AxiReadMux(ADDR_BITS, 8 * hw.atom_size)
+            wiring.connect(m, fetch.axi, read_mux.a)
+            wiring.connect(m, elems.axi_read, read_mux.b)
+            wiring.connect(m, elems.out, core.elements)
+            reads = read_mux.bus
         m.d.comb += [csb.req.eq(self.req), self.rdata.eq(csb.rdata),
                      self.rvalid.eq(csb.rvalid), self.error.eq(csb.error),
                      self.irq.eq(csb.irq),
@@ -138,14 +160,15 @@ class ConvEngine(wiring.Component):
                      core.weight_level.eq(fetch.weight_level),
                      core.feature_level.eq(fetch.feature_level),
                      self.bus_error.eq(Cat(fetch.bus_error, wdma.bus_error,
-                                           *(u.bus_error for u in others.values())).any())]
+                                           *(u.bus_error for u in others.values()),
+                                           *([elems.bus_error] if elements else [])).any())]
         # the memory-to-memory units beside the convolution, each with the AXI port while it
         # runs (``buses``); ``other_bus``: one of them has it
         buses = {name: Signal(name=f"{name}_bus") for name in self.others}
         other_bus = Signal()
         m.d.comb += other_bus.eq(Cat(*buses.values()).any() if buses else 0)
         with m.If(~other_bus):
-            connect_channels(m, self.axi, fetch.axi)
+            connect_channels(m, self.axi, reads)
             connect_channels(m, self.axi, wdma.axi)
         for name, unit in others.items():
             with m.If(buses[name]):
@@ -221,9 +244,22 @@ class ConvEngine(wiring.Component):
             fc.weight_addr.eq(field(cdma, "D_WEIGHT_ADDR_LOW")),
             fc.weight_bytes.eq(field(cdma, "D_WEIGHT_BYTES")),
         ]
+        # a stage's operands per element come through ElementOperands, per kernel through
+        # the fetch
+        per_element = {stage: Signal(name=f"{stage}_per_element") for stage in OPERAND_DMAS}
+        for stage, (dma, _) in OPERAND_DMAS.items():
+            m.d.comb += per_element[stage].eq(
+                needs[stage] & field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_MODE") & elements)
+        latch.append(op.per_element.eq(Cat(per_element["x1"], per_element["x2"])))
+        latch_elements = []
+        if elements:
+            ec = elems.cfg
+            latch_elements += [ec.surfaces.eq((k_m1 >> shift_k) + 1), ec.h.eq(oh), ec.w.eq(ow)]
+            for stage in OPERAND_DMAS:
+                latch_elements += operand_fields(field, stage, getattr(ec, stage))
         for stage, (dma, p) in OPERAND_DMAS.items():
             st = getattr(fc, stage)
-            latch_fetch += [st.fetch.eq(needs[stage]),
+            latch_fetch += [st.fetch.eq(needs[stage] & ~per_element[stage]),
                             st.addr.eq(field(rdma, f"D_{p}_BASE_ADDR_LOW")),
                             st.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
                             st.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE"))]
@@ -251,6 +287,7 @@ class ConvEngine(wiring.Component):
         outputs_m1 = Signal(signed(3 * SIZE_BITS + 1))             # output beats to leave
         groups_m1 = Signal(signed(op.kernel_groups.shape().width + 1))  # groups to count in
         kick = Signal()                          # the DMAs start: the cycle after the latch
+        elements_busy = Signal()                 # per-element operands are being read
         m.d.sync += kick.eq(0)
         # the units' completion (the COMPLETE state's one cycle), a register per unit
         # (``keep``) set as the state machine moves there: each fans out to its unit's
@@ -264,7 +301,8 @@ class ConvEngine(wiring.Component):
         # thousand flip-flops is neither the logic that finds the units enabled nor one net
         # spread over all of them (a copy per group of fields was among the most congested)
         go = {}
-        for name, part in (("core", latch), ("fetch", latch_fetch), ("wdma", latch_wdma)):
+        for name, part in (("core", latch), ("fetch", latch_fetch), ("wdma", latch_wdma),
+                           ("elements", latch_elements)):
             for j in range(0, len(part), LATCH_FIELDS):
                 copy = kept(f"latch_{name}_{j // LATCH_FIELDS}")
                 go.setdefault(name, copy)
@@ -311,7 +349,7 @@ class ConvEngine(wiring.Component):
             with m.State("RUN"):
                 with m.If(core.out.valid & core.out.ready):
                     m.d.sync += outputs_m1.eq(outputs_m1 - 1)
-                with m.If(outputs_m1[-1] & fetch.done & wdma.idle):
+                with m.If(outputs_m1[-1] & fetch.done & wdma.idle & ~elements_busy):
                     m.d.sync += [flag.eq(1) for unit, flag in done.items()
                                  if unit in OP_UNITS]
                     m.d.sync += done["NVDLA_SDP_RDMA"].eq(with_rdma)
@@ -327,6 +365,8 @@ class ConvEngine(wiring.Component):
         core_start = Signal()
         m.d.sync += core_start.eq(fsm.ongoing("FETCH") & fetch.ready)
         m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick), core.start.eq(core_start)]
+        if elements:
+            m.d.comb += [elems.start.eq(kick), elements_busy.eq(elems.busy)]
         # the SDP's and SDP_RDMA's completions: a convolution's, or an SDP op from memory's
         finished = {unit: flag for unit, flag in done.items()}
         if "sdp_memory" in others:

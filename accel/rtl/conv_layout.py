@@ -38,6 +38,7 @@ class ConvConfigLayout(data.StructLayout):
             "channel_groups": size, "kernel_groups": size, "stripe_points": size,
             "pad_value": signed(8),
             "post": ConfigLayout(),
+            "per_element": 2,        # X1 (bit 0) / X2 (bit 1) operands per element
         })
 
 

@@ -34,8 +34,8 @@ from accel.rtl.uart import RamEngine
 TRACE_ENTRIES = 16384
 
 #: the units beside the convolution in the simulation tops
-#: (:data:`accel.rtl.conv_engine.OTHER_UNITS`)
-SIM_OTHERS = ("pdp", "sdp_memory", "cdp")
+#: (:data:`accel.rtl.conv_engine.OTHER_UNITS`), and per-element operands for convolutions
+SIM_OTHERS = ("pdp", "sdp_memory", "cdp", "elements")
 
 #: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
 RAM_ENGINE_BYTES = 1 << 20

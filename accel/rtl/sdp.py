@@ -4,14 +4,17 @@
 X1/X2 operands come from the registers, or (``ALU_SRC``/``MUL_SRC`` = memory) per output
 channel from the operand memory, one entry per kernel group, as SDP_RDMA delivers them
 in per-kernel mode (``operand_write``); the entry is read from block RAM into a
-register, and SDP takes no beat in the two cycles after the kernel group changes.  The
+register, and SDP takes no beat in the two cycles after the kernel group changes.  A
+stage whose operands come per element (``per_element``) takes them from ``elements``,
+a beat's operands for each beat (:class:`~accel.rtl.element_operands.ElementOperands`),
+queued in a small FIFO: a beat is offered only once its operands are there.  The
 int8 beats leave on ``out`` in the order the sums came: kernel group, then point.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
@@ -35,6 +38,8 @@ class Sdp(wiring.Component):
     from the cycle ``counted`` is high on (before the first sum)
     operand_write : ``In``: a kernel group's operands from SDP_RDMA, written only
     before ``start``
+    per_element : ``In(2)``: X1 (bit 0), X2 (bit 1) take their operands from ``elements``
+    elements : ``In(stream.Signature(operand_layout(hw)))``: per-element operands, a beat's
     out : ``Out(stream.Signature(ResultLayout(hw)))``
     """
 
@@ -48,6 +53,7 @@ class Sdp(wiring.Component):
             "start": In(1),
             "points_m1": In(2 * SIZE_BITS), "points_m2": In(2 * SIZE_BITS), "counted": In(1),
             "operand_write": In(operand_write_layout(hw, operand_entries)),
+            "per_element": In(2), "elements": In(stream.Signature(operand_layout(hw))),
             "out": Out(stream.Signature(ResultLayout(hw))),
         })
 
@@ -63,19 +69,26 @@ class Sdp(wiring.Component):
         # whole beat of registers
         settle = Signal(range(3))
         settle_next = Signal.like(settle)
+        m.submodules.elements = elements = fifo.SyncFIFOBuffered(
+            width=len(self.elements.payload.as_value()), depth=2)
+        per_element = self.per_element.any()
+        m.d.comb += [elements.w_data.eq(self.elements.payload), elements.w_en.eq(
+                         self.elements.valid), self.elements.ready.eq(elements.w_rdy)]
+        moved = post.inp.valid & post.inp.ready
+        m.d.comb += elements.r_en.eq(moved & per_element)
         if post.lanes == n_k:
             ops_ok = Signal(init=1)
             m.d.sync += ops_ok.eq(settle_next == 0)
-            m.d.comb += [post.inp.valid.eq(self.sum.valid & ops_ok),
-                         self.sum.ready.eq(post.inp.ready & ops_ok)]
+            ok = ops_ok & (~per_element | elements.r_rdy)
+            m.d.comb += [post.inp.valid.eq(self.sum.valid & ok),
+                         self.sum.ready.eq(post.inp.ready & ok)]
             m.d.comb += [post.inp.payload.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
         else:
-            self._deliver(m, post, settle)
+            self._deliver(m, post, settle, ~per_element | (elements.level > moved))
         out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
         # the kernel group's last beat into SDP, flagged a beat ahead (first when the
         # point count is there: the first sums reach SDP many cycles later)
         last_out = Signal()
-        moved = post.inp.valid & post.inp.ready
         with m.If(self.start):
             m.d.sync += [out_kg.eq(0), out_point.eq(0)]
         with m.Elif(self.counted):
@@ -92,13 +105,17 @@ class Sdp(wiring.Component):
                                        Mux(settle != 0, settle - 1, 0)))
         m.d.sync += settle.eq(settle_next)
         ops = self._operands(m, out_kg)
-        for name in ("alu1", "mul1", "alu2", "mul2"):
-            m.d.comb += [getattr(post.inp.payload, name)[i].eq(getattr(ops, name)[i])
-                         for i in range(n_k)]
+        beat_ops = data.View(operand_layout(self.hw), elements.r_data)
+        for stage, names in enumerate((("alu1", "mul1"), ("alu2", "mul2"))):
+            for name in names:
+                m.d.comb += [getattr(post.inp.payload, name)[i].eq(
+                                 Mux(self.per_element[stage], getattr(beat_ops, name)[i],
+                                     getattr(ops, name)[i]))
+                             for i in range(n_k)]
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 
-    def _deliver(self, m: Module, post: PostProcessor, settle: Signal) -> None:
+    def _deliver(self, m: Module, post: PostProcessor, settle: Signal, operands_next) -> None:
         """SDP takes a beat every ``atomic_k / lanes`` cycles, the CACC empties a stripe at
         once: a stripe of sums waits in a buffer (CACC's delivery buffer) while the MAC
         array goes on with the next stripe.
@@ -110,7 +127,8 @@ class Sdp(wiring.Component):
         a register: SDP takes a beat every ``atomic_k / lanes`` >= 2 cycles, so it is
         never ready in the cycle after a take; the flag need only be right in cycles after
         none, where the level has not gone down and the settle count has not restarted,
-        and SDP's ready stays out of it.
+        and SDP's ready stays out of it.  ``operands_next``: the next beat's per-element
+        operands (if any) will be there in the next cycle.
         """
         sums = self.sum.payload.as_value()
         # (no checks of its own: the credits and ``filled`` keep count)
@@ -126,7 +144,7 @@ class Sdp(wiring.Component):
                      post.inp.valid.eq(offered),
                      dbuf.r_en.eq(post.inp.ready & offered),
                      post.inp.payload.acc.as_value().eq(dbuf.r_data)]
-        offer_next = (taken | (filled != 0)) & ~self.start & (settle <= 1)
+        offer_next = (taken | (filled != 0)) & ~self.start & (settle <= 1) & operands_next
         m.d.sync += offered.eq(offer_next)
         # SDP's copies of it, one per register group it enables
         offered_copies = kept_copies("offered", post.valid_copies)

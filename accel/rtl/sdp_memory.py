@@ -98,22 +98,47 @@ def config_from_registers(field, hw: HwConfig, post_fields):
             cfg.dst_surf.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
             *post_fields(cfg.post), cfg.post.truncate.eq(0),
         ]
-        for stage, (_, dma, pre) in STREAMS.items():
-            op = getattr(cfg, stage)
-            out += [op.fetch.eq(operand_needed(field, stage)),
-                    op.per_element.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_MODE")),
-                    op.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
-                    op.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE")),
-                    op.base.eq(field(rdma, f"D_{pre}_BASE_ADDR_LOW")),
-                    op.line.eq(field(rdma, f"D_{pre}_LINE_STRIDE")),
-                    op.surf.eq(field(rdma, f"D_{pre}_SURFACE_STRIDE"))]
+        for stage in STREAMS:
+            out += operand_fields(field, stage, getattr(cfg, stage))
         return out
     return assign
 
 
-def _words(op) -> Signal:
-    """Words an operand element of ``op`` takes per point: its bytes per lane."""
+def operand_fields(field, stage: str, op) -> list:
+    """Assignments of an :class:`OperandLayout` ``op`` for X stage ``stage`` from SDP's and
+    SDP_RDMA's registers (``field(unit, reg, name=None)``)."""
+    _, dma, pre = STREAMS[stage]
+    rdma = "NVDLA_SDP_RDMA"
+    return [op.fetch.eq(operand_needed(field, stage)),
+            op.per_element.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_MODE")),
+            op.use.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_USE")),
+            op.wide.eq(field(rdma, f"D_{dma}_CFG", f"{dma}_DATA_SIZE")),
+            op.base.eq(field(rdma, f"D_{pre}_BASE_ADDR_LOW")),
+            op.line.eq(field(rdma, f"D_{pre}_LINE_STRIDE")),
+            op.surf.eq(field(rdma, f"D_{pre}_SURFACE_STRIDE"))]
+
+
+def words_per_point(op) -> Signal:
+    """Bus words an operand element of ``op`` takes per point: its bytes per lane."""
     return Mux(op.use == USE_BOTH, 2, 1) << op.wide
+
+
+def decode_lanes(raw, op, lanes: int) -> list[tuple]:
+    """``(alu, mul)`` operands of each of ``lanes`` lanes from a point's words ``raw`` (one
+    or two components of one or two bytes per lane, sign-extended; with ``DATA_USE`` BOTH
+    the ALU's component first; a single component serves the unit ``DATA_USE`` names)."""
+    out = []
+    for i in range(lanes):
+        def comp(j: int, nbytes: int, esize: int, i=i):
+            """Component ``j`` of lane ``i`` in elements of ``esize`` bytes."""
+            at = 8 * (i * esize + j * nbytes)
+            return raw[at:at + 8 * nbytes].as_signed()
+        # (one byte, one component) (one byte, two) (two bytes, one) (two, two)
+        first = Mux(op.wide, Mux(op.use == USE_BOTH, comp(0, 2, 4), comp(0, 2, 2)),
+                    Mux(op.use == USE_BOTH, comp(0, 1, 2), comp(0, 1, 1)))
+        second = Mux(op.wide, comp(1, 2, 4), comp(1, 1, 2))
+        out.append((first, Mux(op.use == USE_MUL, first, second)))
+    return out
 
 
 class SdpMemory(wiring.Component):
@@ -184,10 +209,16 @@ class SdpMemory(wiring.Component):
 
         # ---- the walker: surface, line, chunk of points ---------------------------------
         surface, y, x = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
-        in_line = Signal(ADDR_BITS)             # input address of (surface, y, 0)
+        # the addresses count up: of (surface, y, 0), of (surface, 0, 0) and of the chunk
+        # at x, for the input and each operand stream; a chunk's step in a register
+        in_line = Signal(ADDR_BITS)
         in_surf = Signal(ADDR_BITS)
+        in_at = Signal(ADDR_BITS)
         op_line = {s: Signal(ADDR_BITS, name=f"{s}_line_addr") for s in STREAMS}
         op_surf = {s: Signal(ADDR_BITS, name=f"{s}_surf_addr") for s in STREAMS}
+        op_at = {s: Signal(ADDR_BITS, name=f"{s}_chunk_addr") for s in STREAMS}
+        op_step = {s: Signal(range(CHUNK * MAX_OPERAND_WORDS * atom + 1), name=f"{s}_step")
+                   for s in STREAMS}
         op_kernel = {s: Signal(ADDR_BITS, name=f"{s}_kernel_addr") for s in STREAMS}
         n_points = Signal(range(CHUNK + 1))
         rest = Signal(SIZE_BITS + 1)
@@ -204,15 +235,17 @@ class SdpMemory(wiring.Component):
             with m.If(cmd_stream == i):
                 m.d.comb += fits.eq(credits[n] >= cmd_words)
         m.d.comb += [issue.eq(cmd.valid & cmd.ready), tags.w_en.eq(issue)]
-        words = {s: _words(getattr(cfg, s)) for s in STREAMS}
+        words = {s: words_per_point(getattr(cfg, s)) for s in STREAMS}
         with m.FSM(name="walker"):
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [surface.eq(0), y.eq(0), x.eq(0), in_line.eq(cfg.src),
-                                 in_surf.eq(cfg.src), walking.eq(1), walked.eq(0)]
+                                 in_surf.eq(cfg.src), in_at.eq(cfg.src), walking.eq(1),
+                                 walked.eq(0)]
                     for s in STREAMS:
                         op = getattr(cfg, s)
                         m.d.sync += [op_line[s].eq(op.base), op_surf[s].eq(op.base),
+                                     op_at[s].eq(op.base), op_step[s].eq(words[s] * CHUNK * atom),
                                      op_kernel[s].eq(op.base)]
                     m.next = "KERNEL_X1"
             # a surface's per-kernel operands, once at its start
@@ -225,7 +258,7 @@ class SdpMemory(wiring.Component):
                     with m.If(~op.fetch | op.per_element | issue):
                         m.next = after
             with m.State("INPUT"):              # a chunk: the input's words
-                m.d.comb += [cmd.payload.addr.eq(in_line + x * atom), cmd_words.eq(n_points),
+                m.d.comb += [cmd.payload.addr.eq(in_at), cmd_words.eq(n_points),
                              cmd_stream.eq(0), cmd.valid.eq(fits & tags.w_rdy)]
                 with m.If(issue):
                     m.next = "ELEMENT_X1"
@@ -233,26 +266,31 @@ class SdpMemory(wiring.Component):
                                    ("x2", "ELEMENT_X2", "NEXT")):
                 op = getattr(cfg, s)
                 with m.State(here):             # the chunk's per-element operands
-                    m.d.comb += [cmd.payload.addr.eq(op_line[s] + x * words[s] * atom),
+                    m.d.comb += [cmd.payload.addr.eq(op_at[s]),
                                  cmd_words.eq(n_points * words[s]),
                                  cmd_stream.eq(names.index(s)),
                                  cmd.valid.eq(op.fetch & op.per_element & fits & tags.w_rdy)]
                     with m.If(~op.fetch | ~op.per_element | issue):
                         m.next = after
             with m.State("NEXT"):
-                m.d.sync += x.eq(x + n_points)
+                m.d.sync += [x.eq(x + n_points), in_at.eq(in_at + CHUNK * atom)]
+                m.d.sync += [op_at[s].eq(op_at[s] + op_step[s]) for s in STREAMS]
                 m.next = "INPUT"
                 with m.If(x + n_points == cfg.w):
-                    m.d.sync += [x.eq(0), y.eq(y + 1), in_line.eq(in_line + cfg.src_line)]
-                    m.d.sync += [op_line[s].eq(op_line[s] + getattr(cfg, s).line)
-                                 for s in STREAMS]
+                    m.d.sync += [x.eq(0), y.eq(y + 1), in_line.eq(in_line + cfg.src_line),
+                                 in_at.eq(in_line + cfg.src_line)]
+                    for s in STREAMS:
+                        line_next = op_line[s] + getattr(cfg, s).line
+                        m.d.sync += [op_line[s].eq(line_next), op_at[s].eq(line_next)]
                     with m.If(y + 1 == cfg.h):
                         m.d.sync += [y.eq(0), surface.eq(surface + 1),
                                      in_line.eq(in_surf + cfg.src_surf),
+                                     in_at.eq(in_surf + cfg.src_surf),
                                      in_surf.eq(in_surf + cfg.src_surf)]
                         for s in STREAMS:
                             op = getattr(cfg, s)
                             m.d.sync += [op_line[s].eq(op_surf[s] + op.surf),
+                                         op_at[s].eq(op_surf[s] + op.surf),
                                          op_surf[s].eq(op_surf[s] + op.surf),
                                          op_kernel[s].eq(op_kernel[s] + words[s] * atom)]
                         m.next = "KERNEL_X1"
@@ -297,19 +335,8 @@ class SdpMemory(wiring.Component):
         for i in range(lanes):
             m.d.comb += beat.acc[i].eq(in_word[8 * i:8 * i + 8].as_signed())
         for s, (alu, mul) in (("x1", ("alu1", "mul1")), ("x2", ("alu2", "mul2"))):
-            op = getattr(cfg, s)
-            raw = Cat(*held[s])
-            for i in range(lanes):
-                def comp(j: int, nbytes: int, esize: int, i=i, raw=raw):
-                    """Component ``j`` of lane ``i`` in elements of ``esize`` bytes."""
-                    at = 8 * (i * esize + j * nbytes)
-                    return raw[at:at + 8 * nbytes].as_signed()
-                # (one byte, one component) (one byte, two) (two bytes, one) (two, two)
-                first = Mux(op.wide, Mux(op.use == USE_BOTH, comp(0, 2, 4), comp(0, 2, 2)),
-                            Mux(op.use == USE_BOTH, comp(0, 1, 2), comp(0, 1, 1)))
-                second = Mux(op.wide, comp(1, 2, 4), comp(1, 1, 2))
-                m.d.comb += [getattr(beat, alu)[i].eq(first),
-                             getattr(beat, mul)[i].eq(Mux(op.use == USE_MUL, first, second))]
+            for i, (a, b) in enumerate(decode_lanes(Cat(*held[s]), getattr(cfg, s), lanes)):
+                m.d.comb += [getattr(beat, alu)[i].eq(a), getattr(beat, mul)[i].eq(b)]
         m.d.comb += post.inp.valid.eq(offered)
         with m.If(post.inp.valid & post.inp.ready):
             m.d.sync += [offered.eq(0), have_input.eq(0), got["x1"].eq(0), got["x2"].eq(0),

