@@ -32,6 +32,7 @@ from accel.rtl.sdp_memory import (
     CHUNK,
     MAX_OPERAND_WORDS,
     OperandLayout,
+    TaggedStreams,
     decode_lanes,
     words_per_point,
 )
@@ -90,29 +91,10 @@ class ElementOperands(wiring.Component):
             op = getattr(cfg, s)
             m.d.comb += on[s].eq(op.fetch & op.per_element)
 
-        # ---- each stage's FIFO and its credits; a tag per command routes its words -------
+        # ---- each stage's FIFO, its credits, and the commands' tags ----------------------
         depth = 2 * CHUNK * MAX_OPERAND_WORDS
-        fifos = {s: fifo.SyncFIFOBuffered(width=word_bits, depth=depth) for s in STAGES}
-        for s, f in fifos.items():
-            m.submodules[f"{s}_words"] = f
-        credits = {s: Signal(range(depth + 1), init=depth, name=f"{s}_credits")
-                   for s in STAGES}
-        tag_layout = data.StructLayout({"stage": 1, "words": 6})
-        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=tag_layout.size, depth=8)
-        tag = data.View(tag_layout, tags.r_data)
-        left, first_word = Signal(6), Signal(init=1)
-        word = reader.data
-        ready = Signal()
-        for i, s in enumerate(STAGES):
-            m.d.comb += fifos[s].w_data.eq(word.payload)
-            with m.If(tag.stage == i):
-                m.d.comb += [fifos[s].w_en.eq(tags.r_rdy & word.valid),
-                             ready.eq(fifos[s].w_rdy)]
-        m.d.comb += word.ready.eq(tags.r_rdy & ready)
-        with m.If(word.valid & word.ready):
-            words_left = Mux(first_word, tag.words, left)
-            m.d.sync += [left.eq(words_left - 1), first_word.eq(words_left == 1)]
-            m.d.comb += tags.r_en.eq(words_left == 1)
+        streams = TaggedStreams(m, reader.data, dict.fromkeys(STAGES, depth), word_bits)
+        fifos, tags = streams.fifos, streams.tags
 
         # ---- the walker: surface, row, chunk of points, stage ---------------------------
         surface, y, x = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
@@ -126,11 +108,9 @@ class ElementOperands(wiring.Component):
         n_points = Signal(range(CHUNK + 1))
         m.d.comb += [rest.eq(cfg.w - x), n_points.eq(Mux(rest > CHUNK, CHUNK, rest))]
         cmd = reader.cmd
-        cmd_words, cmd_stage = Signal(6), Signal()
-        issue, fits = Signal(), Signal()
-        m.d.comb += [tags.w_data.eq(Cat(cmd_stage, cmd_words)), cmd.payload.beats.eq(cmd_words),
-                     issue.eq(cmd.valid & cmd.ready), tags.w_en.eq(issue),
-                     fits.eq(Mux(cmd_stage, credits["x2"], credits["x1"]) >= cmd_words)]
+        cmd_words, cmd_stage, fits = streams.cmd_words, streams.cmd_stream, streams.fits
+        issue = streams.issue
+        m.d.comb += [cmd.payload.beats.eq(cmd_words), issue.eq(cmd.valid & cmd.ready)]
         walking = Signal()
         with m.FSM(name="walker"):
             with m.State("IDLE"):
@@ -204,11 +184,6 @@ class ElementOperands(wiring.Component):
                     with m.If(bs == cfg.surfaces - 1):
                         m.d.sync += assembling.eq(0)
 
-        # credits: taken by a command, given back by each word the assembler takes
-        for i, s in enumerate(STAGES):
-            taken = Mux(issue & (cmd_stage == i), cmd_words, 0)
-            given = fifos[s].r_en & fifos[s].r_rdy
-            m.d.sync += credits[s].eq(credits[s] - taken + given)
         m.d.comb += self.busy.eq(walking | assembling | reader.busy)
         return m
 

@@ -141,6 +141,50 @@ def decode_lanes(raw, op, lanes: int) -> list[tuple]:
     return out
 
 
+class TaggedStreams:
+    """Streams of words read by one :class:`~accel.rtl.axi.AxiReader`: a FIFO per stream
+    (``fifos``, read by the caller), each with credits for its room, and a tag per command
+    (its stream and words) that routes the words of the answer, which come in command
+    order.  The caller issues a command on ``cmd_stream``/``cmd_words`` only when ``fits``
+    (its stream's FIFO has room for all of its words) and ``tags.w_rdy``, and says so on
+    ``issue``; each word it takes from a FIFO gives a credit back."""
+
+    def __init__(self, m: Module, word, depths: dict[str, int], word_bits: int) -> None:
+        self.names = list(depths)
+        self.fifos = {n: fifo.SyncFIFOBuffered(width=word_bits, depth=d)
+                      for n, d in depths.items()}
+        for n, f in self.fifos.items():
+            m.submodules[f"{n}_words"] = f
+        self.credits = {n: Signal(range(d + 1), init=d, name=f"{n}_credits")
+                        for n, d in depths.items()}
+        tag_layout = data.StructLayout({"stream": 2, "words": 6})
+        m.submodules.tags = self.tags = tags = fifo.SyncFIFOBuffered(width=tag_layout.size,
+                                                                    depth=8)
+        self.cmd_stream, self.cmd_words, self.issue = Signal(2), Signal(6), Signal()
+        self.fits = Signal()
+        m.d.comb += [tags.w_data.eq(Cat(self.cmd_stream, self.cmd_words)),
+                     tags.w_en.eq(self.issue)]
+        tag = data.View(tag_layout, tags.r_data)
+        left = Signal(6)                        # words of the head tag not yet routed
+        first_word = Signal(init=1)             # ``left`` is not loaded yet for the head tag
+        ready = Signal()
+        for i, n in enumerate(self.names):
+            f = self.fifos[n]
+            m.d.comb += f.w_data.eq(word.payload)
+            with m.If(tag.stream == i):
+                m.d.comb += [f.w_en.eq(tags.r_rdy & word.valid), ready.eq(f.w_rdy)]
+            with m.If(self.cmd_stream == i):
+                m.d.comb += self.fits.eq(self.credits[n] >= self.cmd_words)
+            # credits: taken by a command, given back by each word the caller takes
+            taken = Mux(self.issue & (self.cmd_stream == i), self.cmd_words, 0)
+            m.d.sync += self.credits[n].eq(self.credits[n] - taken + (f.r_en & f.r_rdy))
+        m.d.comb += word.ready.eq(tags.r_rdy & ready)
+        with m.If(word.valid & word.ready):
+            words_left = Mux(first_word, tag.words, left)
+            m.d.sync += [left.eq(words_left - 1), first_word.eq(words_left == 1)]
+            m.d.comb += tags.r_en.eq(words_left == 1)
+
+
 class SdpMemory(wiring.Component):
     """See the module docstring.
 
@@ -182,30 +226,8 @@ class SdpMemory(wiring.Component):
         names = ("input", "x1", "x2")
         depth = {"input": 2 * CHUNK, "x1": 2 * CHUNK * MAX_OPERAND_WORDS,
                  "x2": 2 * CHUNK * MAX_OPERAND_WORDS}
-        fifos = {n: fifo.SyncFIFOBuffered(width=word_bits, depth=depth[n]) for n in names}
-        for n, f in fifos.items():
-            m.submodules[f"{n}_words"] = f
-        credits = {n: Signal(range(depth[n] + 1), init=depth[n], name=f"{n}_credits")
-                   for n in names}
-        # a command's tag: its stream and words
-        tag_layout = data.StructLayout({"stream": 2, "words": 6})
-        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=tag_layout.size, depth=8)
-        tag = data.View(tag_layout, tags.r_data)
-        left = Signal(6)                        # words of the head tag not yet routed
-        word = reader.data
-        routing = Signal()
-        m.d.comb += routing.eq(tags.r_rdy & word.valid)
-        ready = Signal()
-        for i, n in enumerate(names):
-            m.d.comb += fifos[n].w_data.eq(word.payload)
-            with m.If(tag.stream == i):
-                m.d.comb += [fifos[n].w_en.eq(routing), ready.eq(fifos[n].w_rdy)]
-        m.d.comb += word.ready.eq(tags.r_rdy & ready)
-        first_word = Signal(init=1)             # ``left`` is not loaded yet for the head tag
-        with m.If(word.valid & word.ready):
-            words_left = Mux(first_word, tag.words, left)
-            m.d.sync += [left.eq(words_left - 1), first_word.eq(words_left == 1)]
-            m.d.comb += tags.r_en.eq(words_left == 1)
+        streams = TaggedStreams(m, reader.data, depth, word_bits)
+        fifos, tags = streams.fifos, streams.tags
 
         # ---- the walker: surface, line, chunk of points ---------------------------------
         surface, y, x = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
@@ -225,16 +247,9 @@ class SdpMemory(wiring.Component):
         m.d.comb += [rest.eq(cfg.w - x), n_points.eq(Mux(rest > CHUNK, CHUNK, rest))]
         walking, walked = Signal(), Signal()
         cmd = reader.cmd
-        cmd_words = Signal(6)
-        cmd_stream = Signal(2)
-        m.d.comb += [tags.w_data.eq(Cat(cmd_stream, cmd_words)),
-                     cmd.payload.beats.eq(cmd_words)]
-        issue = Signal()                        # the command on ``cmd`` goes out this cycle
-        fits = Signal()
-        for i, n in enumerate(names):
-            with m.If(cmd_stream == i):
-                m.d.comb += fits.eq(credits[n] >= cmd_words)
-        m.d.comb += [issue.eq(cmd.valid & cmd.ready), tags.w_en.eq(issue)]
+        cmd_words, cmd_stream, fits = streams.cmd_words, streams.cmd_stream, streams.fits
+        issue = streams.issue                   # the command on ``cmd`` goes out this cycle
+        m.d.comb += [cmd.payload.beats.eq(cmd_words), issue.eq(cmd.valid & cmd.ready)]
         words = {s: words_per_point(getattr(cfg, s)) for s in STREAMS}
         with m.FSM(name="walker"):
             with m.State("IDLE"):
@@ -346,12 +361,6 @@ class SdpMemory(wiring.Component):
         with m.If(self.start):
             m.d.sync += [px.eq(0), py.eq(0), have_input.eq(0), offered.eq(0),
                          got["x1"].eq(0), got["x2"].eq(0)]
-
-        # credits: taken by a command, given back by each word the assembler takes
-        for n in names:
-            taken = Mux(issue & (cmd_stream == names.index(n)), cmd_words, 0)
-            given = fifos[n].r_en & fifos[n].r_rdy
-            m.d.sync += credits[n].eq(credits[n] - taken + given)
 
         # ---- completion: every beat through the post-processor and written --------------
         inside = Signal(range(64))              # beats in the post-processor

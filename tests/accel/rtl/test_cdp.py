@@ -18,15 +18,15 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Const, Elaboratable, Module
 from amaranth.sim import Simulator
 
 from accel.cmod.dla import Dla
 from accel.cmod.lut import LE_ENTRIES, LO_ENTRIES
 from accel.config import get_preset
-from accel.regs import field_set, lookup
+from accel.regs import lookup
 from accel.rtl.cdp import Cdp, config_from_registers
 from tests.accel.rtl.axi_model import serve_axi
+from tests.accel.rtl.registers import RegisterTop, reg
 
 HW = get_preset("nv_small")
 ATOM = HW.atom_size
@@ -35,12 +35,6 @@ MEMORY = 0x80000
 CDP, RDMA = "NVDLA_CDP", "NVDLA_CDP_RDMA"
 
 
-def _reg(symbol: str, **fields) -> tuple[str, int]:
-    reg = lookup(symbol)
-    value = reg.reset
-    for name, v in fields.items():
-        value = field_set(value, reg, name, v & reg.field(name).mask >> reg.field(name).lsb)
-    return reg.symbol, value
 
 
 def _geometry(rng: random.Random) -> list[tuple[str, int]]:
@@ -49,30 +43,30 @@ def _geometry(rng: random.Random) -> list[tuple[str, int]]:
     surf = h * line + ATOM * rng.randint(0, 2)
     dline = w * ATOM + ATOM * rng.randint(0, 1)
     dsurf = h * dline + ATOM * rng.randint(0, 1)
-    return [_reg(f"{RDMA}.D_DATA_CUBE_WIDTH", WIDTH=w - 1),
-            _reg(f"{RDMA}.D_DATA_CUBE_HEIGHT", HEIGHT=h - 1),
-            _reg(f"{RDMA}.D_DATA_CUBE_CHANNEL", CHANNEL=c - 1),
-            _reg(f"{RDMA}.D_SRC_BASE_ADDR_LOW", SRC_BASE_ADDR_LOW=SRC),
-            _reg(f"{RDMA}.D_SRC_LINE_STRIDE", SRC_LINE_STRIDE=line),
-            _reg(f"{RDMA}.D_SRC_SURFACE_STRIDE", SRC_SURFACE_STRIDE=surf),
-            _reg(f"{RDMA}.D_DATA_FORMAT", INPUT_DATA=0),
-            _reg(f"{CDP}.D_DATA_FORMAT", INPUT_DATA_TYPE=0),
-            _reg(f"{CDP}.D_DST_BASE_ADDR_LOW", DST_BASE_ADDR_LOW=DST),
-            _reg(f"{CDP}.D_DST_LINE_STRIDE", DST_LINE_STRIDE=dline),
-            _reg(f"{CDP}.D_DST_SURFACE_STRIDE", DST_SURFACE_STRIDE=dsurf)]
+    return [reg(f"{RDMA}.D_DATA_CUBE_WIDTH", WIDTH=w - 1),
+            reg(f"{RDMA}.D_DATA_CUBE_HEIGHT", HEIGHT=h - 1),
+            reg(f"{RDMA}.D_DATA_CUBE_CHANNEL", CHANNEL=c - 1),
+            reg(f"{RDMA}.D_SRC_BASE_ADDR_LOW", SRC_BASE_ADDR_LOW=SRC),
+            reg(f"{RDMA}.D_SRC_LINE_STRIDE", SRC_LINE_STRIDE=line),
+            reg(f"{RDMA}.D_SRC_SURFACE_STRIDE", SRC_SURFACE_STRIDE=surf),
+            reg(f"{RDMA}.D_DATA_FORMAT", INPUT_DATA=0),
+            reg(f"{CDP}.D_DATA_FORMAT", INPUT_DATA_TYPE=0),
+            reg(f"{CDP}.D_DST_BASE_ADDR_LOW", DST_BASE_ADDR_LOW=DST),
+            reg(f"{CDP}.D_DST_LINE_STRIDE", DST_LINE_STRIDE=dline),
+            reg(f"{CDP}.D_DST_SURFACE_STRIDE", DST_SURFACE_STRIDE=dsurf)]
 
 
 def _exact_table(rng: random.Random) -> tuple[list[tuple[str, int]], list[int], list[int]]:
     """The int8 -> int8 table program (SQSUM and MUL bypassed, offset -128, LO linear
     from 0 to 256): a random table of 256 outputs."""
-    regs = [_reg(f"{CDP}.D_FUNC_BYPASS", SQSUM_BYPASS=1, MUL_BYPASS=1),
-            _reg(f"{CDP}.D_DATIN_OFFSET", DATIN_OFFSET=0xFF80),
-            _reg(f"{CDP}.D_DATIN_SCALE", DATIN_SCALE=1),
-            _reg(f"{CDP}.D_DATOUT_SCALE", DATOUT_SCALE=1),
-            _reg(f"{CDP}.S_LUT_CFG", LUT_LE_FUNCTION=1, LUT_HYBRID_PRIORITY=1,
+    regs = [reg(f"{CDP}.D_FUNC_BYPASS", SQSUM_BYPASS=1, MUL_BYPASS=1),
+            reg(f"{CDP}.D_DATIN_OFFSET", DATIN_OFFSET=0xFF80),
+            reg(f"{CDP}.D_DATIN_SCALE", DATIN_SCALE=1),
+            reg(f"{CDP}.D_DATOUT_SCALE", DATOUT_SCALE=1),
+            reg(f"{CDP}.S_LUT_CFG", LUT_LE_FUNCTION=1, LUT_HYBRID_PRIORITY=1,
                  LUT_UFLOW_PRIORITY=1, LUT_OFLOW_PRIORITY=1),
-            _reg(f"{CDP}.S_LUT_LO_END_LOW", LUT_LO_END_LOW=256),
-            _reg(f"{CDP}.S_LUT_LE_END_LOW", LUT_LE_END_LOW=64)]
+            reg(f"{CDP}.S_LUT_LO_END_LOW", LUT_LO_END_LOW=256),
+            reg(f"{CDP}.S_LUT_LE_END_LOW", LUT_LE_END_LOW=64)]
     lo = [rng.randint(-128, 127) for _ in range(LO_ENTRIES)]
     return regs, [0] * LE_ENTRIES, lo
 
@@ -102,14 +96,14 @@ def _random_lut(rng: random.Random, wild: bool = False
             end = start + (entries << select if select >= 0 else entries >> -select)
         out = []
         for end_name, v in (("START", start), ("END", end)):
-            out += [_reg(f"{CDP}.S_LUT_{prefix}_{end_name}_LOW",
+            out += [reg(f"{CDP}.S_LUT_{prefix}_{end_name}_LOW",
                          **{f"LUT_{prefix}_{end_name}_LOW": v & 0xFFFFFFFF}),
-                    _reg(f"{CDP}.S_LUT_{prefix}_{end_name}_HIGH",
+                    reg(f"{CDP}.S_LUT_{prefix}_{end_name}_HIGH",
                          **{f"LUT_{prefix}_{end_name}_HIGH": (v >> 32) & 0x3F})]
-        out += [_reg(f"{CDP}.S_LUT_{prefix}_SLOPE_SCALE",
+        out += [reg(f"{CDP}.S_LUT_{prefix}_SLOPE_SCALE",
                      **{f"LUT_{prefix}_SLOPE_UFLOW_SCALE": rng.randint(-(1 << 15), 1 << 15),
                         f"LUT_{prefix}_SLOPE_OFLOW_SCALE": rng.randint(-(1 << 15), 1 << 15)}),
-                _reg(f"{CDP}.S_LUT_{prefix}_SLOPE_SHIFT",
+                reg(f"{CDP}.S_LUT_{prefix}_SLOPE_SHIFT",
                      **{f"LUT_{prefix}_SLOPE_UFLOW_SHIFT": rng.randint(-16, 15),
                         f"LUT_{prefix}_SLOPE_OFLOW_SHIFT": rng.randint(-16, 15)})]
         return out
@@ -119,22 +113,22 @@ def _random_lut(rng: random.Random, wild: bool = False
     lo_select = rng.randint(-4, 12) if wild else max(span - 8 + rng.randint(-2, 1), -3)
     le_offset = rng.randint(-8, 12) if wild else rng.randint(-4, max(span - 12, -3))
     magnitude = 15 + (0 if mul else 8)         # bits of the product before the converter
-    regs = [_reg(f"{CDP}.D_FUNC_BYPASS", SQSUM_BYPASS=sqsum, MUL_BYPASS=mul),
-            _reg(f"{CDP}.D_LRN_CFG", NORMALZ_LEN=n),
+    regs = [reg(f"{CDP}.D_FUNC_BYPASS", SQSUM_BYPASS=sqsum, MUL_BYPASS=mul),
+            reg(f"{CDP}.D_LRN_CFG", NORMALZ_LEN=n),
             # (the high byte of the input offset is not used: random)
-            _reg(f"{CDP}.D_DATIN_OFFSET", DATIN_OFFSET=rng.randrange(1 << 16)),
-            _reg(f"{CDP}.D_DATIN_SCALE", DATIN_SCALE=scale & 0xFFFF),
-            _reg(f"{CDP}.D_DATIN_SHIFTER", DATIN_SHIFTER=in_shift),
-            _reg(f"{CDP}.D_DATOUT_OFFSET", DATOUT_OFFSET=(
+            reg(f"{CDP}.D_DATIN_OFFSET", DATIN_OFFSET=rng.randrange(1 << 16)),
+            reg(f"{CDP}.D_DATIN_SCALE", DATIN_SCALE=scale & 0xFFFF),
+            reg(f"{CDP}.D_DATIN_SHIFTER", DATIN_SHIFTER=in_shift),
+            reg(f"{CDP}.D_DATOUT_OFFSET", DATOUT_OFFSET=(
                 rng.randrange(1 << 32) if wild else rng.randint(-3000, 3000)) & 0xFFFFFFFF),
-            _reg(f"{CDP}.D_DATOUT_SCALE", DATOUT_SCALE=(
+            reg(f"{CDP}.D_DATOUT_SCALE", DATOUT_SCALE=(
                 rng.randrange(1 << 16) if wild else rng.randint(-4, 4) or 1) & 0xFFFF),
-            _reg(f"{CDP}.D_DATOUT_SHIFTER", DATOUT_SHIFTER=(
+            reg(f"{CDP}.D_DATOUT_SHIFTER", DATOUT_SHIFTER=(
                 rng.randint(0, 63) if wild else magnitude - 7 + rng.randint(-1, 2))),
-            _reg(f"{CDP}.S_LUT_CFG", LUT_LE_FUNCTION=rng.randint(0, 1),
+            reg(f"{CDP}.S_LUT_CFG", LUT_LE_FUNCTION=rng.randint(0, 1),
                  LUT_UFLOW_PRIORITY=rng.randint(0, 1), LUT_OFLOW_PRIORITY=rng.randint(0, 1),
                  LUT_HYBRID_PRIORITY=rng.randint(0, 1)),
-            _reg(f"{CDP}.S_LUT_INFO", LUT_LE_INDEX_OFFSET=le_offset & 0xFF,
+            reg(f"{CDP}.S_LUT_INFO", LUT_LE_INDEX_OFFSET=le_offset & 0xFF,
                  LUT_LE_INDEX_SELECT=le_select & 0xFF, LUT_LO_INDEX_SELECT=lo_select & 0xFF)]
     regs += table("LE", 64, le_select) + table("LO", 256, lo_select)
     le = [rng.randint(-(1 << 15), (1 << 15) - 1) for _ in range(LE_ENTRIES)]
@@ -146,32 +140,10 @@ def _lut_writes(le: list[int], lo: list[int]) -> list[tuple[str, int]]:
     """``S_LUT_ACCESS_*`` writes filling both tables."""
     writes = []
     for table, entries in ((0, le), (1, lo)):
-        writes.append(_reg(f"{CDP}.S_LUT_ACCESS_CFG", LUT_ADDR=0, LUT_TABLE_ID=table,
+        writes.append(reg(f"{CDP}.S_LUT_ACCESS_CFG", LUT_ADDR=0, LUT_TABLE_ID=table,
                            LUT_ACCESS_TYPE=1))
         writes += [(lookup(f"{CDP}.S_LUT_ACCESS_DATA").symbol, v & 0xFFFF) for v in entries]
     return writes
-
-
-class _Top(Elaboratable):
-    """The unit, its configuration decoded from constant register values."""
-
-    def __init__(self, regs: dict[str, int]) -> None:
-        self.dut, self.regs = Cdp(HW), regs
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        m.submodules.dut = self.dut
-
-        def field(unit: str, reg: str, name: str | None = None):
-            r = lookup(f"{unit}.{reg}")
-            value = Const(self.regs.get(r.symbol, r.reset), 32)
-            if name is None:
-                return value
-            f = r.field(name)
-            return value[f.lsb:f.msb + 1]
-
-        m.d.comb += config_from_registers(field, HW)(self.dut.cfg)
-        return m
 
 
 def _bench(dut: Cdp, writes: list[tuple[str, int]], memory: bytearray,
@@ -208,7 +180,7 @@ def run_both(regs: list[tuple[str, int]], le: list[int], lo: list[int], seed: in
     dla.write_reg(f"{CDP}.D_OP_ENABLE", 1)
     assert dla.stats and dla.stats[-1].unit == "CDP", "the cmodel did not run the op"
     want = dla.dram.read(0, MEMORY)
-    top = _Top(dict(regs))
+    top = RegisterTop(Cdp(HW), dict(regs), lambda field: config_from_registers(field, HW))
     memory = bytearray(data.tobytes())
     sim = Simulator(top)
     sim.add_clock(1e-8)

@@ -17,15 +17,14 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Const, Elaboratable, Module
 from amaranth.sim import Simulator
 
 from accel.cmod.dla import Dla
 from accel.config import get_preset
-from accel.regs import field_set, lookup
 from accel.rtl.conv_engine import sdp_fields
 from accel.rtl.sdp_memory import SdpMemory, config_from_registers
 from tests.accel.rtl.axi_model import serve_axi
+from tests.accel.rtl.registers import RegisterTop, reg
 
 HW = get_preset("nv_small")
 ATOM = HW.atom_size
@@ -33,12 +32,6 @@ SRC, DST, X1_OPS, X2_OPS = 0x10000, 0x40000, 0x80000, 0xC0000
 MEMORY = 0x100000
 
 
-def _reg(symbol: str, **fields) -> tuple[str, int]:
-    reg = lookup(symbol)
-    value = reg.reset
-    for name, v in fields.items():
-        value = field_set(value, reg, name, v & reg.field(name).mask >> reg.field(name).lsb)
-    return reg.symbol, value
 
 
 def _random_op(rng: random.Random) -> list[tuple[str, int]]:
@@ -49,37 +42,37 @@ def _random_op(rng: random.Random) -> list[tuple[str, int]]:
     dline = w * ATOM + ATOM * rng.randint(0, 1)
     dsurf = h * dline + ATOM * rng.randint(0, 1)
     sdp, rdma = "NVDLA_SDP", "NVDLA_SDP_RDMA"
-    regs = [_reg(f"{u}.D_DATA_CUBE_{d}", **{d: v - 1}) for u in (sdp, rdma)
+    regs = [reg(f"{u}.D_DATA_CUBE_{d}", **{d: v - 1}) for u in (sdp, rdma)
             for d, v in (("WIDTH", w), ("HEIGHT", h), ("CHANNEL", c))]
-    regs += [_reg(f"{rdma}.D_SRC_BASE_ADDR_LOW", SRC_BASE_ADDR_LOW=SRC),
-             _reg(f"{rdma}.D_SRC_LINE_STRIDE", SRC_LINE_STRIDE=line),
-             _reg(f"{rdma}.D_SRC_SURFACE_STRIDE", SRC_SURFACE_STRIDE=surf),
-             _reg(f"{rdma}.D_FEATURE_MODE_CFG", FLYING_MODE=0, IN_PRECISION=0,
+    regs += [reg(f"{rdma}.D_SRC_BASE_ADDR_LOW", SRC_BASE_ADDR_LOW=SRC),
+             reg(f"{rdma}.D_SRC_LINE_STRIDE", SRC_LINE_STRIDE=line),
+             reg(f"{rdma}.D_SRC_SURFACE_STRIDE", SRC_SURFACE_STRIDE=surf),
+             reg(f"{rdma}.D_FEATURE_MODE_CFG", FLYING_MODE=0, IN_PRECISION=0,
                   PROC_PRECISION=0, OUT_PRECISION=0),
-             _reg(f"{rdma}.D_ERDMA_CFG", ERDMA_DISABLE=1),
-             _reg(f"{sdp}.D_FEATURE_MODE_CFG", FLYING_MODE=0),
-             _reg(f"{sdp}.D_DP_EW_CFG", EW_BYPASS=1),
-             _reg(f"{sdp}.D_DST_BASE_ADDR_LOW", DST_BASE_ADDR_LOW=DST),
-             _reg(f"{sdp}.D_DST_LINE_STRIDE", DST_LINE_STRIDE=dline),
-             _reg(f"{sdp}.D_DST_SURFACE_STRIDE", DST_SURFACE_STRIDE=dsurf),
-             _reg(f"{sdp}.D_CVT_OFFSET", CVT_OFFSET=rng.randint(-300, 300)),
-             _reg(f"{sdp}.D_CVT_SCALE", CVT_SCALE=rng.choice((1, rng.randint(-900, 900)))),
-             _reg(f"{sdp}.D_CVT_SHIFT", CVT_SHIFT=rng.randint(0, 12))]
+             reg(f"{rdma}.D_ERDMA_CFG", ERDMA_DISABLE=1),
+             reg(f"{sdp}.D_FEATURE_MODE_CFG", FLYING_MODE=0),
+             reg(f"{sdp}.D_DP_EW_CFG", EW_BYPASS=1),
+             reg(f"{sdp}.D_DST_BASE_ADDR_LOW", DST_BASE_ADDR_LOW=DST),
+             reg(f"{sdp}.D_DST_LINE_STRIDE", DST_LINE_STRIDE=dline),
+             reg(f"{sdp}.D_DST_SURFACE_STRIDE", DST_SURFACE_STRIDE=dsurf),
+             reg(f"{sdp}.D_CVT_OFFSET", CVT_OFFSET=rng.randint(-300, 300)),
+             reg(f"{sdp}.D_CVT_SCALE", CVT_SCALE=rng.choice((1, rng.randint(-900, 900)))),
+             reg(f"{sdp}.D_CVT_SHIFT", CVT_SHIFT=rng.randint(0, 12))]
     for p, dma, base in (("BS", "BRDMA", X1_OPS), ("BN", "NRDMA", X2_OPS)):
         on, alu_on, mul_on = rng.random() < 0.7, rng.random() < 0.7, rng.random() < 0.6
         alu_mem, mul_mem = rng.random() < 0.6, rng.random() < 0.6
-        regs += [_reg(f"{sdp}.D_DP_{p}_CFG", **{
+        regs += [reg(f"{sdp}.D_DP_{p}_CFG", **{
                      f"{p}_BYPASS": not on, f"{p}_ALU_BYPASS": not alu_on,
                      f"{p}_ALU_ALGO": rng.randint(0, 2), f"{p}_MUL_BYPASS": not mul_on,
                      f"{p}_MUL_PRELU": rng.random() < 0.3,
                      f"{p}_RELU_BYPASS": rng.random() < 0.6}),
-                 _reg(f"{sdp}.D_DP_{p}_ALU_CFG", **{f"{p}_ALU_SRC": alu_mem,
+                 reg(f"{sdp}.D_DP_{p}_ALU_CFG", **{f"{p}_ALU_SRC": alu_mem,
                                                     f"{p}_ALU_SHIFT_VALUE": rng.randint(0, 9)}),
-                 _reg(f"{sdp}.D_DP_{p}_ALU_SRC_VALUE",
+                 reg(f"{sdp}.D_DP_{p}_ALU_SRC_VALUE",
                       **{f"{p}_ALU_OPERAND": rng.randint(-2000, 2000)}),
-                 _reg(f"{sdp}.D_DP_{p}_MUL_CFG", **{f"{p}_MUL_SRC": mul_mem,
+                 reg(f"{sdp}.D_DP_{p}_MUL_CFG", **{f"{p}_MUL_SRC": mul_mem,
                                                     f"{p}_MUL_SHIFT_VALUE": rng.randint(0, 14)}),
-                 _reg(f"{sdp}.D_DP_{p}_MUL_SRC_VALUE",
+                 reg(f"{sdp}.D_DP_{p}_MUL_SRC_VALUE",
                       **{f"{p}_MUL_OPERAND": rng.randint(-3000, 3000)})]
         # the DMA delivers what the active ALU and multiplier take from memory, or more
         use = {(True, False): 1, (False, True): 0, (True, True): 2}.get(
@@ -89,37 +82,14 @@ def _random_op(rng: random.Random) -> list[tuple[str, int]]:
         per_element, wide = rng.random() < 0.6, rng.random() < 0.5
         esize = (2 if use == 2 else 1) * (2 if wide else 1)
         oline = w * ATOM * esize + ATOM * rng.randint(0, 1)
-        regs += [_reg(f"{rdma}.D_{dma}_CFG", **{f"{dma}_DISABLE": 0, f"{dma}_DATA_USE": use,
+        regs += [reg(f"{rdma}.D_{dma}_CFG", **{f"{dma}_DISABLE": 0, f"{dma}_DATA_USE": use,
                                                 f"{dma}_DATA_SIZE": wide,
                                                 f"{dma}_DATA_MODE": per_element}),
-                 _reg(f"{rdma}.D_{p}_BASE_ADDR_LOW", **{f"{p}_BASE_ADDR_LOW": base}),
-                 _reg(f"{rdma}.D_{p}_LINE_STRIDE", **{f"{p}_LINE_STRIDE": oline}),
-                 _reg(f"{rdma}.D_{p}_SURFACE_STRIDE",
+                 reg(f"{rdma}.D_{p}_BASE_ADDR_LOW", **{f"{p}_BASE_ADDR_LOW": base}),
+                 reg(f"{rdma}.D_{p}_LINE_STRIDE", **{f"{p}_LINE_STRIDE": oline}),
+                 reg(f"{rdma}.D_{p}_SURFACE_STRIDE",
                       **{f"{p}_SURFACE_STRIDE": h * oline + ATOM * rng.randint(0, 1)})]
     return regs
-
-
-class _Top(Elaboratable):
-    """The unit, its configuration decoded from constant register values."""
-
-    def __init__(self, regs: list[tuple[str, int]]) -> None:
-        self.dut, self.regs = SdpMemory(HW), dict(regs)
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        m.submodules.dut = self.dut
-
-        def field(unit: str, reg: str, name: str | None = None):
-            r = lookup(f"{unit}.{reg}")
-            value = Const(self.regs.get(r.symbol, r.reset), 32)
-            if name is None:
-                return value
-            f = r.field(name)
-            return value[f.lsb:f.msb + 1]
-
-        m.d.comb += config_from_registers(field, HW, lambda post: sdp_fields(field, post))(
-            self.dut.cfg)
-        return m
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -136,7 +106,8 @@ def test_random_operations_write_the_cmodels_bytes(seed: int) -> None:
     dla.write_reg("NVDLA_SDP.D_OP_ENABLE", 1)
     assert dla.stats and dla.stats[-1].unit == "SDP", "the cmodel did not run the op"
     want = dla.dram.read(0, MEMORY)
-    top = _Top(regs)
+    top = RegisterTop(SdpMemory(HW), dict(regs), lambda field: config_from_registers(
+        field, HW, lambda post: sdp_fields(field, post)))
     memory = bytearray(data.tobytes())
     sim = Simulator(top)
     sim.add_clock(1e-8)
