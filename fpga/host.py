@@ -3,10 +3,11 @@
 The board (:mod:`fpga.engine_top`) holds the engine, its memory in block RAM
 and the UART bridge (:mod:`fpga.protocol`).  A loadable runs as it runs on
 ``--backend rtl`` (:mod:`accel.backends.rtl`): the firmware drives the cmodel,
-and each convolution the engine implements is recorded as a trace, which
-:class:`BoardPlayer` plays on the board instead of a simulation - its
+and each operation the board's engine implements (its design's :data:`DESIGN_KINDS`) is
+recorded as a trace, which :class:`BoardPlayer` plays on the board instead of a
+simulation - its
 memory regions written into the board RAM, its registers written over the
-CSB, the interrupt status polled until SDP's done bit, the output region
+CSB, the interrupt status polled until the unit's done bit, the output region
 read back and checked against the cmodel's CRC.  The board's bytes are what
 later operations read.
 
@@ -34,6 +35,13 @@ from fpga.protocol import BAUD, ENGINE_ENTRIES, RAM_BYTES, BridgeClient, Protoco
 INTR_STATUS = lookup("NVDLA_GLB.S_INTR_STATUS").address
 
 
+#: the operations each board design's engine runs (``fpga build --design``): the
+#: convolutions, or with ``engine-full`` also PDP, SDP reading memory, CDP and
+#: convolutions with per-element operands
+DESIGN_KINDS = {"engine": ("conv",),
+                "engine-full": ("conv", "conv_elements", "pdp", "sdp", "cdp")}
+
+
 class BoardError(FpgaError, RtlError):
     """The board did not run an operation (no answer, no interrupt, a refused trace)."""
 
@@ -50,8 +58,12 @@ class BoardPlayer:
     entries = ENGINE_ENTRIES
 
     def __init__(self, client: BridgeClient, ram_bytes: int = RAM_BYTES,
-                 timeout_s: float = 5.0) -> None:
+                 timeout_s: float = 5.0, design: str = "engine") -> None:
+        if design not in DESIGN_KINDS:
+            raise ValueError(f"design {design!r} not in {', '.join(DESIGN_KINDS)}")
         self.client, self.ram_bytes, self.timeout_s = client, ram_bytes, timeout_s
+        #: the operations the board's engine runs (:attr:`accel.backends.rtl.RtlDla.kinds`)
+        self.kinds = DESIGN_KINDS[design]
         self.operations = 0
         self.bytes_sent = 0
         self.bytes_read = 0

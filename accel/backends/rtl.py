@@ -94,9 +94,9 @@ class RtlDla(Dla):
         self.sim: Any = player
         self.entries = getattr(player, "entries", TRACE_ENTRIES)
         # the engine's consumer groups: a fresh simulation starts at 0, a board says
-        # the operations it runs: the simulated engine's (convolutions, PDP and SDP from
-        # memory), or what the caller's player says (``kinds``; a board's engine: the
-        # convolutions)
+        # the operations it runs: the simulated engine's (convolutions, PDP, SDP from
+        # memory, CDP), or what the caller's player says (``kinds``; a board's engine: its
+        # design's)
         self.kinds = SIM_KINDS if player is None else getattr(player, "kinds", ("conv",))
         # ... and convolutions whose SDP takes per-element operands, where the simulated
         # engine reads them (a kernel group of one memory atom: nv_small's shape)
@@ -104,8 +104,10 @@ class RtlDla(Dla):
             self.kinds += ("conv_elements",)
         self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_UNITS + CDP_UNITS, 0)
         self._rtl_lut: tuple | None = None      # the CDP table the engine holds
-        if hasattr(player, "consumer_groups"):
-            self.rtl_groups.update(player.consumer_groups(ENABLE_ORDER))
+        if hasattr(player, "consumer_groups"):  # (only units the engine has answer)
+            units = (ENABLE_ORDER + (PDP_UNITS if "pdp" in self.kinds else ())
+                     + (CDP_UNITS if "cdp" in self.kinds else ()))
+            self.rtl_groups.update(player.consumer_groups(units))
         self.rtl_ops = 0
         self.rtl_kinds: dict[str, int] = {}     # operations on the RTL by kind (SIM_KINDS)
         self.rtl_cycles = 0

@@ -46,8 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "'opendla fpga run'; engine-small: the same engine with 4 KiB of RAM "
                         "and 256-entry memories (a build of a few minutes); engine-full: "
                         "the engine with the PDP, SDP reading memory, CDP and "
-                        "per-element operands (not yet timed for 100 MHz; 'fpga run' "
-                        "uses its convolutions only)")
+                        "per-element operands (not yet timed for 100 MHz; 'fpga run "
+                        "--design engine-full' sends it those operations too)")
     b.add_argument("--no-timing-driven", dest="timing_driven", action="store_false",
                    help="place and route for wire length only: about a third faster, a "
                         "lower Fmax (for checking that a design builds and what it uses)")
@@ -56,9 +56,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "placement, Fmax or bitstream (a fifth of the conv engine's build)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     r = sub.add_parser(
-        "run", help="run a loadable with its convolutions on the board's engine (built with "
-                    "--design engine), the rest on the cmodel; every board output is checked "
-                    "against the cmodel's")
+        "run", help="run a loadable with what the board's engine implements on the board "
+                    "(built with --design engine: its convolutions; engine-full: also PDP, "
+                    "SDP from memory and CDP), the rest on the cmodel; every board output is "
+                    "checked against the cmodel's")
     r.add_argument("loadable", help="NVDLA loadable (opendla compile)")
     r.add_argument("--port", required=True,
                    help="the board's UART: a serial device (/dev/ttyUSB0) or a pyserial URL "
@@ -71,6 +72,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--timeout", type=float, default=5.0, metavar="S",
                    help="seconds to wait for an answer or an interrupt (default 5)")
     r.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<name>.npy")
+    r.add_argument("--design", choices=("engine", "engine-full"), default="engine",
+                   help="the design the board was built with (fpga build --design; default "
+                        "engine): what it is sent")
     r.add_argument("--json", action="store_true", help="print a JSON summary")
 
 
@@ -138,6 +142,11 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what ``fpga run`` calls each kind of operation (:attr:`accel.backends.rtl.RtlDla.rtl_kinds`)
+_KIND_NAMES = {"conv": "convolutions", "pdp": "PDP operations",
+               "sdp": "SDP operations from memory", "cdp": "CDP operations"}
+
+
 def run_board(args: argparse.Namespace) -> int:
     """``opendla fpga run``: see the module docstring and :mod:`fpga.host`."""
     from accel.backends.rtl import RtlBackend, RtlError, RtlMismatch
@@ -162,7 +171,7 @@ def run_board(args: argparse.Namespace) -> int:
         link = open_link(args.port, args.baud, args.timeout)
     except RtlError as exc:
         raise UsageError(str(exc)) from None
-    player = BoardPlayer(BridgeClient(link), timeout_s=args.timeout)
+    player = BoardPlayer(BridgeClient(link), timeout_s=args.timeout, design=args.design)
     backend = None
     start = time.perf_counter()
     try:
@@ -186,7 +195,8 @@ def run_board(args: argparse.Namespace) -> int:
     if args.save_outputs:
         save_outputs(args.save_outputs, outputs)
     summary = {"loadable": args.loadable, "port": args.port, "preset": args.preset,
-               "board_convolutions": dla.rtl_ops, "cmodel_operations": dla.fallbacks,
+               "design": args.design, "board_convolutions": dla.rtl_kinds.get("conv", 0),
+               "board_operations": dict(dla.rtl_kinds), "cmodel_operations": dla.fallbacks,
                "bytes_sent": player.bytes_sent, "bytes_read": player.bytes_read,
                "seconds": round(seconds, 3), "bit_exact": True,
                "outputs": [summarize(n, v, 5) for n, v in outputs.items()]}
@@ -195,8 +205,9 @@ def run_board(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.loadable} on the board at {args.port} ({args.preset}), "
           f"{len(samples)} sample(s) in {seconds:.2f} s")
-    print(f"  {dla.rtl_ops} convolutions on the board's engine, each output equal to the "
-          f"cmodel's ({player.bytes_sent:,} bytes sent, {player.bytes_read:,} read)")
+    done = ", ".join(f"{n} {_KIND_NAMES.get(k, k)}" for k, n in dla.rtl_kinds.items())
+    print(f"  on the board's engine ({args.design}): {done or 'nothing'}, each output equal "
+          f"to the cmodel's ({player.bytes_sent:,} bytes sent, {player.bytes_read:,} read)")
     for why, count in sorted(dla.fallbacks.items()):
         print(f"  {count} on the cmodel: {why}")
     for s in summary["outputs"]:

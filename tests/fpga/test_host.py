@@ -119,6 +119,24 @@ def test_the_board_runs_every_convolution_as_the_cmodel(monkeypatch, tmp_path, l
     np.testing.assert_array_equal(got, np.load(want))
 
 
+def test_a_full_engine_board_runs_the_poolings_too(monkeypatch, tmp_path, lenet, capsys):
+    """``--design engine-full``: LeNet's max-pools go to the board as well, nothing is
+    left to the cmodel."""
+    loadable, q = lenet
+    assert main(["run", str(loadable), "--input", str(q), "--save-outputs",
+                 str(tmp_path / "cmodel")]) == 0
+    _board(monkeypatch, CmodelBoard())
+    capsys.readouterr()
+    assert main(["fpga", "run", "--port", "stand-in", "--design", "engine-full",
+                 str(loadable), "--input", str(q), "--save-outputs", str(tmp_path / "board"),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["board_operations"] == {"conv": 3 * 5, "pdp": 3 * 2}
+    assert doc["cmodel_operations"] == {}
+    (want,) = (tmp_path / "cmodel").glob("*.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "board" / want.name), np.load(want))
+
+
 def test_a_board_left_in_the_other_register_group_runs(monkeypatch, tmp_path, lenet, capsys):
     """One digit is 5 convolutions: the second run finds the conv units' consumer pointers
     at group 1 and must program that group (else no operation starts)."""
