@@ -200,3 +200,26 @@ def test_random_operations_write_the_cmodels_bytes(seed: int) -> None:
     assert diff.size == 0, (seed, f"{diff.size} bytes differ, first at {int(diff[0]):#x}: "
                                   f"RTL {got[diff[0]]}, cmodel {want[diff[0]]}")
     assert np.any(want != data), "the operation wrote nothing"
+
+
+def test_an_exponential_underflow_extrapolates_from_start_plus_two_to_the_offset() -> None:
+    """LE exponential with index offset 0: a value below the table extrapolates from
+    ``start + 2**0`` (NVDLA's cmod), one lane in two of a slope of 1 rounding the other
+    way if the engine left the 1 out.  The lanes are the int8 input itself (both bypasses,
+    no conversion); both tables underflow and the priority picks LE."""
+    regs = [reg(f"{CDP}.D_FUNC_BYPASS", SQSUM_BYPASS=1, MUL_BYPASS=1),
+            reg(f"{CDP}.D_DATIN_SCALE", DATIN_SCALE=1),
+            reg(f"{CDP}.D_DATOUT_SCALE", DATOUT_SCALE=1),
+            reg(f"{CDP}.D_DATOUT_SHIFTER", DATOUT_SHIFTER=1),
+            reg(f"{CDP}.S_LUT_CFG", LUT_LE_FUNCTION=0),            # exponential, LE first
+            reg(f"{CDP}.S_LUT_INFO", LUT_LE_INDEX_OFFSET=0),
+            reg(f"{CDP}.S_LUT_LE_START_LOW", LUT_LE_START_LOW=200),
+            reg(f"{CDP}.S_LUT_LE_END_LOW", LUT_LE_END_LOW=1000),
+            reg(f"{CDP}.S_LUT_LO_START_LOW", LUT_LO_START_LOW=200),
+            reg(f"{CDP}.S_LUT_LO_END_LOW", LUT_LO_END_LOW=1000),
+            reg(f"{CDP}.S_LUT_LE_SLOPE_SCALE", LUT_LE_SLOPE_UFLOW_SCALE=1)]
+    regs = _geometry(random.Random(7)) + regs
+    data, want, got = run_both(regs, [0] * LE_ENTRIES, [0] * LO_ENTRIES, seed=7)
+    assert np.any(want != data), "the operation wrote nothing"
+    diff = np.flatnonzero(got != want)
+    assert diff.size == 0, f"{diff.size} bytes differ, first at {int(diff[0]):#x}"
