@@ -133,8 +133,8 @@ def _design(name: str, cfg: HwConfig, target_hz: float, leds: int):
         return EngineTop(cfg, target_hz=target_hz, ram_bytes=SMALL_RAM_BYTES,
                          engine_entries=SMALL_ENTRIES)
     if name == "engine-full":
-        from accel.rtl.generate import SIM_OTHERS
-        return EngineTop(cfg, target_hz=target_hz, others=SIM_OTHERS)
+        from accel.rtl.generate import sim_others
+        return EngineTop(cfg, target_hz=target_hz, others=sim_others(cfg))
     raise ValueError(f"design {name!r} not in {', '.join(DESIGNS)}")
 
 

@@ -48,7 +48,7 @@ from accel.regs import lookup
 from accel.rtl.cdp import CDP_UNITS
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import d_registers, s_registers
-from accel.rtl.generate import TRACE_ENTRIES
+from accel.rtl.generate import TRACE_ENTRIES, sim_others
 from accel.rtl.pdp import PDP_UNITS
 from accel.trace.rtl_player import RtlError, RtlSimulator, unsupported
 from accel.trace.writer import TraceBuilder
@@ -97,11 +97,11 @@ class RtlDla(Dla):
         # the operations it runs: the simulated engine's (convolutions, PDP, SDP from
         # memory, CDP), or what the caller's player says (``kinds``; a board's engine: its
         # design's)
-        self.kinds = SIM_KINDS if player is None else getattr(player, "kinds", ("conv",))
-        # ... and convolutions whose SDP takes per-element operands, where the simulated
-        # engine reads them (a kernel group of one memory atom: nv_small's shape)
-        if player is None and cfg.atomic_k == cfg.atom_size:
-            self.kinds += ("conv_elements",)
+        # (and convolutions whose SDP takes per-element operands); the simulation tops
+        # have the units beside the convolution for nv_small's shape only (sim_others)
+        self.kinds = getattr(player, "kinds", ("conv",))
+        if player is None:
+            self.kinds = SIM_KINDS + ("conv_elements",) if sim_others(cfg) else ("conv",)
         self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_UNITS + CDP_UNITS, 0)
         self._rtl_lut: tuple | None = None      # the CDP table the engine holds
         if hasattr(player, "consumer_groups"):  # (only units the engine has answer)

@@ -36,7 +36,6 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from accel.cmod.lut import LE_ENTRIES, LO_ENTRIES
 from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
@@ -51,6 +50,8 @@ OUT_WORDS = 4
 LUT_IN_BITS = 21
 #: the LUT's arithmetic wraps at 64 bits where the cmodel's int64 does
 WRAP_BITS = 64
+#: entries of the LE and LO tables (NVDLA's: 65 and 257)
+LE_ENTRIES, LO_ENTRIES = 65, 257
 
 
 class LutConfigLayout(data.StructLayout):

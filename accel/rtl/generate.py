@@ -37,6 +37,14 @@ TRACE_ENTRIES = 16384
 #: (:data:`accel.rtl.conv_engine.OTHER_UNITS`), and per-element operands for convolutions
 SIM_OTHERS = ("pdp", "sdp_memory", "cdp", "elements")
 
+
+def sim_others(cfg: HwConfig) -> tuple[str, ...]:
+    """The units beside the convolution in ``cfg``'s simulation tops: :data:`SIM_OTHERS`
+    where they are built and verified - nv_small's shape, 8-byte atoms and 8-kernel groups
+    (a lane a cycle, nv_small's PDP, SDP and CDP throughput) - and none elsewhere, where
+    the engine is the convolution alone."""
+    return SIM_OTHERS if cfg.atom_size == 8 and cfg.atomic_k == 8 else ()
+
 #: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
 RAM_ENGINE_BYTES = 1 << 20
 
@@ -50,11 +58,11 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "engine": ConvEngine,
     # memories large enough for NVIDIA's direct-convolution traces, PDP and SDP from memory
     "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=TRACE_ENTRIES,
-                                            weight_entries=TRACE_ENTRIES, others=SIM_OTHERS),
+                                            weight_entries=TRACE_ENTRIES, others=sim_others(cfg)),
     # the engine on the board's block RAM, loaded through a port of its own: traces whose
     # memory traffic never leaves the simulator (the fast way to simulate the engine)
     "engine_ram": lambda cfg: RamEngine(cfg, ram_bytes=RAM_ENGINE_BYTES,
-                                        engine_entries=TRACE_ENTRIES, others=SIM_OTHERS),
+                                        engine_entries=TRACE_ENTRIES, others=sim_others(cfg)),
     # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
     # with a model of the primitive: tests/rtl/mult18x18d_model.v)
     "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),

@@ -44,7 +44,7 @@ from accel.regs import field_get, lookup
 from accel.rtl.cdp import CDP_UNITS
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import CONV_UNITS
-from accel.rtl.generate import TRACE_ENTRIES
+from accel.rtl.generate import TRACE_ENTRIES, sim_others
 from accel.rtl.pdp import PDP_UNITS
 from accel.rtl.sim import BUILD_DIR, CACHE_DIR, DEFAULT_TB_DIR, run_cocotb
 from accel.runtime.errors import RuntimeFault
@@ -54,8 +54,13 @@ from accel.trace.script import TraceError, find_cfg, parse_cfg, parse_int
 BUILD_ROOT = BUILD_DIR / "traces"
 
 
-#: the units the simulated engine implements: the convolution pipeline, the PDP and the CDP
-ENGINE_UNITS = CONV_UNITS + PDP_UNITS + CDP_UNITS
+
+
+def engine_units(hw: HwConfig) -> tuple[str, ...]:
+    """The units the simulated engine of ``hw`` implements: the convolution pipeline, and
+    the PDP and the CDP where the simulation tops have them
+    (:func:`accel.rtl.generate.sim_others`)."""
+    return CONV_UNITS + ((PDP_UNITS + CDP_UNITS) if sim_others(hw) else ())
 
 #: registers the engine does not hold as NVDLA does (the CDP's LUT read back, its
 #: counters): a trace that reads them is refused rather than given other values
@@ -117,8 +122,10 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
     CDMA and CSC's data and weight reuse flags are accepted: the engine fetches the cube
     and the weights for every operation, which gives what reusing them would."""
     reg = lookup(symbol)
-    if reg.unit not in ENGINE_UNITS:
-        return f"{reg.symbol} belongs to {reg.unit}, which the RTL engine does not implement"
+    if reg.unit not in engine_units(hw):
+        return (f"{reg.symbol} belongs to {reg.unit}, which the RTL engine does not implement"
+                + (f" for {hw.name} (nv_small's shape only)"
+                   if reg.unit in PDP_UNITS + CDP_UNITS else ""))
     name = reg.name
     for field in reg.fields:
         fixed = FIXED_FIELDS.get((f"{reg.unit}.{name}", field.name))
@@ -188,10 +195,9 @@ def operand_addresses(written: dict[str, int]) -> str | None:
 
 def per_element(written: dict[str, int], hw: HwConfig) -> str | None:
     """Why a convolution cannot run with the SDP_RDMA registers ``written`` (symbol ->
-    value): its SDP's operands per element, on a configuration whose kernel group is not
-    one memory atom (the engine reads per-element operands a beat per atom:
-    :class:`accel.rtl.element_operands.ElementOperands`)."""
-    if hw.atomic_k == hw.atom_size:
+    value): its SDP's operands per element, on a configuration whose simulated engine
+    does not read them (:func:`accel.rtl.generate.sim_others`)."""
+    if "elements" in sim_others(hw):
         return None
     for dma in ("BRDMA", "NRDMA"):
         reg = lookup(f"NVDLA_SDP_RDMA.D_{dma}_CFG")
@@ -199,8 +205,8 @@ def per_element(written: dict[str, int], hw: HwConfig) -> str | None:
         if not field_get(value, reg, f"{dma}_DISABLE") and field_get(value, reg,
                                                                      f"{dma}_DATA_MODE"):
             return (f"{reg.symbol}={value:#x}: a convolution with per-element SDP operands "
-                    f"is implemented for kernel groups of one memory atom only (atomic_k "
-                    f"{hw.atomic_k}, atom {hw.atom_size})")
+                    f"is implemented for nv_small's shape only (8-byte atoms, 8-kernel "
+                    f"groups), not {hw.name}")
     return None
 
 

@@ -248,7 +248,7 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
                                        "out_w", "out_h", "pad_value")}
     stripe = stripe or stripe_points(conv["out_h"] * conv["out_w"], POINTS)
     regs.update(channel_groups=-(-conv["c"] // n_c), kernel_groups=-(-conv["k"] // n_k),
-                post=post, stripe_points=stripe)
+                post=post, stripe_points=stripe, per_element=0)   # per-kernel operands
     dut.cfg.value = pack(ConvConfigLayout(), regs)
     dut.start.value = 1
     await RisingEdge(dut.clk)
@@ -296,7 +296,8 @@ def _write_summary(update: dict) -> None:
 async def random_convolutions(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")))
-    await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write")
+    await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write",
+                "elements__valid")
     dut.weight_level.value = (1 << len(dut.weight_level)) - 1     # every entry is loaded
     dut.feature_level.value = (1 << len(dut.feature_level)) - 1
     checked = stalled = saturated = 0
@@ -328,7 +329,7 @@ async def memories_written_while_running(dut) -> None:
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(int(os.environ.get("COCOTB_RANDOM_SEED", "1")) + 1)
     await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write",
-                "feature_level", "weight_level")
+                "feature_level", "weight_level", "elements__valid")
     for case in range(STREAMED):
         conv = random_conv(rng, hw.atomic_c, hw.atomic_k)
         sums = reference(conv)
@@ -354,7 +355,8 @@ async def cycles_against_the_cmodel(dut) -> None:
 
     hw = HwConfig(**json.loads(os.environ["OPENDLA_RTL_CONFIG"]))
     rng = np.random.default_rng(7)
-    await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write")
+    await reset(dut, "start", "out__ready", "feature_write", "weight_write", "operand_write",
+                "elements__valid")
     dut.weight_level.value = (1 << len(dut.weight_level)) - 1     # every entry is loaded
     dut.feature_level.value = (1 << len(dut.feature_level)) - 1
     rows = []

@@ -90,12 +90,17 @@ def test_operands_above_4_gib_are_refused_where_a_stage_reads_them() -> None:
     assert operand_addresses({**reads, "NVDLA_SDP.D_DP_BS_CFG_0": 0x51}) is None
 
 
-def test_per_element_operands_are_refused_where_a_kernel_group_is_not_one_atom() -> None:
-    medium = get_preset("nv_medium_512")                   # 16 kernels, 32-byte atoms
-    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x12}, medium) is not None
-    assert per_element({"NVDLA_SDP_RDMA.D_NRDMA_CFG_0": 0x02}, medium) is None  # per kernel
-    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x11}, medium) is None  # disabled
+def test_per_element_operands_are_refused_where_the_engine_lacks_them() -> None:
+    large = get_preset("nv_large")                  # a convolution engine only
+    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x12}, large) is not None
+    assert per_element({"NVDLA_SDP_RDMA.D_NRDMA_CFG_0": 0x02}, large) is None  # per kernel
+    assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x11}, large) is None  # disabled
     assert per_element({"NVDLA_SDP_RDMA.D_BRDMA_CFG_0": 0x12}, NV_SMALL) is None
+
+
+def test_pdp_and_cdp_are_refused_outside_nv_smalls_shape() -> None:
+    why = unsupported("NVDLA_CDP.D_OP_ENABLE_0", 1, get_preset("nv_medium_512"))
+    assert why is not None and "does not implement" in why and "nv_medium_512" in why
 
 
 @pytest.mark.parametrize(("regs", "words"), [
