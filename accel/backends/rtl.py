@@ -93,15 +93,15 @@ class RtlDla(Dla):
         # caller's player (``play``/``close`` as RtlSimulator; ``entries``: its memories)
         self.sim: Any = player
         self.entries = getattr(player, "entries", TRACE_ENTRIES)
-        # the engine's consumer groups: a fresh simulation starts at 0, a board says
-        # the operations it runs: the simulated engine's (convolutions, PDP, SDP from
-        # memory, CDP), or what the caller's player says (``kinds``; a board's engine: its
-        # design's)
-        # (and convolutions whose SDP takes per-element operands); the simulation tops
-        # have the units beside the convolution for nv_small's shape only (sim_others)
-        self.kinds = getattr(player, "kinds", ("conv",))
-        if player is None:
+        # the operations it runs: the simulated engine's (for nv_small's shape, where the
+        # simulation tops have the units beside the convolution, also PDP, SDP from
+        # memory, CDP and convolutions with per-element operands), or what the caller's
+        # player says (``kinds``; a board's engine: its design's)
+        if player is not None:
+            self.kinds = getattr(player, "kinds", ("conv",))
+        else:
             self.kinds = SIM_KINDS + ("conv_elements",) if sim_others(cfg) else ("conv",)
+        # the engine's consumer groups: a fresh simulation starts at 0, a board says
         self.rtl_groups = dict.fromkeys(ENABLE_ORDER + PDP_UNITS + CDP_UNITS, 0)
         self._rtl_lut: tuple | None = None      # the CDP table the engine holds
         if hasattr(player, "consumer_groups"):  # (only units the engine has answer)
@@ -301,10 +301,10 @@ class RtlDla(Dla):
                         if reg.name.startswith("S_LUT_") and "ACCESS" not in reg.name]
         entries = (tuple(int(v) for v in lut.le), tuple(int(v) for v in lut.lo))
         if entries != self._rtl_lut:
-            access = lookup("NVDLA_CDP.S_LUT_ACCESS_CFG")
+            access, data = (lookup(f"NVDLA_CDP.S_LUT_ACCESS_{r}") for r in ("CFG", "DATA"))
             for table, values in enumerate(entries):
-                table_writes.append((access.symbol, (table << 16) | (1 << 17)))
-                table_writes += [("NVDLA_CDP.S_LUT_ACCESS_DATA_0", v & 0xFFFF) for v in values]
+                table_writes.append((access.symbol, (table << 16) | (1 << 17)))   # write
+                table_writes += [(data.symbol, v & 0xFFFF) for v in values]
             self._rtl_lut = entries
         builder = self._trace(f"cdp{self.rtl_ops:05d}", f"CDP {self.rtl_ops}: {c}x{h}x{w}",
                               units, table_writes + writes,
