@@ -2,6 +2,13 @@
 
 Direct convolution with feature input; image (pixel) input is in
 :mod:`accel.cmod.cdma_image` (which checks the precisions of pixel input).
+With ``D_CVT_CFG.CVT_EN`` the feature elements go through the same input
+converter as pixels (:func:`accel.cmod.cdma_image.convert`), read signed, with
+``CVT_OFFSET`` as the mean of every channel: NVIDIA's cmod converts feature
+data on the way into the CBUF (``DirectConvDataResponseSequencerCommon``,
+``PIXEL_SIGNED_INT8``), and the RTL's converter sits on the path the feature
+data and the pixels share (``NV_NVDLA_CDMA_cvt.v``).  The CSC's padding value
+is not converted.
 Winograd, compressed weights and int16/fp16 processing raise
 :class:`UnsupportedError`.
 """
@@ -10,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from accel.arith import sign_extend
+from accel.cmod.cdma_image import convert
 from accel.cmod.csb import GroupView
 from accel.cmod.cube import read_int8_pixels, read_int8_raw
 from accel.cmod.dram import Dram
@@ -47,11 +56,26 @@ def feature_source(g: GroupView, cfg: HwConfig) -> tuple[int, int, int, int, int
     return base, c, h, w, line, surf
 
 
-def read_feature(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, int, int, int]
-                 ) -> np.ndarray:
-    """The int8 input cube ``[C, H, W]`` (int8) of a :func:`feature_source`."""
+def feature_converter(g: GroupView) -> tuple[int, int, int] | None:
+    """``(offset, scale, truncate)`` of the input converter on feature input
+    (``D_CVT_OFFSET``, ``D_CVT_SCALE`` as int16, ``D_CVT_CFG.CVT_TRUNCATE``), or None when
+    ``CVT_EN`` is off."""
+    if not g("D_CVT_CFG", "CVT_EN"):
+        return None
+    return (int(sign_extend(g("D_CVT_OFFSET", "CVT_OFFSET"), 16)),
+            int(sign_extend(g("D_CVT_SCALE", "CVT_SCALE"), 16)), g("D_CVT_CFG", "CVT_TRUNCATE"))
+
+
+def read_feature(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, int, int, int],
+                 converter: tuple[int, int, int] | None = None) -> np.ndarray:
+    """The int8 input cube ``[C, H, W]`` (int8) of a :func:`feature_source`, through the
+    input converter when ``converter`` (:func:`feature_converter`) is given."""
     base, c, h, w, line, surf = source
-    return read_int8_raw(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT)
+    x = read_int8_raw(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT)
+    if converter is None:
+        return x
+    offset, scale, truncate = converter
+    return convert(x, np.array([offset]), scale, truncate).astype(np.int8)
 
 
 def read_feature_pixels(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, int, int, int]
@@ -61,11 +85,6 @@ def read_feature_pixels(dram: Dram, cfg: HwConfig, source: tuple[int, int, int, 
     None."""
     base, c, h, w, line, surf = source
     return read_int8_pixels(dram, base, c, h, w, cfg.atom_size, line, surf, UNIT, sign=True)
-
-
-def fetch_feature(g: GroupView, dram: Dram, cfg: HwConfig) -> np.ndarray:
-    """The int8 input cube ``[C, H, W]`` (int64) read through the line/surface strides."""
-    return read_feature(dram, cfg, feature_source(g, cfg)).astype(np.int64)
 
 
 def weight_offsets(k: int, c: int, r: int, s: int, atomic_k: int, atomic_c: int) -> np.ndarray:

@@ -29,7 +29,9 @@ from accel.config import HwConfig
 @dataclass(frozen=True)
 class ConvPlan:
     """See the module docstring.  ``feature`` is ``(base, c, h, w, line, surf)`` of a
-    feature-cube input (None for image input, which the CDMA fetches from its group)."""
+    feature-cube input (None for image input, which the CDMA fetches from its group);
+    ``feature_cvt`` the input converter applied to it (:func:`accel.cmod.cdma.feature_converter`,
+    None when off)."""
 
     geo: csc.ConvGeometry
     use: cbuf_state.ConvBuffers
@@ -38,6 +40,7 @@ class ConvPlan:
     weight_size: int
     truncate: int
     sdp: sdp.SdpPlan
+    feature_cvt: tuple[int, int, int] | None = None
 
     @property
     def kernel(self) -> tuple[int, int, int, int]:
@@ -62,9 +65,9 @@ def decode(cfg: HwConfig, g_cdma: GroupView, g_csc: GroupView, g_cacc: GroupView
                           "CSC and CDMA disagree on feature/pixel input")
     use = cbuf_state.check(cfg, g_cdma, g_csc)
     cdma.check_kernels(g_cdma, geo.k, geo.c, geo.r, geo.s)
-    feature = None
+    feature = feature_cvt = None
     if not geo.image:
-        feature = cdma.feature_source(g_cdma, cfg)
+        feature, feature_cvt = cdma.feature_source(g_cdma, cfg), cdma.feature_converter(g_cdma)
         if feature[1] != geo.c:
             raise ConfigError("CSC", "D_WEIGHT_SIZE_EXT_1", geo.c - 1,
                               f"kernel channels {geo.c} != CDMA input channels {feature[1]}")
@@ -81,4 +84,4 @@ def decode(cfg: HwConfig, g_cdma: GroupView, g_csc: GroupView, g_cacc: GroupView
     return ConvPlan(geo=geo, use=use, feature=feature,
                     weight_addr=g_cdma.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"),
                     weight_size=use.kernels * use.bytes_per_kernel,
-                    truncate=truncate, sdp=plan_sdp)
+                    truncate=truncate, sdp=plan_sdp, feature_cvt=feature_cvt)

@@ -348,8 +348,8 @@ class Dla:
             in_shape = (fmt.channels, lines.shape[0], plan.use.width)
             return (x, geo_run, in_shape, cdma_image.image_bytes(fmt, *in_shape[1:]),
                     (lines, fmt))
-        x = kept.value if kept is not None else cdma.read_feature(self.dram, self.cfg,
-                                                                   plan.feature)
+        x = kept.value if kept is not None else cdma.read_feature(
+            self.dram, self.cfg, plan.feature, plan.feature_cvt)       # kept: converted
         return x, geo, tuple(x.shape), int(x.size), x
 
     def _run_conv(self, needs_rdma: bool, plan: conv.ConvPlan, done: ConvDone | None = None

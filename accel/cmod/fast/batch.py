@@ -69,8 +69,8 @@ def signature(launch) -> tuple | None:
         return None
     plan = launch.plan
     geo, use, sp = plan.geo, plan.use, plan.sdp
-    if (geo.image or use.data_reuse or use.skip_data_rls or sp.y_stage or sp.to_pdp
-            or not sp.flying):
+    if (geo.image or plan.feature_cvt is not None or use.data_reuse or use.skip_data_rls
+            or sp.y_stage or sp.to_pdp or not sp.flying):
         return None
     stages = tuple((replace(st, alu_operand=0, mul_operand=0),
                     None if ops is None else (ops.offsets.shape, ops.nbytes, ops.comps))

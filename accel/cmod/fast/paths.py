@@ -273,10 +273,11 @@ class FastPaths:
     @staticmethod
     def pointwise_engine(plan: conv.ConvPlan) -> IntEngine | None:
         """The integer engine, for a convolution :meth:`pointwise_datapath` computes pixel by
-        pixel: a large 1x1 one of a feature cube, stride 1, no padding, no Y stage, that
-        neither keeps nor reuses data in the CBUF; None for any other (or no engine)."""
+        pixel: a large 1x1 one of a feature cube without the input converter, stride 1, no
+        padding, no Y stage, that neither keeps nor reuses data in the CBUF; None for any
+        other (or no engine)."""
         geo, use = plan.geo, plan.use
-        if plan.feature is None:
+        if plan.feature is None or plan.feature_cvt is not None:
             return None
         _, c, h, w, _, _ = plan.feature
         if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1

@@ -125,9 +125,26 @@ def _program(dla: Dla, p, c, h, w, k, line, surf, oline, osurf):
     assert a  # strides above are multiples of the atom
 
 
+def _converted(x, cvt):
+    """CDMA's input converter on feature input (NVDLA_FACTS, "CDMA input converter"; NVIDIA's
+    cmod converts feature elements as signed int8 with CVT_OFFSET as the mean)."""
+    if cvt is None:
+        return x
+    off, scale, trunc = cvt
+    out = np.zeros_like(x)
+    for i, v in np.ndenumerate(x):
+        out[i] = _sat(_sat(_rshift_round((int(v) - off) * scale, trunc), 17), 8)
+    return out
+
+
+# (offset, scale, truncate): saturates at both ends of int8 and rounds halves both ways
+CVT = (-37, -300, 7)
+
+
+@pytest.mark.parametrize("cvt", [None, CVT], ids=["no_cvt", "cvt"])
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "plain"])
 @pytest.mark.parametrize("preset", ["nv_small", "nv_medium_512", "nv_large"])
-def test_conv_bias_relu_matches_plain_reference(preset, fast):
+def test_conv_bias_relu_matches_plain_reference(preset, fast, cvt):
     cfg = get_preset(preset)
     a = cfg.atom_size
     rng = np.random.default_rng(7)
@@ -157,6 +174,10 @@ def test_conv_bias_relu_matches_plain_reference(preset, fast):
 
     dla = Dla(cfg, dram, fast=fast)
     _program(dla, p, c, h, w, k, line, surf, oline, osurf)
+    if cvt is not None:         # the padding value stays as programmed (the CSC's)
+        dla.write_reg("NVDLA_CDMA.D_CVT_CFG_0", 1 | (cvt[2] << 4))
+        dla.write_reg("NVDLA_CDMA.D_CVT_OFFSET_0", cvt[0] & 0xFFFF)
+        dla.write_reg("NVDLA_CDMA.D_CVT_SCALE_0", cvt[1] & 0xFFFF)
     for unit in ("SDP_RDMA", "SDP", "CACC", "CMAC_A", "CMAC_B", "CSC"):
         dla.write_reg(f"NVDLA_{unit}.D_OP_ENABLE_0", 1)
         assert not dla.stats, f"ran before CDMA was enabled (after {unit})"
@@ -164,7 +185,7 @@ def test_conv_bias_relu_matches_plain_reference(preset, fast):
     assert [s.unit for s in dla.stats] == ["CONV"]
     assert dla.stats[0].sdp.details["flying"]
 
-    expect = _reference(x, wt, bias, p)
+    expect = _reference(_converted(x, cvt), wt, bias, p)
     raw = dram.read(OUT, -(-k // a) * osurf).view(np.int8)
     for ki in range(k):
         for oy in range(p["oh"]):
