@@ -1,6 +1,6 @@
-"""CDMA's blocks for a direct convolution: the feature and weight read commands, and the
-data they bring into the feature and weight memories (see :mod:`accel.rtl.dma` for the
-order of the commands and the memories' layouts).
+"""CDMA's blocks for a direct convolution: the feature and weight read commands, the
+input converter, and the data they bring into the feature and weight memories (see
+:mod:`accel.rtl.dma` for the order of the commands and the memories' layouts).
 
 Each block starts on its own kept copy of the operation's launch (``launch``, a cycle
 after the start; one net from the fetch's state machine to all of them was too long),
@@ -12,13 +12,15 @@ that uses them.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.axi import BEAT_BITS
+from accel.rtl.cmac import registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, KERNEL_BITS, SIZE_BITS, write_layout
 from accel.rtl.csb_regs import any_of
+from accel.rtl.postproc import half_minus_one, round_carry, saturate
 from accel.rtl.timing import BeforeLast, kept
 
 
@@ -136,6 +138,75 @@ class WeightCommands(wiring.Component):
         # weights (within their credit, or all once the lines are issued) before lines
         m.d.comb += [self.ready.eq(left_nz & (~self.lines_left | credit_nz)),
                      self.piece.eq(piece), self.addr.eq(addr), self.finished.eq(left == 0)]
+        return m
+
+
+class ConverterLayout(data.StructLayout):
+    """CDMA's input converter registers: ``D_CVT_CFG`` (``CVT_EN``, ``CVT_TRUNCATE``),
+    ``D_CVT_OFFSET`` and ``D_CVT_SCALE``."""
+
+    def __init__(self) -> None:
+        super().__init__({"enable": 1, "offset": signed(16), "scale": signed(16),
+                          "truncate": 6})
+
+
+#: the largest right shift the converter needs: a product of an 18-bit difference and a
+#: 16-bit scale has 34 bits, so any shift from here up rounds it to 0
+CONVERTER_MAX_SHIFT = 35
+
+
+class FeatureConverter(wiring.Component):
+    """CDMA's input converter on feature words, one word a cycle, :data:`LATENCY` cycles
+    later (always; the pipeline never stalls).
+
+    With ``enable`` every int8 lane becomes ``sat8(round((x - offset) * scale >>
+    truncate))`` (:func:`accel.cmod.cdma.read_feature`; the 17-bit saturation the cmod
+    applies first changes nothing before the 8-bit one), rounded half away from zero;
+    without it the word passes unchanged.
+
+    Attributes
+    ----------
+    cfg : ``In(ConverterLayout())``, held while words pass
+    valid, word : ``In`` a word this cycle; out_valid, out : ``Out`` LATENCY cycles later
+    busy : ``Out(1)`` words are in the pipeline
+
+    ``ecp5_dsp``: multiply in ECP5 sysDSP blocks with their own registers
+    (:func:`accel.rtl.cmac.registered_multiply`; default: on an ECP5 platform).
+    """
+
+    LATENCY = 4
+
+    def __init__(self, lanes: int, ecp5_dsp: bool | None = None) -> None:
+        self.lanes, self.ecp5_dsp = lanes, ecp5_dsp
+        super().__init__({"cfg": In(ConverterLayout()), "valid": In(1), "word": In(8 * lanes),
+                          "out_valid": Out(1), "out": Out(8 * lanes), "busy": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg, bits = self.cfg, 34 + 2                      # product, plus the rounding term
+        valid = [self.valid] + [Signal(name=f"valid_{i}") for i in range(1, self.LATENCY + 1)]
+        raw = [self.word] + [Signal(8 * self.lanes, name=f"raw_{i}")
+                             for i in range(1, self.LATENCY + 1)]
+        for i in range(self.LATENCY):
+            m.d.sync += [valid[i + 1].eq(valid[i]), raw[i + 1].eq(raw[i])]
+        # the operation's constants as registers beside the lanes
+        shift, hm1, zero_shift = Signal(6), Signal(signed(bits)), Signal()
+        m.d.sync += [shift.eq(Mux(cfg.truncate > CONVERTER_MAX_SHIFT, CONVERTER_MAX_SHIFT,
+                                  cfg.truncate)),
+                     hm1.eq(half_minus_one(shift, bits)), zero_shift.eq(shift == 0)]
+        out, ecp5 = [], use_ecp5_dsp(self.ecp5_dsp, platform)
+        for lane in range(self.lanes):
+            x = self.word[8 * lane:8 * lane + 8].as_signed()
+            product = Signal(signed(34), name=f"product_{lane}")          # cycle 2
+            registered_multiply(m, f"cvt_{lane}", x - cfg.offset, cfg.scale, product, ecp5)
+            rounded = Signal(signed(bits), name=f"rounded_{lane}")        # cycle 3
+            m.d.sync += rounded.eq(product + hm1 + round_carry(product < 0, zero_shift))
+            value = Signal(signed(8), name=f"value_{lane}")              # cycle 4
+            m.d.sync += value.eq(saturate(rounded >> shift, 8))
+            out.append(value)
+        m.d.comb += [self.out_valid.eq(valid[-1]),
+                     self.out.eq(Mux(cfg.enable, Cat(*out), raw[-1])),
+                     self.busy.eq(Cat(*valid[1:]).any())]
         return m
 
 

@@ -9,8 +9,8 @@ consumer groups - and SDP_RDMA's too when X1 or X2 read operands from memory
 the consumer groups' registers: the geometry from CSC (``D_DATAIN_SIZE_EXT``,
 ``D_WEIGHT_SIZE_EXT``, ``D_DATAOUT_SIZE``, ``D_CONV_STRIDE_EXT``,
 ``D_DILATION_EXT``, ``D_ZERO_PADDING``, ``D_ZERO_PADDING_VALUE``), the
-addresses and strides from CDMA (``D_DAIN_ADDR``, ``D_LINE_STRIDE``,
-``D_SURF_STRIDE``, ``D_WEIGHT_ADDR``, ``D_WEIGHT_BYTES``), SDP_RDMA
+addresses, strides and input converter from CDMA (``D_DAIN_ADDR``, ``D_LINE_STRIDE``,
+``D_SURF_STRIDE``, ``D_WEIGHT_ADDR``, ``D_WEIGHT_BYTES``, ``D_CVT_*``), SDP_RDMA
 (``D_BS/BN_BASE_ADDR``, ``D_BRDMA/NRDMA_CFG``) and SDP (``D_DST_*``), the
 truncation from CACC (``D_CLIP_CFG``), X1/X2 and the converter from SDP.  It
 starts the fetch over AXI (:class:`~accel.rtl.dma.ConvFetch`) while it derives
@@ -243,6 +243,10 @@ class ConvEngine(wiring.Component):
             fc.kernel_groups.eq((k_m1 >> shift_k) + 1),
             fc.weight_addr.eq(field(cdma, "D_WEIGHT_ADDR_LOW")),
             fc.weight_bytes.eq(field(cdma, "D_WEIGHT_BYTES")),
+            fc.cvt.enable.eq(field(cdma, "D_CVT_CFG", "CVT_EN")),
+            fc.cvt.truncate.eq(field(cdma, "D_CVT_CFG", "CVT_TRUNCATE")),
+            fc.cvt.offset.eq(field(cdma, "D_CVT_OFFSET")[:16].as_signed()),
+            fc.cvt.scale.eq(field(cdma, "D_CVT_SCALE")[:16].as_signed()),
         ]
         # a stage's operands per element come through ElementOperands, per kernel through
         # the fetch

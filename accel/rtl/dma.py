@@ -13,7 +13,8 @@ the data they bring (:mod:`accel.rtl.cdma`); it issues the commands and routes t
    has passed the entry, so it runs as the input and the weights arrive.
 2. **Features** (CDMA): the input cube in NVDLA's feature layout (a surface of
    ``atom`` channels per ``SURF_STRIDE``, a line of ``W`` atoms per
-   ``LINE_STRIDE``), one command per line, into the feature memory: the
+   ``LINE_STRIDE``), one command per line, through the input converter
+   (:class:`~accel.rtl.cdma.FeatureConverter`) into the feature memory: the
    ``atomic_c / atom`` surfaces of channel group ``cg`` fill the lane groups
    of entry ``(cg * H + y) * W + x``.  Surfaces past ``C`` do not exist in
    memory and are not read (the sequencer masks those lanes).
@@ -46,7 +47,14 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.axi import BEAT_BITS, AxiReader, AxiWriter, read_signature, write_signature
-from accel.rtl.cdma import FeatureCommands, FeatureWriter, WeightAligner, WeightCommands
+from accel.rtl.cdma import (
+    ConverterLayout,
+    FeatureCommands,
+    FeatureConverter,
+    FeatureWriter,
+    WeightAligner,
+    WeightCommands,
+)
 from accel.rtl.cmac import registered_multiply
 from accel.rtl.conv_layout import (
     ADDR_BITS,
@@ -73,7 +81,7 @@ class FetchConfigLayout(data.StructLayout):
             "c": size, "h": size, "w": size, "k": size, "r": KERNEL_BITS, "s": KERNEL_BITS,
             "channel_groups": size, "kernel_groups": size,
             "weight_addr": ADDR_BITS, "weight_bytes": ADDR_BITS,
-            "x1": OperandFetchLayout(), "x2": OperandFetchLayout(),
+            "x1": OperandFetchLayout(), "x2": OperandFetchLayout(), "cvt": ConverterLayout(),
         })
 
 
@@ -153,6 +161,7 @@ class ConvFetch(wiring.Component):
         m.d.sync += set_all(launches, starting)
         m.submodules.feature_commands = fc = FeatureCommands(cfg, hw)
         m.submodules.weight_commands = wc = WeightCommands(cfg, hw)
+        m.submodules.converter = cv = FeatureConverter(hw.atom_size)
         m.submodules.features = fd = FeatureWriter(cfg, hw, self.entries[0])
         m.submodules.weights = wa = WeightAligner(cfg, hw, self.entries[1])
         m.submodules.operands = op = OperandFetch(hw, cfg.x1, cfg.x2, cfg.kernel_groups,
@@ -183,8 +192,10 @@ class ConvFetch(wiring.Component):
         with m.If(wc.launch):
             m.d.sync += nth.eq(1)
         m.d.comb += tags.r_en.eq(beat.valid & beat.ready & body & (nth == tag_beats))
-        m.d.comb += [fd.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
-                     fd.word.eq(beat.payload),
+        m.d.comb += [cv.cfg.eq(cfg.cvt),
+                     cv.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
+                     cv.word.eq(beat.payload),
+                     fd.valid.eq(cv.out_valid), fd.word.eq(cv.out),
                      wa.body.eq(body),
                      wa.valid.eq(body & tags.r_rdy & tag_weights & beat.valid),
                      wa.word.eq(beat.payload),
@@ -215,7 +226,8 @@ class ConvFetch(wiring.Component):
                     m.d.sync += [ready.eq(1), body.eq(1)]
                     m.next = "BODY"
             with m.State("BODY"):
-                with m.If(~fc.more & wc.finished & ~tags.r_rdy & wa.done & ~reader.busy):
+                with m.If(~fc.more & wc.finished & ~tags.r_rdy & wa.done & ~reader.busy
+                          & ~cv.busy):
                     m.d.sync += [done.eq(1), body.eq(0)]
                     m.next = "IDLE"
         m.d.comb += [starting.eq(fsm.ongoing("IDLE") & self.start),

@@ -99,7 +99,6 @@ FIXED_FIELDS = {
        for unit in ("CDMA", "CSC", "CACC")},
     ("NVDLA_CDMA.D_DATAIN_FORMAT", "DATAIN_FORMAT"): (0, "image (pixel) input"),
     ("NVDLA_CSC.D_DATAIN_FORMAT", "DATAIN_FORMAT"): (0, "image (pixel) input"),
-    ("NVDLA_CDMA.D_CVT_CFG", "CVT_EN"): (0, "CDMA's input data conversion"),
     ("NVDLA_CDMA.D_WEIGHT_FORMAT", "WEIGHT_FORMAT"): (0, "compressed weights"),
     ("NVDLA_CSC.D_WEIGHT_FORMAT", "WEIGHT_FORMAT"): (0, "compressed weights"),
     ("NVDLA_SDP.D_FEATURE_MODE_CFG", "OUTPUT_DST"): (0, "SDP output to PDP"),

@@ -14,7 +14,10 @@ read back from memory and checked against plain numpy sums and the cmodel's
 arithmetic (as in ``conv_tb``), the bytes between its lines and surfaces must
 be untouched, and ``S_INTR_STATUS`` must hold the CACC and SDP done bits of
 the operation's group (CDMA's are masked, as NVIDIA's traces do) and clear
-when software writes them back.  With ``OPENDLA_ENGINE_LARGE=1`` four
+when software writes them back.  Every third operation has CDMA's input converter on
+(``D_CVT_CFG.CVT_EN``, random offset, scale and truncation; :func:`random_converter`),
+its reference taking the input through the converter written plainly here
+(:func:`converted`).  With ``OPENDLA_ENGINE_LARGE=1`` four
 convolutions with register values past 12 and 4 bits follow the random ones.
 """
 
@@ -108,6 +111,30 @@ async def csb_read(dut, symbol: str) -> int:
     return value
 
 
+def random_converter(rng: np.random.Generator) -> tuple[int, int, int]:
+    """CDMA's input converter ``(offset, scale, truncate)``: scales around ``2**truncate``,
+    so that outputs spread over int8 and saturate at times (one in eight truncations past
+    the 34-bit product, where every output is 0), offsets mostly near the data."""
+    t = int(rng.integers(36, 64)) if rng.random() < 0.125 else int(rng.integers(0, 15))
+    bound = min(1 << min(t + 1, 15), (1 << 15) - 1)
+    offset = int(rng.integers(-(1 << 15), 1 << 15)) if rng.random() < 0.2 else \
+        int(rng.integers(-160, 160))
+    return offset, int(rng.integers(-bound, bound + 1)), t
+
+
+def converted(x: np.ndarray, converter: tuple[int, int, int] | None) -> np.ndarray:
+    """``x`` through CDMA's input converter (NVDLA_FACTS "CDMA input converter", on feature
+    input with ``CVT_OFFSET`` as every channel's mean): ``(x - offset) * scale`` shifted right
+    by ``truncate`` rounding half away from zero, saturated to 17 then 8 bits."""
+    if converter is None:
+        return x
+    offset, scale, t = converter
+    v = (x.astype(np.int64) - offset) * scale
+    if t:
+        v = np.sign(v) * ((np.abs(v) + (1 << (t - 1))) >> t)
+    return np.clip(np.clip(v, -(1 << 16), (1 << 16) - 1), -128, 127)
+
+
 async def program(dut, group: int, conv: dict, post: dict, dma: dict, write=csb_write) -> None:
     """The registers of one operation, in group ``group``, as a driver writes them;
     ``dma``: the addresses and strides of the cubes in memory (:func:`place`); ``write``:
@@ -127,6 +154,13 @@ async def program(dut, group: int, conv: dict, post: dict, dma: dict, write=csb_
     await w(dut, "NVDLA_CDMA.D_WEIGHT_ADDR_LOW", dma["weight_addr"])
     await w(dut, "NVDLA_CDMA.D_WEIGHT_BYTES", dma["weight_bytes"])
     await w(dut, "NVDLA_CDMA.D_WEIGHT_SIZE_1", WEIGHT_KERNEL=conv["k"] - 1)
+    cvt = conv.get("converter")
+    if cvt is None:
+        await w(dut, "NVDLA_CDMA.D_CVT_CFG", CVT_EN=0)
+    else:
+        await w(dut, "NVDLA_CDMA.D_CVT_CFG", CVT_EN=1, CVT_TRUNCATE=cvt[2])
+        await w(dut, "NVDLA_CDMA.D_CVT_OFFSET", CVT_OFFSET=cvt[0] & 0xFFFF)
+        await w(dut, "NVDLA_CDMA.D_CVT_SCALE", CVT_SCALE=cvt[1] & 0xFFFF)
     for stage, (rdma, p) in (("x1", ("BRDMA", "BS")), ("x2", ("NRDMA", "BN"))):
         table = dma["operands"].get(stage)
         if table is None:
@@ -291,8 +325,10 @@ async def register_programmed_convolutions(dut) -> None:
         group = op % 2
         conv = random_conv(rng, hw.atomic_c, hw.atomic_k) if op < OPERATIONS else \
             large[op - OPERATIONS]
+        if op % 3 == 1 and op < OPERATIONS:
+            conv["converter"] = random_converter(rng)
         label = conv_label(op, conv)
-        sums = reference(conv)
+        sums = reference(dict(conv, x=converted(conv["x"], conv.get("converter"))))
         kgs = -(-conv["k"] // hw.atomic_k)
         operands = random_tables(rng, kgs * hw.atomic_k)     # SDP_RDMA's per-kernel tables
         # every fourth operation with register operands only: SDP_RDMA stays out of it

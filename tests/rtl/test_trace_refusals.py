@@ -24,7 +24,6 @@ NV_SMALL = get_preset("nv_small")
     ("NVDLA_CSC.D_MISC_CFG_0", 0x100, "int16 or fp16 input"),       # IN_PRECISION
     ("NVDLA_CACC.D_MISC_CFG_0", 0x2000, "int16 or fp16 arithmetic"),  # PROC_PRECISION = 2
     ("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0x1, "image (pixel) input"),
-    ("NVDLA_CDMA.D_CVT_CFG_0", 0x1, "input data conversion"),
     ("NVDLA_CDMA.D_WEIGHT_FORMAT_0", 0x1, "compressed weights"),
     ("NVDLA_CSC.D_BATCH_NUMBER_0", 0x3, "batches"),
     ("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 0x3, "SDP output to PDP"),     # flying, to PDP
