@@ -140,3 +140,23 @@ def test_regions_that_only_touch_are_loaded_apart() -> None:
 
     assert _merge([(0x100, 0x40), (0x120, 0x40), (0x160, 0x20), (0x10, 0x8)]) == [
         (0x10, 0x8), (0x100, 0x60), (0x160, 0x20)]
+
+
+def test_convolutions_larger_than_the_engine_run_in_kernel_pieces(replay, monkeypatch,
+                                                                  capsys) -> None:
+    """With engine memories of 512 entries, LeNet's larger convolutions do not fit whole:
+    each runs as engine operations of whole kernel groups (their registers rewritten for
+    their kernels), every piece a trace the stand-in replays on its own cmodel and checks
+    against the session cmodel's bytes; the demo stays bit-exact, nothing on the cmodel."""
+    from accel.backends import rtl as rtl_backend
+
+    monkeypatch.setattr(rtl_backend, "TRACE_ENTRIES", 512)
+    assert main(["demo", "--backend", "rtl", "--limit", "1", "--json", "--no-progress"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["bit_exact"] and doc["rtl"]["on_cmodel"] == {}
+    assert doc["rtl"]["split"] >= 1
+    played = [name for r in replay.instances for name in r.played]
+    pieces = [name for name in played if "_k" in name]
+    assert len(pieces) >= 2 * doc["rtl"]["split"]
+    # a piece's kernels start on whole kernel groups
+    assert all(int(name.rsplit("_k", 1)[1]) % 8 == 0 for name in pieces)

@@ -22,15 +22,23 @@ running for the whole session (:class:`RtlSimulator`).  When the firmware's last
 4. adds the RTL's cycle count to the op's record (``details["rtl_cycles"]``,
    beside the cmodel's estimate ``cycles``).
 
+A convolution whose weights exceed the engine's weight memory runs as several engine
+operations of whole kernel groups (:meth:`RtlDla._kernel_pieces`): each reads the whole
+input and its kernels' weights and operands and writes its output surfaces, the registers
+the firmware programmed changed only where the kernel count and the addresses of the
+weights, operands and output name them (:func:`kernel_piece`).  NVDLA streams such weights
+through the CBUF within one operation; the engine holds them whole, so its driver splits.
+
 Operations the engine does not implement (image input, SDP's Y stage, an SDP op feeding
-PDP, Rubik, a convolution larger than the engine's memories; on a player without them,
-such as the board's engine, whatever its ``kinds`` leave out) run on the cmodel;
-:attr:`RtlDla.fallbacks` counts them by reason.
+PDP, Rubik, a convolution whose input is larger than the engine's memories; on a player
+without them, such as the board's engine, whatever its ``kinds`` leave out) run on the
+cmodel; :attr:`RtlDla.fallbacks` counts them by reason.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import tempfile
 import zlib
@@ -44,7 +52,7 @@ from accel.cmod.dla import ConvDone, Dla, Launch
 from accel.config import HwConfig
 from accel.errors import AccelCheckFailed
 from accel.layout import CubeLayout
-from accel.regs import lookup
+from accel.regs import field_set, lookup
 from accel.rtl.cdp import CDP_UNITS
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import d_registers, s_registers
@@ -63,6 +71,50 @@ SIM_KINDS = ("conv", "pdp", "sdp", "cdp")
 #: GLB mask during RTL operations: only SDP's done interrupts reach the pin
 _MASKED = ("CDMA_DAT_DONE_MASK0", "CDMA_DAT_DONE_MASK1", "CDMA_WT_DONE_MASK0",
            "CDMA_WT_DONE_MASK1", "CACC_DONE_MASK0", "CACC_DONE_MASK1")
+
+
+def _field(value: int, symbol: str, name: str) -> int:
+    f = lookup(symbol).field(name)
+    return (value & f.mask) >> f.lsb
+
+
+def kernel_piece(writes: list[tuple[str, int]], k0: int, k1: int, atom: int
+                  ) -> list[tuple[str, int]]:
+    """A convolution's register ``writes`` for its kernels ``[k0, k1)`` alone (``k0`` a
+    whole number of kernel groups and of ``atom``-channel memory surfaces, the operands per
+    kernel, not per element): the kernel counts, the weights' address
+    and size, the per-kernel operands' addresses and the output's address moved to those
+    kernels; every other register as programmed."""
+    regs = dict(writes)
+    kernels = k1 - k0
+    bpk = _field(regs["NVDLA_CDMA.D_WEIGHT_SIZE_0_0"], "NVDLA_CDMA.D_WEIGHT_SIZE_0",
+                 "BYTE_PER_KERNEL") + 1
+    sizes = {"NVDLA_CDMA.D_WEIGHT_SIZE_1_0": "WEIGHT_KERNEL",
+             "NVDLA_CSC.D_WEIGHT_SIZE_EXT_1_0": "WEIGHT_KERNEL",
+             "NVDLA_CSC.D_DATAOUT_SIZE_1_0": "DATAOUT_CHANNEL",
+             "NVDLA_CACC.D_DATAOUT_SIZE_1_0": "DATAOUT_CHANNEL",
+             "NVDLA_SDP.D_DATA_CUBE_CHANNEL_0": "CHANNEL",
+             "NVDLA_SDP_RDMA.D_DATA_CUBE_CHANNEL_0": "CHANNEL"}
+    out = []
+    for symbol, value in writes:
+        if symbol in sizes:
+            value = field_set(value, lookup(symbol), sizes[symbol], kernels - 1)
+        elif symbol in ("NVDLA_CDMA.D_WEIGHT_BYTES_0", "NVDLA_CSC.D_WEIGHT_BYTES_0"):
+            value = kernels * bpk
+        elif symbol == "NVDLA_CDMA.D_WEIGHT_ADDR_LOW_0":
+            value += k0 * bpk
+        elif symbol == "NVDLA_SDP.D_DST_BASE_ADDR_LOW_0":
+            value += k0 // atom * regs["NVDLA_SDP.D_DST_SURFACE_STRIDE_0"]
+        elif symbol in ("NVDLA_SDP_RDMA.D_BS_BASE_ADDR_LOW_0",
+                        "NVDLA_SDP_RDMA.D_BN_BASE_ADDR_LOW_0"):
+            dma = "BRDMA" if "_BS_" in symbol else "NRDMA"
+            cfg_symbol = f"NVDLA_SDP_RDMA.D_{dma}_CFG_0"
+            cfg = regs.get(cfg_symbol, 0)
+            use = _field(cfg, cfg_symbol, f"{dma}_DATA_USE")
+            wide = _field(cfg, cfg_symbol, f"{dma}_DATA_SIZE")
+            value += k0 * (1 + wide) * (2 if use == 2 else 1)    # USE 2: ALU and MUL
+        out.append((symbol, value))
+    return out
 
 
 class RtlMismatch(RtlError, AccelCheckFailed):
@@ -111,6 +163,7 @@ class RtlDla(Dla):
         self.rtl_ops = 0
         self.rtl_kinds: dict[str, int] = {}     # operations on the RTL by kind (SIM_KINDS)
         self.rtl_cycles = 0
+        self.split_ops = 0                      # convolutions run in kernel pieces
         self.fallbacks: dict[str, int] = {}
         self._traces = Path(tempfile.mkdtemp(prefix="opendla-rtl-traces-"))
 
@@ -145,25 +198,58 @@ class RtlDla(Dla):
         writes = [] if why else self._registers(units)
         for symbol, value in writes:
             why = why or unsupported(symbol, value, self.cfg)
+        pieces = [(0, 0)]
+        if op.kind == "conv" and not why:
+            pieces, why = self._kernel_pieces(op)
         if why:
             self._fallback(why)
             return super().launch(op)
-        record = {"conv": self._record, "pdp": self._record_pdp, "sdp": self._record_sdp}
-        builder, out = record[op.kind](op, units, writes)
-        self._play(op.kind, units, builder, out, lambda: super(RtlDla, self).launch(op))
+        if op.kind != "conv":
+            record = {"pdp": self._record_pdp, "sdp": self._record_sdp}[op.kind]
+            recorded = [record(op, units, writes)]
+        elif len(pieces) == 1:
+            recorded = [self._record(op, units, writes)]
+        else:
+            recorded = [self._record(op, units, kernel_piece(writes, k0, k1, self.cfg.atom_size),
+                                     (k0, k1), flip=i % 2) for i, (k0, k1) in enumerate(pieces)]
+            self.split_ops += 1
+        self._play(op.kind, units, recorded, lambda: super(RtlDla, self).launch(op))
 
-    def _play(self, kind: str, units: list[str], builder: TraceBuilder,
-              out: tuple[int, int], cmodel_run) -> None:
-        """Run the operation recorded in ``builder`` on the cmodel (``cmodel_run``) and on
-        the RTL, check the RTL's output region ``out`` against the cmodel's and keep it."""
+    def _play(self, kind: str, units: list[str],
+              recorded: list[tuple[TraceBuilder, tuple[int, int]]], cmodel_run) -> None:
+        """Run an operation on the cmodel (``cmodel_run``) and on the RTL as the engine
+        operations ``recorded`` (traces and their output regions, one after the other: the
+        pieces of a convolution split by kernels), check the RTL's output regions against
+        the cmodel's and keep them."""
         cmodel_run()                         # the cmodel's run: records, interrupts, CBUF
+        if self.sim is None:
+            self.sim = RtlSimulator(self.cfg, self.simulator)
+        cycles: int | None = 0
+        for builder, out in recorded:
+            got, reply = self._play_piece(kind, builder, out)
+            self.dram.write(out[0], got, {"pdp": "PDP_WDMA", "cdp": "CDP_WDMA"}.get(
+                kind, "SDP_WDMA"))
+            if reply is None or reply.get("cycles") is None:          # a board counts none
+                cycles = None
+            elif cycles is not None:
+                cycles += reply["cycles"]
+            for unit in units:
+                self.rtl_groups[unit] ^= 1
+        self.rtl_ops += 1
+        self.rtl_kinds[kind] = self.rtl_kinds.get(kind, 0) + 1
+        if cycles is not None:
+            self.stats[-1].details["rtl_cycles"] = cycles
+            self.rtl_cycles += cycles
+
+    def _play_piece(self, kind: str, builder: TraceBuilder, out: tuple[int, int]
+                    ) -> tuple[np.ndarray, dict | None]:
+        """Play one engine operation; its output region ``out`` as the RTL wrote it (equal
+        to the cmodel's, else :class:`RtlMismatch`) and the simulation's reply."""
         reference = np.asarray(self.dram.read(out[0], out[1]), np.uint8)
         # the trace checks the cmodel's output, as NVIDIA's traces check their goldens
         builder.check_crc("op_done", out[0], out[1], zlib.crc32(reference.tobytes()))
         trace = builder.save(self._traces)
         dump = trace / "output.bin"
-        if self.sim is None:
-            self.sim = RtlSimulator(self.cfg, self.simulator)
         try:
             reply = self.sim.play(trace, [(out[0], out[1], dump)])
         except RtlError as exc:
@@ -178,17 +264,8 @@ class RtlDla(Dla):
                 f"RTL {what} {self.rtl_ops} ({trace.name}): {diff.size} output bytes "
                 f"differ from the cmodel, first at {out[0] + int(diff[0]):#x}: RTL "
                 f"{int(got[diff[0]])}, cmodel {int(reference[diff[0]])}")
-        self.dram.write(out[0], got, {"pdp": "PDP_WDMA", "cdp": "CDP_WDMA"}.get(kind,
-                                                                               "SDP_WDMA"))
-        rec = self.stats[-1]
-        self.rtl_ops += 1
-        self.rtl_kinds[kind] = self.rtl_kinds.get(kind, 0) + 1
-        if reply is not None and reply.get("cycles") is not None:    # a board counts none
-            rec.details["rtl_cycles"] = reply["cycles"]
-            self.rtl_cycles += reply["cycles"]
-        for unit in units:
-            self.rtl_groups[unit] ^= 1
         shutil.rmtree(trace, ignore_errors=True)
+        return got, reply
 
     def _try_run_cdp(self) -> None:
         if not (self._enabled("NVDLA_CDP") and self._enabled("NVDLA_CDP_RDMA")):
@@ -201,8 +278,7 @@ class RtlDla(Dla):
         if why:
             self._fallback(why)
             return super()._try_run_cdp()
-        builder, out = self._record_cdp(units, writes)
-        self._play("cdp", units, builder, out, super()._try_run_cdp)
+        self._play("cdp", units, [self._record_cdp(units, writes)], super()._try_run_cdp)
 
     def _run_rubik(self) -> None:
         ran = len(self.stats)
@@ -211,8 +287,9 @@ class RtlDla(Dla):
             self._fallback("RUBIK operations")
 
     def _refusal(self, op: Launch) -> str | None:
-        """Why the engine cannot run the convolution ``op`` (None: it can)."""
-        plan, hw = op.plan, self.cfg
+        """Why the engine cannot run the convolution ``op`` whatever its size (None: it can,
+        in the pieces :meth:`_kernel_pieces` gives)."""
+        plan = op.plan
         geo = plan.geo
         if geo.image or plan.feature is None:
             return "image input"
@@ -221,8 +298,29 @@ class RtlDla(Dla):
         if "conv_elements" not in self.kinds and any(
                 read is not None and read.grid is not None for _, read in plan.sdp.stages):
             return "convolutions with per-element SDP operands"
+        return None
+
+    def _kernel_pieces(self, op: Launch) -> tuple[list[tuple[int, int]], str | None]:
+        """The kernel ranges ``[k0, k1)`` the engine runs the convolution ``op`` in: one
+        when it fits the engine's memories, else as many kernel groups each as fit (see the
+        module docstring); or why it cannot run (its input, or one kernel group's weights,
+        do not fit; per-element operands with too many weights)."""
+        plan, hw = op.plan, self.cfg
+        geo = plan.geo
         _, c, h, w, _, _ = plan.feature
-        return memory_refusal(hw, c, h, w, geo.k, geo.r, geo.s, self.entries)
+        why = memory_refusal(hw, c, h, w, geo.k, geo.r, geo.s, self.entries)
+        if why is None:
+            return [(0, geo.k)], None
+        group = math.lcm(hw.atomic_k, hw.atom_size)
+        per_element = any(read is not None and read.grid is not None
+                          for _, read in plan.sdp.stages)
+        if per_element or memory_refusal(hw, c, h, w, group, geo.r, geo.s, self.entries):
+            return [], why
+        step = group
+        while step + group < geo.k and memory_refusal(hw, c, h, w, step + group, geo.r,
+                                                      geo.s, self.entries) is None:
+            step += group
+        return [(k0, min(k0 + step, geo.k)) for k0 in range(0, geo.k, step)], None
 
     @staticmethod
     def _sdp_refusal(op: Launch) -> str | None:
@@ -240,25 +338,39 @@ class RtlDla(Dla):
                     writes.append((reg.symbol, regs.read(reg, regs.consumer)))
         return writes
 
-    def _record(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
+    def _record(self, op: Launch, units: list[str], writes: list[tuple[str, int]],
+                kernels: tuple[int, int] | None = None, flip: int = 0
                 ) -> tuple[TraceBuilder, tuple[int, int]]:
-        """The convolution's trace up to its interrupt wait, and its output region."""
+        """The convolution's trace up to its interrupt wait, and its output region;
+        ``kernels``: of the piece ``[k0, k1)`` the ``writes`` program (:func:`kernel_piece`),
+        in the engine's register groups flipped ``flip`` times by the pieces before."""
         plan, hw = op.plan, self.cfg
         base, c, h, w, line, surf = plan.feature
-        cdma = self.regs["NVDLA_CDMA"]
-        weight_bytes = cdma.read(lookup("NVDLA_CDMA.D_WEIGHT_BYTES"), cdma.consumer)
+        dst, out_line, out_surf = plan.sdp.dst
+        if kernels is None:
+            k0, k1 = 0, plan.geo.k
+            cdma = self.regs["NVDLA_CDMA"]
+            weight_bytes = max(plan.weight_size, cdma.read(
+                lookup("NVDLA_CDMA.D_WEIGHT_BYTES"), cdma.consumer))        # CDMA reads all
+        else:
+            k0, k1 = kernels
+            weight_bytes = dict(writes)["NVDLA_CDMA.D_WEIGHT_BYTES_0"]
+        bpk = plan.use.bytes_per_kernel
         regions = [self._cube((base, line, surf), c, h, w),
-                   (plan.weight_addr, max(plan.weight_size, weight_bytes))]  # CDMA reads all
-        kgs = -(-plan.geo.k // hw.atomic_k)
+                   (plan.weight_addr + k0 * bpk, weight_bytes)]
+        kgs = -(-(k1 - k0) // hw.atomic_k)
         for _, read in plan.sdp.stages:
             if read is not None and read.grid is not None:       # per element: the cube
                 regions.append(self._operand_region(read))
             elif read is not None:
-                regions.append((read.base, kgs * hw.atomic_k * read.nbytes * len(read.comps)))
-        out = self._cube(plan.sdp.dst, plan.geo.k, plan.geo.out_h, plan.geo.out_w)
-        name = f"conv{self.rtl_ops:05d}"
-        return self._trace(name, f"convolution {self.rtl_ops}: {plan.geo}", units, writes,
-                           [*regions, out], "SDP"), out
+                size = read.nbytes * len(read.comps)
+                regions.append((read.base + k0 * size, kgs * hw.atomic_k * size))
+        out = self._cube((dst + k0 // hw.atom_size * out_surf, out_line, out_surf), k1 - k0,
+                         plan.geo.out_h, plan.geo.out_w)
+        name = f"conv{self.rtl_ops:05d}" + (f"_k{k0}" if kernels else "")
+        what = f" kernels {k0}..{k1 - 1}" if kernels else ""
+        return self._trace(name, f"convolution {self.rtl_ops}{what}: {plan.geo}", units,
+                           writes, [*regions, out], "SDP", flip), out
 
     def _record_pdp(self, op: Launch, units: list[str], writes: list[tuple[str, int]]
                     ) -> tuple[TraceBuilder, tuple[int, int]]:
@@ -323,10 +435,11 @@ class RtlDla(Dla):
         return base, CubeLayout(c, h, w, self.cfg.atom_size, line, surf).size
 
     def _trace(self, name: str, comment: str, units: list[str], writes: list[tuple[str, int]],
-               regions: list[tuple[int, int]], source: str) -> TraceBuilder:
+               regions: list[tuple[int, int]], source: str, flip: int = 0) -> TraceBuilder:
         """A trace that loads ``regions`` (the last one the output, as memory holds it now),
-        programs ``units`` with ``writes`` in the groups the engine consumes, enables them
-        and waits for ``source``'s done interrupt."""
+        programs ``units`` with ``writes`` in the groups the engine consumes (after ``flip``
+        more operations: 0 or 1), enables them and waits for ``source``'s done
+        interrupt."""
         trace = TraceBuilder(name)
         trace.comment(comment)
         # the engine reads and writes whole memory atoms
@@ -341,12 +454,12 @@ class RtlDla(Dla):
         for symbol, value in writes:
             by_unit.setdefault(lookup(symbol).unit, []).append((symbol, value))
         for unit in units:
-            trace.write(f"{unit}.S_POINTER", self.rtl_groups[unit])
+            trace.write(f"{unit}.S_POINTER", self.rtl_groups[unit] ^ flip)
             for symbol, value in by_unit.get(unit, []):
                 trace.write(symbol, value)
         for unit in units:
             trace.write(f"{unit}.D_OP_ENABLE", 1)
-        trace.notify(f"{source}_{self.rtl_groups[f'NVDLA_{source}']}", "op_done")
+        trace.notify(f"{source}_{self.rtl_groups[f'NVDLA_{source}'] ^ flip}", "op_done")
         return trace
 
 

@@ -262,6 +262,9 @@ def format_report(s: dict) -> str:
         lines.append(f"RTL engine: {r['convolutions']} convolutions, {r['pdp']} PDP, "
                      f"{r['sdp']} SDP and {r['cdp']} CDP operations, {r['cycles']:,} cycles "
                      f"({r['cycles'] / n:,.0f} per image), each output equal to the cmodel's")
+        if r.get("split"):
+            lines.append(f"  {r['split']} convolution(s) in kernel pieces: weights larger "
+                         "than the engine's memory")
         for why, count in r["on_cmodel"].items():
             lines.append(f"  on the cmodel: {count} op(s): {why}")
     return "\n".join(lines)

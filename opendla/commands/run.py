@@ -630,6 +630,8 @@ def run_onnx(args: argparse.Namespace, labels: list[str] | None) -> int:
         print(f"RTL engine ({args.simulator}): {rtl['convolutions']} convolutions, "
               f"{rtl['pdp']} PDP, {rtl['sdp']} SDP and {rtl['cdp']} CDP operations, "
               f"{rtl['cycles']:,} cycles, each output equal to the cmodel's"
+              + (f"; {rtl['split']} convolutions in kernel pieces (weights larger than the "
+                 "engine's memory)" if rtl.get("split") else "")
               + "".join(f"; on the cmodel: {n} x {why}" for why, n in rtl["on_cmodel"].items()))
     if report is not None:
         print(report.summary())

@@ -100,10 +100,11 @@ class NvdlaDevice:
         self.trace_regs = trace_regs  # print every register write (--trace-regs)
         self.keep_float = frozenset(keep_float)
         #: what the ``rtl`` backend ran, summed over closed subgraphs: convolutions, PDP,
-        #: SDP-from-memory and CDP operations and cycles on the RTL engine, operations left
-        #: to the cmodel (by reason)
+        #: SDP-from-memory and CDP operations and cycles on the RTL engine, convolutions it
+        #: ran in kernel pieces (weights larger than its memory), operations left to the
+        #: cmodel (by reason)
         self.rtl_summary = {"convolutions": 0, "pdp": 0, "sdp": 0, "cdp": 0, "cycles": 0,
-                            "on_cmodel": {}}
+                            "split": 0, "on_cmodel": {}}
 
     def supports(self, node: Node, graph: Graph) -> tuple[bool, str]:
         if node.name in self.keep_float:
@@ -212,6 +213,7 @@ class NvdlaDevice:
             self.rtl_summary["sdp"] += dla.rtl_kinds.get("sdp", 0)
             self.rtl_summary["cdp"] += dla.rtl_kinds.get("cdp", 0)
             self.rtl_summary["cycles"] += dla.rtl_cycles
+            self.rtl_summary["split"] += dla.split_ops
             for why, n in dla.fallbacks.items():
                 self.rtl_summary["on_cmodel"][why] = self.rtl_summary["on_cmodel"].get(why, 0) + n
         close = getattr(backend, "close", None)
