@@ -80,11 +80,11 @@ def _field(value: int, symbol: str, name: str) -> int:
 
 def kernel_piece(writes: list[tuple[str, int]], k0: int, k1: int, atom: int
                   ) -> list[tuple[str, int]]:
-    """A convolution's register ``writes`` for its kernels ``[k0, k1)`` alone (``k0`` a
-    whole number of kernel groups and of ``atom``-channel memory surfaces, the operands per
-    kernel, not per element): the kernel counts, the weights' address
-    and size, the per-kernel operands' addresses and the output's address moved to those
-    kernels; every other register as programmed."""
+    """A convolution's register ``writes`` for its kernels ``[k0, k1)`` alone: the kernel
+    counts, the weights' address and size, the per-kernel operands' addresses and the
+    output's address moved to those kernels; every other register as programmed.  ``k0``
+    is a whole number of kernel groups and of ``atom``-channel output surfaces; the SDP's
+    operands are per kernel (a per-element cube is not moved)."""
     regs = dict(writes)
     kernels = k1 - k0
     bpk = _field(regs["NVDLA_CDMA.D_WEIGHT_SIZE_0_0"], "NVDLA_CDMA.D_WEIGHT_SIZE_0",
@@ -198,20 +198,22 @@ class RtlDla(Dla):
         writes = [] if why else self._registers(units)
         for symbol, value in writes:
             why = why or unsupported(symbol, value, self.cfg)
-        pieces = [(0, 0)]
+        pieces: list[tuple[int, int]] = []
         if op.kind == "conv" and not why:
             pieces, why = self._kernel_pieces(op)
         if why:
             self._fallback(why)
             return super().launch(op)
-        if op.kind != "conv":
-            record = {"pdp": self._record_pdp, "sdp": self._record_sdp}[op.kind]
-            recorded = [record(op, units, writes)]
+        if op.kind == "pdp":
+            recorded = [self._record_pdp(op, units, writes)]
+        elif op.kind == "sdp":
+            recorded = [self._record_sdp(op, units, writes)]
         elif len(pieces) == 1:
             recorded = [self._record(op, units, writes)]
-        else:
-            recorded = [self._record(op, units, kernel_piece(writes, k0, k1, self.cfg.atom_size),
-                                     (k0, k1), flip=i % 2) for i, (k0, k1) in enumerate(pieces)]
+        else:                               # the pieces' groups alternate as they run
+            atom = self.cfg.atom_size
+            recorded = [self._record(op, units, kernel_piece(writes, k0, k1, atom), (k0, k1),
+                                     flip=i % 2) for i, (k0, k1) in enumerate(pieces)]
             self.split_ops += 1
         self._play(op.kind, units, recorded, lambda: super(RtlDla, self).launch(op))
 
