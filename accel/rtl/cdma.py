@@ -21,7 +21,7 @@ from accel.rtl.cmac import registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, KERNEL_BITS, SIZE_BITS, write_layout
 from accel.rtl.csb_regs import any_of
 from accel.rtl.postproc import half_minus_one, round_carry, saturate
-from accel.rtl.timing import BeforeLast, kept
+from accel.rtl.timing import BeforeLast, kept, kept_copies, set_all
 
 
 def surfaces_left(cfg, bus: int) -> Value:
@@ -174,7 +174,10 @@ class FeatureConverter(wiring.Component):
     (:func:`accel.rtl.cmac.registered_multiply`; default: on an ECP5 platform).
     """
 
-    LATENCY = 4
+    #: the multiplier's operand and product registers, the rounding addition, the shift
+    #: by the low and by the high three bits of ``truncate``, the saturation: each stage at
+    #: most one carry chain or three levels of multiplexers (100 MHz on an ECP5)
+    LATENCY = 6
 
     def __init__(self, lanes: int, ecp5_dsp: bool | None = None) -> None:
         self.lanes, self.ecp5_dsp = lanes, ecp5_dsp
@@ -189,23 +192,33 @@ class FeatureConverter(wiring.Component):
                              for i in range(1, self.LATENCY + 1)]
         for i in range(self.LATENCY):
             m.d.sync += [valid[i + 1].eq(valid[i]), raw[i + 1].eq(raw[i])]
-        # the operation's constants as registers beside the lanes
+        # the operation's registers (latched far away) as registers here, the offset and
+        # the shift a copy per lane beside its subtracter and shifters
         shift, hm1, zero_shift = Signal(6), Signal(signed(bits)), Signal()
+        shifts = kept_copies("cvt_shift", self.lanes, 6)
+        offsets = kept_copies("cvt_offset", self.lanes, signed(16))
+        enable = kept("cvt_enable")
         m.d.sync += [shift.eq(Mux(cfg.truncate > CONVERTER_MAX_SHIFT, CONVERTER_MAX_SHIFT,
                                   cfg.truncate)),
-                     hm1.eq(half_minus_one(shift, bits)), zero_shift.eq(shift == 0)]
+                     hm1.eq(half_minus_one(shift, bits)), zero_shift.eq(shift == 0),
+                     *set_all(shifts, shift), *set_all(offsets, cfg.offset),
+                     enable.eq(cfg.enable)]
         out, ecp5 = [], use_ecp5_dsp(self.ecp5_dsp, platform)
         for lane in range(self.lanes):
             x = self.word[8 * lane:8 * lane + 8].as_signed()
             product = Signal(signed(34), name=f"product_{lane}")          # cycle 2
-            registered_multiply(m, f"cvt_{lane}", x - cfg.offset, cfg.scale, product, ecp5)
+            registered_multiply(m, f"cvt_{lane}", x - offsets[lane], cfg.scale, product, ecp5)
             rounded = Signal(signed(bits), name=f"rounded_{lane}")        # cycle 3
             m.d.sync += rounded.eq(product + hm1 + round_carry(product < 0, zero_shift))
-            value = Signal(signed(8), name=f"value_{lane}")              # cycle 4
-            m.d.sync += value.eq(saturate(rounded >> shift, 8))
+            low = Signal(signed(bits), name=f"shifted_low_{lane}")       # cycle 4
+            m.d.sync += low.eq(rounded >> shifts[lane][:3])
+            high = Signal(signed(bits), name=f"shifted_{lane}")          # cycle 5
+            m.d.sync += high.eq(low >> Cat(Const(0, 3), shifts[lane][3:]))
+            value = Signal(signed(8), name=f"value_{lane}")              # cycle 6
+            m.d.sync += value.eq(saturate(high, 8))
             out.append(value)
         m.d.comb += [self.out_valid.eq(valid[-1]),
-                     self.out.eq(Mux(cfg.enable, Cat(*out), raw[-1])),
+                     self.out.eq(Mux(enable, Cat(*out), raw[-1])),
                      self.busy.eq(Cat(*valid[1:]).any())]
         return m
 
