@@ -52,7 +52,7 @@ from accel.cmod.dla import ConvDone, Dla, Launch
 from accel.config import HwConfig
 from accel.errors import AccelCheckFailed
 from accel.layout import CubeLayout
-from accel.regs import field_set, lookup
+from accel.regs import field_get, field_set, lookup
 from accel.rtl.cdp import CDP_UNITS
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import d_registers, s_registers
@@ -73,11 +73,6 @@ _MASKED = ("CDMA_DAT_DONE_MASK0", "CDMA_DAT_DONE_MASK1", "CDMA_WT_DONE_MASK0",
            "CDMA_WT_DONE_MASK1", "CACC_DONE_MASK0", "CACC_DONE_MASK1")
 
 
-def _field(value: int, symbol: str, name: str) -> int:
-    f = lookup(symbol).field(name)
-    return (value & f.mask) >> f.lsb
-
-
 def kernel_piece(writes: list[tuple[str, int]], k0: int, k1: int, atom: int
                   ) -> list[tuple[str, int]]:
     """A convolution's register ``writes`` for its kernels ``[k0, k1)`` alone: the kernel
@@ -87,8 +82,8 @@ def kernel_piece(writes: list[tuple[str, int]], k0: int, k1: int, atom: int
     operands are per kernel (a per-element cube is not moved)."""
     regs = dict(writes)
     kernels = k1 - k0
-    bpk = _field(regs["NVDLA_CDMA.D_WEIGHT_SIZE_0_0"], "NVDLA_CDMA.D_WEIGHT_SIZE_0",
-                 "BYTE_PER_KERNEL") + 1
+    bpk = field_get(regs["NVDLA_CDMA.D_WEIGHT_SIZE_0_0"], "NVDLA_CDMA.D_WEIGHT_SIZE_0",
+                    "BYTE_PER_KERNEL") + 1
     sizes = {"NVDLA_CDMA.D_WEIGHT_SIZE_1_0": "WEIGHT_KERNEL",
              "NVDLA_CSC.D_WEIGHT_SIZE_EXT_1_0": "WEIGHT_KERNEL",
              "NVDLA_CSC.D_DATAOUT_SIZE_1_0": "DATAOUT_CHANNEL",
@@ -110,8 +105,8 @@ def kernel_piece(writes: list[tuple[str, int]], k0: int, k1: int, atom: int
             dma = "BRDMA" if "_BS_" in symbol else "NRDMA"
             cfg_symbol = f"NVDLA_SDP_RDMA.D_{dma}_CFG_0"
             cfg = regs.get(cfg_symbol, 0)
-            use = _field(cfg, cfg_symbol, f"{dma}_DATA_USE")
-            wide = _field(cfg, cfg_symbol, f"{dma}_DATA_SIZE")
+            use = field_get(cfg, cfg_symbol, f"{dma}_DATA_USE")
+            wide = field_get(cfg, cfg_symbol, f"{dma}_DATA_SIZE")
             value += k0 * (1 + wide) * (2 if use == 2 else 1)    # USE 2: ALU and MUL
         out.append((symbol, value))
     return out
