@@ -150,8 +150,8 @@ class ConverterLayout(data.StructLayout):
                           "truncate": 6})
 
 
-#: the largest right shift the converter needs: a product of an 18-bit difference and a
-#: 16-bit scale has 34 bits, so any shift from here up rounds it to 0
+#: the largest right shift the converter needs: a 17-bit difference times a 16-bit scale
+#: is below 2**31 in magnitude, so any shift from here up rounds it to 0
 CONVERTER_MAX_SHIFT = 35
 
 
@@ -162,7 +162,8 @@ class FeatureConverter(wiring.Component):
     With ``enable`` every int8 lane becomes ``sat8(round((x - offset) * scale >>
     truncate))`` (:func:`accel.cmod.cdma.read_feature`; the 17-bit saturation the cmod
     applies first changes nothing before the 8-bit one), rounded half away from zero;
-    without it the word passes unchanged.
+    without it the lanes run the identity program (offset 0, scale 1, no shift), so the
+    word passes unchanged.
 
     Attributes
     ----------
@@ -188,26 +189,26 @@ class FeatureConverter(wiring.Component):
         m = Module()
         cfg, bits = self.cfg, 34 + 2                      # product, plus the rounding term
         valid = [self.valid] + [Signal(name=f"valid_{i}") for i in range(1, self.LATENCY + 1)]
-        raw = [self.word] + [Signal(8 * self.lanes, name=f"raw_{i}")
-                             for i in range(1, self.LATENCY + 1)]
         for i in range(self.LATENCY):
-            m.d.sync += [valid[i + 1].eq(valid[i]), raw[i + 1].eq(raw[i])]
+            m.d.sync += valid[i + 1].eq(valid[i])
         # the operation's registers (latched far away) as registers here, the offset and
-        # the shift a copy per lane beside its subtracter and shifters
+        # the shift a copy per lane beside its subtracter and shifters; off, the identity
         shift, hm1, zero_shift = Signal(6), Signal(signed(bits)), Signal()
         shifts = kept_copies("cvt_shift", self.lanes, 6)
         offsets = kept_copies("cvt_offset", self.lanes, signed(16))
-        enable = kept("cvt_enable")
-        m.d.sync += [shift.eq(Mux(cfg.truncate > CONVERTER_MAX_SHIFT, CONVERTER_MAX_SHIFT,
-                                  cfg.truncate)),
+        scale = kept("cvt_scale", signed(16))
+        m.d.sync += [shift.eq(Mux(~cfg.enable, 0,
+                                  Mux(cfg.truncate > CONVERTER_MAX_SHIFT, CONVERTER_MAX_SHIFT,
+                                      cfg.truncate))),
                      hm1.eq(half_minus_one(shift, bits)), zero_shift.eq(shift == 0),
-                     *set_all(shifts, shift), *set_all(offsets, cfg.offset),
-                     enable.eq(cfg.enable)]
+                     *set_all(shifts, shift),
+                     *set_all(offsets, Mux(cfg.enable, cfg.offset, 0)),
+                     scale.eq(Mux(cfg.enable, cfg.scale, 1))]
         out, ecp5 = [], use_ecp5_dsp(self.ecp5_dsp, platform)
         for lane in range(self.lanes):
             x = self.word[8 * lane:8 * lane + 8].as_signed()
             product = Signal(signed(34), name=f"product_{lane}")          # cycle 2
-            registered_multiply(m, f"cvt_{lane}", x - offsets[lane], cfg.scale, product, ecp5)
+            registered_multiply(m, f"cvt_{lane}", x - offsets[lane], scale, product, ecp5)
             rounded = Signal(signed(bits), name=f"rounded_{lane}")        # cycle 3
             m.d.sync += rounded.eq(product + hm1 + round_carry(product < 0, zero_shift))
             low = Signal(signed(bits), name=f"shifted_low_{lane}")       # cycle 4
@@ -218,7 +219,7 @@ class FeatureConverter(wiring.Component):
             m.d.sync += value.eq(saturate(high, 8))
             out.append(value)
         m.d.comb += [self.out_valid.eq(valid[-1]),
-                     self.out.eq(Mux(enable, Cat(*out), raw[-1])),
+                     self.out.eq(Cat(*out)),
                      self.busy.eq(Cat(*valid[1:]).any())]
         return m
 
