@@ -32,7 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("accel.jit",),
     ("accel", "accel.config", "accel.layout_compiled", "accel.ir", "accel.errors"),
     ("accel.arith", "accel.layout", "accel.cbuf", "accel.regs", "accel.loadable",
-     "accel.golden"),
+     "accel.golden", "accel.pixel_formats"),
     ("accel.cmod", "accel.rtl", "accel.runtime"),
     ("accel.trace",),
     ("accel.backends",),

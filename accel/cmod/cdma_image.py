@@ -4,7 +4,7 @@ With ``D_DATAIN_FORMAT.DATAIN_FORMAT = PIXEL`` the CDMA reads a pitch-linear
 image instead of a feature cube and writes to the CBUF one line per image row:
 ``PAD_LEFT`` pad pixels, the ``W`` converted pixels, ``PAD_RIGHT`` pad pixels,
 each pixel ``C`` consecutive int8 elements (C = 1, 3 or 4 by format).  The
-formats' memory layouts are in :mod:`accel.cmod.cdma_pixel`.  Facts from the
+formats' memory layouts are in :mod:`accel.pixel_formats`.  Facts from the
 NVDLA cmod (``NV_NVDLA_cdma.cpp`` image request/response sequencers,
 ``hls/cdma_libs/cdma_cvt.cpp``) and RTL (``NV_NVDLA_CDMA_cvt.v`` assertions):
 
@@ -41,11 +41,11 @@ from __future__ import annotations
 import numpy as np
 
 from accel.arith import saturate, shift_round, sign_extend
-from accel.cmod.cdma_pixel import FP16, INT8, PIXEL_FORMATS, PRECISION_NAMES, PixelFormat, unpack
 from accel.cmod.csb import GroupView
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.config import HwConfig
+from accel.pixel_formats import FP16, INT8, PIXEL_FORMATS, PRECISION_NAMES, PixelFormat, unpack
 
 UNIT = "CDMA"
 

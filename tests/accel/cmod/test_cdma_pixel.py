@@ -1,7 +1,7 @@
 """CDMA image input in 10/12/16-bit, packed 10-bit and fp16 pixel formats.
 
 Expected channel values come from the format *name* and storage rules
-written here (independent of :mod:`accel.cmod.cdma_pixel`'s table):
+written here (independent of :mod:`accel.pixel_formats`'s table):
 
 * components are listed most significant first on a little-endian pixel
   word; planes are separated by ``___`` (Y in plane 0, the chroma pair in
@@ -85,7 +85,7 @@ def _image(name, rng, w, h, x_off, line, uv_line, uv_skip=0):
 
 
 def test_every_rdl_format_has_a_layout_and_the_new_ones_are_listed():
-    from accel.cmod.cdma_pixel import PIXEL_FORMATS
+    from accel.pixel_formats import PIXEL_FORMATS
     assert {code: f.name for code, f in PIXEL_FORMATS.items()} == {c: n for n, c in
                                                                    RDL_CODES.items()}
     assert len(NEW_INT_FORMATS) == 20 and "T_R16_I" in NEW_INT_FORMATS
