@@ -72,7 +72,7 @@ class FeatureCommands(wiring.Component):
                              surf_addr.eq(surf_addr + cfg.surf_stride),
                              line_addr.eq(surf_addr + cfg.surf_stride)]
         with m.If(self.launch):
-            m.d.sync += [y.eq(0), j.eq(0), more.eq(cfg.c != 0),
+            m.d.sync += [y.eq(0), j.eq(0), more.eq((cfg.c != 0) & ~cfg.image.enable),
                          last_surface.eq(bus >= cfg.c), until.eq(surfaces_left(cfg, bus)),
                          last_line.eq(cfg.h == 1), h_m2.eq(cfg.h - 2),
                          surf_addr.eq(cfg.feature_addr), line_addr.eq(cfg.feature_addr)]
@@ -141,13 +141,20 @@ class WeightCommands(wiring.Component):
         return m
 
 
+#: lanes of a converter offset each: a pixel's bytes (image input takes each channel's
+#: mean in its byte's lanes; features take ``CVT_OFFSET`` in all)
+OFFSET_LANES = 4
+
+
 class ConverterLayout(data.StructLayout):
     """CDMA's input converter registers: ``D_CVT_CFG`` (``CVT_EN``, ``CVT_TRUNCATE``),
-    ``D_CVT_OFFSET`` and ``D_CVT_SCALE``."""
+    ``D_CVT_SCALE``, and the offset of lane ``i`` in ``offset[i % OFFSET_LANES]``
+    (``D_CVT_OFFSET``, or an image channel's ``D_MEAN_*``); ``unsigned``: the bytes are
+    read unsigned (image input without ``PIXEL_SIGN_OVERRIDE``)."""
 
     def __init__(self) -> None:
-        super().__init__({"enable": 1, "offset": signed(16), "scale": signed(16),
-                          "truncate": 6})
+        super().__init__({"enable": 1, "offset": data.ArrayLayout(signed(16), OFFSET_LANES),
+                          "scale": signed(16), "truncate": 6, "unsigned": 1})
 
 
 #: the largest right shift the converter needs: a 17-bit difference times a 16-bit scale
@@ -159,11 +166,12 @@ class FeatureConverter(wiring.Component):
     """CDMA's input converter on feature words, one word a cycle, :data:`LATENCY` cycles
     later (always; the pipeline never stalls).
 
-    With ``enable`` every int8 lane becomes ``sat8(round((x - offset) * scale >>
-    truncate))`` (:func:`accel.cmod.cdma.read_feature`; the 17-bit saturation the cmod
-    applies first changes nothing before the 8-bit one), rounded half away from zero;
-    without it the lanes run the identity program (offset 0, scale 1, no shift), so the
-    word passes unchanged.
+    With ``enable`` every lane's byte ``x`` (int8, or 0..255 with ``unsigned``) becomes
+    ``sat8(round((x - offset) * scale >> truncate))`` (:func:`accel.cmod.cdma.read_feature`,
+    :func:`accel.cmod.cdma_image.convert`; the 17-bit saturation the cmod applies first
+    changes nothing before the 8-bit one), rounded half away from zero; without it the
+    lanes run the identity program (offset 0, scale 1, no shift), so the word passes
+    unchanged.
 
     Attributes
     ----------
@@ -196,17 +204,21 @@ class FeatureConverter(wiring.Component):
         shift, hm1, zero_shift = Signal(6), Signal(signed(bits)), Signal()
         shifts = kept_copies("cvt_shift", self.lanes, 6)
         offsets = kept_copies("cvt_offset", self.lanes, signed(16))
+        unsigned = kept_copies("cvt_unsigned", self.lanes)
         scale = kept("cvt_scale", signed(16))
         m.d.sync += [shift.eq(Mux(~cfg.enable, 0,
                                   Mux(cfg.truncate > CONVERTER_MAX_SHIFT, CONVERTER_MAX_SHIFT,
                                       cfg.truncate))),
                      hm1.eq(half_minus_one(shift, bits)), zero_shift.eq(shift == 0),
                      *set_all(shifts, shift),
-                     *set_all(offsets, Mux(cfg.enable, cfg.offset, 0)),
+                     *set_all(unsigned, cfg.enable & cfg.unsigned),
                      scale.eq(Mux(cfg.enable, cfg.scale, 1))]
+        m.d.sync += [offset.eq(Mux(cfg.enable, cfg.offset[lane % OFFSET_LANES], 0))
+                     for lane, offset in enumerate(offsets)]
         out, ecp5 = [], use_ecp5_dsp(self.ecp5_dsp, platform)
         for lane in range(self.lanes):
-            x = self.word[8 * lane:8 * lane + 8].as_signed()
+            byte = self.word[8 * lane:8 * lane + 8]
+            x = Cat(byte, byte[7] & ~unsigned[lane]).as_signed()
             product = Signal(signed(34), name=f"product_{lane}")          # cycle 2
             registered_multiply(m, f"cvt_{lane}", x - offsets[lane], scale, product, ecp5)
             rounded = Signal(signed(bits), name=f"rounded_{lane}")        # cycle 3
