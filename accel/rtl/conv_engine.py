@@ -38,13 +38,14 @@ reads beside the fetch's); without it the engine takes per-kernel operands only.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, signed
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.regs import UNITS
 from accel.rtl.axi import axi4_signature, connect_channels
+from accel.rtl.cdma_image import format_order, image_shape_ok, mean_selects
 from accel.rtl.cdp import CDP_UNITS, Cdp, CdpConfigLayout
 from accel.rtl.cdp import config_from_registers as cdp_config
 from accel.rtl.conv_core import ConvCore
@@ -194,23 +195,33 @@ class ConvEngine(wiring.Component):
         csc, sdp = "NVDLA_CSC", "NVDLA_SDP"
         # the registers hold sizes minus one; the group counts from those directly (from the
         # sizes, two adders more before the latch)
-        c_m1 = field(csc, "D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT")
+        cdma = "NVDLA_CDMA"
+        # image input (:mod:`accel.rtl.cdma_image`): the fetch writes each output column's
+        # window of S pixels as S * C channels, and the convolution runs that cube with
+        # R x 1 kernels of the weights' channels at x stride 1, without left padding
+        image = Signal()
+        if image_shape_ok(hw):
+            m.d.comb += image.eq(field(cdma, "D_DATAIN_FORMAT", "DATAIN_FORMAT"))
+        c_m1 = Mux(image, field(csc, "D_WEIGHT_SIZE_EXT_1", "WEIGHT_CHANNEL_EXT"),
+                   field(csc, "D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT"))
         k_m1 = field(csc, "D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL")
         c, k = c_m1 + 1, k_m1 + 1
         ow = field(csc, "D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1
         oh = field(csc, "D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1
+        w = Mux(image, ow, field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_WIDTH_EXT") + 1)
+        kernel_w = Mux(image, 1, field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1)
+        stride_x = field(csc, "D_CONV_STRIDE_EXT", "CONV_X_STRIDE_EXT") + 1
         shift_c, shift_k = hw.atomic_c.bit_length() - 1, hw.atomic_k.bit_length() - 1
         latch = [
-            op.c.eq(c), op.k.eq(k),
-            op.w.eq(field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_WIDTH_EXT") + 1),
+            op.c.eq(c), op.k.eq(k), op.w.eq(w),
             op.h.eq(field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_HEIGHT_EXT") + 1),
-            op.s.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1),
+            op.s.eq(kernel_w),
             op.r.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_HEIGHT_EXT") + 1),
-            op.stride_x.eq(field(csc, "D_CONV_STRIDE_EXT", "CONV_X_STRIDE_EXT") + 1),
+            op.stride_x.eq(Mux(image, 1, stride_x)),
             op.stride_y.eq(field(csc, "D_CONV_STRIDE_EXT", "CONV_Y_STRIDE_EXT") + 1),
-            op.dilation_x.eq(field(csc, "D_DILATION_EXT", "X_DILATION_EXT") + 1),
+            op.dilation_x.eq(Mux(image, 1, field(csc, "D_DILATION_EXT", "X_DILATION_EXT") + 1)),
             op.dilation_y.eq(field(csc, "D_DILATION_EXT", "Y_DILATION_EXT") + 1),
-            op.pad_left.eq(field(csc, "D_ZERO_PADDING", "PAD_LEFT")),
+            op.pad_left.eq(Mux(image, 0, field(csc, "D_ZERO_PADDING", "PAD_LEFT"))),
             op.pad_top.eq(field(csc, "D_ZERO_PADDING", "PAD_TOP")),
             op.pad_value.eq(field(csc, "D_ZERO_PADDING_VALUE", "PAD_VALUE")),
             op.out_w.eq(ow), op.out_h.eq(oh),
@@ -221,7 +232,7 @@ class ConvEngine(wiring.Component):
         ]
         # the DMAs' registers
         fc = fetch.cfg
-        cdma, rdma = "NVDLA_CDMA", "NVDLA_SDP_RDMA"
+        rdma = "NVDLA_SDP_RDMA"
         # a stage takes operands from memory when it and an ALU or multiplier with source MEM
         # are on (decided by SDP's registers, as the hardware does); then SDP_RDMA takes part
         needs = {}
@@ -236,17 +247,18 @@ class ConvEngine(wiring.Component):
             fc.surf_stride.eq(field(cdma, "D_SURF_STRIDE")),
             fc.c.eq(c), fc.k.eq(k),
             fc.h.eq(field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_HEIGHT_EXT") + 1),
-            fc.w.eq(field(csc, "D_DATAIN_SIZE_EXT_0", "DATAIN_WIDTH_EXT") + 1),
+            fc.w.eq(w),
             fc.r.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_HEIGHT_EXT") + 1),
-            fc.s.eq(field(csc, "D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1),
+            fc.s.eq(kernel_w),
             fc.channel_groups.eq((c_m1 >> shift_c) + 1),
             fc.kernel_groups.eq((k_m1 >> shift_k) + 1),
             fc.weight_addr.eq(field(cdma, "D_WEIGHT_ADDR_LOW")),
             fc.weight_bytes.eq(field(cdma, "D_WEIGHT_BYTES")),
             fc.cvt.enable.eq(field(cdma, "D_CVT_CFG", "CVT_EN")),
             fc.cvt.truncate.eq(field(cdma, "D_CVT_CFG", "CVT_TRUNCATE")),
-            fc.cvt.offset.eq(field(cdma, "D_CVT_OFFSET")[:16].as_signed()),
             fc.cvt.scale.eq(field(cdma, "D_CVT_SCALE")[:16].as_signed()),
+            fc.cvt.unsigned.eq(image & ~field(cdma, "D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")),
+            *image_fields(field, fc, image, stride_x, ow),
         ]
         # a stage's operands per element come through ElementOperands, per kernel through
         # the fetch
@@ -423,6 +435,31 @@ class ConvEngine(wiring.Component):
                              unit.lut_cfg_value.eq(field("NVDLA_CDP", "S_LUT_ACCESS_CFG")),
                              unit.lut_data.eq(csb.cdp_lut_data_write),
                              unit.lut_data_value.eq(field("NVDLA_CDP", "S_LUT_ACCESS_DATA"))]
+
+
+def image_fields(field, fc, image, stride_x, out_w) -> list:
+    """Assignments of the fetch's image registers (``fc.image``) and of the input
+    converter's lane offsets (``fc.cvt.offset``) from CDMA's registers: the lanes of a
+    pixel's byte ``b`` subtract the mean of the channel that byte holds when image input
+    has ``MEAN_FORMAT``, all lanes ``CVT_OFFSET`` otherwise."""
+    cdma, img = "NVDLA_CDMA", fc.image
+    code = field(cdma, "D_DATAIN_FORMAT", "PIXEL_FORMAT")
+    means = Array(field(cdma, f"D_MEAN_GLOBAL_{i // 2}", name)[:16].as_signed()
+                  for i, name in enumerate(("MEAN_RY", "MEAN_GU", "MEAN_BV", "MEAN_AX")))
+    by_mean = image & field(cdma, "D_MEAN_FORMAT", "MEAN_FORMAT")
+    offset = field(cdma, "D_CVT_OFFSET")[:16].as_signed()
+    return [
+        *(fc.cvt.offset[b].eq(Mux(by_mean, means[channel], offset))
+          for b, channel in enumerate(mean_selects(code))),
+        img.enable.eq(image),
+        img.width.eq(field(cdma, "D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1),
+        img.x_offset.eq(field(cdma, "D_PIXEL_OFFSET", "PIXEL_X_OFFSET")),
+        img.pad_left.eq(field(cdma, "D_ZERO_PADDING", "PAD_LEFT")),
+        img.pad_right.eq(field(cdma, "D_ZERO_PADDING", "PAD_RIGHT")),
+        img.pad_value.eq(field(cdma, "D_ZERO_PADDING_VALUE", "PAD_VALUE")[:8]),
+        img.stride_x.eq(stride_x), img.out_w.eq(out_w),
+        img.order.eq(format_order(code)),
+    ]
 
 
 def sdp_fields(field, post) -> list:

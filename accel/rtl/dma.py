@@ -41,7 +41,7 @@ output beat is one word.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -55,6 +55,7 @@ from accel.rtl.cdma import (
     WeightAligner,
     WeightCommands,
 )
+from accel.rtl.cdma_image import ImageCommands, ImageLayout, ImageWriter, image_shape_ok
 from accel.rtl.cmac import registered_multiply
 from accel.rtl.conv_layout import (
     ADDR_BITS,
@@ -82,6 +83,7 @@ class FetchConfigLayout(data.StructLayout):
             "channel_groups": size, "kernel_groups": size,
             "weight_addr": ADDR_BITS, "weight_bytes": ADDR_BITS,
             "x1": OperandFetchLayout(), "x2": OperandFetchLayout(), "cvt": ConverterLayout(),
+            "image": ImageLayout(),
         })
 
 
@@ -157,8 +159,6 @@ class ConvFetch(wiring.Component):
         starting = Signal()                      # a start, in the idle state
         # each block takes its first values on its own kept copy of the start, a cycle
         # after it
-        launches = kept_copies("launch", 5)
-        m.d.sync += set_all(launches, starting)
         m.submodules.feature_commands = fc = FeatureCommands(cfg, hw)
         m.submodules.weight_commands = wc = WeightCommands(cfg, hw)
         m.submodules.converter = cv = FeatureConverter(hw.atom_size)
@@ -166,7 +166,18 @@ class ConvFetch(wiring.Component):
         m.submodules.weights = wa = WeightAligner(cfg, hw, self.entries[1])
         m.submodules.operands = op = OperandFetch(hw, cfg.x1, cfg.x2, cfg.kernel_groups,
                                                   self.entries[2])
-        for block, launch in zip((fc, wc, fd, wa, op), launches, strict=True):
+        blocks = [fc, wc, fd, wa, op]
+        # image input (nv_small's shape): the rows' commands and the line buffer writing
+        # the windows, in place of the feature lines' (``image``: this operation's)
+        image = Signal()
+        if image_shape_ok(hw):
+            m.submodules.image_commands = ic = ImageCommands(cfg, hw)
+            m.submodules.image = iw = ImageWriter(cfg, hw, self.entries[0])
+            blocks += [ic, iw]
+            m.d.comb += image.eq(cfg.image.enable)
+        launches = kept_copies("launch", len(blocks))
+        m.d.sync += set_all(launches, starting)
+        for block, launch in zip(blocks, launches, strict=True):
             m.d.comb += block.launch.eq(launch)
 
         # what each command issued in the body reads, in order: its words and whether
@@ -176,13 +187,22 @@ class ConvFetch(wiring.Component):
         tag_beats, tag_weights = tags.r_data[:BEAT_BITS], tags.r_data[BEAT_BITS]
         issue = Signal()                         # a body command is taken now
         body_cmd = Signal()
-        m.d.comb += [body_cmd.eq(body & tags.w_rdy & (wc.ready | fc.more)),
+        # a line: the next feature line, or image row (whose command waits for a free
+        # buffer row); the weights go first for image input (its rows are in only once all
+        # are: nothing to interleave with)
+        lines, line_addr, line_beats = fc.more, fc.line_addr, cfg.w
+        if image_shape_ok(hw):
+            lines = Mux(image, ic.more & iw.room, fc.more)
+            line_addr = Mux(image, ic.addr, fc.line_addr)
+            line_beats = Mux(image, ic.beats, cfg.w)
+            m.d.comb += [ic.issue.eq(issue & ~wc.ready & image), iw.issued.eq(ic.issue)]
+        beats = Mux(wc.ready, wc.piece, line_beats)
+        m.d.comb += [body_cmd.eq(body & tags.w_rdy & (wc.ready | lines)),
                      issue.eq(body_cmd & cmd.ready),
-                     fc.issue.eq(issue & ~wc.ready), wc.issue.eq(issue),
+                     fc.issue.eq(issue & ~wc.ready & ~image), wc.issue.eq(issue),
                      wc.lines_left.eq(fc.more), wc.group_issued.eq(fc.group_issued)]
         m.d.comb += [tags.w_en.eq(issue),
-                     tags.w_data.eq(Cat(Mux(wc.ready, wc.piece, cfg.w).as_unsigned()
-                                        [:BEAT_BITS], wc.ready))]
+                     tags.w_data.eq(Cat(beats.as_unsigned()[:BEAT_BITS], wc.ready))]
         # the data, routed by the tag of the command they answer: the word at the bus is
         # the nth of its command (counted from 1, so that its last word is an equality
         # with the tag, no subtraction)
@@ -195,15 +215,24 @@ class ConvFetch(wiring.Component):
         m.d.comb += [cv.cfg.eq(cfg.cvt),
                      cv.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
                      cv.word.eq(beat.payload),
-                     fd.valid.eq(cv.out_valid), fd.word.eq(cv.out),
+                     fd.valid.eq(cv.out_valid & ~image), fd.word.eq(cv.out),
                      wa.body.eq(body),
                      wa.valid.eq(body & tags.r_rdy & tag_weights & beat.valid),
                      wa.word.eq(beat.payload),
                      op.beat_valid.eq(beat.valid), op.beat_word.eq(beat.payload),
                      op.cmd_ready.eq(cmd.ready)]
-        m.d.comb += [self.feature_write.eq(fd.write), self.weight_write.eq(wa.write),
-                     self.operand_write.eq(op.write),
-                     self.feature_level.eq(fd.level), self.weight_level.eq(wa.level)]
+        m.d.comb += [self.weight_write.eq(wa.write), self.operand_write.eq(op.write),
+                     self.weight_level.eq(wa.level)]
+        images_busy = Const(0)
+        if image_shape_ok(hw):
+            m.d.comb += [iw.valid.eq(cv.out_valid & image), iw.word.eq(cv.out),
+                         iw.surface.eq(fd.surface),
+                         self.feature_write.eq(Mux(image, iw.write.as_value(),
+                                                   fd.write.as_value())),
+                         self.feature_level.eq(Mux(image, iw.level, fd.level))]
+            images_busy = iw.busy
+        else:
+            m.d.comb += [self.feature_write.eq(fd.write), self.feature_level.eq(fd.level)]
 
         settle = self._products(m, starting, fd, wc)
         with m.FSM() as fsm:
@@ -227,15 +256,15 @@ class ConvFetch(wiring.Component):
                     m.next = "BODY"
             with m.State("BODY"):
                 with m.If(~fc.more & wc.finished & ~tags.r_rdy & wa.done & ~reader.busy
-                          & ~cv.busy):
+                          & ~cv.busy & ~images_busy):
                     m.d.sync += [done.eq(1), body.eq(0)]
                     m.next = "IDLE"
         m.d.comb += [starting.eq(fsm.ongoing("IDLE") & self.start),
                      op.go.eq(fsm.ongoing("LAUNCH") & (cfg.x1.fetch | cfg.x2.fetch))]
         m.d.comb += [
             cmd.valid.eq(op.cmd_valid | body_cmd),
-            cmd.payload.addr.eq(Mux(body, Mux(wc.ready, wc.addr, fc.line_addr), op.cmd_addr)),
-            cmd.payload.beats.eq(Mux(body, Mux(wc.ready, wc.piece, cfg.w), op.cmd_beats)),
+            cmd.payload.addr.eq(Mux(body, Mux(wc.ready, wc.addr, line_addr), op.cmd_addr)),
+            cmd.payload.beats.eq(Mux(body, beats, op.cmd_beats)),
             beat.ready.eq(op.receiving
                           | (body & tags.r_rdy & (~tag_weights | wa.done | wa.room))),
             self.ready.eq(ready),

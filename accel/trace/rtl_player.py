@@ -41,6 +41,7 @@ from typing import Any
 
 from accel.config import HwConfig
 from accel.regs import field_get, lookup
+from accel.rtl.cdma_image import image_format_refusal, image_line_refusal
 from accel.rtl.cdp import CDP_UNITS
 from accel.rtl.conv_engine import memory_refusal
 from accel.rtl.csb_regs import CONV_UNITS
@@ -97,8 +98,7 @@ FIXED_FIELDS = {
                        ("PROC_PRECISION", "int16 or fp16 arithmetic"))},
     **{(f"NVDLA_{unit}.D_BATCH_NUMBER", "BATCHES"): (0, "batches of several cubes")
        for unit in ("CDMA", "CSC", "CACC")},
-    ("NVDLA_CDMA.D_DATAIN_FORMAT", "DATAIN_FORMAT"): (0, "image (pixel) input"),
-    ("NVDLA_CSC.D_DATAIN_FORMAT", "DATAIN_FORMAT"): (0, "image (pixel) input"),
+    ("NVDLA_CSC.D_POST_Y_EXTENSION", "Y_EXTENSION"): (0, "image post-Y-extension"),
     ("NVDLA_CDMA.D_WEIGHT_FORMAT", "WEIGHT_FORMAT"): (0, "compressed weights"),
     ("NVDLA_CSC.D_WEIGHT_FORMAT", "WEIGHT_FORMAT"): (0, "compressed weights"),
     ("NVDLA_SDP.D_FEATURE_MODE_CFG", "OUTPUT_DST"): (0, "SDP output to PDP"),
@@ -132,6 +132,13 @@ def unsupported(symbol: str, value: int, hw: HwConfig) -> str | None:
             return (f"{reg.symbol}={value:#x}: {field.name}="
                     f"{field_get(value, reg, field.name)} asks for {fixed[1]}, which the "
                     f"engine does not implement ({field.name}={fixed[0]} only)")
+    if (reg.unit, name) == ("NVDLA_CDMA", "D_DATAIN_FORMAT") and \
+            field_get(value, reg, "DATAIN_FORMAT"):
+        why = image_format_refusal(hw, field_get(value, reg, "PIXEL_FORMAT"))
+        if not why and field_get(value, reg, "PIXEL_MAPPING"):
+            why = "PIXEL_MAPPING=1: the engine reads pitch-linear images only"
+        if why:
+            return f"{reg.symbol}={value:#x}: {why}"
     if reg.unit == "NVDLA_SDP_RDMA" and name == "D_ERDMA_CFG" and \
             not field_get(value, reg, "ERDMA_DISABLE"):
         return f"{reg.symbol}={value:#x}: the engine has no element-wise (EW) stage"
@@ -159,12 +166,16 @@ def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
                        f"engine does not hold the CDP's table reads or counters)")
             if not why and cmd.name == "reg_write":
                 reg = lookup(cmd.args[0])
-                if reg.unit in ("NVDLA_CSC", "NVDLA_SDP_RDMA", "NVDLA_SDP"):
+                if reg.unit in ("NVDLA_CDMA", "NVDLA_CSC", "NVDLA_SDP_RDMA", "NVDLA_SDP"):
                     written[reg.symbol] = value
                 if (reg.unit, reg.name) == ("NVDLA_CSC", "D_OP_ENABLE") and value & 1:
-                    csc = {lookup(s).name: v for s, v in written.items()
-                           if lookup(s).unit == "NVDLA_CSC"}
-                    why = too_large(csc, hw) or per_element(written, hw)
+                    csc, cdma = ({lookup(s).name: v for s, v in written.items()
+                                  if lookup(s).unit == unit}
+                                 for unit in ("NVDLA_CSC", "NVDLA_CDMA"))
+                    why = too_large(csc, hw) or image_line_refusal(
+                        lambda r, f, regs=cdma: field_get(regs.get(r, 0),
+                                                          lookup(f"NVDLA_CDMA.{r}"), f)) \
+                        or per_element(written, hw)
                 if (reg.unit, reg.name) == ("NVDLA_SDP", "D_OP_ENABLE") and value & 1:
                     why = operand_addresses(written)
             if why:
@@ -219,6 +230,12 @@ def too_large(csc: dict[str, int], hw: HwConfig, entries: int = TRACE_ENTRIES) -
                                                                     "WEIGHT_KERNEL")
     h, w = (size("D_DATAIN_SIZE_EXT_0", f"DATAIN_{d}_EXT") for d in ("HEIGHT", "WIDTH"))
     r, s = (size("D_WEIGHT_SIZE_EXT_0", f"WEIGHT_{d}_EXT") for d in ("HEIGHT", "WIDTH"))
+    if field_get(csc.get("D_DATAIN_FORMAT", 0), lookup("NVDLA_CSC.D_DATAIN_FORMAT"),
+                 "DATAIN_FORMAT"):
+        # image input: the engine holds each output column's window of the rows, S * C
+        # channels (the weights' channels) by H by the output width (accel.rtl.cdma_image)
+        c, w, s = (size("D_WEIGHT_SIZE_EXT_1", "WEIGHT_CHANNEL_EXT"),
+                   size("D_DATAOUT_SIZE_0", "DATAOUT_WIDTH"), 1)
     return memory_refusal(hw, c, h, w, k, r, s, entries)
 
 

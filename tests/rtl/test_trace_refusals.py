@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from accel.config import get_preset
+from accel.rtl.cdma_image import image_line_refusal
 from accel.trace.rtl_player import (
     operand_addresses,
     per_element,
@@ -23,7 +24,10 @@ NV_SMALL = get_preset("nv_small")
     ("NVDLA_CDMA.D_MISC_CFG_0", 0x1, "Winograd"),                  # CONV_MODE
     ("NVDLA_CSC.D_MISC_CFG_0", 0x100, "int16 or fp16 input"),       # IN_PRECISION
     ("NVDLA_CACC.D_MISC_CFG_0", 0x2000, "int16 or fp16 arithmetic"),  # PROC_PRECISION = 2
-    ("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0x1, "image (pixel) input"),
+    ("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0x1, "PIXEL_FORMAT=0 (T_R8)"),        # one 8-bit channel
+    ("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0x1401, "T_A2B10G10R10"),             # packed 10-bit
+    ("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0x10c01, "pitch-linear"),              # PIXEL_MAPPING
+    ("NVDLA_CSC.D_POST_Y_EXTENSION_0", 0x1, "post-Y-extension"),
     ("NVDLA_CDMA.D_WEIGHT_FORMAT_0", 0x1, "compressed weights"),
     ("NVDLA_CSC.D_BATCH_NUMBER_0", 0x3, "batches"),
     ("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 0x3, "SDP output to PDP"),     # flying, to PDP
@@ -47,6 +51,7 @@ def test_a_field_the_engine_lacks_is_named(symbol: str, value: int, words: str) 
     ("NVDLA_CDMA.D_MISC_CFG_0", 0x11000000),        # skip the data and weight releases
     ("NVDLA_CSC.D_MISC_CFG_0", 0x00110000),         # reuse data and weights
     ("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0x101300),     # pixel fields ignored for feature input
+    ("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0x101b01),     # image, T_V8U8Y8A8, signed
     ("NVDLA_CDMA.D_CVT_CFG_0", 0xb0),               # a truncate without CVT_EN
     ("NVDLA_SDP.D_FEATURE_MODE_CFG_0", 0x9),        # flying, NaN to zero
     ("NVDLA_SDP.D_DP_EW_CFG_0", 0x2b),              # bypassed
@@ -67,8 +72,10 @@ def test_nvidias_image_traces_are_refused_and_the_dc_traces_are_not() -> None:
     root = shared_path("nvdla", "traces", "nv_small")
     for trace in sorted(root.iterdir()):
         if trace.name.startswith("img_"):
+            # 29 pixels x 4 channels (15 atoms) by 96 rows by 12 output columns: the
+            # windows take 17280 entries, the engine holds 16384 (accel.rtl.cdma_image)
             why = _refusal(trace)
-            assert why is not None and "DATAIN_FORMAT=1" in why and "image" in why, trace
+            assert why is not None and "needs 17280 feature memory entries" in why, trace
         elif trace.name == "dc_32x26x76_6x3x76x270_int8_0":
             # 34 kernel groups x 10 channel groups x 18 taps x 8 kernels of weights
             why = _refusal(trace)
@@ -79,6 +86,33 @@ def test_nvidias_image_traces_are_refused_and_the_dc_traces_are_not() -> None:
         elif trace.name.startswith("sdp_"):     # all but those of nv_small's missing Y stage
             why = _refusal(trace)
             assert (why is None) == ("_ew_" not in trace.name), (trace, why)
+
+
+def test_image_input_is_refused_outside_nv_smalls_shape_and_past_the_line_buffer() -> None:
+    why = unsupported("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0xc01, get_preset("nv_large"))
+    assert why is not None and "nv_small's shape only" in why and "nv_large" in why
+    fields = {("D_DATAIN_FORMAT", "DATAIN_FORMAT"): 1, ("D_ZERO_PADDING", "PAD_LEFT"): 31,
+              ("D_ZERO_PADDING", "PAD_RIGHT"): 63, ("D_DATAIN_SIZE_0", "DATAIN_WIDTH"): 929}
+    # 31 + 930 + 63 = 1024 padded pixels, and the pixel after them: one more than it holds
+    why = image_line_refusal(lambda r, f: fields.get((r, f), 0))
+    assert why is not None and "31+930+63" in why and "1023 pixels" in why
+    fields[("D_DATAIN_SIZE_0", "DATAIN_WIDTH")] = 928
+    assert image_line_refusal(lambda r, f: fields.get((r, f), 0)) is None
+    fields[("D_DATAIN_FORMAT", "DATAIN_FORMAT")] = 0                  # feature input
+    fields[("D_DATAIN_SIZE_0", "DATAIN_WIDTH")] = 8191
+    assert image_line_refusal(lambda r, f: fields.get((r, f), 0)) is None
+
+
+def test_an_image_operation_counts_its_windows_against_the_memory() -> None:
+    # a 51-pixel image, 96 rows, windows of 29 pixels (116 channels) at x stride 2: 12
+    # output columns x 96 rows x 15 atoms = 17280 entries (NVIDIA's img_* traces)
+    regs = {"D_DATAIN_FORMAT": 1, "D_DATAIN_SIZE_EXT_0": (95 << 16) | 50,
+            "D_DATAIN_SIZE_EXT_1": 3, "D_WEIGHT_SIZE_EXT_0": 9 << 16,
+            "D_WEIGHT_SIZE_EXT_1": (31 << 16) | 115, "D_DATAOUT_SIZE_0": (43 << 16) | 11}
+    why = too_large(regs, NV_SMALL)
+    assert why is not None and "needs 17280 feature memory entries" in why
+    regs["D_DATAIN_SIZE_EXT_0"] = (87 << 16) | 50                    # 88 rows: 15840
+    assert too_large(regs, NV_SMALL) is None
 
 
 def test_operands_above_4_gib_are_refused_where_a_stage_reads_them() -> None:
