@@ -35,7 +35,7 @@ only).
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -94,28 +94,41 @@ class ImageLayout(data.StructLayout):
 
     def __init__(self) -> None:
         super().__init__({
-            "enable": 1, "width": SIZE_BITS, "x_offset": 5, "pad_left": 5, "pad_right": 6,
-            "pad_value": signed(8), "stride_x": 4, "out_w": SIZE_BITS,
-            # the byte of the pixel word that holds channel i
-            "order": data.ArrayLayout(2, PIXEL_BYTES),
+            "enable": 1, "format": 6, "width": SIZE_BITS, "x_offset": 5, "pad_left": 5,
+            "pad_right": 6, "pad_value": signed(8), "stride_x": 4, "out_w": SIZE_BITS,
+            # D_MEAN_FORMAT, and the means of R, G, B, A (Y, U, V, A)
+            "mean_format": 1, "means": data.ArrayLayout(signed(16), PIXEL_BYTES),
         })
 
 
-def format_order(code) -> Cat:
-    """The channels' byte selects (``ImageLayout.order``) of ``PIXEL_FORMAT`` ``code``, for
-    the formats of :data:`IMAGE_FORMATS` (others: bytes in order; refused before a run)."""
-    table = [Cat(*(Const(b, 2) for b in IMAGE_FORMATS.get(c, (0, 1, 2, 3))))
-             for c in range(64)]
-    return Array(table)[code]
+def format_order(code) -> Value:
+    """The byte of the pixel word that holds each channel (R, G, B, A), two bits each, in
+    ``PIXEL_FORMAT`` ``code``, for the formats of :data:`IMAGE_FORMATS` (others: the bytes
+    in order; refused before a run)."""
+    return Array(Cat(*(Const(b, 2) for b in IMAGE_FORMATS.get(c, (0, 1, 2, 3))))
+                 for c in range(64))[code]
 
 
-def mean_selects(code) -> list:
-    """For each byte of the pixel word, the channel it holds, in format ``code`` (the
-    converter subtracts that channel's mean in that byte's lane)."""
+def lane_offsets(m: Module, cfg, name: str = "lane_offsets") -> list[Signal]:
+    """The input converter's offset for each byte of a pixel word, as registers: with
+    image input and ``MEAN_FORMAT`` the mean of the channel the byte holds in
+    ``cfg.image.format``, else ``cfg.cvt.offset`` (``cfg``: the fetch's registers, which
+    hold through the operation: a register stage after them, so the format's decode is
+    not on the path of the registers' latch)."""
+    img = cfg.image
+    by_mean = Signal(name=f"{name}_by_mean")
+    m.d.sync += by_mean.eq(img.enable & img.mean_format)
     inverse = {c: [order.index(b) for b in range(PIXEL_BYTES)]
                for c, order in IMAGE_FORMATS.items()}
-    return [Array([Const(inverse.get(c, (0, 1, 2, 3))[b], 2) for c in range(64)])[code]
-            for b in range(PIXEL_BYTES)]
+    out = []
+    for b in range(PIXEL_BYTES):
+        channel = Signal(2, name=f"{name}_channel_{b}")
+        m.d.sync += channel.eq(Array(Const(inverse.get(c, range(PIXEL_BYTES))[b], 2)
+                                     for c in range(64))[img.format])
+        offset = Signal(signed(16), name=f"{name}_{b}")
+        m.d.sync += offset.eq(Mux(by_mean, Array(img.means)[channel], cfg.cvt.offset[b]))
+        out.append(offset)
+    return out
 
 
 class ImageCommands(wiring.Component):
@@ -187,12 +200,14 @@ class ImageWriter(wiring.Component):
 
         # ---- rows in: bytes into channel order, then into the banks ------------------
         ordered = [Signal(pixel, name=f"ordered_{i}") for i in range(WORD_PIXELS)]
+        order = Signal(2 * PIXEL_BYTES)     # the format's decode (cfg holds: a register)
+        m.d.sync += order.eq(format_order(img.format))
         taken = Signal()
         for i, px in enumerate(ordered):
             lanes = [self.word[8 * (PIXEL_BYTES * i + b):8 * (PIXEL_BYTES * i + b + 1)]
                      for b in range(PIXEL_BYTES)]
             for ch in range(PIXEL_BYTES):
-                pick = img.order[ch]
+                pick = order[2 * ch:2 * ch + 2]
                 m.d.sync += px[ch].eq(Mux(pick[1], Mux(pick[0], lanes[3], lanes[2]),
                                           Mux(pick[0], lanes[1], lanes[0])))
         m.d.sync += taken.eq(self.valid)

@@ -38,14 +38,14 @@ reads beside the fetch's); without it the engine takes per-kernel operands only.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.regs import UNITS
 from accel.rtl.axi import axi4_signature, connect_channels
-from accel.rtl.cdma_image import format_order, image_shape_ok, mean_selects
+from accel.rtl.cdma_image import image_shape_ok
 from accel.rtl.cdp import CDP_UNITS, Cdp, CdpConfigLayout
 from accel.rtl.cdp import config_from_registers as cdp_config
 from accel.rtl.conv_core import ConvCore
@@ -199,9 +199,13 @@ class ConvEngine(wiring.Component):
         # image input (:mod:`accel.rtl.cdma_image`): the fetch writes each output column's
         # window of S pixels as S * C channels, and the convolution runs that cube with
         # R x 1 kernels of the weights' channels at x stride 1, without left padding
-        image = Signal()
+        # (a register a cycle behind the consumer group's field: the latch is at least two
+        # cycles after the group's last write or its pointer's flip; a copy for the core's
+        # geometry and one for the fetch's)
+        image, image_fetch = kept("image_op"), kept("image_fetch")
         if image_shape_ok(hw):
-            m.d.comb += image.eq(field(cdma, "D_DATAIN_FORMAT", "DATAIN_FORMAT"))
+            m.d.sync += [flag.eq(field(cdma, "D_DATAIN_FORMAT", "DATAIN_FORMAT"))
+                         for flag in (image, image_fetch)]
         c_m1 = Mux(image, field(csc, "D_WEIGHT_SIZE_EXT_1", "WEIGHT_CHANNEL_EXT"),
                    field(csc, "D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT"))
         k_m1 = field(csc, "D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL")
@@ -257,8 +261,9 @@ class ConvEngine(wiring.Component):
             fc.cvt.enable.eq(field(cdma, "D_CVT_CFG", "CVT_EN")),
             fc.cvt.truncate.eq(field(cdma, "D_CVT_CFG", "CVT_TRUNCATE")),
             fc.cvt.scale.eq(field(cdma, "D_CVT_SCALE")[:16].as_signed()),
-            fc.cvt.unsigned.eq(image & ~field(cdma, "D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")),
-            *image_fields(field, fc, image, stride_x, ow),
+            fc.cvt.unsigned.eq(image_fetch
+                               & ~field(cdma, "D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")),
+            *image_fields(field, fc, image_fetch, stride_x, ow),
         ]
         # a stage's operands per element come through ElementOperands, per kernel through
         # the fetch
@@ -439,26 +444,24 @@ class ConvEngine(wiring.Component):
 
 def image_fields(field, fc, image, stride_x, out_w) -> list:
     """Assignments of the fetch's image registers (``fc.image``) and of the input
-    converter's lane offsets (``fc.cvt.offset``) from CDMA's registers: the lanes of a
-    pixel's byte ``b`` subtract the mean of the channel that byte holds when image input
-    has ``MEAN_FORMAT``, all lanes ``CVT_OFFSET`` otherwise."""
+    converter's offset (``fc.cvt.offset``, ``CVT_OFFSET`` in every lane: the fetch puts
+    the channels' means in their bytes' lanes, :class:`~accel.rtl.dma.ConvFetch`) from
+    CDMA's registers, as they are (decoded after the latch)."""
     cdma, img = "NVDLA_CDMA", fc.image
-    code = field(cdma, "D_DATAIN_FORMAT", "PIXEL_FORMAT")
-    means = Array(field(cdma, f"D_MEAN_GLOBAL_{i // 2}", name)[:16].as_signed()
-                  for i, name in enumerate(("MEAN_RY", "MEAN_GU", "MEAN_BV", "MEAN_AX")))
-    by_mean = image & field(cdma, "D_MEAN_FORMAT", "MEAN_FORMAT")
     offset = field(cdma, "D_CVT_OFFSET")[:16].as_signed()
     return [
-        *(fc.cvt.offset[b].eq(Mux(by_mean, means[channel], offset))
-          for b, channel in enumerate(mean_selects(code))),
+        *(lane.eq(offset) for lane in fc.cvt.offset),
         img.enable.eq(image),
+        img.format.eq(field(cdma, "D_DATAIN_FORMAT", "PIXEL_FORMAT")),
+        img.mean_format.eq(field(cdma, "D_MEAN_FORMAT", "MEAN_FORMAT")),
+        *(img.means[i].eq(field(cdma, f"D_MEAN_GLOBAL_{i // 2}", name)[:16].as_signed())
+          for i, name in enumerate(("MEAN_RY", "MEAN_GU", "MEAN_BV", "MEAN_AX"))),
         img.width.eq(field(cdma, "D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1),
         img.x_offset.eq(field(cdma, "D_PIXEL_OFFSET", "PIXEL_X_OFFSET")),
         img.pad_left.eq(field(cdma, "D_ZERO_PADDING", "PAD_LEFT")),
         img.pad_right.eq(field(cdma, "D_ZERO_PADDING", "PAD_RIGHT")),
         img.pad_value.eq(field(cdma, "D_ZERO_PADDING_VALUE", "PAD_VALUE")[:8]),
         img.stride_x.eq(stride_x), img.out_w.eq(out_w),
-        img.order.eq(format_order(code)),
     ]
 
 

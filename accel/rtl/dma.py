@@ -55,7 +55,13 @@ from accel.rtl.cdma import (
     WeightAligner,
     WeightCommands,
 )
-from accel.rtl.cdma_image import ImageCommands, ImageLayout, ImageWriter, image_shape_ok
+from accel.rtl.cdma_image import (
+    ImageCommands,
+    ImageLayout,
+    ImageWriter,
+    image_shape_ok,
+    lane_offsets,
+)
 from accel.rtl.cmac import registered_multiply
 from accel.rtl.conv_layout import (
     ADDR_BITS,
@@ -212,7 +218,16 @@ class ConvFetch(wiring.Component):
         with m.If(wc.launch):
             m.d.sync += nth.eq(1)
         m.d.comb += tags.r_en.eq(beat.valid & beat.ready & body & (nth == tag_beats))
-        m.d.comb += [cv.cfg.eq(cfg.cvt),
+        # the converter's registers; image input puts its channels' means in their bytes'
+        # lanes
+        cvt = cfg.cvt
+        if image_shape_ok(hw):
+            cvt = Signal(ConverterLayout())
+            m.d.comb += [cvt.enable.eq(cfg.cvt.enable), cvt.scale.eq(cfg.cvt.scale),
+                         cvt.truncate.eq(cfg.cvt.truncate), cvt.unsigned.eq(cfg.cvt.unsigned),
+                         *(lane.eq(o) for lane, o in zip(cvt.offset, lane_offsets(m, cfg),
+                                                         strict=True))]
+        m.d.comb += [cv.cfg.eq(cvt),
                      cv.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
                      cv.word.eq(beat.payload),
                      fd.valid.eq(cv.out_valid & ~image), fd.word.eq(cv.out),
