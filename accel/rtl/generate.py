@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amaranth.back import verilog
-from amaranth.hdl import Shape
+from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal, Shape, Signal
 from amaranth.lib import wiring
 
 from accel.config import HwConfig
@@ -48,6 +48,41 @@ def sim_others(cfg: HwConfig) -> tuple[str, ...]:
 #: bytes of the ``engine_ram`` top's RAM: every nv_small direct-convolution trace's memory
 RAM_ENGINE_BYTES = 1 << 20
 
+class RegisteredReset(wiring.Component):
+    """``inner`` with its reset a register behind the ``rst`` port, a cycle late: the same
+    ports, the same behaviour a cycle after reset.
+
+    A simulation top, for Verilator: Amaranth resets synchronously, so every register's
+    next value depends on ``rst``; with ``rst`` a top-level input, Verilator evaluates
+    all that logic again at every ``eval`` (its input region, about a third of the
+    engine's simulation time).  Behind a register, the reset is state like any other.
+    A testbench holds ``rst`` for two cycles and waits one more after releasing it.
+    """
+
+    def __init__(self, inner: wiring.Component) -> None:
+        self.inner = inner
+        super().__init__(inner.signature)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        rst = Signal(reset_less=True)
+        m.d.sync += rst.eq(ResetSignal("sync"))
+        m.domains.inner = ClockDomain("inner", local=True)
+        m.d.comb += [ClockSignal("inner").eq(ClockSignal("sync")),
+                     ResetSignal("inner").eq(rst)]
+        m.submodules.inner = DomainRenamer("inner")(self.inner)
+        for path, member, value in self.signature.flatten(self):
+            inner_value = self.inner
+            for part in path:
+                inner_value = inner_value[part] if isinstance(part, int) \
+                    else getattr(inner_value, part)
+            if member.flow == wiring.In:
+                m.d.comb += inner_value.eq(value)
+            else:
+                m.d.comb += value.eq(inner_value)
+        return m
+
+
 #: Top-level component name -> constructor from a config.
 TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cmac": Cmac,
@@ -57,12 +92,14 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "csb": lambda cfg: CsbRegisterFile(),
     "engine": ConvEngine,
     # memories large enough for NVIDIA's direct-convolution traces, PDP and SDP from memory
-    "engine_traces": lambda cfg: ConvEngine(cfg, feature_entries=TRACE_ENTRIES,
-                                            weight_entries=TRACE_ENTRIES, others=sim_others(cfg)),
+    "engine_traces": lambda cfg: RegisteredReset(ConvEngine(
+        cfg, feature_entries=TRACE_ENTRIES, weight_entries=TRACE_ENTRIES,
+        others=sim_others(cfg))),
     # the engine on the board's block RAM, loaded through a port of its own: traces whose
     # memory traffic never leaves the simulator (the fast way to simulate the engine)
-    "engine_ram": lambda cfg: RamEngine(cfg, ram_bytes=RAM_ENGINE_BYTES,
-                                        engine_entries=TRACE_ENTRIES, others=sim_others(cfg)),
+    "engine_ram": lambda cfg: RegisteredReset(RamEngine(
+        cfg, ram_bytes=RAM_ENGINE_BYTES, engine_entries=TRACE_ENTRIES,
+        others=sim_others(cfg))),
     # the CMAC as the ECP5 build has it, multiplying in MULT18X18D instances (simulated
     # with a model of the primitive: tests/rtl/mult18x18d_model.v)
     "cmac_ecp5": lambda cfg: Cmac(cfg, ecp5_dsp=True),

@@ -46,11 +46,10 @@ DEFAULT_TB_DIR = Path(__file__).resolve().parents[2] / "tests" / "rtl"
 #: Extra simulator build arguments.  Verilator stops on lint warnings (widths, unused
 #: signals) in Amaranth's generated Verilog unless they are made non-fatal.  cocotb's
 #: runner makes every signal writable from VPI (``--public-flat-rw``), and Verilator
-#: then evaluates nearly all the combinational logic at every clock edge, as if it
-#: depended on inputs; the testbenches touch only the top's ports, so only the top
-#: module is public (the engine simulates 4x faster).
-BUILD_ARGS = {"icarus": [],
-              "verilator": ["-Wno-fatal", "--no-public-flat-rw", "--public-depth", "1"]}
+#: then evaluates the logic reading any of them at every ``eval``, as if they were
+#: inputs; the testbenches touch only the top's ports, so only those are public
+#: (:func:`port_config`).
+BUILD_ARGS = {"icarus": [], "verilator": ["-Wno-fatal", "--no-public-flat-rw"]}
 
 #: cocotb 2 needs Verilator 5.036 or newer (Debian's 5.006 is too old)
 MIN_VERILATOR = (5, 36)
@@ -161,7 +160,10 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
         If the build fails (its log's last lines in the message).
     """
     options = [simulator, top, repr(waves), repr(TIMESCALE), *BUILD_ARGS[simulator]]
-    text = b"".join(path.read_bytes() for path in (verilog, *models))
+    sources = [verilog, *models]
+    if simulator == "verilator":      # (the runner takes the last source for the top's)
+        sources.insert(0, port_config(verilog, top))
+    text = b"".join(path.read_bytes() for path in sources)
     key = hashlib.sha256(text + "\0".join(options).encode()).hexdigest()
     out = CACHE_DIR / f"{top}-{simulator}-{key[:16]}"
     out.mkdir(parents=True, exist_ok=True)
@@ -176,7 +178,7 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
             runner._build_command = lambda: []
         log = out / f"{simulator}-build.log"
         try:       # the simulator's compile output goes to a file, not the caller's stdout
-            runner.build(sources=[verilog, *models], hdl_toplevel=top, build_dir=out, always=True,
+            runner.build(sources=sources, hdl_toplevel=top, build_dir=out, always=True,
                          timescale=TIMESCALE, waves=waves, build_args=BUILD_ARGS[simulator],
                          log_file=None if cached else log)
         except RuntimeError as exc:
@@ -192,6 +194,22 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
                     path.unlink()
         (out / "built").touch()
     return out
+
+
+def port_config(verilog: Path, top: str) -> Path:
+    """A Verilator configuration file beside ``verilog`` that makes the ports of ``top``
+    public over VPI, and nothing else: inputs writable, outputs readable (from
+    ``<top>.ports.json``, :func:`~accel.rtl.generate.generate_verilog`'s).  Everything
+    public is, to Verilator's scheduler, something the testbench may change at any time:
+    the logic reading it is evaluated again at every ``eval`` (its input region)."""
+    ports = json.loads(verilog.with_name(f"{top}.ports.json").read_text())
+    lines = ["`verilator_config"]
+    for port in ports:
+        access = "public_flat_rw" if port["direction"] == "input" else "public_flat_rd"
+        lines.append(f'{access} -module "{top}" -var "{port["name"]}"')
+    path = verilog.with_name(f"{top}.ports.vlt")
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 @functools.cache

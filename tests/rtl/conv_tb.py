@@ -264,7 +264,8 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
 
 async def reset(dut, *inputs: str, clock: bool = True) -> None:
     """Start the clock (``clock``: else it runs already) and reset the design with the
-    inputs named held at 0."""
+    inputs named held at 0 (a cycle more after ``rst`` falls: the simulation tops'
+    reset is a register behind it, :class:`accel.rtl.generate.RegisteredReset`)."""
     if clock:
         cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
@@ -273,6 +274,7 @@ async def reset(dut, *inputs: str, clock: bool = True) -> None:
     for _ in range(2):
         await RisingEdge(dut.clk)
     dut.rst.value = 0
+    await RisingEdge(dut.clk)
 
 
 def reference(conv: dict) -> np.ndarray:
