@@ -90,12 +90,14 @@ def image_line_refusal(cdma) -> str | None:
 
 
 class ImageLayout(data.StructLayout):
-    """The image registers the fetch latches (CDMA's, and the CSC's x stride)."""
+    """The image registers the fetch latches (CDMA's, and the CSC's x stride; the right
+    padding is every pixel past the image, so ``PAD_RIGHT`` only bounds the line,
+    :func:`image_line_refusal`)."""
 
     def __init__(self) -> None:
         super().__init__({
             "enable": 1, "format": 6, "width": SIZE_BITS, "x_offset": 5, "pad_left": 5,
-            "pad_right": 6, "pad_value": signed(8), "stride_x": 4, "out_w": SIZE_BITS,
+            "pad_value": signed(8), "stride_x": 4, "out_w": SIZE_BITS,
             # D_MEAN_FORMAT, and the means of R, G, B, A (Y, U, V, A)
             "mean_format": 1, "means": data.ArrayLayout(signed(16), PIXEL_BYTES),
         })

@@ -459,7 +459,6 @@ def image_fields(field, fc, image, stride_x, out_w) -> list:
         img.width.eq(field(cdma, "D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1),
         img.x_offset.eq(field(cdma, "D_PIXEL_OFFSET", "PIXEL_X_OFFSET")),
         img.pad_left.eq(field(cdma, "D_ZERO_PADDING", "PAD_LEFT")),
-        img.pad_right.eq(field(cdma, "D_ZERO_PADDING", "PAD_RIGHT")),
         img.pad_value.eq(field(cdma, "D_ZERO_PADDING_VALUE", "PAD_VALUE")[:8]),
         img.stride_x.eq(stride_x), img.out_w.eq(out_w),
     ]
