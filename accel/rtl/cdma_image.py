@@ -41,6 +41,7 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.pixel_formats import INT8, PIXEL_FORMATS
+from accel.regs import field_get, lookup
 from accel.rtl.axi import BEAT_BITS
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS, write_layout
 from accel.rtl.memories import NO_COLLISION
@@ -76,9 +77,12 @@ def image_format_refusal(hw: HwConfig, code: int) -> str | None:
     return None
 
 
-def image_line_refusal(cdma) -> str | None:
-    """Why an image convolution with CDMA registers ``cdma(register, field)`` does not fit
-    the line buffer (None: it fits, or the input is not an image)."""
+def image_line_refusal(regs: dict[str, int]) -> str | None:
+    """Why an image convolution with CDMA registers ``regs`` (name -> value, unwritten
+    ones 0) does not fit the line buffer (None: it fits, or the input is not an image)."""
+    def cdma(reg: str, name: str) -> int:
+        return field_get(regs.get(reg, 0), lookup(f"NVDLA_CDMA.{reg}"), name)
+
     if not cdma("D_DATAIN_FORMAT", "DATAIN_FORMAT"):
         return None
     left, right = cdma("D_ZERO_PADDING", "PAD_LEFT"), cdma("D_ZERO_PADDING", "PAD_RIGHT")

@@ -220,14 +220,11 @@ class ConvFetch(wiring.Component):
         m.d.comb += tags.r_en.eq(beat.valid & beat.ready & body & (nth == tag_beats))
         # the converter's registers; image input puts its channels' means in their bytes'
         # lanes
-        cvt = cfg.cvt
-        if image_shape_ok(hw):
-            cvt = Signal(ConverterLayout())
-            m.d.comb += [cvt.enable.eq(cfg.cvt.enable), cvt.scale.eq(cfg.cvt.scale),
-                         cvt.truncate.eq(cfg.cvt.truncate), cvt.unsigned.eq(cfg.cvt.unsigned),
-                         *(lane.eq(o) for lane, o in zip(cvt.offset, lane_offsets(m, cfg),
-                                                         strict=True))]
-        m.d.comb += [cv.cfg.eq(cvt),
+        m.d.comb += cv.cfg.eq(cfg.cvt)
+        if image_shape_ok(hw):          # (the later assignment of the offsets wins)
+            m.d.comb += [lane.eq(o) for lane, o in zip(cv.cfg.offset, lane_offsets(m, cfg),
+                                                       strict=True)]
+        m.d.comb += [
                      cv.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
                      cv.word.eq(beat.payload),
                      fd.valid.eq(cv.out_valid & ~image), fd.word.eq(cv.out),

@@ -71,15 +71,7 @@ class RegisteredReset(wiring.Component):
         m.d.comb += [ClockSignal("inner").eq(ClockSignal("sync")),
                      ResetSignal("inner").eq(rst)]
         m.submodules.inner = DomainRenamer("inner")(self.inner)
-        for path, member, value in self.signature.flatten(self):
-            inner_value = self.inner
-            for part in path:
-                inner_value = inner_value[part] if isinstance(part, int) \
-                    else getattr(inner_value, part)
-            if member.flow == wiring.In:
-                m.d.comb += inner_value.eq(value)
-            else:
-                m.d.comb += value.eq(inner_value)
+        wiring.connect(m, wiring.flipped(self), self.inner)
         return m
 
 

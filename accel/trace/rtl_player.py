@@ -172,9 +172,7 @@ def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
                     csc, cdma = ({lookup(s).name: v for s, v in written.items()
                                   if lookup(s).unit == unit}
                                  for unit in ("NVDLA_CSC", "NVDLA_CDMA"))
-                    why = too_large(csc, hw) or image_line_refusal(
-                        lambda r, f, regs=cdma: field_get(regs.get(r, 0),
-                                                          lookup(f"NVDLA_CDMA.{r}"), f)) \
+                    why = too_large(csc, hw) or image_line_refusal(cdma) \
                         or per_element(written, hw)
                 if (reg.unit, reg.name) == ("NVDLA_SDP", "D_OP_ENABLE") and value & 1:
                     why = operand_addresses(written)

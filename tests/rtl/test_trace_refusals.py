@@ -91,16 +91,15 @@ def test_nvidias_image_traces_are_refused_and_the_dc_traces_are_not() -> None:
 def test_image_input_is_refused_outside_nv_smalls_shape_and_past_the_line_buffer() -> None:
     why = unsupported("NVDLA_CDMA.D_DATAIN_FORMAT_0", 0xc01, get_preset("nv_large"))
     assert why is not None and "nv_small's shape only" in why and "nv_large" in why
-    fields = {("D_DATAIN_FORMAT", "DATAIN_FORMAT"): 1, ("D_ZERO_PADDING", "PAD_LEFT"): 31,
-              ("D_ZERO_PADDING", "PAD_RIGHT"): 63, ("D_DATAIN_SIZE_0", "DATAIN_WIDTH"): 929}
+    regs = {"D_DATAIN_FORMAT": 1, "D_ZERO_PADDING": (63 << 8) | 31, "D_DATAIN_SIZE_0": 929}
     # 31 + 930 + 63 = 1024 padded pixels, and the pixel after them: one more than it holds
-    why = image_line_refusal(lambda r, f: fields.get((r, f), 0))
+    why = image_line_refusal(regs)
     assert why is not None and "31+930+63" in why and "1023 pixels" in why
-    fields[("D_DATAIN_SIZE_0", "DATAIN_WIDTH")] = 928
-    assert image_line_refusal(lambda r, f: fields.get((r, f), 0)) is None
-    fields[("D_DATAIN_FORMAT", "DATAIN_FORMAT")] = 0                  # feature input
-    fields[("D_DATAIN_SIZE_0", "DATAIN_WIDTH")] = 8191
-    assert image_line_refusal(lambda r, f: fields.get((r, f), 0)) is None
+    regs["D_DATAIN_SIZE_0"] = 928
+    assert image_line_refusal(regs) is None
+    regs["D_DATAIN_FORMAT"] = 0                                       # feature input
+    regs["D_DATAIN_SIZE_0"] = 8191
+    assert image_line_refusal(regs) is None
 
 
 def test_an_image_operation_counts_its_windows_against_the_memory() -> None:
