@@ -45,8 +45,8 @@ def round_shift(x: np.ndarray, n: int) -> np.ndarray:
         raise ValueError(f"shift must be >= 0, got {n}")
     if n == 0:
         return x
-    mag = (np.abs(x) + (1 << (n - 1))) >> n
-    return np.where(x < 0, -mag, mag)
+    # half away from zero: a negative value takes one less before the floor shift
+    return (x + ((1 << (n - 1)) - (x < 0))) >> n
 
 
 def saturate(x: np.ndarray, bits: int) -> np.ndarray:
@@ -94,17 +94,30 @@ def accumulate(x: np.ndarray, w: np.ndarray, *, stride, pads, dilation, group: i
     oh = (h + top + bottom - dh * (r - 1) - 1) // sh + 1
     ow = (wd + left + right - dw * (s - 1) - 1) // sw + 1
     kg = k // group
+    taps = [(i * dh, j * dw) for i in range(r) for j in range(s)]
+
+    def window(a: np.ndarray, y: int, x: int) -> np.ndarray:    # [..., OH, OW] at a tap
+        return a[..., y:y + (oh - 1) * sh + 1:sh, x:x + (ow - 1) * sw + 1:sw]
+
     # all groups at once: x as [N, G, Cg, H, W], w as [G, Kg, Cg, R, S]
-    xg = xp.reshape(n, group, cg, *xp.shape[2:])
-    wg = w.reshape(group, kg, cg, r, s)
-    acc = np.zeros((n, group, kg, oh, ow), dtype=np.int64)
-    for i in range(r):
-        for j in range(s):
-            win = xg[..., i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                     j * dw:j * dw + (ow - 1) * sw + 1:sw]
-            # [N, G, Cg, OH, OW] x [G, Kg, Cg] -> [N, G, Kg, OH, OW]
-            acc += np.einsum("ngchw,gkc->ngkhw", win, wg[..., i, j])
-    return acc.reshape(n, k, oh, ow)
+    if cg == 1:         # depthwise: a product per channel, nothing for BLAS to contract
+        xg = xp.reshape(n, group, *xp.shape[2:])
+        wg = w.reshape(group, kg, r * s)
+        acc = np.zeros((n, group, kg, oh, ow), dtype=np.int64)
+        for t, (y, x0) in enumerate(taps):
+            acc += np.einsum("nghw,gk->ngkhw", window(xg, y, x0), wg[..., t])
+        return acc.reshape(n, k, oh, ow)
+    # Each product is at most 2**14 in magnitude, so float64 (exact to 2**53) holds every
+    # sum exactly for any channel count below 2**39: the contractions run on BLAS.
+    xg = xp.astype(np.float64).reshape(n, group, cg, *xp.shape[2:])
+    # per tap [G, Kg, Cg], contiguous (matmul calls BLAS only on contiguous matrices)
+    wt = np.ascontiguousarray(w.astype(np.float64).reshape(group, kg, cg, r * s)
+                              .transpose(3, 0, 1, 2))
+    acc = np.zeros((n, group, kg, oh * ow), dtype=np.float64)
+    for t, (y, x0) in enumerate(taps):
+        # [G, Kg, Cg] @ [N, G, Cg, OH*OW] -> [N, G, Kg, OH*OW]
+        acc += np.matmul(wt[t], window(xg, y, x0).reshape(n, group, cg, oh * ow))
+    return acc.reshape(n, k, oh, ow).astype(np.int64)
 
 
 def sdp_int8(acc: np.ndarray, *, clip_truncate: int, bias: np.ndarray | None, bias_shift: int,
