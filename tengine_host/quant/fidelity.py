@@ -202,31 +202,44 @@ def is_class_scores(graph: Graph, tensor: str) -> bool:
 
 
 class _Accumulator:
-    """Held-out statistics over samples (and folds) for one graph."""
+    """Held-out statistics over samples (and folds): the model's outputs and, with
+    ``layers``, every DLA layer alone and in context (which costs a second int8 run of
+    each layer, so candidates are compared on their outputs and only the one reported
+    is measured layer by layer)."""
 
-    def __init__(self, graph: Graph, preset: str, keep_float: frozenset[str] = frozenset()
-                 ) -> None:
-        self.graph = graph
+    def __init__(self, preset: str, keep_float: frozenset[str] = frozenset(),
+                 layers: bool = True) -> None:
         self.preset = preset
-        self.dla_nodes = dla_nodes(graph, preset, keep_float)
-        self.outputs = {o: ErrorStats() for o in graph.outputs}
-        self.top1 = {o: [0, 0] for o in graph.outputs if is_class_scores(graph, o)}
+        self.keep_float = keep_float
+        self.layers = layers
+        self.outputs: dict[str, ErrorStats] = {}
+        self.top1: dict[str, list[int]] = {}
         self.alone: dict[str, ErrorStats] = {}
         self.in_context: dict[str, ErrorStats] = {}
+        self.producer: dict[str, str] = {}
         self.samples = 0
 
-    def add(self, table: QuantTable, samples: Sequence[Mapping[str, np.ndarray]],
+    def add(self, graph: Graph, table: QuantTable,
+            samples: Sequence[Mapping[str, np.ndarray]],
             refs: Sequence[Mapping[str, np.ndarray]] | None = None) -> None:
-        """Run ``samples`` through the int8 path of ``table``; ``refs`` are their whole fp32
-        runs (``interpret(..., keep_all=True)``) when the caller has them already."""
+        """Run ``samples`` through the int8 path of ``table`` on ``graph`` (with the
+        rewrites ``table`` was calibrated for applied: each fold has its own); ``refs``
+        are their whole fp32 runs (``interpret(..., keep_all=True)``) when the caller has
+        them already."""
         from tengine_host.devices.cpu import CpuDevice
 
-        prepared = CpuDevice("int8", preset=self.preset).prerun(self.graph, table)
-        overrides = {k: f for k, f in prepared.overrides.items() if k in self.dla_nodes}
-        dla = [n for n in self.graph.nodes if n.name in overrides]
+        prepared = CpuDevice("int8", preset=self.preset).prerun(graph, table)
+        chosen = dla_nodes(graph, self.preset, self.keep_float | frozenset(table.keep_float))
+        overrides = {k: f for k, f in prepared.overrides.items() if k in chosen}
+        dla = [n for n in graph.nodes if n.name in overrides] if self.layers else []
+        self.producer.update({o: n.op_type for n in graph.nodes for o in n.outputs})
+        for o in graph.outputs:
+            self.outputs.setdefault(o, ErrorStats())
+            if is_class_scores(graph, o):
+                self.top1.setdefault(o, [0, 0])
         for i, feeds in enumerate(samples):
-            ref = refs[i] if refs is not None else interpret(self.graph, feeds, keep_all=True)
-            got = interpret(self.graph, feeds, overrides=overrides, keep_all=True)
+            ref = refs[i] if refs is not None else interpret(graph, feeds, keep_all=True)
+            got = interpret(graph, feeds, overrides=overrides, keep_all=True)
             for o, stats in self.outputs.items():
                 stats.add(ref[o], got[o])
             for o, counts in self.top1.items():
@@ -235,7 +248,7 @@ class _Accumulator:
                 counts[0] += int(np.sum(r.argmax(axis=1) == g.argmax(axis=1)))
                 counts[1] += len(r)
             for node in dla:
-                args = [tensor_value(self.graph, ref, t) for t in node.inputs]
+                args = [tensor_value(graph, ref, t) for t in node.inputs]
                 alone = overrides[node.name](args)
                 for t, value in zip(node.outputs, alone, strict=False):
                     if t:
@@ -244,12 +257,11 @@ class _Accumulator:
             self.samples += 1
 
     def report(self, check: str, calibration_samples: int, folds: int = 0) -> FidelityReport:
-        producer = {o: n.op_type for n in self.graph.nodes for o in n.outputs}
         outputs = [OutputFidelity(o, s.sqnr_db, s.cosine, s.max_error,
                                   self.top1[o][0] / self.top1[o][1]
                                   if self.top1.get(o, (0, 0))[1] else None)
                    for o, s in self.outputs.items()] if self.samples else []
-        layers = sorted((LayerFidelity(t, producer.get(t, "?"), s.sqnr_db, s.cosine,
+        layers = sorted((LayerFidelity(t, self.producer.get(t, "?"), s.sqnr_db, s.cosine,
                                        self.in_context[t].sqnr_db)
                          for t, s in self.alone.items()), key=lambda la: la.sqnr_db)
         return FidelityReport(check, calibration_samples, self.samples, outputs, layers, folds)
@@ -329,9 +341,8 @@ def measure(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, np.n
             preset: str = "nv_small", check: str = "held-out", calibration_samples: int = 0,
             keep_float: frozenset[str] = frozenset()) -> FidelityReport:
     """Fidelity of ``table`` on ``samples`` (which it should not have been calibrated on)."""
-    graph = with_rewrites(graph, table)
-    acc = _Accumulator(graph, preset, keep_float)
-    acc.add(table, samples)
+    acc = _Accumulator(preset, keep_float)
+    acc.add(with_rewrites(graph, table), table, samples)
     return acc.report(check, calibration_samples)
 
 
@@ -432,45 +443,54 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     if check == "unchecked":     # nothing to choose on: the first graph, the plain table
         return (calibrated(next(iter(graph_rewrites.values())), samples, {})[1],
                 FidelityReport(check, len(samples), 0))
-    accs: dict[tuple[str, str], _Accumulator] = {}
-    tables = {}
-    fold_ranges: list[dict] = [{} for _ in folds]      # each fold's calibrations, reused
-    for (cal, test), ranges in zip(folds, fold_ranges, strict=True):
-        for g_name, rewrite in graph_rewrites.items():
-            rewritten, base = calibrated(rewrite, pick(cal), ranges)
-            refs = [interpret(rewritten, feeds, keep_all=True) for feeds in pick(test)]
-            for t_name, table_rewrite in table_rewrites.items():
-                key = g_name, t_name
-                tables[key] = table_rewrite(rewritten, base)
-                if key not in accs:
-                    accs[key] = _Accumulator(rewritten, preset,
-                                             keep_float | frozenset(base.keep_float))
-                accs[key].add(tables[key], pick(test), refs)
     calibrated_on = len(folds[0][0]) if check == "held-out" else len(samples)
-    reports = {key: acc.report(check, calibrated_on, folds=len(folds) if len(folds) > 1 else 0)
+    n_folds = len(folds) if len(folds) > 1 else 0
+    fold_ranges: list[dict] = [{} for _ in folds]      # each fold's calibrations, reused
+    fold_made: list[dict] = [{} for _ in folds]        # each fold's graphs and tables
+
+    def fold_table(f: int, key: tuple[str, str], kept: Sequence[str] = ()) -> QuantTable:
+        """Candidate ``key``'s table on fold ``f``, ``kept`` in fp32 besides."""
+        rewritten, base = fold_made[f][key[0]]
+        base = QuantTable({name: dict(e) for name, e in base.items()},
+                          rewrites=base.rewrites, keep_float=base.keep_float)
+        return _keeping(table_rewrites[key[1]](rewritten, base), kept)
+
+    def measured(key: tuple[str, str], kept: Sequence[str] = (),
+                 layers: bool = False) -> FidelityReport:
+        acc = _Accumulator(preset, keep_float, layers)
+        for f, (_, test) in enumerate(folds):
+            acc.add(fold_made[f][key[0]][0], fold_table(f, key, kept), pick(test))
+        return acc.report(check, calibrated_on, folds=n_folds)
+
+    # every candidate on every fold, compared on the model's outputs
+    accs: dict[tuple[str, str], _Accumulator] = {}
+    for f, ((cal, test), ranges) in enumerate(zip(folds, fold_ranges, strict=True)):
+        for g_name, rewrite in graph_rewrites.items():
+            rewritten, _ = fold_made[f][g_name] = calibrated(rewrite, pick(cal), ranges)
+            refs = [interpret(rewritten, feeds, keep_all=True) for feeds in pick(test)]
+            for t_name in table_rewrites:
+                key = g_name, t_name
+                acc = accs.setdefault(key, _Accumulator(preset, keep_float, layers=False))
+                acc.add(rewritten, fold_table(f, key), pick(test), refs)
+    reports = {key: acc.report(check, calibrated_on, folds=n_folds)
                for key, acc in accs.items()}
     best = max(reports, key=lambda key: score(reports[key]))   # the first of equals
     variants = {_candidate_name(*key): score(r) for key, r in reports.items()}
-    report, applied, table = reports[best], _candidate_name(*best), tables[best]
-    kept = output_writers(graph, dla_nodes(graph, preset, keep_float |
-                                           frozenset(table.keep_float))) if float_outputs else ()
+    report, applied = reports[best], _candidate_name(*best)
+    kept = output_writers(graph, dla_nodes(graph, preset, keep_float | frozenset(
+        fold_table(len(folds) - 1, best).keep_float))) if float_outputs else ()
     if kept:        # the best candidate again, its output layers in fp32
-        acc = None
-        for (cal, test), ranges in zip(folds, fold_ranges, strict=True):
-            rewritten, base = calibrated(graph_rewrites[best[0]], pick(cal), ranges)
-            trial = _keeping(table_rewrites[best[1]](rewritten, base), kept)
-            if acc is None:
-                acc = _Accumulator(rewritten, preset, keep_float | frozenset(trial.keep_float))
-            acc.add(trial, pick(test))
-        tried = acc.report(check, calibrated_on, folds=len(folds) if len(folds) > 1 else 0)
+        tried = measured(best, kept)
         variants[f"{applied} + {FLOAT_OUTPUTS}"] = score(tried)
         if _gains(report, tried):
-            report, applied, table = tried, f"{applied} + {FLOAT_OUTPUTS}", trial
+            applied = f"{applied} + {FLOAT_OUTPUTS}"
         else:
             kept = ()
+    # the one chosen, measured layer by layer too (its outputs measure as they did)
+    report = measured(best, kept, layers=True)
     report.applied, report.variants = applied, variants
     if check == "held-out":
-        return table, report
+        return fold_table(0, best, kept), report
     rewritten, table = calibrated(graph_rewrites[best[0]], samples, {})
     return _keeping(table_rewrites[best[1]](rewritten, table), kept), report
 

@@ -52,25 +52,33 @@ def _fake_quant(x: np.ndarray, threshold: float) -> np.ndarray:
     return dequantize(quantize_activation(x, scale), scale).astype(x.dtype, copy=False)
 
 
-def reader_error(graph: Graph, tensor: str, readers: Sequence[Node], threshold: float,
-                 values: Sequence[Mapping[str, np.ndarray]]) -> float:
-    """Sum over ``readers`` of their outputs' squared error relative to the outputs' energy
-    when ``tensor`` is quantized with ``threshold`` (fp32 otherwise), over ``values``."""
-    noise = {n.name: 0.0 for n in readers}
-    energy = {n.name: 0.0 for n in readers}
+def reader_errors(graph: Graph, tensor: str, readers: Sequence[Node],
+                  thresholds: Sequence[float], values: Sequence[Mapping[str, np.ndarray]]
+                  ) -> list[float]:
+    """For each of ``thresholds``: the sum over ``readers`` of their outputs' squared error
+    relative to the outputs' energy when ``tensor`` is quantized with that threshold (fp32
+    otherwise), over ``values``.  The readers' fp32 outputs are read (and their energy
+    summed) once for all thresholds."""
+    noise = np.zeros((len(thresholds), len(readers)))
+    energy = np.zeros(len(readers))
     for env in values:
-        xq = _fake_quant(env[tensor], threshold)
-        for node in readers:
-            args = [xq if t == tensor else tensor_value(graph, env, t) for t in node.inputs]
-            outs = run_op(node.op_type, args, node.attrs)
-            for name, got in zip(node.outputs, outs, strict=False):
-                if not name or name not in env:
-                    continue
-                want = np.asarray(env[name], dtype=np.float64)
-                d = np.asarray(got, dtype=np.float64) - want
-                noise[node.name] += float(np.vdot(d, d))
-                energy[node.name] += float(np.vdot(want, want))
-    return sum(noise[k] / energy[k] if energy[k] > 0 else noise[k] for k in noise)
+        wants = []                  # per reader: its outputs the environment holds, float64
+        for k, node in enumerate(readers):
+            outs = [(i, np.asarray(env[name], dtype=np.float64))
+                    for i, name in enumerate(node.outputs) if name and name in env]
+            for _, want in outs:
+                energy[k] += float(np.vdot(want, want))
+            wants.append(outs)
+        for j, threshold in enumerate(thresholds):
+            xq = _fake_quant(env[tensor], threshold)
+            for k, node in enumerate(readers):
+                args = [xq if t == tensor else tensor_value(graph, env, t) for t in node.inputs]
+                got = run_op(node.op_type, args, node.attrs)
+                for i, want in wants[k]:
+                    d = np.asarray(got[i], dtype=np.float64) - want
+                    noise[j, k] += float(np.vdot(d, d))
+    relative = np.divide(noise, energy, out=noise.copy(), where=energy > 0)
+    return [float(sum(row)) for row in relative]
 
 
 def search_thresholds(graph: Graph, hists: Mapping[str, AbsHistogram],
@@ -88,6 +96,6 @@ def search_thresholds(graph: Graph, hists: Mapping[str, AbsHistogram],
             out[tensor] = mse_threshold(hist)
             continue
         tried.reverse()             # on an exact tie (readers that ignore it) the wider range
-        errors = [reader_error(graph, tensor, readers, t, values) for t in tried]
+        errors = reader_errors(graph, tensor, readers, tried, values)
         out[tensor] = tried[int(np.argmin(errors))]
     return out

@@ -192,3 +192,26 @@ def test_keep_float_names_resolve_and_unknown_names_list_the_nearest():
     dev = get_device("nvdla", keep_float={first})
     assert dev.supports(graph.producer("r"), graph) == (False, "kept in fp32 (--keep-float)")
     assert dev.supports(graph.producer("logits"), graph)[0]
+
+
+def test_each_fold_is_measured_on_its_own_rewritten_graph(monkeypatch):
+    """Bias correction depends on the samples, so each cross-validation fold rewrites the
+    graph its own way: a fold's table must be measured on that fold's graph (the one
+    carrying exactly the rewrites the table was calibrated after), not another fold's."""
+    from tengine_host.quant import fidelity
+    from tengine_host.quant.rewrites import with_rewrites
+
+    measured = []
+    add = fidelity._Accumulator.add
+
+    def checked_add(self, graph, table, *args, **kwargs):
+        assert with_rewrites(graph, table) is graph     # raises on another fold's rewrites
+        measured.append(table.rewrites)
+        return add(self, graph, table, *args, **kwargs)
+
+    monkeypatch.setattr(fidelity._Accumulator, "add", checked_add)
+    graph = _classifier()
+    rewrites = fidelity.weight_rewrites(equalize="off", bias_correction="on", graph=graph)
+    _, report = calibrate_checked(graph, _samples(6), progress=False, rewrites=rewrites)
+    assert report.check == "cross-validated" and report.folds == 4
+    assert len({r.as_json().__repr__() for r in measured}) > 1     # the folds' rewrites differ
