@@ -258,6 +258,20 @@ def _generated(cfg: HwConfig, build: Path, top: str,
     return build / names[-1]
 
 
+#: testbench modules are named so (``conv_tb.py``): their asserts are rewritten (below)
+TESTBENCH_FILES = "*_tb.py"
+
+
+def rewritten_asserts(test_module: str) -> str:
+    """The files whose asserts cocotb has pytest rewrite (``COCOTB_REWRITE_ASSERTION_FILES``,
+    unless the environment sets it): the testbenches only.  cocotb's default, ``*.py``,
+    rewrites every module the simulation imports, numpy, numba and Amaranth included,
+    from source at every start (pytest caches none of them): 4 s of a cached trace run's
+    6 s start-up on the engine."""
+    return os.environ.get("COCOTB_REWRITE_ASSERTION_FILES",
+                          f"{TESTBENCH_FILES} {test_module}.py")
+
+
 def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                test_module: str = "cmac_tb", tb_dir: str | Path = DEFAULT_TB_DIR,
                simulator: str = "icarus", seed: int = 1, waves: bool = False,
@@ -332,7 +346,9 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                 test_dir=build / simulator, seed=seed, waves=waves, log_file=log,
                 results_xml=str(results),
                 extra_env={"OPENDLA_RTL_CONFIG": json.dumps(dataclasses.asdict(cfg)),
-                           "OPENDLA_RTL_SUMMARY": str(summary_file), **(extra_env or {})})
+                           "OPENDLA_RTL_SUMMARY": str(summary_file),
+                           "COCOTB_REWRITE_ASSERTION_FILES": rewritten_asserts(test_module),
+                           **(extra_env or {})})
         except SystemExit:
             # The runner exits the interpreter on failed tests; report instead.
             pass
