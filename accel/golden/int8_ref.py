@@ -89,7 +89,9 @@ def accumulate(x: np.ndarray, w: np.ndarray, *, stride, pads, dilation, group: i
     if c != cg * group or k % group:
         raise ValueError(f"x has {c} channels, w {w.shape} with group {group} needs "
                          f"{cg * group} and K divisible by {group}")
-    xp = np.full((n, c, h + top + bottom, wd + left + right), pad_value, dtype=np.int64)
+    # the padded input, in the type its contraction below takes
+    xp = np.full((n, c, h + top + bottom, wd + left + right), pad_value,
+                 dtype=np.int64 if cg == 1 else np.float64)
     xp[:, :, top:top + h, left:left + wd] = x
     oh = (h + top + bottom - dh * (r - 1) - 1) // sh + 1
     ow = (wd + left + right - dw * (s - 1) - 1) // sw + 1
@@ -109,7 +111,7 @@ def accumulate(x: np.ndarray, w: np.ndarray, *, stride, pads, dilation, group: i
         return acc.reshape(n, k, oh, ow)
     # Each product is at most 2**14 in magnitude, so float64 (exact to 2**53) holds every
     # sum exactly for any channel count below 2**39: the contractions run on BLAS.
-    xg = xp.astype(np.float64).reshape(n, group, cg, *xp.shape[2:])
+    xg = xp.reshape(n, group, cg, *xp.shape[2:])
     # per tap [G, Kg, Cg], contiguous (matmul calls BLAS only on contiguous matrices)
     wt = np.ascontiguousarray(w.astype(np.float64).reshape(group, kg, cg, r * s)
                               .transpose(3, 0, 1, 2))

@@ -224,8 +224,7 @@ class ConvFetch(wiring.Component):
         if image_shape_ok(hw):          # (the later assignment of the offsets wins)
             m.d.comb += [lane.eq(o) for lane, o in zip(cv.cfg.offset, lane_offsets(m, cfg),
                                                        strict=True)]
-        m.d.comb += [
-                     cv.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
+        m.d.comb += [cv.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
                      cv.word.eq(beat.payload),
                      fd.valid.eq(cv.out_valid & ~image), fd.word.eq(cv.out),
                      wa.body.eq(body),

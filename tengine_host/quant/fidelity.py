@@ -456,11 +456,13 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
         return _keeping(table_rewrites[key[1]](rewritten, base), kept)
 
     def measured(key: tuple[str, str], kept: Sequence[str] = (),
-                 layers: bool = False) -> FidelityReport:
+                 layers: bool = False) -> tuple[FidelityReport, QuantTable]:
+        """Candidate ``key`` (``kept`` in fp32) on every fold; and its last fold's table."""
         acc = _Accumulator(preset, keep_float, layers)
         for f, (_, test) in enumerate(folds):
-            acc.add(fold_made[f][key[0]][0], fold_table(f, key, kept), pick(test))
-        return acc.report(check, calibrated_on, folds=n_folds)
+            table = fold_table(f, key, kept)
+            acc.add(fold_made[f][key[0]][0], table, pick(test))
+        return acc.report(check, calibrated_on, folds=n_folds), table
 
     # every candidate on every fold, compared on the model's outputs
     accs: dict[tuple[str, str], _Accumulator] = {}
@@ -477,20 +479,21 @@ def calibrate_checked(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]],
     best = max(reports, key=lambda key: score(reports[key]))   # the first of equals
     variants = {_candidate_name(*key): score(r) for key, r in reports.items()}
     report, applied = reports[best], _candidate_name(*best)
+    # (a table rewrite keeps the layers its calibrated table keeps in fp32)
     kept = output_writers(graph, dla_nodes(graph, preset, keep_float | frozenset(
-        fold_table(len(folds) - 1, best).keep_float))) if float_outputs else ()
+        fold_made[-1][best[0]][1].keep_float))) if float_outputs else ()
     if kept:        # the best candidate again, its output layers in fp32
-        tried = measured(best, kept)
+        tried, _ = measured(best, kept)
         variants[f"{applied} + {FLOAT_OUTPUTS}"] = score(tried)
         if _gains(report, tried):
             applied = f"{applied} + {FLOAT_OUTPUTS}"
         else:
             kept = ()
     # the one chosen, measured layer by layer too (its outputs measure as they did)
-    report = measured(best, kept, layers=True)
+    report, table = measured(best, kept, layers=True)
     report.applied, report.variants = applied, variants
-    if check == "held-out":
-        return fold_table(0, best, kept), report
+    if check == "held-out":         # one fold: its table is the one measured
+        return table, report
     rewritten, table = calibrated(graph_rewrites[best[0]], samples, {})
     return _keeping(table_rewrites[best[1]](rewritten, table), kept), report
 

@@ -214,4 +214,4 @@ def test_each_fold_is_measured_on_its_own_rewritten_graph(monkeypatch):
     rewrites = fidelity.weight_rewrites(equalize="off", bias_correction="on", graph=graph)
     _, report = calibrate_checked(graph, _samples(6), progress=False, rewrites=rewrites)
     assert report.check == "cross-validated" and report.folds == 4
-    assert len({r.as_json().__repr__() for r in measured}) > 1     # the folds' rewrites differ
+    assert len({repr(r.as_json()) for r in measured}) > 1     # the folds' rewrites differ
