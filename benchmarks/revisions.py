@@ -59,8 +59,9 @@ def run_tree(tree: Path, args: list[str]) -> tuple[dict[str, float], float | Non
             per_op = float(words[words.index("op:") + 1])
         elif ln is not header and ln.strip():
             name = ln.split()[0]
-            if _numbers(ln[len(name):end].split()):                 # a model's row
-                ratios[name] = float(ln[:end].split()[-1])
+            words = ln[len(name):end].split()           # "-": onnxruntime's int8 is missing
+            if _numbers([w for w in words if w != "-"]) and words[-1] != "-":  # a model's row
+                ratios[name] = float(words[-1])
     return ratios, per_op
 
 

@@ -123,14 +123,23 @@ OP_RUNS = ["hard_swish", "hard_sigmoid", "mul", "squeeze_excite", "add_scalar",
            "div_scalar", "mul_channel", "batchnorm", "prelu", "leaky_relu", "clip",
            "add_relu", "sigmoid", "tanh", "silu"]
 
+#: the ones whose SDP pass from memory is a table of each channel's codes: a batch norm's
+#: per-channel scale and bias; on nv_large, Sigmoid and Tanh by the Y stage's LUT
+CHANNEL_TABLE_RUNS = {"nv_small": ("batchnorm",), "nv_large": ("batchnorm", "sigmoid", "tanh")}
+
 
 @pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
 @pytest.mark.parametrize("name", OP_RUNS)
 def test_element_wise_ops_give_the_same_outputs_fast_and_plain(name, preset, monkeypatch,
                                                                tmp_path):
     """Including the speed layer's tables of 256 codes / 65536 pairs for SDP ops reading
-    memory whose result is a function of the int8 input (and one multiplier cube)."""
+    memory whose result is a function of the int8 input (and one multiplier cube), and
+    its tables of each channel's 256 codes (operands per channel, a Y stage's LUT; taken
+    here at any size)."""
+    from accel.cmod.fast import paths
     from tests.accel.compiler.op_cases import CASES
+
+    monkeypatch.setattr(paths, "CHANNEL_TABLE_MIN_POINTS", 1)
 
     case = next(c for c in CASES if c.name == name)
     path = tmp_path / f"{name}.onnx"
@@ -153,3 +162,6 @@ def test_element_wise_ops_give_the_same_outputs_fast_and_plain(name, preset, mon
             assert got[t].tobytes() == want[t].tobytes(), f"{name}: output {t}, inference {i}"
     if name in ("hard_swish", "mul", "squeeze_excite"):     # products and gates: by table
         assert sum(len(d.fast.sdp_tables) for d in made) > 0
+    if name in CHANNEL_TABLE_RUNS.get(preset, ()):
+        assert any(isinstance(key, tuple) and key[0] == "channels"
+                   for d in made for key in d.fast.sdp_tables.keys())

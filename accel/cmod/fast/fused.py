@@ -394,6 +394,70 @@ def _unary_apply(x, table, c, out):
 
 
 @njit(cache=True, nogil=True)
+def _channel_table_apply(x, table, c, out):
+    """:func:`_unary_apply` with a table per channel: ``table`` int16 ``[C_pad, 256]``,
+    entry ``[ch, v + 128]`` for the int8 input ``v`` of channel ``ch``, holding the
+    output byte and 1 in bit 8 when the converter saturates.  Returns the saturation
+    count among the first ``c`` channels."""
+    surfaces, h, w, atom = out.shape
+    outside = 0
+    for s in range(surfaces):
+        counted = min(max(c - s * atom, 0), atom)
+        lanes = table[s * atom:(s + 1) * atom]
+        for y in range(h):
+            for p in range(w):
+                for j in range(atom):
+                    t = lanes[j, np.int32(x[s, y, p, j]) + 128]
+                    out[s, y, p, j] = np.int8(t & 0xFF)
+                    outside += (j < counted) & ((t >> 8) & 1)
+    return outside
+
+
+@njit(cache=True, nogil=True)
+def _channel_table_counted(x, table, c, out, counts):
+    """:func:`_channel_table_apply` whose entries also hold the Y stage's LUT counter
+    bits from bit 9 (:func:`~accel.cmod.fast.lut_y.add_flags`' order), summed over every
+    element into ``counts`` (int64 ``[4]``): the four counts are 16-bit fields of one
+    sum (a lookup and an add per element), emptied before a field can carry."""
+    surfaces, h, w, atom = out.shape
+    packed = np.zeros(16, dtype=np.uint64)      # counter bits -> their fields' increments
+    for f in range(16):
+        for j in range(4):
+            packed[f] |= np.uint64((f >> j) & 1) << np.uint64(16 * j)
+    block = max(1, 0xFFFF // atom)               # points summed before the fields empty
+    outside = 0
+    for s in range(surfaces):
+        counted = min(max(c - s * atom, 0), atom)
+        lanes = table[s * atom:(s + 1) * atom]
+        for y in range(h):
+            for first in range(0, w, block):
+                fields = np.uint64(0)
+                for p in range(first, min(first + block, w)):
+                    for j in range(atom):
+                        t = lanes[j, np.int32(x[s, y, p, j]) + 128]
+                        out[s, y, p, j] = np.int8(t & 0xFF)
+                        outside += (j < counted) & ((t >> 8) & 1)
+                        fields += packed[(t >> 9) & 15]
+                for j in range(4):
+                    counts[j] += np.int64((fields >> np.uint64(16 * j)) & np.uint64(0xFFFF))
+    return outside
+
+
+def channel_table_apply(x: np.ndarray, table: np.ndarray, c: int, lut: bool
+                        ) -> tuple[np.ndarray, int, np.ndarray]:
+    """``(int8 out, saturations among the first c channels, LUT counts)`` of an op that is
+    a function of each channel's int8 input (``x`` int8 ``[S, H, W, atom]``, any
+    strides) given by ``table`` (:func:`_channel_table_apply`); with ``lut``, a Y
+    stage's LUT counter bits are in the table too and the counts (under- and overflows,
+    LE and LO hits) are summed (:func:`_channel_table_counted`), else they are 0."""
+    out = np.empty(x.shape, dtype=np.int8)
+    counts = np.zeros(4, dtype=np.int64)
+    if lut:
+        return out, int(_channel_table_counted(x, table, c, out, counts)), counts
+    return out, int(_channel_table_apply(x, table, c, out)), counts
+
+
+@njit(cache=True, nogil=True)
 def _eltwise_channels(x, a, a_shift, m, x_shift, lo, st2, a2, m2, cvt, c, out):
     """:func:`_eltwise_table`'s op computed element by element, with an X2 stage ``st2``
     (its row of the stage table) after X1 that takes one ALU operand and multiplier per

@@ -49,6 +49,10 @@ from accel.cmod.records import OpRecord
 
 #: entries each cache keeps: a loadable's ops, several loadables
 MAX_ENTRIES = 8192
+#: fewest points of an SDP op from memory that :meth:`FastPaths._channel_table_datapath`
+#: runs as a table of each channel's 256 codes: below, the table costs more to make than
+#: the compiled pass it replaces
+CHANNEL_TABLE_MIN_POINTS = 256
 #: the SDP registers that decide where its data comes from and goes (:meth:`FastPaths.sdp_mode`)
 SDP_MODE_REGISTERS = ("D_FEATURE_MODE_CFG", *(f"D_DP_{p}_{r}" for p in ("BS", "BN", "EW")
                                              for r in ("CFG", "ALU_CFG", "MUL_CFG")))
@@ -326,6 +330,14 @@ class FastPaths:
                                           or self._copy_datapath(plan)
                                           or self._table_datapath(plan))
         if done is None:
+            got = self._channel_table_datapath(plan, y_group)
+            if got is not None:
+                *done, counts = got
+                if plan.y_stage:
+                    rec = plan.record(False)
+                    plan.lut_counted(rec, y_group[0], lut_y.counters(
+                        counts, plan.c_pad * plan.h * plan.w))
+        if done is None:
             base, line, surf = plan.src
             x = read_int8_raw(self.dram, base, plan.c_pad, plan.h, plan.w, self.cfg.atom_size,
                               line, surf, sdp_rdma.UNIT)
@@ -433,6 +445,54 @@ class FastPaths:
             hit = self.sdp_tables.put(id(plan), (plan, _code_table(plan, reads is not None)))
         return fused.table_apply(x, operand, hit[1], plan.c)
 
+    def _channel_table_datapath(self, plan: sdp.SdpPlan, y_group: tuple | None
+                                ) -> tuple[np.ndarray, int, np.ndarray] | None:
+        """``(int8 [C_pad / atom, H, W, atom], converter saturations, LUT counts)`` of an
+        SDP op reading memory whose result is a function of each channel's int8 input:
+        X stages with operands from registers or one per channel (a per-channel scale
+        of any width, PReLU's slopes, a bias), then no Y stage or one that is a LUT alone
+        (on presets whose SDP has one: Sigmoid, Tanh, SiLU over a cube in memory).  The
+        plain model's arithmetic (:func:`accel.cmod.sdp.x_stage`, the Y stage's
+        :class:`~accel.cmod.fast.lut_y.YTable`, the converter) on all 256 codes of each
+        channel, kept while the operands and the LUT are unchanged, and a lookup per
+        element.  None for any other op, a value the Y table does not hold, or an input
+        whose atoms leave their region, or a channel of fewer than
+        :data:`CHANNEL_TABLE_MIN_POINTS` elements."""
+        if plan.h * plan.w < CHANNEL_TABLE_MIN_POINTS:
+            return None
+        stages = []
+        for st, reads in plan.stages:
+            if st.bypass:
+                continue
+            got = self._channel_stage(plan, st, reads)
+            if got is None:
+                return None
+            stages.append((st, got[1], got[2]))
+        y_table = None
+        if plan.y_stage:
+            if y_group is None:
+                return None
+            g, _, ram, _ = y_group
+            if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
+                    and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
+                return None
+            y_table = self.y_table(g, ram)
+        atom = self.cfg.atom_size
+        base, line, surf = plan.src
+        x = self._packed_cube(base, plan.c_pad // atom, plan.h, plan.w, line, surf)
+        if x is None:
+            return None
+        operands = b"".join(a.tobytes() + m.tobytes() for _, a, m in stages)
+        key = ("channels", id(plan))
+        hit = self.sdp_tables.lookup(key)
+        if hit is None or hit[1] != operands or hit[2] is not y_table:
+            # the entry holds the plan: its id stays its own
+            table = _channel_code_table(plan, stages, y_table)
+            hit = self.sdp_tables.put(key, (plan, operands, y_table, table))
+        if hit[3] is None:
+            return None
+        return fused.channel_table_apply(x, hit[3], plan.c, y_table is not None)
+
     def _copy_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
         """``(int8 [C_pad / atom, H, W, atom], 0)`` of an SDP op reading memory whose stages
         are all bypassed and whose converter is the identity (a copy into another layout):
@@ -483,6 +543,29 @@ def _code_table(plan: sdp.SdpPlan, pairs: bool) -> np.ndarray:
     out, sat = sdp.convert_launches(x.reshape(-1, 1, 1, 1), *plan.cvt, 1)
     table = (out.reshape(-1).astype(np.int16) & 0xFF) | (np.asarray(sat, np.int16) << 8)
     return table.reshape(256, 256) if pairs else table
+
+
+def _channel_code_table(plan: sdp.SdpPlan, stages: list, y_table: lut_y.YTable | None
+                        ) -> np.ndarray | None:
+    """:func:`accel.cmod.fast.fused.channel_table_apply`'s table of ``plan``, computed by
+    the plain model: int16 ``[C_pad, 256]``, entry ``[ch, x]`` for the int8 input ``x -
+    128`` of channel ``ch``; ``stages``: each X stage that runs, with its ALU operands
+    (shifted) and multipliers per channel (int64 ``[C_pad]``); ``y_table``: the Y
+    stage's LUT, or None.  None when a value reaching the LUT lies outside its table."""
+    x = np.tile(np.arange(-128, 128, dtype=np.int64), (plan.c_pad, 1))
+    for st, alu, mul in stages:
+        x = sdp.x_stage(x, st, alu[:, None], mul[:, None], inplace=True, alu_shifted=True)
+    flags = np.zeros(x.shape, dtype=np.int16)
+    if y_table is not None:
+        index = x + lut_y.HALF
+        if index.min() < 0 or index.max() >= 2 * lut_y.HALF:
+            return None
+        flags[:] = y_table.flags[index]
+        x = y_table.values[index]
+    out, sat = sdp.convert_launches(x.reshape(-1, 1, 1, 1), *plan.cvt, 1)
+    table = ((out.reshape(-1).astype(np.int16) & 0xFF) | (np.asarray(sat, np.int16) << 8)
+             | (flags.reshape(-1) << 9))
+    return table.reshape(plan.c_pad, 256)
 
 
 #: fewest channels of a convolution that :func:`conv_sums` runs with packed weights: a

@@ -493,3 +493,76 @@ def test_lut_alone_y_stage_equals_numpy_form(seed, n, c, atom, hw, config, reach
     for b in range(n):
         np.testing.assert_array_equal(planes[b], want[b][0])
         assert sats[b, 1] == want_sats[b]
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), c=st.integers(1, 40), atom=st.sampled_from([8, 32]),
+       widths=st.integers(1, 3), lut=st.booleans(),
+       config=st.sampled_from(sorted(LUT_CONFIGS)), data=st.data())
+def test_channel_tables_equal_numpy_form(seed, c, atom, widths, lut, config, data):
+    """An SDP op from memory as a table of each channel's 256 int8 codes (X stages with
+    operands per channel, then a Y stage that is a LUT alone or none, then the
+    converter): the numpy form's bytes, saturations and LUT counters on an input cube
+    holding every code, whenever every value reaching the LUT lies in its table."""
+    from types import SimpleNamespace
+
+    from accel.cmod.fast.fused import channel_table_apply
+    from accel.cmod.fast.paths import _channel_code_table
+
+    rng = np.random.default_rng(seed)
+    c_pad, h, w = -(-c // atom) * atom, 16, 16 * widths
+    draw = data.draw
+    stages = [_stage(draw), _stage(draw)]
+    per_channel = []
+    for stage in stages:
+        alu = rng.integers(-(1 << 15), 1 << 15, c_pad)
+        mul = rng.integers(-(1 << 15), 1 << 15, c_pad)
+        mul[rng.random(c_pad) < 0.2] = rng.choice([-(1 << 15), -1, 0, 1, (1 << 15) - 1])
+        per_channel.append((stage, sdp.alu_operand_shifted(alu, stage.alu_shift), mul))
+    cvt = (int(rng.integers(-100, 100)), int(rng.integers(-300, 300)), int(rng.integers(0, 12)))
+    # every code in every channel (at its own place), then random ones
+    codes = np.concatenate([np.arange(-128, 128), rng.integers(-128, 128, h * w - 256)])
+    x = np.stack([np.roll(codes, 37 * ch) for ch in range(c_pad)]).reshape(c_pad, h, w)
+    want = x.copy()
+    for stage, alu, mul in per_channel:
+        want = sdp.x_stage(want, stage, alu[:, None, None], mul[:, None, None],
+                           alu_shifted=True)
+    ram = g = y_table = None
+    if lut:
+        ram = LutRam()
+        ram.le[:] = rng.integers(-32768, 32768, ram.le.size)
+        ram.lo[:] = rng.integers(-32768, 32768, ram.lo.size)
+        g = lut_group(**LUT_CONFIGS[config], **LUT_SLOPES)
+        y_table = lut_y.y_table(ram, g)
+    table = _channel_code_table(SimpleNamespace(c_pad=c_pad, cvt=cvt),
+                                [s for s in per_channel if not s[0].bypass], y_table)
+    if lut and not (-lut_y.HALF <= want.min() and want.max() < lut_y.HALF):
+        assert table is None
+        return
+    counts = None
+    if lut:
+        want, counts = sdp_y.lookup(want, ram, g)
+    out, sat = sdp.convert_inplace(want, *cvt, c)
+    packed = np.ascontiguousarray(x.astype(np.int8).reshape(c_pad // atom, atom, h, w)
+                                  .transpose(0, 2, 3, 1))
+    got, got_sat, got_counts = channel_table_apply(packed, table, c, lut)
+    np.testing.assert_array_equal(got.transpose(0, 3, 1, 2).reshape(c_pad, h, w),
+                                  out.astype(np.int8))
+    assert got_sat == sat
+    if lut:
+        assert lut_y.counters(got_counts, c_pad * h * w) == counts
+    else:
+        assert not got_counts.any()
+
+
+def test_channel_table_counts_past_a_16_bit_field():
+    """The LUT counters of a row longer than a count field holds (65535): every element
+    hits both tables and overflows, so each count is the number of elements."""
+    from accel.cmod.fast.fused import channel_table_apply
+
+    atom, w = 32, 4100
+    table = np.full((atom, 256), 0b1111 << 9 | 0x7F, dtype=np.int16)
+    x = np.zeros((1, 1, w, atom), dtype=np.int8)
+    out, sat, counts = channel_table_apply(x, table, atom, True)
+    assert (out == 0x7F).all() and sat == 0
+    assert counts.tolist() == [atom * w] * 4
