@@ -268,4 +268,6 @@ def decode(g: GroupView, rdma: GroupView, cfg: HwConfig, fed: bool) -> PdpPlan:
         splits=tuple(splits), pad_values=pad_values(g),
         dst=(g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), g("D_DST_LINE_STRIDE"),
              g("D_DST_SURFACE_STRIDE")),
-        cycles=pdp_cycles(cfg, c_pad * h * w, c_pad * oh * ow, off_flying))
+        # a split-width slice reads the columns it shares with the slice before again
+        cycles=pdp_cycles(cfg, c_pad * h * sum(s[1] for s in splits), c_pad * oh * ow,
+                          off_flying))

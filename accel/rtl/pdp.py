@@ -22,21 +22,32 @@ cmodel's :mod:`accel.cmod.pdp` computes, byte for byte:
 * every lane of an atom alike: the lanes of the last surface past ``C`` are pooled as
   memory holds them, as the cmodel does.
 
-How: a window walker visits the windows (slice, surface, output row, output column),
-clips each to the cube, queues its description (rows and columns read, padded rows and
-columns, output address) and reads each of its rows as one command of the
-:class:`~accel.rtl.axi.AxiReader`.  The reducer folds the words as they come back, then a
-short pipeline applies the average's padding and reciprocals and hands the atom to the
-:class:`~accel.rtl.axi.AxiWriter`.  Windows that overlap read their shared cells again (no
-line buffer): a 3x3 window at stride 1 reads each cell nine times.
+How: it runs as NVIDIA's PDP does, one element a cycle (nv_small's PDP throughput: a
+word every ``atom`` cycles), each input element read once, with the windows separated
+into their rows and columns:
+
+* the jobs are the slices' surfaces, one after the other; for each, one AXI command per
+  input row;
+* the **row stage** folds each word into the windows of its row it lies in, one window a
+  cycle (at most ceil(kernel_w / stride_w) <= 8 are open), and hands each window's value
+  on after its last real column (a window wholly in the padding: the neutral value);
+* the **column stage** folds each such value into the output rows its input row belongs
+  to, one a cycle, in a line buffer of NVIDIA's size (7 KiB: ``overlap`` output rows of
+  :func:`accel.cbuf.pdp_max_width` columns, 14 bits a lane, which the cmodel checks every
+  operation against), and at an output row's last real row hands the value to a short
+  pipeline that adds the average's padding, applies the reciprocals and saturates before
+  the :class:`~accel.rtl.axi.AxiWriter` writes the atom.  Output rows wholly in the padding
+  are written as the first (above) or last (below) input row's windows pass.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from accel.cbuf import PDP_BUFFER_BYTES
 from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
@@ -49,8 +60,14 @@ AVERAGE, MAX, MIN = 0, 1, 2
 PAD_VALUE_BITS = (8, 9, 10, 10, 11, 11, 11)
 #: bits of a window's sum with its padding (see the module docstring)
 SUM_BITS = 17
-#: window descriptions queued between the walker and the reducer
-WINDOWS_AHEAD = 8
+#: bits of a lane of a window pooled across one row (at most 8 int8 values summed)
+ROW_BITS = 12
+#: bits of a lane in the line buffer (at most 64 int8 values summed), as NVIDIA's 14
+BUFFER_BITS = 14
+#: windows of a row open at once: at most ceil(kernel_w / stride_w)
+OPEN_WINDOWS = 8
+#: windows pooled across a row queued between the row and the column stage
+HVALS_AHEAD = 8
 
 
 class PdpConfigLayout(data.StructLayout):
@@ -116,10 +133,9 @@ def config_from_registers(field, hw: HwConfig):
     return assign
 
 
-def _window_layout() -> data.StructLayout:
-    """A window as the walker hands it to the reducer."""
-    return data.StructLayout({"rows": 4, "cols": 4, "pad_rows": 4, "pad_cols": 4,
-                              "out": ADDR_BITS})
+def _hval_layout(lanes: int) -> data.StructLayout:
+    """A window of one input row, pooled across its columns, as the row stage hands it on."""
+    return data.StructLayout({"lanes": data.ArrayLayout(signed(ROW_BITS), lanes), "cols": 4})
 
 
 def _round16(m: Module, x, name: str) -> Signal:
@@ -160,155 +176,282 @@ class Pdp(wiring.Component):
         wiring.connect(m, wiring.flipped(self.axi_read), reader.axi)
         wiring.connect(m, wiring.flipped(self.axi_write), writer.axi)
         m.d.comb += self.bus_error.eq(reader.bus_error | writer.bus_error)
-        layout = _window_layout()
-        m.submodules.windows = windows = fifo.SyncFIFOBuffered(width=layout.size,
-                                                               depth=WINDOWS_AHEAD)
+        method = cfg.method
+        neutral = Mux(method == MAX, -128, Mux(method == MIN, 127, 0))
 
-        # ---- the walker: slice, surface, output row, output column ----------------------
+        def fold(a, v):
+            return Mux(method == MAX, Mux(v > a, v, a), Mux(method == MIN, Mux(v < a, v, a),
+                                                            a + v))
+
         coord = signed(SIZE_BITS + 2)
+
+        # ---- the jobs: each slice's surfaces, one at a time ------------------------------
         slice_left = Signal(8)                 # slices after this one
         in0, in_w, out0, out_w = (Signal(SIZE_BITS, name=n)
                                   for n in ("slice_in0", "slice_in_w", "slice_out0",
                                             "slice_out_w"))
         pad_left = Signal(3)
         next_in0, next_out0 = Signal(coord), Signal(SIZE_BITS)
-        surface, oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
-        ys, xs = Signal(coord), Signal(coord)  # the window's first row and column
+        surface = Signal(SIZE_BITS)
         surf_addr, dsurf_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
-        row_base, out_row = Signal(ADDR_BITS), Signal(ADDR_BITS)   # at (ys, column 0 - pl)
-        win_addr, out_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
-        line_step = Signal(ADDR_BITS)          # stride_h source lines
-        top_back = Signal(ADDR_BITS)           # pad_top source lines
-        # the window clipped to the cube (or slice): a register stage
-        y_end, x_end = Signal(coord), Signal(coord)
-        m.d.comb += [y_end.eq(ys + cfg.kernel_h), x_end.eq(xs + cfg.kernel_w)]
-        row0 = Mux(ys[-1], 0, ys)
-        col0 = Mux(xs[-1], 0, xs)
-        row_stop = Mux(y_end > cfg.h, cfg.h, y_end)
-        col_stop = Mux(x_end > in_w, in_w, x_end)
-        rows = Signal(5)
-        cols = Signal(5)
-        m.d.comb += [rows.eq(Mux(row_stop > row0, row_stop - row0, 0)),
-                     cols.eq(Mux(col_stop > col0, col_stop - col0, 0))]
-        clip_top, clip_left = Signal(3), Signal(3)
-        m.d.comb += [clip_top.eq(Mux(ys[-1], -ys, 0)), clip_left.eq(Mux(xs[-1], -xs, 0))]
-        first = Signal(ADDR_BITS)
-        m.d.comb += first.eq(win_addr + clip_top * cfg.src_line + clip_left * atom)
-        cmd_addr = Signal(ADDR_BITS)
-        cmd_rows = Signal(5)                   # commands (window rows) left to issue
-        cmd_beats = Signal(5)
-        window = Signal(layout)
-        m.d.comb += [window.rows.eq(rows), window.cols.eq(cols),
-                     window.pad_rows.eq(cfg.kernel_h - rows),
-                     window.pad_cols.eq(cfg.kernel_w - cols), window.out.eq(out_addr),
-                     windows.w_data.eq(window.as_value())]
-        m.d.comb += [reader.cmd.payload.addr.eq(cmd_addr),
-                     reader.cmd.payload.beats.eq(cmd_beats)]
+        job_start = Signal()                   # a pulse: the three stages start a job
+        read_done, row_done, col_done = Signal(), Signal(), Signal()
         walking = Signal()
-        walked = Signal()                      # every window queued and read
-        with m.FSM(name="walker") as walker:
+        walked = Signal()                      # every job run
+        # the line buffer's rows (a power of two): ``overlap`` output rows of ``DEPTH /
+        # overlap`` columns each, as NVIDIA's 7 KiB buffer (:func:`accel.cbuf.pdp_max_width`)
+        depth = PDP_BUFFER_BYTES * 8 // (lanes * BUFFER_BITS)
+        depth_log2 = depth.bit_length() - 1
+        overlap_log2 = Signal(2)
+        kh, sh = cfg.kernel_h, cfg.stride_h
+        with m.FSM(name="jobs") as jobs:
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [line_step.eq(cfg.stride_h * cfg.src_line),
-                                 top_back.eq(cfg.pad_top * cfg.src_line),
-                                 slice_left.eq(cfg.splits_m1), in0.eq(0), out0.eq(0),
+                    m.d.sync += [slice_left.eq(cfg.splits_m1), in0.eq(0), out0.eq(0),
                                  pad_left.eq(cfg.pad_left),
                                  in_w.eq(Mux(cfg.splits_m1 == 0, cfg.w, cfg.in_first)),
                                  out_w.eq(Mux(cfg.splits_m1 == 0, cfg.out_w, cfg.out_first)),
                                  next_in0.eq(cfg.in_first - (cfg.kernel_w - cfg.stride_w)),
-                                 next_out0.eq(cfg.out_first), walked.eq(0), walking.eq(1)]
+                                 next_out0.eq(cfg.out_first), walked.eq(0), walking.eq(1),
+                                 # ceil(kh / sh) -> the lines it keeps: 1, 1, 2, 4, 4, 8...
+                                 overlap_log2.eq(Mux(kh > 4 * sh, 3, Mux(kh > 2 * sh, 2,
+                                                                         Mux(kh > sh, 1, 0))))]
                     m.next = "SLICE"
-            with m.State("SLICE"):             # a slice's first surface
+            with m.State("SLICE"):
                 m.d.sync += [surface.eq(0), surf_addr.eq(cfg.src), dsurf_addr.eq(cfg.dst)]
-                m.next = "SURFACE"
-            with m.State("SURFACE"):           # a surface's first row
-                m.d.sync += [oy.eq(0), ys.eq(-cfg.pad_top),
-                             row_base.eq(surf_addr - top_back + (in0 - pad_left) * atom),
-                             out_row.eq(dsurf_addr + out0 * atom)]
-                m.next = "ROW"
-            with m.State("ROW"):               # a row's first window
-                m.d.sync += [ox.eq(0), xs.eq(-pad_left), win_addr.eq(row_base),
-                             out_addr.eq(out_row)]
-                m.next = "WINDOW"
-            with m.State("WINDOW"):            # queue the window, then read its rows
-                with m.If(windows.w_rdy):
-                    m.d.sync += [cmd_addr.eq(first), cmd_beats.eq(cols),
-                                 cmd_rows.eq(Mux(cols == 0, 0, rows))]
-                    m.next = "READ"
-            with m.State("READ"):
-                with m.If(cmd_rows == 0):
-                    m.next = "NEXT"
-                with m.Elif(reader.cmd.ready):
-                    m.d.sync += [cmd_rows.eq(cmd_rows - 1), cmd_addr.eq(cmd_addr + cfg.src_line)]
-            with m.State("NEXT"):              # the next window, row, surface or slice
-                m.d.sync += [ox.eq(ox + 1), xs.eq(xs + cfg.stride_w),
-                             win_addr.eq(win_addr + cfg.stride_w * atom),
-                             out_addr.eq(out_addr + atom)]
-                m.next = "WINDOW"
-                with m.If(ox + 1 == out_w):
-                    m.d.sync += [oy.eq(oy + 1), ys.eq(ys + cfg.stride_h),
-                                 row_base.eq(row_base + line_step),
-                                 out_row.eq(out_row + cfg.dst_line)]
-                    m.next = "ROW"
-                    with m.If(oy + 1 == cfg.out_h):
-                        m.d.sync += [surface.eq(surface + 1),
-                                     surf_addr.eq(surf_addr + cfg.src_surf),
-                                     dsurf_addr.eq(dsurf_addr + cfg.dst_surf)]
-                        m.next = "SURFACE"
-                        with m.If(surface + 1 == cfg.surfaces):
-                            m.d.sync += [slice_left.eq(slice_left - 1), in0.eq(next_in0),
-                                         out0.eq(next_out0), pad_left.eq(0),
-                                         in_w.eq(Mux(slice_left == 1, cfg.in_last, cfg.in_mid)
-                                                 + cfg.kernel_w - cfg.stride_w),
-                                         out_w.eq(Mux(slice_left == 1, cfg.out_last,
-                                                      cfg.out_mid)),
-                                         next_in0.eq(next_in0 + cfg.in_mid),
-                                         next_out0.eq(next_out0 + cfg.out_mid)]
-                            m.next = "SLICE"
-                            with m.If(slice_left == 0):
-                                m.d.sync += [walking.eq(0), walked.eq(1)]
-                                m.next = "IDLE"
-        m.d.comb += [windows.w_en.eq(walker.ongoing("WINDOW")),
-                     reader.cmd.valid.eq(walker.ongoing("READ") & (cmd_rows != 0))]
+                m.next = "START"
+            with m.State("START"):
+                m.d.comb += job_start.eq(1)
+                m.next = "RUN"
+            with m.State("RUN"):
+                with m.If(read_done & row_done & col_done):
+                    m.d.sync += [surface.eq(surface + 1),
+                                 surf_addr.eq(surf_addr + cfg.src_surf),
+                                 dsurf_addr.eq(dsurf_addr + cfg.dst_surf)]
+                    m.next = "START"
+                    with m.If(surface + 1 == cfg.surfaces):
+                        m.d.sync += [slice_left.eq(slice_left - 1), in0.eq(next_in0),
+                                     out0.eq(next_out0), pad_left.eq(0),
+                                     in_w.eq(Mux(slice_left == 1, cfg.in_last, cfg.in_mid)
+                                             + cfg.kernel_w - cfg.stride_w),
+                                     out_w.eq(Mux(slice_left == 1, cfg.out_last, cfg.out_mid)),
+                                     next_in0.eq(next_in0 + cfg.in_mid),
+                                     next_out0.eq(next_out0 + cfg.out_mid)]
+                        m.next = "SLICE"
+                        with m.If(slice_left == 0):
+                            m.d.sync += [walking.eq(0), walked.eq(1)]
+                            m.next = "IDLE"
 
-        # ---- the reducer: a window's words folded lane by lane --------------------------
-        acc = [Signal(signed(SUM_BITS), name=f"acc{i}") for i in range(lanes)]
-        cur = Signal(layout)
-        rows_left, cols_left = Signal(5), Signal(5)
-        reducing = Signal()
-        handing = Signal()                     # the window is folded: into the pipeline
-        method = cfg.method
-        word = reader.data.payload
-        start_value = Mux(method == MAX, -128, Mux(method == MIN, 127, 0))
-        advance = Signal()                     # the pipeline moves
-        m.d.comb += [windows.r_en.eq(~reducing & ~handing),
-                     reader.data.ready.eq(reducing)]
-        head = data.View(layout, windows.r_data)
-        with m.If(windows.r_rdy & ~reducing & ~handing):
-            m.d.sync += [cur.eq(head), rows_left.eq(head.rows), cols_left.eq(head.cols)]
-            m.d.sync += [a.eq(start_value) for a in acc]
-            empty = (head.rows == 0) | (head.cols == 0)
-            m.d.sync += [reducing.eq(~empty), handing.eq(empty)]
-        with m.If(reducing & reader.data.valid):
-            for i, a in enumerate(acc):
-                v = word[8 * i:8 * i + 8].as_signed()
-                m.d.sync += a.eq(Mux(method == MAX, Mux(v > a, v, a),
-                                     Mux(method == MIN, Mux(v < a, v, a), a + v)))
-            last_col = cols_left == 1
-            m.d.sync += cols_left.eq(Mux(last_col, cur.cols, cols_left - 1))
-            with m.If(last_col):
-                m.d.sync += rows_left.eq(rows_left - 1)
-                with m.If(rows_left == 1):
-                    m.d.sync += [reducing.eq(0), handing.eq(1)]
-        with m.If(handing & advance):
-            m.d.sync += handing.eq(0)
+        # ---- the read: the job's rows, each one command ---------------------------------
+        rows_left = Signal(SIZE_BITS)
+        row_addr = Signal(ADDR_BITS)
+        m.d.comb += [reader.cmd.payload.addr.eq(row_addr), reader.cmd.payload.beats.eq(in_w),
+                     reader.cmd.valid.eq(rows_left != 0)]
+        with m.If(job_start):
+            m.d.sync += [rows_left.eq(cfg.h), row_addr.eq(surf_addr + in0 * atom),
+                         read_done.eq(0)]
+        with m.Elif(reader.cmd.valid & reader.cmd.ready):
+            m.d.sync += [rows_left.eq(rows_left - 1), row_addr.eq(row_addr + cfg.src_line)]
+        with m.Elif(rows_left == 0):
+            m.d.sync += read_done.eq(1)
+
+        # ---- the row stage: each word folded into the windows it lies in, in turn --------
+        # Window ``ox`` covers the slice's columns [xs, xs + kernel_w), xs = ox * stride_w -
+        # pad_left; those inside the slice are real.  The open windows are [lo, hi): a word
+        # folds into each (a cycle each, at most ceil(kernel_w / stride_w) <= 8), a window
+        # takes its first word as it is and hands its value on after its last real column.
+        m.submodules.hvals = hvals = fifo.SyncFIFOBuffered(width=_hval_layout(lanes).size,
+                                                           depth=HVALS_AHEAD)
+        hval_in = Signal(_hval_layout(lanes))
+        m.d.comb += hvals.w_data.eq(hval_in.as_value())
+        hacc = [[Signal(signed(ROW_BITS), name=f"hacc{k}_{i}") for i in range(lanes)]
+                for k in range(OPEN_WINDOWS)]
+        h_y, h_x = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        lo, hi, k = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
+        xs_lo, xs_hi, xs_k = Signal(coord), Signal(coord), Signal(coord)
+        word = Signal(8 * lanes)
+        have_word = Signal()
+        pace = Signal(range(max(atom, 2)))      # cycles until the next word may be taken
+        with m.If(pace != 0):
+            m.d.sync += pace.eq(pace - 1)
+        kw, sw = cfg.kernel_w, cfg.stride_w
+        # the window taking the cycle: an open one (k < hi) or the next to open
+        opening = (k == hi) & (hi < out_w) & (xs_hi <= h_x.as_signed())
+        active = (k < hi) | opening
+        k_first = Mux(xs_k[-1], 0, xs_k)                     # its first real column
+        k_stop = Signal(coord)
+        m.d.comb += k_stop.eq(Mux(xs_k + kw > in_w, in_w, xs_k + kw))
+        closes = h_x == k_stop - 1
+        taking = Signal()                      # the word is taken this cycle
+        current = Mux(taking, reader.data.payload, word)
+        slot = k[:3]
+        folded = [Signal(signed(ROW_BITS), name=f"folded{i}") for i in range(lanes)]
+        for i in range(lanes):
+            v = current[8 * i:8 * i + 8].as_signed()
+            m.d.comb += folded[i].eq(Mux(h_x == k_first, v,
+                                         fold(Array(h[i] for h in hacc)[slot], v)))
+        with m.FSM(name="rows") as rows:
+            with m.State("IDLE"):
+                with m.If(job_start):
+                    m.d.sync += [h_y.eq(0), row_done.eq(0)]
+                    m.next = "ROW"
+            with m.State("ROW"):
+                m.d.sync += [h_x.eq(0), lo.eq(0), hi.eq(0), k.eq(0), xs_lo.eq(-pad_left),
+                             xs_hi.eq(-pad_left), xs_k.eq(-pad_left)]
+                m.next = "LEFT"
+            with m.State("LEFT"):              # windows wholly in the left padding
+                with m.If((lo < out_w) & (xs_lo + kw <= 0)):
+                    m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
+                    m.d.comb += [hval_in.lanes[i].eq(neutral) for i in range(lanes)]
+                    with m.If(hvals.w_rdy):
+                        m.d.sync += [lo.eq(lo + 1), hi.eq(lo + 1), k.eq(lo + 1),
+                                     xs_lo.eq(xs_lo + sw), xs_hi.eq(xs_lo + sw),
+                                     xs_k.eq(xs_lo + sw)]
+                with m.Else():
+                    m.next = "WORDS"
+            with m.State("WORDS"):
+                m.d.comb += taking.eq(~have_word & (pace == 0) & reader.data.valid)
+                m.d.comb += reader.data.ready.eq(taking)
+                with m.If(taking):
+                    m.d.sync += [word.eq(reader.data.payload), have_word.eq(1),
+                                 pace.eq(atom - 1)]
+                # after this cycle's window: another for this word, or the next word
+                nh = hi + opening
+                next_active = (k + 1 < nh) | ((k + 1 == nh) & (nh < out_w) & (
+                    xs_hi + Mux(opening, sw, 0) <= h_x.as_signed()))
+                blocked = active & closes & ~hvals.w_rdy
+                with m.If((have_word | taking) & ~blocked):
+                    with m.If(active):
+                        for j in range(OPEN_WINDOWS):
+                            with m.If(slot == j):
+                                m.d.sync += [hacc[j][i].eq(folded[i]) for i in range(lanes)]
+                        m.d.sync += [k.eq(k + 1), xs_k.eq(xs_k + sw)]
+                        with m.If(opening):
+                            m.d.sync += [hi.eq(hi + 1), xs_hi.eq(xs_hi + sw)]
+                        with m.If(closes):
+                            m.d.comb += [hvals.w_en.eq(1),
+                                         hval_in.cols.eq(k_stop - k_first)]
+                            m.d.comb += [hval_in.lanes[i].eq(folded[i]) for i in range(lanes)]
+                            m.d.sync += [lo.eq(k + 1), xs_lo.eq(xs_k + sw)]
+                    with m.If(~active | ~next_active):     # the word's last window
+                        closing = active & closes
+                        m.d.sync += [have_word.eq(0), h_x.eq(h_x + 1),
+                                     k.eq(Mux(closing, k + 1, lo)),
+                                     xs_k.eq(Mux(closing, xs_k + sw, xs_lo))]
+                        with m.If(h_x + 1 == in_w):
+                            m.next = "RIGHT"
+            with m.State("RIGHT"):             # windows wholly in the right padding
+                with m.If(lo < out_w):
+                    m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
+                    m.d.comb += [hval_in.lanes[i].eq(neutral) for i in range(lanes)]
+                    with m.If(hvals.w_rdy):
+                        m.d.sync += lo.eq(lo + 1)
+                with m.Else():
+                    m.d.sync += h_y.eq(h_y + 1)
+                    m.next = "ROW"
+                    with m.If(h_y + 1 == cfg.h):
+                        m.d.sync += row_done.eq(1)
+                        m.next = "IDLE"
+
+        # ---- the column stage: each row's windows into the output rows they belong to ---
+        # Output row ``oy`` covers the rows [ys, ys + kernel_h), ys = oy * stride_h -
+        # pad_top.  The open rows are [oy_lo, oy_hi): each keeps a line of the buffer (row
+        # ``oy`` mod ``overlap``), where the value of each of its columns builds up; at its
+        # last real row a value goes to the pipeline instead.  A step is one output row of
+        # one window, a cycle each: the buffer is read as the step is taken and written (or
+        # the value handed on) a cycle later.  Rows wholly in the padding take the value
+        # of no row: those above as the first row's windows pass, those below as the last
+        # row's.
+        mem = Memory(shape=unsigned(lanes * BUFFER_BITS), depth=depth, init=[])
+        m.submodules.line_buffer = mem
+        wr = mem.write_port()
+        rd = mem.read_port(transparent_for=(wr,))
+        hval = data.View(_hval_layout(lanes), hvals.r_data)
+        v_y, v_x = Signal(SIZE_BITS), Signal(SIZE_BITS)
+        oy_lo, oy_hi, j = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
+        ys_lo, ys_hi, ys_j = Signal(coord), Signal(coord), Signal(coord)
+        out_lo, out_j = Signal(ADDR_BITS), Signal(ADDR_BITS)   # output row addresses, column 0
+        col_addr = Signal(ADDR_BITS)                            # the window's column in them
+        last_row = v_y + 1 == cfg.h
+        real_end = Signal(coord)                                # past the last real row of oy_lo
+        m.d.comb += real_end.eq(Mux(ys_lo + kh > cfg.h, cfg.h, ys_lo + kh))
+        j_first = Signal(coord)
+        j_end = Signal(coord)
+        m.d.comb += [j_first.eq(Mux(ys_j[-1], 0, ys_j)),
+                     j_end.eq(Mux(ys_j + kh > cfg.h, cfg.h, ys_j + kh))]
+        # the step in flight (read issued, value next cycle)
+        c_valid, c_first, c_last, c_empty = Signal(), Signal(), Signal(), Signal()
+        c_addr, c_out = Signal(depth_log2), Signal(ADDR_BITS)
+        c_rows, c_cols = Signal(4), Signal(4)
+        c_hval = [Signal(signed(ROW_BITS), name=f"c_hval{i}") for i in range(lanes)]
+        advance = Signal()                      # the pipeline moves
+        stall = Signal()
+        m.d.comb += stall.eq(c_valid & (c_last | c_empty) & ~advance)
+        column = [Signal(signed(BUFFER_BITS), name=f"column{i}") for i in range(lanes)]
+        for i in range(lanes):
+            held = rd.data[BUFFER_BITS * i:BUFFER_BITS * (i + 1)].as_signed()
+            m.d.comb += column[i].eq(Mux(c_empty, neutral,
+                                         Mux(c_first, c_hval[i], fold(held, c_hval[i]))))
+        line = Signal(depth_log2)               # the buffer word of row j, column v_x
+        slot_mask, slot_shift = Signal(3), Signal(range(depth_log2 + 1))
+        m.d.comb += [slot_mask.eq(Array([0, 1, 3, 7])[overlap_log2]),
+                     slot_shift.eq(depth_log2 - overlap_log2),
+                     line.eq(((j & slot_mask) << slot_shift) | v_x)]
+        m.d.comb += [wr.addr.eq(c_addr), wr.en.eq(c_valid & ~c_last & ~c_empty),
+                     wr.data.eq(Cat(*(v.as_unsigned() for v in column))),
+                     rd.addr.eq(line), rd.en.eq(~stall)]
+        with m.If(~stall):
+            m.d.sync += c_valid.eq(0)
+        with m.FSM(name="columns"):
+            with m.State("IDLE"):
+                with m.If(job_start):
+                    m.d.sync += [v_y.eq(0), oy_lo.eq(0), oy_hi.eq(0), ys_lo.eq(-cfg.pad_top),
+                                 ys_hi.eq(-cfg.pad_top), out_lo.eq(dsurf_addr + out0 * atom),
+                                 col_done.eq(0)]
+                    m.next = "ROW"
+            with m.State("ROW"):               # the output rows open during this row
+                with m.If((v_y != 0) & (oy_lo < oy_hi) & (real_end <= v_y.as_signed())):
+                    m.d.sync += [oy_lo.eq(oy_lo + 1), ys_lo.eq(ys_lo + sh),
+                                 out_lo.eq(out_lo + cfg.dst_line)]
+                with m.Elif((oy_hi < cfg.out_h) & (last_row | (ys_hi <= v_y.as_signed()))):
+                    m.d.sync += [oy_hi.eq(oy_hi + 1), ys_hi.eq(ys_hi + sh)]
+                with m.Else():
+                    m.d.sync += [v_x.eq(0), col_addr.eq(0), j.eq(oy_lo), ys_j.eq(ys_lo),
+                                 out_j.eq(out_lo)]
+                    m.next = "STEPS"
+            with m.State("STEPS"):
+                with m.If(~stall):
+                    with m.If(hvals.r_rdy & (j < oy_hi)):   # the window's step for row j
+                        empty = j_end <= j_first
+                        m.d.sync += [
+                            c_valid.eq(1), c_empty.eq(empty),
+                            c_first.eq(v_y.as_signed() == j_first),
+                            c_last.eq(v_y.as_signed() + 1 == j_end), c_addr.eq(line),
+                            c_out.eq(out_j + col_addr),
+                            c_rows.eq(Mux(empty, 0, j_end - j_first)), c_cols.eq(hval.cols),
+                            j.eq(j + 1), ys_j.eq(ys_j + sh), out_j.eq(out_j + cfg.dst_line)]
+                        m.d.sync += [c_hval[i].eq(hval.lanes[i]) for i in range(lanes)]
+                    with m.Elif(hvals.r_rdy):      # the window is done: the next one
+                        m.d.comb += hvals.r_en.eq(1)
+                        m.d.sync += [v_x.eq(v_x + 1), col_addr.eq(col_addr + atom),
+                                     j.eq(oy_lo), ys_j.eq(ys_lo), out_j.eq(out_lo)]
+                        with m.If(v_x + 1 == out_w):
+                            m.d.sync += v_y.eq(v_y + 1)
+                            m.next = "ROW"
+                            with m.If(last_row):
+                                m.next = "DRAIN"
+            with m.State("DRAIN"):
+                with m.If(~c_valid):
+                    m.d.sync += col_done.eq(1)
+                    m.next = "IDLE"
 
         # ---- the pipeline: padding, the reciprocals, saturation -------------------------
         # stage 1: the padding's share added (average)
         pv = cfg.pad_values
+        pad_rows, pad_cols = Signal(4), Signal(4)
+        m.d.comb += [pad_rows.eq(cfg.kernel_h - c_rows), pad_cols.eq(cfg.kernel_w - c_cols)]
         pad_term = Signal(signed(SUM_BITS))
-        m.d.comb += pad_term.eq((cfg.kernel_h - cur.pad_rows) * pv[cur.pad_cols]
-                                + cfg.kernel_w * pv[cur.pad_rows])
+        m.d.comb += pad_term.eq(c_rows * pv[pad_cols] + cfg.kernel_w * pv[pad_rows])
         s1_valid, s2_valid, s3_valid = Signal(), Signal(), Signal()
         s1 = [Signal(signed(SUM_BITS), name=f"s1_{i}") for i in range(lanes)]
         s2 = [Signal(signed(SUM_BITS + 2), name=f"s2_{i}") for i in range(lanes)]
@@ -317,10 +460,11 @@ class Pdp(wiring.Component):
         m.d.comb += advance.eq(~s3_valid | writer.req.ready)
         average = method == AVERAGE
         with m.If(advance):
-            m.d.sync += [s1_valid.eq(handing), s2_valid.eq(s1_valid), s3_valid.eq(s2_valid),
-                         s1_out.eq(cur.out), s2_out.eq(s1_out), s3_out.eq(s2_out)]
+            m.d.sync += [s1_valid.eq(c_valid & (c_last | c_empty)), s2_valid.eq(s1_valid),
+                         s3_valid.eq(s2_valid), s1_out.eq(c_out), s2_out.eq(s1_out),
+                         s3_out.eq(s2_out)]
             for i in range(lanes):
-                m.d.sync += s1[i].eq(Mux(average, acc[i] + pad_term, acc[i]))
+                m.d.sync += s1[i].eq(Mux(average, column[i] + pad_term, column[i]))
                 # stage 2: the width's reciprocal; stage 3: the height's, then saturation
                 by_w = _round16(m, s1[i] * cfg.recip_w, f"by_w{i}")
                 m.d.sync += s2[i].eq(Mux(average, by_w, s1[i]))
@@ -331,11 +475,10 @@ class Pdp(wiring.Component):
                      writer.req.payload.data.eq(Cat(*(v.as_unsigned() for v in s3))),
                      writer.req.payload.strb.eq((1 << atom) - 1)]
 
-        # ---- completion: every window written and answered ------------------------------
+        # ---- completion: every job run, every value written and answered ---------------
         settled = Signal()
-        # (the queue's level: a window written shows at its read side a cycle later)
-        m.d.comb += settled.eq(walked & (windows.level == 0) & ~reducing & ~handing & ~s1_valid
-                               & ~s2_valid & ~s3_valid & ~reader.busy & writer.idle)
+        m.d.comb += settled.eq(walked & ~s1_valid & ~s2_valid & ~s3_valid & ~reader.busy
+                               & writer.idle)
         m.d.sync += self.done.eq(0)
         with m.If(settled & ~self.done):
             m.d.sync += [walked.eq(0), self.done.eq(1)]

@@ -75,6 +75,15 @@ def test_every_nv_small_pdp_and_sdp_trace_passes_on_verilator(family, count, cap
     assert doc["summary"] == {"pass": count, "fail": 0, "skip": 0}
     assert all(r["cycles"] > 0 and "axi memory: engine ran" in r["note"]
                for r in doc["results"])
+    if family == "pdp_":    # an element a cycle, nv_small's PDP throughput, as estimated
+        assert main(["trace", "run", "--json", *paths]) == 0
+        estimate = {r["name"]: r["cycles"]
+                    for r in json.loads(capsys.readouterr().out)["results"]}
+        for r in doc["results"]:
+            engine = int(re.search(r"engine ran (\d+) cycles", r["note"]).group(1))
+            if estimate[r["name"]] >= LATENCY_BOUND:
+                assert 0.85 * estimate[r["name"]] <= engine <= 1.15 * estimate[r["name"]], (
+                    r["name"], engine, estimate[r["name"]])
 
 
 def test_nvidias_cdp_traces_pass_on_verilator(capsys) -> None:
