@@ -204,7 +204,7 @@ class Pdp(wiring.Component):
         depth_log2 = depth.bit_length() - 1
         overlap_log2 = Signal(2)
         kh, sh = cfg.kernel_h, cfg.stride_h
-        with m.FSM(name="jobs") as jobs:
+        with m.FSM(name="jobs"):
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [slice_left.eq(cfg.splits_m1), in0.eq(0), out0.eq(0),
@@ -290,7 +290,7 @@ class Pdp(wiring.Component):
             v = current[8 * i:8 * i + 8].as_signed()
             m.d.comb += folded[i].eq(Mux(h_x == k_first, v,
                                          fold(Array(h[i] for h in hacc)[slot], v)))
-        with m.FSM(name="rows") as rows:
+        with m.FSM(name="rows"):
             with m.State("IDLE"):
                 with m.If(job_start):
                     m.d.sync += [h_y.eq(0), row_done.eq(0)]
