@@ -82,7 +82,9 @@ class FeatureCommands(wiring.Component):
 class WeightCommands(wiring.Component):
     """The weight read commands: the stream in pieces, interleaved with the features.
     After a channel group's lines come the words of the first kernel group's weights for
-    it (the convolution's first rounds need both), the rest after the last line.
+    it (the convolution's first rounds need both), the rest after the last line; the
+    engine gives a block of credit as the input starts too when there is one channel
+    group, so that its weights come before its lines, the whole input.
 
     A command takes all the words left (once the lines are issued, or if the credit
     covers them) or the credit.  The comparison is a register: ``spare`` (words left less
@@ -94,8 +96,9 @@ class WeightCommands(wiring.Component):
     ----------
     launch : ``In(1)``; issue : ``In(1)`` a body command is taken now (this block's when
     ``ready``); lines_left : ``In(1)`` feature lines are left to issue;
-    group_issued : ``In(1)`` a channel group's last line is issued; block : ``In``: the
-    words of one channel group's first kernels
+    group_issued : ``In(1)`` a channel group's weights are due (its last line is issued,
+    or the input of one channel group starts); block : ``In``: the words of one channel
+    group's first kernels
     ready : ``Out(1)`` a weight command is due; piece, addr : ``Out`` its words, address;
     finished : ``Out(1)`` every weight word is asked for
     """

@@ -25,9 +25,11 @@ the data they bring (:mod:`accel.rtl.cdma`); it issues the commands and routes t
    past ``K`` are skipped, not written (the sequencer loads zeros for them).
 
 The commands of 2 and 3 interleave in the order the convolution's first
-kernel group consumes them: a channel group's lines, then that channel
-group's weights of the first kernel group, and so on; the other kernel
-groups' weights after the last line.  A tag per command (weights or a line,
+kernel group consumes them: a channel group's lines, then that channel group's
+weights of the first kernel group, and so on; the other kernel groups' weights
+after the last line.  A convolution of one channel group takes its first kernel
+group's weights before its lines, which are the whole input (after them, its
+first round waited for the whole input).  A tag per command (weights or a line,
 and its words) routes the data as they come back.
 
 :class:`OutputWriter` is SDP's write DMA: every output beat (``atomic_k``
@@ -162,6 +164,7 @@ class ConvFetch(wiring.Component):
         cmd, beat = reader.cmd, reader.data
         ready, done = Signal(), Signal()
         body = Signal()                          # features and weights under way
+        body_begins = Signal()                   # its first cycle is next
         starting = Signal()                      # a start, in the idle state
         # each block takes its first values on its own kept copy of the start, a cycle
         # after it
@@ -206,7 +209,12 @@ class ConvFetch(wiring.Component):
         m.d.comb += [body_cmd.eq(body & tags.w_rdy & (wc.ready | lines)),
                      issue.eq(body_cmd & cmd.ready),
                      fc.issue.eq(issue & ~wc.ready & ~image), wc.issue.eq(issue),
-                     wc.lines_left.eq(fc.more), wc.group_issued.eq(fc.group_issued)]
+                     wc.lines_left.eq(fc.more),
+                     # a block of weight credit after each channel group's last line; with
+                     # one channel group, whose lines are the whole input, as the body
+                     # starts too: its weights before its lines
+                     wc.group_issued.eq(fc.group_issued
+                                        | (body_begins & (cfg.channel_groups == 1)))]
         m.d.comb += [tags.w_en.eq(issue),
                      tags.w_data.eq(Cat(beats.as_unsigned()[:BEAT_BITS], wc.ready))]
         # the data, routed by the tag of the command they answer: the word at the bus is
@@ -271,6 +279,7 @@ class ConvFetch(wiring.Component):
                     m.d.sync += [done.eq(1), body.eq(0)]
                     m.next = "IDLE"
         m.d.comb += [starting.eq(fsm.ongoing("IDLE") & self.start),
+                     body_begins.eq(fsm.ongoing("START") & (settle == 0)),
                      op.go.eq(fsm.ongoing("LAUNCH") & (cfg.x1.fetch | cfg.x2.fetch))]
         m.d.comb += [
             cmd.valid.eq(op.cmd_valid | body_cmd),
