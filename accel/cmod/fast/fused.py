@@ -398,7 +398,8 @@ def _channel_table_apply(x, table, c, out):
     """:func:`_unary_apply` with a table per channel: ``table`` int16 ``[C_pad, 256]``,
     entry ``[ch, v + 128]`` for the int8 input ``v`` of channel ``ch``, holding the
     output byte and 1 in bit 8 when the converter saturates.  Returns the saturation
-    count among the first ``c`` channels."""
+    count among the first ``c`` channels.  (A loop of its own: one loop for both, with
+    a one-row table for the unary ops, ran those 35 % slower.)"""
     surfaces, h, w, atom = out.shape
     outside = 0
     for s in range(surfaces):

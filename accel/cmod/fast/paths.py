@@ -540,9 +540,17 @@ def _code_table(plan: sdp.SdpPlan, pairs: bool) -> np.ndarray:
     for st, operands in plan.stages:
         mul = np.tile(codes, 256) if operands is not None else st.mul_operand
         x = sdp.x_stage(x, st, st.alu_operand, mul, inplace=True)
-    out, sat = sdp.convert_launches(x.reshape(-1, 1, 1, 1), *plan.cvt, 1)
-    table = (out.reshape(-1).astype(np.int16) & 0xFF) | (np.asarray(sat, np.int16) << 8)
+    table = _converted_entries(x, plan.cvt)
     return table.reshape(256, 256) if pairs else table
+
+
+def _converted_entries(x: np.ndarray, cvt: tuple[int, int, int]) -> np.ndarray:
+    """The converter on each value of ``x`` (int64, any shape, consumed) as a table's int16
+    entries: the output byte, and 1 in bit 8 where the converter saturates (each value
+    converted as a launch of its own, whose saturation count is then 0 or 1)."""
+    out, sat = sdp.convert_launches(x.reshape(-1, 1, 1, 1), *cvt, 1)
+    entries = (out.reshape(-1).astype(np.int16) & 0xFF) | (np.asarray(sat, np.int16) << 8)
+    return entries.reshape(x.shape)
 
 
 def _channel_code_table(plan: sdp.SdpPlan, stages: list, y_table: lut_y.YTable | None
@@ -562,10 +570,7 @@ def _channel_code_table(plan: sdp.SdpPlan, stages: list, y_table: lut_y.YTable |
             return None
         flags[:] = y_table.flags[index]
         x = y_table.values[index]
-    out, sat = sdp.convert_launches(x.reshape(-1, 1, 1, 1), *plan.cvt, 1)
-    table = ((out.reshape(-1).astype(np.int16) & 0xFF) | (np.asarray(sat, np.int16) << 8)
-             | (flags.reshape(-1) << 9))
-    return table.reshape(plan.c_pad, 256)
+    return _converted_entries(x, plan.cvt) | (flags << 9)
 
 
 #: fewest channels of a convolution that :func:`conv_sums` runs with packed weights: a
