@@ -104,7 +104,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--float-outputs", choices=["auto", "off"], default="auto",
                    help="auto (the default): also measure the best table with the DLA layers "
                         "writing the model's outputs (not class scores; at most "
-                        f"{FLOAT_OUTPUTS_MAC_SHARE:.0%} of the MACs) in fp32 on the CPU, and "
+                        f"{FLOAT_OUTPUTS_MAC_SHARE * 100:g} %% of the MACs) in fp32 on the "
+                        "CPU, and "
                         "keep that when an output's held-out SQNR gains "
                         f"{FLOAT_OUTPUTS_GAIN_DB:g} dB or more (int8 outputs are rounded and "
                         "clip past the calibrated range); off: never")

@@ -3,13 +3,14 @@ input, 1 for a failed check, no traceback, choices listed in ``--help``."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from opendla.cli import main
+from opendla.cli import build_parser, main
 from tests.conftest import shared_path
 
 LENET = str(Path(__file__).resolve().parents[3] / "tengine_host" / "models" / "lenet5_digits.onnx")
@@ -93,6 +94,27 @@ def test_help_lists_the_choices(capsys, command, option, choices):
     assert exc.value.code == 0
     text = capsys.readouterr().out
     assert option in text and choices in text.replace("\n", "").replace(" ", "")
+
+
+def _subcommand_paths(parser: argparse.ArgumentParser, words: tuple = ()):
+    """Every command and subcommand of ``parser``, as the words that name it."""
+    yield words
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _subcommand_paths(sub, (*words, name))
+
+
+def test_every_command_prints_its_help(capsys):
+    """``--help`` of every command and subcommand exits 0 (a bare ``%`` in a help text
+    made argparse raise a TypeError instead: ``quantize --help`` did so)."""
+    paths = list(_subcommand_paths(build_parser()))
+    assert len(paths) > 12, paths
+    for words in paths:
+        with pytest.raises(SystemExit) as exc:
+            main([*words, "--help"])
+        assert exc.value.code == 0, words
+        assert "usage: opendla" in capsys.readouterr().out, words
 
 
 def test_no_python_argument_names_in_messages(tmp_path, capsys):
