@@ -31,60 +31,78 @@ def surfaces_left(cfg, bus: int) -> Value:
 
 
 class FeatureCommands(wiring.Component):
-    """The feature read commands: one per line of each memory surface that exists.
+    """The feature read commands: one per line of each memory surface that exists, in
+    the order ``rows_first`` names (:func:`accel.rtl.dma.rows_first`): a surface's lines,
+    then the next surface's; or a row's line of each surface, then the next row.
 
     Attributes
     ----------
     launch : ``In(1)``; issue : ``In(1)`` a line's command is taken now
+    rows_first : ``In(1)`` the order (valid from the body on)
     more : ``Out(1)`` lines are left; line_addr : ``Out`` the next line's address
-    group_issued : ``Out(1)`` the command of a channel group's last line is taken now
+    group_issued : ``Out(1)`` a channel group's weights of the first kernel group are due:
+    the command of its last surface's last line (surfaces first) or first line (rows
+    first) is taken now
     """
 
     def __init__(self, cfg, hw: HwConfig) -> None:
         self.cfg, self.hw = cfg, hw
-        super().__init__({"launch": In(1), "issue": In(1), "more": Out(1),
-                          "group_issued": Out(1), "line_addr": Out(ADDR_BITS)})
+        super().__init__({"launch": In(1), "issue": In(1), "rows_first": In(1),
+                          "more": Out(1), "group_issued": Out(1),
+                          "line_addr": Out(ADDR_BITS)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         cfg, bus = self.cfg, self.hw.atom_size
         groups = self.hw.atomic_c // bus
         y, j = Signal(SIZE_BITS), Signal(range(groups))
-        surf_addr, line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
-        # whether lines are left, this surface is the last and this line its last
-        more, last_surface, last_line = Signal(), Signal(), Signal()
+        # the first line of the current surface (surfaces first) or row (rows first)
+        base_addr, line_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        # whether lines are left; whether this line is its surface's last, this surface
+        # the last (of the cube, or of the row), this row the first
+        more, last_line, last_surface, first_row = Signal(), Signal(), Signal(), Signal()
         h_m2 = Signal(SIZE_BITS)    # the line before the last, compared before y moves
-        # the surfaces after the next one still to come, less one: the next surface is the
-        # last when it is negative (its sign, not a comparison of the surface count)
+        # the surfaces after the next one still to come (of the cube, or of the row), less
+        # one: the next surface is the last when it is negative (its sign, not a comparison)
         until = Signal(signed(SIZE_BITS + 2))
-        m.d.comb += [self.group_issued.eq(self.issue & last_line
-                                          & ((j == groups - 1) | last_surface)),
+        group_end = (j == groups - 1) | last_surface
+        m.d.comb += [self.group_issued.eq(self.issue & group_end
+                                          & Mux(self.rows_first, first_row, last_line)),
                      self.more.eq(more), self.line_addr.eq(line_addr)]
-        with m.If(self.issue):
-            with m.If(~last_line):
+        next_surface = [until.eq(until - 1), last_surface.eq(until[-1]),
+                        j.eq(Mux(j == groups - 1, 0, j + 1))]
+        first_surface = [until.eq(surfaces_left(cfg, bus)), last_surface.eq(bus >= cfg.c),
+                         j.eq(0)]
+        with m.If(self.issue & self.rows_first):
+            with m.If(~last_surface):           # the row's next surface
+                m.d.sync += [*next_surface, line_addr.eq(line_addr + cfg.surf_stride)]
+            with m.Else():                      # the next row
+                m.d.sync += [*first_surface, y.eq(y + 1), first_row.eq(0),
+                             more.eq(~last_line), last_line.eq(y == h_m2),
+                             base_addr.eq(base_addr + cfg.line_stride),
+                             line_addr.eq(base_addr + cfg.line_stride)]
+        with m.Elif(self.issue):
+            with m.If(~last_line):              # the surface's next line
                 m.d.sync += [y.eq(y + 1), line_addr.eq(line_addr + cfg.line_stride),
                              last_line.eq(y == h_m2)]
-            with m.Else():
-                m.d.sync += [y.eq(0), until.eq(until - 1),
-                             last_line.eq(cfg.h == 1), more.eq(~last_surface),
-                             last_surface.eq(until[-1]),
-                             j.eq(Mux(j == groups - 1, 0, j + 1)),
-                             surf_addr.eq(surf_addr + cfg.surf_stride),
-                             line_addr.eq(surf_addr + cfg.surf_stride)]
+            with m.Else():                      # the next surface
+                m.d.sync += [*next_surface, y.eq(0), last_line.eq(cfg.h == 1),
+                             more.eq(~last_surface),
+                             base_addr.eq(base_addr + cfg.surf_stride),
+                             line_addr.eq(base_addr + cfg.surf_stride)]
         with m.If(self.launch):
-            m.d.sync += [y.eq(0), j.eq(0), more.eq((cfg.c != 0) & ~cfg.image.enable),
-                         last_surface.eq(bus >= cfg.c), until.eq(surfaces_left(cfg, bus)),
+            m.d.sync += [*first_surface, y.eq(0), first_row.eq(1),
+                         more.eq((cfg.c != 0) & ~cfg.image.enable),
                          last_line.eq(cfg.h == 1), h_m2.eq(cfg.h - 2),
-                         surf_addr.eq(cfg.feature_addr), line_addr.eq(cfg.feature_addr)]
+                         base_addr.eq(cfg.feature_addr), line_addr.eq(cfg.feature_addr)]
         return m
 
 
 class WeightCommands(wiring.Component):
     """The weight read commands: the stream in pieces, interleaved with the features.
-    After a channel group's lines come the words of the first kernel group's weights for
-    it (the convolution's first rounds need both), the rest after the last line; the
-    engine gives a block of credit as the input starts too when there is one channel
-    group, so that its weights come before its lines, the whole input.
+    After a channel group's line of the first row come the words of the first kernel
+    group's weights for it (the convolution's first rounds need them and the first rows),
+    the rest after the last line.
 
     A command takes all the words left (once the lines are issued, or if the credit
     covers them) or the credit.  The comparison is a register: ``spare`` (words left less
@@ -96,9 +114,8 @@ class WeightCommands(wiring.Component):
     ----------
     launch : ``In(1)``; issue : ``In(1)`` a body command is taken now (this block's when
     ``ready``); lines_left : ``In(1)`` feature lines are left to issue;
-    group_issued : ``In(1)`` a channel group's weights are due (its last line is issued,
-    or the input of one channel group starts); block : ``In``: the words of one channel
-    group's first kernels
+    group_issued : ``In(1)`` a channel group's weights are due (its first line is
+    issued); block : ``In``: the words of one channel group's first kernels
     ready : ``Out(1)`` a weight command is due; piece, addr : ``Out`` its words, address;
     finished : ``Out(1)`` every weight word is asked for
     """
@@ -240,20 +257,23 @@ class FeatureConverter(wiring.Component):
 
 
 class FeatureWriter(wiring.Component):
-    """The feature lines into the feature memory: the ``atomic_c / atom`` surfaces of
-    channel group ``cg`` fill the lane groups of entry ``(cg * H + y) * W + x``.
+    """The feature lines into the feature memory, in the commands' order (``rows_first``,
+    :class:`FeatureCommands`): the ``atomic_c / atom`` surfaces of channel group ``cg``
+    fill the lane groups of entry ``(cg * H + y) * W + x`` (surfaces first) or ``(y * CG +
+    cg) * W + x`` (rows first), so that the memory fills in address order either way.
 
     Attributes
     ----------
     launch : ``In(1)``; valid : ``In(1)`` a feature word is on ``word`` and taken
-    surface : ``In``: H * W, a channel group's entries (valid from the body on)
+    rows_first : ``In(1)`` the order; surface : ``In``: H * W, a channel group's entries
+    (both valid from the body on)
     write : ``Out``: the memory's write port; level : ``Out``: entries complete so far
     """
 
     def __init__(self, cfg, hw: HwConfig, entries: int) -> None:
         self.cfg, self.hw, self.entries = cfg, hw, entries
         super().__init__({"launch": In(1), "valid": In(1), "word": In(8 * hw.atom_size),
-                          "surface": In(range(entries + 1)),
+                          "rows_first": In(1), "surface": In(range(entries + 1)),
                           "write": Out(write_layout(hw, entries, hw.atomic_c // hw.atom_size)),
                           "level": Out(range(entries + 1))})
 
@@ -262,12 +282,13 @@ class FeatureWriter(wiring.Component):
         cfg, bus = self.cfg, self.hw.atom_size
         groups = self.hw.atomic_c // bus
         until = Signal(signed(SIZE_BITS + 2))           # as FeatureCommands'
-        cg, j, y, x = (Signal(SIZE_BITS), Signal(range(groups)), Signal(SIZE_BITS),
-                       Signal(SIZE_BITS))
+        j, y, x = Signal(range(groups)), Signal(SIZE_BITS), Signal(SIZE_BITS)
+        # the line's first entry; surfaces first, the channel group's first entry
         row_base, cg_base = Signal(range(self.entries + 1)), Signal(range(self.entries + 1))
         features_in = Signal()
-        # whether x and y are at their line's and surface's ends and the surface is the
-        # last: flags worked out as the counters move
+        # whether x is at its line's end, y at the last line of the surface (surfaces
+        # first) or of the cube (rows first), and the surface is the last (of the cube, or
+        # of the row): flags worked out as the counters move
         x_last, y_last, last_surface = Signal(), Signal(), Signal()
         w_m2, h_m2 = Signal(SIZE_BITS), Signal(SIZE_BITS)   # compared before x, y move
         fw = self.write
@@ -275,40 +296,53 @@ class FeatureWriter(wiring.Component):
         for g in range(groups):
             for lane in range(bus):
                 m.d.comb += fw.data[g * bus + lane].eq(self.word[8 * lane:8 * lane + 8])
+        next_surface = [until.eq(until - 1), last_surface.eq(until[-1])]
+        first_surface = [until.eq(surfaces_left(cfg, bus)), last_surface.eq(bus >= cfg.c),
+                         j.eq(0)]
         with m.If(self.valid):
             m.d.sync += [x.eq(x + 1), x_last.eq(x == w_m2)]
-            with m.If(x_last):
-                m.d.sync += [x.eq(0), x_last.eq(cfg.w == 1)]
-                with m.If(~y_last):
-                    m.d.sync += [y.eq(y + 1), y_last.eq(y == h_m2),
-                                 row_base.eq(row_base + cfg.w)]
+        with m.If(self.valid & x_last & self.rows_first):
+            m.d.sync += [x.eq(0), x_last.eq(cfg.w == 1)]
+            with m.If(~last_surface):           # the row's next surface
+                m.d.sync += next_surface
+                with m.If(j != groups - 1):
+                    m.d.sync += j.eq(j + 1)
+                with m.Else():                  # in the next channel group's entries
+                    m.d.sync += [j.eq(0), row_base.eq(row_base + cfg.w)]
+            with m.Else():                      # the next row
+                m.d.sync += [*first_surface, row_base.eq(row_base + cfg.w),
+                             y.eq(y + 1), y_last.eq(y == h_m2)]
+                with m.If(y_last):
+                    m.d.sync += features_in.eq(1)
+        with m.Elif(self.valid & x_last):
+            m.d.sync += [x.eq(0), x_last.eq(cfg.w == 1)]
+            with m.If(~y_last):                 # the surface's next line
+                m.d.sync += [y.eq(y + 1), y_last.eq(y == h_m2), row_base.eq(row_base + cfg.w)]
+            with m.Else():                      # the next surface
+                m.d.sync += [*next_surface, y.eq(0), y_last.eq(cfg.h == 1)]
+                with m.If(last_surface):
+                    m.d.sync += features_in.eq(1)
+                with m.Elif(j != groups - 1):
+                    m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
                 with m.Else():
-                    m.d.sync += [y.eq(0), y_last.eq(cfg.h == 1), until.eq(until - 1),
-                                 last_surface.eq(until[-1])]
-                    with m.If(last_surface):
-                        m.d.sync += features_in.eq(1)
-                    with m.Elif(j != groups - 1):
-                        m.d.sync += [j.eq(j + 1), row_base.eq(cg_base)]
-                    with m.Else():
-                        # the next channel group's entries follow this one's H x W
-                        m.d.sync += [j.eq(0), cg.eq(cg + 1), cg_base.eq(cg_base + self.surface),
-                                     row_base.eq(cg_base + self.surface)]
+                    # the next channel group's entries follow this one's H x W
+                    m.d.sync += [j.eq(0), cg_base.eq(cg_base + self.surface),
+                                 row_base.eq(cg_base + self.surface)]
         # entries below the level hold all their channels: the whole cube once it is in,
-        # else the entries of the channel groups before, and in a group's last surface
-        # those before the data's position
+        # else the entries before this line's (or, surfaces first, this channel group's)
+        # and in a channel group's last surface those before the data's position
         level = Signal.like(self.level)
         with m.If(features_in):
             m.d.sync += level.eq(self.entries)
         with m.Elif(j == groups - 1):
             m.d.sync += level.eq(row_base + x)
         with m.Else():
-            m.d.sync += level.eq(cg_base)
+            m.d.sync += level.eq(Mux(self.rows_first, row_base, cg_base))
         m.d.comb += self.level.eq(level)
         with m.If(self.launch):
-            m.d.sync += [features_in.eq(0), until.eq(surfaces_left(cfg, bus)), cg.eq(0),
-                         j.eq(0), y.eq(0), x.eq(0), x_last.eq(cfg.w == 1),
-                         y_last.eq(cfg.h == 1), w_m2.eq(cfg.w - 2), h_m2.eq(cfg.h - 2),
-                         last_surface.eq(bus >= cfg.c), row_base.eq(0), cg_base.eq(0)]
+            m.d.sync += [*first_surface, features_in.eq(0), y.eq(0), x.eq(0),
+                         x_last.eq(cfg.w == 1), y_last.eq(cfg.h == 1), w_m2.eq(cfg.w - 2),
+                         h_m2.eq(cfg.h - 2), row_base.eq(0), cg_base.eq(0)]
         return m
 
 

@@ -366,6 +366,8 @@ class ConvEngine(wiring.Component):
                     m.next = "FETCH"
             with m.State("FETCH"):              # the operands come in
                 with m.If(fetch.ready):
+                    # the feature memory's layout, as the fetch fills it
+                    m.d.sync += op.rows_first.eq(fetch.rows_first)
                     m.next = "RUN"
             with m.State("RUN"):
                 with m.If(core.out.valid & core.out.ready):

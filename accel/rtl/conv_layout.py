@@ -25,9 +25,9 @@ KERNEL_BITS = 6
 
 class ConvConfigLayout(data.StructLayout):
     """The operation's registers: cube and kernel sizes, strides, dilation, padding, the
-    post-processing, and three values the register decode derives: the group counts
-    (``ceil(C / atomic_c)``, ``ceil(K / atomic_k)``) and the stripe length
-    (:func:`stripe_points`)."""
+    post-processing, and four values the register decode and the fetch derive: the group
+    counts (``ceil(C / atomic_c)``, ``ceil(K / atomic_k)``), the stripe length
+    (:func:`stripe_points`) and the feature memory's layout (``rows_first``)."""
 
     def __init__(self) -> None:
         size = unsigned(SIZE_BITS)
@@ -39,6 +39,7 @@ class ConvConfigLayout(data.StructLayout):
             "pad_value": signed(8),
             "post": ConfigLayout(),
             "per_element": 2,        # X1 (bit 0) / X2 (bit 1) operands per element
+            "rows_first": 1,         # the feature memory's layout (accel.rtl.dma.rows_first)
         })
 
 

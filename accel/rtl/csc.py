@@ -4,7 +4,9 @@ and the data loader, and the round counts by which the two loaders wait for each
 The loaders read the feature and weight memories (NVDLA's CBUF holds the same atoms):
 
 * feature atom ``(cg, y, x)`` (``atomic_c`` channels of group ``cg``) at
-  ``(cg * H + y) * W + x``;
+  ``(cg * H + y) * W + x``, or with ``rows_first`` at ``(y * CG + cg) * W + x``: the
+  order the CDMA fetches the input in (:func:`accel.rtl.dma.rows_first`), so that it fills
+  the memory in address order;
 * weight entry of kernel ``kg * atomic_k + k``, channel group ``cg``, tap
   ``(r, s)`` at ``(((kg * CG + cg) * R + r) * S + s) * atomic_k + k``; channels
   past ``C`` hold zeros, the entries of kernels past ``K`` are never read.

@@ -78,13 +78,14 @@ class DataLoader(wiring.Component):
         oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS)
         soy, sox = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the stripe's first point
         # the point's pixel for tap (0, 0), (py, px) = (oy*SY - PAD_TOP, ox*SX - PAD_LEFT),
-        # py * w as an address (modulo the memory's size: only addresses inside matter),
+        # its row's first entry py * row_entries as an address (modulo the memory's size: only addresses inside matter),
         # and the same of the stripe's first point
         coord = signed(SIZE_BITS + 6)
         py, px, spy, spx = Signal(coord), Signal(coord), Signal(coord), Signal(coord)
         a_py, sa_py = Signal(a_bits), Signal(a_bits)
         # the tap's offset (ty, tx) = (r*DY, s*DX); the channel group's first entry
-        # cg*h*w, its row of the tap cg*h*w + ty*w, and the tap's entry (+ tx)
+        # cg*cg_step, its row of the tap cg*cg_step + ty*row_entries, and the tap's entry
+        # (+ tx)
         ty, tx = Signal(2 * KERNEL_BITS), Signal(2 * KERNEL_BITS)
         # and less the cube's height and width, ty - H and tx - W, kept beside them: stage 1
         # then checks the pixel against the cube with one adder each
@@ -149,8 +150,8 @@ class DataLoader(wiring.Component):
                              a_row.eq(a_row + seq.tap_row_step),
                              a_tap.eq(a_row + seq.tap_row_step)]
             with m.Elif(sd.step_cg):
-                m.d.sync += [*first_tap, a_cg.eq(a_cg + seq.surface),
-                             a_row.eq(a_cg + seq.surface), a_tap.eq(a_cg + seq.surface),
+                m.d.sync += [*first_tap, a_cg.eq(a_cg + seq.cg_step),
+                             a_row.eq(a_cg + seq.cg_step), a_tap.eq(a_cg + seq.cg_step),
                              c_left.eq(c_left - n_c)]
             with m.Else():
                 m.d.sync += [*first_tap, a_cg.eq(0), a_row.eq(0), a_tap.eq(0),

@@ -2,8 +2,8 @@
 
 At ``start`` the :class:`SequenceGenerator` takes, in the ``PREP`` cycles that follow,
 every product of the operation's registers the two loaders need (the output points, the
-entries of a channel group, the row steps of the strides and dilations, the rows of
-top padding), the last values of the counters (:class:`Bounds`) and the first stripe of
+entries of an input row, the row steps of the strides and dilations, the rows of top
+padding), the last values of the counters (:class:`Bounds`) and the first stripe of
 output points (:class:`Stripes`); then it starts the weight loader and the data loader,
 each of which walks its own :class:`Rounds`.  Nothing is multiplied per atom.
 """
@@ -19,9 +19,9 @@ from accel.rtl.timing import BeforeLast, kept, kept_copies, registered_copy, set
 
 #: cycles from ``start`` to the first read: the operation's products are taken meanwhile
 #: (their operands registered at start, the multipliers' input and output registers the
-#: two cycles after, the products copied on the cycle after that, what follows from them
-#: the cycle after that)
-PREP = 5
+#: two cycles after, the products copied on the cycle after that; the products of a
+#: row's entries the same three cycles later; what follows from them the cycle after)
+PREP = 8
 
 
 class Bounds:
@@ -106,10 +106,16 @@ class SequenceGenerator(Elaboratable):
         # total - 1 and total - 2 (for the output count's last flag)
         self.total_bound = BeforeLast("total", 2 * SIZE_BITS)
         self.size = Signal(range(points + 1))               # points of a full stripe
-        self.surface = Signal(a_bits)                       # h * w: a channel group's entries
-        self.row_step = Signal(a_bits)                      # stride_y * w
-        self.tap_row_step = Signal(a_bits)                  # dilation_y * w
-        self.top_rows = Signal(a_bits)                      # pad_top * w
+        # the feature memory's layout (:mod:`accel.rtl.csc`): the entries from one channel
+        # group to the next (``h * w``, or rows first ``w``) and from one row to the next
+        # (``w``, or rows first ``channel_groups * w``)
+        self.surface = Signal(a_bits)                       # h * w
+        self.line = Signal(a_bits)                          # channel_groups * w
+        self.cg_step = Signal(a_bits)
+        self.row_entries = Signal(a_bits)
+        self.row_step = Signal(a_bits)                      # stride_y * row_entries
+        self.tap_row_step = Signal(a_bits)                  # dilation_y * row_entries
+        self.top_rows = Signal(a_bits)                      # pad_top * row_entries
         self.k_last = Signal(range(hw.atomic_k + 1))        # real kernels of the last group
         self.bounds = Bounds()
         self.stripes = Stripes(self.total, self.size)
@@ -117,7 +123,7 @@ class SequenceGenerator(Elaboratable):
     def elaborate(self, platform) -> Module:
         m = Module()
         cfg, prep, n_k = self.cfg, self.prep, self.hw.atomic_k
-        m.d.sync += set_all((self.begin_load, self.begin_send), prep == 2)     # PREP >= 5
+        m.d.sync += set_all((self.begin_load, self.begin_send), prep == 2)     # PREP >= 8
         with m.If(prep != 0):
             m.d.sync += prep.eq(prep - 1)
         with m.If(self.start & (prep == 0) & ~self.running):
@@ -126,21 +132,29 @@ class SequenceGenerator(Elaboratable):
                                           cfg.stripe_points)),
                          self.k_last.eq((cfg.k - 1)[:n_k.bit_length() - 1] + 1)]
         dsp = use_ecp5_dsp(self.ecp5_dsp, platform)
-        products = [(self.total, ("out_w", "out_h")), (self.surface, ("h", "w")),
-                    (self.row_step, ("stride_y", "w")),
-                    (self.tap_row_step, ("dilation_y", "w")), (self.top_rows, ("pad_top", "w"))]
-        for result, names in products:
-            # the operands are taken every cycle: they hold from the cycle after start,
-            # and no enable carries ``start`` to them
-            a, b = (registered_copy(m, f"factor_{result.name}_{name}", getattr(cfg, name))
-                    for name in names)
+        # (the result, its factors, the cycle it is taken); the row steps follow a row's
+        # entries
+        row = Mux(cfg.rows_first, self.line, cfg.w)
+        products = [(self.total, (cfg.out_w, cfg.out_h), PREP - 2),
+                    (self.surface, (cfg.h, cfg.w), PREP - 2),
+                    (self.line, (cfg.channel_groups, cfg.w), PREP - 2),
+                    (self.row_step, (cfg.stride_y, row), PREP - 6),
+                    (self.tap_row_step, (cfg.dilation_y, row), PREP - 6),
+                    (self.top_rows, (cfg.pad_top, row), PREP - 6)]
+        for result, factors, when in products:
+            # the operands are taken every cycle: they hold from the cycle after start (a
+            # row's entries from the cycle after it is taken), and no enable carries
+            # ``start`` to them
+            a, b = (registered_copy(m, f"factor_{result.name}_{i}", factor)
+                    for i, factor in enumerate(factors))
             # the product is there two cycles after its operands
             product = Signal(2 * SIZE_BITS, name=f"product_{result.name}")
             registered_multiply(m, f"mult_{result.name}", a, b, product, dsp)
-            with m.If(prep == PREP - 2):
+            with m.If(prep == when):
                 m.d.sync += result.eq(product)
         with m.If(prep == PREP - 3):
-            m.d.sync += self.total_bound.take(self.total)
+            m.d.sync += [*self.total_bound.take(self.total),
+                         self.cg_step.eq(Mux(cfg.rows_first, cfg.w, self.surface))]
         self.bounds.take(m, cfg)
         self.stripes.take(m)
         return m

@@ -14,10 +14,14 @@ the data they bring (:mod:`accel.rtl.cdma`); it issues the commands and routes t
 2. **Features** (CDMA): the input cube in NVDLA's feature layout (a surface of
    ``atom`` channels per ``SURF_STRIDE``, a line of ``W`` atoms per
    ``LINE_STRIDE``), one command per line, through the input converter
-   (:class:`~accel.rtl.cdma.FeatureConverter`) into the feature memory: the
-   ``atomic_c / atom`` surfaces of channel group ``cg`` fill the lane groups
-   of entry ``(cg * H + y) * W + x``.  Surfaces past ``C`` do not exist in
-   memory and are not read (the sequencer masks those lanes).
+   (:class:`~accel.rtl.cdma.FeatureConverter`) into the feature memory, in one
+   of two orders (:func:`rows_first`), each filling the memory in address
+   order: *surfaces first* (a surface's lines, then the next surface's; the
+   ``atomic_c / atom`` surfaces of channel group ``cg`` fill the lane groups of
+   entry ``(cg * H + y) * W + x``) or *rows first* (a row's line of every
+   surface, then the next row; entry ``(y * CG + cg) * W + x``).  Surfaces past
+   ``C`` do not exist in memory and are not read (the sequencer masks those
+   lanes).
 3. **Weights** (CDMA): ``WEIGHT_BYTES`` from ``WEIGHT_ADDR`` in NVDLA's
    direct-convolution order (kernel group, channel group, tap, kernel,
    channel - channels and kernels of the last groups packed without padding)
@@ -25,12 +29,19 @@ the data they bring (:mod:`accel.rtl.cdma`); it issues the commands and routes t
    past ``K`` are skipped, not written (the sequencer loads zeros for them).
 
 The commands of 2 and 3 interleave in the order the convolution's first
-kernel group consumes them: a channel group's lines, then that channel group's
-weights of the first kernel group, and so on; the other kernel groups' weights
-after the last line.  A convolution of one channel group takes its first kernel
-group's weights before its lines, which are the whole input (after them, its
-first round waited for the whole input).  A tag per command (weights or a line,
-and its words) routes the data as they come back.
+kernel group consumes them: a channel group's weights of the first kernel group
+follow its last line (surfaces first; with one channel group, whose lines are
+the whole input, they go first) or its line of the first row (rows first); the
+other kernel groups' weights after the last line.  A tag per command (weights
+or a line, and its words) routes the data as they come back.
+
+The sequencer's rounds take a stripe of output points through every channel
+group, so rows first gives them their input as it arrives, all channel groups
+of a few rows at a time, where surfaces first makes a stripe wait for nearly
+the whole input (a 1x1 convolution of 64 channels took twice the estimate).
+Surfaces first starts the first rounds sooner (one channel group's input and
+weights), which matters when the weights are the larger part of the fetch: the
+rounds then have to keep pace with the weights from the start.
 
 :class:`OutputWriter` is SDP's write DMA: every output beat (``atomic_k``
 channels of one point, kernel group by kernel group in raster order) to
@@ -96,9 +107,9 @@ class FetchConfigLayout(data.StructLayout):
 
 
 #: cycles after an operation's start before the fetch issues its first command: the
-#: products of the operation's registers (:func:`_registered_product`, ``block`` the
-#: product of a product) are ready by then
-PRODUCTS_SETTLE = 4
+#: products of the operation's registers (:func:`_registered_product`, ``block`` and the
+#: kernels' taps products of a product) and the order decided from them are ready by then
+PRODUCTS_SETTLE = 6
 
 
 def _registered_product(m: Module, name: str, a, b, width: int) -> Signal:
@@ -118,6 +129,14 @@ def feature_groups(cfg: HwConfig) -> int:
     return cfg.atomic_c // cfg.atom_size
 
 
+def rows_first(taps: int, k: int, h: int, w: int, image: bool = False) -> bool:
+    """Whether the fetch takes the input rows first (else surfaces first; module
+    docstring): when the input is at least as large as the weights (``R * S * K <= H *
+    W``, both divided by ``C``), so that the rounds keep pace with the larger stream.
+    Image input fills its memory once the last row is in: surfaces first."""
+    return not image and taps * k <= h * w
+
+
 def check_bus(cfg: HwConfig) -> None:
     if cfg.atomic_k != cfg.atom_size or cfg.atomic_c % cfg.atom_size:
         raise ValueError(f"{cfg.name}: the RTL engine needs atomic_k == memory_atomic_size and "
@@ -133,6 +152,7 @@ class ConvFetch(wiring.Component):
     cfg : ``In(FetchConfigLayout())``, constant from ``start`` to ``done``
     start : ``In(1)`` pulse; ``ready`` : ``Out(1)`` features and operands are in;
     ``done`` : ``Out(1)`` everything is in (both stay high until the next start)
+    rows_first : ``Out(1)`` the order of the input (:func:`rows_first`), from ``ready`` on
     weight_level : ``Out``: weight memory entries written so far
     feature_write, weight_write, operand_write : memory write ports
     axi : AXI4 read channels; ``bus_error`` : sticky, a read was not OKAY
@@ -145,7 +165,7 @@ class ConvFetch(wiring.Component):
         self.entries = (feature_entries, weight_entries, operand_entries)
         super().__init__({
             "cfg": In(FetchConfigLayout()),
-            "start": In(1), "ready": Out(1), "done": Out(1),
+            "start": In(1), "ready": Out(1), "done": Out(1), "rows_first": Out(1),
             "weight_level": Out(range(weight_entries + 1)),
             "feature_level": Out(range(feature_entries + 1)),
             "feature_write": Out(write_layout(cfg, feature_entries, feature_groups(cfg))),
@@ -188,6 +208,9 @@ class ConvFetch(wiring.Component):
         m.d.sync += set_all(launches, starting)
         for block, launch in zip(blocks, launches, strict=True):
             m.d.comb += block.launch.eq(launch)
+        settle, surface, order = self._products(m, starting, wc)
+        m.d.comb += [fc.rows_first.eq(order), fd.rows_first.eq(order), fd.surface.eq(surface),
+                     self.rows_first.eq(order)]
 
         # what each command issued in the body reads, in order: its words and whether
         # they are weights (else one line of features)
@@ -210,11 +233,12 @@ class ConvFetch(wiring.Component):
                      issue.eq(body_cmd & cmd.ready),
                      fc.issue.eq(issue & ~wc.ready & ~image), wc.issue.eq(issue),
                      wc.lines_left.eq(fc.more),
-                     # a block of weight credit after each channel group's last line; with
-                     # one channel group, whose lines are the whole input, as the body
-                     # starts too: its weights before its lines
+                     # a block of weight credit after each channel group's last (or, rows
+                     # first, first) line; with one channel group, whose lines are the
+                     # whole input, as the body starts: its weights before its lines
                      wc.group_issued.eq(fc.group_issued
-                                        | (body_begins & (cfg.channel_groups == 1)))]
+                                        | (body_begins & (cfg.channel_groups == 1)
+                                           & ~order))]
         m.d.comb += [tags.w_en.eq(issue),
                      tags.w_data.eq(Cat(beats.as_unsigned()[:BEAT_BITS], wc.ready))]
         # the data, routed by the tag of the command they answer: the word at the bus is
@@ -245,7 +269,7 @@ class ConvFetch(wiring.Component):
         images_busy = Const(0)
         if image_shape_ok(hw):
             m.d.comb += [iw.valid.eq(cv.out_valid & image), iw.word.eq(cv.out),
-                         iw.surface.eq(fd.surface),
+                         iw.surface.eq(surface),
                          self.feature_write.eq(Mux(image, iw.write.as_value(),
                                                    fd.write.as_value())),
                          self.feature_level.eq(Mux(image, iw.level, fd.level))]
@@ -253,7 +277,6 @@ class ConvFetch(wiring.Component):
         else:
             m.d.comb += [self.feature_write.eq(fd.write), self.feature_level.eq(fd.level)]
 
-        settle = self._products(m, starting, fd, wc)
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -292,26 +315,30 @@ class ConvFetch(wiring.Component):
         ]
         return m
 
-    def _products(self, m: Module, starting: Signal, features: FeatureWriter,
-                  weights: WeightCommands) -> Signal:
+    def _products(self, m: Module, starting: Signal,
+                  weights: WeightCommands) -> tuple[Signal, Signal, Signal]:
         """The products of the operation's registers, as registers (cfg holds from start):
-        a channel group's feature entries and the weight words of a channel group's first
-        kernels.  Returns the count of the cycles the first command waits for them
-        (:data:`PRODUCTS_SETTLE`)."""
+        the weight words of a channel group's first kernels, a channel group's feature
+        entries (``H * W``), and from them the order of the input (:func:`rows_first`).
+        Returns the count of the cycles the first command waits for them
+        (:data:`PRODUCTS_SETTLE`), the entries and the order."""
         cfg, n_c, n_k, bus = self.cfg, self.hw.atomic_c, self.hw.atomic_k, self.hw.atom_size
         taps, block_kernels = Signal(2 * KERNEL_BITS), Signal(SIZE_BITS + 2)
         m.d.sync += [taps.eq(cfg.r * cfg.s),
                      block_kernels.eq(Mux(cfg.kernel_groups == 1, cfg.k, n_k) * (n_c // bus))]
-        m.d.comb += [features.surface.eq(_registered_product(m, "surface", cfg.h, cfg.w,
-                                                             len(features.surface))),
-                     weights.block.eq(_registered_product(m, "block", taps, block_kernels,
-                                                          len(weights.block)))]
+        surface = _registered_product(m, "surface", cfg.h, cfg.w, 2 * SIZE_BITS)
+        kernel_taps = _registered_product(m, "kernel_taps", taps, cfg.k,
+                                          2 * KERNEL_BITS + SIZE_BITS)
+        order = Signal()
+        m.d.sync += order.eq(~cfg.image.enable & (kernel_taps <= surface))
+        m.d.comb += weights.block.eq(_registered_product(m, "block", taps, block_kernels,
+                                                         len(weights.block)))
         settle = Signal(range(PRODUCTS_SETTLE + 1))
         with m.If(starting):
             m.d.sync += settle.eq(PRODUCTS_SETTLE)
         with m.Elif(settle != 0):
             m.d.sync += settle.eq(settle - 1)
-        return settle
+        return settle, surface, order
 
 
 class OutputWriter(wiring.Component):

@@ -27,6 +27,7 @@ from accel.cmod.sdp import output_cvt, x_stage
 from accel.config import HwConfig
 from accel.golden.int8_ref import accumulate
 from accel.rtl.conv_layout import ConvConfigLayout, stripe_points, write_layout
+from accel.rtl.dma import rows_first
 
 CLOCK_NS = 10
 POINTS = 16                     # the core's CACC entries (ConvCore's default)
@@ -74,9 +75,12 @@ def make_conv(rng: np.random.Generator, c: int, h: int, w: int, k: int,
         x = np.where(rng.random(x.shape) < 0.5, -128, 127)
         wt = np.where(rng.random(wt.shape) < 0.5, -128, 127)
     pad_value = int(rng.integers(-128, 128)) if rng.random() < 0.3 else 0
+    # the feature memory's layout: either, at random (the fetch's choice is its own test)
+    rows_first = bool(rng.random() < 0.5)
     return {"c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride_y": sy, "stride_x": sx,
             "dilation_y": dy, "dilation_x": dx, "pad_top": pt, "pad_left": pl,
-            "out_h": oh, "out_w": ow, "pad_value": pad_value, "x": x, "wt": wt}
+            "out_h": oh, "out_w": ow, "pad_value": pad_value, "rows_first": rows_first,
+            "x": x, "wt": wt}
 
 
 def post_config(rng: np.random.Generator, sums: np.ndarray, operands: dict | None = None
@@ -131,10 +135,13 @@ def memory_writes(hw: HwConfig, conv: dict, entries: int = 2048) -> tuple[list, 
     cgs, kgs = -(-conv["c"] // n_c), -(-conv["k"] // n_k)
     xp = np.zeros((cgs * n_c, conv["h"], conv["w"]), np.int64)
     xp[:conv["c"]] = conv["x"][0]
-    features = [pack(feature_write, {"addr": (cg * conv["h"] + y) * conv["w"] + x,
-                                     "en": (1 << groups) - 1,
+    # atom (cg, y, x) at (cg * h + y) * w + x, or rows first at (y * cgs + cg) * w + x
+    h, w = conv["h"], conv["w"]
+    atoms = sorted(((y * cgs + cg) * w + x if conv["rows_first"] else (cg * h + y) * w + x,
+                    cg, y, x) for cg in range(cgs) for y in range(h) for x in range(w))
+    features = [pack(feature_write, {"addr": addr, "en": (1 << groups) - 1,
                                      "data": xp[cg * n_c:(cg + 1) * n_c, y, x]})
-                for cg in range(cgs) for y in range(conv["h"]) for x in range(conv["w"])]
+                for addr, cg, y, x in atoms]
     wp = np.zeros((kgs * n_k, cgs * n_c, conv["r"], conv["s"]), np.int64)
     wp[:conv["k"], :conv["c"]] = conv["wt"]
     weights = [pack(write, {"addr": (((kg * cgs + cg) * conv["r"] + r) * conv["s"] + s) * n_k
@@ -245,7 +252,7 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
         dut.weight_level.value = 0
     regs = {key: conv[key] for key in ("c", "h", "w", "k", "r", "s", "stride_x", "stride_y",
                                        "dilation_x", "dilation_y", "pad_left", "pad_top",
-                                       "out_w", "out_h", "pad_value")}
+                                       "out_w", "out_h", "pad_value", "rows_first")}
     stripe = stripe or stripe_points(conv["out_h"] * conv["out_w"], POINTS)
     regs.update(channel_groups=-(-conv["c"] // n_c), kernel_groups=-(-conv["k"] // n_k),
                 post=post, stripe_points=stripe, per_element=0)   # per-kernel operands
@@ -368,6 +375,7 @@ async def cycles_against_the_cmodel(dut) -> None:
         conv = {"c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride_y": stride,
                 "stride_x": stride, "dilation_y": 1, "dilation_x": 1, "pad_top": pad,
                 "pad_left": pad, "out_h": oh, "out_w": ow, "pad_value": 0,
+                "rows_first": rows_first(r * s, k, h, w),
                 "x": rng.integers(-128, 128, (1, c, h, w)),
                 "wt": rng.integers(-128, 128, (k, c, r, s))}
         sums = reference(conv)

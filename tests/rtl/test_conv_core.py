@@ -66,8 +66,9 @@ def test_conv_core_with_the_ecp5_multipliers() -> None:
                          extra_env={"OPENDLA_CONV_CONFIGS": str(ECP5_CONFIGS)})
     verilog = Path(summary["verilog"]).read_text()
     # a block per MAC (the weight register enabled by the swap), two per SDP product, one
-    # per product of the operation's registers (points, surface, three row steps)
-    assert verilog.count("MULT18X18D #(") == cfg.atomic_c * cfg.atomic_k + 3 * 2 + 5
+    # per product of the operation's registers (points, a channel group's and a row's
+    # entries, three row steps)
+    assert verilog.count("MULT18X18D #(") == cfg.atomic_c * cfg.atomic_k + 3 * 2 + 6
     assert verilog.count('.REG_INPUTB_CE("CE1")') == cfg.atomic_c * cfg.atomic_k
     assert summary["tests"] == 3 and summary["convolutions"] == ECP5_CONFIGS
     assert summary["streamed"] == 12 and summary["vectors"] > 1000
