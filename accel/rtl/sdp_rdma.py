@@ -18,6 +18,8 @@ from accel.rtl.timing import kept, kept_copies, kept_like, set_all
 
 #: SDP_RDMA ``DATA_USE`` codes
 USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
+#: commands issued ahead of the stage whose words are taken next
+AHEAD = 2
 
 
 class OperandFetchLayout(data.StructLayout):
@@ -30,9 +32,10 @@ class OperandFetchLayout(data.StructLayout):
 class OperandFetch(wiring.Component):
     """See the module docstring.  ``go`` (a pulse, a cycle after ``launch``) starts the
     fetch; ``finished`` is high in its last cycle.  Per kernel group and stage: a command
-    for the stage's words (``cmd_*``), the words as they come (``receiving``: ``beat_*``
-    is taken), then the stage's lanes decoded one a cycle; a kernel group's operands are
-    written the cycle after its last stage's decode ends.
+    for the stage's words (``cmd_*``, issued up to :data:`AHEAD` stages ahead), the words
+    as they come (``receiving``: ``beat_*`` is taken), then the stage's lanes decoded one
+    a cycle; a kernel group's operands are written the cycle after its last stage's
+    decode ends.
 
     Attributes
     ----------
@@ -58,9 +61,8 @@ class OperandFetch(wiring.Component):
         bus, n_k = self.hw.atom_size, self.hw.atomic_k
         kg = Signal(SIZE_BITS)
         stage = Signal()
-        st = Signal(OperandFetchLayout())          # the stage being fetched
+        st = Signal(OperandFetchLayout())          # the stage being received and decoded
         m.d.comb += st.eq(Mux(stage, self.x2.as_value(), self.x1.as_value()))
-        x1_addr, x2_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
         # bytes per element = bus words per kernel group, of each stage (registers of the
         # operation's registers: used from the operands on, cycles after start)
         sizes = []
@@ -80,17 +82,18 @@ class OperandFetch(wiring.Component):
         receiving = kept_copies("receiving", 4)
         elems = kept_copies("elem", 4, 3)
         assembled = self._decode(m, stage, st, word, decoding, receiving, elems)
+        taken = Signal()                           # a command's words are taken from now on
+        ahead = self._commands(m, taken, sizes)
         with m.If(self.launch):
-            m.d.sync += [kg.eq(0), stage.eq(0), x1_addr.eq(self.x1.addr),
-                         x2_addr.eq(self.x2.addr)]
+            m.d.sync += [kg.eq(0), stage.eq(0)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.go):
                     m.next = "WORDS"
-            with m.State("WORDS"):
+            with m.State("WORDS"):                 # this stage's command is on its way
                 with m.If(~st.fetch):
                     m.next = "NEXT_STAGE"
-                with m.Elif(self.cmd_ready):
+                with m.Elif(ahead != 0):
                     m.d.sync += [word.eq(0), *set_all(receiving, 1)]
                     m.next = "DATA"
             with m.State("DATA"):
@@ -104,10 +107,6 @@ class OperandFetch(wiring.Component):
                 m.d.sync += lane.eq(lane + 1)
                 with m.If(lane == n_k - 1):
                     m.d.sync += set_all(decoding, 0)
-                    with m.If(stage):
-                        m.d.sync += x2_addr.eq(x2_addr + esize * bus)
-                    with m.Else():
-                        m.d.sync += x1_addr.eq(x1_addr + esize * bus)
                     m.next = "NEXT_STAGE"
             with m.State("NEXT_STAGE"):
                 with m.If(~stage):
@@ -119,11 +118,10 @@ class OperandFetch(wiring.Component):
                         m.next = "IDLE"
                     with m.Else():
                         m.next = "WORDS"
+        # a command's data are taken as WORDS moves on to DATA
+        m.d.comb += taken.eq(fsm.ongoing("WORDS") & st.fetch & (ahead != 0))
         m.d.comb += [self.finished.eq(fsm.ongoing("NEXT_STAGE") & stage
                                       & (kg == self.kernel_groups - 1)),
-                     self.cmd_valid.eq(fsm.ongoing("WORDS") & st.fetch),
-                     self.cmd_addr.eq(Mux(stage, x2_addr, x1_addr)),
-                     self.cmd_beats.eq(esize),
                      self.receiving.eq(fsm.ongoing("DATA"))]
         # written the cycle after the last stage's decode ends, from registers, beside
         # the memory (the operands hold: the next decode is cycles away)
@@ -132,6 +130,41 @@ class OperandFetch(wiring.Component):
         ow = self.write
         m.d.comb += [ow.en.eq(write_en), ow.addr.eq(write_kg), ow.data.eq(assembled)]
         return m
+
+    def _commands(self, m: Module, taken: Signal, sizes: list[Signal]) -> Signal:
+        """The commands, one per kernel group and stage that reads memory, in the order
+        the words are taken, up to :data:`AHEAD` ahead of the stage whose words are taken
+        next (the bus holds their words meanwhile), so that a stage's words do not wait a
+        command's round trip after the decode before them.  Returns the count of the
+        commands issued whose words are not yet being taken (``taken``: the next one's
+        are, from this cycle)."""
+        bus = self.hw.atom_size
+        kg, stage, more = Signal(SIZE_BITS), Signal(), Signal()
+        addrs = [Signal(ADDR_BITS, name="x1_addr"), Signal(ADDR_BITS, name="x2_addr")]
+        ahead = Signal(range(AHEAD + 1))
+        issue = Signal()
+        first_stage = ~self.x1.fetch                # X2 when X1 reads nothing
+        m.d.comb += [self.cmd_valid.eq(more & (ahead != AHEAD)),
+                     issue.eq(self.cmd_valid & self.cmd_ready),
+                     self.cmd_addr.eq(Mux(stage, addrs[1], addrs[0])),
+                     self.cmd_beats.eq(Mux(stage, sizes[1], sizes[0]))]
+        m.d.sync += ahead.eq(ahead + issue - taken)
+        with m.If(issue):
+            for i, (addr, size) in enumerate(zip(addrs, sizes, strict=True)):
+                with m.If(stage == i):
+                    m.d.sync += addr.eq(addr + size * bus)
+            # the next stage that reads memory: this group's X2, or the next group's first
+            with m.If(~stage & self.x2.fetch):
+                m.d.sync += stage.eq(1)
+            with m.Else():
+                m.d.sync += [stage.eq(first_stage), kg.eq(kg + 1),
+                             more.eq(kg != self.kernel_groups - 1)]
+        with m.If(self.launch):
+            m.d.sync += [kg.eq(0), stage.eq(first_stage), more.eq(0), ahead.eq(0),
+                         addrs[0].eq(self.x1.addr), addrs[1].eq(self.x2.addr)]
+        with m.If(self.go):
+            m.d.sync += more.eq(1)
+        return ahead
 
     def _decode(self, m: Module, stage, st, word, decoding, receiving, elems) -> Signal:
         """The stage's words, then its lanes one a cycle: each lane's element is at the
