@@ -50,6 +50,8 @@ from tengine_host.quant.fidelity import (
 
 #: Tengine's -a takes numbers; the names are accepted too.
 ALGORITHM_ALIASES = {"0": "minmax", "1": "kl", "2": "percentile", "3": "auto"}
+#: -a percentile's percentile when --percentile is not given
+DEFAULT_PERCENTILE = 99.99
 
 
 def _algorithm(text: str) -> str:
@@ -74,8 +76,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("-a", "--algorithm", type=_algorithm, default="auto",
                    help="auto (3: each tensor's range chosen by the quantization error it "
                         "causes; the default), minmax (0), kl (1, entropy) or percentile (2)")
-    p.add_argument("--percentile", type=float, default=99.99,
-                   help="for -a percentile, in (0, 100] (default 99.99)")
+    p.add_argument("--percentile", type=float, default=None,
+                   help=f"for -a percentile, in (0, 100] (default {DEFAULT_PERCENTILE:g})")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="fix a dynamic input shape")
     p.add_argument("--preset", default="nv_small", choices=list(PRESETS),
@@ -140,6 +142,12 @@ def _validate(args: argparse.Namespace) -> Path:
     if not src.exists():
         raise UsageError(f"-i {args.inputs!r} does not exist (an .npz, an .npy or an image "
                          f"folder)")
+    if args.percentile is None:
+        args.percentile = DEFAULT_PERCENTILE
+    elif args.algorithm != "percentile":
+        # another algorithm never reads it: say so rather than calibrate without it
+        raise UsageError(f"--percentile applies to -a percentile only (-a is "
+                         f"{args.algorithm})")
     if args.algorithm == "percentile" and not 0 < args.percentile <= 100:
         raise UsageError(f"--percentile {args.percentile:g} must be in (0, 100]")
     if not 0 <= args.min_top1 <= 1:

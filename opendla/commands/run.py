@@ -144,14 +144,14 @@ def is_loadable(path: str | Path) -> bool:
 
 
 def onnx_input_names(path: str | Path) -> list[str]:
-    """Graph inputs of an ONNX file (initializers excluded), without importing the model."""
-    import onnx
+    """Graph inputs of an ONNX file (initializers excluded), without importing the model;
+    a file that holds no ONNX graph (missing, corrupt, empty) is a usage error naming it."""
+    from tengine_host.frontend.onnx_import import OnnxImportError, read_proto
 
     try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - onnx raises protobuf's DecodeError and others
-        raise UsageError(f"{str(path)!r} is not a valid ONNX model or NVDLA loadable: "
-                         f"{exc}") from None
+        model = read_proto(path)
+    except OnnxImportError as exc:
+        raise UsageError(str(exc)) from None
     init = {t.name for t in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in init]
 

@@ -50,7 +50,7 @@ def load_onnx(model: str | Path | bytes | onnx.ModelProto, *,
         an op has no host implementation (the message names op type, node and
         opset); a shape is left dynamic or cannot be inferred.
     """
-    proto = _read(model)
+    proto = read_proto(model)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None:
         raise OnnxImportError("model declares no default-domain (ai.onnx) opset")
@@ -173,7 +173,9 @@ def _evaluate(op: Any, ins: list[Tensor | None], attrs: dict[str, Any]
     return run_op(op.op_type, args, attrs)
 
 
-def _read(model: str | Path | bytes | onnx.ModelProto) -> onnx.ModelProto:
+def read_proto(model: str | Path | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    """The model's protobuf (external data not loaded), checked to hold a graph: an
+    :class:`OnnxImportError` naming the file otherwise (missing, corrupt, empty)."""
     if isinstance(model, onnx.ModelProto):
         proto, where = model, "<ModelProto>"
     else:

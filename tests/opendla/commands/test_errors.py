@@ -236,3 +236,26 @@ def test_file_errors_name_the_file_once(tmp_path, capsys):
     except OSError as exc:
         assert reason(exc, tmp_path / "missing" / "f") == "No such file or directory"
         assert reason(exc, tmp_path) == f"No such file or directory ({tmp_path}/missing/f)"
+
+
+@pytest.mark.parametrize("content, says", [(b"", "holds no ONNX graph"),
+                                           (b"garbage\n", "not a valid ONNX model")])
+def test_an_empty_or_corrupt_model_file_is_named_by_every_command(tmp_path, capsys, content,
+                                                                  says):
+    """An empty file parses as an empty ModelProto: ``run`` and ``compare``, which read
+    the model's input names before importing it, said "the model has inputs : use
+    NAME=FILE" instead of naming the file."""
+    import numpy as np
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(content)
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((1, 1, 28, 28), np.float32))
+    calib = tmp_path / "calib.json"
+    calib.write_text("{}")
+    for args in (["run", str(model), "--input", str(x)],
+                 ["compare", str(model), "--input", str(x), "--calib", str(calib)],
+                 ["quantize", str(model), "-i", str(x), "-o", str(tmp_path / "t.json")],
+                 ["compile", str(model), "--calib", str(calib), "-o", str(tmp_path / "out")]):
+        err = _error(capsys, args)
+        assert says in err and str(model) in err, (args, err)

@@ -78,6 +78,7 @@ def test_heavy_clipping_warns_and_light_does_not(tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["-a", "percentile", "--percentile", "0"], "--percentile 0 must be in (0, 100]"),
+    (["--percentile", "99"], "--percentile applies to -a percentile only (-a is auto)"),
     (["-w", "1,2,3"], "give one value"),
     (["-c", "1", "-y", "8,8"], "exclude each other"),
 ])
