@@ -78,8 +78,8 @@ class DataLoader(wiring.Component):
         oy, ox = Signal(SIZE_BITS), Signal(SIZE_BITS)
         soy, sox = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the stripe's first point
         # the point's pixel for tap (0, 0), (py, px) = (oy*SY - PAD_TOP, ox*SX - PAD_LEFT),
-        # its row's first entry py * row_entries as an address (modulo the memory's size: only addresses inside matter),
-        # and the same of the stripe's first point
+        # its row's first entry py * row_entries as an address (modulo the memory's size:
+        # only addresses inside matter), and the same of the stripe's first point
         coord = signed(SIZE_BITS + 6)
         py, px, spy, spx = Signal(coord), Signal(coord), Signal(coord), Signal(coord)
         a_py, sa_py = Signal(a_bits), Signal(a_bits)

@@ -107,12 +107,11 @@ class SequenceGenerator(Elaboratable):
         self.total_bound = BeforeLast("total", 2 * SIZE_BITS)
         self.size = Signal(range(points + 1))               # points of a full stripe
         # the feature memory's layout (:mod:`accel.rtl.csc`): the entries from one channel
-        # group to the next (``h * w``, or rows first ``w``) and from one row to the next
-        # (``w``, or rows first ``channel_groups * w``)
+        # group to the next, ``cg_step`` (``h * w``, or rows first ``w``), and from one row
+        # to the next, row_entries (``w``, or rows first ``channel_groups * w``)
         self.surface = Signal(a_bits)                       # h * w
         self.line = Signal(a_bits)                          # channel_groups * w
         self.cg_step = Signal(a_bits)
-        self.row_entries = Signal(a_bits)
         self.row_step = Signal(a_bits)                      # stride_y * row_entries
         self.tap_row_step = Signal(a_bits)                  # dilation_y * row_entries
         self.top_rows = Signal(a_bits)                      # pad_top * row_entries
@@ -134,13 +133,13 @@ class SequenceGenerator(Elaboratable):
         dsp = use_ecp5_dsp(self.ecp5_dsp, platform)
         # (the result, its factors, the cycle it is taken); the row steps follow a row's
         # entries
-        row = Mux(cfg.rows_first, self.line, cfg.w)
+        row_entries = Mux(cfg.rows_first, self.line, cfg.w)
         products = [(self.total, (cfg.out_w, cfg.out_h), PREP - 2),
                     (self.surface, (cfg.h, cfg.w), PREP - 2),
                     (self.line, (cfg.channel_groups, cfg.w), PREP - 2),
-                    (self.row_step, (cfg.stride_y, row), PREP - 6),
-                    (self.tap_row_step, (cfg.dilation_y, row), PREP - 6),
-                    (self.top_rows, (cfg.pad_top, row), PREP - 6)]
+                    (self.row_step, (cfg.stride_y, row_entries), PREP - 6),
+                    (self.tap_row_step, (cfg.dilation_y, row_entries), PREP - 6),
+                    (self.top_rows, (cfg.pad_top, row_entries), PREP - 6)]
         for result, factors, when in products:
             # the operands are taken every cycle: they hold from the cycle after start (a
             # row's entries from the cycle after it is taken), and no enable carries

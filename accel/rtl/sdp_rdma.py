@@ -58,7 +58,7 @@ class OperandFetch(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        bus, n_k = self.hw.atom_size, self.hw.atomic_k
+        n_k = self.hw.atomic_k
         kg = Signal(SIZE_BITS)
         stage = Signal()
         st = Signal(OperandFetchLayout())          # the stage being received and decoded
