@@ -13,7 +13,7 @@ a GEMM of pixels by kernels gives a pixel's channels side by side, as NVDLA's
 channel packing holds them, and so do the channels-last depthwise loops for a
 batch of operations, theirs side by side), and an element-wise sum of two int8
 cubes is a lookup per element in a table of its arithmetic on every pair of
-values (:func:`eltwise_packed`).
+values (:func:`eltwise_packed`, a lookup of :mod:`accel.cmod.fast.code_tables`).
 
 The rounding rule is the one of :func:`accel.arith.shift_round_int` (compiled
 here), the operation order the one of the numpy form, which stays the
@@ -38,6 +38,7 @@ from accel.cmod import sdp_rdma
 from accel.cmod.cube import planar
 from accel.cmod.errors import ConfigError
 from accel.cmod.fast import lut_y
+from accel.cmod.fast.code_tables import ByteTable, byte_table, table_apply
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, MAX_SHIFT, alu_operand_shifted
 from accel.jit import njit
 
@@ -358,107 +359,6 @@ def _eltwise_table(a_shift, m, x_shift, lo, cvt, table):
 
 
 @njit(cache=True, nogil=True)
-def _eltwise_apply(x, a, table, c, out):
-    """``out`` = the op of ``table`` (:func:`_eltwise_table`) on each pair of ``x`` and
-    ``a`` (int8 ``[S, H, W, atom]``, channel-packed, any strides); returns the
-    saturation count among the first ``c`` channels."""
-    surfaces, h, w, atom = out.shape
-    flat = table.ravel()
-    outside = 0
-    for s in range(surfaces):
-        counted = min(max(c - s * atom, 0), atom)      # lanes of this surface that count
-        for y in range(h):
-            for p in range(w):
-                for j in range(atom):
-                    t = flat[(np.int32(x[s, y, p, j]) + 128) * 256 + np.int32(a[s, y, p, j])
-                             + 128]
-                    out[s, y, p, j] = np.int8(t & 0xFF)
-                    outside += (j < counted) & (t >> 8)
-    return outside
-
-
-@njit(cache=True, nogil=True)
-def _unary_apply(x, table, c, out):
-    """:func:`_eltwise_apply` of an op of ``x`` alone: ``table`` int16 ``[256]``."""
-    surfaces, h, w, atom = out.shape
-    outside = 0
-    for s in range(surfaces):
-        counted = min(max(c - s * atom, 0), atom)
-        for y in range(h):
-            for p in range(w):
-                for j in range(atom):
-                    t = table[np.int32(x[s, y, p, j]) + 128]
-                    out[s, y, p, j] = np.int8(t & 0xFF)
-                    outside += (j < counted) & (t >> 8)
-    return outside
-
-
-@njit(cache=True, nogil=True)
-def _channel_table_apply(x, table, c, out):
-    """:func:`_unary_apply` with a table per channel: ``table`` int16 ``[C_pad, 256]``,
-    entry ``[ch, v + 128]`` for the int8 input ``v`` of channel ``ch``, holding the
-    output byte and 1 in bit 8 when the converter saturates.  Returns the saturation
-    count among the first ``c`` channels.  (A loop of its own: one loop for both, with
-    a one-row table for the unary ops, ran those 35 % slower.)"""
-    surfaces, h, w, atom = out.shape
-    outside = 0
-    for s in range(surfaces):
-        counted = min(max(c - s * atom, 0), atom)
-        lanes = table[s * atom:(s + 1) * atom]
-        for y in range(h):
-            for p in range(w):
-                for j in range(atom):
-                    t = lanes[j, np.int32(x[s, y, p, j]) + 128]
-                    out[s, y, p, j] = np.int8(t & 0xFF)
-                    outside += (j < counted) & ((t >> 8) & 1)
-    return outside
-
-
-@njit(cache=True, nogil=True)
-def _channel_table_counted(x, table, c, out, counts):
-    """:func:`_channel_table_apply` whose entries also hold the Y stage's LUT counter
-    bits from bit 9 (:func:`~accel.cmod.fast.lut_y.add_flags`' order), summed over every
-    element into ``counts`` (int64 ``[4]``): the four counts are 16-bit fields of one
-    sum (a lookup and an add per element), emptied before a field can carry."""
-    surfaces, h, w, atom = out.shape
-    packed = np.zeros(16, dtype=np.uint64)      # counter bits -> their fields' increments
-    for f in range(16):
-        for j in range(4):
-            packed[f] |= np.uint64((f >> j) & 1) << np.uint64(16 * j)
-    block = max(1, 0xFFFF // atom)               # points summed before the fields empty
-    outside = 0
-    for s in range(surfaces):
-        counted = min(max(c - s * atom, 0), atom)
-        lanes = table[s * atom:(s + 1) * atom]
-        for y in range(h):
-            for first in range(0, w, block):
-                fields = np.uint64(0)
-                for p in range(first, min(first + block, w)):
-                    for j in range(atom):
-                        t = lanes[j, np.int32(x[s, y, p, j]) + 128]
-                        out[s, y, p, j] = np.int8(t & 0xFF)
-                        outside += (j < counted) & ((t >> 8) & 1)
-                        fields += packed[(t >> 9) & 15]
-                for j in range(4):
-                    counts[j] += np.int64((fields >> np.uint64(16 * j)) & np.uint64(0xFFFF))
-    return outside
-
-
-def channel_table_apply(x: np.ndarray, table: np.ndarray, c: int, lut: bool
-                        ) -> tuple[np.ndarray, int, np.ndarray]:
-    """``(int8 out, saturations among the first c channels, LUT counts)`` of an op that is
-    a function of each channel's int8 input (``x`` int8 ``[S, H, W, atom]``, any
-    strides) given by ``table`` (:func:`_channel_table_apply`); with ``lut``, a Y
-    stage's LUT counter bits are in the table too and the counts (under- and overflows,
-    LE and LO hits) are summed (:func:`_channel_table_counted`), else they are 0."""
-    out = np.empty(x.shape, dtype=np.int8)
-    counts = np.zeros(4, dtype=np.int64)
-    if lut:
-        return out, int(_channel_table_counted(x, table, c, out, counts)), counts
-    return out, int(_channel_table_apply(x, table, c, out)), counts
-
-
-@njit(cache=True, nogil=True)
 def _eltwise_channels(x, a, a_shift, m, x_shift, lo, st2, a2, m2, cvt, c, out):
     """:func:`_eltwise_table`'s op computed element by element, with an X2 stage ``st2``
     (its row of the stage table) after X1 that takes one ALU operand and multiplier per
@@ -499,22 +399,9 @@ def stage_row(st) -> np.ndarray:
                      st.relu_bypass, min(st.mul_shift, MAX_SHIFT)], dtype=np.int64)
 
 
-def table_apply(x: np.ndarray, a: np.ndarray | None, table: np.ndarray, c: int
-                ) -> tuple[np.ndarray, int]:
-    """``(int8 out, saturations among the first c channels)`` of an op that is a function
-    of the int8 cube ``x`` (and of the int8 cube ``a``; both ``[S, H, W, atom]``, any
-    strides): ``table`` holds the output byte, and 1 in bit 8 where the converter
-    saturates, in int16 ``[256, 256]`` for pairs as :func:`_eltwise_table` makes it, or
-    ``[256]`` for ``x`` alone (``a`` None)."""
-    out = np.empty(x.shape, dtype=np.int8)
-    if a is None:
-        return out, int(_unary_apply(x, table, c, out))
-    return out, int(_eltwise_apply(x, a, table, c, out))
-
-
 #: :func:`_eltwise_table` of each X1 stage and converter met (a network has a few)
-_TABLES: dict[tuple, np.ndarray] = {}
-_MAX_TABLES = 64          # 128 KiB each
+_TABLES: dict[tuple, ByteTable] = {}
+_MAX_TABLES = 64          # 64 KiB each
 
 
 def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int,
@@ -542,14 +429,12 @@ def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int,
         return out, int(sat)
     table = _TABLES.get(key)
     if table is None:
-        table = np.empty((256, 256), dtype=np.int16)
-        _eltwise_table(key[0], m, key[2], lo, np.array(key[4:], dtype=np.int64), table)
+        entries = np.empty((256, 256), dtype=np.int16)
+        _eltwise_table(key[0], m, key[2], lo, np.array(key[4:], dtype=np.int64), entries)
         if len(_TABLES) >= _MAX_TABLES:
             _TABLES.clear()
-        _TABLES[key] = table
-    out = np.empty(x.shape, dtype=np.int8)
-    sat = _eltwise_apply(x, operand, table, c, out)
-    return out, int(sat)
+        table = _TABLES[key] = byte_table(entries)
+    return table_apply(x, operand, table, c)
 
 
 def eltwise_ready(stage) -> bool:

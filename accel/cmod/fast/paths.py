@@ -33,7 +33,7 @@ import numpy as np
 
 from accel.cmod import cdma, cdp, conv, csc, sdp, sdp_rdma
 from accel.cmod.cube import read_int8_raw
-from accel.cmod.fast import fused, lut_y
+from accel.cmod.fast import code_tables, fused, lut_y
 from accel.cmod.fast.cache import BoundedCache
 from accel.cmod.fast.depthwise import depthwise_sums
 from accel.cmod.fast.gemm import (
@@ -442,8 +442,9 @@ class FastPaths:
             operand = np.broadcast_to(per_channel.reshape(x.shape[0], 1, 1, atom), x.shape)
         hit = self.sdp_tables.lookup(id(plan))
         if hit is None:     # the entry holds the plan: its id stays its own
-            hit = self.sdp_tables.put(id(plan), (plan, _code_table(plan, reads is not None)))
-        return fused.table_apply(x, operand, hit[1], plan.c)
+            table = code_tables.byte_table(_code_table(plan, reads is not None))
+            hit = self.sdp_tables.put(id(plan), (plan, table))
+        return code_tables.table_apply(x, operand, hit[1], plan.c)
 
     def _channel_table_datapath(self, plan: sdp.SdpPlan, y_group: tuple | None
                                 ) -> tuple[np.ndarray, int, np.ndarray] | None:
@@ -488,10 +489,12 @@ class FastPaths:
         if hit is None or hit[1] != operands or hit[2] is not y_table:
             # the entry holds the plan: its id stays its own
             table = _channel_code_table(plan, stages, y_table)
+            if table is not None and y_table is None:     # no LUT counters to sum
+                table = code_tables.byte_table(table, per_channel=True)
             hit = self.sdp_tables.put(key, (plan, operands, y_table, table))
         if hit[3] is None:
             return None
-        return fused.channel_table_apply(x, hit[3], plan.c, y_table is not None)
+        return code_tables.channel_table_apply(x, hit[3], plan.c)
 
     def _copy_datapath(self, plan: sdp.SdpPlan) -> tuple[np.ndarray, int] | None:
         """``(int8 [C_pad / atom, H, W, atom], 0)`` of an SDP op reading memory whose stages
@@ -531,8 +534,9 @@ def _registers_only(st: sdp.StageConfig) -> bool:
 
 
 def _code_table(plan: sdp.SdpPlan, pairs: bool) -> np.ndarray:
-    """:func:`accel.cmod.fast.fused.table_apply`'s table of the stages and converter of
-    ``plan``, computed by the plain model: int16 ``[256]``, entry ``x`` for the int8
+    """The code table of the stages and converter of ``plan`` (for
+    :func:`~accel.cmod.fast.code_tables.table_apply`, through its ``byte_table``),
+    computed by the plain model: int16 ``[256]``, entry ``x`` for the int8
     input ``x - 128``; with ``pairs``, ``[256, 256]``, entry ``[x, a]`` for X1's
     multiplier operand ``a - 128`` too."""
     codes = np.arange(-128, 128, dtype=np.int64)
@@ -555,8 +559,9 @@ def _converted_entries(x: np.ndarray, cvt: tuple[int, int, int]) -> np.ndarray:
 
 def _channel_code_table(plan: sdp.SdpPlan, stages: list, y_table: lut_y.YTable | None
                         ) -> np.ndarray | None:
-    """:func:`accel.cmod.fast.fused.channel_table_apply`'s table of ``plan``, computed by
-    the plain model: int16 ``[C_pad, 256]``, entry ``[ch, x]`` for the int8 input ``x -
+    """The per-channel code table of ``plan`` (for
+    :func:`~accel.cmod.fast.code_tables.channel_table_apply`), computed by the plain
+    model: int16 ``[C_pad, 256]``, entry ``[ch, x]`` for the int8 input ``x -
     128`` of channel ``ch``; ``stages``: each X stage that runs, with its ALU operands
     (shifted) and multipliers per channel (int64 ``[C_pad]``); ``y_table``: the Y
     stage's LUT, or None.  None when a value reaching the LUT lies outside its table."""

@@ -506,7 +506,7 @@ def test_channel_tables_equal_numpy_form(seed, c, atom, widths, lut, config, dat
     holding every code, whenever every value reaching the LUT lies in its table."""
     from types import SimpleNamespace
 
-    from accel.cmod.fast.fused import channel_table_apply
+    from accel.cmod.fast.code_tables import byte_table, channel_table_apply
     from accel.cmod.fast.paths import _channel_code_table
 
     rng = np.random.default_rng(seed)
@@ -545,7 +545,9 @@ def test_channel_tables_equal_numpy_form(seed, c, atom, widths, lut, config, dat
     out, sat = sdp.convert_inplace(want, *cvt, c)
     packed = np.ascontiguousarray(x.astype(np.int8).reshape(c_pad // atom, atom, h, w)
                                   .transpose(0, 2, 3, 1))
-    got, got_sat, got_counts = channel_table_apply(packed, table, c, lut)
+    if not lut:         # the datapath's form of a table without LUT counters
+        table = byte_table(table, per_channel=True)
+    got, got_sat, got_counts = channel_table_apply(packed, table, c)
     np.testing.assert_array_equal(got.transpose(0, 3, 1, 2).reshape(c_pad, h, w),
                                   out.astype(np.int8))
     assert got_sat == sat
@@ -558,11 +560,11 @@ def test_channel_tables_equal_numpy_form(seed, c, atom, widths, lut, config, dat
 def test_channel_table_counts_past_a_16_bit_field():
     """The LUT counters of a row longer than a count field holds (65535): every element
     hits both tables and overflows, so each count is the number of elements."""
-    from accel.cmod.fast.fused import channel_table_apply
+    from accel.cmod.fast.code_tables import channel_table_apply
 
     atom, w = 32, 4100
     table = np.full((atom, 256), 0b1111 << 9 | 0x7F, dtype=np.int16)
     x = np.zeros((1, 1, w, atom), dtype=np.int8)
-    out, sat, counts = channel_table_apply(x, table, atom, True)
+    out, sat, counts = channel_table_apply(x, table, atom)
     assert (out == 0x7F).all() and sat == 0
     assert counts.tolist() == [atom * w] * 4
