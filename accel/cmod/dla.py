@@ -312,7 +312,7 @@ class Dla:
         kept_w, note = self.cbuf.reused_weights(use)
         raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
         if fast is not None and not geo.image:
-            done = fast.pointwise_datapath(plan, raw, kept_w is not None, note)
+            done = fast.pixels_datapath(plan, raw, kept_w is not None, note)
             if done is not None:
                 return done
         x, geo_run, in_shape, in_bytes, data = self._conv_input(plan, kept_data)

@@ -35,7 +35,7 @@ from accel.cmod import cdma, cdp, conv, csc, sdp, sdp_rdma
 from accel.cmod.cube import read_int8_raw
 from accel.cmod.fast import code_tables, fused, lut_y
 from accel.cmod.fast.cache import BoundedCache
-from accel.cmod.fast.depthwise import depthwise_sums
+from accel.cmod.fast.depthwise import depthwise_sums, depthwise_sums_hwc, takes_channels_last
 from accel.cmod.fast.gemm import (
     INT_ENGINE_MAX_TERMS,
     INT_ENGINE_MIN_MACS,
@@ -233,6 +233,14 @@ class FastPaths:
         plan.lut_counted(rec, g, lut_y.counters(counts, plan.c_pad * plan.h * plan.w))
         return y, sats, rec
 
+    def pixels_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
+                        note: str) -> ConvDone | None:
+        """The datapath of a convolution computed pixel by pixel, a large 1x1 one
+        (:meth:`pointwise_datapath`) or a block of a depthwise layer
+        (:meth:`depthwise_datapath`); None for any other."""
+        return (self.pointwise_datapath(plan, raw, weights_reused, note)
+                or self.depthwise_datapath(plan, raw, weights_reused, note))
+
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                            note: str) -> ConvDone | None:
         """The datapath of a large 1x1 convolution of the compiler's usual SDP program,
@@ -256,6 +264,47 @@ class FastPaths:
         acc = self.pointwise_sums(plan, raw, engine, *read)
         dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
         y, sdp_sats = post.run_pixels(acc, dst)
+        if dst is None:
+            streamed = sp.deliver_packed(self.dram, y[0])
+        else:
+            streamed = None
+            self.dram.touched(sp.dst[0])
+        return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
+                        (c, h, w), c * h * w, False, weights_reused, note)
+
+    def depthwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
+                           note: str) -> ConvDone | None:
+        """The datapath of a block of a depthwise layer (each kernel reading only its own
+        channel: :attr:`~accel.cmod.fast.gemm.Weights.diagonal`) that the channels-last
+        loops take (:func:`~accel.cmod.fast.depthwise.takes_channels_last`), of the
+        compiler's usual SDP program, whose input fills the output's atoms and which
+        neither keeps nor reuses data in the CBUF, computed pixel by pixel as a batch of
+        such blocks is (:class:`~accel.cmod.fast.batch.ConvBatch`): its pixels read as
+        memory holds them (whole atoms, a pixel's channels side by side), summed
+        channels innermost with each lane's taps (the lanes past the kernels with taps of
+        0, so their sums are the 0 that disabled MAC cells deliver), the SDP pass on the
+        pixel-major sums straight into the channel packing.  None for any other
+        convolution (or pixels that leave their region)."""
+        geo, use, sp = plan.geo, plan.use, plan.sdp
+        if (plan.feature is None or plan.feature_cvt is not None or geo.image
+                or use.data_reuse or use.skip_data_rls or sp.y_stage):
+            return None
+        _, c, h, w, _, _ = plan.feature
+        if sp.c_pad != -(-c // self.cfg.atom_size) * self.cfg.atom_size \
+                or not takes_channels_last(sp.c_pad, geo):
+            return None
+        taps = self.weight_matrix(raw, plan).diagonal
+        post = self.post_process(sp, plan.truncate)
+        if taps is None or not post.pixels_ready:
+            return None
+        read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
+        if read is None:
+            return None
+        lanes = np.zeros((sp.c_pad, taps.shape[1]), dtype=np.int8)
+        lanes[:taps.shape[0]] = taps
+        sums = depthwise_sums_hwc(read[0].reshape(h, w, sp.c_pad), lanes, geo)
+        dst = sp.dst_pixels(self.dram, self.cfg.atom_size)
+        y, sdp_sats = post.run_pixels(sums, dst)
         if dst is None:
             streamed = sp.deliver_packed(self.dram, y[0])
         else:

@@ -93,9 +93,9 @@ class _Run:
     ``capture`` reads each tensor as its op completes (learned replays then play their
     steps one by one, with the completion marks)."""
 
-    def __init__(self, graph, table, batched: bool = True, capture: bool = False) -> None:
-        self.ex = Executor(graph, [get_device("nvdla", preset="nv_small", capture=capture)],
-                           table)
+    def __init__(self, graph, table, batched: bool = True, capture: bool = False,
+                 preset: str = "nv_small") -> None:
+        self.ex = Executor(graph, [get_device("nvdla", preset=preset, capture=capture)], table)
         self.ex.prerun()
         ((self.device, _, self.handle),) = self.ex.prepared
         self.dla = self.handle.runtime.backend.dla
@@ -514,11 +514,11 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
     assert got == want and sum(got) > 0, got
 
 
-def _wide_depthwise():
-    """Two depthwise layers of 64 channels on 20x20 planes (eight 8-channel blocks each,
-    rows too short for the row loops), strides 1 and 2, padding, ReLU between."""
+def _wide_depthwise(c: int = 64):
+    """Two depthwise layers of ``c`` channels on 20x20 planes (eight 8-channel blocks each
+    on nv_small, rows too short for the row loops), strides 1 and 2, padding, ReLU
+    between."""
     rng = np.random.default_rng(13)
-    c = 64
     inits = {"w1": rng.normal(0, 0.4, (c, 1, 3, 3)), "b1": rng.normal(0, 0.3, c),
              "w2": rng.normal(0, 0.4, (c, 1, 3, 3)), "b2": rng.normal(0, 0.3, c)}
     nodes = [
@@ -560,6 +560,53 @@ def test_depthwise_blocks_read_as_pixels_for_the_channels_last_loops(monkeypatch
             assert fast.memory() == slow.memory(), f"sample {i}"
     assert read and all(read), read
     assert (400, 64) in pixel_passes and (100, 64) in pixel_passes, set(pixel_passes)
+
+
+@pytest.mark.parametrize(("preset", "c"), [("nv_large", 48), ("nv_large", 64)])
+def test_depthwise_blocks_one_at_a_time_pixel_by_pixel_equal_the_planes(monkeypatch, preset,
+                                                                         c):
+    """Blocks of :func:`_wide_depthwise`'s layers launched one at a time run pixel by pixel
+    (``FastPaths.depthwise_datapath``: nv_large's 32-lane atoms, 48 channels in 64 lanes
+    whose last 16 sum to 0) and leave the same bytes, memory,
+    per-launch converter saturations and counter registers as the channel-major
+    datapath; the outputs equal the int8 reference.  Output scales far below the
+    calibrated ones make converters saturate."""
+    from accel.cmod.fast import FastPaths
+    graph, table = _wide_depthwise(c)
+    table = {t: dict(v, scale=v["scale"] / {"r1": 3e3, "y": 3e7}.get(t, 1))
+             for t, v in table.items()}
+    taken = []
+    depthwise = FastPaths.depthwise_datapath
+
+    def spy(self, *args):
+        done = depthwise(self, *args)
+        taken.append(done is not None)
+        return done
+    monkeypatch.setattr(FastPaths, "depthwise_datapath", spy)
+    samples = _samples(graph, 3, 21)
+
+    def run_all(run: _Run) -> tuple[list, list, list, list]:
+        seen = _count_saturations(run)
+        outs = []
+        for sample in samples:
+            out, ref = run.infer(sample)
+            for name in ref:
+                np.testing.assert_array_equal(out[name], ref[name])
+            outs.append(out)
+        off = run.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
+        return outs, seen, run.memory(), [g[off] for g in run.dla.regs["NVDLA_SDP"].groups]
+
+    with _Run(graph, table, batched=False, preset=preset) as pixels:
+        got = run_all(pixels)
+    assert taken and all(taken), taken
+    monkeypatch.setattr(FastPaths, "depthwise_datapath", lambda self, *args: None)
+    with _Run(graph, table, batched=False, preset=preset) as planes:
+        want = run_all(planes)
+    for a, b in zip(got[0], want[0], strict=True):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    assert got[1:] == want[1:]
+    assert sum(got[1]) > 0, got[1]
 
 
 def test_channels_last_batches_count_saturations_per_launch():
