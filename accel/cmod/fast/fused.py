@@ -46,6 +46,8 @@ _shift_round = njit(inline="always")(shift_round_int)
 
 #: columns of the per-stage table :func:`_post` reads (one row per X stage)
 BYPASS, ALU_BYPASS, ALGO, MUL_BYPASS, PRELU, RELU_BYPASS, SHIFT = range(7)
+#: the row of an X stage that passes a 32-bit value on: ALU and multiplier bypassed, no ReLU
+_IDENTITY_X = np.array([0, 1, ALU_SUM, 1, 0, 1, 0], dtype=np.int64)
 
 _I32_LO, _I32_HI = -(1 << 31), (1 << 31) - 1
 _P34_LO, _P34_HI = -(1 << 33), (1 << 33) - 1
@@ -492,7 +494,13 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
     sa0, sm0, sa1, sm1 = _strides(alu0), _strides(mul0), _strides(alu1), _strides(mul1)
     y_half = y_values.shape[0] // 2
     # the common case in one loop per channel: 32-bit sums, a per-channel X1, no X2
-    fusable = cacc and narrow and _fusable(st0, sa0[2], sm0[2]) and st1[BYPASS]
+    # a bypassed X1 hands 32-bit sums on unchanged, as the one loop's X1 does with neither
+    # operand nor ReLU (its int32 clip holds them): the sums of a convolution whose SDP
+    # only converts take that loop too
+    fused_x1 = st0.copy()
+    if st0[BYPASS]:
+        fused_x1[:] = _IDENTITY_X
+    fusable = cacc and narrow and _fusable(fused_x1, sa0[2], sm0[2]) and st1[BYPASS]
     per_channel = sa0[2] == 0 and sm0[2] == 0 and sa1[2] == 0 and sm1[2] == 0
     chunk = min(points, CHUNK)
     row = np.empty(chunk, dtype=np.int64)
@@ -514,7 +522,7 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                     converted = block[j, :count]
                     if fusable and trunc == 0 and ch < k:
                         outside = _fused_channel(
-                            acc[b, ch, first:last], st0, a0, b * sa0[0] + ch * sa0[1], m0,
+                            acc[b, ch, first:last], fused_x1, a0, b * sa0[0] + ch * sa0[1], m0,
                             b * sm0[0] + ch * sm0[1], offset, scale, shift, converted,
                             y_values, y_flags, y_half, y_counts)
                         if outside < 0:
