@@ -88,15 +88,18 @@ class LutRam:
         """Consecutive writes of ``S_LUT_ACCESS_DATA`` with ``values``, as one: the same
         entries and address as :meth:`access_data_write` of each in turn (the address
         stops at the table's last entry, which later values overwrite)."""
-        if not self.write_mode or not values:
+        self.write_entries(access_entries(values))
+
+    def write_entries(self, entries: np.ndarray) -> None:
+        """:meth:`access_data_block` of the entries the values write
+        (:func:`access_entries`), decoded once by a caller that writes them again."""
+        if not self.write_mode or not entries.size:
             return
         tab = self._check_addr()
-        v = np.asarray(values, dtype=np.int64) & 0xFFFF
-        v = np.where(v & 0x8000, v - 0x10000, v)
-        fits = min(v.size, tab.size - self.addr)
-        tab[self.addr:self.addr + fits] = v[:fits]
-        tab[-1] = tab[-1] if v.size == fits else v[-1]
-        self.addr = min(self.addr + v.size, tab.size - 1)
+        fits = min(entries.size, tab.size - self.addr)
+        tab[self.addr:self.addr + fits] = entries[:fits]
+        tab[-1] = tab[-1] if entries.size == fits else entries[-1]
+        self.addr = min(self.addr + entries.size, tab.size - 1)
 
     def access_data_read(self) -> int:
         """A read of ``S_LUT_ACCESS_DATA`` (the entry as 16 unsigned bits)."""
@@ -106,6 +109,13 @@ class LutRam:
         value = int(tab[self.addr]) & 0xFFFF
         self._advance()
         return value
+
+
+def access_entries(values: Sequence[int]) -> np.ndarray:
+    """The LUT entries that writes of ``S_LUT_ACCESS_DATA`` with ``values`` store: the
+    low 16 bits of each as two's complement (int64)."""
+    v = np.asarray(values, dtype=np.int64) & 0xFFFF
+    return np.where(v & 0x8000, v - 0x10000, v)
 
 
 @dataclass(frozen=True)

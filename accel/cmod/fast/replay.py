@@ -42,7 +42,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from accel.cmod.fast import batch
+from accel.cmod.lut import access_entries
 from accel.cmod.pipeline import CONV_UNITS
 from accel.errors import AccelCheckFailed, AccelError
 from accel.regs import by_address, lookup
@@ -124,8 +127,9 @@ class Prepared:
     """A recording as steps: ``(BULK, ((store, offsets, values), ...))`` (register
     stores, offsets and values as tuples: the prepared steps of a network take megabytes,
     and are played once to learn, then only when the learned steps cannot be),
-    ``(WRITE, addr, value)``, ``(LUT, unit, values)`` (consecutive writes of a unit's
-    ``S_LUT_ACCESS_DATA``: a table loaded entry by entry, as one block), ``(WAIT, mask,
+    ``(WRITE, addr, value)``, ``(LUT, unit, entries)`` (consecutive writes of a unit's
+    ``S_LUT_ACCESS_DATA``: a table loaded entry by entry, as one block of the entries they
+    store), ``(WAIT, mask,
     status)``, ``(CALL, index)``, ``(READ, addr, value)``."""
 
     steps: list[tuple] = field(default_factory=list)
@@ -214,9 +218,17 @@ def prepare(dla, events: Iterable[tuple], siblings: Iterable[Prepared] = ()
             flush()
             out.steps.append(share((CALL, ev[1])))
     flush()
-    out.steps = [(LUT, step[1], tuple(step[2])) if step[0] == LUT else step
+    out.steps = [(LUT, step[1], _entries(step[2])) if step[0] == LUT else step
                  for step in out.steps]
     return out
+
+
+def _entries(values: list[int]) -> np.ndarray:
+    """The LUT entries ``values`` write (:func:`accel.cmod.lut.access_entries`), read-only:
+    decoded once per recording, written into the table at every play."""
+    entries = access_entries(values)
+    entries.flags.writeable = False
+    return entries
 
 
 def _start(dla) -> tuple[int, ...]:
@@ -317,7 +329,7 @@ def _play(dla, steps: list[tuple], on_complete: Callable[[int], None] | None) ->
         elif kind == WRITE:
             dla.csb_write(step[1], step[2])
         elif kind == LUT:
-            dla.luts[step[1]].access_data_block(step[2])
+            dla.luts[step[1]].write_entries(step[2])
         elif kind == CALL:
             if on_complete is not None:
                 on_complete(step[1])
