@@ -149,7 +149,13 @@ def im2col_rows(x: np.ndarray, geo: ConvGeometry, offset: bool = False) -> np.nd
     that order).  Positions outside the input read ``geo.pad_value``.  ``offset``: int8
     values as offset binary (uint8 ``v + 128``), converted in the padded frame, before
     the taps multiply them."""
-    c, h, w = x.shape
+    return im2col_pixels(x.transpose(1, 2, 0), geo, offset)
+
+
+def im2col_pixels(x: np.ndarray, geo: ConvGeometry, offset: bool = False) -> np.ndarray:
+    """:func:`im2col_rows` of the cube given channels last, ``x[H, W, C]`` (as pixels read
+    from memory hold it, a pixel's channels side by side)."""
+    h, w, c = x.shape
     pad_value = geo.pad_value
     if offset:
         x, pad_value = x.view(np.uint8) ^ np.uint8(0x80), (pad_value + 128) & 0xFF
@@ -161,7 +167,7 @@ def im2col_rows(x: np.ndarray, geo: ConvGeometry, offset: bool = False) -> np.nd
     # the padded frame with the channels innermost: each tap is then a block of C bytes
     frame = np.full((need_h, need_w, c), pad_value, dtype=x.dtype)
     hh, ww = max(0, min(h, need_h - y0)), max(0, min(w, need_w - x0))
-    frame[y0:y0 + hh, x0:x0 + ww] = x[:, :hh, :ww].transpose(1, 2, 0)
+    frame[y0:y0 + hh, x0:x0 + ww] = x[:hh, :ww]
     ye = (geo.out_h - 1) * geo.stride_y + 1
     xe = (geo.out_w - 1) * geo.stride_x + 1
     if geo.r == geo.s == 1:

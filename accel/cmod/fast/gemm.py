@@ -83,13 +83,17 @@ class Weights:
             self._pointwise = engine.packed(w)
         return self._pointwise
 
-    def taps_last(self, engine: IntEngine) -> PackedWeights:
+    def taps_last(self, engine: IntEngine, k_pad: int = 0, c_pad: int = 0) -> PackedWeights:
         """The weights as ``engine`` keeps them for :func:`accel.cmod.fast.paths.conv_sums`: columns
-        R major, then S, then C (made once)."""
-        if self._taps_last is None:
-            k, c, r, s = self.kernel
-            w = self.int8.reshape(k, c, r, s).transpose(0, 2, 3, 1).reshape(k, r * s * c)
-            self._taps_last = engine.packed(w)
+        R major, then S, then C (made once).  ``k_pad``, ``c_pad``: kernels and channels
+        made up to those with zeros (for pixels of whole atoms into whole atoms of
+        outputs, as :meth:`pointwise` pads)."""
+        k, c, r, s = self.kernel
+        k_pad, c_pad = max(k_pad, k), max(c_pad, c)
+        if self._taps_last is None or self._taps_last.shape != (k_pad, r * s * c_pad):
+            w = np.zeros((k_pad, r, s, c_pad), dtype=np.int8)
+            w[:k, :, :, :c] = self.int8.reshape(k, c, r, s).transpose(0, 2, 3, 1)
+            self._taps_last = engine.packed(w.reshape(k_pad, r * s * c_pad))
         return self._taps_last
 
 

@@ -236,10 +236,12 @@ class FastPaths:
     def pixels_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                         note: str) -> ConvDone | None:
         """The datapath of a convolution computed pixel by pixel, a large 1x1 one
-        (:meth:`pointwise_datapath`) or a block of a depthwise layer
-        (:meth:`depthwise_datapath`); None for any other."""
+        (:meth:`pointwise_datapath`), a block of a depthwise layer
+        (:meth:`depthwise_datapath`) or a large one with a larger kernel
+        (:meth:`rows_datapath`); None for any other."""
         return (self.pointwise_datapath(plan, raw, weights_reused, note)
-                or self.depthwise_datapath(plan, raw, weights_reused, note))
+                or self.depthwise_datapath(plan, raw, weights_reused, note)
+                or self.rows_datapath(plan, raw, weights_reused, note))
 
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                            note: str) -> ConvDone | None:
@@ -254,7 +256,6 @@ class FastPaths:
         engine = self.pointwise_engine(plan)
         if engine is None:
             return None
-        _, c, h, w, _, _ = plan.feature
         post = self.post_process(sp, plan.truncate)
         if not post.pixels_ready:
             return None
@@ -262,15 +263,7 @@ class FastPaths:
         if read is None:
             return None
         acc = self.pointwise_sums(plan, raw, engine, *read)
-        dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
-        y, sdp_sats = post.run_pixels(acc, dst)
-        if dst is None:
-            streamed = sp.deliver_packed(self.dram, y[0])
-        else:
-            streamed = None
-            self.dram.touched(sp.dst[0])
-        return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
-                        (c, h, w), c * h * w, False, weights_reused, note)
+        return self._pixels_done(plan, post, acc, raw, weights_reused, note)
 
     def depthwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                            note: str) -> ConvDone | None:
@@ -303,8 +296,53 @@ class FastPaths:
         lanes = np.zeros((sp.c_pad, taps.shape[1]), dtype=np.int8)
         lanes[:taps.shape[0]] = taps
         sums = depthwise_sums_hwc(read[0].reshape(h, w, sp.c_pad), lanes, geo)
-        dst = sp.dst_pixels(self.dram, self.cfg.atom_size)
-        y, sdp_sats = post.run_pixels(sums, dst)
+        return self._pixels_done(plan, post, sums, raw, weights_reused, note)
+
+    def rows_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
+                      note: str) -> ConvDone | None:
+        """The datapath of a convolution that :func:`conv_sums` runs as rows of patches by
+        packed weights (a kernel larger than 1x1, at least :data:`ROWS_MIN_CHANNELS`
+        channels, not a depthwise block, large enough for the integer engine), of the
+        compiler's usual SDP program, that neither keeps nor reuses data in the CBUF:
+        its patches taken from its pixels as memory holds them
+        (:func:`~accel.cmod.csc.im2col_pixels`, a pixel's lanes side by side, those past
+        the channels met by zero weights), the sums pixel-major, zero past the kernels,
+        as the SDP's pixel-major pass takes them into the channel packing.  None for any
+        other convolution (or pixels that leave their region)."""
+        geo, use, sp = plan.geo, plan.use, plan.sdp
+        if (plan.feature is None or plan.feature_cvt is not None or geo.image
+                or use.data_reuse or use.skip_data_rls or sp.y_stage or geo.r * geo.s == 1):
+            return None
+        _, c, h, w, _, _ = plan.feature
+        lanes = -(-c // self.cfg.atom_size) * self.cfg.atom_size
+        terms = lanes * geo.r * geo.s
+        if (c < ROWS_MIN_CHANNELS or terms > INT_ENGINE_MAX_TERMS
+                or geo.k * terms * geo.out_h * geo.out_w < INT_ENGINE_MIN_MACS):
+            return None
+        engine = int_engine()
+        weights = self.weight_matrix(raw, plan)
+        post = self.post_process(sp, plan.truncate)
+        if engine is None or weights.diagonal is not None or not post.pixels_ready:
+            return None
+        read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
+        if read is None:
+            return None
+        pixels, nonnegative = read
+        signed = engine.signed and geo.pad_value >= 0 and nonnegative
+        patches = csc.im2col_pixels(pixels.reshape(h, w, lanes), geo, offset=not signed)
+        acc = weights.taps_last(engine, sp.c_pad, lanes).run(patches, signed)
+        return self._pixels_done(plan, post, acc, raw, weights_reused, note)
+
+    def _pixels_done(self, plan: conv.ConvPlan, post: fused.PostProcess, acc: np.ndarray,
+                     raw: np.ndarray, weights_reused: bool, note: str) -> ConvDone:
+        """The SDP's pixel-major pass of a convolution's sums ``acc`` (int32 ``[pixels,
+        C_pad]``) into its output, in memory itself where the output's lines are dense,
+        and the convolution's :class:`~accel.cmod.pipeline.ConvDone` (32-bit sums, no
+        truncate: CACC saturates nothing)."""
+        sp = plan.sdp
+        _, c, h, w, _, _ = plan.feature
+        dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
+        y, sdp_sats = post.run_pixels(acc, dst)
         if dst is None:
             streamed = sp.deliver_packed(self.dram, y[0])
         else:

@@ -514,6 +514,69 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
     assert got == want and sum(got) > 0, got
 
 
+@pytest.mark.parametrize(("preset", "c"), [("nv_small", 64), ("nv_large", 72)])
+def test_convolutions_of_patch_rows_pixel_by_pixel_equal_the_planes(monkeypatch, preset, c):
+    """3x3 convolutions of ``c`` channels (72: nv_large's last atom of input lanes half
+    empty, 40 kernels: its last output atom too) run pixel by pixel
+    (``FastPaths.rows_datapath``: patches from the pixels as memory holds them, the
+    uint8 x int8 kernels after the ReLU, the offset form before it) and leave the same
+    bytes, memory, per-launch converter saturations and counter registers as the
+    channel-major datapath; the outputs equal the int8 reference.  Output scales far
+    below the calibrated ones make converters saturate."""
+    if gemm.int_engine() is None:
+        pytest.skip("no integer engine here: every GEMM goes to BLAS, channel-major")
+    from accel.cmod.fast import FastPaths
+    rng = np.random.default_rng(23)
+    inits = {"w1": rng.normal(0, 0.1, (c, c, 3, 3)), "b1": rng.normal(0, 0.2, c),
+             "w2": rng.normal(0, 0.1, (40, c, 3, 3)), "b2": rng.normal(0, 0.2, 40)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["p1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["p1"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["y"], pads=[1, 1, 1, 1],
+                              strides=[2, 2])]
+    graph = _model(nodes, inits, (1, c, 20, 24), "y", (1, 40, 10, 12))
+    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
+    table = {t: dict(v, scale=v["scale"] / {"p1": 3e3, "r": 3e3, "y": 1e4}.get(t, 1))
+             for t, v in table.items()}
+    taken, forms = [], set()
+    rows, run = FastPaths.rows_datapath, gemm.PackedWeights.run
+
+    def spy(self, *args):
+        done = rows(self, *args)
+        taken.append(done is not None)
+        return done
+
+    def form(self, patches, signed=False):
+        forms.add(signed)
+        return run(self, patches, signed)
+    monkeypatch.setattr(FastPaths, "rows_datapath", spy)
+    monkeypatch.setattr(gemm.PackedWeights, "run", form)
+    samples = _samples(graph, 2, 4)
+
+    def run_all(one: _Run) -> tuple[list, list, list, list]:
+        seen = _count_saturations(one)
+        outs = []
+        for sample in samples:
+            out, ref = one.infer(sample)
+            for name in ref:
+                np.testing.assert_array_equal(out[name], ref[name])
+            outs.append(out)
+        off = one.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
+        return outs, seen, one.memory(), [g[off] for g in one.dla.regs["NVDLA_SDP"].groups]
+
+    with _Run(graph, table, batched=False, preset=preset) as pixels:
+        got = run_all(pixels)
+    assert taken and all(taken), taken
+    assert forms == ({False, True} if gemm.int_engine().signed else {False})
+    monkeypatch.setattr(FastPaths, "rows_datapath", lambda self, *args: None)
+    with _Run(graph, table, batched=False, preset=preset) as planes:
+        want = run_all(planes)
+    for a, b in zip(got[0], want[0], strict=True):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    assert got[1:] == want[1:]
+    assert sum(got[1]) > 0, got[1]
+
+
 def _wide_depthwise(c: int = 64):
     """Two depthwise layers of ``c`` channels on 20x20 planes (eight 8-channel blocks each
     on nv_small, rows too short for the row loops), strides 1 and 2, padding, ReLU
