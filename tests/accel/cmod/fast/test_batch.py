@@ -514,6 +514,45 @@ def test_pointwise_convolutions_pixel_by_pixel_equal_the_planes(monkeypatch):
     assert got == want and sum(got) > 0, got
 
 
+def _route_equals_planes(monkeypatch, route: str, graph, table, preset: str,
+                         samples: list) -> list[int]:
+    """Run ``samples`` launch by launch on ``preset`` with the pixel route ``route`` of
+    :class:`~accel.cmod.fast.FastPaths`, which must take every convolution it is asked
+    for, then with it declining: the outputs equal the int8 reference both times, and
+    the outputs, converter saturations of every launch, memory and counter registers
+    are the same.  Returns the saturation counts."""
+    from accel.cmod.fast import FastPaths
+    taken, pixels = [], getattr(FastPaths, route)
+
+    def spy(self, *args):
+        done = pixels(self, *args)
+        taken.append(done is not None)
+        return done
+
+    def run_all() -> tuple[list, list, list, list]:
+        with _Run(graph, table, batched=False, preset=preset) as one:
+            seen = _count_saturations(one)
+            outs = []
+            for sample in samples:
+                out, ref = one.infer(sample)
+                for name in ref:
+                    np.testing.assert_array_equal(out[name], ref[name])
+                outs.append(out)
+            off = one.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
+            return outs, seen, one.memory(), [g[off] for g in one.dla.regs["NVDLA_SDP"].groups]
+
+    monkeypatch.setattr(FastPaths, route, spy)
+    got = run_all()
+    assert taken and all(taken), taken
+    monkeypatch.setattr(FastPaths, route, lambda self, *args: None)
+    want = run_all()
+    for a, b in zip(got[0], want[0], strict=True):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    assert got[1:] == want[1:]
+    return got[1]
+
+
 @pytest.mark.parametrize(("preset", "c"), [("nv_small", 64), ("nv_large", 72)])
 def test_convolutions_of_patch_rows_pixel_by_pixel_equal_the_planes(monkeypatch, preset, c):
     """3x3 convolutions of ``c`` channels (72: nv_large's last atom of input lanes half
@@ -525,7 +564,6 @@ def test_convolutions_of_patch_rows_pixel_by_pixel_equal_the_planes(monkeypatch,
     below the calibrated ones make converters saturate."""
     if gemm.int_engine() is None:
         pytest.skip("no integer engine here: every GEMM goes to BLAS, channel-major")
-    from accel.cmod.fast import FastPaths
     rng = np.random.default_rng(23)
     inits = {"w1": rng.normal(0, 0.1, (c, c, 3, 3)), "b1": rng.normal(0, 0.2, c),
              "w2": rng.normal(0, 0.1, (40, c, 3, 3)), "b2": rng.normal(0, 0.2, 40)}
@@ -537,44 +575,16 @@ def test_convolutions_of_patch_rows_pixel_by_pixel_equal_the_planes(monkeypatch,
     table = calibrate(graph, _samples(graph, 4, 1), progress=False)
     table = {t: dict(v, scale=v["scale"] / {"p1": 3e3, "r": 3e3, "y": 1e4}.get(t, 1))
              for t, v in table.items()}
-    taken, forms = [], set()
-    rows, run = FastPaths.rows_datapath, gemm.PackedWeights.run
-
-    def spy(self, *args):
-        done = rows(self, *args)
-        taken.append(done is not None)
-        return done
+    forms, run = set(), gemm.PackedWeights.run
 
     def form(self, patches, signed=False):
         forms.add(signed)
         return run(self, patches, signed)
-    monkeypatch.setattr(FastPaths, "rows_datapath", spy)
     monkeypatch.setattr(gemm.PackedWeights, "run", form)
-    samples = _samples(graph, 2, 4)
-
-    def run_all(one: _Run) -> tuple[list, list, list, list]:
-        seen = _count_saturations(one)
-        outs = []
-        for sample in samples:
-            out, ref = one.infer(sample)
-            for name in ref:
-                np.testing.assert_array_equal(out[name], ref[name])
-            outs.append(out)
-        off = one.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
-        return outs, seen, one.memory(), [g[off] for g in one.dla.regs["NVDLA_SDP"].groups]
-
-    with _Run(graph, table, batched=False, preset=preset) as pixels:
-        got = run_all(pixels)
-    assert taken and all(taken), taken
+    saturations = _route_equals_planes(monkeypatch, "rows_datapath", graph, table, preset,
+                                       _samples(graph, 2, 4))
     assert forms == ({False, True} if gemm.int_engine().signed else {False})
-    monkeypatch.setattr(FastPaths, "rows_datapath", lambda self, *args: None)
-    with _Run(graph, table, batched=False, preset=preset) as planes:
-        want = run_all(planes)
-    for a, b in zip(got[0], want[0], strict=True):
-        for name in a:
-            np.testing.assert_array_equal(a[name], b[name])
-    assert got[1:] == want[1:]
-    assert sum(got[1]) > 0, got[1]
+    assert sum(saturations) > 0, saturations
 
 
 def _wide_depthwise(c: int = 64):
@@ -634,42 +644,12 @@ def test_depthwise_blocks_one_at_a_time_pixel_by_pixel_equal_the_planes(monkeypa
     per-launch converter saturations and counter registers as the channel-major
     datapath; the outputs equal the int8 reference.  Output scales far below the
     calibrated ones make converters saturate."""
-    from accel.cmod.fast import FastPaths
     graph, table = _wide_depthwise(c)
     table = {t: dict(v, scale=v["scale"] / {"r1": 3e3, "y": 3e7}.get(t, 1))
              for t, v in table.items()}
-    taken = []
-    depthwise = FastPaths.depthwise_datapath
-
-    def spy(self, *args):
-        done = depthwise(self, *args)
-        taken.append(done is not None)
-        return done
-    monkeypatch.setattr(FastPaths, "depthwise_datapath", spy)
-    samples = _samples(graph, 3, 21)
-
-    def run_all(run: _Run) -> tuple[list, list, list, list]:
-        seen = _count_saturations(run)
-        outs = []
-        for sample in samples:
-            out, ref = run.infer(sample)
-            for name in ref:
-                np.testing.assert_array_equal(out[name], ref[name])
-            outs.append(out)
-        off = run.dla.regs["NVDLA_SDP"].unit.registers["D_PERF_OUT_SATURATION"].offset
-        return outs, seen, run.memory(), [g[off] for g in run.dla.regs["NVDLA_SDP"].groups]
-
-    with _Run(graph, table, batched=False, preset=preset) as pixels:
-        got = run_all(pixels)
-    assert taken and all(taken), taken
-    monkeypatch.setattr(FastPaths, "depthwise_datapath", lambda self, *args: None)
-    with _Run(graph, table, batched=False, preset=preset) as planes:
-        want = run_all(planes)
-    for a, b in zip(got[0], want[0], strict=True):
-        for name in a:
-            np.testing.assert_array_equal(a[name], b[name])
-    assert got[1:] == want[1:]
-    assert sum(got[1]) > 0, got[1]
+    saturations = _route_equals_planes(monkeypatch, "depthwise_datapath", graph, table, preset,
+                                       _samples(graph, 3, 21))
+    assert sum(saturations) > 0, saturations
 
 
 def test_channels_last_batches_count_saturations_per_launch():

@@ -45,11 +45,13 @@ def _counted(sat: np.ndarray, c: int) -> int:
 
 SHAPES = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 6),
                    st.sampled_from([8, 32]))
+#: cubes of any shape, contiguous or not, with tables of no, few or only saturating entries
+CASES = given(seed=st.integers(0, 2**32 - 1), shape=SHAPES,
+              saturating=st.sampled_from([0, 0.02, 1]), strided=st.booleans(), data=st.data())
 
 
 @settings(max_examples=80, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), shape=SHAPES, saturating=st.sampled_from([0, 0.02, 1]),
-       strided=st.booleans(), data=st.data())
+@CASES
 def test_one_input_and_pairs_equal_the_entries(seed, shape, saturating, strided, data):
     rng = np.random.default_rng(seed)
     surfaces, h, w, atom = shape
@@ -70,8 +72,7 @@ def test_one_input_and_pairs_equal_the_entries(seed, shape, saturating, strided,
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), shape=SHAPES, saturating=st.sampled_from([0, 0.02, 1]),
-       strided=st.booleans(), data=st.data())
+@CASES
 def test_channel_tables_equal_the_entries(seed, shape, saturating, strided, data):
     rng = np.random.default_rng(seed)
     surfaces, h, w, atom = shape
