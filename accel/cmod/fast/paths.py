@@ -278,9 +278,8 @@ class FastPaths:
         0, so their sums are the 0 that disabled MAC cells deliver), the SDP pass on the
         pixel-major sums straight into the channel packing.  None for any other
         convolution (or pixels that leave their region)."""
-        geo, use, sp = plan.geo, plan.use, plan.sdp
-        if (plan.feature is None or plan.feature_cvt is not None or geo.image
-                or use.data_reuse or use.skip_data_rls or sp.y_stage):
+        geo, sp = plan.geo, plan.sdp
+        if not _takes_pixels(plan):
             return None
         _, c, h, w, _, _ = plan.feature
         if sp.c_pad != -(-c // self.cfg.atom_size) * self.cfg.atom_size \
@@ -309,9 +308,8 @@ class FastPaths:
         the channels met by zero weights), the sums pixel-major, zero past the kernels,
         as the SDP's pixel-major pass takes them into the channel packing.  None for any
         other convolution (or pixels that leave their region)."""
-        geo, use, sp = plan.geo, plan.use, plan.sdp
-        if (plan.feature is None or plan.feature_cvt is not None or geo.image
-                or use.data_reuse or use.skip_data_rls or sp.y_stage or geo.r * geo.s == 1):
+        geo, sp = plan.geo, plan.sdp
+        if not _takes_pixels(plan) or geo.r * geo.s == 1:
             return None
         _, c, h, w, _, _ = plan.feature
         lanes = -(-c // self.cfg.atom_size) * self.cfg.atom_size
@@ -367,13 +365,12 @@ class FastPaths:
         pixel: a large 1x1 one of a feature cube without the input converter, stride 1, no
         padding, no Y stage, that neither keeps nor reuses data in the CBUF; None for any
         other (or no engine)."""
-        geo, use = plan.geo, plan.use
-        if plan.feature is None or plan.feature_cvt is not None:
+        geo = plan.geo
+        if not _takes_pixels(plan):
             return None
         _, c, h, w, _, _ = plan.feature
         if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1
                 or geo.pad_top or geo.pad_left or (geo.out_h, geo.out_w) != (h, w)
-                or use.data_reuse or use.skip_data_rls or plan.sdp.y_stage
                 or c > INT_ENGINE_MAX_TERMS or geo.k * c * h * w < INT_ENGINE_MIN_MACS):
             return None
         return int_engine()
@@ -612,6 +609,15 @@ def _lut_registers(regs) -> Callable[[dict], tuple]:
     access port) from the store of its single registers."""
     return itemgetter(*(reg.offset for name, reg in regs.unit.registers.items()
                         if name.startswith("S_LUT_") and not name.startswith("S_LUT_ACCESS")))
+
+
+def _takes_pixels(plan: conv.ConvPlan) -> bool:
+    """Whether a convolution may take a pixel route (:meth:`FastPaths.pixels_datapath`): it
+    reads a feature cube from memory (not an image, no input converter), neither keeps
+    nor reuses data in the CBUF, and its SDP has no Y stage."""
+    use = plan.use
+    return not (plan.feature is None or plan.feature_cvt is not None or plan.geo.image
+                or use.data_reuse or use.skip_data_rls or plan.sdp.y_stage)
 
 
 def _registers_only(st: sdp.StageConfig) -> bool:
