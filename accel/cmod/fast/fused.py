@@ -196,13 +196,70 @@ def _x_value(v, bypass, alu_bypass, algo, mul_bypass, prelu, relu_bypass, shift,
     return v if relu_bypass else max(v, 0)
 
 
+#: the fields of :func:`_converted_lut`'s tallies: 12 bits each (a loop adding them up
+#: takes them apart every :data:`_TALLY_BLOCK` values), from bit 0 the converter's
+#: saturation, the LUT's underflow, overflow, LE hit and LO hit; bit 60 marks the two
+#: entries for the values outside the table
+_TALLY_BITS, _TALLY_BLOCK = 12, (1 << 12) - 1
+_TALLY_MASK = (1 << _TALLY_BITS) - 1
+_OUTSIDE_TABLE = np.int64(1) << 60
+
+
+@njit(cache=True, nogil=True)
+def _converted_lut(values, flags, offset, scale, shift, codes, tallies):
+    """The Y stage's LUT table (``values``, ``flags``: :class:`~accel.cmod.fast.lut_y.YTable`)
+    followed by the converter ``(offset, scale, shift)``, into ``codes`` (int8) and
+    ``tallies`` (int64, the counter fields of :data:`_TALLY_BITS`), both of
+    ``len(values) + 2`` entries: entry ``i + 1`` for the table's entry ``i``, the first
+    and the last for the values below and above the table."""
+    offset_scaled = offset * _wide(scale)
+    for i in range(values.shape[0]):
+        v = _cvt(values[i], _wide(scale), offset_scaled, shift)
+        codes[i + 1] = min(max(v, -128), 127)
+        tally = np.int64(_outside17(v))
+        for bit in range(4):      # underflow, overflow, LE hit, LO hit
+            tally |= np.int64((flags[i] >> bit) & 1) << (_TALLY_BITS * (bit + 1))
+        tallies[i + 1] = tally
+    for edge in (0, codes.shape[0] - 1):
+        codes[edge] = 0
+        tallies[edge] = _OUTSIDE_TABLE
+
+
+@njit(inline="always")
+def _lut_converted(sums, m, am, x_shift, lo, codes, tallies, conv, y_counts):
+    """:func:`_fused_channel`'s loop through :func:`_converted_lut`'s tables: one lookup
+    per value, of its byte and of its counter fields, which add up in one register (no
+    branch on data: values outside the table meet the edge entries, checked after each
+    block).  Returns the converter's saturation count, -1 when a value lies outside
+    the table (``y_counts`` then as on entry)."""
+    half, top = (codes.shape[0] - 2) // 2, codes.shape[0] - 1
+    sums_of = np.zeros(5, dtype=np.int64)
+    for first in range(0, conv.shape[0], _TALLY_BLOCK):
+        total, seen = np.int64(0), np.int64(0)
+        for p in range(first, min(first + _TALLY_BLOCK, conv.shape[0])):
+            v = min(max(_x1(sums[p], m, am, x_shift), lo), _I32_HI)
+            i = min(max(v + (half + 1), 0), top)
+            tally = tallies[i]
+            total += tally
+            seen |= tally
+            conv[p] = codes[i]
+        if seen & _OUTSIDE_TABLE:
+            return -1
+        for j in range(5):
+            sums_of[j] += (total >> (_TALLY_BITS * j)) & _TALLY_MASK
+    for j in range(4):
+        y_counts[j] += sums_of[j + 1]
+    return sums_of[0]
+
+
 @njit(inline="always")
 def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_values, y_flags,
-                   y_half, y_counts):
+                   y_half, y_counts, y_codes, y_tallies):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
     stage (``alu[ia]``, ``mul[im]``), a bypassed X2, the Y stage's LUT when ``y_half``
-    is not 0 (:func:`~accel.cmod.fast.lut_y.from_table`'s lookup) and the converter on
-    one channel in one loop,
+    is not 0 (:func:`~accel.cmod.fast.lut_y.from_table`'s lookup, or when ``y_codes`` is
+    not empty, the LUT and the converter as one lookup: :func:`_converted_lut`) and the
+    converter on one channel in one loop,
     int8 results into ``conv``; returns the converter's saturation count, or -1 at the
     first value outside the LUT's table.
 
@@ -216,6 +273,8 @@ def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_val
     lo = 0 if not st[RELU_BYPASS] else _I32_LO
     x_shift = st[SHIFT]
     outside = 0
+    if y_codes.shape[0]:
+        return _lut_converted(sums, m, am, x_shift, lo, y_codes, y_tallies, conv, y_counts)
     if y_half:
         counts = (0, 0, 0, 0)
         offset_scaled = offset * scale
@@ -484,9 +543,11 @@ def _pack_atoms(block, count, out, first):
 
 @njit(cache=True, nogil=True)
 def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat,
-          y_values, y_flags, y_counts):
+          y_values, y_flags, y_counts, y_codes, y_tallies):
     """The pass of :meth:`PostProcess.run_packed`; with a Y stage that is a LUT alone
-    (``y_values`` not empty), :func:`~accel.cmod.fast.lut_y.from_table`'s lookup.
+    (``y_values`` not empty), :func:`~accel.cmod.fast.lut_y.from_table`'s lookup, the
+    one-loop path's through :func:`_converted_lut`'s tables when ``y_codes`` is not
+    empty (made with the converter of every operation).
     Returns 0, the outputs unfinished, at the first value outside the table; else 1."""
     n, surfaces, points, atom = out.shape
     st0, st1 = stages[0], stages[1]
@@ -524,7 +585,7 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                         outside = _fused_channel(
                             acc[b, ch, first:last], fused_x1, a0, b * sa0[0] + ch * sa0[1], m0,
                             b * sm0[0] + ch * sm0[1], offset, scale, shift, converted,
-                            y_values, y_flags, y_half, y_counts)
+                            y_values, y_flags, y_half, y_counts, y_codes, y_tallies)
                         if outside < 0:
                             return 0
                         if ch < c:
@@ -577,6 +638,7 @@ _NONE = np.zeros((1, 1, 1), dtype=np.int64)
 _NONE.flags.writeable = False
 #: no Y stage: :func:`_post`'s table and counter bits, empty
 _NO_Y, _NO_FLAGS = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8)
+_NO_CODES, _NO_TALLIES = np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int64)
 
 
 def _as_operand(op) -> np.ndarray:
@@ -638,6 +700,7 @@ class PostProcess:
             and (st0.alu_bypass or (st0.alu_algo == ALU_SUM and per_channel[0]))
             and (st0.mul_bypass or per_channel[1]))
         self._channel_operands: dict[int, tuple[np.ndarray, ...]] = {}
+        self._lut_codes: tuple | None = None
 
     def run_packed(self, acc: np.ndarray, cacc: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(int8 [B, C_pad / atom, H, W, atom], int64 [B, 2])``: the outputs in NVDLA's
@@ -647,7 +710,7 @@ class PostProcess:
         ``acc``: ``[B, K, H*W]`` exact sums of products (float32, int32 or int64),
         through CACC; or with ``cacc`` False, the SDP's input ``[B, C_pad, H*W]`` (int8
         or int64) from memory."""
-        out, sat, _ = self._run(acc, cacc, _NO_Y, _NO_FLAGS)
+        out, sat, _ = self._run(acc, cacc, _NO_Y, _NO_FLAGS, (_NO_CODES, _NO_TALLIES))
         return out, sat
 
     def run_lut(self, acc: np.ndarray, values: np.ndarray, flags: np.ndarray, cacc: bool = True
@@ -659,9 +722,25 @@ class PostProcess:
         saturation counts, the LUT's underflows, overflows, LE hits and LO hits of all
         the operations)``, or None when a value reaching the LUT lies outside the
         table."""
-        return self._run(acc, cacc, values, flags)
+        return self._run(acc, cacc, values, flags, self._converted_lut(values, flags))
 
-    def _run(self, acc: np.ndarray, cacc: bool, values: np.ndarray, flags: np.ndarray
+    def _converted_lut(self, values: np.ndarray, flags: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_converted_lut`'s tables of a LUT table and this op's converter (empty
+        when the operations have several converters), kept for the last table."""
+        kept = self._lut_codes
+        if kept is not None and kept[0] is values and kept[1] is flags:
+            return kept[2]
+        rows = self._args[-2]
+        tables = (_NO_CODES, _NO_TALLIES)
+        if (rows == rows[0]).all():
+            tables = (np.empty(values.size + 2, np.int8), np.empty(values.size + 2, np.int64))
+            _converted_lut(values, flags, *rows[0], *tables)
+        self._lut_codes = (values, flags, tables)
+        return tables
+
+    def _run(self, acc: np.ndarray, cacc: bool, values: np.ndarray, flags: np.ndarray,
+             converted: tuple[np.ndarray, np.ndarray]
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         n = acc.shape[0]
         c_pad, h, w = self.shape
@@ -673,7 +752,7 @@ class PostProcess:
         # 34-bit clip, and without a truncate no rounding or int32 saturation either
         narrow = acc.dtype in (np.int32, np.float32, np.int16, np.int8)
         if not _post(acc, acc.shape[1], cacc, narrow, truncate, table, a0, m0, a1, m1, rows,
-                     c, out, sat, values, flags, counts):
+                     c, out, sat, values, flags, counts, *converted):
             return None
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sat, counts
 

@@ -453,26 +453,56 @@ def test_lut_alone_y_stage_equals_numpy_form(seed, n, c, atom, hw, config, reach
     """A Y stage that is a LUT alone, looked up through the table of the values around 0
     inside the compiled pass: the numpy form's bytes, saturations and LUT counters
     (:func:`accel.cmod.sdp_y.lookup`) whenever every value reaching the LUT lies in the
-    table, and None (the caller then runs the numpy form) when one does not; on both the
-    one-loop path of the usual X1 and the row-by-row one."""
-    rng = np.random.default_rng(seed)
-    (h, w), c_pad = hw, -(-c // atom) * atom
+    table, and None (the caller then runs the numpy form) when one does not; on the
+    one-loop path of the usual X1 (one converter for the operations: the LUT and the
+    converter as one table; a converter each: the LUT's table, then the converter) and
+    on the row-by-row one."""
     draw = data.draw
-    stages = [_stage(draw, usual=True), _bypassed()]
-    stages[0] = replace(stages[0], mul_shift=draw(st.sampled_from([0, 1, 4])))
-    operands = [(int(rng.integers(-50, 50)), int(rng.integers(1, 4)), False), (0, 0, False)]
+    stage = replace(_stage(draw, usual=True), mul_shift=draw(st.sampled_from([0, 1, 4])))
     # int32 sums take the one-loop path of the usual X1; int64 ones the row-by-row path
-    acc = rng.integers(-reach, reach, size=(n, c, h * w)).astype(
-        draw(st.sampled_from([np.int32, np.int64])))
-    cvt = (int(rng.integers(-100, 100)), int(rng.integers(-300, 300)), int(rng.integers(0, 9)))
+    _check_lut_alone(np.random.default_rng(seed), n, c, atom, hw, config, reach, stage,
+                     draw(st.sampled_from([np.int32, np.int64])),
+                     per_launch_cvt=n > 1 and draw(st.booleans()))
+
+
+def test_lut_alone_counts_past_a_tally_block():
+    """LUT counters and converter saturations of more values in one channel than a field
+    of the one-loop path's tallies holds (4,095: a run of a channel's values is added up,
+    then taken apart, block by block), every value on the same LUT entry: the numpy
+    form's counts (without the blocks, they would overflow into the next field)."""
+    stage = StageConfig(False, True, ALU_SUM, True, False, True, False, 0, 0, False, 0, 0)
+    for config in sorted(LUT_CONFIGS):
+        _check_lut_alone(np.random.default_rng(7), 1, 2, 8, (70, 120), config, 3, stage,
+                         np.int32, per_launch_cvt=False, cvt=(-100, 300, 0))
+
+
+def _check_lut_alone(rng, n, c, atom, hw, config, reach, stage, dtype, per_launch_cvt,
+                     cvt=None):
+    """:meth:`PostProcess.run_lut` against the numpy form (:func:`accel.cmod.sdp.x_stage`,
+    :func:`accel.cmod.sdp_y.lookup`, :func:`accel.cmod.sdp.convert_inplace`) on ``n``
+    operations of ``c`` channels, sums in ``-reach .. reach``, random LUT entries and
+    converter (one, or with ``per_launch_cvt`` one per operation)."""
+    (h, w), c_pad = hw, -(-c // atom) * atom
+    stages = [stage, _bypassed()]
+    operands = [(int(rng.integers(-50, 50)), int(rng.integers(1, 4)), False), (0, 0, False)]
+    acc = rng.integers(-reach, reach, size=(n, c, h * w)).astype(dtype)
+    if cvt is not None:
+        cvts = [cvt] * n
+    else:
+        cvts = [(int(rng.integers(-100, 100)), int(rng.integers(-300, 300)),
+                 int(rng.integers(0, 9))) for _ in range(n if per_launch_cvt else 1)] * (
+            1 if per_launch_cvt else n)
     ram = LutRam()
     ram.le[:] = rng.integers(-32768, 32768, ram.le.size)
     ram.lo[:] = rng.integers(-32768, 32768, ram.lo.size)
     g = lut_group(**LUT_CONFIGS[config], **LUT_SLOPES)
     table = lut_y.y_table(ram, g)
-    post = PostProcess(0, stages, operands, cvt, c, (c_pad, h, w), atom)
+    launch_cvt = tuple(np.array(column) for column in zip(*cvts, strict=True))
+    post = PostProcess(0, stages, operands, launch_cvt if per_launch_cvt else cvts[0], c,
+                       (c_pad, h, w), atom)
     got = post.run_lut(acc, table.values, table.flags)
     want, want_sats, in_table = [], [], True
+    want_counts = dict.fromkeys(("uflow", "oflow", "le_hit", "lo_hit"), 0)
     for b in range(n):
         x = np.zeros((c_pad, h, w), dtype=np.int64)      # disabled MAC cells deliver 0
         x[:c] = acc[b].reshape(c, h, w)
@@ -480,18 +510,21 @@ def test_lut_alone_y_stage_equals_numpy_form(seed, n, c, atom, hw, config, reach
             x = sdp.x_stage(x, stg, alu, mul)
         in_table &= bool(-lut_y.HALF <= x.min() and x.max() < lut_y.HALF)
         y, counts = sdp_y.lookup(x, ram, g)
-        out, sat = sdp.convert_inplace(y, *cvt, c)
-        want.append((out.astype(np.int8), counts))
+        for key in want_counts:
+            want_counts[key] += counts[key]
+        out, sat = sdp.convert_inplace(y, *cvts[b], c)
+        want.append(out.astype(np.int8))
         want_sats.append(sat)
     if not in_table:
         assert got is None
         return
     packed, sats, counts = got
     planes = packed.transpose(0, 1, 4, 2, 3).reshape(n, c_pad, h, w)
-    if n == 1:              # the counters of one operation (the pass counts them together)
-        assert lut_y.counters(counts, c_pad * h * w) == want[0][1]
+    # the pass counts the operations' LUT counters together
+    got_counts = lut_y.counters(counts, n * c_pad * h * w)
+    assert {key: got_counts[key] for key in want_counts} == want_counts
     for b in range(n):
-        np.testing.assert_array_equal(planes[b], want[b][0])
+        np.testing.assert_array_equal(planes[b], want[b])
         assert sats[b, 1] == want_sats[b]
 
 
