@@ -692,13 +692,18 @@ class PostProcess:
         self.shape, self.atom = shape, atom
         st0, st1 = stages
         per_channel = [op.shape[2] == 1 for op in ops[:2]]
-        #: operations of the compiler's usual program (see :func:`_fused_channel`) with one
-        #: converter, which :meth:`run_pixels` takes as pixel-major sums
+        #: X1 as :meth:`run_pixels` takes it: a bypassed one as the stage that passes a
+        #: 32-bit value on (no operands, no ReLU), as :func:`_post`'s one loop does
+        self._x1_row = _IDENTITY_X if st0.bypass else table[0]
+        #: operations of the compiler's usual program (see :func:`_fused_channel`), or a
+        #: convolution whose SDP only converts, with one converter, which
+        #: :meth:`run_pixels` takes as pixel-major sums
         self.pixels_ready = bool(
-            not self._args[0].any() and (rows == rows[0]).all()
-            and not st0.bypass and st1.bypass and not (st0.prelu and not st0.mul_bypass)
-            and (st0.alu_bypass or (st0.alu_algo == ALU_SUM and per_channel[0]))
-            and (st0.mul_bypass or per_channel[1]))
+            not self._args[0].any() and (rows == rows[0]).all() and st1.bypass
+            and (st0.bypass or (
+                not (st0.prelu and not st0.mul_bypass)
+                and (st0.alu_bypass or (st0.alu_algo == ALU_SUM and per_channel[0]))
+                and (st0.mul_bypass or per_channel[1]))))
         self._channel_operands: dict[int, tuple[np.ndarray, ...]] = {}
         self._lut_codes: tuple | None = None
 
@@ -766,8 +771,8 @@ class PostProcess:
         H*W, atom]`` (any strides, e.g. the output cube in memory) to write the outputs
         to, else a new array."""
         if not self.pixels_ready:
-            raise ValueError("PostProcess.run_pixels: not operations of a per-channel X1 "
-                             "program without truncate, with one converter")
+            raise ValueError("PostProcess.run_pixels: not operations of a per-channel (or "
+                             "bypassed) X1 program without truncate, with one converter")
         c_pad, h, w = self.shape
         if (acc.dtype != np.int32 or acc.ndim != 2 or acc.shape[0] != h * w
                 or acc.shape[1] % c_pad or not acc.shape[1]):
@@ -782,13 +787,13 @@ class PostProcess:
             raise ValueError(f"PostProcess.run_pixels: outputs {out.shape} {out.dtype}, need "
                              f"int8 {shape}")
         sats = np.zeros(n, dtype=np.int64)
-        table, rows = self._args[1], self._args[-2]
-        lo = _I32_LO if table[0, RELU_BYPASS] else 0
+        x1, rows = self._x1_row, self._args[-2]
+        lo = _I32_LO if x1[RELU_BYPASS] else 0
         words = self._words(out) if acc.shape[1] >= ROW_CHANNELS else None
         if words is not None:
-            _post_rows(acc, m, am, counted, table[0, SHIFT], lo, rows[0], words, sats)
+            _post_rows(acc, m, am, counted, x1[SHIFT], lo, rows[0], words, sats)
         else:
-            _post_pixels(acc, m, am, counted, table[0, SHIFT], lo, rows[0], out, sats)
+            _post_pixels(acc, m, am, counted, x1[SHIFT], lo, rows[0], out, sats)
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sats
 
     def _words(self, out: np.ndarray) -> np.ndarray | None:
@@ -807,7 +812,7 @@ class PostProcess:
         if got is not None:
             return got
         c_pad = self.shape[0]
-        table, a0, m0, c = self._args[1], self._args[2], self._args[3], self._args[-1]
+        x1, a0, m0, c = self._x1_row, self._args[2], self._args[3], self._args[-1]
         for op in (a0, m0):
             if op.shape[0] not in (1, n):
                 raise ValueError(f"PostProcess.run_pixels: {n} operations' sums for operands "
@@ -817,8 +822,8 @@ class PostProcess:
             lanes = np.broadcast_to(op[:, :c_pad, 0], (n, c_pad))
             return lanes.astype(np.int32).astype(np.int64).ravel()
 
-        m = np.ones(n * c_pad, np.int64) if table[0, MUL_BYPASS] else spread(m0)
-        am = np.zeros(n * c_pad, np.int64) if table[0, ALU_BYPASS] else spread(a0) * m
+        m = np.ones(n * c_pad, np.int64) if x1[MUL_BYPASS] else spread(m0)
+        am = np.zeros(n * c_pad, np.int64) if x1[ALU_BYPASS] else spread(a0) * m
         counted = (np.arange(n * c_pad) % c_pad < c).astype(np.int64)
         got = self._channel_operands[n] = (m, am, counted)
         return got

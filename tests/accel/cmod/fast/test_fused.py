@@ -238,10 +238,11 @@ def test_rows_longer_than_a_chunk(usual, form, cvt, kind, atom):
        data=st.data())
 def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
     """``run_pixels``: ``n`` operations of the compiler's usual program (a batch, each with
-    its own operands) from pixel-major int32 sums (a pixel's channels side by side,
-    operation after operation, zeros past the kernels), against the numpy form of the
-    same sums one operation at a time; the int32 extremes and exact halves are among
-    the sums, and each operation's saturations are counted apart.  Pixels of
+    its own operands), or with X1 bypassed, from pixel-major int32 sums (a pixel's
+    channels side by side, operation after operation, zeros past the kernels), against
+    the numpy form of the same sums one operation at a time; the int32 extremes and
+    exact halves are among the sums, and each operation's saturations are counted
+    apart.  Pixels of
     :data:`ROW_CHANNELS` channels or more (of whole 64-bit words per atom) take the
     two-pass form, the others the one-pass one: both are drawn."""
     rng = np.random.default_rng(seed)
@@ -249,7 +250,11 @@ def test_pixel_major_sums_equal_numpy_form(seed, n, c, atom, hw, data):
     c_pad = -(-c // atom) * atom
     k = data.draw(st.integers(1, c))
     acc = _sums(rng, (n, k, h * w), "int32")
-    stages = [_stage(data.draw, usual=True), _bypassed()]
+    # X1 the compiler's usual stage, or bypassed (an SDP that only converts) whatever its
+    # other fields hold
+    x1 = data.draw(st.sampled_from(["usual", "bypassed"]))
+    stages = [_stage(data.draw, usual=True) if x1 == "usual"
+              else replace(_stage(data.draw), bypass=True), _bypassed()]
     def per_channel():          # _operand's forms but the per-element one
         form = data.draw(st.sampled_from(["int", "launch", "channel", "shared"]))
         if form == "int":
