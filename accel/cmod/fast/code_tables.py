@@ -161,6 +161,44 @@ def _channel_table_counted(x, table, c, out, counts):
     return outside
 
 
+class StagedTable(NamedTuple):
+    """An op of two int8 cubes whose first stage depends on the pair of values and whose
+    rest depends on that stage's result and the channel: ``index`` (uint16 ``[65536]``,
+    entry ``x_byte << 8 | a_byte``) the first stage's result as a column of ``out``
+    (uint8 ``[C_pad, columns]``, each channel's output bytes), ``saturates`` 1 where
+    the converter saturates in a channel whose saturations count (the same shape;
+    empty when none does)."""
+
+    index: np.ndarray
+    out: np.ndarray
+    saturates: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def _lookup_staged(x, a, index, table, saturates, out):
+    """``out`` = ``table[channel, index[x << 8 | a]]`` over two cubes (uint8 ``[S, H, W,
+    atom]``, the int8 bytes, channel-packed, any strides); returns how many entries met
+    saturate (0 without ``saturates``)."""
+    surfaces, h, w, atom = out.shape
+    outside = 0
+    for s in range(surfaces):
+        lanes = table[s * atom:(s + 1) * atom]
+        for y in range(h):
+            xs, as_, dst = x[s, y], a[s, y], out[s, y]
+            if saturates.shape[0] == 0:
+                for p in range(w):
+                    for j in range(atom):
+                        dst[p, j] = lanes[j, index[(np.int32(xs[p, j]) << 8) | as_[p, j]]]
+            else:
+                flags = saturates[s * atom:(s + 1) * atom]
+                for p in range(w):
+                    for j in range(atom):
+                        i = index[(np.int32(xs[p, j]) << 8) | as_[p, j]]
+                        dst[p, j] = lanes[j, i]
+                        outside += flags[j, i]
+    return outside
+
+
 def table_apply(x: np.ndarray, a: np.ndarray | None, table: ByteTable, c: int
                 ) -> tuple[np.ndarray, int]:
     """``(int8 out, saturations among the first c channels)`` of an op that is a function
@@ -171,6 +209,14 @@ def table_apply(x: np.ndarray, a: np.ndarray | None, table: ByteTable, c: int
     if a is None:
         return out, int(_lookup(x.view(np.uint8), *table, c, raw))
     return out, int(_lookup_pairs(x.view(np.uint8), a.view(np.uint8), *table, c, raw))
+
+
+def staged_apply(x: np.ndarray, a: np.ndarray, table: StagedTable) -> tuple[np.ndarray, int]:
+    """``(int8 out, saturations)`` of an op of the int8 cubes ``x`` and ``a`` (both ``[S,
+    H, W, atom]``, any strides) given by a :class:`StagedTable`."""
+    out = np.empty(x.shape, dtype=np.int8)
+    sat = _lookup_staged(x.view(np.uint8), a.view(np.uint8), *table, out.view(np.uint8))
+    return out, int(sat)
 
 
 def channel_table_apply(x: np.ndarray, table: ByteTable | np.ndarray, c: int

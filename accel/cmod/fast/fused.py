@@ -38,7 +38,13 @@ from accel.cmod import sdp_rdma
 from accel.cmod.cube import planar
 from accel.cmod.errors import ConfigError
 from accel.cmod.fast import lut_y
-from accel.cmod.fast.code_tables import ByteTable, byte_table, table_apply
+from accel.cmod.fast.code_tables import (
+    ByteTable,
+    StagedTable,
+    byte_table,
+    staged_apply,
+    table_apply,
+)
 from accel.cmod.sdp import ALU_MAX, ALU_MIN, ALU_SUM, MAX_SHIFT, alu_operand_shifted
 from accel.jit import njit
 
@@ -450,6 +456,37 @@ def _eltwise_channels(x, a, a_shift, m, x_shift, lo, st2, a2, m2, cvt, c, out):
     return outside
 
 
+@njit(cache=True, nogil=True)
+def _x1_pairs(a_shift, m, x_shift, lo, values):
+    """:func:`_eltwise_channels`' X1 (a sum, the multiplier, ReLU or not, the 32-bit clip)
+    of every pair of int8 values, into ``values[x_byte << 8 | a_byte]`` (int64
+    ``[65536]``, indexed by the raw bytes)."""
+    for xb in range(256):
+        x = xb - 256 if xb >= 128 else xb
+        for ab in range(256):
+            operand = min(max(np.int64(ab - 256 if ab >= 128 else ab) << a_shift, _I32_LO),
+                          _I32_HI)
+            values[(xb << 8) | ab] = min(max(_x1(x, m, _wide(operand) * _wide(m), x_shift),
+                                             lo), _I32_HI)
+
+
+@njit(cache=True, nogil=True)
+def _x2_columns(first, st2, a2, m2, cvt, c, out, saturates):
+    """:func:`_eltwise_channels`' X2 (``st2`` with channel ``ch``'s ``a2[ch]`` and
+    ``m2[ch]``) and converter on each X1 result ``first + i`` of each channel:
+    ``out[ch, i]`` the output byte, ``saturates[ch, i]`` 1 where the converter saturates
+    in one of the first ``c`` channels."""
+    offset, scale, shift = cvt[0], _wide(cvt[1]), cvt[2]
+    offset_scaled = offset * scale
+    for ch in range(out.shape[0]):
+        for i in range(out.shape[1]):
+            v = _x_value(first + i, st2[BYPASS], st2[ALU_BYPASS], st2[ALGO], st2[MUL_BYPASS],
+                         st2[PRELU], st2[RELU_BYPASS], st2[SHIFT], a2[ch], m2[ch])
+            v = _cvt(v, scale, offset_scaled, shift)
+            out[ch, i] = min(max(v, -128), 127) & 0xFF
+            saturates[ch, i] = (ch < c) & _outside17(v)
+
+
 def stage_row(st) -> np.ndarray:
     """A :class:`~accel.cmod.sdp.StageConfig` as its row of the stage table the compiled
     passes read (columns :data:`BYPASS` ... :data:`SHIFT`); a ConfigError for an ALU
@@ -463,6 +500,41 @@ def stage_row(st) -> np.ndarray:
 #: :func:`_eltwise_table` of each X1 stage and converter met (a network has a few)
 _TABLES: dict[tuple, ByteTable] = {}
 _MAX_TABLES = 64          # 64 KiB each
+#: :func:`_staged_table` of each X1 stage, X2 stage with its operands and converter met
+#: (one per layer: each has its own PReLU slopes), None where X1's results span more than
+#: :data:`STAGED_SPAN` values; emptied past :data:`_STAGED_BYTES` of tables
+_STAGED: dict[tuple, StagedTable | None] = {}
+STAGED_SPAN = 4096
+_STAGED_BYTES = 32 << 20
+_NO_SATURATES = np.zeros((0, 0), dtype=np.uint8)
+_NO_SATURATES.flags.writeable = False
+
+
+def _staged_table(key: tuple, m: int, lo: int, x2: tuple, c: int) -> StagedTable | None:
+    """:func:`_eltwise_channels`' op as a :class:`~accel.cmod.fast.code_tables.StagedTable`:
+    X1's result for each pair of values (``key``: :func:`eltwise_packed`'s), then X2 and
+    the converter on each result in X1's span for each channel; None (kept too) when the
+    span is wider than :data:`STAGED_SPAN`."""
+    kept_key = (key, c, *(v.tobytes() for v in x2))
+    if kept_key in _STAGED:
+        return _STAGED[kept_key]
+    values = np.empty(1 << 16, dtype=np.int64)
+    _x1_pairs(key[0], m, key[2], lo, values)
+    first, last = int(values.min()), int(values.max())
+    table = None
+    if last - first < STAGED_SPAN:
+        row, a2, m2 = x2
+        out = np.empty((a2.shape[0], last - first + 1), dtype=np.uint8)
+        saturates = np.empty_like(out)
+        _x2_columns(first, row, a2, m2, np.array(key[4:], dtype=np.int64), c, out, saturates)
+        table = StagedTable((values - first).astype(np.uint16), out,
+                            saturates if saturates.any() else _NO_SATURATES)
+        for array in table:
+            array.flags.writeable = False
+    if sum(t.index.nbytes + 2 * t.out.nbytes for t in _STAGED.values() if t) > _STAGED_BYTES:
+        _STAGED.clear()
+    _STAGED[kept_key] = table
+    return table
 
 
 def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int,
@@ -476,7 +548,10 @@ def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int,
     for each of the 65536 pairs of values (a table kept per stage and converter), and
     the op is a lookup per element.  ``x2``: an X2 stage after it that takes one ALU
     operand and multiplier per channel (:func:`stage_row`, int64 ``[C_pad]`` each,
-    the ALU operands already shifted), the op then computed element by element."""
+    the ALU operands already shifted): the op then a lookup per element of X1's result
+    for the pair, then of that result's output in the channel's table
+    (:func:`_staged_table`), or where X1's results span too many values, computed element
+    by element."""
     if operand.shape != x.shape or x.ndim != 4 or not eltwise_ready(stage):
         raise ValueError("eltwise_packed: not an element-wise sum of one operand cube")
     m = 1 if stage.mul_bypass else int(stage.mul_operand)
@@ -484,6 +559,9 @@ def eltwise_packed(x: np.ndarray, operand: np.ndarray, stage, cvt, c: int,
     key = (min(stage.alu_shift, 40), m, min(stage.mul_shift, MAX_SHIFT), lo,
            int(cvt[0]), int(cvt[1]), min(int(cvt[2]), MAX_SHIFT))
     if x2 is not None:
+        staged = _staged_table(key, m, lo, x2, c)
+        if staged is not None:
+            return staged_apply(x, operand, staged)
         out = np.empty(x.shape, dtype=np.int8)
         sat = _eltwise_channels(x, operand, key[0], m, key[2], lo, *x2,
                                 np.array(key[4:], dtype=np.int64), c, out)
