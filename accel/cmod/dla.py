@@ -220,7 +220,7 @@ class Dla:
         self.launched = op
         if op.kind == "pdp":
             group = self.regs["NVDLA_PDP"].consumer
-            self.stats.append(op.plan.execute(self.dram, self.cfg))
+            self.stats.append(op.plan.execute(self.dram, self.cfg, fast=self.fast))
             self._complete(["NVDLA_PDP", "NVDLA_PDP_RDMA"], [("PDP", group)])
             return
         if op.kind == "conv":

@@ -32,7 +32,13 @@ import numpy as np
 from accel import cbuf
 from accel.arith import saturate, shift_round, sign_extend
 from accel.cmod.csb import GroupView
-from accel.cmod.cube import padded_channels, read_int8_cube, read_int8_raw, write_int8_cube
+from accel.cmod.cube import (
+    padded_channels,
+    read_int8_cube,
+    read_int8_raw,
+    write_int8_cube,
+    write_packed_cube,
+)
 from accel.cmod.dram import Dram
 from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
 from accel.cmod.perf import pdp_cycles
@@ -116,6 +122,13 @@ def pool(x: np.ndarray, method: int, k: tuple[int, int], stride: tuple[int, int]
     total = np.where(valid, win, 0).sum(axis=(2, 4))
     n_v = kh - vrow.sum(axis=1)  # padded rows per output row
     n_h = kw - vcol.sum(axis=1)  # padded columns per output column
+    for padded, register in ((n_v, "D_DATA_CUBE_OUT_HEIGHT"), (n_h, "D_DATA_CUBE_OUT_WIDTH")):
+        if padded.max() >= pv.size:
+            size = out_hw[0] if register.endswith("HEIGHT") else out_hw[1]
+            raise ConfigError(UNIT, register, size - 1,
+                              f"an average window of {kh}x{kw} lies wholly in the padding "
+                              f"({int(padded.max())} padded cells across; PAD_VALUE_1X.."
+                              f"{pv.size - 1}X cover 1..{pv.size - 1})")
     total = (total + (kh - n_v)[:, None] * pv[n_h][None, :]
              + kw * pv[n_v][:, None])
     total = saturate(total, 32)
@@ -201,11 +214,18 @@ class PdpPlan:
     dst: tuple[int, int, int]
     cycles: int
 
-    def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None
-                ) -> OpRecord:
-        """Pool (``x_in``: the SDP's output on the fly, int8) and write; return the record."""
+    def execute(self, dram: Dram, cfg: HwConfig, x_in: np.ndarray | None = None,
+                fast=None) -> OpRecord:
+        """Pool (``x_in``: the SDP's output on the fly, int8) and write; return the record.
+        ``fast``: the cmodel's speed layer (:class:`accel.cmod.fast.paths.FastPaths`),
+        which pools an input from memory as memory holds it where it can."""
         a, c_pad, h, w = cfg.atom_size, self.c_pad, self.h, self.w
         extreme = self.method in (MAX, MIN)      # these pool int8 values as they are
+        packed = fast.pdp_packed(self) if fast is not None and self.src is not None else None
+        if packed is not None:
+            base, line, surf = self.dst
+            write_packed_cube(dram, base, packed, line, surf, "PDP_WDMA")
+            return self._record()
         if self.src is not None:
             base, line, surf = self.src
             read = read_int8_raw if extreme else read_int8_cube
@@ -227,8 +247,11 @@ class PdpPlan:
                                                 self.pad_values, self.recip)
         base, line, surf = self.dst
         write_int8_cube(dram, base, saturate(out, 8), a, line, surf, "PDP_WDMA")
+        return self._record()
+
+    def _record(self) -> OpRecord:
         return OpRecord("PDP", self.cycles,
-                        {"in": (self.c, h, w), "out": (self.c, self.oh, self.ow)},
+                        {"in": (self.c, self.h, self.w), "out": (self.c, self.oh, self.ow)},
                         {"method": ("avg", "max", "min")[self.method],
                          "splits": len(self.splits)})
 

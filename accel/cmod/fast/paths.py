@@ -31,7 +31,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from accel.cmod import cdma, cdp, conv, csc, sdp, sdp_rdma
+from accel.cmod import cdma, cdp, conv, csc, pdp, sdp, sdp_rdma
 from accel.cmod.cube import read_int8_raw
 from accel.cmod.fast import code_tables, fused, lut_y
 from accel.cmod.fast.cache import BoundedCache
@@ -44,6 +44,7 @@ from accel.cmod.fast.gemm import (
     gemm_sums,
     int_engine,
 )
+from accel.cmod.fast.pool import pool_packed
 from accel.cmod.pipeline import ConvDone
 from accel.cmod.records import OpRecord
 
@@ -593,6 +594,16 @@ class FastPaths:
         x = self._packed_cube(base, plan.c_pad // self.cfg.atom_size, plan.h, plan.w, line,
                               surf)
         return None if x is None else (x.copy(), 0)
+
+    def pdp_packed(self, plan: pdp.PdpPlan) -> np.ndarray | None:
+        """The output of a PDP operation reading memory, int8 ``[C_pad / atom, OH, OW,
+        atom]``, pooled from its input as memory holds it
+        (:func:`~accel.cmod.fast.pool.pool_packed`); None when the input's atoms leave
+        their region."""
+        base, line, surf = plan.src
+        x = self._packed_cube(base, plan.c_pad // self.cfg.atom_size, plan.h, plan.w, line,
+                              surf)
+        return None if x is None else pool_packed(x, plan)
 
     def _packed_cube(self, base: int, surfaces: int, h: int, w: int, line: int, surf: int
                      ) -> np.ndarray | None:

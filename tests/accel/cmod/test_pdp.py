@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from accel.cmod.errors import ConfigError
 from accel.cmod.pdp import AVERAGE, MAX, MIN, pool
 
 X = np.array([[[1, -2, 3],
@@ -217,3 +219,13 @@ def test_pooling_windows_are_1_to_8():
     with pytest.raises(ConfigError, match=r"PDP.D_POOLING_KERNEL_CFG = 0x800: KERNEL_HEIGHT\+1 = "
                                           r"9: pooling windows are 1..8"):
         _pdp_from_memory(x, 1, 2, (9, 1), (1, 1))
+
+
+def test_average_window_wholly_in_the_padding_is_refused():
+    """An average of an 8-wide window past the input's last column has 8 padded cells,
+    one more than PAD_VALUE_1X..7X cover: refused, naming the output width's register
+    (it indexed past the pad values before)."""
+    x = np.zeros((1, 2, 8), dtype=np.int64)
+    pool(x, AVERAGE, (1, 8), (1, 8), (0, 0), (1, 1))       # one whole window: fine
+    with pytest.raises(ConfigError, match="D_DATA_CUBE_OUT_WIDTH.*wholly in the padding"):
+        pool(x, AVERAGE, (1, 8), (1, 8), (0, 0), (1, 2))
