@@ -606,3 +606,56 @@ def test_channel_table_counts_past_a_16_bit_field():
     out, sat, counts = channel_table_apply(x, table, atom)
     assert (out == 0x7F).all() and sat == 0
     assert counts.tolist() == [atom * w] * 4
+
+
+@settings(max_examples=120, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), c=st.integers(1, 70), atom=st.sampled_from([8, 32]),
+       points=st.sampled_from([1, 7, 300]), config=st.sampled_from(sorted(LUT_CONFIGS)),
+       reach=st.sampled_from([200, 40000]), data=st.data())
+def test_lut_alone_from_pixel_major_sums_equals_numpy_form(seed, c, atom, points, config,
+                                                           reach, data):
+    """``run_pixels_lut``: one operation's pixel-major int32 sums (zeros past the kernels)
+    through X1 (the usual stage, or bypassed), X2 (bypassed, or a multiplier alone, as
+    the compiler scales a LUT's input), a Y stage that is a LUT alone and the
+    converter, against the numpy form: the bytes, the converter's saturations among
+    the counted channels and the LUT's counters when every value lies in the table, and
+    None when one does not.  300 points of 32 lanes run past a block of the tallies."""
+    rng = np.random.default_rng(seed)
+    c_pad = -(-c // atom) * atom
+    k = data.draw(st.integers(1, c))
+    x1 = (replace(_stage(data.draw, usual=True), mul_shift=data.draw(st.sampled_from([0, 4])))
+          if data.draw(st.booleans()) else replace(_stage(data.draw), bypass=True))
+    # X2 off, or a multiplier alone (one per channel or a register value), ReLU or not
+    x2 = _bypassed()
+    mul2 = 0
+    if data.draw(st.booleans()):
+        x2 = StageConfig(False, True, ALU_SUM, False, False, data.draw(st.booleans()), False,
+                         0, 0, False, data.draw(st.sampled_from([0, 3, 9])), 0)
+        mul2 = (rng.integers(-700, 700, (1, c_pad, 1, 1)) if data.draw(st.booleans())
+                else int(rng.integers(-700, 700)))
+    stages = [x1, x2]
+    operands = [(rng.integers(-50, 50, (1, c_pad, 1, 1)), int(rng.integers(1, 4)), False),
+                (0, mul2, False)]
+    cvt = (int(rng.integers(-100, 100)), int(rng.integers(-300, 300)), int(rng.integers(0, 9)))
+    ram = LutRam()
+    ram.le[:] = rng.integers(-32768, 32768, ram.le.size)
+    ram.lo[:] = rng.integers(-32768, 32768, ram.lo.size)
+    g = lut_group(**LUT_CONFIGS[config], **LUT_SLOPES)
+    table = lut_y.y_table(ram, g)
+    sums = np.zeros((points, c_pad), dtype=np.int32)
+    sums[:, :k] = rng.integers(-reach, reach, (points, k))
+    post = PostProcess(0, stages, operands, cvt, c, (c_pad, 1, points), atom)
+    got = post.run_pixels_lut(sums, table.values, table.flags)
+    x = sums.T.astype(np.int64).reshape(c_pad, 1, points)
+    for stg, (alu, mul, _) in zip(stages, operands, strict=True):
+        x = sdp.x_stage(x, stg, *(v[0] if isinstance(v, np.ndarray) else v for v in (alu, mul)))
+    if not (-lut_y.HALF <= x.min() and x.max() < lut_y.HALF):
+        assert got is None
+        return
+    y, want_counts = sdp_y.lookup(x, ram, g)
+    want, want_sat = sdp.convert_inplace(y, *cvt, c)
+    packed, sat, counts = got
+    np.testing.assert_array_equal(packed[0].transpose(0, 3, 1, 2).reshape(c_pad, 1, points),
+                                  want.astype(np.int8))
+    assert sat == want_sat
+    assert lut_y.counters(counts, c_pad * points) == want_counts
