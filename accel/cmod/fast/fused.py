@@ -344,43 +344,6 @@ def _post_pixels(acc, m, am, counted, x_shift, lo, cvt, out, sats):
         sats[s // per_operation] += outside
 
 
-@njit(cache=True, nogil=True)
-def _post_pixels_lut(acc, m, am, m2, keep, x_shift, lo, shift2, lo2, codes, tallies, out,
-                     totals):
-    """:func:`_post_pixels` of one operation with an X2 that only multiplies (``m2`` per
-    channel, rounding off ``shift2`` bits, ReLU when ``lo2`` is 0; 1, 0 and the int32
-    minimum for a bypassed one) and a Y stage that is a LUT alone, the LUT and the
-    converter as :func:`_converted_lut`'s tables (one lookup of a byte and of counter
-    fields per value, the fields summed in one register and taken apart every
-    :data:`_TALLY_BLOCK` values); ``keep``: per channel, the tally bits it counts (all,
-    or all but the converter's saturation past the counted channels); ``totals`` (int64
-    ``[5]``, zeros on entry): the converter's saturations and the LUT's underflows,
-    overflows, LE and LO hits.  False, ``out`` unfinished, at a value outside the
-    table."""
-    surfaces, points, atom = out.shape
-    half, top = (codes.shape[0] - 2) // 2, codes.shape[0] - 1
-    block = max(1, _TALLY_BLOCK // atom)          # points summed before the fields part
-    for s in range(surfaces):
-        b = s * atom
-        for first in range(0, points, block):
-            total, seen = np.int64(0), np.int64(0)
-            for p in range(first, min(first + block, points)):
-                for j in range(atom):
-                    v = min(max(_x1(acc[p, b + j], m[b + j], am[b + j], x_shift), lo),
-                            _I32_HI)
-                    v = min(max(_shift_round(v * m2[b + j], shift2), lo2), _I32_HI)
-                    i = min(max(v + (half + 1), 0), top)
-                    tally = tallies[i]
-                    total += tally & keep[b + j]
-                    seen |= tally
-                    out[s, p, j] = codes[i]
-            if seen & _OUTSIDE_TABLE:
-                return False
-            for f in range(5):
-                totals[f] += (total >> (_TALLY_BITS * f)) & _TALLY_MASK
-    return True
-
-
 #: channels per pixel (of all the operations side by side) from which
 #: :meth:`PostProcess.run_pixels` takes :func:`_post_rows`: on fewer, the short row loops
 #: cost more than the word moves save (measured on the 1x1 convolutions of mobilenet_v2
@@ -806,27 +769,19 @@ class PostProcess:
             raise ValueError(f"PostProcess: {shape[0]} channels are not whole atoms of {atom}")
         self.shape, self.atom = shape, atom
         st0, st1 = stages
-        per_channel = [op.shape[2] == 1 for op in ops]
+        per_channel = [op.shape[2] == 1 for op in ops[:2]]
         #: X1 as :meth:`run_pixels` takes it: a bypassed one as the stage that passes a
         #: 32-bit value on (no operands, no ReLU), as :func:`_post`'s one loop does
         self._x1_row = _IDENTITY_X if st0.bypass else table[0]
         #: operations of the compiler's usual program (see :func:`_fused_channel`), or a
         #: convolution whose SDP only converts, with one converter, which
         #: :meth:`run_pixels` takes as pixel-major sums
-        usual_x1 = bool(
-            not self._args[0].any() and (rows == rows[0]).all()
+        self.pixels_ready = bool(
+            not self._args[0].any() and (rows == rows[0]).all() and st1.bypass
             and (st0.bypass or (
                 not (st0.prelu and not st0.mul_bypass)
                 and (st0.alu_bypass or (st0.alu_algo == ALU_SUM and per_channel[0]))
                 and (st0.mul_bypass or per_channel[1]))))
-        self.pixels_ready = usual_x1 and st1.bypass
-        #: operations :meth:`run_pixels_lut` takes: :attr:`pixels_ready` ones, or with an X2
-        #: that only multiplies, by one value per channel (the compiler's scaling of a
-        #: LUT's input), ReLU or not
-        self.lut_pixels_ready = usual_x1 and (st1.bypass or bool(
-            st1.alu_bypass and not st1.mul_bypass and not st1.prelu and per_channel[3]))
-        #: X2 as :meth:`run_pixels_lut` takes it: its row, a bypassed one as the identity
-        self._x2_row = _IDENTITY_X if st1.bypass else table[1]
         self._channel_operands: dict[int, tuple[np.ndarray, ...]] = {}
         self._lut_codes: tuple | None = None
 
@@ -918,31 +873,6 @@ class PostProcess:
         else:
             _post_pixels(acc, m, am, counted, x1[SHIFT], lo, rows[0], out, sats)
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sats
-
-    def run_pixels_lut(self, acc: np.ndarray, values: np.ndarray, flags: np.ndarray
-                       ) -> tuple[np.ndarray, int, np.ndarray] | None:
-        """:meth:`run_pixels` of one operation whose Y stage is a LUT alone (``values``,
-        ``flags``: its table, as :meth:`run_lut` takes it): ``(int8 [1, C_pad / atom, H,
-        W, atom], the converter's saturation count, the LUT's underflows, overflows, LE
-        and LO hits)``, or None when a value reaching the LUT lies outside the table."""
-        c_pad, h, w = self.shape
-        if not self.lut_pixels_ready or acc.dtype != np.int32 or acc.shape != (h * w, c_pad):
-            raise ValueError(f"PostProcess.run_pixels_lut: sums {acc.shape} {acc.dtype}, need "
-                             f"int32 ({h * w}, {c_pad}) of a per-channel (or bypassed) X1 "
-                             f"program, X2 bypassed or a multiplier, one converter")
-        m, am, counted = self._per_channel(1)
-        x1, x2 = self._x1_row, self._x2_row
-        m2 = np.ones(c_pad, np.int64) if x2[MUL_BYPASS] else np.broadcast_to(
-            self._args[5][0, :c_pad, 0], (c_pad,)).astype(np.int64)
-        keep = np.where(counted == 1, np.int64(-1), ~np.int64(_TALLY_MASK))
-        codes, tallies = self._converted_lut(values, flags)
-        out = np.empty((c_pad // self.atom, h * w, self.atom), dtype=np.int8)
-        totals = np.zeros(5, dtype=np.int64)
-        if not _post_pixels_lut(acc, m, am, m2, keep, x1[SHIFT],
-                                _I32_LO if x1[RELU_BYPASS] else 0, x2[SHIFT],
-                                _I32_LO if x2[RELU_BYPASS] else 0, codes, tallies, out, totals):
-            return None
-        return out.reshape(1, c_pad // self.atom, h, w, self.atom), int(totals[0]), totals[1:]
 
     def _words(self, out: np.ndarray) -> np.ndarray | None:
         """``out`` (int8 ``[S, points, atom]``) as uint64 ``[S, points, atom / 8]``, a view;

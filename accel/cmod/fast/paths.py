@@ -215,28 +215,17 @@ class FastPaths:
             y, sats, rec = done
         return (int(sats[0, 0]), rec, sp.deliver_packed(self.dram, y[0]), int(sats[0, 1]))
 
-    def lut_alone(self, y_group: tuple | None) -> tuple | None:
-        """``(the SDP group, its LUT's :meth:`y_table`)`` of a Y stage that is a LUT alone
-        (no element-wise multiply or add; ``y_group`` as :meth:`~accel.cmod.dla.Dla._y_group`
-        gives it); None for any other."""
-        if y_group is None:
-            return None
-        g, _, ram, _ = y_group
-        if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
-                and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
-            return None
-        return g, self.y_table(g, ram)
-
     def _lut_post(self, plan: sdp.SdpPlan, post: fused.PostProcess, acc: np.ndarray,
                   flying: bool, y_group: tuple) -> tuple[np.ndarray, np.ndarray, OpRecord] | None:
         """``(outputs, saturations, record)`` of :meth:`fused.PostProcess.run_lut` on ``acc``
         (``flying``: sums of a convolution, else the input from memory), for an SDP op
-        whose Y stage is a LUT alone (:meth:`lut_alone`) and whose values reaching the LUT
-        all lie in its table (:meth:`y_table`); None for any other."""
-        lut = self.lut_alone(y_group)
-        if lut is None:
+        whose Y stage is a LUT alone (no element-wise multiply or add) and whose values
+        reaching the LUT all lie in its table (:meth:`y_table`); None for any other."""
+        g, _, ram, _ = y_group
+        if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
+                and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
             return None
-        g, table = lut
+        table = self.y_table(g, ram)
         done = post.run_lut(acc, table.values, table.flags, cacc=flying)
         if done is None:
             return None
@@ -246,24 +235,17 @@ class FastPaths:
         return y, sats, rec
 
     def pixels_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                        note: str, y_group: tuple | None = None) -> ConvDone | None:
+                        note: str) -> ConvDone | None:
         """The datapath of a convolution computed pixel by pixel, a large 1x1 one
         (:meth:`pointwise_datapath`), a block of a depthwise layer
         (:meth:`depthwise_datapath`) or a large one with a larger kernel
-        (:meth:`rows_datapath`), its SDP without a Y stage or with a LUT alone
-        (:meth:`lut_alone` of ``y_group``, whose values all lie in its table); None for
-        any other."""
-        lut = None
-        if plan.sdp.y_stage:
-            lut = self.lut_alone(y_group)
-            if lut is None:
-                return None
-        args = (plan, raw, weights_reused, note, lut)
-        return (self.pointwise_datapath(*args) or self.depthwise_datapath(*args)
-                or self.rows_datapath(*args))
+        (:meth:`rows_datapath`); None for any other."""
+        return (self.pointwise_datapath(plan, raw, weights_reused, note)
+                or self.depthwise_datapath(plan, raw, weights_reused, note)
+                or self.rows_datapath(plan, raw, weights_reused, note))
 
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                           note: str, lut: tuple | None = None) -> ConvDone | None:
+                           note: str) -> ConvDone | None:
         """The datapath of a large 1x1 convolution of the compiler's usual SDP program,
         with stride 1 and no padding, that neither keeps nor reuses data in the CBUF,
         computed pixel by pixel: its pixels read as memory holds them (whole atoms),
@@ -272,20 +254,20 @@ class FastPaths:
         (:meth:`~accel.cmod.fast.fused.PostProcess.run_pixels`) straight into the channel
         packing; None for any other convolution (or pixels that leave their region)."""
         sp = plan.sdp
-        engine = self.pointwise_engine(plan, lut is not None)
+        engine = self.pointwise_engine(plan)
         if engine is None:
             return None
         post = self.post_process(sp, plan.truncate)
-        if not _ready(post, lut):
+        if not post.pixels_ready:
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
             return None
         acc = self.pointwise_sums(plan, raw, engine, *read)
-        return self._pixels_done(plan, post, acc, raw, weights_reused, note, lut)
+        return self._pixels_done(plan, post, acc, raw, weights_reused, note)
 
     def depthwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                           note: str, lut: tuple | None = None) -> ConvDone | None:
+                           note: str) -> ConvDone | None:
         """The datapath of a block of a depthwise layer (each kernel reading only its own
         channel: :attr:`~accel.cmod.fast.gemm.Weights.diagonal`) that the channels-last
         loops take (:func:`~accel.cmod.fast.depthwise.takes_channels_last`), of the
@@ -298,7 +280,7 @@ class FastPaths:
         pixel-major sums straight into the channel packing.  None for any other
         convolution (or pixels that leave their region)."""
         geo, sp = plan.geo, plan.sdp
-        if not _takes_pixels(plan, lut is not None):
+        if not _takes_pixels(plan):
             return None
         _, c, h, w, _, _ = plan.feature
         if sp.c_pad != -(-c // self.cfg.atom_size) * self.cfg.atom_size \
@@ -306,7 +288,7 @@ class FastPaths:
             return None
         taps = self.weight_matrix(raw, plan).diagonal
         post = self.post_process(sp, plan.truncate)
-        if taps is None or not _ready(post, lut):
+        if taps is None or not post.pixels_ready:
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
@@ -314,10 +296,10 @@ class FastPaths:
         lanes = np.zeros((sp.c_pad, taps.shape[1]), dtype=np.int8)
         lanes[:taps.shape[0]] = taps
         sums = depthwise_sums_hwc(read[0].reshape(h, w, sp.c_pad), lanes, geo)
-        return self._pixels_done(plan, post, sums, raw, weights_reused, note, lut)
+        return self._pixels_done(plan, post, sums, raw, weights_reused, note)
 
     def rows_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                      note: str, lut: tuple | None = None) -> ConvDone | None:
+                      note: str) -> ConvDone | None:
         """The datapath of a convolution that :func:`conv_sums` runs as rows of patches by
         packed weights (a kernel larger than 1x1, at least :data:`ROWS_MIN_CHANNELS`
         channels, not a depthwise block, large enough for the integer engine), of the
@@ -328,7 +310,7 @@ class FastPaths:
         as the SDP's pixel-major pass takes them into the channel packing.  None for any
         other convolution (or pixels that leave their region)."""
         geo, sp = plan.geo, plan.sdp
-        if not _takes_pixels(plan, lut is not None) or geo.r * geo.s == 1:
+        if not _takes_pixels(plan) or geo.r * geo.s == 1:
             return None
         _, c, h, w, _, _ = plan.feature
         lanes = -(-c // self.cfg.atom_size) * self.cfg.atom_size
@@ -339,7 +321,7 @@ class FastPaths:
         engine = int_engine()
         weights = self.weight_matrix(raw, plan)
         post = self.post_process(sp, plan.truncate)
-        if engine is None or weights.diagonal is not None or not _ready(post, lut):
+        if engine is None or weights.diagonal is not None or not post.pixels_ready:
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
@@ -348,29 +330,16 @@ class FastPaths:
         signed = engine.signed and geo.pad_value >= 0 and nonnegative
         patches = csc.im2col_pixels(pixels.reshape(h, w, lanes), geo, offset=not signed)
         acc = weights.taps_last(engine, sp.c_pad, lanes).run(patches, signed)
-        return self._pixels_done(plan, post, acc, raw, weights_reused, note, lut)
+        return self._pixels_done(plan, post, acc, raw, weights_reused, note)
 
     def _pixels_done(self, plan: conv.ConvPlan, post: fused.PostProcess, acc: np.ndarray,
-                     raw: np.ndarray, weights_reused: bool, note: str, lut: tuple | None
-                     ) -> ConvDone | None:
+                     raw: np.ndarray, weights_reused: bool, note: str) -> ConvDone:
         """The SDP's pixel-major pass of a convolution's sums ``acc`` (int32 ``[pixels,
-        C_pad]``) into its output, in memory itself where the output's lines are dense
-        and there is no Y stage, and the convolution's
-        :class:`~accel.cmod.pipeline.ConvDone` (32-bit sums, no truncate: CACC saturates
-        nothing); with ``lut`` (:meth:`lut_alone`) through the LUT's table, None when a
-        value lies outside it."""
+        C_pad]``) into its output, in memory itself where the output's lines are dense,
+        and the convolution's :class:`~accel.cmod.pipeline.ConvDone` (32-bit sums, no
+        truncate: CACC saturates nothing)."""
         sp = plan.sdp
         _, c, h, w, _, _ = plan.feature
-        if lut is not None:
-            g, table = lut
-            got = post.run_pixels_lut(acc, table.values, table.flags)
-            if got is None:
-                return None
-            y, sat, counts = got
-            rec = sp.record(True)
-            sp.lut_counted(rec, g, lut_y.counters(counts, sp.c_pad * sp.h * sp.w))
-            return ConvDone(0, rec, sat, sp.deliver_packed(self.dram, y[0]), raw, None,
-                            (c, h, w), c * h * w, False, weights_reused, note)
         dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
         y, sdp_sats = post.run_pixels(acc, dst)
         if dst is None:
@@ -392,13 +361,13 @@ class FastPaths:
         return packed.run(pixels, engine.signed and nonnegative)
 
     @staticmethod
-    def pointwise_engine(plan: conv.ConvPlan, lut: bool = False) -> IntEngine | None:
+    def pointwise_engine(plan: conv.ConvPlan) -> IntEngine | None:
         """The integer engine, for a convolution :meth:`pointwise_datapath` computes pixel by
         pixel: a large 1x1 one of a feature cube without the input converter, stride 1, no
         padding, no Y stage, that neither keeps nor reuses data in the CBUF; None for any
-        other (or no engine); ``lut``: a Y stage that is a LUT alone is allowed."""
+        other (or no engine)."""
         geo = plan.geo
-        if not _takes_pixels(plan, lut):
+        if not _takes_pixels(plan):
             return None
         _, c, h, w, _, _ = plan.feature
         if (geo.r != 1 or geo.s != 1 or geo.stride_y != 1 or geo.stride_x != 1
@@ -653,21 +622,13 @@ def _lut_registers(regs) -> Callable[[dict], tuple]:
                         if name.startswith("S_LUT_") and not name.startswith("S_LUT_ACCESS")))
 
 
-def _takes_pixels(plan: conv.ConvPlan, lut: bool = False) -> bool:
+def _takes_pixels(plan: conv.ConvPlan) -> bool:
     """Whether a convolution may take a pixel route (:meth:`FastPaths.pixels_datapath`): it
     reads a feature cube from memory (not an image, no input converter), neither keeps
-    nor reuses data in the CBUF, and its SDP has no Y stage (or, with ``lut``, one that
-    is a LUT alone)."""
+    nor reuses data in the CBUF, and its SDP has no Y stage."""
     use = plan.use
     return not (plan.feature is None or plan.feature_cvt is not None or plan.geo.image
-                or use.data_reuse or use.skip_data_rls or (plan.sdp.y_stage and not lut))
-
-
-def _ready(post: fused.PostProcess, lut: tuple | None) -> bool:
-    """Whether the SDP's pixel-major pass takes ``post``'s program: without a Y stage
-    (:attr:`~accel.cmod.fast.fused.PostProcess.pixels_ready`), or with the LUT alone
-    ``lut`` (:attr:`~accel.cmod.fast.fused.PostProcess.lut_pixels_ready`)."""
-    return post.lut_pixels_ready if lut is not None else post.pixels_ready
+                or use.data_reuse or use.skip_data_rls or plan.sdp.y_stage)
 
 
 def _registers_only(st: sdp.StageConfig) -> bool:
