@@ -259,6 +259,28 @@ def _lut_converted(sums, m, am, x_shift, lo, codes, tallies, conv, y_counts):
 
 
 @njit(inline="always")
+def _table_row(r, codes, tallies, conv, counts):
+    """:func:`_lut_converted`'s lookups of values ``r`` that have been through the X stages
+    (int64, one row of the row-by-row pass) into ``conv``; their converter saturations
+    and LUT counts added to ``counts`` (int64 ``[5]``, the order of the tally fields).
+    False at a value outside the table."""
+    half, top = (codes.shape[0] - 2) // 2, codes.shape[0] - 1
+    for first in range(0, r.shape[0], _TALLY_BLOCK):
+        total, seen = np.int64(0), np.int64(0)
+        for p in range(first, min(first + _TALLY_BLOCK, r.shape[0])):
+            i = min(max(r[p] + (half + 1), 0), top)
+            tally = tallies[i]
+            total += tally
+            seen |= tally
+            conv[p] = codes[i]
+        if seen & _OUTSIDE_TABLE:
+            return False
+        for j in range(5):
+            counts[j] += (total >> (_TALLY_BITS * j)) & _TALLY_MASK
+    return True
+
+
+@njit(inline="always")
 def _fused_channel(sums, st, alu, ia, mul, im, offset, scale, shift, conv, y_values, y_flags,
                    y_half, y_counts, y_codes, y_tallies):
     """CACC (nothing to do: ``sums`` fit 32 bits, no truncate), a :func:`_fusable` X1
@@ -623,9 +645,10 @@ def _pack_atoms(block, count, out, first):
 def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c, out, sat,
           y_values, y_flags, y_counts, y_codes, y_tallies):
     """The pass of :meth:`PostProcess.run_packed`; with a Y stage that is a LUT alone
-    (``y_values`` not empty), :func:`~accel.cmod.fast.lut_y.from_table`'s lookup, the
-    one-loop path's through :func:`_converted_lut`'s tables when ``y_codes`` is not
-    empty (made with the converter of every operation).
+    (``y_values`` not empty), :func:`~accel.cmod.fast.lut_y.from_table`'s lookup then the
+    converter, or with ``y_codes`` not empty (made with the converter of every
+    operation) one lookup of :func:`_converted_lut`'s tables per value, on both the
+    one-loop path and the row-by-row one (:func:`_table_row`).
     Returns 0, the outputs unfinished, at the first value outside the table; else 1."""
     n, surfaces, points, atom = out.shape
     st0, st1 = stages[0], stages[1]
@@ -644,6 +667,7 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
     chunk = min(points, CHUNK)
     row = np.empty(chunk, dtype=np.int64)
     one = np.zeros(4, dtype=np.int64)
+    five = np.zeros(5, dtype=np.int64)
     block = np.empty((atom, chunk), dtype=np.int8)
     for b in range(n):
         trunc = truncate[b if truncate.shape[0] > 1 else 0]
@@ -690,6 +714,17 @@ def _post(acc, k, cacc, narrow, truncate, stages, alu0, mul0, alu1, mul1, cvt, c
                              m0, b * sm0[0] + ch * sm0[1] + first * sm0[2], sm0[2])
                     _x_stage(r, st1, a1, b * sa1[0] + ch * sa1[1] + first * sa1[2], sa1[2],
                              m1, b * sm1[0] + ch * sm1[1] + first * sm1[2], sm1[2])
+                    if y_codes.shape[0]:      # the LUT and the converter as one table
+                        five[:] = 0
+                        if not _table_row(r, y_codes, y_tallies, converted, five):
+                            return 0
+                        times = count // r.shape[0]             # the one value: each point
+                        y_counts += five[1:] * times
+                        if r.shape[0] < count:
+                            converted[1:] = converted[0]
+                        if ch < c:
+                            cvt_sat += five[0] * times
+                        continue
                     if y_half:
                         one[:] = 0
                         if not lut_y.from_table(r, r, y_values, y_flags, one):

@@ -473,12 +473,14 @@ def test_lut_alone_y_stage_equals_numpy_form(seed, n, c, atom, hw, config, reach
 def test_lut_alone_counts_past_a_tally_block():
     """LUT counters and converter saturations of more values in one channel than a field
     of the one-loop path's tallies holds (4,095: a run of a channel's values is added up,
-    then taken apart, block by block), every value on the same LUT entry: the numpy
-    form's counts (without the blocks, they would overflow into the next field)."""
+    then taken apart, block by block), every value on the same LUT entry, on both the
+    one-loop and the row-by-row paths: the numpy form's counts (without the blocks, they
+    would overflow into the next field)."""
     stage = StageConfig(False, True, ALU_SUM, True, False, True, False, 0, 0, False, 0, 0)
     for config in sorted(LUT_CONFIGS):
-        _check_lut_alone(np.random.default_rng(7), 1, 2, 8, (70, 120), config, 3, stage,
-                         np.int32, per_launch_cvt=False, cvt=(-100, 300, 0))
+        for dtype in (np.int32, np.int64):      # the one-loop path, the row-by-row one
+            _check_lut_alone(np.random.default_rng(7), 1, 2, 8, (70, 120), config, 3, stage,
+                             dtype, per_launch_cvt=False, cvt=(-100, 300, 0))
 
 
 def _check_lut_alone(rng, n, c, atom, hw, config, reach, stage, dtype, per_launch_cvt,
