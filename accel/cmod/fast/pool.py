@@ -5,10 +5,11 @@ split-width slice with whole-array passes (max / min as two one-dimensional pass
 averages as a gathered ``[C, OH, KH, OW, KW]`` window cube) and writes the planes
 back in NVDLA's channel packing.  :func:`pool_packed` computes the same from the
 packed atoms themselves (int8 ``[S, H, W, atom]``, a pixel's channels side by side),
-window by window, into packed atoms: no planes, no window cube.  The arithmetic is
-the plain model's, written for one window (``_window``): positions outside the input
-are neutral for max / min (a window wholly outside gives the neutral value, which
-the int8 output saturates), and for averages add the pad values
+line by line (each window's combination over its columns, then over its rows), into
+packed atoms: no planes, no window cube.  The arithmetic is the plain model's:
+positions outside the input are neutral for max / min (a window wholly outside gives
+the neutral value, which the int8 output saturates), and for averages add the pad
+values
 ``(KH - rows outside) * PAD_VALUE[columns outside] + KW * PAD_VALUE[rows outside]``,
 then the 32-bit saturation and the two 16.16 reciprocal multiplies, each rounded
 (:func:`accel.arith.shift_round_int`).  ``tests/accel/cmod/fast/test_pool.py`` compares
