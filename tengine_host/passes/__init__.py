@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from accel.ir import Graph
 from tengine_host.passes import (
+    channel_permute,
     fold_affine,
     fold_batchnorm,
     fold_constants,
@@ -15,8 +16,10 @@ from tengine_host.passes import (
     fuse_activation,
     fuse_bias,
     fuse_prelu,
+    global_reduce,
     match_hard_activations,
     match_swish,
+    prune_taps,
     remove_identity,
     split_concat,
 )
@@ -32,11 +35,14 @@ Pass = Callable[[Graph], bool]
 #: HardSigmoid folds into its convolution before the plain Clip/ReLU fusions.  A
 #: Split of what Concats just joined is taken apart first (each branch keeps its scale).
 #: A Transpose flattened into a fully-connected layer folds into its weights once
-#: MatMuls are Gemms (the DLA reads the untransposed cube).
+#: MatMuls are Gemms (the DLA reads the untransposed cube).  A spatial ReduceMean is a
+#: global average pool, a Reshape / Transpose chain that reorders channels a 1x1
+#: convolution, and kernel taps that only read padding are dropped.
 DEFAULT_PASSES: tuple[Pass, ...] = (
-    remove_identity.apply, fold_constants.apply, split_concat.apply, fold_batchnorm.apply,
-    match_hard_activations.apply, match_swish.apply, fold_affine.apply, fuse_bias.apply,
-    fold_transpose.apply, fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
+    remove_identity.apply, fold_constants.apply, global_reduce.apply, channel_permute.apply,
+    split_concat.apply, fold_batchnorm.apply, prune_taps.apply, match_hard_activations.apply,
+    match_swish.apply, fold_affine.apply, fuse_bias.apply, fold_transpose.apply,
+    fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
@@ -55,7 +61,7 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
     raise RuntimeError(f"passes did not settle after {max_rounds} rounds")
 
 
-__all__ = ["DEFAULT_PASSES", "Pass", "fold_affine", "fold_batchnorm", "fold_constants",
-           "fold_hardsigmoid", "fold_transpose", "fuse_activation", "fuse_bias", "fuse_prelu",
-           "match_hard_activations", "match_swish", "remove_identity", "run_passes",
-           "split_concat"]
+__all__ = ["DEFAULT_PASSES", "Pass", "channel_permute", "fold_affine", "fold_batchnorm",
+           "fold_constants", "fold_hardsigmoid", "fold_transpose", "fuse_activation",
+           "fuse_bias", "fuse_prelu", "global_reduce", "match_hard_activations",
+           "match_swish", "prune_taps", "remove_identity", "run_passes", "split_concat"]

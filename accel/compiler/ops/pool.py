@@ -20,9 +20,12 @@ has no converter, so a pooled tensor keeps its input's scale (``ties``).
   depthwise convolution with all-ones kernels, the CACC sum exact, one
   rounding in the SDP to the output's own scale - a mean spans far less than
   its map), when the window fits a convolution kernel (32 x 32), directly or
-  with its pixels read as another map of the same size (12 x 48 as 24 x 24);
-  beyond, it is a chain of exact-partition PDP averages (each pass rounds, the
-  reference computes the same passes, the scale is the input's).
+  with its pixels read as another map of the same size (12 x 48 as 24 x 24),
+  and the convolution fits the CBUF; beyond, it is a chain of exact-partition PDP
+  averages (each pass rounds, the reference computes the same passes, the scale is
+  the input's), rescaled by an SDP pass to the output's own scale when the map would
+  fit a kernel (the scales are tied by map size, not by preset: nv_large's CBUF
+  does not hold a 32 x 32 summing kernel's weights).
 
 Zero points: a pooled tensor keeps its input's (``ties``).  Max and min are
 order statistics of the codes, and the mean of codes ``v + z`` is the mean of
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accel import cbuf
-from accel.compiler.engine import PdpOp, PdpSplit
+from accel.compiler.engine import PdpOp, PdpSplit, SdpOp
 from accel.compiler.ops import conv as conv_ops
 from accel.compiler.ops.base import OpEntry, check_activation
 from accel.compiler.ops.base import out_shape as batch1
@@ -79,6 +82,9 @@ class PoolPlan:
     # global average summed by a convolution: (window (h, w) it reads, block, program)
     sum_conv: tuple | None = None
     pad_value: int = 0                     # what a padded cell adds to an average: z_in
+    # a global average with a scale of its own (:func:`ties`) whose summing convolution
+    # does not fit: the passes' average (the input's scale) rescaled by this SDP program
+    rescale: SdpProgram | bool = False
 
 
 def _out_size(n: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:
@@ -123,16 +129,23 @@ def _factors(n: int) -> list[int] | None:
     return out or [1]
 
 
-def _plan_geometry(node: Node, graph: Graph) -> PoolPlan | str:
+def _plan_geometry(node: Node, graph: Graph, cfg: HwConfig) -> PoolPlan | str:
     x = node.inputs[0]
     c, h, w = graph.tensors[x].shape[1:]
     out_shape = batch1(graph, node.outputs[0])
     method = METHODS[node.op_type]
     if node.op_type.startswith("Global"):
-        if method == "avg" and sum_window(h, w) is not None:
-            return PoolPlan(method, (c, h, w), out_shape, sum_conv=(sum_window(h, w),))
+        window = sum_window(h, w) if method == "avg" else None
+        summed = None
+        if window is not None:
+            summed = PoolPlan(method, (c, h, w), out_shape, sum_conv=(window,))
+            block = conv_ops.choose_block(cfg, _sum_geom(summed), c)
+            if not isinstance(block, str):
+                return summed
+            summed = f"as a convolution it does not fit ({block})"
         if h <= MAX_KERNEL and w <= MAX_KERNEL:
-            return PoolPlan(method, (c, h, w), out_shape, (Pass((h, w), (1, 1), (0,) * 4),))
+            return PoolPlan(method, (c, h, w), out_shape, (Pass((h, w), (1, 1), (0,) * 4),),
+                            rescale=window is not None)
         if method == "max":
             ph, pw = _chain_partition(h), _chain_partition(w)
             passes, hh, ww = [], h, w
@@ -144,12 +157,14 @@ def _plan_geometry(node: Node, graph: Graph) -> PoolPlan | str:
             return PoolPlan(method, (c, h, w), out_shape, tuple(passes))
         fh, fw = _factors(h), _factors(w)
         if fh is None or fw is None:
-            return (f"global average over {h}x{w}: larger than a convolution kernel "
-                    f"({MAX_CONV_KERNEL}) and not a product of PDP windows <= {MAX_KERNEL}")
+            why = summed or f"larger than a convolution kernel ({MAX_CONV_KERNEL})"
+            return (f"global average over {h}x{w}: {why}, and not a product of PDP "
+                    f"windows <= {MAX_KERNEL}")
         n = max(len(fh), len(fw))
         fh, fw = fh + [1] * (n - len(fh)), fw + [1] * (n - len(fw))
         return PoolPlan(method, (c, h, w), out_shape,
-                        tuple(Pass((a, b), (a, b), (0,) * 4) for a, b in zip(fh, fw, strict=True)))
+                        tuple(Pass((a, b), (a, b), (0,) * 4) for a, b in zip(fh, fw, strict=True)),
+                        rescale=window is not None)
     a = node.attrs
     kh, kw = (int(v) for v in a["kernel_shape"])
     sh, sw = (int(v) for v in a.get("strides", (1, 1)))
@@ -215,7 +230,7 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
         return f"input rank {len(graph.tensors[x].shape)}: only 2-D pooling (NCHW)"
     if len(node.outputs) > 1 and node.outputs[1]:
         return "the indices output of MaxPool is not produced"
-    p = _plan_geometry(node, graph)
+    p = _plan_geometry(node, graph, cfg)
     if isinstance(p, str):
         return p
     for ps in p.passes:
@@ -225,11 +240,6 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
             return f"strides {ps.stride} outside 1..{MAX_STRIDE}"
         if not all(0 <= v <= MAX_PAD for v in ps.pads):
             return f"pads {ps.pads} outside 0..{MAX_PAD}"
-    if p.sum_conv is not None:
-        c = p.in_cube[0]
-        block = conv_ops.choose_block(cfg, _sum_geom(p), c)
-        if isinstance(block, str):
-            return f"global average as a convolution does not fit: {block}"
     return None
 
 
@@ -240,9 +250,18 @@ def _sum_geom(p: PoolPlan) -> ConvGeom:
 
 
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PoolPlan:
-    p = _plan_geometry(node, graph)
+    p = _plan_geometry(node, graph, cfg)
     x, y = node.inputs[0], node.outputs[0]
     z_in = zero_point_of(scales, x)
+    if p.rescale:
+        # (avg - z_in) * s_in / s_out + z_out
+        mul, truncate = int16_factor(np.array([scales.scale(x) / scales.scale(y)]))
+        alu, shift = layer_operand(-z_in)
+        program = SdpProgram(XStage(alu_op="sum" if alu else None,
+                                    alu=Operand.layer(alu) if alu else None, alu_shift=shift,
+                                    mul=Operand.layer(int(mul[0])), truncate=truncate),
+                             cvt=Converter(offset=-zero_point_of(scales, y)))
+        return dataclasses.replace(p, pad_value=z_in, rescale=program)
     if p.sum_conv is None:
         return dataclasses.replace(p, pad_value=z_in if p.method == "avg" else 0)
     # the sum of H*W int8 values less H*W*z_in, times s_in / (H*W * s_out), rounded once
@@ -317,11 +336,13 @@ def lower(lo, node: Node, p: PoolPlan) -> None:
     cur = src
     for i, ps in enumerate(p.passes):
         out_hw = _pass_out(shape, ps)
-        last = i == len(p.passes) - 1
+        last = i == len(p.passes) - 1 and not p.rescale
         nxt = dst if last else lo.temp(lo.label(node, f"pass{i}"), p.in_cube[0], *out_hw)
         _emit_pass(lo, node, lo.label(node) if len(p.passes) == 1 else lo.label(node, f"p{i}"),
                    cur, nxt, ps, p.method, p.pad_value)
         cur, shape = nxt, out_hw
+    if p.rescale:
+        lo.emit(SdpOp(lo.label(node, "rescale"), node.name, cur, dst, p.rescale))
 
 
 def reference(p: PoolPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -338,6 +359,8 @@ def reference(p: PoolPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
     for ps in p.passes:
         x = int8_ref.pool2d_int8(x, p.method, ps.kernel, stride=ps.stride, pads=ps.pads,
                                  pad_value=p.pad_value)
+    if p.rescale:
+        x = int8_ref.sdp_program_int8(x, p.rescale)
     return [x.reshape(p.out_shape)]
 
 

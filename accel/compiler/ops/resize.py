@@ -13,6 +13,9 @@ first into a temporary (or straight into the output when rows are not
 repeated), then rows: ``fx + fy`` SDP operations, exact copies (the scale is
 tied).  Columns taller than a cube dimension (8192) are cut in pieces.
 
+A map of one pixel is repeated whatever the mode (every interpolation of one value is
+that value): the ASPP's image-pooling branch, broadcast back over the feature map.
+
 Bilinear 2x with ``half_pixel`` coordinates (the usual decoder upsampling) is
 exact integer arithmetic too: output pixel ``(2i + dy, 2j + dx)`` is
 ``(9 * x[i, j] + 3 * x[i', j] + 3 * x[i, j'] + x[i', j']) / 16`` where ``i'``
@@ -78,6 +81,8 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if a.get("antialias"):
         return "antialias"
     coord = a.get("coordinate_transformation_mode", "asymmetric")
+    if src[2:] == (1, 1):
+        return None         # one pixel, repeated whatever the mode and coordinates
     if a.get("mode", "nearest") == "linear":
         if (fy, fx) != (2, 2) or coord not in ("half_pixel", "pytorch_half_pixel"):
             return (f"linear mode with factors {fy}x{fx} and {coord!r} coordinates: only 2x "
@@ -99,7 +104,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ResizePlan:
     src = tuple(graph.tensors[node.inputs[0]].shape)
     out = out_shape(graph, node.outputs[0])
     return ResizePlan(out[2] // src[2], out[3] // src[3], tuple(src[1:]), out,
-                      node.attrs.get("mode", "nearest") == "linear")
+                      node.attrs.get("mode", "nearest") == "linear" and src[2:] != (1, 1))
 
 
 _DIVIDE_BY_16 = SdpProgram(XStage(truncate=4))

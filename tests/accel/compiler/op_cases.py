@@ -226,6 +226,37 @@ def _flatten_fc(g: G, x: str) -> str:
     return g.op("Gemm", [y, w, g.const(g.rng.normal(0, .1, 40))], transB=1)
 
 
+def _spatial_mean_fc(g: G, x: str) -> str:
+    """PyTorch's ``x.mean([2, 3])`` head: ReduceMean over H and W without kept axes."""
+    y = g.op("ReduceMean", [g.op("Relu", [g.conv(x, 32, 24, 3)])], axes=[2, 3], keepdims=0)
+    return g.op("Gemm", [y, g.const(g.rng.normal(0, 0.2, (10, 24))),
+                         g.const(g.rng.normal(0, .1, 10))], transB=1)
+
+
+def _channel_shuffle(g: G, x: str) -> str:
+    """ShuffleNet's shuffle of 2 groups between two convolutions."""
+    _, c, h, w = 1, 32, 8, 8
+    y = g.op("Relu", [g.conv(x, c, c, 3)])
+    y = g.op("Reshape", [y, g.const([1, 2, c // 2, h, w])])
+    y = g.op("Transpose", [y], perm=[0, 2, 1, 3, 4])
+    y = g.op("Reshape", [y, g.const([1, c, h, w])])
+    return g.conv(y, c, 16, 1)
+
+
+def _aspp(g: G, x: str) -> str:
+    """DeepLabV3's ASPP on an 8 x 8 map: a 3x3 convolution dilated by 36 (only its centre
+    tap reads the map) and the image-pooling branch broadcast back by a bilinear Resize."""
+    y = g.op("Relu", [g.conv(x, 32, 32, 1)])
+    w = g.const(g.rng.normal(0, 0.1, (32, 32, 3, 3)))
+    far = g.op("Relu", [g.op("Conv", [y, w], kernel_shape=[3, 3], dilations=[36, 36],
+                             pads=[36, 36, 36, 36])])
+    pooled = g.op("Relu", [g.conv(g.op("GlobalAveragePool", [y]), 32, 32, 1)])
+    back = g.op("Resize", [pooled, g.const(np.zeros(0)), g.const(np.zeros(0)),
+                           g.const([1, 32, 8, 8])], mode="linear",
+                coordinate_transformation_mode="half_pixel")
+    return g.conv(g.op("Concat", [far, back], axis=1), 64, 16, 1)
+
+
 def _const_op(op: str, value):
     def f(g: G, x: str) -> str:
         return g.op(op, [g.conv(x, 32, 32, 1), g.const(value)])
@@ -295,6 +326,9 @@ CASES = [
     Case("gap_12x40_reviewed", _one((1, 32, 12, 40), _pool("GlobalAveragePool"))),
     Case("gap_40_passes", _one((1, 32, 40, 40), _pool("GlobalAveragePool"))),
     Case("gmp_20", _one((1, 32, 20, 20), _pool("GlobalMaxPool"))),
+    # nv_large's CBUF holds no 32 x 32 summing kernel of 32-lane atoms: PDP passes, rescaled
+    Case("gap_32_rescaled", _one((1, 40, 32, 32), _pool("GlobalAveragePool", 40))),
+    Case("spatial_mean_fc", _one((1, 32, 9, 7), _spatial_mean_fc)),
     # data movement
     Case("concat_channels", _one((1, 32, 8, 8), _concat(1))),
     Case("concat_with_input", _one((1, 32, 8, 8), _concat(1, with_input=True))),
@@ -326,4 +360,6 @@ CASES = [
     Case("resize_bilinear_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2], "linear",
                                                             "half_pixel"))),
     Case("convtranspose_2x2", _one((1, 32, 7, 6), _deconv)),
+    Case("channel_shuffle", _one((1, 32, 8, 8), _channel_shuffle)),
+    Case("aspp_dilated_and_pooled", _one((1, 32, 8, 8), _aspp)),
 ]

@@ -126,6 +126,14 @@ def test_global_pools(tmp_path):
     assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(8, 8), (5, 5)]
     ops = _compiled("maxpool_13_chain", "nv_small", tmp_path).ops
     assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(8, 8), (6, 6)]
+    # a 32 x 32 kernel fits nv_small's CBUF; nv_large's 32-lane kernel groups would need
+    # 32 weight banks of its 16: PDP averages at the input's scale, then the SDP rescales
+    ops = _compiled("gap_32_rescaled", "nv_small", tmp_path).ops
+    assert {op.kernel[2:] for op in ops if isinstance(op, ConvOp)} >= {(32, 32)}
+    assert not any(isinstance(op, PdpOp) for op in ops)
+    ops = _compiled("gap_32_rescaled", "nv_large", tmp_path).ops
+    assert [op.kernel for op in ops if isinstance(op, PdpOp)] == [(8, 8), (4, 4)]
+    assert isinstance(ops[-1], SdpOp) and ops[-1].name.endswith("rescale")
 
 
 def test_concat_writes_in_place_and_copies_only_the_bound_input(tmp_path):
