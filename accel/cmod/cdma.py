@@ -22,7 +22,12 @@ from accel.cmod.cdma_image import convert
 from accel.cmod.csb import GroupView
 from accel.cmod.cube import read_int8_pixels, read_int8_raw
 from accel.cmod.dram import Dram
-from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
+from accel.cmod.errors import (
+    MAX_WEIGHT_BYTES,
+    ConfigError,
+    UnsupportedError,
+    check_elements,
+)
 from accel.config import HwConfig
 
 UNIT = "CDMA"
@@ -113,7 +118,7 @@ def fetch_weight_bytes(g: GroupView, dram: Dram) -> np.ndarray:
     """The ``K * BYTE_PER_KERNEL`` packed weight bytes (uint8) as the CBUF receives them."""
     k = g("D_WEIGHT_SIZE_1", "WEIGHT_KERNEL") + 1
     bpk = g("D_WEIGHT_SIZE_0", "BYTE_PER_KERNEL") + 1
-    check_elements(UNIT, f"weights of {k} kernels x {bpk} bytes", k * bpk)
+    check_elements(UNIT, f"weights of {k} kernels x {bpk} bytes", k * bpk, MAX_WEIGHT_BYTES)
     return dram.read(g.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"), k * bpk, UNIT)
 
 

@@ -35,7 +35,12 @@ from accel.cmod import cacc, cbuf_state, cdma, cdma_image, cdp, cmac, conv, csc,
 from accel.cmod.bdma import Bdma
 from accel.cmod.csb import GroupView, make_register_file
 from accel.cmod.dram import Dram
-from accel.cmod.errors import ConfigError, UnsupportedError, check_elements
+from accel.cmod.errors import (
+    MAX_WEIGHT_BYTES,
+    ConfigError,
+    UnsupportedError,
+    check_elements,
+)
 from accel.cmod.fast import FastPaths
 from accel.cmod.glb import Glb, status_bit
 from accel.cmod.lut import LutRam
@@ -301,7 +306,8 @@ class Dla:
 
     def _fetch_weights(self, plan: conv.ConvPlan) -> np.ndarray:
         check_elements("CDMA", f"weights of {plan.use.kernels} kernels x "
-                               f"{plan.use.bytes_per_kernel} bytes", plan.weight_size)
+                               f"{plan.use.bytes_per_kernel} bytes", plan.weight_size,
+                       MAX_WEIGHT_BYTES)
         return self.dram.read(plan.weight_addr, plan.weight_size, "CDMA")
 
     def _conv_datapath(self, needs_rdma: bool, plan: conv.ConvPlan) -> ConvDone:

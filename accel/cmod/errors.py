@@ -24,14 +24,18 @@ class ConfigError(AccelInputError, ValueError):
 # Register fields allow 8192 x 8192 x 8192 cubes; with zero strides such a cube
 # even fits a small memory region, so the size is checked before allocating.
 MAX_ELEMENTS = 1 << 25
+# Largest weight fetch (bytes) of one operation: the same 256 MiB. Weights are int8 and
+# a fully-connected layer's are one fetch (AlexNet's 9216 -> 4096: 37.7 MB, VGG's
+# 25088 -> 4096: 103 MB).
+MAX_WEIGHT_BYTES = 1 << 28
 
 
 class ModelLimitError(UnsupportedError):
     """The programmed operation is legal but larger than this model computes."""
 
 
-def check_elements(unit: str, what: str, n: int) -> None:
-    """Raise :class:`ModelLimitError` when ``n`` elements exceed :data:`MAX_ELEMENTS`."""
-    if n > MAX_ELEMENTS:
+def check_elements(unit: str, what: str, n: int, limit: int = MAX_ELEMENTS) -> None:
+    """Raise :class:`ModelLimitError` when ``n`` elements exceed ``limit``."""
+    if n > limit:
         raise ModelLimitError(f"{unit}: {what} has {n} elements, more than the model's limit "
-                              f"of {MAX_ELEMENTS}")
+                              f"of {limit}")

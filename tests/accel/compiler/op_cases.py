@@ -280,6 +280,12 @@ CASES = [
     Case("fc_streamed", _one((1, 2048), lambda g, x: g.op(
         "Gemm", [x, g.const(g.rng.normal(0, 0.02, (1000, 2048)))], transB=1)),
          presets=("nv_small",)),
+    # more weight bytes than the cmodel's element limit for other arrays (AlexNet's FC6
+    # has 37.7 M): one fetch of 33.6 MB
+    Case("fc_past_the_element_limit", _one((1, 128, 6, 6), lambda g, x: g.op(
+        "Gemm", [g.op("Flatten", [x], axis=1),
+                 g.const(g.rng.normal(0, 0.015, (7300, 4608)).astype(np.float32))],
+        transB=1)), presets=("nv_small",)),
     # element-wise
     Case("add_relu", _one((1, 16, 12, 10), _add_two("Add", True))),
     Case("add_prelu", _one((1, 16, 12, 10), lambda g, x: g.op("PRelu", [
