@@ -26,6 +26,7 @@ Guarantees:
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -104,10 +105,9 @@ class Partition:
 
 def node_macs(node: Node, graph: Graph) -> int:
     """Multiply-accumulates of a Conv or Gemm (0 for other ops)."""
-    if node.op_type == "Conv":
-        n, k, oh, ow = graph.tensors[node.outputs[0]].shape
-        _, cg, r, s = graph.tensors[node.inputs[1]].shape
-        return n * k * oh * ow * cg * r * s
+    if node.op_type == "Conv":            # of any rank: every output times its taps
+        out, w = graph.tensors[node.outputs[0]].shape, graph.tensors[node.inputs[1]].shape
+        return math.prod(out) * math.prod(w[1:])
     if node.op_type == "Gemm":
         m, n = graph.tensors[node.outputs[0]].shape
         a = graph.tensors[node.inputs[0]].shape

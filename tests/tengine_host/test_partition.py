@@ -217,3 +217,25 @@ def test_a_tiny_convolution_between_cpu_subgraphs_moves_to_the_cpu(kernels, move
         assert fb.reason == "moved to save transitions (<= 1% of the MACs between cpu subgraphs)"
     else:
         assert [d.name for d, _ in part.parts] == ["dla", "cpu", "dla", "cpu"]
+
+
+def test_convolutions_of_any_rank_count_their_macs():
+    """A 1-D convolution (audio, time series) counts ``outputs x taps`` and falls back with
+    its reason: 8 kernels x 40 outputs x 16 channels x 3 taps = 15,360 MACs (it raised a
+    ValueError unpacking its 3-D shape)."""
+    from accel.ir import Graph, Node, Tensor
+    from tengine_host.devices import get_device
+    from tengine_host.partition import node_macs
+
+    f32 = np.dtype(np.float32)
+    tensors = {"x": Tensor("x", (1, 16, 40), f32), "y": Tensor("y", (1, 8, 40), f32),
+               "w": Tensor("w", (8, 16, 3), f32, np.ones((8, 16, 3), np.float32))}
+    g = Graph("g", [Node("c", "Conv", ["x", "w"], ["y"], {"kernel_shape": [3], "pads": [1, 1],
+                                                          "strides": [1], "dilations": [1],
+                                                          "group": 1})],
+              tensors, ["x"], ["y"])
+    assert node_macs(g.nodes[0], g) == 15_360
+    part = partition(g, [get_device("nvdla", preset="nv_small"), CpuDevice()])
+    assert part.macs == {"nvdla": 0, "cpu": 15_360}
+    ((n, op, why),) = part.fallback_reasons()
+    assert op == "Conv" and "(1, 16, 40)" in why
