@@ -35,7 +35,10 @@ LISTED_OPS = frozenset("""Conv ConvTranspose Gemm MatMul Relu LeakyRelu PRelu Cl
 HardSigmoid HardSwish Softmax Add Sub Mul Div Pow Sqrt Exp Log Max Min Erf MaxPool AveragePool
 GlobalAveragePool GlobalMaxPool BatchNormalization LRN Concat Split Slice Reshape Flatten
 Transpose Squeeze Unsqueeze Pad Resize Upsample Shape Gather Cast ConstantOfShape Range Expand
-ReduceMean ReduceSum Identity Dropout Constant""".split())
+ReduceMean ReduceSum Identity Dropout Constant Abs Neg Reciprocal Floor Ceil Sign Softplus
+Softsign Elu Selu Celu Mish Gelu Sum Mean ReduceMax ReduceMin ArgMax ArgMin DepthToSpace
+SpaceToDepth InstanceNormalization LayerNormalization Tile Where Equal Less Greater LessOrEqual
+GreaterOrEqual Not""".split())
 
 
 @dataclass

@@ -59,9 +59,9 @@ def test_auto_pad_same_upper_becomes_explicit_pads():
 
 
 def test_unsupported_op_names_type_node_and_opset():
-    m = _model([helper.make_node("Celu", ["x"], ["y"], name="act7")],
-               [_vi("x", [1, 4])], [_vi("y", [1, 4])], opset=12)
-    with pytest.raises(OnnxImportError, match=r"op 'Celu' \(node 'act7', opset 12\)"):
+    m = _model([helper.make_node("Hardmax", ["x"], ["y"], name="act7")],
+               [_vi("x", [1, 4])], [_vi("y", [1, 4])], opset=13)
+    with pytest.raises(OnnxImportError, match=r"op 'Hardmax' \(node 'act7', opset 13\)"):
         load_onnx(m)
 
 

@@ -1,0 +1,9 @@
+"""Greater: whether ``a`` is greater than ``b``, elementwise (bool, broadcast)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tengine_host.ops.comparison import register_comparison
+
+register_comparison("Greater", np.greater)

@@ -1,0 +1,9 @@
+"""LessOrEqual: whether ``a`` is less than or equal to ``b``, elementwise (bool, broadcast)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tengine_host.ops.comparison import register_comparison
+
+register_comparison("LessOrEqual", np.less_equal)
