@@ -18,10 +18,12 @@ from tengine_host.passes import (
     fuse_prelu,
     global_reduce,
     match_hard_activations,
+    match_mish,
     match_swish,
     prune_taps,
     remove_identity,
     split_concat,
+    split_variadic,
 )
 
 Pass = Callable[[Graph], bool]
@@ -30,19 +32,21 @@ Pass = Callable[[Graph], bool]
 #: graph into the conv/FC + bias + activation layers NVDLA runs.  Spelled-out
 #: HardSigmoid / HardSwish are recognized before affine folding (which would
 #: otherwise take their ``+ 3`` into a convolution's bias), ``x * sigmoid(x)``
-#: becomes one Swish, affine ops fold into
+#: becomes one Swish and ``x * tanh(softplus(x))`` one Mish, affine ops fold into
 #: convolutions before activations fuse into them (never across one), and a
 #: HardSigmoid folds into its convolution before the plain Clip/ReLU fusions.  A
 #: Split of what Concats just joined is taken apart first (each branch keeps its scale).
 #: A Transpose flattened into a fully-connected layer folds into its weights once
 #: MatMuls are Gemms (the DLA reads the untransposed cube).  A spatial ReduceMean is a
 #: global average pool, a Reshape / Transpose chain that reorders channels a 1x1
-#: convolution, and kernel taps that only read padding are dropped.
+#: convolution, and kernel taps that only read padding are dropped.  Sum / Max / Min of
+#: three or more tensors (and Mean) are chains of two-input nodes first.
 DEFAULT_PASSES: tuple[Pass, ...] = (
-    remove_identity.apply, fold_constants.apply, global_reduce.apply, channel_permute.apply,
-    split_concat.apply, fold_batchnorm.apply, prune_taps.apply, match_hard_activations.apply,
-    match_swish.apply, fold_affine.apply, fuse_bias.apply, fold_transpose.apply,
-    fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
+    split_variadic.apply, remove_identity.apply, fold_constants.apply, global_reduce.apply,
+    channel_permute.apply, split_concat.apply, fold_batchnorm.apply, prune_taps.apply,
+    match_hard_activations.apply, match_swish.apply, match_mish.apply, fold_affine.apply,
+    fuse_bias.apply, fold_transpose.apply, fold_hardsigmoid.apply, fuse_activation.apply,
+    fuse_prelu.apply)
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
@@ -64,4 +68,5 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
 __all__ = ["DEFAULT_PASSES", "Pass", "channel_permute", "fold_affine", "fold_batchnorm",
            "fold_constants", "fold_hardsigmoid", "fold_transpose", "fuse_activation",
            "fuse_bias", "fuse_prelu", "global_reduce", "match_hard_activations",
-           "match_swish", "prune_taps", "remove_identity", "run_passes", "split_concat"]
+           "match_mish", "match_swish", "prune_taps", "remove_identity", "run_passes",
+           "split_concat", "split_variadic"]

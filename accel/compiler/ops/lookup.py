@@ -1,4 +1,5 @@
-"""Element-wise functions by the SDP's lookup table: Sigmoid, Tanh, Swish (SiLU), Erf.
+"""Element-wise functions by a lookup table: Sigmoid, Tanh, Swish (SiLU), Erf, Gelu, Mish,
+Softplus, Softsign, Elu, Selu, Celu, Abs and Neg.
 
 An int8 input has 256 values, so any function of it is a 256-entry table:
 the SDP reads the input, its Y stage looks each value up in the LO table and
@@ -63,18 +64,54 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(x, 0.0)
+
+
+def _elu(alpha: float):
+    return lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def _gelu(approximate: str):
+    if approximate == "tanh":
+        return lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2)))
+
+
 def function(node: Node):
-    """The float64 function of ``node`` (Sigmoid, Tanh, Swish with its alpha, Erf)."""
-    op = node.op_type
+    """The float64 function of ``node``, with its attributes (Swish's alpha, Elu's...)."""
+    op, a = node.op_type, node.attrs
     if op == "Sigmoid":
         return _sigmoid
     if op == "Tanh":
         return np.tanh
     if op == "Swish":
-        alpha = float(node.attrs.get("alpha", 1.0))
+        alpha = float(a.get("alpha", 1.0))
         return lambda x: x * _sigmoid(alpha * x)
     if op == "Erf":
         return _erf
+    if op == "Gelu":
+        return _gelu(a.get("approximate", "none"))
+    if op == "Mish":
+        return lambda x: x * np.tanh(_softplus(x))
+    if op == "Softplus":
+        return _softplus
+    if op == "Softsign":
+        return lambda x: x / (1 + np.abs(x))
+    if op == "Elu":
+        return _elu(float(a.get("alpha", 1.0)))
+    if op == "Selu":
+        elu, gamma = _elu(float(a.get("alpha", 1.67326319217681884765625))), \
+            float(a.get("gamma", 1.05070102214813232421875))
+        return lambda x: gamma * elu(x)
+    if op == "Celu":
+        alpha = float(a.get("alpha", 1.0))
+        return lambda x: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(
+            np.minimum(x, 0) / alpha))
+    if op == "Abs":
+        return np.abs
+    if op == "Neg":
+        return np.negative
     raise ValueError(f"op {op} has no lookup function")
 
 
@@ -135,4 +172,7 @@ def reference(p, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [y.reshape(p.out_shape)]
 
 
-ENTRY = OpEntry(("Sigmoid", "Tanh", "Swish", "Erf"), check, plan, lower, reference)
+#: the op types a table computes (:func:`function`)
+FUNCTIONS = ("Sigmoid", "Tanh", "Swish", "Erf", "Gelu", "Mish", "Softplus", "Softsign", "Elu",
+             "Selu", "Celu", "Abs", "Neg")
+ENTRY = OpEntry(FUNCTIONS, check, plan, lower, reference)

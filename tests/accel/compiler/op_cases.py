@@ -128,6 +128,11 @@ def _silu(g: G, x: str) -> str:
     return g.op("Mul", [y, g.op("Sigmoid", [y])])
 
 
+def _mish(g: G, x: str) -> str:
+    y = g.conv(x, 16, 32, 3)
+    return g.op("Mul", [y, g.op("Tanh", [g.op("Softplus", [y])])])
+
+
 def _gelu(g: G, x: str) -> str:
     """GELU as BERT-style exporters write it: x * 0.5 * (1 + erf(x / sqrt 2))."""
     y = g.conv(x, 16, 32, 3)
@@ -293,6 +298,8 @@ CASES = [
     Case("add_leaky_relu", _one((1, 16, 12, 10), lambda g, x: g.op(
         "LeakyRelu", [_add_two("Add")(g, x)], alpha=0.2))),
     Case("sub", _one((1, 16, 12, 10), _add_two("Sub"))),
+    Case("sum_of_three", _one((1, 16, 12, 10), lambda g, x: g.op("Sum", [
+        g.conv(x, 16, 32, 1), g.conv(x, 16, 32, 3), g.op("Relu", [g.conv(x, 16, 32, 1)])]))),
     Case("max", _one((1, 16, 12, 10), _add_two("Max"))),
     Case("min", _one((1, 16, 12, 10), _add_two("Min"))),
     Case("mul", _one((1, 16, 12, 10), _add_two("Mul"))),
@@ -314,6 +321,12 @@ CASES = [
     Case("tanh", _one((1, 16, 8, 8), _after_add("Tanh")), presets=LUT_PRESETS),
     Case("silu", _one((1, 16, 8, 8), _silu), presets=LUT_PRESETS),
     Case("gelu_erf", _one((1, 16, 8, 8), _gelu), presets=LUT_PRESETS, cosine=0.998),
+    # YOLOv4's Mish spelled out (one table after the host pass), every preset (nv_small: CDP)
+    Case("mish_spelled", _one((1, 16, 8, 8), _mish)),
+    # a softplus, a tanh and a product of two tensors: not Mish (two convolutions)
+    Case("softplus_tanh_product", _one((1, 16, 8, 8), lambda g, x: g.op("Mul", [
+        g.conv(x, 16, 32, 3), g.op("Tanh", [g.op("Softplus", [g.conv(x, 16, 32, 3)])])]))),
+    Case("elu", _one((1, 16, 8, 8), _after_add("Elu", alpha=0.5))),
     # pooling
     Case("maxpool_ceil", _one((1, 32, 13, 13), _pool("MaxPool", kernel_shape=[3, 3],
                                                      strides=[2, 2], ceil_mode=1))),

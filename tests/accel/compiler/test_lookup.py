@@ -1,4 +1,5 @@
-"""Sigmoid, Tanh, Swish (SiLU) and Erf by a lookup table: the SDP's, or the CDP's.
+"""Element-wise functions (Sigmoid, Tanh, Swish, Erf, Gelu, Mish, Softplus, Softsign,
+Elu, Selu, Celu, Abs, Neg) by a lookup table: the SDP's, or the CDP's.
 
 * the table builder and the reference's LUT evaluator on hand-computed values;
 * every one of the 256 int8 inputs through the compiled loadable on the cmodel
@@ -50,12 +51,29 @@ def _sigmoid(v: float) -> float:
     return 1.0 / (1.0 + math.exp(-v))
 
 
+def _elu(v: float, alpha: float = 1.0) -> float:
+    return v if v > 0 else alpha * math.expm1(v)
+
+
+#: each function written plainly with Python's ``math`` (ONNX's definitions and default
+#: attributes: Selu's are its float32 constants)
 FUNCTIONS = {
     "Sigmoid": _sigmoid,
     "Tanh": math.tanh,
     "Swish": lambda v: v * _sigmoid(v),
     "Erf": math.erf,
+    "Gelu": lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))),
+    "Mish": lambda v: v * math.tanh(math.log1p(math.exp(v))),
+    "Softplus": lambda v: math.log1p(math.exp(v)),
+    "Softsign": lambda v: v / (1 + abs(v)),
+    "Elu": _elu,
+    "Selu": lambda v: 1.05070102214813232421875 * _elu(v, 1.67326319217681884765625),
+    "Celu": lambda v: max(0.0, v) + min(0.0, math.expm1(v)),
+    "Abs": abs,
+    "Neg": lambda v: -v,
 }
+#: the first opset with each op (Swish 24, Gelu 20, Mish 18, Celu 12)
+OPSETS = {"Swish": 24, "Gelu": 20, "Mish": 18}
 
 
 def _round_half_away(v: float) -> int:
@@ -142,7 +160,7 @@ def _run(compiled, x_q: np.ndarray) -> np.ndarray:
                                     "nv_medium_512"])
 @pytest.mark.parametrize("op", sorted(FUNCTIONS))
 def test_every_int8_input_gives_the_function_rounded_once(op, preset):
-    model = _model(op, opset=24 if op == "Swish" else 14)
+    model = _model(op, opset=OPSETS.get(op, 14))
     graph = load_onnx(model)
     rng = np.random.default_rng(3)
     samples = [{"x": rng.normal(0, 2, SHAPE).astype(np.float32)} for _ in range(4)]
@@ -224,6 +242,24 @@ def test_spelled_out_silu_becomes_one_swish_and_agrees_with_onnxruntime():
     run_passes(graph)
     assert [(n.op_type, n.inputs, n.outputs, n.attrs) for n in graph.nodes] == [
         ("Swish", ["x"], ["y"], {"alpha": 1.0})]
+    x = np.random.default_rng(0).normal(0, 3, SHAPE).astype(np.float32)
+    got = interpret(graph, {"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_spelled_out_mish_becomes_one_mish_and_agrees_with_onnxruntime():
+    nodes = [helper.make_node("Softplus", ["x"], ["sp"], name="softplus"),
+             helper.make_node("Tanh", ["sp"], ["t"], name="tanh"),
+             helper.make_node("Mul", ["x", "t"], ["y"], name="mul")]
+    g = helper.make_graph(nodes, "mish", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(SHAPE))], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, list(SHAPE))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    graph = load_onnx(model)
+    run_passes(graph)
+    assert [(n.op_type, n.inputs, n.outputs) for n in graph.nodes] == [("Mish", ["x"], ["y"])]
     x = np.random.default_rng(0).normal(0, 3, SHAPE).astype(np.float32)
     got = interpret(graph, {"x": x})["y"]
     want = ort.InferenceSession(model.SerializeToString(),
