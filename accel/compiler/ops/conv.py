@@ -94,7 +94,7 @@ def _strips(node: Node, g: ConvGeom, cfg: HwConfig) -> Strips | None:
         else None
 
 
-def _check_geometry(g: ConvGeom) -> str | None:
+def check_geometry(g: ConvGeom) -> str | None:
     for name, v, limit in (("kernel height", g.r, MAX_KERNEL), ("kernel width", g.s, MAX_KERNEL),
                            ("input channels", g.c, 8192), ("output channels", g.k, 8192)):
         if not 1 <= v <= limit:
@@ -186,12 +186,12 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     g, group = geo
     relaid = _strips(node, g, cfg)
     if relaid is not None:
-        why = _check_geometry(relaid.geom(g.k))
+        why = check_geometry(relaid.geom(g.k))
         if why:
             return (f"the {g.c}x{g.h}x{g.w} input cube (C x H x W) as {relaid.count} strips "
                     f"of {relaid.r}x{relaid.s}: {why}")
         g = relaid.geom(g.k)
-    why = _check_geometry(g)
+    why = check_geometry(g)
     if why:
         return why
     if node.op_type == "Conv" and (g.c % group or g.k % group):

@@ -116,7 +116,7 @@ def _bilinear_weights(c: int, dy: int, dx: int) -> np.ndarray:
     return np.broadcast_to(k, (c, 1, 2, 2)).copy()
 
 
-def _column_copies(lo, node: Node, src, dst_cube, fx: int, tag: str,
+def column_copies(lo, node: Node, src, dst_cube, fx: int, tag: str,
                    first: int | None = None) -> None:
     """Copy every pixel of ``src`` to ``fx`` neighbouring pixels of ``dst_cube``'s lines
     (only to pixel ``first`` of each group of ``fx`` when given)."""
@@ -155,7 +155,7 @@ def _lower_bilinear(lo, node: Node, p: ResizePlan, src, out) -> None:
                                     window.channels(g0, g1 - g0), tap.channels(g0, g1 - g0), bg,
                                     conv_ops.block_diagonal(weights, c, g0, g1), 0,
                                     _DIVIDE_BY_16, plan_conv(bg, lo.cfg))
-            _column_copies(lo, node, tap, wide, 2, f"{dy}{dx}", first=dx)
+            column_copies(lo, node, tap, wide, 2, f"{dy}{dx}", first=dx)
         dst = out.strided(dy * line, line_stride=2 * line, height=h)
         lo.emit(SdpOp(lo.label(node, f"y{dy}"), node.name, wide, dst, IDENTITY))
 
@@ -174,7 +174,7 @@ def lower(lo, node: Node, p: ResizePlan) -> None:
     if p.fx > 1:
         direct = p.fy == 1 and out.packed_lines
         wide = out if direct else lo.temp(lo.label(node, "wide"), c, h, w * p.fx)
-        _column_copies(lo, node, src, wide, p.fx, "w")
+        column_copies(lo, node, src, wide, p.fx, "w")
     if p.fy > 1 or wide is not out:
         line = out.layout.line_stride
         for dy in range(p.fy):

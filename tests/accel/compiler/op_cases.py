@@ -218,6 +218,20 @@ def _deconv(g: G, x: str) -> str:
                               kernel_shape=[2, 2], strides=[2, 2])])
 
 
+def _deconv_overlapping(k: int, stride: int, pads: int, out_pad: int = 0, relu_in=False):
+    """A transposed convolution whose windows overlap or are padded: its output phases as
+    convolutions (``relu_in``: its input one-signed, with a zero point)."""
+    def f(g: G, x: str) -> str:
+        y = g.conv(x, 32, 24, 1)
+        if relu_in:
+            y = g.op("Relu", [y])
+        w = g.const(g.rng.normal(0, 0.15, (24, 16, k, k)))
+        return g.op("ConvTranspose", [y, w, g.const(g.rng.normal(0, .1, 16))],
+                    kernel_shape=[k, k], strides=[stride, stride], pads=[pads] * 4,
+                    output_padding=[out_pad, out_pad])
+    return f
+
+
 def _pool(op: str, c: int = 32, **attrs):
     def f(g: G, x: str) -> str:
         return g.op(op, [g.op("Relu", [g.conv(x, c, c, 3)])], **attrs)
@@ -379,6 +393,20 @@ CASES = [
     Case("resize_bilinear_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2], "linear",
                                                             "half_pixel"))),
     Case("convtranspose_2x2", _one((1, 32, 7, 6), _deconv)),
+    # CenterNet's / U-Net decoders' 4x4 stride 2 padding 1, its input after a ReLU
+    Case("convtranspose_4x4_s2_p1", _one((1, 32, 7, 6), _deconv_overlapping(4, 2, 1,
+                                                                            relu_in=True))),
+    Case("convtranspose_3x3_s2_p1_op1", _one((1, 32, 7, 6), _deconv_overlapping(3, 2, 1, 1))),
+    # an odd output (2H + 1): one phase a row and a column shorter than the other
+    Case("convtranspose_3x3_s2", _one((1, 32, 5, 6), _deconv_overlapping(3, 2, 0))),
+    Case("convtranspose_3x3_s1_p1", _one((1, 32, 7, 6), _deconv_overlapping(3, 1, 1))),
     Case("channel_shuffle", _one((1, 32, 8, 8), _channel_shuffle)),
+    # super-resolution's pixel shuffle (PyTorch's PixelShuffle: DepthToSpace CRD) and a
+    # SpaceToDepth stem, as 0/1 (transposed) convolutions
+    Case("pixel_shuffle", _one((1, 32, 6, 5), lambda g, x: g.conv(g.op(
+        "DepthToSpace", [g.op("Relu", [g.conv(x, 32, 32, 3)])], blocksize=2, mode="CRD"),
+        8, 8, 3))),
+    Case("space_to_depth", _one((1, 3, 12, 10), lambda g, x: g.conv(g.op(
+        "SpaceToDepth", [x], blocksize=2), 12, 16, 3))),
     Case("aspp_dilated_and_pooled", _one((1, 32, 8, 8), _aspp)),
 ]

@@ -259,3 +259,29 @@ def test_a_sum_scaling_its_first_input_per_channel(preset, tmp_path):
     err = np.abs(got - want).max(axis=(0, 2, 3))
     # a missing or inverted factor would put a channel off by up to 256 times
     assert np.all(err <= 0.1 * peak + 3 * table[node.outputs[0]]["scale"]), err / peak
+
+
+def test_transposed_convolution_phases_hand_computed():
+    from accel.compiler.ops.convtranspose import axis_phases
+
+    # 4 taps, stride 2, padding 1 over 5 inputs -> 10 outputs.  Even outputs 2m take
+    # x[m - 1] w[3] + x[m] w[1]: taps (3, 1) from input m - 1 (one row of padding first);
+    # odd ones 2m + 1 take x[m] w[2] + x[m + 1] w[0]: taps (2, 0), one row of padding last
+    even, odd = axis_phases(5, 4, 2, 1, 10)
+    assert (even.taps, even.start, even.end, even.pads, even.count) == ((3, 1), 0, 5, (1, 0), 5)
+    assert (odd.taps, odd.start, odd.end, odd.pads, odd.count) == ((2, 0), 0, 5, (0, 1), 5)
+    # 3 taps, stride 2, no padding over 4 inputs -> 9 outputs: the even phase has 5
+    # (taps 2 and 0 from inputs m - 1, m), the odd one 4 (tap 1), computed as 5
+    even, odd = axis_phases(4, 3, 2, 0, 9)
+    assert (even.taps, even.pads, even.count, even.size) == ((2, 0), (1, 1), 5, 5)
+    assert (odd.taps, odd.pads, odd.count, odd.size) == ((1,), (0, 1), 4, 5)
+    # a stride larger than the kernel leaves a phase no tap reaches
+    assert "no tap" in axis_phases(4, 1, 2, 0, 7)
+
+
+def test_a_decoder_deconvolution_is_four_phase_convolutions(tmp_path):
+    ops = _compiled("convtranspose_4x4_s2_p1", "nv_small", tmp_path).ops
+    phases = [op for op in ops if isinstance(op, ConvOp) and ".phase" in op.name]
+    assert len(phases) == 4 and all(op.kernel[2:] == (2, 2) for op in phases)
+    # the layer's own multiply-accumulates (no inserted zeros): 16 x 24 x 16 taps per input
+    assert sum(op.macs for op in phases) == 16 * 24 * 16 * 7 * 6

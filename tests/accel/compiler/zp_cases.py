@@ -73,6 +73,14 @@ def _deconv_on_relu(g: G, x: str) -> str:
                 kernel_shape=[2, 2], strides=[2, 2])
 
 
+def _deconv_phases_on_relu(g: G, x: str) -> str:
+    """4x4 / stride 2 / padding 1: four 2x2 phase convolutions, each padded with z_in and
+    each bias absorbing the zero point times its own taps' sums."""
+    w = g.const(g.rng.normal(0, 0.15, (32, 24, 4, 4)))
+    return g.op("ConvTranspose", [_relu(g, x, 16, 32), w, g.const(g.rng.normal(0, .1, 24))],
+                kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
+
+
 def _residual(g: G, x: str) -> str:
     """A ReLU'd shortcut added to a signed branch, then ReLU (BlazeFace, ResNet): the
     shortcut has a zero point and half the step of the branch, so the sum adds at two
@@ -151,6 +159,8 @@ CASES = [
     ZpCase("grouped", "Conv", _one(SHAPE, _conv_on_relu(3, group=4))),
     ZpCase("gemm", "Gemm", _one(SHAPE, _gemm_on_relu)),
     ZpCase("convtranspose", "ConvTranspose", _one(SHAPE, _deconv_on_relu)),
+    ZpCase("convtranspose_phases", "ConvTranspose", _one(SHAPE, _deconv_phases_on_relu),
+           presets=("nv_small", "nv_large")),
     # element-wise
     ZpCase("add", "Add", _one(SHAPE, _two("Add"))),
     ZpCase("add_relu", "Add", _one(SHAPE, _two("Add", "Relu"))),
