@@ -89,6 +89,20 @@ class Region:
                       replace(lay, height=lay.height * lay.width, width=1,
                               line_stride=lay.atom_bytes))
 
+    def surfaces_as_line(self) -> Region:
+        """A ``C x 1 x 1`` cube whose surfaces follow each other seen as one line of
+        ``ceil(C / atom)`` pixels of ``atom`` channels: the same bytes, channel ``c`` at
+        pixel ``c // atom``, lane ``c % atom``."""
+        lay = self.layout
+        if (lay.height, lay.width) != (1, 1) or lay.surf_stride != lay.atom_bytes:
+            raise RegionError(f"a line view needs a {lay.channels}x1x1 cube with surfaces "
+                              f"back to back (surface stride {lay.surf_stride} != "
+                              f"{lay.atom_bytes})")
+        n = lay.surfaces
+        return Region(self.buffer, self.offset,
+                      replace(lay, channels=lay.atom, width=n, line_stride=n * lay.atom_bytes,
+                              surf_stride=n * lay.atom_bytes))
+
     def strided(self, offset: int, line_stride: int, height: int | None = None,
                 width: int | None = None) -> Region:
         """Same channels and surface stride, another start, line stride and size."""

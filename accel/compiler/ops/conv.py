@@ -50,6 +50,7 @@ MAX_PAD_BEGIN = 31      # PAD_LEFT/TOP: 5 bits
 MAX_PAD_END = 63        # PAD_RIGHT/BOTTOM: 6 bits
 MAX_DILATION = 32       # X/Y_DILATION_EXT: 5 bits
 MAX_KERNEL = 32         # WEIGHT_WIDTH/HEIGHT_EXT: 5 bits
+MAX_CHANNELS = 8192     # DATAIN_CHANNEL_EXT / WEIGHT_KERNEL: 13 bits
 ACTIVATIONS = (None, "Relu", "Clip", "PRelu", "LeakyRelu")
 
 
@@ -64,6 +65,9 @@ class ConvPlan:
     program: SdpProgram
     out_shape: tuple[int, ...]  # host shape of the output (NCHW, or NC for Gemm)
     strips: Strips | None = None  # a Gemm's cube re-laid to fit the kernel registers
+    # a Gemm over more features than a cube has channels (8192) reading its C x 1 x 1
+    # input as a line of atoms (``geom`` is then the line's; see :func:`as_line`)
+    line: bool = False
 
 
 # ------------------------------------------------------------------ geometry
@@ -88,6 +92,27 @@ def _geometry(node: Node, graph: Graph) -> tuple[ConvGeom, int] | str:
     return geom, int(a.get("group", 1))
 
 
+def as_line(node: Node, g: ConvGeom, cfg: HwConfig) -> ConvGeom | None:
+    """A Gemm over a ``C x 1 x 1`` cube of more than :data:`MAX_CHANNELS` channels as one
+    over the same bytes read as a line of ``ceil(C / atom)`` pixels of ``atom`` channels
+    (:meth:`accel.compiler.tensors.Region.surfaces_as_line`), whose strips then fit the
+    kernel registers; None for any other."""
+    if node.op_type != "Gemm" or (g.h, g.w) != (1, 1) or g.c <= MAX_CHANNELS:
+        return None
+    n = -(-g.c // cfg.atom_size)
+    return ConvGeom(cfg.atom_size, 1, n, g.k, 1, n)
+
+
+def line_weights(w: np.ndarray, c: int, atom: int) -> np.ndarray:
+    """Weights ``[K, C, 1, 1]`` of the features re-laid for :func:`as_line`'s cube: feature
+    ``f`` at lane ``f % atom`` of pixel ``f // atom`` (zeros on the last pixel's lanes
+    past ``C``)."""
+    n = -(-c // atom)
+    flat = np.zeros((w.shape[0], n * atom), dtype=w.dtype)
+    flat[:, :c] = w.reshape(w.shape[0], c)
+    return flat.reshape(w.shape[0], n, atom).transpose(0, 2, 1)[:, :, None, :].copy()
+
+
 def _strips(node: Node, g: ConvGeom, cfg: HwConfig) -> Strips | None:
     """How a Gemm's input cube is re-laid for kernels of at most MAX_KERNEL a side."""
     return strips((g.c, g.h, g.w), MAX_KERNEL, cfg.atom_size) if node.op_type == "Gemm" \
@@ -96,7 +121,8 @@ def _strips(node: Node, g: ConvGeom, cfg: HwConfig) -> Strips | None:
 
 def check_geometry(g: ConvGeom) -> str | None:
     for name, v, limit in (("kernel height", g.r, MAX_KERNEL), ("kernel width", g.s, MAX_KERNEL),
-                           ("input channels", g.c, 8192), ("output channels", g.k, 8192)):
+                           ("input channels", g.c, MAX_CHANNELS),
+                           ("output channels", g.k, MAX_CHANNELS)):
         if not 1 <= v <= limit:
             return f"{name} {v} outside 1..{limit}"
     if not all(1 <= v <= MAX_STRIDE for v in g.stride):
@@ -184,6 +210,7 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if isinstance(geo, str):
         return geo
     g, group = geo
+    g = as_line(node, g, cfg) or g
     relaid = _strips(node, g, cfg)
     if relaid is not None:
         why = check_geometry(relaid.geom(g.k))
@@ -239,6 +266,9 @@ def _activation_stage(node: Node, graph: Graph, k: int) -> XStage | None:
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ConvPlan:
     g, group = _geometry(node, graph)
     w, b = _weights_and_bias(node, graph, g)
+    line = as_line(node, g, cfg)
+    if line is not None:
+        w, g = line_weights(w, g.c, cfg.atom_size), line
     act = node.attrs.get("activation")
     x, y = node.inputs[0], node.outputs[0]
     quant = conv_quant(w, b, scales.scale(x), scales.scale(y), act in ("Relu", "Clip"),
@@ -247,7 +277,7 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ConvPlan:
                        in_zero=zero_point_of(scales, x), out_zero=zero_point_of(scales, y))
     block = choose_block(cfg, g, group)
     return ConvPlan(g, group, block, quant, sdp_program(quant, _activation_stage(node, graph, g.k)),
-                    out_shape(graph, y), _strips(node, g, cfg))
+                    out_shape(graph, y), _strips(node, g, cfg), line is not None)
 
 
 def sdp_program(quant: ConvQuant, activation: XStage | None = None) -> SdpProgram:
@@ -304,6 +334,12 @@ def lower_conv(lo, node: Node, label: str, src, dst, geom: ConvGeom, weight: np.
 def lower(lo, node: Node, p: ConvPlan) -> None:
     src, dst = lo.region(node.inputs[0]), lo.region(node.outputs[0])
     g, q = p.geom, p.quant
+    if p.line:
+        if src.layout.surf_stride != src.layout.atom_bytes:
+            packed = lo.temp(lo.label(node, "in"), *src.shape)
+            lo.copy(node, src, packed)
+            src = packed
+        src = src.surfaces_as_line()
     if src.shape != (g.c, g.h, g.w):
         raise ValueError(f"input cube {src.shape} is not the planned {(g.c, g.h, g.w)}")
     if p.strips is not None:
@@ -330,7 +366,12 @@ def lower(lo, node: Node, p: ConvPlan) -> None:
 
 def reference(p: ConvPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
     g = p.geom
-    x = np.asarray(inputs[0]).reshape(1, g.c, g.h, g.w)
+    x = np.asarray(inputs[0])
+    if p.line:      # feature f at lane f % atom of pixel f // atom (zeros past C)
+        flat = np.zeros(g.c * g.w, dtype=x.dtype)
+        flat[:x.size] = x.reshape(-1)
+        x = flat.reshape(g.w, g.c).T
+    x = x.reshape(1, g.c, g.h, g.w)
     y = int8_ref.conv_program_int8(x, p.quant.weight, p.program, stride=g.stride, pads=g.pads,
                                    dilation=g.dilation, group=p.group,
                                    pad_value=p.quant.pad_value,

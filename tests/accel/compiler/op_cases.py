@@ -299,6 +299,11 @@ CASES = [
     Case("fc_streamed", _one((1, 2048), lambda g, x: g.op(
         "Gemm", [x, g.const(g.rng.normal(0, 0.02, (1000, 2048)))], transB=1)),
          presets=("nv_small",)),
+    # more features than a cube has channels (8192): the vector read as a line of atoms,
+    # cut into strips of channel slots
+    Case("fc_wider_than_a_cube", _one((1, 9000), lambda g, x: g.op("Relu", [g.op(
+        "Gemm", [x, g.const(g.rng.normal(0, 0.02, (24, 9000)).astype(np.float32)),
+                 g.const(g.rng.normal(0, .1, 24))], transB=1)]))),
     # more weight bytes than the cmodel's element limit for other arrays (AlexNet's FC6
     # has 37.7 M): one fetch of 33.6 MB
     Case("fc_past_the_element_limit", _one((1, 128, 6, 6), lambda g, x: g.op(

@@ -114,9 +114,16 @@ def _fc_graph(x_shape: tuple[int, ...]) -> Graph:
     # nv_small: two strips of 17 columns of 8192 channels need 16384 channels
     ((1, 8192, 1, 33), "the 8192x1x33 input cube (C x H x W) as 2 strips of 1x17: input "
                        "channels 16384 outside 1..8192"),
-    # a flat input holds its features as channels
-    ((1, 9216), "input channels 9216 outside 1..8192"),
+    # a flat input holds its features as channels: past 8192 they are read as a line of
+    # 8-lane pixels and cut into strips (9216 features fit), up to 8192 channels of slots
+    ((1, 300_000), "the 8x1x37500 input cube (C x H x W) as 1172 strips of 1x32: input "
+                   "channels 9376 outside 1..8192"),
 ])
 def test_too_many_channels_are_declined_naming_them(x_shape, reason):
     graph = _fc_graph(x_shape)
     assert supports(graph.node("fc"), graph, get_preset("nv_small")) == (False, reason)
+
+
+def test_a_flat_input_past_a_cubes_channels_is_accepted():
+    graph = _fc_graph((1, 9216))
+    assert supports(graph.node("fc"), graph, get_preset("nv_small")) == (True, "")

@@ -285,3 +285,19 @@ def test_a_decoder_deconvolution_is_four_phase_convolutions(tmp_path):
     assert len(phases) == 4 and all(op.kernel[2:] == (2, 2) for op in phases)
     # the layer's own multiply-accumulates (no inserted zeros): 16 x 24 x 16 taps per input
     assert sum(op.macs for op in phases) == 16 * 24 * 16 * 7 * 6
+
+
+def test_an_fc_over_more_features_than_a_cube_has_channels(tmp_path):
+    from accel.compiler.ops.conv import line_weights
+
+    compiled = _compiled("fc_wider_than_a_cube", "nv_small", tmp_path)
+    (fc,) = [p for p in compiled.plans.values() if getattr(p, "line", False)]
+    # 9000 features as 1125 pixels of 8 lanes, cut into 36 strips of <= 32 pixels
+    assert (fc.geom.c, fc.geom.w) == (8, 1125) and fc.strips.count == 36
+    (conv,) = [op for op in compiled.ops if isinstance(op, ConvOp)]
+    assert conv.kernel[1] == 36 * 8 and max(conv.kernel[2:]) <= 32
+    # feature f lands at lane f % 8 of pixel f // 8; lanes past the features weigh 0
+    w = np.arange(2 * 19, dtype=np.float64).reshape(2, 19, 1, 1) + 1
+    relaid = line_weights(w, 19, 8)
+    assert relaid.shape == (2, 8, 1, 3)
+    assert relaid[1, 18 % 8, 0, 18 // 8] == w[1, 18, 0, 0] and relaid[:, 3:, 0, 2].sum() == 0
