@@ -548,6 +548,8 @@ def load_onnx_feeds(args: argparse.Namespace):
             graph = load_model(args.model, input_shapes={**{n: v.shape for n, v in
                                                             feeds.items()}, **shapes})
         except OnnxImportError as exc:
+            if str(exc) == str(dynamic):    # not a dimension the data could fix
+                raise UsageError(str(exc)) from None
             raise UsageError(f"{dynamic}; the input data (shapes "
                              f"{ {n: v.shape for n, v in feeds.items()} }) does not fix them "
                              f"either: {exc}") from None

@@ -205,3 +205,18 @@ def test_integer_inputs_outside_the_model_type_are_refused():
     with pytest.raises(UsageError, match=r"from 0 to 4294967296; the model's int32 input "
                                          r"takes -2147483648 to 2147483647"):
         check_dtypes(graph, {"ids": np.array([[0, 2 ** 32]], np.int64)})   # would wrap to 0
+
+
+def test_a_node_the_data_cannot_fix_is_reported_once(tmp_path, capsys):
+    """A DepthToSpace whose channels are no multiple of blocksize**2: the model's own
+    error, once (the retry with the data's shapes meets the same one)."""
+    from onnx import TensorProto, helper, save
+
+    g = helper.make_graph([helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s",
+                                            blocksize=2)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.ones((1, 6, 4, 4), np.float32))
+    err = _error(capsys, ["run", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npy")])
+    assert err.count("channels are a multiple of 4") == 1 and "fix them" not in err, err
