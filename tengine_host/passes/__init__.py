@@ -17,6 +17,7 @@ from tengine_host.passes import (
     fuse_bias,
     fuse_prelu,
     global_reduce,
+    lift_1d,
     match_hard_activations,
     match_mish,
     match_swish,
@@ -42,13 +43,14 @@ Pass = Callable[[Graph], bool]
 #: global average pool, a Reshape / Transpose chain that reorders channels a 1x1
 #: convolution, and kernel taps that only read padding are dropped.  Sum / Max / Min of
 #: three or more tensors (and Mean) are chains of two-input nodes first; DepthToSpace
-#: and SpaceToDepth are (transposed) convolutions of 0/1 weights.
+#: and SpaceToDepth are (transposed) convolutions of 0/1 weights; 1-D layers are 2-D
+#: ones of height 1 once batch norms have folded into their convolutions.
 DEFAULT_PASSES: tuple[Pass, ...] = (
     split_variadic.apply, remove_identity.apply, fold_constants.apply, global_reduce.apply,
     channel_permute.apply, space_depth.apply, split_concat.apply, fold_batchnorm.apply,
-    prune_taps.apply, match_hard_activations.apply, match_swish.apply, match_mish.apply,
-    fold_affine.apply, fuse_bias.apply, fold_transpose.apply, fold_hardsigmoid.apply,
-    fuse_activation.apply, fuse_prelu.apply)
+    prune_taps.apply, lift_1d.apply, match_hard_activations.apply, match_swish.apply,
+    match_mish.apply, fold_affine.apply, fuse_bias.apply, fold_transpose.apply,
+    fold_hardsigmoid.apply, fuse_activation.apply, fuse_prelu.apply)
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
@@ -69,6 +71,6 @@ def run_passes(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES,
 
 __all__ = ["DEFAULT_PASSES", "Pass", "channel_permute", "fold_affine", "fold_batchnorm",
            "fold_constants", "fold_hardsigmoid", "fold_transpose", "fuse_activation",
-           "fuse_bias", "fuse_prelu", "global_reduce", "match_hard_activations",
+           "fuse_bias", "fuse_prelu", "global_reduce", "lift_1d", "match_hard_activations",
            "match_mish", "match_swish", "prune_taps", "remove_identity", "run_passes",
            "space_depth", "split_concat", "split_variadic"]
