@@ -44,3 +44,14 @@ def reduce_normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any
     return {"axes": None if axes is None else [int(a) for a in axes],
             "keepdims": int(attrs.get("keepdims", 1)),
             "noop_with_empty_axes": int(attrs.get("noop_with_empty_axes", 0))}
+
+
+def extreme(dtype: np.dtype, lowest: bool):
+    """The identity of a maximum (``lowest``) or minimum over ``dtype``: what an empty set
+    reduces to."""
+    if dtype == np.dtype(bool):
+        return not lowest
+    if np.issubdtype(dtype, np.floating):
+        return -np.inf if lowest else np.inf
+    info = np.iinfo(dtype)
+    return info.min if lowest else info.max

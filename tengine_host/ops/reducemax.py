@@ -7,22 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from tengine_host.ops.reduce import reduce_infer_shape, reduce_normalize, reduce_with
+from tengine_host.ops.reduce import extreme, reduce_infer_shape, reduce_normalize, reduce_with
 from tengine_host.ops.registry import register
 
 
-def _lowest(dtype: np.dtype):
-    if dtype == np.dtype(bool):
-        return False
-    if np.issubdtype(dtype, np.floating):
-        return -np.inf
-    info = np.iinfo(dtype)
-    return info.min
-
-
 def _max(x: np.ndarray, axis, keepdims: bool, dtype=None) -> np.ndarray:
-    # an empty set reduces to the identity: the dtype's lowest value
-    return np.max(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype))
+    # an empty set reduces to the identity
+    return np.max(x, axis=axis, keepdims=keepdims, initial=extreme(x.dtype, lowest=True))
 
 
 def reduce_max(x: np.ndarray, axes_in: np.ndarray | None = None, **attrs: Any) -> np.ndarray:

@@ -124,3 +124,27 @@ def move_activation(src: Node, dst: Node) -> None:
     for key, value in src.attrs.items():
         if key.startswith("activation") and value is not None:
             dst.attrs[key] = value
+
+
+def product_with_chain(graph: Graph, mul: Node, chain: tuple[str, ...]
+                       ) -> tuple[int, list[Node]] | None:
+    """For a two-input float ``Mul`` that is ``x * f(x)`` with ``f`` the single-input ops
+    ``chain`` applied in turn (``("Softplus", "Tanh")``: ``tanh(softplus(x))``), each read
+    only by the next: ``(i, nodes)`` with ``x = mul.inputs[i]`` and ``nodes`` the chain's
+    nodes in order; else None."""
+    if mul.op_type != "Mul" or len(mul.inputs) != 2 or not any(n is mul for n in graph.nodes):
+        return None
+    if graph.tensors[mul.outputs[0]].dtype != np.float32:
+        return None
+    for i in (0, 1):
+        nodes, reader, t = [], mul, mul.inputs[1 - i]
+        for op in reversed(chain):
+            producer = private_producer(graph, t, reader)
+            if producer is None or producer.op_type != op:
+                break
+            nodes.insert(0, producer)
+            reader, t = producer, producer.inputs[0]
+        else:
+            if t == mul.inputs[i]:
+                return i, nodes
+    return None

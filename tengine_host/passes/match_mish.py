@@ -13,29 +13,17 @@ takes over the Mul's output name.
 
 from __future__ import annotations
 
-import numpy as np
-
 from accel.ir import Graph
-from tengine_host.passes.edit import private_producer, replace_nodes
+from tengine_host.passes.edit import product_with_chain, replace_nodes
 
 
 def apply(graph: Graph) -> bool:
     """Replace every ``Mul(x, Tanh(Softplus(x)))``; True when any was."""
     changed = False
     for node in list(graph.nodes):
-        if node.op_type != "Mul" or len(node.inputs) != 2 or not any(
-                n is node for n in graph.nodes):
-            continue
-        if graph.tensors[node.outputs[0]].dtype != np.float32:
-            continue
-        for i in (0, 1):
-            tanh = private_producer(graph, node.inputs[1 - i], node)
-            if tanh is None or tanh.op_type != "Tanh":
-                continue
-            soft = private_producer(graph, tanh.inputs[0], tanh)
-            if soft is not None and soft.op_type == "Softplus" \
-                    and soft.inputs[0] == node.inputs[i]:
-                replace_nodes(graph, [soft, tanh, node], "Mish", [node.inputs[i]], {})
-                changed = True
-                break
+        found = product_with_chain(graph, node, ("Softplus", "Tanh"))
+        if found is not None:
+            i, chain = found
+            replace_nodes(graph, [*chain, node], "Mish", [node.inputs[i]], {})
+            changed = True
     return changed

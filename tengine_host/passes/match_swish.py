@@ -13,25 +13,17 @@ takes over the Mul's output name.
 
 from __future__ import annotations
 
-import numpy as np
-
 from accel.ir import Graph
-from tengine_host.passes.edit import private_producer, replace_nodes
+from tengine_host.passes.edit import product_with_chain, replace_nodes
 
 
 def apply(graph: Graph) -> bool:
     """Replace every ``Mul(x, Sigmoid(x))``; True when any was."""
     changed = False
     for node in list(graph.nodes):
-        if node.op_type != "Mul" or len(node.inputs) != 2 or not any(
-                n is node for n in graph.nodes):
-            continue
-        if graph.tensors[node.outputs[0]].dtype != np.float32:
-            continue
-        for i in (0, 1):
-            sig = private_producer(graph, node.inputs[1 - i], node)
-            if sig is not None and sig.op_type == "Sigmoid" and sig.inputs[0] == node.inputs[i]:
-                replace_nodes(graph, [sig, node], "Swish", [node.inputs[i]], {"alpha": 1.0})
-                changed = True
-                break
+        found = product_with_chain(graph, node, ("Sigmoid",))
+        if found is not None:
+            i, chain = found
+            replace_nodes(graph, [*chain, node], "Swish", [node.inputs[i]], {"alpha": 1.0})
+            changed = True
     return changed
