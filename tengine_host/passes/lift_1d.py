@@ -14,7 +14,9 @@ else reads it (a graph output, a node left as it is).
 Lifted: Conv, ConvTranspose, MaxPool, AveragePool (without indices), BatchNormalization,
 GlobalAveragePool, GlobalMaxPool, Concat, Flatten (axis 1), the element-wise functions
 of one tensor, and Add, Sub, Mul, Div, Max, Min, PRelu whose operands are lifted
-tensors or constants - every one of them whose tensors (but constants) are all 3-D.
+tensors or constants - every one of them whose tensors (but constants) are all 3-D and
+that is connected through them to a convolution or pooling (a transformer's
+element-wise ops over ``[N, T, D]`` tokens stay as they are).
 """
 
 from __future__ import annotations
@@ -82,9 +84,29 @@ def _lift_constant(graph: Graph, node: Node, i: int) -> None:
     node.inputs[i] = add_constant(graph, f"{node.inputs[i]}_2d", lifted)
 
 
+def _with_windows(graph: Graph, nodes: list[Node]) -> list[Node]:
+    """The nodes connected through 3-D tensors to a convolution or pooling among them:
+    a transformer's element-wise ops over ``[N, T, D]`` tokens are not a sequence's
+    layers, and lifting them alone would only add reshapes."""
+    parent: dict[str, str] = {}
+
+    def find(t: str) -> str:
+        while parent.setdefault(t, t) != t:
+            t = parent[t]
+        return t
+
+    for n in nodes:
+        ts = [t for t in _activations(graph, n) if len(graph.tensors[t].shape) == 3]
+        for t in ts[1:]:
+            parent[find(t)] = find(ts[0])
+    windowed = {find(n.inputs[0]) for n in nodes if n.op_type in _WINDOWED}
+    return [n for n in nodes if find(n.inputs[0]) in windowed]
+
+
 def apply(graph: Graph) -> bool:
-    """Lift every liftable node; True when any was."""
-    lifted = [n for n in graph.nodes if _liftable(graph, n)]
+    """Lift every liftable node connected to a 1-D convolution or pooling; True when any
+    was."""
+    lifted = _with_windows(graph, [n for n in graph.nodes if _liftable(graph, n)])
     if not lifted:
         return False
     ids = {id(n) for n in lifted}

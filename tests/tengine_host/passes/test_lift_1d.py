@@ -98,3 +98,13 @@ def test_a_1d_cnn_runs_on_the_dla_bit_exact(preset, tmp_path):
     want = ort.InferenceSession(m.SerializeToString()).run(None, samples[0])[0].ravel()
     got = out[graph.outputs[0]].ravel()
     assert got @ want / (np.linalg.norm(got) * np.linalg.norm(want)) >= 0.999
+
+
+def test_token_tensors_without_a_sequence_layer_stay():
+    """[N, T, D] tokens added and activated (a transformer's block) are not lifted: no
+    convolution or pooling reads them."""
+    from tengine_host.frontend import load_onnx
+
+    nodes = [node("mm", "MatMul", ["x", "w"], ["a"]), node("add", "Add", ["a", "x"], ["s"]),
+             node("act", "Relu", ["s"], ["y"])]
+    assert not lift_1d.apply(load_onnx(model(nodes, [const("w", _w(8, 8))], [1, 5, 8])))
