@@ -99,13 +99,22 @@ class DeconvPlan:
     phases: tuple[tuple[AxisPhase, ...], tuple[AxisPhase, ...]] | None = None
 
     def phase_weight(self, py: AxisPhase, px: AxisPhase) -> np.ndarray:
-        """The int8 weights ``[K, C, len(py.taps), len(px.taps)]`` of phase (py, px)."""
-        return self.quant.weight[:, :, list(py.taps)][:, :, :, list(px.taps)]
+        return phase_weight(self.quant.weight, py, px)
 
     def phase_geom(self, py: AxisPhase, px: AxisPhase) -> ConvGeom:
-        return ConvGeom(self.in_cube[0], py.end - py.start, px.end - px.start, self.k,
-                        len(py.taps), len(px.taps), (1, 1),
-                        (py.pads[0], px.pads[0], py.pads[1], px.pads[1]))
+        return phase_geom(self.in_cube[0], self.k, py, px)
+
+
+def phase_weight(weight: np.ndarray, py: AxisPhase, px: AxisPhase) -> np.ndarray:
+    """The taps ``[K, C, len(py.taps), len(px.taps)]`` of phase (py, px) of ``weight``
+    ``[K, C, kh, kw]``, in the order its convolution reads them."""
+    return weight[:, :, list(py.taps)][:, :, :, list(px.taps)]
+
+
+def phase_geom(c: int, k: int, py: AxisPhase, px: AxisPhase) -> ConvGeom:
+    """The convolution of phase (py, px) of ``c`` input and ``k`` output channels."""
+    return ConvGeom(c, py.end - py.start, px.end - px.start, k, len(py.taps), len(px.taps),
+                    (1, 1), (py.pads[0], px.pads[0], py.pads[1], px.pads[1]))
 
 
 def _pointwise(node: Node, graph: Graph) -> bool:
@@ -161,8 +170,7 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
                 f"{MAX_COLUMN} a column copy interleaves")
     for py in rows:
         for px in cols:
-            g = ConvGeom(c, py.end - py.start, px.end - px.start, kg, len(py.taps),
-                         len(px.taps), (1, 1), (py.pads[0], px.pads[0], py.pads[1], px.pads[1]))
+            g = phase_geom(c, kg, py, px)
             why = conv_ops.check_geometry(g)
             if why:
                 return f"output phase ({py.d}, {px.d}): {why}"
@@ -188,12 +196,11 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> DeconvPlan:
     c, h, wd = graph.tensors[x].shape[1:]
     pointwise = _pointwise(node, graph)
     if pointwise:
-        taps = [(q.weight[:, :, dy:dy + 1, dx:dx + 1]) for dy in range(sy) for dx in range(sx)]
+        taps = [q.weight[:, :, dy:dy + 1, dx:dx + 1] for dy in range(sy) for dx in range(sx)]
         phases = None
     else:
         phases = _phases(node, graph)
-        taps = [q.weight[:, :, list(py.taps)][:, :, :, list(px.taps)]
-                for py in phases[0] for px in phases[1]]
+        taps = [phase_weight(q.weight, py, px) for py in phases[0] for px in phases[1]]
     programs = []
     for tap_w in taps:
         tap = q
