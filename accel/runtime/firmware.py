@@ -71,6 +71,7 @@ __all__ = ["Firmware", "FirmwareError"]
 
 _STATUS = lookup("NVDLA_GLB.S_INTR_STATUS")
 MAX_RECORDINGS = 4   # per task: one per engine state it starts from
+MAX_DECODED = 8      # tasks whose decoded descriptors are kept
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,10 @@ class Firmware:
         self.regs = RegWriter(self.backend, self.trace, keep_log=self.log_regs)
         self._io = self.backend          # the backend, or the recorder in front of it
         self._recordings: dict[tuple[int, ...], list[replay.Recording]] = {}
+        #: decoded descriptors by the bytes they were decoded from, while tasks still run
+        #: in full: a task's full runs from its other starting states (see :meth:`run`)
+        #: decode the same bytes again, a quarter of such a run; dropped at the first replay
+        self._decoded: dict[tuple[bytes, ...], list[tuple]] = {}
         #: how tasks ran: "full" (decoding descriptors; recorded when possible) or "replayed"
         self.run_counts = {"full": 0, "replayed": 0}
         # called with an op's index when its completion is taken, before anything that
@@ -202,17 +207,25 @@ class Firmware:
                               "operation list")
         surf_blob = self._read(addresses, net.surface_desc_index, n * SURFACE_CONTAINER_SIZE,
                                "surface list")
-        ops = []
-        for i, common in enumerate(decode_dep_graph(dep, n)):
-            if common.op_type not in SUPPORTED:
-                raise FirmwareError(f"op {i}: engine type {common.op_type} "
-                                    f"({op_name(common.op_type)}) is not supported by the "
-                                    f"firmware yet (supported: "
-                                    f"{', '.join(op_name(t) for t in SUPPORTED)})")
-            ops.append(_Op(i, common, decode_op(common.op_type, ops_blob, i),
-                           decode_surface(common.op_type, surf_blob, i, self.interface_version),
-                           common.dependency_count))
-        return net, ops
+        key = (dep, ops_blob, surf_blob)
+        decoded = self._decoded.get(key)
+        if decoded is None:
+            decoded = []
+            for i, common in enumerate(decode_dep_graph(dep, n)):
+                if common.op_type not in SUPPORTED:
+                    raise FirmwareError(f"op {i}: engine type {common.op_type} "
+                                        f"({op_name(common.op_type)}) is not supported by "
+                                        f"the firmware yet (supported: "
+                                        f"{', '.join(op_name(t) for t in SUPPORTED)})")
+                decoded.append((common, decode_op(common.op_type, ops_blob, i),
+                                decode_surface(common.op_type, surf_blob, i,
+                                               self.interface_version)))
+            if len(self._decoded) >= MAX_DECODED:
+                self._decoded.clear()
+            self._decoded[key] = decoded
+        # the descriptors are read, never written: each run gets its own op states
+        return net, [_Op(i, common, desc, surf, common.dependency_count)
+                     for i, (common, desc, surf) in enumerate(decoded)]
 
     # ---------------------------------------------------------------- running
     def run(self, addresses: list[int]) -> None:
@@ -230,6 +243,7 @@ class Firmware:
                 continue
             if self._replay(rec, recs):
                 self.run_counts["replayed"] += 1
+                self._decoded.clear()
                 return
             recs.remove(rec)
         self.run_counts["full"] += 1

@@ -190,11 +190,30 @@ def test_what_a_run_decoded_and_recorded_is_not_kept_past_its_use(model):
             ex.run(sample)
         fw = handle.runtime.firmware
         recs = [r for rs in fw._recordings.values() for r in rs]
-    assert fw._ops is None and fw._net is None and not fw._running
+    assert fw._ops is None and fw._net is None and not fw._running and not fw._decoded
     prepared = [r for r in recs if r.prepared is not None]
     assert prepared       # (a recording not replayed yet keeps its events to prepare)
     for r in prepared:
         assert r.preamble() and [(e[1], e[2]) for e in r.events] == r.preamble()
+
+def test_a_full_run_from_another_state_does_not_decode_again(model, monkeypatch):
+    """The task's full runs from its other starting states (the group pointers a run
+    leaves) take the descriptors decoded by the first, and give the same bytes."""
+    from accel.runtime import firmware
+
+    decoded = []
+    original = firmware.decode_op
+    monkeypatch.setattr(firmware, "decode_op",
+                        lambda *a: decoded.append(a[2]) or original(*a))
+    graph, table = model
+    with _executor(graph, table) as ex:
+        fw = _handle(ex).runtime.firmware
+        for s in _samples(3, 5):
+            _, _, report = verify_run(ex, s)
+            assert report.bit_exact, report.summary()
+        assert fw.run_counts["full"] >= 2
+    assert sorted(decoded) == list(range(len(decoded))), "an op was decoded twice"
+
 
 def test_rewritten_descriptors_are_decoded_again(model):
     graph, table = model
