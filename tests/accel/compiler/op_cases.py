@@ -367,6 +367,8 @@ CASES = [
     # nv_large's CBUF holds no 32 x 32 summing kernel of 32-lane atoms: PDP passes, rescaled
     Case("gap_32_rescaled", _one((1, 40, 32, 32), _pool("GlobalAveragePool", 40))),
     Case("spatial_mean_fc", _one((1, 32, 9, 7), _spatial_mean_fc)),
+    Case("spatial_sum", _one((1, 32, 9, 7), lambda g, x: g.op("ReduceSum", [
+        g.op("Relu", [g.conv(x, 32, 24, 3)]), g.const(np.array([2, 3]))], keepdims=1))),
     # data movement
     Case("concat_channels", _one((1, 32, 8, 8), _concat(1))),
     Case("concat_with_input", _one((1, 32, 8, 8), _concat(1, with_input=True))),

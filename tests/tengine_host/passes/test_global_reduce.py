@@ -12,12 +12,12 @@ from tests.tengine_host.passes.graphs import check, const, model, node, ops, unc
 SHAPE = [1, 3, 5, 4]
 
 
-def _mean(axes, keepdims, opset=13, extra=(), outputs=("y",)):
-    if opset >= 18:
-        nodes = [node("m", "ReduceMean", ["x", "axes"], ["y"], keepdims=keepdims)]
+def _mean(axes, keepdims, opset=13, extra=(), outputs=("y",), op="ReduceMean"):
+    if opset >= 18 or op == "ReduceSum":
+        nodes = [node("m", op, ["x", "axes"], ["y"], keepdims=keepdims)]
         inits = [const("axes", np.array(axes, np.int64))]
     else:
-        nodes = [node("m", "ReduceMean", ["x"], ["y"], axes=list(axes), keepdims=keepdims)]
+        nodes = [node("m", op, ["x"], ["y"], axes=list(axes), keepdims=keepdims)]
         inits = []
     return model([*nodes, *extra], inits, SHAPE, outputs=outputs, opset=opset)
 
@@ -43,3 +43,11 @@ def test_without_kept_axes_a_flatten_follows_and_keeps_the_name():
 def test_other_reductions_stay(axes):
     unchanged(_mean(axes, 1), global_reduce.apply)
     unchanged(_mean(axes, 0), global_reduce.apply)
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_a_spatial_sum_is_the_mean_times_the_map_size(keepdims):
+    g = check(_mean((2, 3), keepdims, op="ReduceSum"), global_reduce.apply)
+    want = ["GlobalAveragePool", "Mul"] if keepdims else ["GlobalAveragePool", "Flatten", "Mul"]
+    assert ops(g) == want and g.nodes[-1].outputs == ["y"]
+    assert g.tensors[g.nodes[-1].inputs[1]].data.reshape(-1).tolist() == [5 * 4]
