@@ -1,4 +1,4 @@
-"""Constant Pad on channels, rows and columns: the input nested in a filled output.
+"""Pad on channels, rows and columns: the input nested in a filled output.
 
 The input is written straight into its place in the output buffer (nested,
 as a concat slot; copied when it cannot be), and SDP operations fill the
@@ -13,6 +13,13 @@ written by a 1x1 convolution with 0/1 weights that puts the input's lanes in
 place and adds the constant on the others
 (:func:`accel.compiler.ops.concat.move_channels`); the input's whole atoms
 before them are copied, and only the atoms holding no input are filled.
+
+Reflect and edge padding (CycleGAN's and many super-resolution networks'
+``ReflectionPad2d``) pad rows and columns only: each border row is an SDP copy of the
+row it mirrors (reflect: ``hb - r`` rows into the input for output row ``r`` above it;
+edge: the first), over the input's columns; then each border column a copy of the
+column it mirrors, over every row, so that the corners mirror both ways as ONNX's
+(and numpy's) padding does. The codes are copied unchanged (the scales are tied).
 """
 
 from __future__ import annotations
@@ -24,12 +31,14 @@ import numpy as np
 from accel.compiler.engine import SdpOp
 from accel.compiler.ops.base import OpEntry, check_activation, constant, out_shape
 from accel.compiler.ops.concat import move_channels
-from accel.compiler.program import Operand, SdpProgram, XStage
+from accel.compiler.program import IDENTITY, Operand, SdpProgram, XStage
 from accel.compiler.quantize import round_half_away
 from accel.compiler.scales import zero_point_of
 from accel.compiler.tiling import ConvGeom, plan_conv
 from accel.config import HwConfig
 from accel.ir import Graph, Node
+
+MODES = ("constant", "reflect", "edge")
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,12 +48,13 @@ class PadPlan:
     out_shape: tuple[int, ...]
     value: float
     fill: int = 0                     # the quantized constant
+    mode: str = "constant"            # or "reflect", "edge": rows and columns mirrored
 
 
 def _pads(node: Node, graph: Graph) -> tuple[list[int], float] | str:
     a = node.attrs
-    if a.get("mode", "constant") != "constant":
-        return f"mode {a.get('mode')!r}: only constant padding"
+    if a.get("mode", "constant") not in MODES:
+        return f"mode {a.get('mode')!r}: only {', '.join(MODES)} padding"
     pads = constant(graph, node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] \
         else a.get("pads")
     if pads is None:
@@ -75,6 +85,14 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     pads, _ = r
     if len(pads) != 8 or pads[0] or pads[4] or min(pads) < 0:
         return f"pads {pads}: only non-negative pads of channels, rows and columns"
+    mode = node.attrs.get("mode", "constant")
+    if mode != "constant":
+        if pads[1] or pads[5]:
+            return f"{mode} padding of channels: only of rows and columns"
+        h, w = shape[2:]
+        if mode == "reflect" and (max(pads[2], pads[6]) >= h or max(pads[3], pads[7]) >= w):
+            return (f"reflect pads {pads} of a {h}x{w} map: each at most its axis less one "
+                    f"(a mirror does not repeat the edge)")
     moved = _moved(pads[1], shape[1], pads[1] + shape[1] + pads[5], cfg.atom_size)
     if moved:
         first, o0, o1 = moved
@@ -106,7 +124,8 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PadPlan:
     fill = int(np.clip(round_half_away(value / scales.scale(y)) + zero_point_of(scales, y),
                        -128, 127))
     return PadPlan((pads[1], pads[2], pads[3]), tuple(shape[1:]),
-                   out_shape(graph, node.outputs[0]), value, fill)
+                   out_shape(graph, node.outputs[0]), value, fill,
+                   node.attrs.get("mode", "constant"))
 
 
 def _slot(region, p: PadPlan):
@@ -139,6 +158,9 @@ def lower(lo, node: Node, p: PadPlan) -> None:
                       out.channels(o0, o1 - o0).rows(hb, h).cols(wb, w), cb + first - o0, 0,
                       c - first, p.fill)
         c0, c1 = min(cb, o0), o1
+    if p.mode != "constant":
+        _mirror(lo, node, p, out)
+        return
     fills = []
     if c0:
         fills.append(out.channels(0, c0))
@@ -161,9 +183,37 @@ def lower(lo, node: Node, p: PadPlan) -> None:
                       reads_src=False))
 
 
+def mirrored(r: int, begin: int, n: int, mode: str) -> int:
+    """The input row (or column) border row ``r`` of the output copies: ``begin`` rows
+    pad the ``n`` input rows before; ``r`` lies before them or after."""
+    if mode == "edge":
+        return 0 if r < begin else n - 1
+    return begin - r if r < begin else 2 * (n - 1) - (r - begin)
+
+
+def _mirror(lo, node: Node, p: PadPlan, out) -> None:
+    """The border rows over the input's columns, then the border columns over every row,
+    each a copy of the row or column it mirrors (already in the output)."""
+    (_, hb, wb), (_, h, w) = p.begin, p.in_cube
+    _, _, big_h, big_w = p.out_shape
+    band = out.cols(wb, w)
+    for r in [*range(hb), *range(hb + h, big_h)]:
+        src = hb + mirrored(r, hb, h, p.mode)
+        lo.emit(SdpOp(lo.label(node, f"row{r}"), node.name, band.rows(src, 1), band.rows(r, 1),
+                      IDENTITY))
+    for col in [*range(wb), *range(wb + w, big_w)]:
+        src = wb + mirrored(col, wb, w, p.mode)
+        lo.emit(SdpOp(lo.label(node, f"col{col}"), node.name, out.cols(src, 1),
+                      out.cols(col, 1), IDENTITY))
+
+
 def reference(p: PadPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
     (cb, hb, wb), (c, h, w) = p.begin, p.in_cube
     _, big_c, big_h, big_w = p.out_shape
+    if p.mode != "constant":
+        x = np.asarray(inputs[0]).reshape(1, c, h, w)
+        pads = ((0, 0), (0, 0), (hb, big_h - h - hb), (wb, big_w - w - wb))
+        return [np.pad(x, pads, mode=p.mode).astype(np.int8)]
     y = np.full(p.out_shape, p.fill, dtype=np.int8)
     y[:, cb:cb + c, hb:hb + h, wb:wb + w] = np.asarray(inputs[0]).reshape(1, c, h, w)
     return [y]

@@ -395,6 +395,13 @@ CASES = [
                                                              [1, 2, 3])), presets=("nv_small",)),
     Case("slice_rows_and_cols", _one((1, 32, 11, 9), _slice([2, 1], [9, -1], [2, 3], [1, 1]))),
     Case("pad_spatial", _one((1, 32, 6, 6), _pad([0, 0, 1, 2, 0, 0, 1, 0]))),
+    # CycleGAN's ReflectionPad2d(3) before a 7x7 convolution, and edge (replicate) padding
+    Case("pad_reflect", _one((1, 32, 6, 5), lambda g, x: g.conv(g.op("Pad", [
+        g.op("Relu", [g.conv(x, 32, 16, 1)]), g.const(np.array([0, 0, 3, 2, 0, 0, 1, 3]))],
+        mode="reflect"), 16, 8, 3, pad=0))),
+    Case("pad_edge", _one((1, 32, 6, 5), lambda g, x: g.conv(g.op("Pad", [
+        g.conv(x, 32, 16, 1), g.const(np.array([0, 0, 2, 0, 0, 0, 4, 1]))], mode="edge"),
+        16, 8, 3, pad=0))),
     Case("resize_nearest_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2]))),
     Case("resize_nearest_3x2", _one((1, 32, 6, 5), _resize([1, 1, 3, 2]))),
     Case("resize_bilinear_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2], "linear",

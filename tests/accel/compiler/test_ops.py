@@ -301,3 +301,11 @@ def test_an_fc_over_more_features_than_a_cube_has_channels(tmp_path):
     relaid = line_weights(w, 19, 8)
     assert relaid.shape == (2, 8, 1, 3)
     assert relaid[1, 18 % 8, 0, 18 // 8] == w[1, 18, 0, 0] and relaid[:, 3:, 0, 2].sum() == 0
+
+
+def test_mirrored_rows_hand_computed():
+    from accel.compiler.ops.pad import mirrored
+
+    # rows a0..a5 reflect-padded by 3 before and 2 after: a3 a2 a1 | a0 .. a5 | a4 a3
+    assert [mirrored(r, 3, 6, "reflect") for r in (0, 1, 2, 9, 10)] == [3, 2, 1, 4, 3]
+    assert [mirrored(r, 3, 6, "edge") for r in (0, 2, 9, 10)] == [0, 0, 5, 5]
