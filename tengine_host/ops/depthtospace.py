@@ -30,14 +30,20 @@ def infer_shape(inputs, *, blocksize: int, **_: Any) -> list[tuple[int, ...]]:
     return [(n, c // (blocksize * blocksize), h * blocksize, w * blocksize)]
 
 
-def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:
+def block_attrs(op: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """``blocksize`` (at least 1) and ``mode`` (DCR, the default, or CRD) of ``op``, this op
+    or SpaceToDepth."""
     mode = attrs.get("mode", "DCR")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in ("DCR", "CRD"):
-        raise ValueError(f"DepthToSpace mode {mode!r}: allowed 'DCR' or 'CRD'")
+        raise ValueError(f"{op} mode {mode!r}: allowed 'DCR' or 'CRD'")
     if int(attrs.get("blocksize", 0)) < 1:
-        raise ValueError(f"DepthToSpace blocksize {attrs.get('blocksize')!r}: must be >= 1")
+        raise ValueError(f"{op} blocksize {attrs.get('blocksize')!r}: must be >= 1")
     return {"blocksize": int(attrs["blocksize"]), "mode": mode}
+
+
+def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:
+    return block_attrs("DepthToSpace", attrs)
 
 
 register("DepthToSpace", depth_to_space, infer_shape, normalize)

@@ -46,7 +46,7 @@ def reduce_normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any
             "noop_with_empty_axes": int(attrs.get("noop_with_empty_axes", 0))}
 
 
-def extreme(dtype: np.dtype, lowest: bool):
+def _extreme(dtype: np.dtype, lowest: bool):
     """The identity of a maximum (``lowest``) or minimum over ``dtype``: what an empty set
     reduces to."""
     if dtype == np.dtype(bool):
@@ -55,3 +55,13 @@ def extreme(dtype: np.dtype, lowest: bool):
         return -np.inf if lowest else np.inf
     info = np.iinfo(dtype)
     return info.min if lowest else info.max
+
+
+def extreme_reduction(fn: Callable[..., np.ndarray], lowest: bool) -> Callable[..., np.ndarray]:
+    """ReduceMax (``fn`` ``np.max``, ``lowest``) or ReduceMin's op function: ``fn`` over
+    the axes :func:`reduce_with` resolves, an empty set giving the identity."""
+    def reduce(x: np.ndarray, axes_in: np.ndarray | None = None, **attrs) -> np.ndarray:
+        return reduce_with(lambda v, axis, keepdims, dtype=None: fn(
+            v, axis=axis, keepdims=keepdims, initial=_extreme(v.dtype, lowest)),
+            x, axes_in, **attrs)
+    return reduce

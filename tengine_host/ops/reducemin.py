@@ -1,23 +1,12 @@
 """ReduceMin: minimum over ``axes`` (attribute before opset 18, input after; all axes when
-omitted unless ``noop_with_empty_axes``)."""
+omitted unless ``noop_with_empty_axes``); an empty set gives the dtype's identity."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from tengine_host.ops.reduce import extreme, reduce_infer_shape, reduce_normalize, reduce_with
+from tengine_host.ops.reduce import extreme_reduction, reduce_infer_shape, reduce_normalize
 from tengine_host.ops.registry import register
 
-
-def _min(x: np.ndarray, axis, keepdims: bool, dtype=None) -> np.ndarray:
-    # an empty set reduces to the identity
-    return np.min(x, axis=axis, keepdims=keepdims, initial=extreme(x.dtype, lowest=False))
-
-
-def reduce_min(x: np.ndarray, axes_in: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
-    return reduce_with(_min, x, axes_in, **attrs)
-
-
-register("ReduceMin", reduce_min, reduce_infer_shape, reduce_normalize, const_inputs=(1,))
+register("ReduceMin", extreme_reduction(np.min, lowest=False), reduce_infer_shape, reduce_normalize,
+         const_inputs=(1,))

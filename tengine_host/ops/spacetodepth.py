@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tengine_host.ops.depthtospace import block_attrs
 from tengine_host.ops.registry import register
 
 
@@ -29,13 +30,7 @@ def infer_shape(inputs, *, blocksize: int, **_: Any) -> list[tuple[int, ...]]:
 
 
 def normalize(attrs: dict[str, Any], inputs, opset: int) -> dict[str, Any]:
-    mode = attrs.get("mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode not in ("DCR", "CRD"):
-        raise ValueError(f"SpaceToDepth mode {mode!r}: allowed 'DCR' or 'CRD'")
-    if int(attrs.get("blocksize", 0)) < 1:
-        raise ValueError(f"SpaceToDepth blocksize {attrs.get('blocksize')!r}: must be >= 1")
-    return {"blocksize": int(attrs["blocksize"]), "mode": mode}
+    return block_attrs("SpaceToDepth", attrs)
 
 
 register("SpaceToDepth", space_to_depth, infer_shape, normalize)

@@ -81,8 +81,9 @@ def _chain_from(graph: Graph, first: Node, shape: tuple[int, ...]) -> list[Node]
 def apply(graph: Graph) -> bool:
     """Replace every channel-reordering chain; True when any was replaced."""
     changed = False
+    replaced: set[int] = set()        # nodes of chains already replaced
     for node in list(graph.nodes):
-        if node not in graph.nodes or node.op_type not in ("Reshape", "Transpose"):
+        if node.op_type not in ("Reshape", "Transpose") or id(node) in replaced:
             continue
         x = node.inputs[0]
         shape = tuple(graph.tensors[x].shape)
@@ -96,6 +97,7 @@ def apply(graph: Graph) -> bool:
         weight = np.zeros((c, c, 1, 1), dtype=np.float32)
         weight[np.arange(c), p] = 1.0
         w = add_constant(graph, f"{chain[-1].name}_permutation", weight)
+        replaced.update(id(n) for n in chain)
         replace_nodes(graph, chain, "Conv", [x, w],
                       {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0, 0, 0, 0],
                        "dilations": [1, 1], "group": 1})

@@ -130,12 +130,12 @@ def apply(graph: Graph) -> bool:
         nodes.append(node)
     # where each 3-D tensor comes from and goes to outside the lifted nodes
     produced = {t for n in lifted for t in n.outputs}
+    read_outside = {t for n in nodes if id(n) not in ids for t in n.inputs}
     head, tail = [], []
     for t, t2 in twod.items():
         if t2 not in produced:           # a graph input or a node left as it is
             head.append((t, t2))
-        readers = [n for n in nodes if id(n) not in ids and t in n.inputs]
-        if t2 in produced and (readers or t in graph.outputs):
+        elif t in read_outside or t in graph.outputs:
             tail.append((t, t2))
     out: list[Node] = []
     for node in nodes:

@@ -249,30 +249,28 @@ def _sum_geom(p: PoolPlan) -> ConvGeom:
     return ConvGeom(c, h, w, c, h, w)
 
 
+def _rescaling(ratio: float, offset: int, z_out: int) -> SdpProgram:
+    """The SDP program ``(v + offset) * ratio + z_out``, rounded once."""
+    mul, truncate = int16_factor(np.array([ratio]))
+    alu, shift = layer_operand(offset)
+    return SdpProgram(XStage(alu_op="sum" if alu else None,
+                             alu=Operand.layer(alu) if alu else None, alu_shift=shift,
+                             mul=Operand.layer(int(mul[0])), truncate=truncate),
+                      cvt=Converter(offset=-z_out))
+
+
 def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> PoolPlan:
     p = _plan_geometry(node, graph, cfg)
     x, y = node.inputs[0], node.outputs[0]
-    z_in = zero_point_of(scales, x)
-    if p.rescale:
-        # (avg - z_in) * s_in / s_out + z_out
-        mul, truncate = int16_factor(np.array([scales.scale(x) / scales.scale(y)]))
-        alu, shift = layer_operand(-z_in)
-        program = SdpProgram(XStage(alu_op="sum" if alu else None,
-                                    alu=Operand.layer(alu) if alu else None, alu_shift=shift,
-                                    mul=Operand.layer(int(mul[0])), truncate=truncate),
-                             cvt=Converter(offset=-zero_point_of(scales, y)))
+    z_in, z_out = zero_point_of(scales, x), zero_point_of(scales, y)
+    if p.rescale:       # the passes' average at the input's scale, to the output's
+        program = _rescaling(scales.scale(x) / scales.scale(y), -z_in, z_out)
         return dataclasses.replace(p, pad_value=z_in, rescale=program)
     if p.sum_conv is None:
         return dataclasses.replace(p, pad_value=z_in if p.method == "avg" else 0)
     # the sum of H*W int8 values less H*W*z_in, times s_in / (H*W * s_out), rounded once
     c, h, w = p.in_cube
-    ratio = scales.scale(x) / (h * w * scales.scale(y))
-    mul, truncate = int16_factor(np.array([ratio]))
-    alu, shift = layer_operand(-h * w * z_in)
-    program = SdpProgram(XStage(alu_op="sum" if alu else None,
-                                alu=Operand.layer(alu) if alu else None, alu_shift=shift,
-                                mul=Operand.layer(int(mul[0])), truncate=truncate),
-                         cvt=Converter(offset=-zero_point_of(scales, y)))
+    program = _rescaling(scales.scale(x) / (h * w * scales.scale(y)), -h * w * z_in, z_out)
     block = conv_ops.choose_block(cfg, _sum_geom(p), c)
     return PoolPlan(p.method, p.in_cube, p.out_shape, sum_conv=(p.sum_conv[0], block, program))
 
