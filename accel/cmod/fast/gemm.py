@@ -32,7 +32,7 @@ class Weights:
     engine."""
 
     __slots__ = ("int8", "kernel", "_float32", "_offset", "_taps_last", "_diagonal",
-                 "_pointwise")
+                 "_pointwise", "_selection")
 
     def __init__(self, w: np.ndarray, kernel: tuple[int, int, int, int] | None = None) -> None:
         self.int8 = w if w.dtype == np.int8 else w.astype(np.int8)
@@ -43,6 +43,7 @@ class Weights:
         self._taps_last: PackedWeights | None = None
         self._diagonal: np.ndarray | None | bool = False     # False: not looked at yet
         self._pointwise: PackedWeights | None = None
+        self._selection: np.ndarray | None | bool = False    # False: not looked at yet
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -70,6 +71,24 @@ class Weights:
                     else diagonal_taps(self.int8[None], k, c, r * s))
             self._diagonal = None if taps is None else taps[0]
         return self._diagonal
+
+    @property
+    def selection(self) -> tuple[tuple[int, int, int], ...] | None:
+        """For a ``[K, C]`` matrix whose every row is all 0 or a single 1 (a 1x1
+        convolution that moves channels: concat merges, channel permutations, pixel
+        shuffles), the runs ``(first kernel, first input channel, length)`` of kernels
+        copying consecutive input channels; else None (found once).  Its sums are the
+        input values themselves: :func:`select_sums`."""
+        if self._selection is False:
+            self._selection = None
+            w = self.int8
+            if w.ndim == 2 and (self.kernel is None or self.kernel[2:] == (1, 1)):
+                ones = w == 1
+                if np.count_nonzero(w) == np.count_nonzero(ones) \
+                        and int(ones.sum(axis=1).max(initial=0)) <= 1:
+                    self._selection = _runs(np.where(ones.any(axis=1), ones.argmax(axis=1),
+                                                     -1))
+        return self._selection
 
     def pointwise(self, engine: IntEngine, k_pad: int, c_pad: int) -> PackedWeights:
         """The ``[K, C]`` weights of a 1x1 convolution as ``engine`` keeps them for pixels
@@ -107,6 +126,37 @@ def diagonal_taps(weights: np.ndarray, k: int, c: int, taps: int) -> np.ndarray 
     if np.any(w[:, ~np.eye(k, dtype=bool)]):
         return None
     return np.ascontiguousarray(w[:, np.arange(k), np.arange(k)])
+
+
+def _runs(source: np.ndarray) -> tuple[tuple[int, int, int], ...]:
+    """``(first kernel, first input channel, length)`` of the runs of kernels whose
+    ``source`` channels (-1: none) follow one another."""
+    runs: list[list[int]] = []
+    for k, c in enumerate(source.tolist()):
+        if c < 0:
+            continue
+        if runs and runs[-1][0] + runs[-1][2] == k and runs[-1][1] + runs[-1][2] == c:
+            runs[-1][2] += 1
+        else:
+            runs.append([k, c, 1])
+    return tuple(tuple(r) for r in runs)
+
+
+def select_sums(runs: tuple[tuple[int, int, int], ...], values: np.ndarray, k_pad: int,
+                axis: int) -> np.ndarray:
+    """int32 sums of a channel-moving 1x1 convolution (:attr:`Weights.selection`'s
+    ``runs``) of the int8 ``values``, whose channels run along ``axis`` (0: ``[C, N]``
+    patches, giving ``[k_pad, N]``; 1: ``[N, C]`` pixels, giving ``[N, k_pad]``): each
+    kernel's sum is its one input's value, 0 for a kernel without one and past the
+    kernels."""
+    n = values.shape[1 - axis]
+    out = np.zeros((k_pad, n) if axis == 0 else (n, k_pad), dtype=np.int32)
+    for k0, c0, length in runs:
+        if axis == 0:
+            out[k0:k0 + length] = values[c0:c0 + length]
+        else:
+            out[:, k0:k0 + length] = values[:, c0:c0 + length]
+    return out
 
 
 def to_offset_binary(a: np.ndarray) -> np.ndarray:
@@ -260,6 +310,8 @@ def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray, scratch: bool 
     if not isinstance(weights, Weights):
         weights = Weights(weights)
     r = weights.shape[-1]
+    if patches.dtype == np.int8 and patches.ndim == 2 and weights.selection is not None:
+        return select_sums(weights.selection, patches, weights.shape[0], 0)
     if (patches.dtype == np.int8 and r <= INT_ENGINE_MAX_TERMS
             and weights.int8[..., 0].size * patches.size >= INT_ENGINE_MIN_MACS):
         engine = int_engine()

@@ -43,6 +43,7 @@ from accel.cmod.fast.gemm import (
     Weights,
     gemm_sums,
     int_engine,
+    select_sums,
 )
 from accel.cmod.fast.pool import pool_packed
 from accel.cmod.pipeline import ConvDone
@@ -356,8 +357,10 @@ class FastPaths:
         :func:`~accel.cmod.cube.read_int8_pixels` reads them) through the 1x1 weights
         ``raw`` of ``plan``, on ``engine`` (:meth:`pointwise_engine`): its uint8 x int8
         kernels when the pixels are all non-negative, the offset form otherwise."""
-        packed = self.weight_matrix(raw, plan).pointwise(engine, plan.sdp.c_pad,
-                                                         pixels.shape[1])
+        weights = self.weight_matrix(raw, plan)
+        if weights.selection is not None:
+            return select_sums(weights.selection, pixels, plan.sdp.c_pad, 1)
+        packed = weights.pointwise(engine, plan.sdp.c_pad, pixels.shape[1])
         return packed.run(pixels, engine.signed and nonnegative)
 
     @staticmethod

@@ -215,3 +215,50 @@ def test_check_leaves_signed_kernels_out_when_they_saturate(monkeypatch):
     assert engine.exact() and not engine.signed
     monkeypatch.setattr(gemm.PackedWeights, "run", real)
     assert engine.exact() and engine.signed
+
+
+def _selection_matrix(rng, k: int, c: int) -> np.ndarray:
+    """0/1 ``[k, c]``: each row one 1 at a random input channel, or none."""
+    w = np.zeros((k, c), dtype=np.int8)
+    for row in range(k):
+        if rng.random() < 0.8:
+            w[row, rng.integers(c)] = 1
+    return w
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_channel_moves_are_sums_of_one_product(seed):
+    """A 0/1 matrix with at most one 1 per row (concat merges, channel permutations) takes
+    the copying path; its sums equal the plain product, in both operand orders, with
+    kernels past K summing to 0."""
+    rng = np.random.default_rng(seed)
+    k, c, n = (int(v) for v in rng.integers(1, 70, size=3))
+    w = _selection_matrix(rng, k, c)
+    if seed == 0:                               # runs of consecutive channels, and a gap
+        w[:] = 0
+        w[np.arange(min(k, c)) // 2 * 2, np.arange(min(k, c)) // 2 * 2] = 1
+    weights = gemm.Weights(w, (k, c, 1, 1))
+    assert weights.selection is not None
+    p = rng.integers(-128, 128, size=(c, n), dtype=np.int8)
+    np.testing.assert_array_equal(gemm.gemm_sums(weights, p), _reference(w, p))
+    pixels = np.ascontiguousarray(p.T)
+    got = gemm.select_sums(weights.selection, pixels, k + 5, 1)
+    assert got.shape == (n, k + 5) and not got[:, k:].any()
+    np.testing.assert_array_equal(got[:, :k], _reference(w, p).T)
+
+
+@pytest.mark.parametrize("change", ["two", "minus_one", "two_ones", "kernel_3x3"])
+def test_matrices_that_do_more_than_move_take_the_gemm(change):
+    w = np.eye(6, dtype=np.int8)
+    kernel = (6, 6, 1, 1)
+    if change == "two":
+        w[2, 2] = 2
+    elif change == "minus_one":
+        w[3, 3] = -1
+    elif change == "two_ones":
+        w[4, 1] = 1
+    else:                                       # one 1 per row, but a tap of a 3x3 kernel
+        w = np.zeros((6, 6 * 9), dtype=np.int8)
+        w[np.arange(6), np.arange(6) * 9 + 4] = 1
+        kernel = (6, 6, 3, 3)
+    assert gemm.Weights(w, kernel).selection is None
