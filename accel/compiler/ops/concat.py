@@ -8,11 +8,14 @@
   share one scale.
 * Channel slots that do not start and end on atoms share surfaces with their
   neighbours, and the DMAs write whole atoms, so no producer can write its
-  slot alone.  Each run of inputs that shares surfaces is *merged*: a 1x1
-  convolution per input with 0/1 weights moves its channels to their lanes
-  of those surfaces (zeros elsewhere; the CACC sum is exact), and the SDP
-  adds the previous inputs' lanes read from memory (X2 element-wise sum),
-  the last merge writing the output.
+  slot alone.  Each run of inputs that shares surfaces is *merged*: its
+  inputs are written (nested, or else copied) into a staging buffer, each
+  from an atom of its own, and one 1x1 convolution with 0/1 weights moves
+  every channel to its lane of the output (each sum one product: exact;
+  the lanes past an input's channels meet zero weights).  Where that
+  convolution does not fit the hardware, one 0/1 convolution per input and
+  surface it reaches moves its channels, the SDP adding the lanes moved
+  before read from memory (X2 element-wise sum: :func:`merge_chains`).
 * **Split / Slice** along channels, rows or columns (step 1): every output is
   a view of the input; an output that must be a buffer of its own (a
   subgraph output) is copied out.  A channel piece that does not start on an
@@ -158,12 +161,13 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if p.axis == 1 and node.op_type == "Concat":
         h, w = graph.tensors[node.outputs[0]].shape[2:]
         for group in _groups(p, cfg.atom_size):
-            if len(group) > 1:
-                k = _group_span(group, cfg.atom_size)[1]
-                for piece in group:
-                    why = plan_conv(ConvGeom(piece.size, h, w, k, 1, 1), cfg)
-                    if isinstance(why, str):
-                        return f"merging unaligned channels of {piece.tensor!r}: {why}"
+            if len(group) > 1 and _staging(group, cfg, h, w) is None:
+                for chain in merge_chains(group, cfg.atom_size, h * w):
+                    for step in chain:
+                        why = plan_conv(step.geom(h, w), cfg)
+                        if isinstance(why, str):
+                            return (f"merging unaligned channels of {step.piece.tensor!r}: "
+                                    f"{why}")
     return None
 
 
@@ -317,34 +321,150 @@ def nest(lo, node: Node, p: MovePlan) -> None:
         return
     out = node.outputs[0]
     groups = _groups(p, lo.cfg.atom_size) if p.axis == 1 else [[piece] for piece in p.pieces]
+    _, h, w = lo.cube(out)
     for group in groups:
-        if len(group) == 1:    # merged pieces keep buffers of their own
+        if len(group) == 1:
             (piece,) = group
             lo.placement.nest(piece.tensor, out,
                               lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
+            continue
+        staging = _staging(group, lo.cfg, h, w)
+        if staging is None:    # merged by chains: the pieces keep buffers of their own
+            continue
+        channels, slots = staging
+        name = _staging_name(out, group, lo.cfg.atom_size)
+        lo.placement.cubes[name] = (channels, h, w)
+        for piece, slot in zip(group, slots, strict=True):
+            lo.placement.nest(piece.tensor, name,
+                              lambda r, slot=slot, n=piece.size: r.channels(slot, n))
+
+
+#: atoms (pixels times output surfaces) worth one operation's fixed cost: a merge takes
+#: more, narrower moves only where they save at least this much work per extra one (an
+#: operation costs the cmodel about as much as moving a few thousand atoms, and the
+#: hardware its register programming and pipeline fill)
+OP_ATOMS = 4096
+
+
+@dataclass(frozen=True)
+class MergeStep:
+    """One 0/1 convolution of a merge: channels ``src`` (first, count; whole atoms) of
+    ``piece``'s tensor onto output channels ``out`` (first, count; whole surfaces,
+    counted from the group's first channel), moving ``move`` = (first output lane,
+    first input lane, lanes) of them."""
+
+    piece: Piece
+    src: tuple[int, int]
+    out: tuple[int, int]
+    move: tuple[int, int, int]
+
+    def geom(self, h: int, w: int) -> ConvGeom:
+        return ConvGeom(self.src[1], h, w, self.out[1], 1, 1)
+
+
+def merge_chains(group: list[Piece], atom: int, pixels: int) -> list[list[MergeStep]]:
+    """The moves of a merge, as chains: each chain writes one window of the group's
+    output, every step after its first adding the step before's result.
+
+    Either one chain over the group's whole span (a move per piece), or a chain per
+    surface of the moves of the pieces that reach it, each reading only the piece's
+    atoms that land there: fewer atoms computed (a piece is moved into each surface it
+    reaches rather than into all), more operations when pieces share surfaces.  The
+    surface chains are taken when they save at least :data:`OP_ATOMS` per extra
+    operation."""
+    c0, k = _group_span(group, atom)
+    whole = [[MergeStep(piece, (0, piece.size), (0, k), (piece.start - c0, 0, piece.size))
+              for piece in group]]
+    surfaces = -(-k // atom)
+    chains = []
+    for s in range(surfaces):
+        lo, hi = s * atom, min(k, (s + 1) * atom)
+        chain = []
+        for piece in group:
+            a = piece.start - c0
+            first, end = max(a, lo), min(a + piece.size, hi)
+            if first >= end:
+                continue
+            s0 = (first - a) // atom * atom
+            s1 = min(piece.size, -(-(end - a) // atom) * atom)
+            chain.append(MergeStep(piece, (s0, s1 - s0), (lo, hi - lo),
+                                   (first - lo, first - a - s0, end - first)))
+        chains.append(chain)
+    moves = sum(len(chain) for chain in chains)
+    saved = (len(group) * surfaces - moves) * pixels
+    extra = moves - len(group)
+    return chains if saved > 0 and saved >= extra * OP_ATOMS else whole
+
+
+def _staging(group: list[Piece], cfg: HwConfig, h: int, w: int
+             ) -> tuple[int, list[int]] | None:
+    """``(channels, each piece's first channel)`` of a merge's staging buffer, each piece
+    from an atom of its own; None when the one 0/1 convolution out of it does not fit
+    the hardware."""
+    atom = cfg.atom_size
+    slots, channels = [], 0
+    for piece in group:
+        slots.append(channels)
+        channels += -(-piece.size // atom) * atom
+    _, k = _group_span(group, atom)
+    if isinstance(plan_conv(ConvGeom(channels, h, w, k, 1, 1), cfg), str):
+        return None
+    return channels, slots
+
+
+def _staging_name(out: str, group: list[Piece], atom: int) -> str:
+    return f"{out}.staging{_group_span(group, atom)[0]}"
+
+
+def _merge_staged(lo, node: Node, group: list[Piece], whole) -> bool:
+    """A merge through its staging buffer (:func:`_staging`), if :func:`nest` gave it
+    one: the pieces not nested there copied in, then one 0/1 convolution."""
+    atom = lo.cfg.atom_size
+    name = _staging_name(node.outputs[0], group, atom)
+    if name not in lo.placement.cubes:
+        return False
+    channels, h, w = lo.placement.cubes[name]
+    _, slots = _staging(group, lo.cfg, h, w)
+    staged = lo.region(name)
+    c0, k = _group_span(group, atom)
+    weight = np.zeros((k, channels, 1, 1), dtype=np.int8)
+    for piece, slot in zip(group, slots, strict=True):
+        src, dst = lo.region(piece.tensor), staged.channels(slot, piece.size)
+        if src != dst:
+            lo.copy(node, src, dst, f"stage{piece.start}")
+        lanes = np.arange(piece.size)
+        weight[piece.start - c0 + lanes, slot + lanes, 0, 0] = 1
+    geom = ConvGeom(channels, h, w, k, 1, 1)
+    lower_conv(lo, node, lo.label(node, f"merge{c0}"), staged, whole.channels(c0, k), geom,
+               weight, 0, IDENTITY, plan_conv(geom, lo.cfg))
+    return True
 
 
 def _merge(lo, node: Node, group: list[Piece], whole) -> None:
     """Channel pieces sharing surfaces, merged by 0/1 convolutions and SDP sums."""
-    c0, k = _group_span(group, lo.cfg.atom_size)
-    dst = whole.channels(c0, k)
-    _, h, w = dst.shape
-    prev = None
-    for i, piece in enumerate(group):
-        weight = channel_move_weights(k, piece.size, piece.start - c0, 0, piece.size)
-        last = i == len(group) - 1
-        out = dst if last else lo.temp(lo.label(node, f"merge{c0}.{i}"), k, h, w)
-        x2 = None if prev is None else XStage(alu_op="sum", alu=Operand.input(1))
-        program = SdpProgram(None, x2)
-        geom = ConvGeom(piece.size, h, w, k, 1, 1)
-        before = len(lo.ops)
-        lower_conv(lo, node, lo.label(node, f"merge{piece.start}"), lo.region(piece.tensor),
-                   out, geom, weight, 0, program, plan_conv(geom, lo.cfg))
-        if prev is not None:    # every tile adds the same part of the previous merge
-            for op in lo.ops[before:]:
-                op.operands[1] = Region(prev.buffer, prev.offset + op.dst.offset - out.offset,
-                                        op.dst.layout)
-        prev = out
+    c0, _ = _group_span(group, lo.cfg.atom_size)
+    _, h, w = whole.shape
+    for chain in merge_chains(group, lo.cfg.atom_size, h * w):
+        prev = None
+        for i, step in enumerate(chain):
+            o0, on = step.out
+            last = i == len(chain) - 1
+            out = (whole.channels(c0 + o0, on) if last
+                   else lo.temp(lo.label(node, f"merge{c0 + o0}.{i}"), on, h, w))
+            src = lo.region(step.piece.tensor)
+            if step.src != (0, step.piece.size):
+                src = src.channels(*step.src)
+            weight = channel_move_weights(on, step.src[1], *step.move)
+            x2 = None if prev is None else XStage(alu_op="sum", alu=Operand.input(1))
+            geom = step.geom(h, w)
+            before = len(lo.ops)
+            lower_conv(lo, node, lo.label(node, f"merge{step.piece.start}"), src, out, geom,
+                       weight, 0, SdpProgram(None, x2), plan_conv(geom, lo.cfg))
+            if prev is not None:    # every tile adds the same part of the previous move
+                for op in lo.ops[before:]:
+                    op.operands[1] = Region(prev.buffer, prev.offset + op.dst.offset
+                                            - out.offset, op.dst.layout)
+            prev = out
 
 
 def lower(lo, node: Node, p: MovePlan) -> None:
@@ -353,7 +473,8 @@ def lower(lo, node: Node, p: MovePlan) -> None:
         groups = _groups(p, lo.cfg.atom_size) if p.axis == 1 else [[q] for q in p.pieces]
         for group in groups:
             if len(group) > 1:
-                _merge(lo, node, group, whole)
+                if not _merge_staged(lo, node, group, whole):
+                    _merge(lo, node, group, whole)
                 continue
             (piece,) = group
             slot = _view(whole, p.axis, piece.start, piece.size)

@@ -375,6 +375,10 @@ CASES = [
     Case("concat_unaligned", _one((1, 32, 8, 8), lambda g, x: g.conv(g.op("Concat", [
         g.conv(x, 32, 12, 1), g.op("Relu", [g.conv(x, 32, 20, 3)]), g.conv(x, 32, 5, 1),
         g.conv(x, 32, 40, 1)], axis=1), 77, 16, 1))),
+    # the same pieces on a 72x72 map: merged surface by surface (ops/concat.merge_chains)
+    Case("concat_unaligned_by_surface", _one((1, 8, 72, 72), lambda g, x: g.conv(g.op(
+        "Concat", [g.conv(x, 8, 12, 1), g.op("Relu", [g.conv(x, 8, 20, 3)]),
+                   g.conv(x, 8, 5, 1), g.conv(x, 8, 40, 1)], axis=1), 77, 8, 1))),
     Case("concat_rows", _one((1, 32, 8, 8), _concat(2))),
     Case("concat_cols", _one((1, 32, 8, 8), _concat(3))),
     Case("split_channels", _one((1, 32, 8, 8), _split)),

@@ -16,6 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from accel.compiler.engine import ConvOp, PdpOp, SdpOp
+from accel.compiler.ops.concat import Piece, merge_chains
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.interpreter import interpret
@@ -155,6 +156,67 @@ def test_channel_pads_off_atoms_move_only_the_shared_atom(preset, expected, tmp_
     assert [(op.name.rsplit(".", 1)[-1], type(op), op.dst.shape[0]) for op in pad] == expected
 
 
+def test_merges_move_each_piece_into_the_surfaces_it_reaches():
+    """Four 24-channel slots on 32-channel atoms (PP-OCR's FPN concat on nv_large): each
+    surface takes the two pieces that reach it, each read as its one atom."""
+    group = [Piece(f"t{i}", 24 * i, 24) for i in range(4)]
+    chains = merge_chains(group, 32, 80 * 80)
+    steps = [[(st.piece.tensor, st.src, st.out, st.move) for st in chain] for chain in chains]
+    assert steps == [
+        [("t0", (0, 24), (0, 32), (0, 0, 24)), ("t1", (0, 24), (0, 32), (24, 0, 8))],
+        [("t1", (0, 24), (32, 32), (0, 8, 16)), ("t2", (0, 24), (32, 32), (16, 0, 16))],
+        [("t2", (0, 24), (64, 32), (0, 16, 8)), ("t3", (0, 24), (64, 32), (8, 0, 24))],
+    ]
+    # the moved lanes cover the span once: every output channel from exactly one input one
+    for chain in chains:
+        lanes = sorted(st.out[0] + st.move[0] + i for st in chain for i in range(st.move[2]))
+        assert lanes == list(range(chain[0].out[0], chain[0].out[0] + 32))
+    # a piece wider than an atom is read from the atoms that land in the surface only
+    wide = merge_chains([Piece("a", 0, 12), Piece("b", 12, 40)], 8, 96 * 96)
+    assert [[(st.piece.tensor, st.src, st.out) for st in chain] for chain in wide] == [
+        [("a", (0, 8), (0, 8))],
+        [("a", (8, 4), (8, 8)), ("b", (0, 8), (8, 8))],
+        [("b", (0, 16), (16, 8))], [("b", (8, 16), (24, 8))], [("b", (16, 16), (32, 8))],
+        [("b", (24, 16), (40, 8))], [("b", (32, 8), (48, 4))],
+    ]
+    # on a small map the extra operations cost more than they save: one chain, a move
+    # per piece over the whole span
+    (small,) = merge_chains(group, 32, 8 * 8)
+    assert [(st.src, st.out, st.move) for st in small] == [
+        ((0, 24), (0, 96), (24 * i, 0, 24)) for i in range(4)]
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+def test_a_merge_is_one_move_out_of_its_staging_buffer(preset, tmp_path):
+    """Pieces 12, 20, 5, 40: two groups sharing surfaces on either atom size; their
+    producers write them into staging buffers, each piece from an atom of its own, and
+    one 0/1 convolution per group moves them (bit-exact: the case's own test)."""
+    atom = 8 if preset == "nv_small" else 32
+    ops = _compiled("concat_unaligned_by_surface", preset, tmp_path).ops
+    merges = {op.name.split(".t")[0]: op for op in ops if ".merge" in op.name}
+    staged = {name: (op.src.buffer, op.src.shape[0], op.dst.shape[0])
+              for name, op in merges.items()}
+    slots = {"nv_small": {"merge0": (16 + 24, 32), "merge32": (8 + 40, 45)},
+             "nv_large": {"merge0": (32 + 32, 32), "merge32": (32 + 64, 45)}}[preset]
+    assert {name.rsplit(".", 1)[-1]: (c, k) for name, (_, c, k) in staged.items()} == slots
+    assert all(".staging" in buffer for buffer, _, _ in staged.values())
+    assert not any(".stage" in op.name for op in ops)     # every piece written in place
+    assert all(c % atom == 0 for _, c, _ in staged.values())
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+def test_merges_without_a_staging_buffer_move_surface_by_surface(preset, tmp_path,
+                                                                 monkeypatch):
+    from accel.compiler.ops import concat
+    monkeypatch.setattr(concat, "_staging", lambda *args: None)
+    graph, table, parts, report, compiled, out, want = _run(
+        next(c for c in CASES if c.name == "concat_unaligned_by_surface"), preset, tmp_path)
+    assert report.bit_exact, report.summary()
+    merges = [op for op in compiled.ops if ".merge" in op.name]
+    assert merges and all(op.dst.shape[0] <= (8 if preset == "nv_small" else 32)
+                          for op in merges), [(op.name, op.dst.shape) for op in merges]
+
+
 def test_a_split_piece_inside_an_atom_is_moved_and_the_aligned_one_viewed(tmp_path):
     for preset in ("nv_small", "nv_large"):
         ops = _compiled("split_channels_unaligned", preset, tmp_path).ops
@@ -169,8 +231,10 @@ def test_a_focus_stem_takes_two_copies_per_pixel_phase(tmp_path):
     ops = _compiled("focus", "nv_small", tmp_path).ops
     copies = [op.name.rsplit(".", 1)[-1] for op in ops if isinstance(op, SdpOp)]
     assert copies == ["rows", "cols0"] * 4
-    # the image's 3-channel phases share atoms in the 12-channel stack: merged
-    assert sum(".merge" in op.name for op in ops) == 4
+    # the image's 3-channel phases share atoms in the 12-channel stack: each phase's last
+    # copy writes an atom of the staging buffer, one 0/1 convolution merges them
+    (merge,) = [op for op in ops if ".merge" in op.name]
+    assert (merge.src.shape[0], merge.dst.shape[0]) == (4 * 8, 12)
 
 
 def test_compilation_is_deterministic(tmp_path):
