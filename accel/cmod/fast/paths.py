@@ -330,7 +330,7 @@ class FastPaths:
         pixels, nonnegative = read
         signed = engine.signed and geo.pad_value >= 0 and nonnegative
         patches = csc.im2col_pixels(pixels.reshape(h, w, lanes), geo, offset=not signed)
-        acc = weights.taps_last(engine, sp.c_pad, lanes).run(patches, signed)
+        acc = _widened(weights.taps_last(engine, 0, lanes).run(patches, signed), sp.c_pad)
         return self._pixels_done(plan, post, acc, raw, weights_reused, note)
 
     def _pixels_done(self, plan: conv.ConvPlan, post: fused.PostProcess, acc: np.ndarray,
@@ -360,8 +360,8 @@ class FastPaths:
         weights = self.weight_matrix(raw, plan)
         if weights.selection is not None:
             return select_sums(weights.selection, pixels, plan.sdp.c_pad, 1)
-        packed = weights.pointwise(engine, plan.sdp.c_pad, pixels.shape[1])
-        return packed.run(pixels, engine.signed and nonnegative)
+        packed = weights.pointwise(engine, weights.shape[0], pixels.shape[1])
+        return _widened(packed.run(pixels, engine.signed and nonnegative), plan.sdp.c_pad)
 
     @staticmethod
     def pointwise_engine(plan: conv.ConvPlan) -> IntEngine | None:
@@ -623,6 +623,18 @@ def _lut_registers(regs) -> Callable[[dict], tuple]:
     access port) from the store of its single registers."""
     return itemgetter(*(reg.offset for name, reg in regs.unit.registers.items()
                         if name.startswith("S_LUT_") and not name.startswith("S_LUT_ACCESS")))
+
+
+def _widened(acc: np.ndarray, c_pad: int) -> np.ndarray:
+    """Pixel-major sums of the ``K`` kernels alone (int32 ``[pixels, K]``: the GEMM runs
+    over the real kernels, a quarter to seven eighths of nv_large's 32 lanes on narrow
+    layers) as the SDP's pixel-major pass takes them, ``[pixels, c_pad]`` with 0 past the
+    kernels, as disabled MAC cells deliver."""
+    if acc.shape[1] == c_pad:
+        return acc
+    out = np.zeros((acc.shape[0], c_pad), dtype=np.int32)
+    out[:, :acc.shape[1]] = acc
+    return out
 
 
 def _takes_pixels(plan: conv.ConvPlan) -> bool:
