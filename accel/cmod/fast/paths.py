@@ -329,8 +329,10 @@ class FastPaths:
             return None
         pixels, nonnegative = read
         signed = engine.signed and geo.pad_value >= 0 and nonnegative
-        patches = csc.im2col_pixels(pixels.reshape(h, w, lanes), geo, offset=not signed)
-        acc = _widened(weights.taps_last(engine, 0, lanes).run(patches, signed), sp.c_pad)
+        # the patches of the weights' channels alone: the lanes past them meet zero weights
+        patches = csc.im2col_pixels(pixels.reshape(h, w, lanes)[:, :, :weights.kernel[1]],
+                                    geo, offset=not signed)
+        acc = _widened(weights.taps_last(engine).run(patches, signed), sp.c_pad)
         return self._pixels_done(plan, post, acc, raw, weights_reused, note)
 
     def _pixels_done(self, plan: conv.ConvPlan, post: fused.PostProcess, acc: np.ndarray,
@@ -360,7 +362,10 @@ class FastPaths:
         weights = self.weight_matrix(raw, plan)
         if weights.selection is not None:
             return select_sums(weights.selection, pixels, plan.sdp.c_pad, 1)
-        packed = weights.pointwise(engine, weights.shape[0], pixels.shape[1])
+        k, c = weights.shape
+        if c < pixels.shape[1]:     # the lanes past the channels would meet zero weights
+            pixels = np.ascontiguousarray(pixels[:, :c])
+        packed = weights.pointwise(engine, k, c)
         return _widened(packed.run(pixels, engine.signed and nonnegative), plan.sdp.c_pad)
 
     @staticmethod
