@@ -21,7 +21,8 @@ read DMA that not every op uses (PDP: only when its input is in memory; SDP:
 only for an input in memory or operands from memory) keep a separate
 register-group pointer for that DMA, which advances only with the ops that
 run it.  A CDP or SDP op's LUT is read from the task's LUT list
-and loaded when the op is programmed; since the engine's LUT RAM is shared by
+and loaded when the op is programmed, unless the engine's LUT holds that table
+already (the engine's op before it in the run loaded it); since the LUT RAM is shared by
 both of its groups, an op whose table differs from the other group's waits
 until that op completes (NVIDIA's ``dla_cdp_is_ready`` / ``dla_sdp_is_ready``).
 A fused pair names its upstream op as ``fused_parent``, which must be of the
@@ -108,7 +109,8 @@ ENGINES: dict[int, Engine] = {
         "SDP", "NVDLA_SDP", "NVDLA_SDP_RDMA", "SDP_DONE_STATUS", True,
         set_producer=lambda w, op: fw_sdp.set_producer(w, op.group, op.rdma_group),
         program=lambda fw, op: fw_sdp.program(fw.regs, op.index, op.desc, op.surf,
-                                              fw._address_of, fw._lut_of(op)),
+                                              fw._address_of, fw._lut_of(op),
+                                              fw._loads_lut(op)),
         enable=lambda w, op: fw_sdp.enable(w, op.desc, op.surf),
         rdma_needed=lambda op: fw_sdp.rdma_needed(op.desc, op.surf)),
     OP_PDP: Engine(
@@ -122,7 +124,8 @@ ENGINES: dict[int, Engine] = {
         "CDP", "NVDLA_CDP", None, "CDP_DONE_STATUS", True,
         set_producer=lambda w, op: fw_cdp.set_producer(w, op.group),
         program=lambda fw, op: fw_cdp.program(fw.regs, op.index, op.desc, op.surf,
-                                              fw._address_of, fw._lut_of(op)),
+                                              fw._address_of, fw._lut_of(op),
+                                              fw._loads_lut(op)),
         enable=lambda w, op: fw_cdp.enable(w)),
 }
 SUPPORTED = tuple(ENGINES)
@@ -289,6 +292,7 @@ class Firmware:
         self._next = {t: net.op_head[t] for t in range(OP_NUM)}
         self._busy: dict[int, dict[int, _Op]] = {t: {} for t in range(OP_NUM)}
         self._running: dict[int, _Op] = {}      # enabled, not yet completed, by index
+        self._loaded_luts: dict[int, int] = {}  # engine -> the table its LUT holds
         self._left = len(ops)
         try:
             self._program_all()
@@ -384,6 +388,21 @@ class Firmware:
         if parent != t - 1:
             raise FirmwareError(f"op {op.index} ({op_name(t)}): fused_parent {fp.index} is "
                                 f"{op_name(parent)}, expected {op_name(t - 1)}")
+
+    def _loads_lut(self, op: _Op) -> bool:
+        """Whether programming ``op`` loads its table into its unit's LUT: not when the
+        op before it on that unit in this run loaded the same one (a task's LUT list
+        holds each distinct table once, and only the firmware writes a LUT), as the
+        depthwise blocks and row bands of one layer with a SiLU do; the first load of
+        every run is made, so a run never depends on what an earlier one left."""
+        if op.desc.lut_index < 0:
+            return False
+        unit = op.common.op_type
+        if self._loaded_luts.get(unit) == op.desc.lut_index:
+            self.events.append(f"lut {op.index} {op_name(unit)} {op.desc.lut_index} loaded")
+            return False
+        self._loaded_luts[unit] = op.desc.lut_index
+        return True
 
     def _lut_of(self, op: _Op):
         if op.desc.lut_index < 0:

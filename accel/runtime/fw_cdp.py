@@ -88,8 +88,10 @@ def validate(index: int, op: CdpOpDesc, surf: object) -> None:
 
 
 def program(w: RegWriter, index: int, op: CdpOpDesc, surf: object,
-            address_of: Callable[[object, str], int], lut: LutParam | None) -> None:
-    """Write the D_ registers of one CDP op (and its LUT, when ``lut`` is given)."""
+            address_of: Callable[[object, str], int], lut: LutParam | None,
+            load_lut: bool = True) -> None:
+    """Write the D_ registers of one CDP op (and load its LUT ``lut``, unless
+    ``load_lut`` is False: the LUT holds that table already)."""
     validate(index, op, surf)
     if op.lut_index >= 0 and lut is None:
         raise FirmwareError(f"cdp op {index}: lut_index {op.lut_index} but no LUT parameters")
@@ -105,7 +107,7 @@ def program(w: RegWriter, index: int, op: CdpOpDesc, surf: object,
     w.write("NVDLA_CDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=_RAM[src.type])
     w.write("NVDLA_CDP_RDMA", "D_DATA_FORMAT", INPUT_DATA=precision)
 
-    if op.lut_index >= 0:
+    if op.lut_index >= 0 and load_lut:
         fw_lut.load(w, "NVDLA_CDP", lut, op.in_precision, f"cdp op {index}")
 
     w.cube("NVDLA_CDP", "DST", dst_addr, dst.line_stride, dst.surf_stride)

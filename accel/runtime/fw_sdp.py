@@ -148,9 +148,10 @@ def _y_unit(w: RegWriter, y: SdpOp) -> None:
 
 
 def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
-            address_of: Callable[[object, str], int], lut: LutParam | None = None) -> None:
+            address_of: Callable[[object, str], int], lut: LutParam | None = None,
+            load_lut: bool = True) -> None:
     """Write every D_ register of one SDP op into the current producer group (and load
-    its LUT, when ``lut`` is given)."""
+    its LUT ``lut``, unless ``load_lut`` is False: the LUT holds that table already)."""
     what = f"sdp op {index}"
     if op.lut_index >= 0 and lut is None:
         raise FirmwareError(f"{what}: lut_index {op.lut_index} but no LUT parameters")
@@ -194,7 +195,7 @@ def program(w: RegWriter, index: int, op: SdpOpDesc, surf: object,
         _rdma_operand(w, "BRDMA", op.x1_op, surf.x1_data, x_rdma[0], x1_addr)
         _rdma_operand(w, "NRDMA", op.x2_op, surf.x2_data, x_rdma[1], x2_addr)
         _rdma_operand(w, "ERDMA", op.y_op, surf.y_data, x_rdma[2], y_addr)
-    if op.lut_index >= 0:
+    if op.lut_index >= 0 and load_lut:
         fw_lut.load(w, "NVDLA_SDP", lut, op.src_precision, what)
 
     w.write("NVDLA_SDP", "D_DATA_CUBE_WIDTH", src.width - 1)

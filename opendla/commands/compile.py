@@ -121,13 +121,15 @@ def lut_loads(compiled: Any) -> tuple[int, int]:
     """``(operations that load a lookup table, CSB writes the loads take)``: each unit has
     one LUT, so the firmware writes an op's table (both tables' entries through the access
     port, then its configuration) before the op, as :func:`accel.runtime.fw_lut.load`
-    does, whose writes are counted here."""
+    does, whose writes are counted here, unless the unit's op before it loaded the same
+    table (the depthwise blocks and row bands of one layer)."""
     from accel.compiler.engine import CdpOp, ConvOp, SdpOp
     from accel.loadable.descriptors import PRECISION_INT8
     from accel.runtime import fw_lut
     from accel.runtime.regwriter import RegWriter
 
     loads, backend = 0, _CountingBackend()
+    held: dict[str, bytes] = {}             # unit -> the table its LUT holds
     for op in compiled.ops:
         lut, unit = None, "NVDLA_SDP"
         if isinstance(op, CdpOp):
@@ -136,7 +138,8 @@ def lut_loads(compiled: Any) -> tuple[int, int]:
             lut = op.program.lut
         elif isinstance(op, ConvOp):
             lut = op.sdp.lut
-        if lut is not None:
+        if lut is not None and held.get(unit) != lut.pack():
+            held[unit] = lut.pack()
             loads += 1
             fw_lut.load(RegWriter(backend), unit, lut, PRECISION_INT8, op.name)
     return loads, backend.writes

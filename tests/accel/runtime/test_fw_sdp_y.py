@@ -172,6 +172,32 @@ def test_sdp_ops_with_different_luts_take_turns(backend):
         np.testing.assert_array_equal(_read(backend, addrs, region), want)
 
 
+def test_an_op_whose_table_the_lut_holds_does_not_load_it_again(backend):
+    """Ops with tables 0, 0, 1: the second finds table 0 in the LUT (loaded by the first:
+    the depthwise blocks of one layer with a SiLU), the third loads table 1 after the
+    second completes; every run loads its first table, whatever the one before left."""
+    x = _all_int8(6)
+    lut_op = _stage(enable=1, act=ACTIVATION_LUT)
+    x1 = _stage(enable=1, type=SDP_OP_MUL, mode=SDP_OP_PER_LAYER, mul_operand=4)
+    tables = [0, 0, 1]
+    ops = [TaskOp(OP_SDP, _op(x1=x1, y=lut_op, lut_index=t, out=(1, 5, 0)), _surf(dst=i + 1),
+                  consumers={OP_SDP: (i + 1, 0)} if i + 1 < len(tables) else {})
+           for i, t in enumerate(tables)]
+    addrs = write_task(backend, ops, [_pack(x), 4096, 4096, 4096],
+                       [hand_lo_lut(10), hand_lo_lut(-7)])
+    fw = Firmware(CFG, backend, log_regs=True)
+    per_load = 65 + 257                 # both tables' entries through the access port
+    for run in (1, 2):
+        fw.run(addrs)
+        data = sum(sym.startswith("NVDLA_SDP.S_LUT_ACCESS_DATA") for sym, _, _ in fw.regs.log)
+        assert data == 2 * per_load * run, (run, data)      # tables 0 and 1, once each
+        assert "lut 1 SDP 0 loaded" in fw.events
+        for region, step in ((1, 10), (2, 10), (3, -7)):
+            want = np.vectorize(lambda q, s=step: _sat(_rha(_hand_lookup(4 * int(q), s) / 32),
+                                                       8))(x)
+            np.testing.assert_array_equal(_read(backend, addrs, region), want)
+
+
 # ------------------------------------------------------ registers, refusals
 
 def _program(op: SdpOpDesc, lut: LutParam | None) -> RegWriter:
