@@ -248,7 +248,9 @@ def resolve_keep_float(graph: Graph, names) -> frozenset[str]:
         elif name in by_output:
             out.add(by_output[name])
         else:
-            near = difflib.get_close_matches(name, [*nodes, *by_output], n=5, cutoff=0.5)
+            # a node and the tensor it writes often share a name: each name once
+            near = difflib.get_close_matches(name, sorted(nodes | set(by_output)), n=5,
+                                             cutoff=0.5)
             raise TengineInputError(f"--keep-float {name!r} is neither a node nor a tensor of "
                                     f"{graph.name!r}"
                                     + (f"; nearest: {', '.join(map(repr, near))}" if near

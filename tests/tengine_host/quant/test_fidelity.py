@@ -189,6 +189,14 @@ def test_keep_float_names_resolve_and_unknown_names_list_the_nearest():
     assert resolve_keep_float(graph, ["r"]) == {first} == resolve_keep_float(graph, [first])
     with pytest.raises(ValueError, match=r"'rr' is neither a node nor a tensor.*nearest: 'r'"):
         resolve_keep_float(graph, ["rr"])
+    # a node named as the tensor it writes (TensorFlow exports): each near name once
+    nodes = [helper.make_node("Relu", ["x"], ["conv2d_9"], name="conv2d_9"),
+             helper.make_node("Relu", ["conv2d_9"], ["conv2d_19"], name="conv2d_19")]
+    g = helper.make_graph(nodes, "tf", [helper.make_tensor_value_info("x", 1, [1, 8])],
+                          [helper.make_tensor_value_info("conv2d_19", 1, [1, 8])])
+    named = load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    with pytest.raises(ValueError, match=r"nearest: 'conv2d_9', 'conv2d_19'$"):
+        resolve_keep_float(named, ["conv2d_99"])
     dev = get_device("nvdla", keep_float={first})
     assert dev.supports(graph.producer("r"), graph) == (False, "kept in fp32 (--keep-float)")
     assert dev.supports(graph.producer("logits"), graph)[0]
