@@ -202,8 +202,12 @@ def fit_batch(model: str, graph, feeds: dict, shapes: dict):
         if v.shape == want:
             continue
         if v.ndim != len(want) or v.shape[1:] != want[1:]:
+            hint = ""
+            if v.ndim == 4 == len(want) and (v.shape[3], *v.shape[1:3]) == tuple(want[1:]):
+                hint = ("; it looks channels-last (NHWC): the model takes NCHW, "
+                        "np.transpose(x, (0, 3, 1, 2)) turns it")
             raise UsageError(f"input {name!r} has shape {v.shape}, the model expects {want} "
-                             f"(the batch dimension may differ)")
+                             f"(the batch dimension may differ){hint}")
         wrong[name] = v.shape
     if not wrong:
         return graph, False

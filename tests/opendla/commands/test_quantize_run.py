@@ -134,10 +134,14 @@ def test_debug_flags(tmp_path, capsys, monkeypatch):
 def test_run_bad_inputs_are_named(tmp_path, capsys):
     np.save(tmp_path / "wrong.npy", np.zeros((1, 1, 9, 9), np.float32))
     np.save(tmp_path / "ints.npy", np.zeros((1, 1, 8, 8), np.int64))
+    np.save(tmp_path / "nhwc.npy", np.zeros((1, 8, 8, 1), np.float32))
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
     cases = [
         (["--input", str(tmp_path / "wrong.npy")],
-         "input 'input' has shape (1, 1, 9, 9), the model expects (1, 1, 8, 8)"),
+         "input 'input' has shape (1, 1, 9, 9), the model expects (1, 1, 8, 8) "
+         "(the batch dimension may differ)\n"),
+        (["--input", str(tmp_path / "nhwc.npy")],
+         "it looks channels-last (NHWC): the model takes NCHW"),
         (["--input", str(tmp_path / "ints.npy")],
          "input 'input' has dtype int64, the model expects float32"),
         (["--input", str(tmp_path / "junk.npy")], "cannot read"),
