@@ -16,15 +16,19 @@ tied).  Columns taller than a cube dimension (8192) are cut in pieces.
 A map of one pixel is repeated whatever the mode (every interpolation of one value is
 that value): the ASPP's image-pooling branch, broadcast back over the feature map.
 
-Bilinear 2x with ``half_pixel`` coordinates (the usual decoder upsampling) is
-exact integer arithmetic too: output pixel ``(2i + dy, 2j + dx)`` is
-``(9 * x[i, j] + 3 * x[i', j] + 3 * x[i, j'] + x[i', j']) / 16`` where ``i'``
-is the neighbour row on the ``dy`` side (clamped at the border, i.e. the input
-replicate-padded by one pixel), and likewise ``j'``.  So: replicate-pad into a
-temporary (five SDP copies), four depthwise 2x2 convolutions with integer
-weights ``{1, 3, 3, 9}`` (CACC sums exactly; the SDP divides by 16 with one
-rounding, input and output scales being tied), and the interleaving copies
-above.
+Bilinear upsampling with ``half_pixel`` coordinates by 2 or 4 on each axis (the
+usual decoder and segmentation-head upsampling; 1 leaves an axis as it is) is exact
+integer arithmetic too.  Along an axis of factor ``f``, output ``f*i + d`` lies
+``t = (2d + 1 - f) / 2f`` pixels from input ``i``: it is ``(-t) x[i-1] + (1+t) x[i]``
+for ``t < 0``, else ``(1-t) x[i] + t x[i+1]`` (the neighbour clamped at the border,
+i.e. the input replicate-padded by one pixel), weights in ``2f``-ths: ``(1, 3)`` and
+``(3, 1)`` for 2x, ``(3, 5), (1, 7), (7, 1), (5, 3)`` for 4x.  Output pixel ``(fy*i + dy,
+fx*j + dx)`` is the outer product of its two axes' weights over a 2x2 window, divided
+by ``4*fy*fx`` (a power of two) once.  So: replicate-pad into a temporary (five SDP
+copies), one depthwise 2x2 convolution per phase ``(dy, dx)`` with those integer
+weights (at most 49: CACC sums exactly; the SDP divides with one rounding, input and
+output scales being tied), and the interleaving copies above.  A factor of 8 would
+need weights up to 225, past int8.
 """
 
 from __future__ import annotations
@@ -61,8 +65,18 @@ class ResizePlan:
     bilinear: bool = False
 
 
-# bilinear 2x taps: output parity d reads rows (i - 1, i) for d = 0 and (i, i + 1) for d = 1
-_TAPS = {0: (1, 3), 1: (3, 1)}
+#: bilinear factors whose weights stay exact (see the module docstring)
+BILINEAR_FACTORS = (1, 2, 4)
+
+
+def bilinear_taps(f: int, d: int) -> tuple[int, tuple[int, int]]:
+    """``(first tap, weights in 2f-ths)`` of output phase ``d`` of an axis upsampled by
+    ``f``: taps ``i - 1, i`` (first tap 0 in the replicate-padded input) when the output
+    lies before input ``i``, else ``i, i + 1`` (first tap 1)."""
+    ahead = 2 * d + 1 - f             # 2f * t
+    if ahead < 0:
+        return 0, (-ahead, 2 * f + ahead)
+    return 1, (2 * f - ahead, ahead)
 
 
 def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
@@ -84,14 +98,15 @@ def check(node: Node, graph: Graph, cfg: HwConfig) -> str | None:
     if src[2:] == (1, 1):
         return None         # one pixel, repeated whatever the mode and coordinates
     if a.get("mode", "nearest") == "linear":
-        if (fy, fx) != (2, 2) or coord not in ("half_pixel", "pytorch_half_pixel"):
-            return (f"linear mode with factors {fy}x{fx} and {coord!r} coordinates: only 2x "
-                    f"with half_pixel")
+        if (fy not in BILINEAR_FACTORS or fx not in BILINEAR_FACTORS or (fy, fx) == (1, 1)
+                or coord not in ("half_pixel", "pytorch_half_pixel")):
+            return (f"linear mode with factors {fy}x{fx} and {coord!r} coordinates: only "
+                    f"factors 1, 2 or 4 per axis with half_pixel")
         groups = conv_ops.choose_block(cfg, ConvGeom(src[1], src[2] + 1, src[3] + 1, src[1],
                                                      2, 2), src[1])
         return groups if isinstance(groups, str) else None
     if a.get("mode", "nearest") != "nearest":
-        return f"mode {a.get('mode')!r}: only nearest, or linear 2x"
+        return f"mode {a.get('mode')!r}: only nearest, or linear by 2 or 4"
     key = (coord, a.get("nearest_mode", "simple"))
     if key not in EXACT and not (key == ("asymmetric", "round_prefer_floor")
                                  and fy in (1, 2) and fx in (1, 2)):
@@ -107,13 +122,16 @@ def plan(node: Node, graph: Graph, cfg: HwConfig, scales) -> ResizePlan:
                       node.attrs.get("mode", "nearest") == "linear" and src[2:] != (1, 1))
 
 
-_DIVIDE_BY_16 = SdpProgram(XStage(truncate=4))
-
-
-def _bilinear_weights(c: int, dy: int, dx: int) -> np.ndarray:
-    """Depthwise 2x2 integer weights ``[C, 1, 2, 2]`` of output parity (dy, dx)."""
-    k = np.outer(_TAPS[dy], _TAPS[dx]).astype(np.int8)
-    return np.broadcast_to(k, (c, 1, 2, 2)).copy()
+def _bilinear_phase(p: ResizePlan, dy: int, dx: int
+                    ) -> tuple[tuple[int, int], np.ndarray, SdpProgram]:
+    """``((first row, first column) of its window in the padded input, depthwise 2x2
+    integer weights [C, 1, 2, 2], the SDP program dividing by 4*fy*fx)`` of output phase
+    ``(dy, dx)``."""
+    (oy, wy), (ox, wx) = bilinear_taps(p.fy, dy), bilinear_taps(p.fx, dx)
+    k = np.outer(wy, wx).astype(np.int8)
+    shift = (4 * p.fy * p.fx).bit_length() - 1
+    return ((oy, ox), np.broadcast_to(k, (p.in_cube[0], 1, 2, 2)).copy(),
+            SdpProgram(XStage(truncate=shift)))
 
 
 def column_copies(lo, node: Node, src, dst_cube, fx: int, tag: str,
@@ -142,21 +160,21 @@ def _lower_bilinear(lo, node: Node, p: ResizePlan, src, out) -> None:
     lo.copy(node, pad.rows(h, 1), pad.rows(h + 1, 1), "padb")
     block = conv_ops.choose_block(lo.cfg, ConvGeom(c, h + 1, w + 1, c, 2, 2), c)
     line = out.layout.line_stride
-    for dy in (0, 1):
-        wide = lo.temp(lo.label(node, f"row{dy}"), c, h, 2 * w)
-        for dx in (0, 1):
+    for dy in range(p.fy):
+        wide = lo.temp(lo.label(node, f"row{dy}"), c, h, p.fx * w)
+        for dx in range(p.fx):
             tap = lo.temp(lo.label(node, f"tap{dy}{dx}"), c, h, w)
-            window = pad.rows(dy, h + 1).cols(dx, w + 1)
-            weights = _bilinear_weights(c, dy, dx)
+            (y0, x0), weights, program = _bilinear_phase(p, dy, dx)
+            window = pad.rows(y0, h + 1).cols(x0, w + 1)
             for g0 in range(0, c, block):
                 g1 = min(c, g0 + block)
                 bg = ConvGeom(g1 - g0, h + 1, w + 1, g1 - g0, 2, 2)
                 conv_ops.lower_conv(lo, node, lo.label(node, f"t{dy}{dx}g{g0}"),
                                     window.channels(g0, g1 - g0), tap.channels(g0, g1 - g0), bg,
                                     conv_ops.block_diagonal(weights, c, g0, g1), 0,
-                                    _DIVIDE_BY_16, plan_conv(bg, lo.cfg))
-            column_copies(lo, node, tap, wide, 2, f"{dy}{dx}", first=dx)
-        dst = out.strided(dy * line, line_stride=2 * line, height=h)
+                                    program, plan_conv(bg, lo.cfg))
+            column_copies(lo, node, tap, wide, p.fx, f"{dy}{dx}", first=dx)
+        dst = out.strided(dy * line, line_stride=p.fy * line, height=h)
         lo.emit(SdpOp(lo.label(node, f"y{dy}"), node.name, wide, dst, IDENTITY))
 
 
@@ -187,12 +205,12 @@ def reference(p: ResizePlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
     if p.bilinear:
         c, h, w = p.in_cube
         padded = np.pad(x.reshape(1, c, h, w), ((0, 0), (0, 0), (1, 1), (1, 1)), mode="edge")
-        y = np.zeros((1, c, 2 * h, 2 * w), dtype=np.int8)
-        for dy in (0, 1):
-            for dx in (0, 1):
-                y[:, :, dy::2, dx::2] = int8_ref.conv_program_int8(
-                    padded[:, :, dy:dy + h + 1, dx:dx + w + 1], _bilinear_weights(c, dy, dx),
-                    _DIVIDE_BY_16, group=c)
+        y = np.zeros((1, c, p.fy * h, p.fx * w), dtype=np.int8)
+        for dy in range(p.fy):
+            for dx in range(p.fx):
+                (y0, x0), weights, program = _bilinear_phase(p, dy, dx)
+                y[:, :, dy::p.fy, dx::p.fx] = int8_ref.conv_program_int8(
+                    padded[:, :, y0:y0 + h + 1, x0:x0 + w + 1], weights, program, group=c)
         return [y.reshape(p.out_shape)]
     return [np.repeat(np.repeat(x, p.fy, axis=2), p.fx, axis=3).reshape(p.out_shape)]
 

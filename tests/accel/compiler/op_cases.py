@@ -410,6 +410,13 @@ CASES = [
     Case("resize_nearest_3x2", _one((1, 32, 6, 5), _resize([1, 1, 3, 2]))),
     Case("resize_bilinear_2x", _one((1, 32, 6, 5), _resize([1, 1, 2, 2], "linear",
                                                             "half_pixel"))),
+    # segmentation heads' 4x, and factors that differ per axis (one of them 1)
+    Case("resize_bilinear_4x", _one((1, 32, 6, 5), _resize([1, 1, 4, 4], "linear",
+                                                            "half_pixel"))),
+    Case("resize_bilinear_4x2", _one((1, 32, 6, 5), _resize([1, 1, 4, 2], "linear",
+                                                             "pytorch_half_pixel"))),
+    Case("resize_bilinear_1x2", _one((1, 32, 6, 5), _resize([1, 1, 1, 2], "linear",
+                                                             "half_pixel"))),
     Case("convtranspose_2x2", _one((1, 32, 7, 6), _deconv)),
     # CenterNet's / U-Net decoders' 4x4 stride 2 padding 1, its input after a ReLU
     Case("convtranspose_4x4_s2_p1", _one((1, 32, 7, 6), _deconv_overlapping(4, 2, 1,

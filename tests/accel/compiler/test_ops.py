@@ -373,3 +373,26 @@ def test_mirrored_rows_hand_computed():
     # rows a0..a5 reflect-padded by 3 before and 2 after: a3 a2 a1 | a0 .. a5 | a4 a3
     assert [mirrored(r, 3, 6, "reflect") for r in (0, 1, 2, 9, 10)] == [3, 2, 1, 4, 3]
     assert [mirrored(r, 3, 6, "edge") for r in (0, 2, 9, 10)] == [0, 0, 5, 5]
+
+
+@pytest.mark.parametrize("f", [1, 2, 4])
+def test_bilinear_taps_are_the_half_pixel_interpolation(f):
+    """Each output phase's two taps and weights against the half_pixel definition
+    computed in floats: output ``o`` samples input ``(o + 0.5) / f - 0.5``, weighted
+    linearly between its two neighbours (clamped at the border, as the replicate pad
+    does)."""
+    from accel.compiler.ops.resize import bilinear_taps
+    n = 5
+    for o in range(f * n):
+        i, d = divmod(o, f)
+        first, weights = bilinear_taps(f, d)
+        x = (o + 0.5) / f - 0.5
+        lo = int(np.floor(x))
+        frac = x - lo
+        want = np.zeros(n + 2)              # over the padded input, index + 1
+        for k, wk in ((lo, 1 - frac), (lo + 1, frac)):
+            want[min(max(k, -1), n) + 1] += wk
+        got = np.zeros(n + 2)
+        for k, wk in zip((i - 1 + first, i + first), weights, strict=True):
+            got[k + 1] += wk / (2 * f)
+        np.testing.assert_allclose(got, want, atol=1e-12, err_msg=f"f={f} output {o}")

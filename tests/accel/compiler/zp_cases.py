@@ -209,4 +209,6 @@ CASES = [
     ZpCase("resize_nearest", "Resize", _one(SHAPE, _resize([1, 1, 2, 2]))),
     ZpCase("resize_bilinear", "Resize", _one(SHAPE, _resize([1, 1, 2, 2], "linear",
                                                               "half_pixel"))),
+    ZpCase("resize_bilinear_4x", "Resize", _one(SHAPE, _resize([1, 1, 4, 4], "linear",
+                                                                 "half_pixel"))),
 ]
