@@ -329,10 +329,10 @@ def nest(lo, node: Node, p: MovePlan) -> None:
                               lambda r, piece=piece: _view(r, p.axis, piece.start, piece.size))
             continue
         staging = _staging(group, lo.cfg, h, w)
-        if staging is None:    # merged by chains: the pieces keep buffers of their own
-            continue
-        channels, slots = staging
         name = _staging_name(out, group, lo.cfg.atom_size)
+        if staging is None or name in lo.graph.tensors:
+            continue            # merged by chains: the pieces keep buffers of their own
+        channels, slots = staging
         lo.placement.cubes[name] = (channels, h, w)
         for piece, slot in zip(group, slots, strict=True):
             lo.placement.nest(piece.tensor, name,
@@ -421,7 +421,7 @@ def _merge_staged(lo, node: Node, group: list[Piece], whole) -> bool:
     one: the pieces not nested there copied in, then one 0/1 convolution."""
     atom = lo.cfg.atom_size
     name = _staging_name(node.outputs[0], group, atom)
-    if name not in lo.placement.cubes:
+    if name not in lo.placement.cubes or name in lo.graph.tensors:
         return False
     channels, h, w = lo.placement.cubes[name]
     _, slots = _staging(group, lo.cfg, h, w)
