@@ -204,6 +204,20 @@ def test_a_merge_is_one_move_out_of_its_staging_buffer(preset, tmp_path):
     assert all(c % atom == 0 for _, c, _ in staged.values())
 
 
+def test_a_staging_name_taken_by_a_tensor_of_the_graph_merges_by_chains(tmp_path,
+                                                                        monkeypatch):
+    from accel.compiler.ops import concat
+    # every staging buffer named as a tensor of the graph: the concat's first input
+    monkeypatch.setattr(concat, "_staging_name", lambda out, group, atom: group[0].tensor)
+    graph, table, parts, report, compiled, out, want = _run(
+        next(c for c in CASES if c.name == "concat_unaligned_by_surface"), "nv_large",
+        tmp_path)
+    assert report.bit_exact, report.summary()
+    merges = [op for op in compiled.ops if ".merge" in op.name]
+    # surface by surface (through a staging buffer: one move of the 45-channel span)
+    assert merges and all(op.dst.shape[0] <= 32 for op in merges)
+
+
 @pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
 def test_merges_without_a_staging_buffer_move_surface_by_surface(preset, tmp_path,
                                                                  monkeypatch):
