@@ -43,7 +43,7 @@ class Weights:
         self._taps_last: PackedWeights | None = None
         self._diagonal: np.ndarray | None | bool = False     # False: not looked at yet
         self._pointwise: PackedWeights | None = None
-        self._selection: np.ndarray | None | bool = False    # False: not looked at yet
+        self._selection: tuple | None | bool = False    # False: not looked at yet
 
     @property
     def shape(self) -> tuple[int, ...]:
