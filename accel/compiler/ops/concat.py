@@ -396,17 +396,22 @@ def merge_chains(group: list[Piece], atom: int, pixels: int) -> list[list[MergeS
     return chains if saved > 0 and saved >= extra * OP_ATOMS else whole
 
 
-def _staging(group: list[Piece], cfg: HwConfig, h: int, w: int
-             ) -> tuple[int, list[int]] | None:
+def _slots(group: list[Piece], atom: int) -> tuple[int, list[int]]:
     """``(channels, each piece's first channel)`` of a merge's staging buffer, each piece
-    from an atom of its own; None when the one 0/1 convolution out of it does not fit
-    the hardware."""
-    atom = cfg.atom_size
+    from an atom of its own."""
     slots, channels = [], 0
     for piece in group:
         slots.append(channels)
         channels += -(-piece.size // atom) * atom
-    _, k = _group_span(group, atom)
+    return channels, slots
+
+
+def _staging(group: list[Piece], cfg: HwConfig, h: int, w: int
+             ) -> tuple[int, list[int]] | None:
+    """:func:`_slots` of a merge's staging buffer; None when the one 0/1 convolution out
+    of it does not fit the hardware."""
+    channels, slots = _slots(group, cfg.atom_size)
+    _, k = _group_span(group, cfg.atom_size)
     if isinstance(plan_conv(ConvGeom(channels, h, w, k, 1, 1), cfg), str):
         return None
     return channels, slots
@@ -424,7 +429,7 @@ def _merge_staged(lo, node: Node, group: list[Piece], whole) -> bool:
     if name not in lo.placement.cubes or name in lo.graph.tensors:
         return False
     channels, h, w = lo.placement.cubes[name]
-    _, slots = _staging(group, lo.cfg, h, w)
+    _, slots = _slots(group, atom)
     staged = lo.region(name)
     c0, k = _group_span(group, atom)
     weight = np.zeros((k, channels, 1, 1), dtype=np.int8)
