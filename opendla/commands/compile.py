@@ -138,8 +138,9 @@ def lut_loads(compiled: Any) -> tuple[int, int]:
             lut = op.program.lut
         elif isinstance(op, ConvOp):
             lut = op.sdp.lut
-        if lut is not None and held.get(unit) != lut.pack():
-            held[unit] = lut.pack()
+        table = None if lut is None else lut.pack()
+        if table is not None and held.get(unit) != table:
+            held[unit] = table
             loads += 1
             fw_lut.load(RegWriter(backend), unit, lut, PRECISION_INT8, op.name)
     return loads, backend.writes
