@@ -79,3 +79,51 @@ def test_dead_tensors_keep_finite_positive_scales():
     table = calibrate(graph, samples, progress=False)       # y is 0 everywhere
     assert table["y"]["scale"] == pytest.approx(1 / 127)
     assert all(np.isfinite(e["scale"]) and e["scale"] > 0 for e in table.values())
+
+
+def test_candidates_fill_the_gaps_between_percentiles():
+    from tengine_host.quant.range_search import GRID_PER_OCTAVE, candidates
+
+    x = np.random.default_rng(6).standard_t(3, size=50_000)
+    h = _histogram(x)
+    ts = candidates(h)
+    assert ts == sorted(set(ts)) and ts[-1] == pytest.approx(h.amax) and ts[0] > 0
+    # no two neighbours further apart than a quarter octave, down to half the
+    # smallest percentile candidate
+    ratios = np.array(ts[1:]) / np.array(ts[:-1])
+    assert ratios.max() <= 2 ** (1 / GRID_PER_OCTAVE) * (1 + 1e-9)
+
+
+def _conv_then(activation: str):
+    """x [1, 1, 1, N] -> 1x1 Conv (weight 1, no bias) -> ``activation`` -> y."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tengine_host.frontend import load_onnx
+
+    n = 4004
+    w = numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node(activation, ["c"], ["y"], name="act")]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, n])],
+                          [w])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    x = np.random.default_rng(7).uniform(0, 1, (1, 1, 1, n)).astype(np.float32)
+    x[0, 0, 0, :4] = -40.0          # four far negatives the sigmoid turns into 0
+    return graph, [{"x": x}]
+
+
+def test_a_reader_is_measured_after_its_activation(monkeypatch):
+    """Clipping x's -40s to -4 moves the convolution's output by 36 at four places, and
+    the sigmoid after it by under 0.02: measured after the sigmoid, x's range shrinks to a
+    few units (a step ten times finer for the bulk in [0, 1]); measured at the
+    convolution it keeps the -40s."""
+    from tengine_host.quant import range_search
+
+    graph, samples = _conv_then("Sigmoid")
+    conv = next(n for n in graph.nodes if n.op_type == "Conv")
+    assert [n.op_type for n in range_search._measured_chain(graph, conv)] == ["Conv", "Sigmoid"]
+    assert 127 * calibrate(graph, samples, progress=False)["x"]["scale"] < 5.0
+    monkeypatch.setattr(range_search, "ACTIVATIONS", frozenset())
+    assert 127 * calibrate(graph, samples, progress=False)["x"]["scale"] > 35.0
