@@ -306,11 +306,13 @@ def format_report(report) -> str:
         applied = "; tried " + ", ".join(f"{name} {v:.1f} dB" for name, v in
                                          report.variants.items()) + f": {report.applied} kept"
     lines = [f"int8 fidelity against fp32 ({how}{applied}):",
-             f"  {'output':<32} {'SQNR dB':>8} {'cosine':>8} {'max err':>10} {'top-1':>6}"]
+             f"  {'output':<32} {'SQNR dB':>8} {'cosine':>8} {'max err':>10} {'top-1':>6} "
+             f"{'clipped':>8}"]
     for o in report.outputs:
         top1 = "" if o.top1_agreement is None else f"{o.top1_agreement:.0%}"
+        clipped = f"{o.clipped:.3%}" if o.clipped else "0"
         lines.append(f"  {_short(o.name):<32} {o.sqnr_db:>8.1f} {o.cosine:>8.4f} "
-                     f"{o.max_error:>10.4g} {top1:>6}")
+                     f"{o.max_error:>10.4g} {top1:>6} {clipped:>8}")
     if report.layers:
         lines.append("  DLA layers adding the most error (SQNR alone / in context, dB): "
                      + ", ".join(

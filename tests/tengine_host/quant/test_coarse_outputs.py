@@ -18,6 +18,7 @@ from tengine_host.quant.fidelity import (
     OutputFidelity,
     _gains,
     calibrate_checked,
+    clipped_values,
     output_writers,
 )
 from tengine_host.quant.thresholds import AbsHistogram
@@ -127,8 +128,9 @@ def test_the_output_layers_tried_in_fp32_are_the_last_cheap_dla_layers():
     assert output_writers(h, {n.name for n in h.nodes}) == ()
 
 
-def _report(*sqnrs: float) -> FidelityReport:
-    return FidelityReport("held-out", 6, 2, [OutputFidelity(f"o{i}", v, 1.0, 0.0, None)
+def _report(*sqnrs: float, clipped: float = 0.0) -> FidelityReport:
+    return FidelityReport("held-out", 6, 2, [OutputFidelity(f"o{i}", v, 1.0, 0.0, None,
+                                                            clipped)
                                              for i, v in enumerate(sqnrs)])
 
 
@@ -136,6 +138,25 @@ def test_fp32_outputs_are_kept_for_a_gain_on_one_output_and_no_loss():
     assert _gains(_report(40.0, 20.0), _report(41.0, 20.0))        # +1 dB on one
     assert not _gains(_report(40.0, 20.0), _report(40.9, 20.0))    # less
     assert not _gains(_report(40.0, 20.0), _report(42.0, 17.0))    # the other loses more
+
+
+def test_fp32_outputs_are_kept_when_int8_clipped_an_output_and_none_loses():
+    assert _gains(_report(40.0, 20.0, clipped=1e-4), _report(40.1, 20.0))
+    assert _gains(_report(40.0, 20.0, clipped=1e-4), _report(40.0, 20.0))
+    assert not _gains(_report(40.0, 20.0, clipped=1e-4), _report(40.5, 19.0))
+
+
+def test_clipped_values_are_those_int8_held_at_an_end_of_its_range():
+    # symmetric, step 1: codes -127..127; past 127.5 (or below -127.5) int8 cannot follow
+    entry = {"scale": 1.0}
+    ref = np.array([200.0, 127.4, -130.0, 5.0, 300.0])
+    got = np.array([127.0, 127.0, -127.0, 5.0, 300.0])   # the last one computed in fp32
+    assert clipped_values(entry, ref, got) == 2
+    # zero point -128, step 0.5: codes -128..127 hold 0 .. 127.5
+    entry = {"scale": 0.5, "zero_point": -128}
+    assert clipped_values(entry, np.array([130.0, -2.0, 127.6]),
+                          np.array([127.5, 0.0, 127.5])) == 2
+    assert clipped_values(None, ref, got) == 0
 
 
 def test_the_check_keeps_a_regression_head_in_fp32_when_it_gains():
