@@ -14,9 +14,9 @@ cached calibration samples:
 * the error-optimal threshold of the tensor itself
   (:func:`~tengine_host.quant.thresholds.mse_threshold`) and its min-max range;
 * its 99th, 99.9th, 99.99th and 99.999th percentiles of ``|x|``;
-* min-max divided by every quarter octave down to a sixteenth of it (those above half
-  the smallest candidate above): the percentiles of a long-tailed tensor (a deep
-  depthwise output) leave gaps of a third of the range between them;
+* min-max divided by every quarter octave down to a sixteenth of it (those at least
+  half the smallest of the candidates above): the percentiles of a long-tailed tensor
+  (a deep depthwise output) leave gaps of a third of the range between them;
 
 each candidate quantizes the tensor as the DLA would (round half away from zero,
 saturate), every reader node runs on the quantized value in fp32, and the candidate
