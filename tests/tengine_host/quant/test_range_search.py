@@ -94,7 +94,7 @@ def test_candidates_fill_the_gaps_between_percentiles():
     assert ratios.max() <= 2 ** (1 / GRID_PER_OCTAVE) * (1 + 1e-9)
 
 
-def _conv_then(activation: str):
+def _conv_then(activation: str, opset: int):
     """x [1, 1, 1, N] -> 1x1 Conv (weight 1, no bias) -> ``activation`` -> y."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -108,22 +108,24 @@ def _conv_then(activation: str):
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, n])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, n])],
                           [w])
-    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]))
     x = np.random.default_rng(7).uniform(0, 1, (1, 1, 1, n)).astype(np.float32)
-    x[0, 0, 0, :4] = -40.0          # four far negatives the sigmoid turns into 0
+    x[0, 0, 0, :4] = -40.0          # four far negatives the activation turns into 0
     return graph, [{"x": x}]
 
 
-def test_a_reader_is_measured_after_its_activation(monkeypatch):
+@pytest.mark.parametrize("activation, opset", [("Sigmoid", 13), ("HardSwish", 14)])
+def test_a_reader_is_measured_after_its_activation(monkeypatch, activation, opset):
     """Clipping x's -40s to -4 moves the convolution's output by 36 at four places, and
-    the sigmoid after it by under 0.02: measured after the sigmoid, x's range shrinks to a
-    few units (a step ten times finer for the bulk in [0, 1]); measured at the
-    convolution it keeps the -40s."""
+    the activation after it by under 0.02 (a sigmoid) or not at all (HardSwish): measured
+    after the activation, x's range shrinks to a few units (a step ten times finer for
+    the bulk in [0, 1]); measured at the convolution it keeps the -40s."""
     from tengine_host.quant import range_search
 
-    graph, samples = _conv_then("Sigmoid")
+    graph, samples = _conv_then(activation, opset)
     conv = next(n for n in graph.nodes if n.op_type == "Conv")
-    assert [n.op_type for n in range_search._measured_chain(graph, conv)] == ["Conv", "Sigmoid"]
+    assert [n.op_type for n in range_search._measured_chain(graph, conv)] == ["Conv",
+                                                                              activation]
     assert 127 * calibrate(graph, samples, progress=False)["x"]["scale"] < 5.0
     monkeypatch.setattr(range_search, "ACTIVATIONS", frozenset())
     assert 127 * calibrate(graph, samples, progress=False)["x"]["scale"] > 35.0
