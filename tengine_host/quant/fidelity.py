@@ -213,8 +213,9 @@ def clipped_values(entry: Mapping | None, ref: np.ndarray, got: np.ndarray) -> i
     if not entry or not entry.get("scale"):
         return 0
     step, zero = float(entry["scale"]), int(entry.get("zero_point", 0))
-    hi = (127 - zero) * step
-    lo = (-128 - zero) * step if zero else -127 * step
+    # the converters saturate to codes -128..127, symmetric tensors too
+    # (:func:`~tengine_host.quant.weights.quantize_activation`)
+    hi, lo = (127 - zero) * step, (-128 - zero) * step
     r = np.asarray(ref, dtype=np.float64)
     g = np.asarray(got, dtype=np.float64)
     half = step / 2

@@ -147,10 +147,11 @@ def test_fp32_outputs_are_kept_when_int8_clipped_an_output_and_none_loses():
 
 
 def test_clipped_values_are_those_int8_held_at_an_end_of_its_range():
-    # symmetric, step 1: codes -127..127; past 127.5 (or below -127.5) int8 cannot follow
+    # symmetric, step 1: the converters saturate to codes -128..127; past 127.5 (or
+    # below -128.5) int8 cannot follow
     entry = {"scale": 1.0}
-    ref = np.array([200.0, 127.4, -130.0, 5.0, 300.0])
-    got = np.array([127.0, 127.0, -127.0, 5.0, 300.0])   # the last one computed in fp32
+    ref = np.array([200.0, 127.4, -130.0, -128.3, 5.0, 300.0])
+    got = np.array([127.0, 127.0, -128.0, -128.0, 5.0, 300.0])   # the last one in fp32
     assert clipped_values(entry, ref, got) == 2
     # zero point -128, step 0.5: codes -128..127 hold 0 .. 127.5
     entry = {"scale": 0.5, "zero_point": -128}
