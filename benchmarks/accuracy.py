@@ -34,8 +34,9 @@ Each model's metric compares final answers (after its own thresholds and
 NMS): classifier top-1 agreement; detector precision and recall of the int8
 boxes against fp32's (IoU >= 0.5, same class); the text detector's text-map
 IoU (probability > 0.3) and line boxes; landmark distances in input pixels.
-For every output the cosine and the SQNR (dB) against fp32 are pooled over
-the test set; the table shows the worst output, then every output.
+For every output (each part of one a Concat makes: YOLOv8's boxes apart from
+its scores) the cosine and the SQNR (dB) against fp32 are pooled over the test
+set; the table shows the worst output, then every output.
 Costs are CPU seconds.  Inference runs on one thread (numpy's BLAS and
 onnxruntime's pools); onnxruntime's histogram calibrators keep every
 activation of every calibration image and need ~7 GB on picodet_layout_cdla.
@@ -70,7 +71,12 @@ from tengine_host.devices import get_device  # noqa: E402
 from tengine_host.executor import Executor  # noqa: E402
 from tengine_host.model import load_model  # noqa: E402
 from tengine_host.quant import calibrate  # noqa: E402
-from tengine_host.quant.fidelity import calibrate_checked, weight_rewrites  # noqa: E402
+from tengine_host.quant.fidelity import (  # noqa: E402
+    calibrate_checked,
+    output_parts,
+    part_name,
+    weight_rewrites,
+)
 from tengine_host.quant.zero_point import assign_zero_points  # noqa: E402
 from tengine_host.zoo.report import cosine  # noqa: E402
 
@@ -122,16 +128,26 @@ class ModelResult:
     methods: list[MethodResult]
 
 
-def compare(model: BenchModel, refs: list[dict], gots: list[dict]) -> tuple[dict, dict]:
+def compare(model: BenchModel, refs: list[dict], gots: list[dict],
+            parts: dict[str, tuple[str, tuple]] | None = None) -> tuple[dict, dict]:
     """The model's metrics and each output's pooled cosine and SQNR, int8 ``gots`` against
-    fp32 ``refs`` (lists of output dicts, one per test image)."""
+    fp32 ``refs`` (lists of output dicts, one per test image); with ``parts`` (name ->
+    ``(output, region)``, :func:`output_parts`) for the regions named instead."""
     metrics = model.score([model.answer(r) for r in refs], [model.answer(g) for g in gots])
+    parts = parts or {name: (name, ()) for name in refs[0]}
     outputs = {}
-    for name in refs[0]:
-        ref = np.concatenate([np.ravel(r[name]) for r in refs])
-        got = np.concatenate([np.ravel(g[name]) for g in gots])
+    for name, (output, region) in parts.items():
+        ref = np.concatenate([np.ravel(np.asarray(r[output])[region]) for r in refs])
+        got = np.concatenate([np.ravel(np.asarray(g[output])[region]) for g in gots])
         outputs[name] = {"cosine": cosine(ref, got), "sqnr_db": sqnr_db(ref, got)}
     return metrics, outputs
+
+
+def measured_parts(graph) -> dict[str, tuple[str, tuple]]:
+    """What :func:`compare` measures apart: each output, or each part of one a Concat
+    makes (:func:`~tengine_host.quant.fidelity.output_parts`, as ``quantize`` reports)."""
+    return {part_name(o, region, graph.tensors[o].shape): (o, region)
+            for o in graph.outputs for region in output_parts(graph, o)}
 
 
 def ort_runner(path: Path) -> Callable[[dict], dict]:
@@ -220,6 +236,7 @@ def run_model(model: BenchModel, methods: list[str], calib: int, test: int | Non
     """Calibrate and run ``model`` with every method; see the module docstring."""
     graph = load_model(model.path, input_shapes=model.input_shapes)
     model.prepare(graph)
+    parts = measured_parts(graph)
     calibration = model.feeds("calibration", calib)
     tests = model.feeds("test", test)
     bar = tqdm(total=len(tests) * (len(methods) + 1), desc=model.name, file=sys.stderr,
@@ -266,7 +283,7 @@ def run_model(model: BenchModel, methods: list[str], calib: int, test: int | Non
                                 keep_float=table.keep_float)
             with Executor(graph, [device], table) as int8:
                 gots, ms = run(int8.run)
-        metrics, outputs = compare(model, refs, gots)
+        metrics, outputs = compare(model, refs, gots, parts)
         results.append(MethodResult(method, metrics, outputs, calibration_s, ms, notes=notes))
         if method not in ORT_METHODS:
             tables[key] = results[-1]

@@ -13,7 +13,15 @@ from tengine_host.frontend import load_onnx
 from tengine_host.model import load_model
 from tengine_host.quant import calibrate
 from tengine_host.quant.calibrate import input_warnings
-from tengine_host.quant.fidelity import ErrorStats, calibrate_checked, is_class_scores, split
+from tengine_host.quant.fidelity import (
+    ErrorStats,
+    calibrate_checked,
+    is_class_scores,
+    measure,
+    output_parts,
+    part_name,
+    split,
+)
 
 
 def test_error_stats_by_hand():
@@ -98,6 +106,68 @@ def test_a_poor_table_is_named_with_its_worst_layer():
     named = message.split("add the most error (SQNR alone): ")[1]
     assert "r (" in named and "logits (" in named
     assert report.layers[0].sqnr_db < 10
+
+
+def _head(extra_axis2: int = 0):
+    """A detection head's shape of output: big values (1x1 conv, x1000) and small ones
+    (x0.001) concatenated on channels, ``[1, 2 + 3, 4, 4]``; with ``extra_axis2``, a
+    constant ``[1, 5, extra, 4]`` (anchors) concatenated after it on axis -2."""
+    eye = np.eye(2, dtype=np.float32).reshape(2, 2, 1, 1)
+    nodes = [helper.make_node("Conv", ["x1", "big"], ["a"]),
+             helper.make_node("Conv", ["x2", "small"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["y"], axis=1)]
+    inits = [numpy_helper.from_array(eye * 1000, "big"),
+             numpy_helper.from_array(np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1) / 1000,
+                                     "small")]
+    out, shape = "y", [1, 5, 4, 4]
+    if extra_axis2:
+        const = np.ones((1, 5, extra_axis2, 4), np.float32)
+        inits.append(numpy_helper.from_array(const, "anchors"))
+        nodes.append(helper.make_node("Concat", ["y", "anchors"], ["z"], axis=-2))
+        out, shape = "z", [1, 5, 4 + extra_axis2, 4]
+    g = helper.make_graph(nodes, "head",
+                          [helper.make_tensor_value_info("x1", 1, [1, 2, 4, 4]),
+                           helper.make_tensor_value_info("x2", 1, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info(out, 1, shape)], inits)
+    return load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+
+
+def test_an_output_a_concat_makes_is_measured_part_by_part():
+    graph = _head()
+    a, b = output_parts(graph, "y")
+    assert (a, b) == ((slice(0, 1), slice(0, 2), slice(0, 4), slice(0, 4)),
+                      (slice(0, 1), slice(2, 5), slice(0, 4), slice(0, 4)))
+    assert [part_name("y", r, [1, 5, 4, 4]) for r in (a, b)] == ["y[:, 0:2]", "y[:, 2:5]"]
+    # nested Concats split again; a constant input (anchors) is exact and not a part
+    nested = _head(extra_axis2=3)
+    assert [part_name("z", r, [1, 5, 7, 4]) for r in output_parts(nested, "z")] == \
+        ["z[:, 0:2, 0:4]", "z[:, 2:5, 0:4]"]
+    # not made by a Concat: the whole tensor
+    (whole,) = output_parts(_classifier(), "probs")
+    assert part_name("probs", whole, [1, 4]) == "probs"
+
+
+def test_a_part_a_whole_output_ratio_hides_is_reported_and_warned():
+    rng = np.random.default_rng(3)
+    samples = [{"x1": rng.uniform(-1, 1, (1, 2, 4, 4)).astype(np.float32),
+                "x2": rng.uniform(-1, 1, (1, 3, 4, 4)).astype(np.float32)} for _ in range(3)]
+    graph = _head()
+    table = calibrate(graph, samples, progress=False, algorithm="minmax")
+    report = measure(graph, table, samples)
+    big, small = report.outputs
+    assert (big.name, small.name) == ("y[:, 0:2]", "y[:, 2:5]")
+    # one scale for y covers +-1000: a step of ~8, and the small part (|b| <= 0.001)
+    # rounds to 0, so its noise equals its signal: 0 dB
+    assert small.sqnr_db == pytest.approx(0.0, abs=1e-6) and big.sqnr_db > 40
+    whole = ErrorStats()
+    for feeds in samples:      # over the whole output the small part weighs nothing
+        x = np.concatenate([feeds["x1"] * 1000, feeds["x2"] / 1000], axis=1)
+        q = np.concatenate([np.round(feeds["x1"] * 1000 / table["y"]["scale"])
+                            * table["y"]["scale"], np.zeros_like(feeds["x2"])], axis=1)
+        whole.add(x, q)
+    assert whole.sqnr_db > 40
+    (message,) = report.warnings()
+    assert "output 'y[:, 2:5]'" in message and "0.0 dB" in message
 
 
 def test_one_sample_is_calibrated_but_unchecked():
