@@ -73,8 +73,7 @@ from tengine_host.model import load_model  # noqa: E402
 from tengine_host.quant import calibrate  # noqa: E402
 from tengine_host.quant.fidelity import (  # noqa: E402
     calibrate_checked,
-    output_parts,
-    part_name,
+    measured_parts,
     weight_rewrites,
 )
 from tengine_host.quant.zero_point import assign_zero_points  # noqa: E402
@@ -132,7 +131,8 @@ def compare(model: BenchModel, refs: list[dict], gots: list[dict],
             parts: dict[str, tuple[str, tuple]] | None = None) -> tuple[dict, dict]:
     """The model's metrics and each output's pooled cosine and SQNR, int8 ``gots`` against
     fp32 ``refs`` (lists of output dicts, one per test image); with ``parts`` (name ->
-    ``(output, region)``, :func:`output_parts`) for the regions named instead."""
+    ``(output, region)``, :func:`~tengine_host.quant.fidelity.measured_parts`) for the
+    regions named instead."""
     metrics = model.score([model.answer(r) for r in refs], [model.answer(g) for g in gots])
     parts = parts or {name: (name, ()) for name in refs[0]}
     outputs = {}
@@ -141,13 +141,6 @@ def compare(model: BenchModel, refs: list[dict], gots: list[dict],
         got = np.concatenate([np.ravel(np.asarray(g[output])[region]) for g in gots])
         outputs[name] = {"cosine": cosine(ref, got), "sqnr_db": sqnr_db(ref, got)}
     return metrics, outputs
-
-
-def measured_parts(graph) -> dict[str, tuple[str, tuple]]:
-    """What :func:`compare` measures apart: each output, or each part of one a Concat
-    makes (:func:`~tengine_host.quant.fidelity.output_parts`, as ``quantize`` reports)."""
-    return {part_name(o, region, graph.tensors[o].shape): (o, region)
-            for o in graph.outputs for region in output_parts(graph, o)}
 
 
 def ort_runner(path: Path) -> Callable[[dict], dict]:

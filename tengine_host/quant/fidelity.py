@@ -256,6 +256,17 @@ def part_name(tensor: str, region: Region, shape: Sequence[int]) -> str:
                                     zip(region[:last + 1], whole, strict=False)) + "]"
 
 
+def measured_parts(graph: Graph) -> dict[str, tuple[str, Region]]:
+    """What the check measures apart, by name: ``(output, region)`` for each part of each
+    model output (:func:`output_parts`); class scores whole (top-1 judges them whole)."""
+    parts: dict[str, tuple[str, Region]] = {}
+    for o in graph.outputs:
+        regions = [()] if is_class_scores(graph, o) else output_parts(graph, o)
+        for region in regions:
+            parts[part_name(o, region, graph.tensors[o].shape) if region else o] = (o, region)
+    return parts
+
+
 def clipped_values(entry: Mapping | None, ref: np.ndarray, got: np.ndarray) -> int:
     """How many values ``ref`` (fp32) puts past the int8 range of the table ``entry`` by
     more than half a step while ``got`` (the int8 path's, dequantized) sits at that end of
@@ -309,14 +320,10 @@ class _Accumulator:
         dla = [n for n in graph.nodes if n.name in overrides] if self.layers else []
         self.producer.update({o: n.op_type for n in graph.nodes for o in n.outputs})
         for o in graph.outputs:
-            if is_class_scores(graph, o):       # judged whole, by its top-1 too
+            if is_class_scores(graph, o):
                 self.top1.setdefault(o, [0, 0])
-                self.parts.setdefault(o, (o, ()))
-                continue
-            shape = graph.tensors[o].shape
-            for region in output_parts(graph, o):
-                self.parts.setdefault(part_name(o, region, shape), (o, region))
-        for name in self.parts:
+        for name, part in measured_parts(graph).items():
+            self.parts.setdefault(name, part)
             self.outputs.setdefault(name, ErrorStats())
         for i, feeds in enumerate(samples):
             ref = refs[i] if refs is not None else interpret(graph, feeds, keep_all=True)
@@ -357,7 +364,7 @@ class _Accumulator:
 class LayerSensitivity:
     name: str               # the DLA node
     op_type: str
-    output_sqnr_db: float   # the worst model output's SQNR with this layer alone in int8
+    output_sqnr_db: float   # the worst model output's (or part's) SQNR, this layer alone int8
 
 
 def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, np.ndarray]],
@@ -367,7 +374,8 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
 
     For each DLA node the graph runs in fp32 except that node, which runs its int8
     reference (its inputs quantized, its weights and arithmetic the DLA's, its output
-    quantized); the SQNR of the model output it hurts most measures it.  Only
+    quantized); the SQNR of the model output (or part, :func:`measured_parts`) it hurts
+    most measures it.  Only
     the nodes downstream of it are run again.  A layer at the top of this list is the
     one to keep in fp32 (or to look at) first.
     """
@@ -381,11 +389,12 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
     nodes = [(i, n) for i, n in enumerate(graph.nodes) if n.name in prepared.overrides
              and n.name in chosen]
     refs = [interpret(graph, feeds, keep_all=True) for feeds in samples]
+    parts = measured_parts(graph)
     out = []
 
     with progress_bar(len(nodes), "sensitivity", enabled=progress) as bar:
         for i, node in nodes:
-            stats = {o: ErrorStats() for o in graph.outputs}
+            stats = {name: ErrorStats() for name in parts}
             for ref in refs:
                 env = dict(ref)
                 changed = set()
@@ -400,8 +409,8 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
                         if t:
                             env[t] = v
                             changed.add(t)
-                for o in graph.outputs:
-                    stats[o].add(ref[o], env[o])
+                for name, (o, region) in parts.items():
+                    stats[name].add(np.asarray(ref[o])[region], np.asarray(env[o])[region])
             out.append(LayerSensitivity(node.name, node.op_type,
                                         min(s.sqnr_db for s in stats.values())))
             bar.update()

@@ -20,6 +20,7 @@ from tengine_host.quant.fidelity import (
     measure,
     output_parts,
     part_name,
+    sensitivity,
     split,
 )
 
@@ -168,6 +169,12 @@ def test_a_part_a_whole_output_ratio_hides_is_reported_and_warned():
     assert whole.sqnr_db > 40
     (message,) = report.warnings()
     assert "output 'y[:, 2:5]'" in message and "0.0 dB" in message
+    # the sensitivity ranking judges each layer by the part it hurts most: the layers
+    # writing the small part at y's step (its conv, the Concat) lose it all
+    ranked = {s.name: s.output_sqnr_db for s in sensitivity(graph, table, samples,
+                                                             progress=False)}
+    assert ranked["Conv_1"] == pytest.approx(0.0, abs=1e-6)
+    assert ranked["Concat_2"] == pytest.approx(0.0, abs=1e-6) and ranked["Conv_0"] > 40
 
 
 def test_one_sample_is_calibrated_but_unchecked():
