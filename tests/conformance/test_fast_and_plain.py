@@ -165,3 +165,39 @@ def test_element_wise_ops_give_the_same_outputs_fast_and_plain(name, preset, mon
     if name in CHANNEL_TABLE_RUNS.get(preset, ()):
         assert any(isinstance(key, tuple) and key[0] == "channels"
                    for d in made for key in d.fast.sdp_tables.keys())
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_large"])
+def test_hard_swish_scaling_its_channels_gives_the_same_outputs_fast_and_plain(
+        preset, monkeypatch, tmp_path):
+    """``channel_scale[c] * HardSwish(input_scale[c] * x)`` (channel-group equalization):
+    its product by the gate cube runs X2 with a multiplier per channel, which the speed
+    layer takes as a staged table (X1 on each pair of codes, then X2 and the converter per
+    channel); the plain model computes it element by element."""
+    from tests.accel.compiler.op_cases import CASES
+
+    case = next(c for c in CASES if c.name == "hard_swish")
+    path = tmp_path / "hs.onnx"
+    onnx.save(case.build(), path)
+    graph = load_model(path)
+    (node,) = [n for n in graph.nodes if n.op_type == "HardSwish"]
+    rng = np.random.default_rng(5)
+    channels = graph.tensors[node.inputs[0]].shape[1]
+    node.attrs.update(input_scale=2.0 ** rng.uniform(-4, 4, channels),
+                      channel_scale=2.0 ** rng.uniform(-4, 4, channels))
+    shape = graph.tensors[graph.inputs[0]].shape
+    calibration, *feeds = ({graph.inputs[0]: rng.normal(0, 2, shape).astype(np.float32)}
+                           for _ in range(3))
+    table = calibrate(graph, [calibration], progress=False)
+    plain = _outputs(graph, table, preset, False, feeds, 1, monkeypatch)
+    made: list[Dla] = []
+    monkeypatch.setattr(accel.backends.cmod, "Dla", _model_of(True, made))
+    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
+                  table) as ex:
+        fast = [ex.run(feed) for _ in range(FAST_ROUNDS) for feed in feeds]
+    for i, got in enumerate(fast):
+        want = plain[i % len(plain)]
+        for t in want:
+            assert got[t].tobytes() == want[t].tobytes(), f"output {t}, inference {i}"
+    assert any(isinstance(key, tuple) and key[0] == "staged"
+               for d in made for key in d.fast.sdp_tables.keys())

@@ -55,6 +55,9 @@ MAX_ENTRIES = 8192
 #: runs as a table of each channel's 256 codes: below, the table costs more to make than
 #: the compiled pass it replaces
 CHANNEL_TABLE_MIN_POINTS = 256
+#: most distinct X1 results a staged table (:func:`_staged_code_table`) takes: its columns,
+#: a byte per channel each (512 channels: 8 MiB at most)
+STAGED_COLUMNS = 16384
 #: the SDP registers that decide where its data comes from and goes (:meth:`FastPaths.sdp_mode`)
 SDP_MODE_REGISTERS = ("D_FEATURE_MODE_CFG", *(f"D_DP_{p}_{r}" for p in ("BS", "BN", "EW")
                                              for r in ("CFG", "ALU_CFG", "MUL_CFG")))
@@ -503,11 +506,20 @@ class FastPaths:
         its input and one int8 operand X1 multiplies by, per element or per channel
         (HardSwish's product, a squeeze-excite's channel gates): the plain model's
         arithmetic (:func:`accel.cmod.sdp.x_stage` and the converter) on all 256 values
-        or 65536 pairs, kept per plan, and a lookup per element.  None for any other op,
-        or cubes whose atoms leave their regions."""
+        or 65536 pairs, kept per plan, and a lookup per element.  A product by a cube
+        followed by an X2 stage with operands per channel (HardSwish's product scaling
+        its channels, :mod:`accel.compiler.ops.activation`) is a staged table instead:
+        X1 on each pair, then X2 and the converter on each of X1's results per channel
+        (:func:`_staged_code_table`).  None for any other op, cubes whose atoms leave
+        their regions, or more than :data:`STAGED_COLUMNS` distinct X1 results."""
         (st, reads), (st2, reads2) = plan.stages
+        x2 = None
         if reads2 is not None or not _registers_only(st2):
-            return None
+            if reads is None or reads.grid is None:
+                return None
+            x2 = self._channel_stage(plan, st2, reads2)
+            if x2 is None:
+                return None
         atom = self.cfg.atom_size
         if reads is None:
             if not _registers_only(st):
@@ -533,6 +545,12 @@ class FastPaths:
                 return None
             per_channel = reads.read(self.dram)[sdp_rdma.USE_MUL].astype(np.int8)
             operand = np.broadcast_to(per_channel.reshape(x.shape[0], 1, 1, atom), x.shape)
+        if x2 is not None:
+            key, operands = ("staged", id(plan)), b"".join(v.tobytes() for v in x2[1:])
+            hit = self.sdp_tables.lookup(key)
+            if hit is None or hit[1] != operands:     # the entry holds the plan (its id)
+                hit = self.sdp_tables.put(key, (plan, operands, _staged_code_table(plan, x2)))
+            return None if hit[2] is None else code_tables.staged_apply(x, operand, hit[2])
         hit = self.sdp_tables.lookup(id(plan))
         if hit is None:     # the entry holds the plan: its id stays its own
             table = code_tables.byte_table(_code_table(plan, reads is not None))
@@ -670,6 +688,35 @@ def _code_table(plan: sdp.SdpPlan, pairs: bool) -> np.ndarray:
         x = sdp.x_stage(x, st, st.alu_operand, mul, inplace=True)
     table = _converted_entries(x, plan.cvt)
     return table.reshape(256, 256) if pairs else table
+
+
+def _staged_code_table(plan: sdp.SdpPlan, x2: tuple[np.ndarray, np.ndarray, np.ndarray]
+                       ) -> code_tables.StagedTable | None:
+    """The :class:`~accel.cmod.fast.code_tables.StagedTable` of ``plan``: X1 (a product by
+    the operand cube) on each of the 65536 pairs, indexed by their raw bytes, then X2
+    (``x2``: :meth:`FastPaths._channel_stage`'s row, shifted ALU operands and
+    multipliers per channel) and the converter on each of X1's results for each channel,
+    all by the plain model's arithmetic; None when X1 has more than
+    :data:`STAGED_COLUMNS` distinct results (a product of two int8 cubes has 9,390)."""
+    (st, _), (st2, _) = plan.stages
+    values = np.arange(256, dtype=np.uint8).view(np.int8).astype(np.int64)  # by raw byte
+    x1 = sdp.x_stage(np.repeat(values, 256), st, st.alu_operand, np.tile(values, 256),
+                     inplace=True)
+    results, index = np.unique(x1, return_inverse=True)
+    if len(results) > STAGED_COLUMNS:
+        return None
+    _, alu, mul = x2
+    entries = _converted_entries(sdp.x_stage(np.tile(results, (plan.c_pad, 1)), st2,
+                                             alu[:, None], mul[:, None], inplace=True,
+                                             alu_shifted=True), plan.cvt)
+    saturates = ((entries >> 8) & 1).astype(np.uint8)
+    saturates[plan.c:] = 0                  # channels whose saturations do not count
+    table = code_tables.StagedTable(
+        index.astype(np.uint16), np.ascontiguousarray(entries & 0xFF, np.uint8),
+        saturates if saturates.any() else np.zeros((0, 0), np.uint8))
+    for array in table:
+        array.flags.writeable = False
+    return table
 
 
 def _converted_entries(x: np.ndarray, cvt: tuple[int, int, int]) -> np.ndarray:
