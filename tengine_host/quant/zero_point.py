@@ -47,6 +47,18 @@ at least 1.25 times finer.  Both except where the DLA cannot honour it:
   :func:`tengine_host.devices.nvdla.zero_point_constraints`).
 * **entries without an observed range** (``min`` absent) are left alone.
 
+A tensor read only by activations (a convolution's output before the SiLU that
+nv_small's CDP applies as a table) spends codes on inputs the activation cannot tell
+apart: below about -6 a SiLU is within a fraction of its output's step of 0, and a
+symmetric range of +-113 around a SiLU input gives its informative part, [-6, 113],
+half of the codes.  Such a tensor is judged by the part of its range where its
+readers' outputs still change (:func:`flat_ends`): its ends past which every reader
+stays within :data:`FLAT_SHARE` of its output's finest step; a range that is
+one-signed there (read by a ReLU) takes zero point -128, another the asymmetric
+step that spans it.  Inputs past those ends saturate to codes whose outputs are the
+same.  Readers that write a model output are left alone (an fp32 output keeps the
+detail its int8 step would not, and a concat there ties its step to other parts').
+
 Every other tensor is fine on the DLA (:mod:`accel.compiler.ops`): a
 convolution's bias absorbs ``-z_in`` times its weight sums and its padding
 holds ``z_in``, average pooling pads with ``z_in``, lookup tables are indexed
@@ -96,6 +108,70 @@ def _scale_constraints(graph: Graph) -> tuple[list[list[str]], dict[str, float]]
     from tengine_host.devices.nvdla import scale_constraints  # the accelerator stack
 
     return scale_constraints(graph)
+
+
+#: an activation counts as flat past a point when its output stays within this share of
+#: its output's finest step (the zero-point step, 127/255 of the symmetric one)
+FLAT_SHARE = 0.25
+#: points at which the readers' functions are evaluated over a tensor's range
+FLAT_GRID = 4096
+
+
+def flat_ends(graph: Graph, table: QuantTable) -> dict[str, tuple[float, float]]:
+    """``{tensor: (lo, hi)}``: the part of each tensor's observed range (within its
+    threshold, 0 included) where its readers' outputs still change, for tensors that only
+    unary activations read (:data:`~tengine_host.quant.range_search.ACTIVATIONS`, constant
+    scalar operands allowed) and whose part is narrower than the range.
+
+    Each reader's function is evaluated on :data:`FLAT_GRID` points of the range; its
+    low end is the last point up to which it stays within :data:`FLAT_SHARE` of its
+    output step of its value at the range's bottom (a SiLU: about -6 for an output step
+    of 0.05; a ReLU: 0), its high end likewise from the top (a sigmoid saturates both
+    ways).  Several readers keep the widest part.  A reader writing a model output
+    (directly or through :data:`~tengine_host.quant.coarse_outputs.MOVEMENT_OPS`: a
+    concat may tie its scale to boxes in pixels while the CPU computes it in fp32), or
+    without a scale of its own, keeps the whole range; so does a part that is not
+    :data:`MIN_STEP_GAIN` times narrower (a leaky ReLU's bottom tenth is not flat)."""
+    from tengine_host.ops import run_op
+    from tengine_host.quant.coarse_outputs import reaches_outputs_unchanged
+    from tengine_host.quant.range_search import ACTIVATIONS
+
+    out = {}
+    for t, e in table.items():
+        if "min" not in e or "max" not in e or not e.get("scale") or t not in graph.tensors:
+            continue
+        readers = graph.consumers(t)
+        threshold = 127.0 * float(e["scale"])
+        lo, hi = max(float(e["min"]), -threshold), min(float(e["max"]), threshold)
+        if not readers or not lo < hi:
+            continue
+        grid = np.linspace(lo, hi, FLAT_GRID + 1)
+        a, b = hi, lo                   # the informative part: none yet
+        for node in readers:
+            y_entry = table.get(node.outputs[0]) if node.outputs else None
+            operands = [graph.tensors.get(name) for name in node.inputs[1:] if name]
+            if (node.op_type not in ACTIVATIONS or node.inputs[0] != t
+                    or t in node.inputs[1:] or not y_entry or not y_entry.get("scale")
+                    or any(o is None or o.data is None or np.size(o.data) != 1
+                           for o in operands)
+                    or any(name in graph.outputs or reaches_outputs_unchanged(graph, name)
+                           for name in node.outputs if name)):
+                a, b = lo, hi
+                break
+            args = [grid.astype(np.float32).reshape(1, 1, 1, -1),
+                    *(graph.tensors[name].data if name else None for name in node.inputs[1:])]
+            y = np.asarray(run_op(node.op_type, args, node.attrs)[0], np.float64).ravel()
+            tol = FLAT_SHARE * STEP_RATIO * float(y_entry["scale"])
+            low = np.abs(y - y[0]) <= tol
+            high = np.abs(y - y[-1]) <= tol
+            first_change = int(np.argmin(low)) if not low.all() else len(grid)
+            last_change = len(grid) - 1 - int(np.argmin(high[::-1])) if not high.all() else -1
+            a = min(a, grid[max(first_change - 1, 0)])
+            b = max(b, grid[min(last_change + 1, len(grid) - 1)])
+        a, b = min(a, 0.0), max(b, 0.0)
+        if a < b and (b - a) * MIN_STEP_GAIN <= hi - lo:
+            out[t] = (float(a), float(b))
+    return out
 
 
 def _zero_point(lo: float, step: float) -> int:
@@ -160,15 +236,23 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         return not signed or (asymmetric and not any(
             t in pow2_only or t in fixed or "max" not in out[t] for t in members))
 
+    informative = flat_ends(graph, out)
+
+    def low(t: str) -> float:
+        return informative[t][0] if t in informative else out[t]["min"]
+
+    def high(t: str) -> float:
+        return informative[t][1] if t in informative else out[t]["max"]
+
     def one_signed(members: list[str]) -> bool:
-        return all(out[t]["min"] >= 0 for t in members)
+        return all(low(t) >= 0 for t in members)
 
     def asymmetric_step(members: list[str]) -> float | None:
         """The asymmetric step (as a ratio of the shared symmetric scale) spanning
         every member's range, or None: no gain."""
         span = {"scale": out[members[0]]["scale"],    # tied: one scale
-                "min": min(out[t]["min"] for t in members),
-                "max": max(out[t]["max"] for t in members)}
+                "min": min(low(t) for t in members),
+                "max": max(high(t) for t in members)}
         asym = asymmetric_entry(span)
         return None if asym is None else asym[0] / span["scale"]
 
@@ -176,7 +260,7 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         """The zero point that maps the lowest of ``members`` (within the threshold) to
         -128 at step ``ratio`` times their scale."""
         scale = float(out[members[0]]["scale"])
-        return _zero_point(max(min(out[t]["min"] for t in members), -127.0 * scale),
+        return _zero_point(max(min(low(t) for t in members), -127.0 * scale),
                            ratio * scale)
 
     def choose(groups: list[tuple[str, ...]]) -> dict[tuple[str, ...], tuple[float, int]]:

@@ -8,7 +8,7 @@ import pytest
 from accel.ir import Graph, Node, Tensor
 from tengine_host.quant.rules import apply_dla_rules
 from tengine_host.quant.table import QuantTable
-from tengine_host.quant.zero_point import assign_zero_points, asymmetric_entry
+from tengine_host.quant.zero_point import assign_zero_points, asymmetric_entry, flat_ends
 
 F32 = np.dtype(np.float32)
 
@@ -189,3 +189,77 @@ def test_a_scale_group_member_without_an_entry_is_left_alone():
                                                        "max": 12.7}}))
     assert out.zero_point("l1") == -105 and out.scale("l1") == pytest.approx(13.97 / 255)
     assert "z" not in out
+
+
+def _activation_after_conv(op: str, attrs: dict | None = None, *, to_output: bool = False):
+    """x -> Conv (1x1, 8 -> 8) -> c -> ``op`` -> y -> Conv -> out (or, ``to_output``,
+    y -> Concat with x -> out: the activation writes a model output through a mover)."""
+    t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in ("x", "c", "y")}
+    t["w"] = Tensor("w", (8, 8, 1, 1), F32, np.ones((8, 8, 1, 1), np.float32))
+    t["out"] = Tensor("out", (1, 16 if to_output else 8, 4, 4), F32)
+    tail = (Node("cat", "Concat", ["y", "x"], ["out"], {"axis": 1}) if to_output else
+            Node("conv2", "Conv", ["y", "w"], ["out"], {"kernel_shape": [1, 1]}))
+    nodes = [Node("conv", "Conv", ["x", "w"], ["c"], {"kernel_shape": [1, 1]}),
+             Node("act", op, ["c"], ["y"], attrs or {}), tail]
+    return Graph("g", nodes, t, ["x"], ["out"])
+
+
+def test_a_tensor_only_a_saturating_activation_reads_spans_the_part_it_tells_apart():
+    """The part of a convolution's output [-10, 10] its reader's output still changes on,
+    to a quarter of the reader's zero-point step (127/255 of its scale):
+
+    * ReLU: flat below 0 (and within a quarter step of the top, 0.0098 below it):
+      one-signed, zero point -128 and half the step;
+    * HardSigmoid (0.2 x + 0.5, output scale 1/127): flat below -2.5 + 0.00098 / 0.2
+      and above 2.5 - that: +-2.495 at 1/255 of the range, zero point about 0;
+    * SiLU with an output scale of 10/127 (quarter step 0.0098) on [-20, 10]:
+      |x sigmoid(x)| <= 0.0098 below about -6.4 (-6.3 * 0.00183 = -0.0115,
+      -6.5 * 0.0015 = -0.0098)."""
+    def table(out_scale):
+        return QuantTable({"x": {"scale": 0.1, "min": -10.0, "max": 10.0},
+                           "c": {"scale": 10 / 127, "min": -10.0, "max": 10.0},
+                           "y": {"scale": out_scale, "min": 0.0, "max": 10.0},
+                           "out": {"scale": 0.1, "min": -10.0, "max": 10.0}})
+
+    grid = 20 / 4096                # the points the readers are evaluated at
+    quarter = 0.25 * 127 / 255 * 10 / 127
+    relu = _activation_after_conv("Relu")
+    (lo, hi), = flat_ends(relu, table(10 / 127)).values()
+    # (any function is within a quarter step of its top value that close to the top)
+    assert lo == 0.0 and hi == pytest.approx(10 - quarter, abs=grid)
+    out = assign_zero_points(relu, table(10 / 127))
+    assert out.zero_point("c") == -128 and out.scale("c") == pytest.approx(10 / 255)
+
+    hsig = _activation_after_conv("HardSigmoid", {"alpha": 0.2, "beta": 0.5})
+    (lo, hi), = flat_ends(hsig, table(1 / 127)).values()
+    assert lo == pytest.approx(-2.4951, abs=grid) and hi == pytest.approx(2.4951, abs=grid)
+    out = assign_zero_points(hsig, table(1 / 127))
+    assert out.scale("c") == pytest.approx(4.99 / 255, rel=0.01)
+    assert out.zero_point("c") in (-1, 0)
+
+    silu = _activation_after_conv("Swish", {"alpha": 1.0})
+    wide = table(10 / 127)
+    wide["c"] = {"scale": 20 / 127, "min": -20.0, "max": 10.0}
+    (lo, hi), = flat_ends(silu, wide).values()
+    assert -6.6 < lo < -6.2 and hi == pytest.approx(10 - quarter, abs=30 / 4096)
+    # on [-10, 10] the part, 16.4 wide, is not 1.25 times narrower: the range stays
+    assert flat_ends(silu, table(10 / 127)) == {}
+
+
+def test_flat_ends_leave_what_the_activation_does_not_decide_alone():
+    # the activation writes a model output (through a concat): its fp32 detail matters
+    sig = _activation_after_conv("Sigmoid", to_output=True)
+    table = QuantTable({"c": {"scale": 10 / 127, "min": -10.0, "max": 10.0},
+                        "y": {"scale": 1 / 127, "min": 0.0, "max": 1.0}})
+    assert flat_ends(sig, table) == {}
+    # a leaky ReLU is not flat anywhere: its bottom tenth is not worth a clipped end
+    leaky = _activation_after_conv("LeakyRelu", {"alpha": 0.1})
+    table = QuantTable({"c": {"scale": 10 / 127, "min": -10.0, "max": 10.0},
+                        "y": {"scale": 10 / 127, "min": -1.0, "max": 10.0}})
+    assert flat_ends(leaky, table) == {}
+    # a tensor a convolution reads too keeps its range
+    relu = _activation_after_conv("Relu")
+    relu.nodes.append(Node("conv3", "Conv", ["c", "w"], ["z"], {"kernel_shape": [1, 1]}))
+    relu.tensors["z"] = Tensor("z", (1, 8, 4, 4), F32)
+    table["y"] = {"scale": 10 / 127, "min": 0.0, "max": 10.0}
+    assert flat_ends(relu, table) == {}
