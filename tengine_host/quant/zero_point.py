@@ -31,10 +31,12 @@ at least 1.25 times finer.  Both except where the DLA cannot honour it:
   both are one-signed, the main input (the full tensor, long-tailed) keeps
   its zero point and the operand (a squeeze-excite gate) stays symmetric (the
   op table's ``zero_exclusive``).
-* **asymmetric zero points only where any zero point will do**: the inputs
-  of a product (a ``Mul`` of two tensors, a HardSwish, which multiplies its
-  input by its gate) take only 0 or ``-2**k`` (the op table's ``zero_pow2``),
-  and a fixed scale keeps its range.
+* **powers of two for products**: the inputs of a product (a ``Mul`` of two
+  tensors, a HardSwish, which multiplies its input by its gate) take only 0 or
+  ``-2**k`` (the op table's ``zero_pow2``); a signed one takes the ``-2**k``
+  whose step holds its range finest (a HardSwish input's [-3, 27]: -64), when
+  that is :data:`MIN_STEP_GAIN` finer, and only where it is alone in its
+  scale group.  A fixed scale keeps its range.
 * **a scale group moves together.**  Zero-point groups tied by scale only (the
   two inputs of a sum, a concat added to a residual) keep one scale: either
   the whole scale group takes the asymmetric step spanning all its ranges,
@@ -236,6 +238,28 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         return not signed or (asymmetric and not any(
             t in pow2_only or t in fixed or "max" not in out[t] for t in members))
 
+    def pow2_allowed(members: list[str]) -> bool:
+        """Whether ``members`` (a product's input among them) may take a zero point of
+        ``-2**k`` other than -128 (:func:`pow2_step`)."""
+        return (asymmetric and allowed(members, signed=False)
+                and any(t in pow2_only for t in members)
+                and not any(t in fixed or "max" not in out[t] for t in members))
+
+    def pow2_step(members: list[str]) -> tuple[float, int] | None:
+        """``(step ratio, zero point)``: of the zero points ``-2**k``, the one whose finest
+        step holds every member's range (within the threshold), or None when it is not
+        :data:`MIN_STEP_GAIN` finer than the symmetric one.  Zero point ``z`` spans
+        ``[(-128 - z) s, (127 - z) s]``: -64 gives a quarter of the codes to the
+        negative side, as a HardSwish input's [-3, 27] needs."""
+        scale = float(out[members[0]]["scale"])
+        lo = max(min(low(t) for t in members), -127.0 * scale)
+        hi = min(max(high(t) for t in members), 127.0 * scale)
+        if not lo < 0 < hi:
+            return None
+        step, zero = min((max(hi / (127 + 2 ** k), -lo / (128 - 2 ** k)), -2 ** k)
+                         for k in range(7))      # -128: one-signed only
+        return None if step * MIN_STEP_GAIN > scale else (step / scale, zero)
+
     informative = flat_ends(graph, out)
 
     def low(t: str) -> float:
@@ -276,6 +300,9 @@ def assign_zero_points(graph: Graph, table: QuantTable, *, asymmetric: bool = Tr
         alone = {g: (STEP_RATIO, ONE_SIGNED_ZERO) for g, m in members.items()
                  if allowed(m, signed=False) and one_signed(m)}
         everyone = [t for m in members.values() for t in m]
+        if not alone and len(members) == 1 and pow2_allowed(everyone):
+            got = pow2_step(everyone)
+            return {g: got for g in members} if got else {}
         if alone or not allowed(everyone, signed=True):
             return alone
         ratio = asymmetric_step(everyone)

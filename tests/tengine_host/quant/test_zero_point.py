@@ -121,7 +121,10 @@ def test_asymmetric_entry_spans_the_range_within_the_threshold(lo, hi, want):
 
 def test_mostly_one_signed_tensors_take_an_asymmetric_zero_point_where_the_dla_allows():
     """A leaky ReLU output read by a convolution takes one; the input of a HardSwish and
-    the inputs of a product of two tensors may only take 0 or -2**k, so stay symmetric."""
+    the inputs of a product of two tensors may only take 0 or -2**k: on [-1.27, 12.7]
+    -64 spans [-64 s, 191 s] with s = 12.7 / 191 = 0.0665, 1.5x finer than 0.1 (-32:
+    12.7 / 159 = 0.0799, -16: 0.0888, only 1.13x; -128 leaves no code below 0), and of a
+    product's two inputs the main one keeps it, the other stays symmetric."""
     t = {n: Tensor(n, (1, 8, 4, 4), F32) for n in ("x", "l", "c", "h", "l2", "m")}
     t["w"] = Tensor("w", (8, 8, 1, 1), F32, np.ones((8, 8, 1, 1), np.float32))
     nodes = [Node("leaky", "LeakyRelu", ["x"], ["l"], {"alpha": 0.1}),
@@ -133,7 +136,8 @@ def test_mostly_one_signed_tensors_take_an_asymmetric_zero_point_where_the_dla_a
     table = QuantTable({n: {"scale": 0.1, "min": -1.27, "max": 12.7} for n in t if n != "w"})
     out = assign_zero_points(graph, table)
     assert out.zero_point("l") == -105 and out.scale("l") == pytest.approx(13.97 / 255)
-    assert {n: out.zero_point(n) for n in ("c", "l2", "h")} == {"c": 0, "l2": 0, "h": 0}
+    assert {n: out.zero_point(n) for n in ("c", "l2", "h")} == {"c": -64, "l2": 0, "h": -64}
+    assert out.scale("c") == pytest.approx(12.7 / 191) and out.scale("l2") == 0.1
     assert out.zero_point("x") == -105       # the graph input: leaky ReLUs read it
     assert assign_zero_points(graph, table, asymmetric=False).zero_point("l") == 0
 
