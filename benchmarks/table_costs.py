@@ -9,7 +9,7 @@ equalization, bias correction, applied again to the model wherever the table is
 used) and zero points (more converter and bias work per layer).  The goal: compile
 and run times grow by at most 20 % against the old default, a plain min-max table.
 For each real model of ``../shared/models`` (:mod:`benchmarks.accuracy_models`) both
-tables are made from the same 8 calibration images, then, as the median of
+tables are made from the same 8 calibration images, then, as the median CPU time of
 ``--repeat`` runs on one thread, the two tables taking turns:
 
 * compile: the table's rewrites applied, the partition, every DLA subgraph
@@ -25,6 +25,7 @@ It prints each time for both tables and the ratio new / old.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -62,9 +63,16 @@ def compile_all(graph, table, preset: str) -> int:
 
 
 def seconds(fn) -> float:
-    start = time.perf_counter()
+    """CPU seconds of ``fn()`` (one thread: its work, not the time another process held
+    this machine's cores), after a full garbage collection: a collection of the
+    oldest generation walks every object of the process (both tables' executors) and
+    costs ~0.1 s here; where the periodic ones fall is an accident of the steps before,
+    and landing in one table's step more often than in the other's it moved a compile
+    ratio by 0.25 (``timeit`` disables collection for the same reason)."""
+    gc.collect()
+    start = time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def measure(graph, tables: dict, feeds, preset: str, repeat: int) -> dict[str, dict]:
