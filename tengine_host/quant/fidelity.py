@@ -299,7 +299,7 @@ class _Accumulator:
         self.outputs: dict[str, ErrorStats] = {}     # output or part -> its statistics
         self.parts: dict[str, tuple[str, Region]] = {}   # ... -> (output, region)
         self.top1: dict[str, list[int]] = {}
-        self.clipped: dict[str, list[int]] = {}     # output -> [values clipped, values]
+        self.clipped: dict[str, list[int]] = {}     # ... -> [values clipped, values]
         self.alone: dict[str, ErrorStats] = {}
         self.in_context: dict[str, ErrorStats] = {}
         self.producer: dict[str, str] = {}
@@ -375,9 +375,8 @@ def sensitivity(graph: Graph, table: QuantTable, samples: Sequence[Mapping[str, 
     For each DLA node the graph runs in fp32 except that node, which runs its int8
     reference (its inputs quantized, its weights and arithmetic the DLA's, its output
     quantized); the SQNR of the model output (or part, :func:`measured_parts`) it hurts
-    most measures it.  Only
-    the nodes downstream of it are run again.  A layer at the top of this list is the
-    one to keep in fp32 (or to look at) first.
+    most measures it.  Only the nodes downstream of it are run again.  A layer at the
+    top of this list is the one to keep in fp32 (or to look at) first.
     """
     from tengine_host.devices.cpu import CpuDevice
     from tengine_host.ops import run_op
