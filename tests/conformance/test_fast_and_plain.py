@@ -116,6 +116,37 @@ def test_zoo_model_gives_the_same_outputs_fast_and_plain(name, preset, monkeypat
                 f"from the plain model's")
 
 
+def _op_case(name: str, tmp_path):
+    """The graph of op case ``name`` (``tests/accel/compiler/op_cases.py``)."""
+    from tests.accel.compiler.op_cases import CASES
+
+    case = next(c for c in CASES if c.name == name)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(case.build(), path)
+    return load_model(path)
+
+
+def _same_fast_and_plain(graph, preset: str, rng, monkeypatch) -> list[Dla]:
+    """Calibrate ``graph`` on one random input, run two others on the plain model once
+    and on the fast one for :data:`FAST_ROUNDS` rounds, assert the same bytes; the fast
+    models made."""
+    shape = graph.tensors[graph.inputs[0]].shape
+    calibration, *feeds = ({graph.inputs[0]: rng.normal(0, 2, shape).astype(np.float32)}
+                           for _ in range(3))
+    table = calibrate(graph, [calibration], progress=False)
+    plain = _outputs(graph, table, preset, False, feeds, 1, monkeypatch)
+    made: list[Dla] = []
+    monkeypatch.setattr(accel.backends.cmod, "Dla", _model_of(True, made))
+    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
+                  table) as ex:
+        fast = [ex.run(feed) for _ in range(FAST_ROUNDS) for feed in feeds]
+    for i, got in enumerate(fast):
+        want = plain[i % len(plain)]
+        for t in want:
+            assert got[t].tobytes() == want[t].tobytes(), f"output {t}, inference {i}"
+    return made
+
+
 #: small graphs of the op table whose SDP ops read memory: products, HardSwish (gate and
 #: product), per-layer scales and offsets, per-channel ones, activations after a sum
 #: (lookups: on nv_large in the SDP's Y stage, on nv_small in the CDP)
@@ -137,29 +168,11 @@ def test_element_wise_ops_give_the_same_outputs_fast_and_plain(name, preset, mon
     its tables of each channel's 256 codes (operands per channel, a Y stage's LUT; taken
     here at any size)."""
     from accel.cmod.fast import paths
-    from tests.accel.compiler.op_cases import CASES
 
     monkeypatch.setattr(paths, "CHANNEL_TABLE_MIN_POINTS", 1)
 
-    case = next(c for c in CASES if c.name == name)
-    path = tmp_path / f"{name}.onnx"
-    onnx.save(case.build(), path)
-    graph = load_model(path)
-    rng = np.random.default_rng(11)
-    shape = graph.tensors[graph.inputs[0]].shape
-    calibration, *feeds = ({graph.inputs[0]: rng.normal(0, 2, shape).astype(np.float32)}
-                           for _ in range(3))
-    table = calibrate(graph, [calibration], progress=False)
-    plain = _outputs(graph, table, preset, False, feeds, 1, monkeypatch)
-    made: list[Dla] = []
-    monkeypatch.setattr(accel.backends.cmod, "Dla", _model_of(True, made))
-    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
-                  table) as ex:
-        fast = [ex.run(feed) for _ in range(FAST_ROUNDS) for feed in feeds]
-    for i, got in enumerate(fast):
-        want = plain[i % len(plain)]
-        for t in want:
-            assert got[t].tobytes() == want[t].tobytes(), f"{name}: output {t}, inference {i}"
+    graph = _op_case(name, tmp_path)
+    made = _same_fast_and_plain(graph, preset, np.random.default_rng(11), monkeypatch)
     if name in ("hard_swish", "mul", "squeeze_excite"):     # products and gates: by table
         assert sum(len(d.fast.sdp_tables) for d in made) > 0
     if name in CHANNEL_TABLE_RUNS.get(preset, ()):
@@ -174,30 +187,12 @@ def test_hard_swish_scaling_its_channels_gives_the_same_outputs_fast_and_plain(
     its product by the gate cube runs X2 with a multiplier per channel, which the speed
     layer takes as a staged table (X1 on each pair of codes, then X2 and the converter per
     channel); the plain model computes it element by element."""
-    from tests.accel.compiler.op_cases import CASES
-
-    case = next(c for c in CASES if c.name == "hard_swish")
-    path = tmp_path / "hs.onnx"
-    onnx.save(case.build(), path)
-    graph = load_model(path)
+    graph = _op_case("hard_swish", tmp_path)
     (node,) = [n for n in graph.nodes if n.op_type == "HardSwish"]
     rng = np.random.default_rng(5)
     channels = graph.tensors[node.inputs[0]].shape[1]
     node.attrs.update(input_scale=2.0 ** rng.uniform(-4, 4, channels),
                       channel_scale=2.0 ** rng.uniform(-4, 4, channels))
-    shape = graph.tensors[graph.inputs[0]].shape
-    calibration, *feeds = ({graph.inputs[0]: rng.normal(0, 2, shape).astype(np.float32)}
-                           for _ in range(3))
-    table = calibrate(graph, [calibration], progress=False)
-    plain = _outputs(graph, table, preset, False, feeds, 1, monkeypatch)
-    made: list[Dla] = []
-    monkeypatch.setattr(accel.backends.cmod, "Dla", _model_of(True, made))
-    with Executor(graph, [get_device("nvdla", preset=preset), get_device("cpu")],
-                  table) as ex:
-        fast = [ex.run(feed) for _ in range(FAST_ROUNDS) for feed in feeds]
-    for i, got in enumerate(fast):
-        want = plain[i % len(plain)]
-        for t in want:
-            assert got[t].tobytes() == want[t].tobytes(), f"output {t}, inference {i}"
+    made = _same_fast_and_plain(graph, preset, rng, monkeypatch)
     assert any(isinstance(key, tuple) and key[0] == "staged"
                for d in made for key in d.fast.sdp_tables.keys())
