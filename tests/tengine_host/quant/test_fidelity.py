@@ -300,3 +300,28 @@ def test_each_fold_is_measured_on_its_own_rewritten_graph(monkeypatch):
     _, report = calibrate_checked(graph, _samples(6), progress=False, rewrites=rewrites)
     assert report.check == "cross-validated" and report.folds == 4
     assert len({repr(r.as_json()) for r in measured}) > 1     # the folds' rewrites differ
+
+
+def test_a_layer_only_an_activation_reads_is_measured_after_it():
+    """x -> Conv -> c -> Relu -> y: with c stored one-signed (zero point -128, its
+    negative half clipped to 0, as zero points store a tensor only a ReLU reads), c
+    itself has lost half its signal, which the ReLU would have erased anyway: the
+    report measures the layer after the ReLU."""
+    rng = np.random.default_rng(4)
+    w = rng.normal(0, 0.3, (8, 8, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 8, 4, 4])],
+                          [helper.make_tensor_value_info("y", 1, [1, 8, 4, 4])],
+                          [numpy_helper.from_array(w, "w")])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    samples = [{"x": rng.normal(0, 1, (1, 8, 4, 4)).astype(np.float32)} for _ in range(3)]
+    table = calibrate(graph, samples, progress=False, algorithm="minmax")
+    table["c"] = {**table["c"], "scale": table["c"]["max"] / 255, "zero_point": -128}
+    report = measure(graph, table, samples)
+    (c,) = [la for la in report.layers if la.name == "c"]
+    raw = ErrorStats()          # c against fp32 as stored: its negative half is gone
+    for feeds in samples:
+        x = (w[:, :, 0, 0] @ feeds["x"].reshape(8, 16)).reshape(1, 8, 4, 4)
+        raw.add(x, np.maximum(x, 0))
+    assert raw.sqnr_db < 6 and c.op_type == "Conv"
+    assert c.sqnr_db > 30 and c.sqnr_in_context_db > 30
