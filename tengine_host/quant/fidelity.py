@@ -13,12 +13,12 @@ cosine similarity and the largest error, and for class-score outputs the share o
 samples whose top-1 class is fp32's.  An output made by a Concat is measured part by
 part (:func:`output_parts`): one ratio over boxes in pixels beside scores in 0..1
 would be the boxes' alone.  Per DLA layer (measured after the activation that alone
-reads its output, if one does: :func:`activation_after`) it gives two ratios: the layer
-alone (its int8 reference fed the fp32 values of its inputs: the error this layer
-adds, which is what points at a culprit) and in context (its value in the int8 run,
-with the error of every layer before it).  Layers are listed by the first, worst
-first.  :meth:`FidelityReport.warnings` names what falls short of
-:data:`MIN_OUTPUT_SQNR_DB` or :data:`MIN_TOP1_AGREEMENT`.
+reads its output, if one does: :func:`~tengine_host.quant.range_search.activation_after`)
+it gives two ratios: the layer alone (its int8 reference fed the fp32 values of its
+inputs: the error this layer adds, which is what points at a culprit) and in context
+(its value in the int8 run, with the error of every layer before it).  Layers are
+listed by the first, worst first.  :meth:`FidelityReport.warnings` names what falls
+short of :data:`MIN_OUTPUT_SQNR_DB` or :data:`MIN_TOP1_AGREEMENT`.
 
 Why those thresholds:
 
@@ -40,11 +40,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from accel.ir import Graph, Node
+from accel.ir import Graph
 from tengine_host.interpreter import interpret, tensor_value
 from tengine_host.ops import run_op
 from tengine_host.quant.coarse_outputs import MOVEMENT_OPS, movers
 from tengine_host.quant.coarse_outputs import describe as describe_coarse
+from tengine_host.quant.range_search import activation_after
 from tengine_host.quant.rewrites import GraphRewrites, with_rewrites
 from tengine_host.quant.rewrites import apply as apply_rewrites
 from tengine_host.quant.table import QuantTable
@@ -269,25 +270,6 @@ def measured_parts(graph: Graph) -> dict[str, tuple[str, Region]]:
     return parts
 
 
-def activation_after(graph: Graph, tensor: str) -> Node | None:
-    """The activation that alone reads ``tensor`` (a one-input
-    :data:`~tengine_host.quant.range_search.ACTIVATIONS` op, the tensor not a model
-    output), or None.  A layer writing such a tensor is measured after that activation,
-    in fp32: a convolution before the SiLU that nv_small's CDP applies as a table has a
-    range its zero point spans only where the SiLU tells values apart
-    (:func:`~tengine_host.quant.zero_point.flat_ends`), and what it clips below -6
-    costs nothing after the SiLU, which its own SQNR would count in full."""
-    from tengine_host.quant.range_search import ACTIVATIONS
-
-    readers = graph.consumers(tensor)
-    if tensor in graph.outputs or len(readers) != 1:
-        return None
-    (act,) = readers
-    ok = (act.op_type in ACTIVATIONS and [t for t in act.inputs if t] == [tensor]
-          and len([t for t in act.outputs if t]) == 1)
-    return act if ok else None
-
-
 def clipped_values(entry: Mapping | None, ref: np.ndarray, got: np.ndarray) -> int:
     """How many values ``ref`` (fp32) puts past the int8 range of the table ``entry`` by
     more than half a step while ``got`` (the int8 path's, dequantized) sits at that end of
@@ -339,6 +321,11 @@ class _Accumulator:
         chosen = dla_nodes(graph, self.preset, self.keep_float | frozenset(table.keep_float))
         overrides = {k: f for k, f in prepared.overrides.items() if k in chosen}
         dla = [n for n in graph.nodes if n.name in overrides] if self.layers else []
+        # a layer whose output only an activation reads is measured after it, in fp32: a
+        # convolution before nv_small's CDP SiLU has a zero point spanning only what the
+        # SiLU tells apart (:func:`~tengine_host.quant.zero_point.flat_ends`), and what it
+        # clips below -6 costs nothing after the SiLU, which its own SQNR counts in full
+        after = {t: activation_after(graph, t) for n in dla for t in n.outputs if t}
         self.producer.update({o: n.op_type for n in graph.nodes for o in n.outputs})
         for o in graph.outputs:
             if is_class_scores(graph, o):
@@ -367,11 +354,13 @@ class _Accumulator:
                     if not t:
                         continue
                     want, mine, theirs = ref[t], value, got[t]
-                    act = activation_after(graph, t)
+                    act = after[t]
                     if act is not None:     # as the activation reading it sees it
                         want = ref[act.outputs[0]]
-                        mine, theirs = (run_op(act.op_type, [v], act.attrs)[0]
-                                        for v in (value, got[t]))
+                        mine, theirs = (run_op(act.op_type, [v if i == t else
+                                                             tensor_value(graph, ref, i)
+                                                             for i in act.inputs],
+                                               act.attrs)[0] for v in (value, got[t]))
                     self.alone.setdefault(t, ErrorStats()).add(want, mine)
                     self.in_context.setdefault(t, ErrorStats()).add(want, theirs)
             self.samples += 1

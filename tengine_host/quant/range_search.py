@@ -77,15 +77,26 @@ def _fake_quant(x: np.ndarray, threshold: float) -> np.ndarray:
     return dequantize(quantize_activation(x, scale), scale).astype(x.dtype, copy=False)
 
 
+def activation_after(graph: Graph, tensor: str) -> Node | None:
+    """The activation that alone reads ``tensor``: its one reader, an :data:`ACTIVATIONS`
+    op whose other inputs are constants (PRelu's slopes), ``tensor`` not a model output;
+    else None."""
+    readers = graph.consumers(tensor)
+    if tensor in graph.outputs or len(readers) != 1:
+        return None
+    (act,) = readers
+    if act.op_type not in ACTIVATIONS or any(t and t != tensor and not graph.is_constant(t)
+                                             for t in act.inputs):
+        return None
+    return act
+
+
 def _measured_chain(graph: Graph, reader: Node) -> list[Node]:
     """``[reader]``, or ``[reader, activation]`` when the reader's one output goes only to
-    an activation (and is not a model output): where its error is measured."""
+    an activation (:func:`activation_after`): where its error is measured."""
     outs = [t for t in reader.outputs if t]
-    if len(outs) == 1 and outs[0] not in graph.outputs:
-        after = graph.consumers(outs[0])
-        if len(after) == 1 and after[0].op_type in ACTIVATIONS:
-            return [reader, after[0]]
-    return [reader]
+    act = activation_after(graph, outs[0]) if len(outs) == 1 else None
+    return [reader] if act is None else [reader, act]
 
 
 def reader_errors(graph: Graph, tensor: str, readers: Sequence[Node],
