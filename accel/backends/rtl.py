@@ -274,8 +274,8 @@ class RtlDla(Dla):
             why = why or unsupported(symbol, value, self.cfg)
         if why:
             self._fallback(why)
-            return super()._try_run_cdp()
-        self._play("cdp", units, [self._record_cdp(units, writes)], super()._try_run_cdp)
+            return super()._run_cdp()
+        self._play("cdp", units, [self._record_cdp(units, writes)], super()._run_cdp)
 
     def _run_rubik(self) -> None:
         ran = len(self.stats)

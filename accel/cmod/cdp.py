@@ -42,7 +42,15 @@ from accel.cmod.csb import GroupView
 from accel.cmod.cube import padded_channels, read_int8_raw, write_int8_cube, write_packed_cube
 from accel.cmod.dram import Dram
 from accel.cmod.errors import UnsupportedError
-from accel.cmod.lut import LUT_COUNTERS, LutRam, hit_counts, lookup_classes, lut_config
+from accel.cmod.fast.code_tables import NO_FLAGS, ByteTable, table_apply
+from accel.cmod.lut import (
+    CLASSES,
+    LUT_COUNTERS,
+    LutRam,
+    hit_counts,
+    lookup_classes,
+    lut_config,
+)
 from accel.cmod.perf import cdp_cycles
 from accel.cmod.records import OpRecord
 from accel.config import HwConfig
@@ -101,29 +109,65 @@ class CodeTable(NamedTuple):
     out: np.ndarray          # int8 result
     saturated: np.ndarray    # bool: the output converter saturated
     classes: np.ndarray      # the LUT hit counter (an index into lut.CLASSES)
+    #: int64 ``[len(CLASSES) + 1, 256]``: 1 where a code adds to each hit counter (in
+    #: CLASSES' order), then where it saturates; times the codes' uses, the counters
+    counters: np.ndarray
+    #: the codes that add to the counters otherwise than most (at most :data:`RARE_CODES`,
+    #: else None) and one of the most
+    rare: np.ndarray | None
+    common: int
+    #: the results as a lookup by the raw byte (:func:`accel.cmod.fast.code_tables.table_apply`)
+    by_byte: ByteTable
+
+
+#: most codes :func:`_run_codes` counts apart, by comparing each lane with them, rather
+#: than counting every code (the CDP as an exact table has one: -128, the LUT's underflow)
+RARE_CODES = 4
 
 
 def code_table(g: GroupView, ram: LutRam) -> CodeTable:
     """The datapath of the CDP group ``g`` with the LUT ``ram`` on all 256 codes."""
     out, sat, cls = _datapath(g, ram, np.arange(-128, 128, dtype=np.int64), None)
-    return CodeTable(out.astype(np.int8), sat, cls)
+    counters = np.vstack([cls == k for k in range(len(CLASSES))] + [sat]).astype(np.int64)
+    _, kind, many = np.unique(counters.T, axis=0, return_inverse=True, return_counts=True)
+    kind = kind.reshape(-1)
+    most = int(np.argmax(many))
+    rare = np.flatnonzero(kind != most)
+    out = out.astype(np.int8)
+    by_byte = np.ascontiguousarray(out.view(np.uint8)[np.arange(256) ^ 0x80])
+    return CodeTable(out, sat, cls, counters, rare if rare.size <= RARE_CODES else None,
+                     int(np.flatnonzero(kind == most)[0]), ByteTable(by_byte, NO_FLAGS))
 
 
 def _run_codes(dram: Dram, table: CodeTable, c: int, h: int, w: int, atom: int, in_off: int,
                src: tuple[int, int, int], dst: tuple[int, int, int]) -> np.ndarray | None:
     """Write the ``c x h x w`` cube at ``src`` (base, line and surface strides) through
     ``table`` at ``dst``, whole atoms as memory holds them (the padded lanes as the code
-    ``in_off``); return how many lanes held each code (``[256]``, ``-128`` first), or
-    None when the source's atoms leave its region (the caller's read then names the
-    address)."""
+    ``in_off``); return how many lanes held each code (``[256]``, ``-128`` first; with
+    the table's :attr:`~CodeTable.rare` codes, those apart and all the others as its
+    :attr:`~CodeTable.common` code, which adds to the counters alike), or None when the
+    source's atoms leave its region (the caller's read then names the address)."""
     surfaces = -(-c // atom)
     x = dram.strided(src[0], (surfaces, h, w, atom), (src[2], src[1], atom, 1), "CDP_RDMA")
     if x is None:
         return None
-    out = np.empty(x.shape, dtype=np.uint8)
     uses = np.zeros(256, dtype=np.int64)
-    _codes_packed(x, table.out.view(np.uint8), c, in_off + 128, out, uses)
-    write_packed_cube(dram, dst[0], out.view(np.int8), dst[1], dst[2], "CDP_WDMA")
+    pad_code = in_off + 128
+    if table.rare is None:
+        out = np.empty(x.shape, dtype=np.int8)
+        _codes_packed(x, table.out.view(np.uint8), c, pad_code, out.view(np.uint8), uses)
+    else:       # a lookup by the byte, then the rare codes counted apart
+        out, _ = table_apply(x, None, table.by_byte, c)
+        full, lanes = divmod(c, atom)
+        pads = (atom - lanes) * h * w if lanes else 0
+        if lanes:
+            out[full, :, :, lanes:] = table.out[pad_code]
+        for code in table.rare.tolist():
+            byte = code ^ 0x80
+            uses[code] = (np.count_nonzero(x[:full] == byte) + (pads if code == pad_code else 0)
+                          + (np.count_nonzero(x[full, :, :, :lanes] == byte) if lanes else 0))
+        uses[table.common] += x.size - uses.sum()
+    write_packed_cube(dram, dst[0], out, dst[1], dst[2], "CDP_WDMA")
     return uses
 
 
@@ -144,42 +188,64 @@ def _codes_packed(x, table, c, pad_code, out, uses):
                     uses[code] += 1
 
 
-def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
-        per_code: bool = False,
-        tables: Callable[[GroupView, LutRam], CodeTable] | None = None) -> OpRecord:
-    """Execute one CDP operation; return its record (``per_code``: see the module
-    docstring; ``tables`` gives :func:`code_table`'s result, kept by the caller)."""
+class CdpPlan(NamedTuple):
+    """A CDP operation as its registers program it (:func:`decode`)."""
+
+    c: int
+    h: int
+    w: int
+    src: tuple[int, int, int]        # base, line and surface strides
+    dst: tuple[int, int, int]
+    in_off: int                      # the padding lanes' int8 (DATIN_OFFSET's low byte)
+    sqsum_bypass: bool
+    local_size: int
+
+
+def decode(g: GroupView, rdma: GroupView) -> CdpPlan:
+    """The operation the CDP group ``g`` and CDP_RDMA group ``rdma`` program; an
+    :class:`UnsupportedError` for a precision other than int8."""
     if g("D_DATA_FORMAT", "INPUT_DATA_TYPE") != 0 or rdma("D_DATA_FORMAT", "INPUT_DATA") != 0:
         raise UnsupportedError("CDP precision other than int8 is not modelled "
                                f"(CDP D_DATA_FORMAT={g('D_DATA_FORMAT'):#x}, CDP_RDMA "
                                f"D_DATA_FORMAT={rdma('D_DATA_FORMAT'):#x})")
-    w = rdma("D_DATA_CUBE_WIDTH", "WIDTH") + 1
-    h = rdma("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
-    c = rdma("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
-    a = cfg.atom_size
+    return CdpPlan(
+        rdma("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1, rdma("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1,
+        rdma("D_DATA_CUBE_WIDTH", "WIDTH") + 1,
+        (rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"), rdma("D_SRC_LINE_STRIDE"),
+         rdma("D_SRC_SURFACE_STRIDE")),
+        (g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), g("D_DST_LINE_STRIDE"),
+         g("D_DST_SURFACE_STRIDE")),
+        int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8)), bool(g("D_FUNC_BYPASS", "SQSUM_BYPASS")),
+        2 * g("D_LRN_CFG", "NORMALZ_LEN") + 3)
+
+
+def run(g: GroupView, rdma: GroupView, dram: Dram, cfg: HwConfig, ram: LutRam,
+        per_code: bool = False,
+        tables: Callable[[GroupView, LutRam], CodeTable] | None = None,
+        plan: CdpPlan | None = None) -> OpRecord:
+    """Execute one CDP operation; return its record (``per_code``: see the module
+    docstring; ``tables`` gives :func:`code_table`'s result, kept by the caller;
+    ``plan``: :func:`decode` of ``g`` and ``rdma``, kept by the caller)."""
+    p = plan or decode(g, rdma)
+    c, h, w, a = p.c, p.h, p.w, cfg.atom_size
     c_pad = padded_channels(c, a)
-    base = rdma.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH")
-    in_off = int(sign_extend(g("D_DATIN_OFFSET") & 0xFF, 8))
-    dst = (g.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), g("D_DST_LINE_STRIDE"),
-           g("D_DST_SURFACE_STRIDE"))
     uses = None
-    if per_code and g("D_FUNC_BYPASS", "SQSUM_BYPASS"):
+    if per_code and p.sqsum_bypass:
         table = (tables or code_table)(g, ram)
-        uses = _run_codes(dram, table, c, h, w, a, in_off,
-                          (base, rdma("D_SRC_LINE_STRIDE"), rdma("D_SRC_SURFACE_STRIDE")), dst)
+        uses = _run_codes(dram, table, c, h, w, a, p.in_off, p.src, p.dst)
     if uses is not None:
-        saturated, counts = int(uses[table.saturated].sum()), hit_counts(table.classes, uses)
+        *hits, saturated = (table.counters @ uses).tolist()
+        counts = dict(zip(CLASSES, hits, strict=True))
     else:
-        x = read_int8_raw(dram, base, c_pad, h, w, a, rdma("D_SRC_LINE_STRIDE"),
-                          rdma("D_SRC_SURFACE_STRIDE"), "CDP_RDMA")
-        ext = np.full((c_pad + 2 * HALO, h, w), in_off, dtype=np.int64)
+        x = read_int8_raw(dram, p.src[0], c_pad, h, w, a, p.src[1], p.src[2], "CDP_RDMA")
+        ext = np.full((c_pad + 2 * HALO, h, w), p.in_off, dtype=np.int64)
         ext[HALO:HALO + c] = x[:c]                          # as int64
         out, sat, cls = _datapath(g, ram, ext, c_pad)
         saturated, counts = int(np.count_nonzero(sat)), hit_counts(cls)
-        write_int8_cube(dram, dst[0], out, a, dst[1], dst[2], "CDP_WDMA")
+        write_int8_cube(dram, p.dst[0], out, a, p.dst[1], p.dst[2], "CDP_WDMA")
     regs, grp = g.regs, g.group
     regs.set_hw("D_OUT_SATURATION", saturated, grp)  # all lanes, as the cmod
     for reg, key in LUT_COUNTERS:
         regs.set_hw(reg, counts[key], grp)
     return OpRecord("CDP", cdp_cycles(cfg, c_pad * h * w), (c, h, w),
-                    {"lut": counts, "local_size": 2 * g("D_LRN_CFG", "NORMALZ_LEN") + 3})
+                    {"lut": counts, "local_size": p.local_size})

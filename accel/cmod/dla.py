@@ -223,6 +223,9 @@ class Dla:
         ``done``: a convolution whose datapath already ran (:mod:`accel.cmod.fast.batch`).
         """
         self.launched = op
+        if op.kind == "cdp":
+            self._run_cdp()
+            return
         if op.kind == "pdp":
             group = self.regs["NVDLA_PDP"].consumer
             self.stats.append(op.plan.execute(self.dram, self.cfg, fast=self.fast))
@@ -275,11 +278,16 @@ class Dla:
     def _try_run_cdp(self) -> None:
         if not (self._enabled("NVDLA_CDP") and self._enabled("NVDLA_CDP_RDMA")):
             return
-        g = self._exec("NVDLA_CDP")
+        self.launch(Launch("cdp", None))
+
+    def _run_cdp(self) -> None:
+        """The CDP operation its consumer groups hold, and its completion."""
+        g, rdma = self._exec("NVDLA_CDP"), self._exec("NVDLA_CDP_RDMA")
         fast = self.fast
-        self.stats.append(cdp.run(g, self._exec("NVDLA_CDP_RDMA"), self.dram, self.cfg,
-                                  self.luts["NVDLA_CDP"], per_code=fast is not None,
-                                  tables=fast.cdp_table if fast else None))
+        plan = self._plan("cdp", ("NVDLA_CDP", "NVDLA_CDP_RDMA"), lambda: cdp.decode(g, rdma))
+        self.stats.append(cdp.run(g, rdma, self.dram, self.cfg, self.luts["NVDLA_CDP"],
+                                  per_code=fast is not None,
+                                  tables=fast.cdp_table if fast else None, plan=plan))
         self._complete(["NVDLA_CDP", "NVDLA_CDP_RDMA"], [("CDP", g.group)])
 
     def _run_rubik(self) -> None:

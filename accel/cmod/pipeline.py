@@ -29,8 +29,9 @@ class Launch:
     runs.
 
     ``kind`` is "conv" (a convolution and the SDP on the fly), "sdp" (an SDP
-    reading memory) or "pdp" (a PDP reading memory); ``pdp_plan`` is a PDP fed
-    on the fly by the SDP.
+    reading memory), "pdp" (a PDP reading memory) or "cdp" (a CDP operation, which
+    reads its registers as it runs: no ``plan``); ``pdp_plan`` is a PDP fed on the
+    fly by the SDP.
     """
 
     kind: str
@@ -42,6 +43,8 @@ class Launch:
         """The units whose consumer register groups this launch runs from."""
         if self.kind == "pdp":
             return ("NVDLA_PDP", "NVDLA_PDP_RDMA")
+        if self.kind == "cdp":
+            return ("NVDLA_CDP", "NVDLA_CDP_RDMA")
         units = sdp_units(self.needs_rdma)
         if self.kind == "conv":
             units = CONV_UNITS + units

@@ -27,8 +27,8 @@ import numpy as np
 from accel.jit import njit
 
 #: an empty flags array: no entry of the table saturates
-_NONE = np.zeros(0, dtype=np.uint8)
-_NONE.flags.writeable = False
+NO_FLAGS = np.zeros(0, dtype=np.uint8)
+NO_FLAGS.flags.writeable = False
 
 
 class ByteTable(NamedTuple):
@@ -52,7 +52,7 @@ def byte_table(entries: np.ndarray, per_channel: bool = False) -> ByteTable:
     out = np.ascontiguousarray(turned & 0xFF, dtype=np.uint8)
     saturates = ((turned >> 8) & 1).astype(np.uint8)
     if not saturates.any():
-        saturates = _NONE if not per_channel else _NONE.reshape(0, 0)
+        saturates = NO_FLAGS if not per_channel else NO_FLAGS.reshape(0, 0)
     for array in (out, saturates):
         array.flags.writeable = False
     return ByteTable(out, saturates)

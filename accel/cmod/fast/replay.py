@@ -56,9 +56,10 @@ _INTR_STATUS = lookup("NVDLA_GLB.S_INTR_STATUS").address
 _ACTING_UNITS = {"NVDLA_GLB", "NVDLA_BDMA"}
 BULK, WRITE, WAIT, CALL, READ, STORE, LAUNCH, BATCH, DONE, SPAN, MERGED, CLEAR, LUT = range(13)
 
-#: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines; CDP,
-#: Rubik and BDMA keep their writes)
-_LEARNED_UNITS = CONV_UNITS + ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA")
+#: units whose op enables a learned replay resolves (the conv/SDP/PDP pipelines and the
+#: CDP; Rubik and BDMA keep their writes)
+_LEARNED_UNITS = CONV_UNITS + ("NVDLA_SDP", "NVDLA_SDP_RDMA", "NVDLA_PDP", "NVDLA_PDP_RDMA",
+                               "NVDLA_CDP", "NVDLA_CDP_RDMA")
 
 
 class ReplayError(AccelError, RuntimeError):
@@ -526,6 +527,9 @@ class Span:
     differ from the first one's (a group pointer, GLB's interrupt status or mask, a
     register the steps only partly write) runs the steps instead.
 
+    The steps may also load the CDP's table (:func:`_quiet`): its entries are no
+    register, so those steps (:attr:`table_steps`) play again after the effect.
+
     :attr:`stored` (set by :func:`_merged`, kept until the effect is learned): the
     MERGED steps that every fast run plays between the last point that forgets what
     the registers hold and the span.  A register they store (one only software
@@ -536,6 +540,8 @@ class Span:
     def __init__(self, steps: list[tuple], interned: Interned) -> None:
         self.steps = steps
         self.batch = steps[0][1]
+        self.table_steps = [s for s in steps if s[0] == LUT or s[0] == WRITE
+                            and _cdp_table_write(s)]
         self.effect: _Effect | None = None
         self.stored: list[tuple] = []
         self.interned: Interned | None = interned     # until the effect is learned
@@ -563,6 +569,8 @@ class Span:
             conv_batch = self.batch
             conv_batch.run(dla)
             self.effect.apply(dla, conv_batch)
+            if self.table_steps:
+                _play(dla, self.table_steps, None)
         else:
             self.plays["stepped"] += 1
             _play(dla, self.steps, None)
@@ -646,11 +654,25 @@ class _Effect:
 
 
 def _quiet(step: tuple) -> bool:
-    """``step`` neither reads nor writes memory (a batch may compute across it)."""
+    """``step`` neither reads nor writes memory nor anything a convolution reads (a batch
+    may compute across it): configuration, GLB, and the CDP's table, which the
+    firmware may load while a layer's convolutions are still to run."""
     kind = step[0]
     if kind in (BULK, STORE, WAIT, CALL, READ):
         return True
+    if kind == LUT:
+        return step[1] == "NVDLA_CDP"
     if kind == WRITE:
-        reg = by_address(step[1])
-        return reg is not None and reg.unit == "NVDLA_GLB"
+        return _glb_write(step) or _cdp_table_write(step)
     return False
+
+
+def _glb_write(step: tuple) -> bool:
+    reg = by_address(step[1])
+    return reg is not None and reg.unit == "NVDLA_GLB"
+
+
+def _cdp_table_write(step: tuple) -> bool:
+    """A write of the CDP's LUT access port (a table loaded entry by entry)."""
+    reg = by_address(step[1])
+    return reg is not None and reg.unit == "NVDLA_CDP" and reg.name.startswith("S_LUT_ACCESS")

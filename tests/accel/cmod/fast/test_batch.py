@@ -174,6 +174,56 @@ def test_batched_launches_match_the_reference_and_the_launches_one_at_a_time(dep
         assert len({p.weight_addr for p in batches[0].plans}) == 3
 
 
+def _tables_graph():
+    """Depthwise layers (batched block convolutions), each followed by a function that
+    nv_small computes by the CDP's table (each op loads its own)."""
+    rng = np.random.default_rng(8)
+    c = SHAPE[1]
+    inits = {"w1": rng.normal(0, 0.4, (c, 1, 3, 3)), "b1": rng.normal(0, 0.3, c),
+             "w2": rng.normal(0, 0.4, (c, 1, 3, 3)), "b2": rng.normal(0, 0.3, c),
+             "w3": rng.normal(0, 0.3, (16, c, 1, 1)), "b3": rng.normal(0, 0.2, 16)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=c),
+        helper.make_node("Sigmoid", ["c1"], ["s1"]),
+        helper.make_node("Conv", ["s1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=c),
+        helper.make_node("HardSwish", ["c2"], ["h2"]),
+        helper.make_node("Conv", ["h2", "w3", "b3"], ["c3"]),
+        helper.make_node("Tanh", ["c3"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes, "tables", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 40, 40])],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)],
+                                        ir_version=8))
+    run_passes(graph)
+    return graph
+
+
+def test_cdp_tables_load_inside_batches_and_cdp_ops_replay_learned():
+    """The firmware loads the next CDP op's table while a layer's block convolutions are
+    still to run: those loads do not end the batch, and a span whose steps hold them
+    plays them again after its effect (a table is no register).  Every CDP op enable is
+    learned as a launch.  Bytes, records, memory and registers equal the launches one
+    at a time, and the outputs the int8 reference, on every inference."""
+    graph = _tables_graph()
+    table = calibrate(graph, _samples(graph, 4, 1), progress=False)
+    samples = _samples(graph, 10, 12)
+    with _Run(graph, table) as fast, _Run(graph, table, batched=False) as slow:
+        for i, s in enumerate(samples):
+            _run_alike(fast, slow, s, f"sample {i}")
+        spans = [sp for sp in fast.spans() if sp.table_steps]
+        assert spans and all(sp.plays["applied"] for sp in spans), [sp.plays for sp in spans]
+        cdp_enable = {fast.dla.regs[u].unit.registers["D_OP_ENABLE"].address
+                      for u in ("NVDLA_CDP", "NVDLA_CDP_RDMA")}
+        for lr in fast.learned():
+            assert not [st for st in lr.fast if st[0] == replay.WRITE and st[1] in cdp_enable]
+            assert [st for st in lr.steps if st[0] == replay.LAUNCH
+                    and st[-1].kind == "cdp"]
+    cdp_records = [r for r in fast.dla.stats if r.unit == "CDP"]
+    assert len(cdp_records) == 3
+
+
 def test_a_batch_stays_within_its_bound_of_sums(depthwise, monkeypatch):
     """A batch takes launches while their sums stay within MAX_BATCH_OUTPUTS (a bound on
     its working memory): with room for two of the depthwise layers' 8x40x40 blocks, their
