@@ -7,7 +7,10 @@ the identity converter writes the int8 result (:mod:`accel.compiler.lut`).
 The result is ``f`` of the dequantized input rounded once to the output
 scale - as exact as int8 allows, whatever the function.  The input and output
 scales and zero points come from calibration independently (no ties); the
-table is indexed by the input code and holds output codes.
+table is indexed by the input code and holds output codes.  HardSwish is
+registered with the other activations (:mod:`.activation`), which send it here
+on presets that look tables up in the CDP, unless channel-group equalization
+gave it factors per channel.
 
 Exp is left to the CPU on purpose: its output spans orders of magnitude that
 one int8 scale cannot hold (values below half the output step vanish; a
@@ -112,6 +115,8 @@ def function(node: Node):
         return np.abs
     if op == "Neg":
         return np.negative
+    if op == "HardSwish":         # registered by .activation, which sends it here
+        return lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
     raise ValueError(f"op {op} has no lookup function")
 
 

@@ -1,5 +1,6 @@
 """Element-wise functions (Sigmoid, Tanh, Swish, Erf, Gelu, Mish, Softplus, Softsign,
-Elu, Selu, Celu, Abs, Neg) by a lookup table: the SDP's, or the CDP's.
+Elu, Selu, Celu, Abs, Neg) by a lookup table: the SDP's, or the CDP's; HardSwish too
+where the CDP is the table (two SDP passes where the SDP has a LUT).
 
 * the table builder and the reference's LUT evaluator on hand-computed values;
 * every one of the 256 int8 inputs through the compiled loadable on the cmodel
@@ -72,6 +73,10 @@ FUNCTIONS = {
     "Abs": abs,
     "Neg": lambda v: -v,
 }
+#: where the CDP is the table (presets without the SDP's LUT), also HardSwish
+CDP_FUNCTIONS = {**FUNCTIONS, "HardSwish": lambda v: v * max(0.0, min(1.0, v / 6 + 0.5))}
+#: presets with the SDP's LUT, and without it
+SDP_LUT_PRESETS, CDP_PRESETS = ("nv_large", "nv_small_256_full"), ("nv_small", "nv_medium_512")
 #: the first opset with each op (Swish 24, Gelu 20, Mish 18, Celu 12)
 OPSETS = {"Swish": 24, "Gelu": 20, "Mish": 18}
 
@@ -156,9 +161,8 @@ def _run(compiled, x_q: np.ndarray) -> np.ndarray:
     return unpack_feature(rt.read_output(out.memory.bind_id), dst.layout)[None]
 
 
-@pytest.mark.parametrize("preset", ["nv_large", "nv_small_256_full", "nv_small",
-                                    "nv_medium_512"])
-@pytest.mark.parametrize("op", sorted(FUNCTIONS))
+@pytest.mark.parametrize("op,preset", [(op, p) for p in SDP_LUT_PRESETS for op in FUNCTIONS]
+                         + [(op, p) for p in CDP_PRESETS for op in CDP_FUNCTIONS])
 def test_every_int8_input_gives_the_function_rounded_once(op, preset):
     model = _model(op, opset=OPSETS.get(op, 14))
     graph = load_onnx(model)
@@ -169,7 +173,7 @@ def test_every_int8_input_gives_the_function_rounded_once(op, preset):
     x_q = (np.arange(256) - 128).reshape(SHAPE).astype(np.int8)
     got = _run(compiled, x_q)
     s_in, s_out = table["x"]["scale"], table["y"]["scale"]
-    f = FUNCTIONS[op]
+    f = CDP_FUNCTIONS[op]
     want = np.array([min(127, max(-128, _round_half_away(f(s_in * q) / s_out)))
                      for q in range(-128, 128)]).reshape(SHAPE)
     np.testing.assert_array_equal(got, want)
@@ -203,6 +207,68 @@ def test_the_cdp_table_on_nv_small_at_any_scale_and_zero_point(scales, zero_poin
                      for q in range(-128, 128)]).reshape(SHAPE)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(run_reference(graph, compiled.plans, {"x": x_q})["y"], got)
+
+
+@pytest.mark.parametrize("op", ["Sigmoid", "HardSwish"])
+def test_the_cdp_table_leaves_the_bytes_and_counters_of_the_lanes_one_by_one(op):
+    """The speed layer looks the CDP's exact table up by the byte and counts apart the
+    few codes whose LUT counters differ (the -128 the LUT underflows on, which is also
+    what the padded lanes of a 13-channel cube read): memory, the padded lanes' bytes
+    included, and every CDP register as the plain model leaves them lane by lane."""
+    from accel.backends.cmod import CmodBackend
+    from accel.cmod import Dla
+
+    shape = (1, 13, 5, 7)
+    node = helper.make_node(op, ["x"], ["y"], name="f")
+    g = helper.make_graph([node], op, [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(shape))], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, list(shape))])
+    graph = load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)],
+                                        ir_version=8))
+    rng = np.random.default_rng(4)
+    table = calibrate(graph, [{"x": rng.normal(0, 2, shape).astype(np.float32)}],
+                      progress=False)
+    cfg = get_preset("nv_small")
+    compiled = compile_subgraph(graph, table, cfg)
+    x_q = rng.integers(-128, 128, shape).astype(np.int8)
+    x_q[0, :, 0] = -128                  # every channel meets the underflow code
+    seen = []
+    for fast in (True, False):
+        dla = Dla(cfg, fast=fast)
+        rt = Runtime(cfg, CmodBackend(cfg, dla))
+        rt.load(compiled.to_bytes())
+        (inp,), (out,) = rt.inputs, rt.outputs
+        (src,), (dst,) = compiled.inputs, compiled.outputs
+        rt.bind_input(inp.memory.bind_id, pack_feature(x_q[0], src.layout))
+        rt.submit()
+        y = unpack_feature(rt.read_output(out.memory.bind_id), dst.layout)
+        memory = [dla.dram.read(base, size).tobytes() for base, size, _ in dla.dram.regions]
+        seen.append((y.tobytes(), memory, dla.regs["NVDLA_CDP"].stores()))
+        if fast:
+            (key,) = dla.fast.cdp_tables.keys()
+            assert dla.fast.cdp_tables.lookup(key).rare.tolist() == [0]
+    assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("preset", SDP_LUT_PRESETS)
+def test_hard_swish_stays_two_sdp_passes_where_the_sdp_has_a_lut(preset):
+    """The gate, then the product: bit-exact against the reference, and within the gate's
+    rounding (half a step of 1/127 times the input) and the output's of the function."""
+    graph = load_onnx(_model("HardSwish"))
+    rng = np.random.default_rng(3)
+    table = calibrate(graph, [{"x": rng.normal(0, 2, SHAPE).astype(np.float32)}
+                              for _ in range(4)], progress=False)
+    compiled = compile_subgraph(graph, table, get_preset(preset))
+    assert [type(op) for op in compiled.ops] == [SdpOp, SdpOp]
+    assert all(op.program.lut is None for op in compiled.ops)
+    x_q = (np.arange(256) - 128).reshape(SHAPE).astype(np.int8)
+    got = _run(compiled, x_q)
+    np.testing.assert_array_equal(got, run_reference(graph, compiled.plans, {"x": x_q})["y"])
+    s_in, s_out = table["x"]["scale"], table["y"]["scale"]
+    q = np.arange(256) - 128
+    exact = np.array([CDP_FUNCTIONS["HardSwish"](s_in * v) for v in q]) / s_out
+    bound = 0.5 + np.abs(q) * s_in / 127 / 2 / s_out + 1e-9
+    assert np.all(np.abs(got.reshape(-1) - np.clip(exact, -128, 127)) <= bound)
 
 
 def test_a_preset_without_any_lut_never_gets_one():

@@ -16,7 +16,9 @@ import onnxruntime as ort
 import pytest
 
 from accel.compiler.engine import ConvOp, PdpOp, SdpOp
+from accel.compiler.ops import activation
 from accel.compiler.ops.concat import Piece, merge_chains
+from accel.config import get_preset
 from tengine_host.devices import get_device
 from tengine_host.executor import Executor
 from tengine_host.interpreter import interpret
@@ -256,7 +258,6 @@ def test_compilation_is_deterministic(tmp_path):
     from accel.compiler import compile_subgraph
     from accel.compiler.ops.conv import choose_block
     from accel.compiler.tiling import plan_conv
-    from accel.config import get_preset
 
     case = next(c for c in CASES if c.name == "concat_with_input")
     path = tmp_path / "m.onnx"
@@ -277,7 +278,8 @@ def test_compilation_is_deterministic(tmp_path):
 def test_hard_swish_with_channel_factors(preset, tmp_path):
     """``channel_scale[c] * HardSwish(input_scale[c] * x)`` (set by channel-group
     equalization, not ONNX): bit-exact to the int8 reference and close to the formula
-    computed plainly, with factors 1/16..16 that no per-tensor rescale could hide."""
+    computed plainly, with factors 1/16..16 that no per-tensor rescale could hide; a
+    table per channel, so the gate and the product in two SDP passes, not one table."""
     case = next(c for c in CASES if c.name == "hard_swish")
     path = tmp_path / "hs.onnx"
     onnx.save(case.build(), path)
@@ -286,6 +288,7 @@ def test_hard_swish_with_channel_factors(preset, tmp_path):
     rng = np.random.default_rng(11)
     inward, outward = 2.0 ** rng.uniform(-4, 4, 32), 2.0 ** rng.uniform(-4, 4, 32)
     node.attrs.update(input_scale=inward, channel_scale=outward)
+    assert not activation.table_route(node, get_preset(preset))
     shape = graph.tensors[graph.inputs[0]].shape
     samples = [{graph.inputs[0]: rng.normal(0, 1, shape).astype(np.float32)} for _ in range(4)]
     table = calibrate(graph, samples, progress=False)
