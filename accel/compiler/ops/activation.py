@@ -10,9 +10,9 @@ Each reads its input from memory and writes its output through the SDP
 * HardSigmoid ``clip(alpha * x + beta, 0, 1)``: ReLU for the lower bound and
   int8 saturation for the upper one, which needs the output scale 1/127
   (calibration fixes it: ``fixed_scales``);
-* HardSwish ``x * HardSigmoid(x)``: two SDP passes, the HardSigmoid into a
-  temporary (scale 1/127), then a per-element product with the input - on
-  every preset.  Channel-group equalization
+* HardSwish ``x * HardSigmoid(x)``: two SDP passes, which every preset can run,
+  the HardSigmoid into a temporary (scale 1/127), then a per-element product
+  with the input.  Channel-group equalization
   (:mod:`tengine_host.quant.equalize_groups`) may give it factors per channel,
   ``channel_scale[c] * HardSwish(input_scale[c] * x)``: the gate's multiplier
   takes ``input_scale`` (it is per channel already), the product's free X2
@@ -22,10 +22,10 @@ Each reads its input from memory and writes its output through the SDP
   nv_medium_512) the CDP computes it as one exact table (:mod:`.lookup`): one
   pass instead of two, the output rounded once from the exact function
   (:func:`table_route`).  Where the SDP has a LUT the two passes stay: there
-  the table would fuse into the convolution's pass, which the simulator
-  computes slower than the two narrow passes it replaces (measured
-  2026-12-06: PP-OCRv4 det 2.9 -> 3.3x onnxruntime on nv_large) for 2.5 %
-  fewer estimated cycles (the text classifier).  Either way the input's zero
+  the table would fuse into the convolution's pass, saving 2.5 % of the
+  estimated cycles (the text classifier on nv_large), and the simulator
+  computes that pass slower than the two narrow ones it replaces (measured
+  2026-12-06: PP-OCRv4 det 2.9 -> 3.3x onnxruntime on nv_large).  Either way the input's zero
   point is a product's (0 or ``-2**k``, :func:`zero_pow2`): calibration does
   not know the preset, and a table takes any.
 
