@@ -273,12 +273,22 @@ def test_hard_swish_stays_two_sdp_passes_where_the_sdp_has_a_lut(preset):
 
 def test_a_preset_without_any_lut_never_gets_one():
     """Every preset NVIDIA defines has a CDP; a configuration without one (and without
-    the SDP's LUT) keeps the function on the CPU and says why."""
+    the SDP's LUT) keeps the function on the CPU and says why, and runs HardSwish as
+    the gate and the product (two SDP passes), bit-exact."""
     cfg = dataclasses.replace(get_preset("nv_small"), name="no_cdp", cdp=False)
     graph = load_onnx(_model("Sigmoid"))
     ok, reason = supports(graph.nodes[0], graph, cfg)
     assert not ok
     assert "preset no_cdp has neither" in reason
+    graph = load_onnx(_model("HardSwish"))
+    rng = np.random.default_rng(5)
+    table = calibrate(graph, [{"x": rng.normal(0, 2, SHAPE).astype(np.float32)}],
+                      progress=False)
+    compiled = compile_subgraph(graph, table, cfg)
+    assert [type(op) for op in compiled.ops] == [SdpOp, SdpOp]
+    x_q = (np.arange(256) - 128).reshape(SHAPE).astype(np.int8)
+    np.testing.assert_array_equal(_run(compiled, x_q),
+                                  run_reference(graph, compiled.plans, {"x": x_q})["y"])
 
 
 def test_exp_stays_on_the_cpu():
