@@ -107,8 +107,6 @@ class CodeTable(NamedTuple):
     """The SQSUM-bypassed datapath on every int8 code, ``-128..127`` at ``[0..255]``."""
 
     out: np.ndarray          # int8 result
-    saturated: np.ndarray    # bool: the output converter saturated
-    classes: np.ndarray      # the LUT hit counter (an index into lut.CLASSES)
     #: int64 ``[len(CLASSES) + 1, 256]``: 1 where a code adds to each hit counter (in
     #: CLASSES' order), then where it saturates; times the codes' uses, the counters
     counters: np.ndarray
@@ -135,7 +133,7 @@ def code_table(g: GroupView, ram: LutRam) -> CodeTable:
     rare = np.flatnonzero(kind != most)
     out = out.astype(np.int8)
     by_byte = np.ascontiguousarray(out.view(np.uint8)[np.arange(256) ^ 0x80])
-    return CodeTable(out, sat, cls, counters, rare if rare.size <= RARE_CODES else None,
+    return CodeTable(out, counters, rare if rare.size <= RARE_CODES else None,
                      int(np.flatnonzero(kind == most)[0]), ByteTable(by_byte, NO_FLAGS))
 
 
