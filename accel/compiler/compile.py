@@ -11,7 +11,7 @@ from typing import Any
 
 from accel.compiler.emitter import Emitted, Placed, emit
 from accel.compiler.engine import ConvOp, EngineOp, PdpOp, SdpOp
-from accel.compiler.fusion import fuse_lookups
+from accel.compiler.fusion import fold_tables, fuse_lookups
 from accel.compiler.lowering import Buffer, DlaTensor, Lowering
 from accel.compiler.memory import lifetimes, plan_arena
 from accel.config import HwConfig
@@ -127,15 +127,17 @@ def compile_subgraph(graph: Graph, quant_table: Any, cfg: HwConfig,
 
     ``quant_table`` answers ``scale(tensor)`` or is a calibration mapping;
     ``reuse_memory=False`` gives every internal buffer its own arena block;
-    ``fuse=False`` keeps every lookup table in its own pass
+    ``fuse=False`` keeps every element-wise pass and lookup table in its own pass
     (:mod:`accel.compiler.fusion`; the results are the same).
     """
     lo = Lowering(graph, quant_table, cfg)
     ops = lo.run()
     fused_buffers: dict[str, str] = {}
     if fuse:
-        ops, fused_buffers = fuse_lookups(ops, {n for n, b in lo.buffers.items()
-                                                if b.kind == "internal"})
+        internal = {n for n, b in lo.buffers.items() if b.kind == "internal"}
+        ops, fused_buffers = fold_tables(ops, internal, cfg)
+        ops, into_convs = fuse_lookups(ops, internal)
+        fused_buffers.update(into_convs)
     buffers = {n: b for n, b in lo.buffers.items() if n not in fused_buffers}
     names = [t for t in dict.fromkeys([*graph.inputs, *(o for n in graph.nodes
                                                         for o in n.outputs if o)])]

@@ -1,4 +1,21 @@
-"""Engine-op fusion after lowering: a convolution and the lookup table after it, as one.
+"""Engine-op fusion after lowering: chains of element-wise passes as one table, and a
+convolution and the lookup table after it, as one.
+
+**Tables of tables** (:func:`fold_tables`).  A pass whose int8 output is a function
+of each int8 input element alone, the same in every channel (an SDP pass with its
+operands in registers, a lookup, the CDP as a table:
+:func:`~accel.compiler.ops.lookup.codes_of`), is a 256-entry table, and two such
+passes one after the other are the table of the first looked up in the second's.
+PP-LCNet's learnable affine blocks (``x * a + b`` after each HardSwish) are two SDP
+passes after the HardSwish's own: with a table they are one pass.  The table's
+entries are the passes' own results for every code, so the folded pass is the
+chain bit for bit and the op table's reference of the unfused nodes stays the
+golden; the intermediates are no longer in DLA memory.  Folded when the preset
+has a table (the SDP's Y stage or the CDP), the table pass is estimated cheaper
+than the passes it replaces (:func:`pass_cycles`: on nv_large the SDP's Y stage
+takes 4 elements a cycle and its X stages 16, so two X passes stay), and each
+intermediate is an internal buffer that the pass before writes whole and only the
+pass after reads, whole; no op in between touches the last pass's destination.
 
 A lookup op (:mod:`accel.compiler.ops.lookup`: Sigmoid, Tanh, Swish...) is an
 SDP pass that reads an int8 tensor and writes ``T[x + 128]``.  When that tensor
@@ -28,9 +45,82 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from accel.compiler.engine import ConvOp, EngineOp, SdpOp
+from accel.compiler.engine import CdpOp, ConvOp, EngineOp, SdpOp
+from accel.compiler.ops.lookup import codes_of, sdp_route, table_op
 from accel.compiler.program import MAX_TRUNCATE, Converter, Operand, SdpProgram, XStage
 from accel.compiler.tensors import Region, RegionError
+from accel.config import HwConfig
+from accel.layout import ceil_div
+
+#: register writes that load a table into a unit's LUT (its 65 + 257 entries and the
+#: LUT's configuration; `opendla compile` counts 338 on the CDP, 334 on the SDP), each
+#: at least a cycle: what a table pass costs beyond its data
+TABLE_LOAD_CYCLES = 338
+
+
+def pass_cycles(op: SdpOp | CdpOp, cfg: HwConfig) -> int:
+    """Estimated cycles of an SDP or CDP pass from memory to memory on ``cfg``: its
+    elements (padded channels included) at the slowest rate of the stages it uses, or
+    its input and output over the memory interface if that takes longer, and the load
+    of its table if it has one."""
+    c, h, w = op.dst.shape
+    atom = op.dst.layout.atom
+    elems = ceil_div(c, atom) * atom * h * w
+    table = 0
+    if isinstance(op, CdpOp):
+        rate, table = cfg.cdp_throughput, TABLE_LOAD_CYCLES
+    else:
+        p = op.program
+        rates = [r for r, used in ((cfg.sdp_bs_throughput, p.x1 is not None),
+                                   (cfg.sdp_bn_throughput, p.x2 is not None),
+                                   (cfg.sdp_ew_throughput or 1, p.lut is not None)) if used]
+        rate = min(rates, default=cfg.sdp_bs_throughput)
+        table = TABLE_LOAD_CYCLES if p.lut is not None else 0
+    return max(ceil_div(elems, rate), ceil_div(2 * elems, cfg.dma_bytes_per_cycle)) + table
+
+
+def fold_tables(ops: list[EngineOp], internal: set[str], cfg: HwConfig
+                ) -> tuple[list[EngineOp], dict[str, str]]:
+    """``(ops, fused)``: the operations with every chain of element-wise passes folded into
+    one table pass (see the module docstring), and ``{buffer no longer written: the
+    pass that computes past it}``.  ``internal`` names the buffers that are neither
+    subgraph inputs nor outputs."""
+    if not (sdp_route(cfg) or cfg.cdp):
+        return list(ops), {}
+    ops = list(ops)
+    fused: dict[str, str] = {}
+    i = 0
+    while i < len(ops):
+        table = codes_of(ops[i])
+        chain: list[str] = []               # the buffers folded away
+        while table is not None:
+            first, whole = ops[i], ops[i].dst
+            if whole.buffer not in internal or whole.offset != 0:
+                break
+            touching = [j for j, op in enumerate(ops) if j != i and any(
+                r.buffer == whole.buffer for r in (*op.reads(), *op.writes()))]
+            if len(touching) != 1 or touching[0] < i:
+                break
+            j = touching[0]
+            after = ops[j]
+            then = codes_of(after) if after.src == whole and after.writes() == [after.dst] \
+                else None
+            if then is None or after.dst.overlaps(first.src) or any(
+                    r.overlaps(after.dst) for k in range(i + 1, j)
+                    for r in (*ops[k].reads(), *ops[k].writes())):
+                break
+            composed = then[table + 128]
+            folded = table_op(cfg, after.name, after.node, first.src, after.dst,
+                              tuple(int(v) for v in composed))
+            if pass_cycles(folded, cfg) >= pass_cycles(first, cfg) + pass_cycles(after, cfg):
+                break
+            table = composed
+            chain.append(whole.buffer)
+            ops[i] = folded
+            del ops[j]
+        fused.update(dict.fromkeys(chain, ops[i].name))
+        i += 1
+    return ops, fused
 
 
 def _is_lookup(op: EngineOp) -> bool:

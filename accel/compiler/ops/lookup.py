@@ -40,14 +40,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.compiler.engine import CdpOp
+from accel.compiler.engine import CdpOp, EngineOp, SdpOp
 from accel.compiler.lut import INT32_MAX, int8_lut, int8_table, lo_table_lut
 from accel.compiler.ops.base import OpEntry, check_activation, out_shape
 from accel.compiler.ops.sdp_math import lower_steps, reference_steps, single
 from accel.compiler.program import Converter, SdpProgram
 from accel.compiler.scales import zero_point_of
+from accel.compiler.tensors import Region
 from accel.config import HwConfig
-from accel.golden import int8_lrn
+from accel.golden import int8_lrn, int8_ref
 from accel.ir import Graph, Node
 
 #: the CDP as a table: its input converter maps int8 ``x`` to ``x + 128`` (offset -128,
@@ -154,10 +155,51 @@ def lower(lo, node: Node, p) -> None:
     if not isinstance(p, CdpTablePlan):
         lower_steps(lo, node, p)
         return
-    lo.emit(CdpOp(lo.label(node), node.name, lo.region(node.inputs[0]),
-                  lo.region(node.outputs[0]), CDP_BYPASSED_SIZE,
-                  lo_table_lut(p.table, start=CDP_TABLE_START), CDP_IN_CVT, CDP_OUT_CVT,
-                  sqsum_bypass=True, mul_bypass=True))
+    lo.emit(cdp_table_op(lo.label(node), node.name, lo.region(node.inputs[0]),
+                         lo.region(node.outputs[0]), p.table))
+
+
+def cdp_table_op(name: str, node: str, src: Region, dst: Region,
+                 table: tuple[int, ...]) -> CdpOp:
+    """The CDP as the table ``table`` (see the module docstring) from ``src`` into ``dst``."""
+    return CdpOp(name, node, src, dst, CDP_BYPASSED_SIZE,
+                 lo_table_lut(table, start=CDP_TABLE_START), CDP_IN_CVT, CDP_OUT_CVT,
+                 sqsum_bypass=True, mul_bypass=True)
+
+
+def table_op(cfg: HwConfig, name: str, node: str, src: Region, dst: Region,
+             table: tuple[int, ...]) -> EngineOp:
+    """The pass that looks ``table`` (``T[x + 128]``, output codes) up for each int8 ``x``
+    of ``src`` into ``dst`` on ``cfg``: the SDP's Y stage where it has one, else the CDP."""
+    if sdp_route(cfg):
+        return SdpOp(name, node, src, dst, SdpProgram(None, None, Converter(),
+                                                       lo_table_lut(table)))
+    return cdp_table_op(name, node, src, dst, table)
+
+
+#: every int8 code, in table order (entry ``v + 128`` for ``v``)
+CODES = np.arange(-128, 128, dtype=np.int8)
+
+
+def codes_of(op: EngineOp) -> np.ndarray | None:
+    """What ``op`` writes for each int8 code it reads (int64 ``[256]``, entry ``v + 128``),
+    if it is a function of each element alone, the same in every channel: an SDP pass
+    reading nothing but its input (operands in registers; any LUT), or the CDP as a
+    table (:func:`cdp_table_op`).  None for anything else.  The values are the golden's
+    arithmetic for the op, the reference's for the node it lowers."""
+    if isinstance(op, SdpOp):
+        p = op.program
+        if op.operands or not op.reads_src or any(
+                st is not None and st.memory_operands for st in p.stages):
+            return None
+        x = CODES.astype(np.int64).reshape(1, 1, 1, -1)
+        return int8_ref.sdp_program_int8(x, p).reshape(-1).astype(np.int64)
+    if isinstance(op, CdpOp) and op.sqsum_bypass and op.mul_bypass \
+            and (op.in_cvt, op.out_cvt) == (CDP_IN_CVT, CDP_OUT_CVT) \
+            and op.lut == lo_table_lut(op.lut.linear_only_table[:256], start=CDP_TABLE_START):
+        table = tuple(int(v) for v in op.lut.linear_only_table[:256])
+        return reference(CdpTablePlan(table, (256,)), [CODES])[0].astype(np.int64)
+    return None
 
 
 def cdp_lut(table: tuple[int, ...]) -> int8_lrn.Lut:

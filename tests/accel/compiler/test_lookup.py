@@ -16,7 +16,12 @@ where the CDP is the table (two SDP passes where the SDP has a LUT).
 * a convolution and the lookup after it fuse into one pass
   (:mod:`accel.compiler.fusion`) with the same output bytes as two passes,
   fewer cycles and less memory, every tile included; not when the
-  intermediate is read elsewhere or X2 is taken.
+  intermediate is read elsewhere or X2 is taken;
+* a chain of element-wise passes (a table, a scale, an offset) between two
+  convolutions folds into one table pass where that is estimated cheaper, with the
+  same output bytes as the passes one by one and the reference's (nv_small: into
+  the CDP; nv_large: into the convolution's Y stage, while two X passes stay two);
+  not when an intermediate is read elsewhere.
 """
 
 from __future__ import annotations
@@ -444,3 +449,98 @@ def test_no_fusion_when_the_intermediate_is_needed_or_x2_is_busy(kw):
     graph, table, fused, plain = _compile_both(_conv_then(["Sigmoid"], **kw), "nv_large")
     assert fused.fused == {}
     assert any(isinstance(op, SdpOp) and op.program.lut is not None for op in fused.ops)
+
+
+# ------------------------------------------------- chains of tables as one table
+
+def _chain_model(steps: list, extra_reader: bool = False, seed: int = 0) -> onnx.ModelProto:
+    """x -> Conv 3x3 -> each step (an op type, or ``(op, scalar)`` for Mul / Add by a
+    constant) -> Conv 3x3 (padded: the host cannot fold an offset into it); optionally
+    the first step's output also feeds the last convolution's output through an Add."""
+    rng = np.random.default_rng(seed)
+    cin, cmid = 8, 16
+    inits = [onnx.numpy_helper.from_array(
+        rng.normal(0, 0.3, (cmid, cin, 3, 3)).astype(np.float32), "w0"),
+        onnx.numpy_helper.from_array(rng.normal(0, 0.2, (cmid, cmid, 3, 3))
+                                     .astype(np.float32), "w1")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c"], name="conv0", pads=[1] * 4)]
+    t, first = "c", None
+    for i, step in enumerate(steps):
+        op, *const = step if isinstance(step, tuple) else (step,)
+        ins = [t]
+        if const:
+            inits.append(onnx.numpy_helper.from_array(np.array(const, np.float32), f"k{i}"))
+            ins.append(f"k{i}")
+        nodes.append(helper.make_node(op, ins, [f"e{i}"], name=f"{op.lower()}{i}"))
+        t = f"e{i}"
+        first = first or t
+    nodes.append(helper.make_node("Conv", [t, "w1"], ["y"], name="conv1", pads=[1] * 4))
+    out = "y"
+    if extra_reader:
+        nodes.append(helper.make_node("Add", ["y", first], ["sum"], name="add_back"))
+        out = "sum"
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, cin, 12, 12])], [helper.make_tensor_value_info(
+            out, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def _between(compiled) -> list:
+    """The operations between the first convolution and the last."""
+    convs = [i for i, op in enumerate(compiled.ops) if isinstance(op, ConvOp)]
+    return compiled.ops[convs[0] + 1:convs[-1]]
+
+
+def _check_same_bytes(graph, table, fused, plain) -> None:
+    x = np.random.default_rng(4).normal(0, 1, graph.tensors["x"].shape).astype(np.float32)
+    x_q = quantize_activation(x, table["x"]["scale"])
+    (out,) = graph.outputs
+    y_fused, cyc_fused = _run_full(fused, x_q)
+    y_plain, cyc_plain = _run_full(plain, x_q)
+    np.testing.assert_array_equal(y_fused, y_plain)
+    np.testing.assert_array_equal(y_fused, run_reference(graph, fused.plans, {"x": x_q})[out])
+    assert cyc_fused < cyc_plain
+
+
+@pytest.mark.parametrize("preset", ["nv_small", "nv_medium_512"])
+def test_a_chain_of_element_wise_passes_is_one_cdp_table(preset):
+    """HardSwish, a scale and an offset (PP-LCNet's learnable affine block after it):
+    three passes one by one, one CDP table folded, the same bytes."""
+    graph, table, fused, plain = _compile_both(
+        _chain_model(["HardSwish", ("Mul", 0.476), ("Add", -0.37)]), preset)
+    assert len(_between(plain)) >= 2 and isinstance(_between(plain)[0], CdpOp)
+    (folded,) = _between(fused)
+    assert isinstance(folded, CdpOp)
+    assert set(fused.fused) == {t for t in graph.tensors if t.startswith("e")} - {
+        next(n.outputs[0] for n in reversed(graph.nodes) if n.op_type != "Conv")}
+    assert set(fused.fused.values()) == {folded.name}
+    _check_same_bytes(graph, table, fused, plain)
+
+
+def test_a_table_and_a_scale_fold_into_the_convolution_on_nv_large():
+    graph, table, fused, plain = _compile_both(_chain_model(["Sigmoid", ("Add", 0.25)]),
+                                               "nv_large")
+    assert len(_between(plain)) == 2
+    assert _between(fused) == []
+    assert fused.ops[0].sdp.lut is not None
+    _check_same_bytes(graph, table, fused, plain)
+
+
+def test_two_x_passes_stay_where_the_table_is_slower():
+    """On nv_large the SDP's X stages take 16 elements a cycle, its Y stage 4: a scale and
+    an offset stay two passes there; on nv_small (1 a cycle each) they fold."""
+    steps = ["Relu", ("Mul", 0.476), ("Add", -0.37)]
+    _, _, fused, _ = _compile_both(_chain_model(steps), "nv_large")
+    assert len(_between(fused)) >= 2
+    assert all(isinstance(op, SdpOp) and op.program.lut is None for op in _between(fused))
+    graph, table, fused, plain = _compile_both(_chain_model(steps), "nv_small")
+    assert [type(op) for op in _between(fused)] == [CdpOp]
+    _check_same_bytes(graph, table, fused, plain)
+
+
+def test_no_folding_when_an_intermediate_is_read_elsewhere():
+    graph, _, fused, plain = _compile_both(
+        _chain_model(["HardSwish", ("Mul", 0.476), ("Add", -0.37)], extra_reader=True),
+        "nv_small")
+    first = next(n.outputs[0] for n in graph.nodes if n.op_type == "HardSwish")
+    assert first not in fused.fused and first in fused.tensors
