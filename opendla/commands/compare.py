@@ -53,8 +53,11 @@ def format_table(doc: dict) -> str:
     first = doc["first_divergent"]
     # the column as wide as the longest name: names are shown whole, never cut
     width = max([len("tensor"), *(len(c["tensor"]) for c in doc["layers"])])
+    fused = doc.get("fused", [])
     lines = [f"{doc['model']} on {doc['preset']}: {len(doc['layers'])} DLA tensors, "
-             f"{doc['samples']} sample(s)", "",
+             f"{doc['samples']} sample(s)"
+             + (f" ({len(fused)} more computed inside the pass after them, never in DLA "
+                f"memory: not compared)" if fused else ""), "",
              f"  {'#':>3} {'tensor':<{width}} {'op':<12} {'shape':>14} {'cos int8':>9} "
              f"{'cos DLA':>9} {'max|err| int8':>14} {'max|err| DLA':>13}  bit-exact"]
     for i, c in enumerate(doc["layers"]):
@@ -173,7 +176,11 @@ def run(args: argparse.Namespace) -> int:
         for i in range(batch):
             result = compare_run(ex, {n: v[i:i + 1] for n, v in feeds.items()}, result)
             bar.update()
-    doc = {"model": args.model, "preset": args.preset, **result.as_dict()}
+        # intermediates the compiler computes inside the pass after them (a lookup in a
+        # convolution's pass, chains of element-wise passes as one table): never stored
+        fused = sorted(t for _, _, handle in ex.prepared
+                       for t in getattr(getattr(handle, "compiled", None), "fused", {}))
+    doc = {"model": args.model, "preset": args.preset, **result.as_dict(), "fused": fused}
     for o in doc["outputs"]:
         o["classifier"] = len(graph.tensors[o["name"]].shape) == 2
     if args.plot:

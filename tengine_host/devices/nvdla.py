@@ -191,7 +191,8 @@ class NvdlaDevice:
         """The int8 CPU golden of the same subgraph: every activation the DLA stores, from
         fp32 ``inputs`` quantized exactly as :meth:`run` does.  An intermediate the
         compiler fused away (``compiled.fused``: a convolution's output a lookup table
-        consumed on the fly) is never in memory and is left out."""
+        consumed on the fly, the passes of a chain folded into one table) is never in
+        memory and is left out."""
         compiled = prepared.compiled
         ref = run_reference(compiled.graph, compiled.plans,
                             self.quantize_inputs(compiled, inputs))

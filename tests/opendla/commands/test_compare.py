@@ -148,3 +148,35 @@ def test_long_tensor_names_are_shown_whole_in_an_aligned_column():
     # the op column starts at the same place in both rows and in the header
     starts = {line.index(" Conv ") + 1 for line in rows} | {lines[2].index(" op ") + 1}
     assert len(starts) == 1
+
+
+def test_intermediates_folded_into_a_table_are_named_as_not_compared(tmp_path, capsys):
+    """Conv -> HardSwish -> scale -> offset -> Conv on nv_small: the three element-wise
+    passes are one CDP table, so their first two outputs are never in DLA memory; the
+    report says how many such tensors it leaves out, and the rest is bit-exact."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (8, 4, 3, 3)).astype(np.float32), "w0"),
+             numpy_helper.from_array(rng.normal(0, 0.2, (8, 8, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(np.array([0.47], np.float32), "a"),
+             numpy_helper.from_array(np.array([-0.3], np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c"], pads=[1] * 4),
+             helper.make_node("HardSwish", ["c"], ["h"]),
+             helper.make_node("Mul", ["h", "a"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["s"]),
+             helper.make_node("Conv", ["s", "w1"], ["y"], pads=[1] * 4)]
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 4, 10, 10])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "chain.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), path)
+    x = rng.normal(0, 1, (4, 1, 4, 10, 10)).astype(np.float32)
+    save_table(calibrate(load_model(str(path)), [{"x": s} for s in x[:3]], progress=False),
+               tmp_path / "calib.json")
+    np.save(tmp_path / "x.npy", x[3])
+    assert main(["compare", str(path), "--calib", str(tmp_path / "calib.json"), "--input",
+                 str(tmp_path / "x.npy"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "3 DLA tensors, 1 sample(s) (2 more computed inside the pass after them" in out
+    assert "bit-exact: every DLA tensor equals the int8 CPU reference" in out
