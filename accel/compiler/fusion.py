@@ -49,6 +49,7 @@ from accel.compiler.engine import CdpOp, ConvOp, EngineOp, SdpOp
 from accel.compiler.ops.lookup import codes_of, sdp_route, table_op
 from accel.compiler.program import MAX_TRUNCATE, Converter, Operand, SdpProgram, XStage
 from accel.compiler.tensors import Region, RegionError
+from accel.compiler.tiling import OP_OVERHEAD
 from accel.config import HwConfig
 from accel.layout import ceil_div
 
@@ -61,8 +62,9 @@ TABLE_LOAD_CYCLES = 338
 def pass_cycles(op: SdpOp | CdpOp, cfg: HwConfig) -> int:
     """Estimated cycles of an SDP or CDP pass from memory to memory on ``cfg``: its
     elements (padded channels included) at the slowest rate of the stages it uses, or
-    its input and output over the memory interface if that takes longer, and the load
-    of its table if it has one."""
+    its input and output over the memory interface if that takes longer, the load of
+    its table if it has one, and the programming and pipeline fill of any operation
+    (:data:`~accel.compiler.tiling.OP_OVERHEAD`, as the convolutions' plans count it)."""
     c, h, w = op.dst.shape
     atom = op.dst.layout.atom
     elems = ceil_div(c, atom) * atom * h * w
@@ -76,7 +78,8 @@ def pass_cycles(op: SdpOp | CdpOp, cfg: HwConfig) -> int:
                                    (cfg.sdp_ew_throughput or 1, p.lut is not None)) if used]
         rate = min(rates, default=cfg.sdp_bs_throughput)
         table = TABLE_LOAD_CYCLES if p.lut is not None else 0
-    return max(ceil_div(elems, rate), ceil_div(2 * elems, cfg.dma_bytes_per_cycle)) + table
+    return (max(ceil_div(elems, rate), ceil_div(2 * elems, cfg.dma_bytes_per_cycle)) + table
+            + OP_OVERHEAD)
 
 
 def fold_tables(ops: list[EngineOp], internal: set[str], cfg: HwConfig
