@@ -126,10 +126,11 @@ def test_engine_random_batched_and_broadcast():
 
 @pytest.mark.parametrize("wv,pv", [(-128, -128), (127, -128), (-128, 127)])
 def test_scratch_patches_give_the_same_sums_and_read_only_ones_stay(wv, pv):
-    """Patches given as scratch become the engine's operand where they lie: the sums are
-    the int64 products on extreme operands, and patches that cannot be written (a view
-    of memory) are left as they were, with the same sums."""
-    _engine()
+    """Patches given as scratch become the engine's operand where they lie (in the offset
+    form; the full-range kernels take int8 patches as they are): the sums are the int64
+    products on extreme operands, and patches that cannot be written (a view of
+    memory) are left as they were, with the same sums."""
+    engine = _engine()
     r, n = 1031, 1500
     w = np.full((4, r), wv, dtype=np.int8)
     p = np.full((r, n), pv, dtype=np.int8)
@@ -137,7 +138,7 @@ def test_scratch_patches_give_the_same_sums_and_read_only_ones_stay(wv, pv):
     want = _reference(w, p)
     scratch = p.copy()
     np.testing.assert_array_equal(gemm.gemm_sums(gemm.Weights(w), scratch, scratch=True), want)
-    assert not np.array_equal(scratch, p)             # it was the operand
+    assert np.array_equal(scratch, p) == engine.full_range   # the offset form's operand
     kept = p.copy()
     kept.flags.writeable = False
     np.testing.assert_array_equal(gemm.gemm_sums(gemm.Weights(w), kept, scratch=True), want)
@@ -215,6 +216,91 @@ def test_check_leaves_signed_kernels_out_when_they_saturate(monkeypatch):
     assert engine.exact() and not engine.signed
     monkeypatch.setattr(gemm.PackedWeights, "run", real)
     assert engine.exact() and engine.signed
+
+
+def _full_range_engine():
+    engine = _engine()
+    if not engine.full_range:
+        pytest.skip("onnxruntime's uint8 x int8 kernels add products in 16 bits here: the "
+                    "offset form takes the GEMMs")
+    return engine
+
+
+@pytest.mark.parametrize("r", [1, 2, 1031, 4099, gemm.INT_ENGINE_MAX_TERMS])
+@pytest.mark.parametrize("wv,pv", [(-128, -128), (127, -128), (-128, 127), (127, 127)])
+def test_full_range_kernels_at_the_extremes(r, wv, pv):
+    """Offset weights of 0 and 255 (``-128 + 128``, ``127 + 128``) against patches of -128 and
+    127, every pair of products at +-2 * 255 * 128 (far outside int16), over the longest
+    reductions, in both forms: hand-computed sums, and the int64 products with mixed
+    signs."""
+    engine = _full_range_engine()
+    n = max(2, gemm.INT_ENGINE_MIN_MACS // (8 * r) + 1)
+    w = np.full((8, r), wv, dtype=np.int8)
+    p = np.full((r, n), pv, dtype=np.int8)
+    got = gemm.gemm_sums(w, p)
+    assert got.dtype == np.int32 and (got == wv * pv * r).all()
+    np.testing.assert_array_equal(engine.packed(w).run(np.ascontiguousarray(p.T)),
+                                  np.full((n, 8), wv * pv * r))
+    p[r // 2:, n // 2:] = 127 if pv == -128 else -128
+    want = _reference(w, p)
+    np.testing.assert_array_equal(gemm.gemm_sums(gemm.Weights(w), p), want)
+    np.testing.assert_array_equal(engine.packed(w).run(np.ascontiguousarray(p.T)), want.T)
+
+
+def test_full_range_kernels_random_batched_and_broadcast():
+    engine = _full_range_engine()
+    rng = np.random.default_rng(13)
+    p = rng.integers(-128, 128, (3, 300, 1200)).astype(np.int8)
+    for w in (rng.integers(-128, 128, (1, 16, 300)), rng.integers(-128, 128, (3, 16, 300))):
+        w = w.astype(np.int8)
+        np.testing.assert_array_equal(engine.run_full_range(gemm.Weights(w).offset_ones, p),
+                                      _reference(w, p))
+    w = rng.integers(-128, 128, (40, 200)).astype(np.int8)
+    x = rng.integers(-128, 128, (500, 200)).astype(np.int8)
+    np.testing.assert_array_equal(engine.packed(w).run(x), _reference(x, w.T))
+
+
+def test_full_range_arithmetic_on_operands_every_kernel_takes():
+    """The offset form on the uint8 x int8 kernels, on any machine: with the uint8 operand
+    at most 127 (int8 values of -128 .. -1, offset) no pair of products leaves int16, so
+    the kernels are exact everywhere and the sums must be the int64 products: the
+    offset's ``128 * sum`` taken back (from the ones row, or the weights' sums)."""
+    engine = _engine()
+    rng = np.random.default_rng(14)
+    w = rng.integers(-128, 0, (2, 16, 700)).astype(np.int8)
+    p = rng.integers(-128, 128, (2, 700, 90)).astype(np.int8)
+    np.testing.assert_array_equal(engine.run_full_range(gemm.Weights(w).offset_ones, p),
+                                  _reference(w, p))
+    x = rng.integers(-128, 0, (90, 700)).astype(np.int8)
+    np.testing.assert_array_equal(engine.packed(w[0]).run_full_range(gemm.to_offset_binary(x)),
+                                  _reference(x, w[0].T))
+
+
+def test_check_leaves_the_full_range_out_when_pairs_saturate(monkeypatch):
+    """uint8 x int8 kernels that add pairs of products in int16 with saturation (AVX2
+    without VNNI) fail the full-range check: the engine stays, its GEMMs in the offset
+    form, still exact."""
+    engine = _engine()
+
+    class Saturating:
+        def run(self, names, feeds):
+            a = feeds["a"].astype(np.int64)                            # uint8 [..., M, R]
+            b = feeds["b"].astype(np.int64)                            # int8 [R, N]
+            if a.shape[-1] % 2:
+                a = np.concatenate([a, np.zeros(a.shape[:-1] + (1,), np.int64)], axis=-1)
+                b = np.concatenate([b, np.zeros((1,) + b.shape[1:], np.int64)], axis=0)
+            prods = a[..., :, :, None] * b[None]                       # [M, R, N]
+            pairs = np.clip(prods[:, 0::2] + prods[:, 1::2], -(1 << 15), (1 << 15) - 1)
+            return [pairs.sum(axis=1).astype(np.int32)]
+
+    monkeypatch.setattr(engine, "_signed_session", Saturating())
+    assert engine.exact() and not engine.full_range
+    w = np.full((8, 1031), 127, dtype=np.int8)
+    p = np.full((1031, 200), -128, dtype=np.int8)
+    got = gemm.gemm_sums(gemm.Weights(w), p)
+    assert got.dtype == np.int32 and (got == -127 * 128 * 1031).all()
+    monkeypatch.undo()
+    assert engine.exact()
 
 
 def _selection_matrix(rng, k: int, c: int) -> np.ndarray:
