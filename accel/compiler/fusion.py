@@ -92,25 +92,33 @@ def fold_tables(ops: list[EngineOp], internal: set[str], cfg: HwConfig
         return list(ops), {}
     ops = list(ops)
     fused: dict[str, str] = {}
+    # the operations that read or write each buffer (engine ops compare by identity),
+    # kept as the chains fold
+    users: dict[str, dict[EngineOp, None]] = {}
+    for op in ops:
+        for r in (*op.reads(), *op.writes()):
+            users.setdefault(r.buffer, {})[op] = None
     i = 0
     while i < len(ops):
-        table = codes_of(ops[i])
         chain: list[str] = []               # the buffers folded away
-        while table is not None:
+        table = None
+        while True:
             first, whole = ops[i], ops[i].dst
             if whole.buffer not in internal or whole.offset != 0:
                 break
-            touching = [j for j, op in enumerate(ops) if j != i and any(
-                r.buffer == whole.buffer for r in (*op.reads(), *op.writes()))]
-            if len(touching) != 1 or touching[0] < i:
+            others = [op for op in users[whole.buffer] if op is not first]
+            if len(others) != 1:
                 break
-            j = touching[0]
-            after = ops[j]
-            then = codes_of(after) if after.src == whole and after.writes() == [after.dst] \
-                else None
-            if then is None or after.dst.overlaps(first.src) or any(
-                    r.overlaps(after.dst) for k in range(i + 1, j)
-                    for r in (*ops[k].reads(), *ops[k].writes())):
+            after = others[0]
+            j = next((k for k in range(i + 1, len(ops)) if ops[k] is after), None)
+            if j is None or after.src != whole or after.writes() != [after.dst] \
+                    or after.dst.overlaps(first.src) or any(
+                        r.overlaps(after.dst) for k in range(i + 1, j)
+                        for r in (*ops[k].reads(), *ops[k].writes())):
+                break
+            table = codes_of(first) if table is None else table
+            then = None if table is None else codes_of(after)
+            if then is None:
                 break
             composed = then[table + 128]
             folded = table_op(cfg, after.name, after.node, first.src, after.dst,
@@ -119,6 +127,10 @@ def fold_tables(ops: list[EngineOp], internal: set[str], cfg: HwConfig
                 break
             table = composed
             chain.append(whole.buffer)
+            del users[whole.buffer]
+            for buffer, old in ((first.src.buffer, first), (after.dst.buffer, after)):
+                users[buffer].pop(old, None)
+                users[buffer][folded] = None
             ops[i] = folded
             del ops[j]
         fused.update(dict.fromkeys(chain, ops[i].name))
