@@ -31,8 +31,8 @@ class Weights:
     made once: float32 for BLAS, offset binary (``w + 128`` as uint8) for the integer
     engine."""
 
-    __slots__ = ("int8", "kernel", "_float32", "_offset", "_offset_ones", "_taps_last",
-                 "_diagonal", "_pointwise", "_selection")
+    __slots__ = ("int8", "kernel", "_float32", "_offset", "_taps_last", "_diagonal",
+                 "_pointwise", "_selection")
 
     def __init__(self, w: np.ndarray, kernel: tuple[int, int, int, int] | None = None) -> None:
         self.int8 = w if w.dtype == np.int8 else w.astype(np.int8)
@@ -40,7 +40,6 @@ class Weights:
         self.kernel = kernel
         self._float32: np.ndarray | None = None
         self._offset: np.ndarray | None = None
-        self._offset_ones: np.ndarray | None = None
         self._taps_last: PackedWeights | None = None
         self._diagonal: np.ndarray | None | bool = False     # False: not looked at yet
         self._pointwise: PackedWeights | None = None
@@ -61,16 +60,6 @@ class Weights:
         if self._offset is None:
             self._offset = to_offset_binary(self.int8)
         return self._offset
-
-    @property
-    def offset_ones(self) -> np.ndarray:
-        """uint8 ``[..., K + 1, R]``: :attr:`offset` and a last row of ones, as
-        :meth:`IntEngine.run_full_range` takes the weights."""
-        if self._offset_ones is None:
-            offset = self.offset
-            ones = np.ones((*offset.shape[:-2], 1, offset.shape[-1]), dtype=np.uint8)
-            self._offset_ones = np.ascontiguousarray(np.concatenate([offset, ones], axis=-2))
-        return self._offset_ones
 
     @property
     def diagonal(self) -> np.ndarray | None:
@@ -175,6 +164,11 @@ def to_offset_binary(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint8) ^ np.uint8(0x80)
 
 
+#: the integer engine's operand forms (:meth:`IntEngine._make`): both operands offset
+#: binary; a uint8 operand against an int8 one; an offset-binary one against an int8 one
+OFFSET, SIGNED, FULL = "offset", "signed", "full"
+
+
 class IntEngine:
     """Exact int8 GEMMs on onnxruntime's ``MatMulInteger``, one thread.
 
@@ -188,11 +182,11 @@ class IntEngine:
     :meth:`PackedWeights.run`).  Where they accumulate in 32 bits (AVX-512 VNNI: no
     pair of products is added in 16 bits) they are exact on every uint8 value
     (:attr:`full_range`), and every GEMM goes to them: an offset-binary operand
-    against an int8 one, ``(a + 128) @ b`` less ``128 * sum(b)``, which the GEMM
-    computes itself as one more row of the product (:meth:`run_full_range`) or which
-    is a constant of the weights (:meth:`PackedWeights.run`); on this machine (AMD
-    EPYC, AVX-512 VNNI) about twice as fast as the uint8 x uint8 kernels on the
-    convolutions' shapes (0.48-0.73 of their time, 2026-12-06).  :func:`int_engine`
+    against an int8 one, ``(a + 128) @ b`` less ``128 * sum(b)``: the offset operand's
+    zero point of 128, which the kernels take back themselves in their output stage
+    (:meth:`run_full_range`, :meth:`PackedWeights.run`); on this machine (AMD EPYC,
+    AVX-512 VNNI) 0.3-0.7 of the uint8 x uint8 kernels' time on the convolutions'
+    shapes (2026-12-06).  :func:`int_engine`
     checks each form on adversarial operands before handing the engine any work; what
     fails the check, or a missing onnxruntime, leaves the GEMMs to BLAS in float32 (or,
     for the uint8 x int8 kernels alone, to the offset form).  One thread, as the rest
@@ -201,8 +195,8 @@ class IntEngine:
 
     def __init__(self) -> None:
         import onnxruntime  # noqa: F401  (ImportError: no engine)
-        self._session = self._make(None)
-        self._signed_session = self._make(None, signed=True)
+        self._session = self._make(None, OFFSET)
+        self._full_session = self._make(None, FULL)
         #: whether non-negative patches may go to the uint8 x int8 kernels (set by the
         #: check of :func:`int_engine`)
         self.signed = False
@@ -211,16 +205,18 @@ class IntEngine:
         self.full_range = False
 
     @staticmethod
-    def _make(right: np.ndarray | None, signed: bool = False):
-        """A MatMulInteger session, ``right`` its constant right operand (which onnxruntime
-        packs once) or None for one taken per run: offset binary with zero points of 128,
-        or (``signed``) int8 with a uint8 left operand, zero points 0."""
+    def _make(right: np.ndarray | None, form: str):
+        """A MatMulInteger session of ``form``, ``right`` its constant right operand (which
+        onnxruntime packs once) or None for one taken per run: :data:`OFFSET` (both
+        operands offset binary, zero points of 128), :data:`SIGNED` (a uint8 left operand,
+        an int8 right one, zero points 0) or :data:`FULL` (the same with the left
+        operand's zero point 128: an offset-binary left operand)."""
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
 
-        right_type = TensorProto.INT8 if signed else TensorProto.UINT8
-        za = np.array(0 if signed else 128, dtype=np.uint8)
-        zb = np.array(0, dtype=np.int8) if signed else za
+        right_type = TensorProto.UINT8 if form == OFFSET else TensorProto.INT8
+        za = np.array(0 if form == SIGNED else 128, dtype=np.uint8)
+        zb = za if form == OFFSET else np.array(0, dtype=np.int8)
         node = helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])
         inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, None)]
         inits = [numpy_helper.from_array(za, "za"), numpy_helper.from_array(zb, "zb")]
@@ -251,12 +247,10 @@ class IntEngine:
         return self._session.run(["y"], {"a": weights, "b": patches})[0]
 
     def run_full_range(self, weights: np.ndarray, patches: np.ndarray) -> np.ndarray:
-        """int32 ``w @ patches`` of int8 ``patches`` [..., R, N] on the uint8 x int8 kernels,
-        ``weights`` (uint8 [..., K + 1, R]) holding ``w + 128`` and a last row of ones
-        (:attr:`Weights.offset_ones`): that row's sums are the patches' column sums,
-        ``128`` times which the offset added.  Exact where :attr:`full_range` holds."""
-        y = self._signed_session.run(["y"], {"a": weights, "b": patches})[0]
-        return y[..., :-1, :] - (y[..., -1:, :] << 7)
+        """int32 ``weights @ patches`` of offset-binary ``weights`` [..., K, R] (uint8 ``w +
+        128``, :attr:`Weights.offset`) and int8 ``patches`` [..., R, N] on the uint8 x int8
+        kernels.  Exact where :attr:`full_range` holds."""
+        return self._full_session.run(["y"], {"a": weights, "b": patches})[0]
 
     def exact(self) -> bool:
         """The engine's sums equal int64 ones on operands at the extremes (every product
@@ -285,8 +279,7 @@ class IntEngine:
                     rows = packed.run(np.ascontiguousarray(q.T), signed=True)
                     signed = np.array_equal(rows, (w.astype(np.int64) @ q.astype(np.int64)).T)
                 if full:
-                    ones = Weights(w).offset_ones
-                    full = (np.array_equal(self.run_full_range(ones, p), want)
+                    full = (np.array_equal(self.run_full_range(to_offset_binary(w), p), want)
                             and np.array_equal(packed.run_full_range(
                                 to_offset_binary(np.ascontiguousarray(p.T))), want.T))
         self.signed, self.full_range = signed, full
@@ -353,7 +346,7 @@ def gemm_sums(weights: Weights | np.ndarray, patches: np.ndarray, scratch: bool 
             and weights.int8[..., 0].size * patches.size >= INT_ENGINE_MIN_MACS):
         engine = int_engine()
         if engine is not None and engine.full_range:
-            return engine.run_full_range(weights.offset_ones, patches)
+            return engine.run_full_range(weights.offset, patches)
         if engine is not None:
             if scratch and patches.flags.writeable:
                 offset = patches.view(np.uint8)
@@ -377,20 +370,19 @@ class PackedWeights:
     """Weights ``[K, R]`` held by sessions of the integer engine as the constant right
     operand of ``patches @ weights.T``: onnxruntime packs them once, where a weight
     matrix taken per run is packed on every GEMM.  One session per operand form
-    (offset binary, or int8 against non-negative patches), each made on first use."""
+    (:data:`OFFSET`, :data:`SIGNED`, :data:`FULL`), each made on first use."""
 
     def __init__(self, engine: IntEngine, weights: np.ndarray) -> None:
         self._engine, self._weights = engine, weights
-        self._sessions: dict[bool, object] = {}
-        self._offset_sums: np.ndarray | None = None
+        self._sessions: dict[str, object] = {}
         self.shape = weights.shape
 
-    def _session(self, signed: bool):
-        session = self._sessions.get(signed)
+    def _session(self, form: str):
+        session = self._sessions.get(form)
         if session is None:
-            w = self._weights if signed else to_offset_binary(self._weights)
-            session = self._sessions[signed] = self._engine._make(
-                np.ascontiguousarray(w.T), signed)
+            w = to_offset_binary(self._weights) if form == OFFSET else self._weights
+            session = self._sessions[form] = self._engine._make(np.ascontiguousarray(w.T),
+                                                                form)
         return session
 
     def run(self, patches: np.ndarray, signed: bool = False) -> np.ndarray:
@@ -398,21 +390,18 @@ class PackedWeights:
         binary (uint8 ``v + 128``); ``signed``: int8 values known to be non-negative (or
         their bytes as uint8), which go to the faster uint8 x int8 kernels as they are."""
         if signed:
-            return self._session(True).run(["y"], {"a": patches.view(np.uint8)})[0]
+            return self._session(SIGNED).run(["y"], {"a": patches.view(np.uint8)})[0]
         if patches.dtype != np.uint8:
             patches = to_offset_binary(patches)
         if self._engine.full_range:
             return self.run_full_range(patches)
-        return self._session(False).run(["y"], {"a": patches})[0]
+        return self._session(OFFSET).run(["y"], {"a": patches})[0]
 
     def run_full_range(self, patches: np.ndarray) -> np.ndarray:
-        """:meth:`run` of offset-binary ``patches`` on the uint8 x int8 kernels: ``(x + 128)
-        @ weights.T`` less ``128`` times each kernel's sum of weights (exact where the
-        engine's :attr:`~IntEngine.full_range` holds)."""
-        if self._offset_sums is None:
-            self._offset_sums = self._weights.sum(axis=1, dtype=np.int32) << 7
-        y = self._session(True).run(["y"], {"a": patches})[0]
-        return np.subtract(y, self._offset_sums, out=y)
+        """:meth:`run` of offset-binary ``patches`` on the uint8 x int8 kernels, their zero
+        point of 128 taken back by the kernels (exact where the engine's
+        :attr:`~IntEngine.full_range` holds)."""
+        return self._session(FULL).run(["y"], {"a": patches})[0]
 
 
 def gemm_int8(weights: np.ndarray, patches: np.ndarray) -> np.ndarray:

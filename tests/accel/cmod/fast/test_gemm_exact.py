@@ -253,7 +253,7 @@ def test_full_range_kernels_random_batched_and_broadcast():
     p = rng.integers(-128, 128, (3, 300, 1200)).astype(np.int8)
     for w in (rng.integers(-128, 128, (1, 16, 300)), rng.integers(-128, 128, (3, 16, 300))):
         w = w.astype(np.int8)
-        np.testing.assert_array_equal(engine.run_full_range(gemm.Weights(w).offset_ones, p),
+        np.testing.assert_array_equal(engine.run_full_range(gemm.Weights(w).offset, p),
                                       _reference(w, p))
     w = rng.integers(-128, 128, (40, 200)).astype(np.int8)
     x = rng.integers(-128, 128, (500, 200)).astype(np.int8)
@@ -264,12 +264,12 @@ def test_full_range_arithmetic_on_operands_every_kernel_takes():
     """The offset form on the uint8 x int8 kernels, on any machine: with the uint8 operand
     at most 127 (int8 values of -128 .. -1, offset) no pair of products leaves int16, so
     the kernels are exact everywhere and the sums must be the int64 products: the
-    offset's ``128 * sum`` taken back (from the ones row, or the weights' sums)."""
+    offset's ``128 * sum`` taken back by the kernels' zero point."""
     engine = _engine()
     rng = np.random.default_rng(14)
     w = rng.integers(-128, 0, (2, 16, 700)).astype(np.int8)
     p = rng.integers(-128, 128, (2, 700, 90)).astype(np.int8)
-    np.testing.assert_array_equal(engine.run_full_range(gemm.Weights(w).offset_ones, p),
+    np.testing.assert_array_equal(engine.run_full_range(gemm.Weights(w).offset, p),
                                   _reference(w, p))
     x = rng.integers(-128, 0, (90, 700)).astype(np.int8)
     np.testing.assert_array_equal(engine.packed(w[0]).run_full_range(gemm.to_offset_binary(x)),
@@ -283,17 +283,21 @@ def test_check_leaves_the_full_range_out_when_pairs_saturate(monkeypatch):
     engine = _engine()
 
     class Saturating:
+        """AVX2's uint8 x int8 kernel: products added in pairs with int16 saturation, the
+        pairs in int32, then the left operand's zero point of 128 taken back."""
+
         def run(self, names, feeds):
-            a = feeds["a"].astype(np.int64)                            # uint8 [..., M, R]
+            a = feeds["a"].astype(np.int64)                            # uint8 [M, R]
             b = feeds["b"].astype(np.int64)                            # int8 [R, N]
+            correction = b.sum(axis=0) << 7
             if a.shape[-1] % 2:
                 a = np.concatenate([a, np.zeros(a.shape[:-1] + (1,), np.int64)], axis=-1)
                 b = np.concatenate([b, np.zeros((1,) + b.shape[1:], np.int64)], axis=0)
             prods = a[..., :, :, None] * b[None]                       # [M, R, N]
             pairs = np.clip(prods[:, 0::2] + prods[:, 1::2], -(1 << 15), (1 << 15) - 1)
-            return [pairs.sum(axis=1).astype(np.int32)]
+            return [(pairs.sum(axis=1) - correction).astype(np.int32)]
 
-    monkeypatch.setattr(engine, "_signed_session", Saturating())
+    monkeypatch.setattr(engine, "_full_session", Saturating())
     assert engine.exact() and not engine.full_range
     w = np.full((8, 1031), 127, dtype=np.int8)
     p = np.full((1031, 200), -128, dtype=np.int8)
