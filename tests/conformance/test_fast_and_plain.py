@@ -199,3 +199,28 @@ def test_hard_swish_scaling_its_channels_gives_the_same_outputs_fast_and_plain(
     made = _same_fast_and_plain(graph, preset, rng, monkeypatch)
     assert any(isinstance(key, tuple) and key[0] == "staged"
                for d in made for key in d.fast.sdp_tables.keys())
+
+
+def test_lut_over_a_map_of_few_channels_gives_the_same_outputs_fast_and_plain(
+        monkeypatch, tmp_path):
+    """A Sigmoid reading a 1-channel sum from memory on nv_large (a detector's score map):
+    31 of its 32 lanes are padding, each holding one value, which the speed layer fills
+    rather than looks up (:func:`accel.cmod.fast.code_tables.channel_table_apply`): the
+    plain model's outputs, which looks every lane up.  The outputs hold the channel alone;
+    the filled lanes' bytes and LUT counters are checked element by element in
+    ``tests/accel/cmod/fast/test_code_tables.py``."""
+    from accel.cmod.fast import code_tables, paths
+    from tests.accel.compiler.op_cases import G
+
+    monkeypatch.setattr(paths, "CHANNEL_TABLE_MIN_POINTS", 1)
+    filled = []
+    fill = code_tables._fill_padding
+    monkeypatch.setattr(code_tables, "_fill_padding",
+                        lambda raw, c, values: filled.append(c) or fill(raw, c, values))
+    g = G(1)
+    x = g.input((1, 16, 12, 12))
+    score = g.op("Sigmoid", [g.op("Add", [g.conv(x, 16, 1, 1), g.conv(x, 16, 1, 3)])])
+    path = tmp_path / "score.onnx"
+    onnx.save(g.model([score]), path)
+    _same_fast_and_plain(load_model(path), "nv_large", np.random.default_rng(3), monkeypatch)
+    assert filled and set(filled) == {1}

@@ -199,6 +199,96 @@ def _lookup_staged(x, a, index, table, saturates, out):
     return outside
 
 
+@njit(cache=True, nogil=True)
+def _constant_words(words, ref, mask):
+    """Whether every point of ``words`` (uint64 ``[S, H, W, Q]``: a cube's atoms as 64-bit
+    words, any strides) equals ``ref`` (``[S, Q]``) in the bits of ``mask`` (``[S, Q]``);
+    stops at the first line that differs."""
+    surfaces, h, w, q = words.shape
+    for s in range(surfaces):
+        for y in range(h):
+            row = words[s, y]
+            diff = np.uint64(0)
+            for p in range(w):
+                for k in range(q):
+                    diff |= (row[p, k] ^ ref[s, k]) & mask[s, k]
+            if diff:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _constant_lanes(x, c):
+    """:func:`_constant_words` byte by byte: whether each lane of ``x`` (uint8 ``[S, H, W,
+    atom]``, any strides) from channel ``c`` on holds its first point's byte throughout."""
+    surfaces, h, w, atom = x.shape
+    for s in range(c // atom, surfaces):
+        first = max(c - s * atom, 0)
+        ref = x[s, 0, 0]
+        for y in range(h):
+            row = x[s, y]
+            diff = np.uint8(0)
+            for p in range(w):
+                for j in range(first, atom):
+                    diff |= row[p, j] ^ ref[j]
+            if diff:
+                return False
+    return True
+
+
+def padding_bytes(x: np.ndarray, c: int) -> np.ndarray | None:
+    """The byte each lane past channel ``c`` of the cube ``x`` (``[S, H, W, atom]``, any
+    strides) holds at every point, uint8 ``[S * atom - c]``, when each holds one; None
+    when one does not, or there are no such lanes.
+
+    Channels padded to whole atoms (a 1-channel map on nv_large's 32-lane atoms, 24
+    channels on 32) hold what the op before wrote into the lanes past its last channel:
+    most often one value a lane (the disabled MAC cells' sums of 0 through its SDP, a
+    copy of those), so a lookup may compute the lanes of the first ``c`` channels and
+    fill the others with the one result each lane has (:func:`channel_table_apply`)."""
+    surfaces, h, w, atom = x.shape
+    if c >= surfaces * atom or not x.size:
+        return None
+    raw = x.view(np.uint8)
+    first = c // atom
+    tail = raw[first:]
+    values = tail[:, 0, 0].reshape(-1)[c - first * atom:].copy()
+    if atom % 8 == 0 and raw.strides[3] == 1:       # whole words: the lanes masked
+        lanes = np.arange(first * atom, surfaces * atom).reshape(-1, atom) >= c
+        mask = np.where(lanes, 0xFF, 0).astype(np.uint8).view(np.uint64)
+        ref = np.ascontiguousarray(tail[:, 0, 0]).view(np.uint64)
+        same = _constant_words(tail.view(np.uint64), ref, mask)
+    else:
+        same = _constant_lanes(raw, c)
+    return values if same else None
+
+
+def _live(c: int, atom: int) -> list[tuple[slice, slice, int]]:
+    """The parts of a cube holding channels ``0 .. c``: ``(surfaces, lanes, first
+    channel)``, whole surfaces then the lanes of a part-filled one."""
+    full, part = divmod(c, atom)
+    parts = [(slice(0, full), slice(None), 0)] if full else []
+    if part:
+        parts.append((slice(full, full + 1), slice(0, part), full * atom))
+    return parts
+
+
+def _fill_padding(raw: np.ndarray, c: int, fill: np.ndarray) -> None:
+    """Write ``fill`` (uint8, from channel ``c`` on) into every point of the lanes past
+    channel ``c`` of ``raw`` (uint8 ``[S, H, W, atom]``, contiguous), whole atoms at a
+    time: the lanes of the first ``c`` channels in them get 0, for the lookups to
+    write."""
+    surfaces, _, _, atom = raw.shape
+    first = c // atom
+    pattern = np.zeros((surfaces - first) * atom, dtype=np.uint8)
+    pattern[c - first * atom:] = fill
+    pattern = pattern.reshape(-1, 1, 1, atom)
+    if atom % 8 == 0:
+        raw.view(np.uint64)[first:] = pattern.view(np.uint64)
+    else:
+        raw[first:] = pattern
+
+
 def table_apply(x: np.ndarray, a: np.ndarray | None, table: ByteTable, c: int
                 ) -> tuple[np.ndarray, int]:
     """``(int8 out, saturations among the first c channels)`` of an op that is a function
@@ -219,17 +309,43 @@ def staged_apply(x: np.ndarray, a: np.ndarray, table: StagedTable) -> tuple[np.n
     return out, int(sat)
 
 
+#: the share of a cube's lanes past its channels from which :func:`channel_table_apply`
+#: fills them rather than looking them up, when each holds one value: the lookup that sums
+#: LUT counters costs about three times the check and the fill a lane, which pay on few
+#: live lanes (1 channel of 32 lanes on a 320x320 map: 2.8x faster, 1 of 8: 2.1x) and not
+#: on many (24 of 32: 1.3x slower; measured 2026-12-06); a lookup of bytes alone costs
+#: about as much as they do, and looks up every lane
+FILL_PADDING_SHARE = 0.5
+
+
 def channel_table_apply(x: np.ndarray, table: ByteTable | np.ndarray, c: int
                         ) -> tuple[np.ndarray, int, np.ndarray]:
     """``(int8 out, saturations among the first c channels, LUT counts)`` of an op that is
     a function of each channel's int8 input (``x`` int8 ``[S, H, W, atom]``, any
     strides): ``table`` a per-channel :class:`ByteTable` (the counts are then 0), or
     int16 entries ``[C_pad, 256]`` holding a Y stage's LUT counter bits too, whose counts
-    (under- and overflows, LE and LO hits) are summed (:func:`_channel_table_counted`)."""
+    (under- and overflows, LE and LO hits) are summed (:func:`_channel_table_counted`).
+    With counters, when at least half the lanes lie past channel ``c`` and each holds
+    one value (:func:`padding_bytes`), those are filled with its result and their counter
+    bits counted once per point (:data:`FILL_PADDING_SHARE`)."""
     out = np.empty(x.shape, dtype=np.int8)
     counts = np.zeros(4, dtype=np.int64)
     if isinstance(table, ByteTable):
-        sat = _lookup_channels(x.view(np.uint8), *table, c, out.view(np.uint8))
-    else:
-        sat = _channel_table_counted(x, table, c, out, counts)
+        return out, int(_lookup_channels(x.view(np.uint8), *table, c, out.view(np.uint8))), \
+            counts
+    c_pad = x.shape[0] * x.shape[3]
+    pad = padding_bytes(x, c) if c_pad - c >= c_pad * FILL_PADDING_SHARE else None
+    if pad is None:
+        return out, int(_channel_table_counted(x, table, c, out, counts)), counts
+    entries = table[np.arange(c, c + len(pad)), pad ^ 0x80]   # entry v + 128 of byte v & 0xFF
+    _fill_padding(out.view(np.uint8), c, (entries & 0xFF).astype(np.uint8))
+    points = x.shape[1] * x.shape[2]
+    for j in range(4):                           # each lane's counter bits, at every point
+        counts[j] += points * int(((entries >> (9 + j)) & 1).sum())
+    sat = 0
+    for surfaces, lanes, first in _live(c, x.shape[3]):
+        part = (surfaces, slice(None), slice(None), lanes)
+        dst = out[part]
+        live = dst.shape[0] * dst.shape[3]
+        sat += _channel_table_counted(x[part], table[first:first + live], live, dst, counts)
     return out, int(sat), counts

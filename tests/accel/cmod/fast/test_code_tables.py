@@ -13,6 +13,7 @@ from accel.cmod.fast.code_tables import (
     ByteTable,
     byte_table,
     channel_table_apply,
+    padding_bytes,
     table_apply,
 )
 
@@ -118,3 +119,62 @@ def test_tables_are_read_only(per_channel):
     for array in table:
         with pytest.raises(ValueError):
             array[..., 0] = 1
+
+
+def _constant_padding(rng, cube: np.ndarray, c: int) -> np.ndarray:
+    """``cube`` with each lane past channel ``c`` holding one random value at every point
+    (as the lanes an op pads its channels with most often are), written in place."""
+    surfaces, _, _, atom = cube.shape
+    for ch in range(c, surfaces * atom):
+        cube[ch // atom, :, :, ch % atom] = rng.integers(-128, 128)
+    return cube
+
+
+def _counts(entries: np.ndarray) -> list[int]:
+    """The LUT counters of int16 entries met: bit ``9 + j`` summed, for j = 0 .. 3."""
+    return [int(((entries >> (9 + j)) & 1).sum()) for j in range(4)]
+
+
+PADDED = given(seed=st.integers(0, 2**32 - 1), shape=SHAPES,
+               saturating=st.sampled_from([0, 0.02, 1]), strided=st.booleans(),
+               constant=st.booleans(), data=st.data())
+
+
+@settings(max_examples=80, deadline=None)
+@PADDED
+def test_channel_tables_with_counters_equal_the_entries(seed, shape, saturating, strided,
+                                                        constant, data):
+    """A Y stage's table with LUT counter bits: the outputs, saturations and counts of a
+    plain reading of every element, whether the lanes past channel ``c`` hold one value
+    each (filled, not looked up) or not."""
+    rng = np.random.default_rng(seed)
+    surfaces, h, w, atom = shape
+    c_pad = surfaces * atom
+    c = data.draw(st.integers(1, c_pad))
+    x = _cube(rng, *shape, strided)
+    if constant:
+        _constant_padding(rng, x, c)
+        assert (padding_bytes(x, c) is None) == (c == c_pad)
+    table = _entries(rng, (c_pad, 256), saturating)
+    table |= rng.integers(0, 16, table.shape).astype(np.int16) << 9
+    want = table[np.arange(c_pad).reshape(surfaces, 1, 1, atom), x.astype(np.int32) + 128]
+    got, sat, counts = channel_table_apply(x, table, c)
+    np.testing.assert_array_equal(got, (want & 0xFF).astype(np.uint8).view(np.int8))
+    assert sat == _counted(want >> 8, c)
+    assert counts.tolist() == _counts(want)
+
+
+def test_padding_bytes_by_hand():
+    """Lane values past channel 3 of an 8-lane cube: each lane its own value, found; one
+    point off in lane 6, none; no lanes past the channels, none; past channel 9 of two
+    surfaces, the second one's lanes 1 .. 7."""
+    x = np.zeros((1, 2, 3, 8), dtype=np.int8)
+    x[..., :3] = np.arange(6).reshape(2, 3, 1)
+    x[..., 3:] = [-1, 0, 5, -128, 127]
+    assert padding_bytes(x, 3).tolist() == [255, 0, 5, 128, 127]
+    x[0, 1, 2, 6] = 0
+    assert padding_bytes(x, 3) is None
+    assert padding_bytes(x, 8) is None
+    y = np.zeros((2, 1, 4, 8), dtype=np.int8)
+    y[1, ..., 2] = 9
+    assert padding_bytes(y, 9).tolist() == [0, 9, 0, 0, 0, 0, 0]
