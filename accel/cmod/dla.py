@@ -325,8 +325,9 @@ class Dla:
         kept_data = self.cbuf.reused_data(use)
         kept_w, note = self.cbuf.reused_weights(use)
         raw = kept_w.raw if kept_w is not None else self.weights_of(plan)
+        y_group = self._y_group(plan.sdp, needs_rdma)
         if fast is not None and not geo.image:
-            done = fast.pixels_datapath(plan, raw, kept_w is not None, note)
+            done = fast.pixels_datapath(plan, raw, kept_w is not None, note, y_group)
             if done is not None:
                 return done
         x, geo_run, in_shape, in_bytes, data = self._conv_input(plan, kept_data)
@@ -335,7 +336,6 @@ class Dla:
                                   csc.im2col(x, geo_run))
         else:
             sums = fast.conv_sums(raw, plan, x, geo_run)
-        y_group = self._y_group(plan.sdp, needs_rdma)
         post = fast.conv_post(plan, sums, y_group) if fast is not None else None
         if post is not None:
             cacc_sat, rec, streamed, sdp_sat = post

@@ -366,6 +366,59 @@ def _post_pixels(acc, m, am, counted, x_shift, lo, cvt, out, sats):
         sats[s // per_operation] += outside
 
 
+@njit(cache=True, nogil=True)
+def _post_pixels_lut(acc, m, am, counted, x_shift, lo, x2, a2, m2, codes, tallies, out, sats,
+                     y_counts):
+    """:func:`_post_pixels` with an X2 stage of register operands (``x2``: its row of the
+    stage table, ``a2`` its ALU operand shifted, ``m2`` its multiplier; bypassed or not)
+    and a Y stage that is a LUT alone: X2's result looked up in :func:`_converted_lut`'s
+    tables (``codes``, ``tallies``: the LUT and the converter as one lookup, with the
+    converter's saturation and the LUT's counter bits), as :func:`_lut_converted` does
+    channel by channel.  A pixel at a time: its channels' X stages in one loop (vector
+    code), then their lookups.  The LUT's underflows, overflows, LE and LO hits of every
+    value (the lanes past the kernels too, whose sums are the 0 disabled MAC cells
+    deliver) are added to ``y_counts``; saturations count only where ``counted``.
+    Returns 0, the outputs unfinished and ``y_counts`` as on entry, at a value outside
+    the table; else 1."""
+    surfaces, points, atom = out.shape
+    channels = surfaces * atom
+    half, top = (codes.shape[0] - 2) // 2, codes.shape[0] - 1
+    bypass, alu_bypass, algo, mul_bypass = x2[BYPASS], x2[ALU_BYPASS], x2[ALGO], x2[MUL_BYPASS]
+    prelu, relu_bypass, shift2 = x2[PRELU], x2[RELU_BYPASS], x2[SHIFT]
+    index = np.empty(channels, dtype=np.int64)
+    saturated = np.zeros(channels, dtype=np.int64)
+    fields = np.zeros(4, dtype=np.int64)
+    block = max(1, _TALLY_BLOCK // channels)    # points between two takings-apart
+    for first in range(0, points, block):
+        total, seen = np.int64(0), np.int64(0)
+        for p in range(first, min(first + block, points)):
+            row = acc[p]
+            for ch in range(channels):
+                v = min(max(_x1(row[ch], m[ch], am[ch], x_shift), lo), _I32_HI)
+                v = _x_value(v, bypass, alu_bypass, algo, mul_bypass, prelu, relu_bypass,
+                             shift2, a2, m2)
+                index[ch] = min(max(v + (half + 1), 0), top)
+            for s in range(surfaces):
+                dst = out[s, p]
+                for j in range(atom):
+                    i = index[s * atom + j]
+                    tally = tallies[i]
+                    total += tally
+                    seen |= tally
+                    saturated[s * atom + j] += tally & 1   # field 0: one entry's saturation
+                    dst[j] = codes[i]
+        if seen & _OUTSIDE_TABLE:
+            return 0
+        for k in range(4):
+            fields[k] += (total >> (_TALLY_BITS * (k + 1))) & _TALLY_MASK
+    for k in range(4):
+        y_counts[k] += fields[k]
+    per_operation = channels // sats.shape[0]
+    for ch in range(channels):
+        sats[ch // per_operation] += counted[ch] * saturated[ch]
+    return 1
+
+
 #: channels per pixel (of all the operations side by side) from which
 #: :meth:`PostProcess.run_pixels` takes :func:`_post_rows`: on fewer, the short row loops
 #: cost more than the word moves save (measured on the 1x1 convolutions of mobilenet_v2
@@ -811,12 +864,18 @@ class PostProcess:
         #: operations of the compiler's usual program (see :func:`_fused_channel`), or a
         #: convolution whose SDP only converts, with one converter, which
         #: :meth:`run_pixels` takes as pixel-major sums
-        self.pixels_ready = bool(
-            not self._args[0].any() and (rows == rows[0]).all() and st1.bypass
+        x1_ready = bool(
+            not self._args[0].any() and (rows == rows[0]).all()
             and (st0.bypass or (
                 not (st0.prelu and not st0.mul_bypass)
                 and (st0.alu_bypass or (st0.alu_algo == ALU_SUM and per_channel[0]))
                 and (st0.mul_bypass or per_channel[1]))))
+        self.pixels_ready = x1_ready and st1.bypass
+        #: the same with a Y stage that is a LUT alone after it (:meth:`run_pixels_lut`),
+        #: where X2 may also take one ALU operand and one multiplier from registers (a
+        #: scale into the LUT's range)
+        self.pixels_lut_ready = x1_ready and all(op.size == 1 for op in ops[2:])
+        self._x2 = (table[1], int(ops[2].reshape(-1)[0]), int(ops[3].reshape(-1)[0]))
         self._channel_operands: dict[int, tuple[np.ndarray, ...]] = {}
         self._lut_codes: tuple | None = None
 
@@ -883,22 +942,9 @@ class PostProcess:
         saturates nothing (32-bit sums, no truncate).  ``out``: int8 ``[B * C_pad / atom,
         H*W, atom]`` (any strides, e.g. the output cube in memory) to write the outputs
         to, else a new array."""
-        if not self.pixels_ready:
-            raise ValueError("PostProcess.run_pixels: not operations of a per-channel (or "
-                             "bypassed) X1 program without truncate, with one converter")
+        out, n = self._pixels_out(acc, out, self.pixels_ready)
         c_pad, h, w = self.shape
-        if (acc.dtype != np.int32 or acc.ndim != 2 or acc.shape[0] != h * w
-                or acc.shape[1] % c_pad or not acc.shape[1]):
-            raise ValueError(f"PostProcess.run_pixels: sums {acc.shape} {acc.dtype}, need "
-                             f"int32 ({h * w}, a multiple of {c_pad})")
-        n = acc.shape[1] // c_pad
         m, am, counted = self._per_channel(n)
-        shape = (n * c_pad // self.atom, h * w, self.atom)
-        if out is None:
-            out = np.empty(shape, dtype=np.int8)
-        elif out.shape != shape or out.dtype != np.int8:
-            raise ValueError(f"PostProcess.run_pixels: outputs {out.shape} {out.dtype}, need "
-                             f"int8 {shape}")
         sats = np.zeros(n, dtype=np.int64)
         x1, rows = self._x1_row, self._args[-2]
         lo = _I32_LO if x1[RELU_BYPASS] else 0
@@ -908,6 +954,50 @@ class PostProcess:
         else:
             _post_pixels(acc, m, am, counted, x1[SHIFT], lo, rows[0], out, sats)
         return out.reshape(n, c_pad // self.atom, h, w, self.atom), sats
+
+    def run_pixels_lut(self, acc: np.ndarray, values: np.ndarray, flags: np.ndarray,
+                       out: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`run_pixels` of operations whose Y stage is a LUT alone, as :meth:`run_lut`
+        takes it (``values``, ``flags``): ``(outputs, each operation's converter saturation
+        count, the LUT's underflows, overflows, LE hits and LO hits of all of them)``, or
+        None when a value reaching the LUT lies outside the table (``out`` then partly
+        written)."""
+        codes, tallies = self._converted_lut(values, flags)
+        if not codes.size:
+            return None
+        out, n = self._pixels_out(acc, out, self.pixels_lut_ready)
+        m, am, counted = self._per_channel(n)
+        sats, counts = np.zeros(n, dtype=np.int64), np.zeros(4, dtype=np.int64)
+        x1 = self._x1_row
+        lo = _I32_LO if x1[RELU_BYPASS] else 0
+        if not _post_pixels_lut(acc, m, am, counted, x1[SHIFT], lo, *self._x2, codes, tallies,
+                                out, sats, counts):
+            return None
+        c_pad, h, w = self.shape
+        return out.reshape(n, c_pad // self.atom, h, w, self.atom), sats, counts
+
+    def _pixels_out(self, acc: np.ndarray, out: np.ndarray | None, ready: bool
+                    ) -> tuple[np.ndarray, int]:
+        """``(out, n)``: the outputs of :meth:`run_pixels` on the sums ``acc`` of ``n``
+        operations (``out`` checked, or a new array), after checking the sums and that the
+        operations are ``ready`` (:attr:`pixels_ready`, :attr:`pixels_lut_ready`)."""
+        if not ready:
+            raise ValueError("PostProcess.run_pixels: not operations of a per-channel (or "
+                             "bypassed) X1 program without truncate, with one converter")
+        c_pad, h, w = self.shape
+        if (acc.dtype != np.int32 or acc.ndim != 2 or acc.shape[0] != h * w
+                or acc.shape[1] % c_pad or not acc.shape[1]):
+            raise ValueError(f"PostProcess.run_pixels: sums {acc.shape} {acc.dtype}, need "
+                             f"int32 ({h * w}, a multiple of {c_pad})")
+        n = acc.shape[1] // c_pad
+        shape = (n * c_pad // self.atom, h * w, self.atom)
+        if out is None:
+            out = np.empty(shape, dtype=np.int8)
+        elif out.shape != shape or out.dtype != np.int8:
+            raise ValueError(f"PostProcess.run_pixels: outputs {out.shape} {out.dtype}, need "
+                             f"int8 {shape}")
+        return out, n
 
     def _words(self, out: np.ndarray) -> np.ndarray | None:
         """``out`` (int8 ``[S, points, atom]``) as uint64 ``[S, points, atom / 8]``, a view;

@@ -239,17 +239,35 @@ class FastPaths:
         return y, sats, rec
 
     def pixels_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                        note: str) -> ConvDone | None:
+                        note: str, y_group: tuple | None = None) -> ConvDone | None:
         """The datapath of a convolution computed pixel by pixel, a large 1x1 one
         (:meth:`pointwise_datapath`), a block of a depthwise layer
         (:meth:`depthwise_datapath`) or a large one with a larger kernel
-        (:meth:`rows_datapath`); None for any other."""
-        return (self.pointwise_datapath(plan, raw, weights_reused, note)
-                or self.depthwise_datapath(plan, raw, weights_reused, note)
-                or self.rows_datapath(plan, raw, weights_reused, note))
+        (:meth:`rows_datapath`), with a Y stage that is a LUT alone or none (``y_group``:
+        the SDP group and LUT, as :meth:`~accel.cmod.dla.Dla._y_group` gives them); None
+        for any other."""
+        lut = None
+        if plan.sdp.y_stage:
+            lut = self._pixels_lut(y_group)
+            if lut is None:
+                return None
+        return (self.pointwise_datapath(plan, raw, weights_reused, note, lut)
+                or self.depthwise_datapath(plan, raw, weights_reused, note, lut)
+                or self.rows_datapath(plan, raw, weights_reused, note, lut))
+
+    def _pixels_lut(self, y_group: tuple | None) -> tuple | None:
+        """``(SDP group, Y table)`` of a Y stage that is a LUT alone (no element-wise
+        multiply or add), which the pixel routes take; None for any other."""
+        if y_group is None:
+            return None
+        g, _, ram, _ = y_group
+        if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
+                and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
+            return None
+        return g, self.y_table(g, ram)
 
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                           note: str) -> ConvDone | None:
+                           note: str, lut: tuple | None = None) -> ConvDone | None:
         """The datapath of a large 1x1 convolution of the compiler's usual SDP program,
         with stride 1 and no padding, that neither keeps nor reuses data in the CBUF,
         computed pixel by pixel: its pixels read as memory holds them (whole atoms),
@@ -262,16 +280,16 @@ class FastPaths:
         if engine is None:
             return None
         post = self.post_process(sp, plan.truncate)
-        if not post.pixels_ready:
+        if not _pixels_ready(post, lut):
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
             return None
         acc = self.pointwise_sums(plan, raw, engine, *read)
-        return self._pixels_done(plan, post, acc, raw, weights_reused, note)
+        return self._pixels_done(plan, post, acc, raw, weights_reused, note, lut)
 
     def depthwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                           note: str) -> ConvDone | None:
+                           note: str, lut: tuple | None = None) -> ConvDone | None:
         """The datapath of a block of a depthwise layer (each kernel reading only its own
         channel: :attr:`~accel.cmod.fast.gemm.Weights.diagonal`) that the channels-last
         loops take (:func:`~accel.cmod.fast.depthwise.takes_channels_last`), of the
@@ -292,7 +310,7 @@ class FastPaths:
             return None
         taps = self.weight_matrix(raw, plan).diagonal
         post = self.post_process(sp, plan.truncate)
-        if taps is None or not post.pixels_ready:
+        if taps is None or not _pixels_ready(post, lut):
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
@@ -300,10 +318,10 @@ class FastPaths:
         lanes = np.zeros((sp.c_pad, taps.shape[1]), dtype=np.int8)
         lanes[:taps.shape[0]] = taps
         sums = depthwise_sums_hwc(read[0].reshape(h, w, sp.c_pad), lanes, geo)
-        return self._pixels_done(plan, post, sums, raw, weights_reused, note)
+        return self._pixels_done(plan, post, sums, raw, weights_reused, note, lut)
 
     def rows_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
-                      note: str) -> ConvDone | None:
+                      note: str, lut: tuple | None = None) -> ConvDone | None:
         """The datapath of a convolution that :func:`conv_sums` runs as rows of patches by
         packed weights (a kernel larger than 1x1, at least :data:`ROWS_MIN_CHANNELS`
         channels, not a depthwise block, large enough for the integer engine), of the
@@ -325,7 +343,7 @@ class FastPaths:
         engine = int_engine()
         weights = self.weight_matrix(raw, plan)
         post = self.post_process(sp, plan.truncate)
-        if engine is None or weights.diagonal is not None or not post.pixels_ready:
+        if engine is None or weights.diagonal is not None or not _pixels_ready(post, lut):
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
@@ -336,25 +354,38 @@ class FastPaths:
         patches = csc.im2col_pixels(pixels.reshape(h, w, lanes)[:, :, :weights.kernel[1]],
                                     geo, offset=not signed)
         acc = _widened(weights.taps_last(engine).run(patches, signed), sp.c_pad)
-        return self._pixels_done(plan, post, acc, raw, weights_reused, note)
+        return self._pixels_done(plan, post, acc, raw, weights_reused, note, lut)
 
     def _pixels_done(self, plan: conv.ConvPlan, post: fused.PostProcess, acc: np.ndarray,
-                     raw: np.ndarray, weights_reused: bool, note: str) -> ConvDone:
+                     raw: np.ndarray, weights_reused: bool, note: str,
+                     lut: tuple | None = None) -> ConvDone | None:
         """The SDP's pixel-major pass of a convolution's sums ``acc`` (int32 ``[pixels,
         C_pad]``) into its output, in memory itself where the output's lines are dense,
         and the convolution's :class:`~accel.cmod.pipeline.ConvDone` (32-bit sums, no
-        truncate: CACC saturates nothing)."""
+        truncate: CACC saturates nothing).  ``lut``: its Y stage's LUT
+        (:meth:`_pixels_lut`), its counters set as the plain model sets them; None when
+        a value reaching it lies outside its table."""
         sp = plan.sdp
         _, c, h, w, _, _ = plan.feature
         dst = sp.dst_pixels(self.dram, self.cfg.atom_size)    # the output written in place
-        y, sdp_sats = post.run_pixels(acc, dst)
+        if lut is None:
+            y, sdp_sats = post.run_pixels(acc, dst)
+            rec = sp.pipeline_record(True)
+        else:
+            g, table = lut
+            done = post.run_pixels_lut(acc, table.values, table.flags, dst)
+            if done is None:
+                return None
+            y, sdp_sats, counts = done
+            rec = sp.record(True)
+            sp.lut_counted(rec, g, lut_y.counters(counts, sp.c_pad * sp.h * sp.w))
         if dst is None:
             streamed = sp.deliver_packed(self.dram, y[0])
         else:
             streamed = None
             self.dram.touched(sp.dst[0])
-        return ConvDone(0, sp.pipeline_record(True), int(sdp_sats[0]), streamed, raw, None,
-                        (c, h, w), c * h * w, False, weights_reused, note)
+        return ConvDone(0, rec, int(sdp_sats[0]), streamed, raw, None, (c, h, w), c * h * w,
+                        False, weights_reused, note)
 
     def pointwise_sums(self, plan: conv.ConvPlan, raw: np.ndarray, engine: IntEngine,
                        pixels: np.ndarray, nonnegative: bool) -> np.ndarray:
@@ -375,8 +406,8 @@ class FastPaths:
     def pointwise_engine(plan: conv.ConvPlan) -> IntEngine | None:
         """The integer engine, for a convolution :meth:`pointwise_datapath` computes pixel by
         pixel: a large 1x1 one of a feature cube without the input converter, stride 1, no
-        padding, no Y stage, that neither keeps nor reuses data in the CBUF; None for any
-        other (or no engine)."""
+        padding, that neither keeps nor reuses data in the CBUF; None for any other (or no
+        engine).  (Batches of bands, :mod:`accel.cmod.fast.batch`, hold no Y stage.)"""
         geo = plan.geo
         if not _takes_pixels(plan):
             return None
@@ -660,13 +691,19 @@ def _widened(acc: np.ndarray, c_pad: int) -> np.ndarray:
     return out
 
 
+def _pixels_ready(post: fused.PostProcess, lut: tuple | None) -> bool:
+    """Whether the pixel-major pass takes ``post``'s operations, with the Y stage's LUT
+    ``lut`` (:meth:`FastPaths._pixels_lut`) or without a Y stage."""
+    return post.pixels_lut_ready if lut is not None else post.pixels_ready
+
+
 def _takes_pixels(plan: conv.ConvPlan) -> bool:
     """Whether a convolution may take a pixel route (:meth:`FastPaths.pixels_datapath`): it
-    reads a feature cube from memory (not an image, no input converter), neither keeps
-    nor reuses data in the CBUF, and its SDP has no Y stage."""
+    reads a feature cube from memory (not an image, no input converter) and neither keeps
+    nor reuses data in the CBUF (a Y stage: :meth:`FastPaths._pixels_lut`)."""
     use = plan.use
     return not (plan.feature is None or plan.feature_cvt is not None or plan.geo.image
-                or use.data_reuse or use.skip_data_rls or plan.sdp.y_stage)
+                or use.data_reuse or use.skip_data_rls)
 
 
 def _registers_only(st: sdp.StageConfig) -> bool:

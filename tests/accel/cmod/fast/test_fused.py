@@ -464,10 +464,15 @@ def test_lut_alone_y_stage_equals_numpy_form(seed, n, c, atom, hw, config, reach
     on the row-by-row one."""
     draw = data.draw
     stage = replace(_stage(draw, usual=True), mul_shift=draw(st.sampled_from([0, 1, 4])))
+    # X2 bypassed, or any stage of register operands (a scale into the LUT's range) whose
+    # shifts keep most values in the LUT's table
+    x2 = _bypassed() if draw(st.integers(0, 3)) == 0 else replace(
+        _stage(draw), alu_shift=draw(st.sampled_from([0, 1, 3])),
+        mul_shift=draw(st.sampled_from([0, 1, 4])))
     # int32 sums take the one-loop path of the usual X1; int64 ones the row-by-row path
     _check_lut_alone(np.random.default_rng(seed), n, c, atom, hw, config, reach, stage,
                      draw(st.sampled_from([np.int32, np.int64])),
-                     per_launch_cvt=n > 1 and draw(st.booleans()))
+                     per_launch_cvt=n > 1 and draw(st.booleans()), x2=x2)
 
 
 def test_lut_alone_counts_past_a_tally_block():
@@ -484,14 +489,17 @@ def test_lut_alone_counts_past_a_tally_block():
 
 
 def _check_lut_alone(rng, n, c, atom, hw, config, reach, stage, dtype, per_launch_cvt,
-                     cvt=None):
+                     cvt=None, x2=None):
     """:meth:`PostProcess.run_lut` against the numpy form (:func:`accel.cmod.sdp.x_stage`,
     :func:`accel.cmod.sdp_y.lookup`, :func:`accel.cmod.sdp.convert_inplace`) on ``n``
     operations of ``c`` channels, sums in ``-reach .. reach``, random LUT entries and
-    converter (one, or with ``per_launch_cvt`` one per operation)."""
+    converter (one, or with ``per_launch_cvt`` one per operation), X2 ``x2`` (bypassed
+    when None) with register operands; with one converter,
+    :meth:`PostProcess.run_pixels_lut` on the same sums pixel by pixel too."""
     (h, w), c_pad = hw, -(-c // atom) * atom
-    stages = [stage, _bypassed()]
-    operands = [(int(rng.integers(-50, 50)), int(rng.integers(1, 4)), False), (0, 0, False)]
+    stages = [stage, x2 or _bypassed()]
+    operands = [(int(rng.integers(-50, 50)), int(rng.integers(1, 4)), False),
+                (int(rng.integers(-50, 50)), int(rng.integers(-4, 5)), False)]
     acc = rng.integers(-reach, reach, size=(n, c, h * w)).astype(dtype)
     if cvt is not None:
         cvts = [cvt] * n
@@ -522,17 +530,26 @@ def _check_lut_alone(rng, n, c, atom, hw, config, reach, stage, dtype, per_launc
         out, sat = sdp.convert_inplace(y, *cvts[b], c)
         want.append(out.astype(np.int8))
         want_sats.append(sat)
+    # the pixel-major pass, on the same sums a pixel's channels side by side, operation
+    # after operation, zeros past the kernels (one converter for all: pixels_ready)
+    got_pixels = None
+    assert post.pixels_lut_ready == (not per_launch_cvt or n == 1)
+    if post.pixels_lut_ready:
+        pixels = np.zeros((h * w, n, c_pad), dtype=np.int32)
+        pixels[:, :, :c] = acc.transpose(2, 0, 1)
+        got_pixels = post.run_pixels_lut(pixels.reshape(h * w, n * c_pad), table.values,
+                                         table.flags)
     if not in_table:
-        assert got is None
+        assert got is None and got_pixels is None
         return
-    packed, sats, counts = got
-    planes = packed.transpose(0, 1, 4, 2, 3).reshape(n, c_pad, h, w)
-    # the pass counts the operations' LUT counters together
-    got_counts = lut_y.counters(counts, n * c_pad * h * w)
-    assert {key: got_counts[key] for key in want_counts} == want_counts
-    for b in range(n):
-        np.testing.assert_array_equal(planes[b], want[b])
-        assert sats[b, 1] == want_sats[b]
+    for packed, sats, counts in [got] + ([got_pixels] if post.pixels_lut_ready else []):
+        planes = packed.transpose(0, 1, 4, 2, 3).reshape(n, c_pad, h, w)
+        # the pass counts the operations' LUT counters together
+        got_counts = lut_y.counters(counts, n * c_pad * h * w)
+        assert {key: got_counts[key] for key in want_counts} == want_counts
+        for b in range(n):
+            np.testing.assert_array_equal(planes[b], want[b])
+            assert (sats[b, 1] if sats.ndim == 2 else sats[b]) == want_sats[b]
 
 
 @settings(max_examples=150, deadline=None)
