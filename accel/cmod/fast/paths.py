@@ -225,11 +225,10 @@ class FastPaths:
         (``flying``: sums of a convolution, else the input from memory), for an SDP op
         whose Y stage is a LUT alone (no element-wise multiply or add) and whose values
         reaching the LUT all lie in its table (:meth:`y_table`); None for any other."""
-        g, _, ram, _ = y_group
-        if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
-                and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
+        lut = self._lut_alone(y_group)
+        if lut is None:
             return None
-        table = self.y_table(g, ram)
+        g, table = lut
         done = post.run_lut(acc, table.values, table.flags, cacc=flying)
         if done is None:
             return None
@@ -248,16 +247,17 @@ class FastPaths:
         for any other."""
         lut = None
         if plan.sdp.y_stage:
-            lut = self._pixels_lut(y_group)
+            lut = self._lut_alone(y_group)
             if lut is None:
                 return None
         return (self.pointwise_datapath(plan, raw, weights_reused, note, lut)
                 or self.depthwise_datapath(plan, raw, weights_reused, note, lut)
                 or self.rows_datapath(plan, raw, weights_reused, note, lut))
 
-    def _pixels_lut(self, y_group: tuple | None) -> tuple | None:
-        """``(SDP group, Y table)`` of a Y stage that is a LUT alone (no element-wise
-        multiply or add), which the pixel routes take; None for any other."""
+    def _lut_alone(self, y_group: tuple | None) -> tuple | None:
+        """``(SDP group, Y table)`` (:meth:`y_table`) of a Y stage that is a LUT alone (no
+        element-wise multiply or add), as the compiled passes take it; None for any
+        other."""
         if y_group is None:
             return None
         g, _, ram, _ = y_group
@@ -363,7 +363,7 @@ class FastPaths:
         C_pad]``) into its output, in memory itself where the output's lines are dense,
         and the convolution's :class:`~accel.cmod.pipeline.ConvDone` (32-bit sums, no
         truncate: CACC saturates nothing).  ``lut``: its Y stage's LUT
-        (:meth:`_pixels_lut`), its counters set as the plain model sets them; None when
+        (:meth:`_lut_alone`), its counters set as the plain model sets them; None when
         a value reaching it lies outside its table."""
         sp = plan.sdp
         _, c, h, w, _, _ = plan.feature
@@ -613,13 +613,10 @@ class FastPaths:
             stages.append((st, got[1], got[2]))
         y_table = None
         if plan.y_stage:
-            if y_group is None:
+            lut = self._lut_alone(y_group)
+            if lut is None:
                 return None
-            g, _, ram, _ = y_group
-            if not (g("D_DP_EW_CFG", "EW_ALU_BYPASS") and g("D_DP_EW_CFG", "EW_MUL_BYPASS")
-                    and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
-                return None
-            y_table = self.y_table(g, ram)
+            y_table = lut[1]
         atom = self.cfg.atom_size
         base, line, surf = plan.src
         x = self._packed_cube(base, plan.c_pad // atom, plan.h, plan.w, line, surf)
@@ -693,14 +690,14 @@ def _widened(acc: np.ndarray, c_pad: int) -> np.ndarray:
 
 def _pixels_ready(post: fused.PostProcess, lut: tuple | None) -> bool:
     """Whether the pixel-major pass takes ``post``'s operations, with the Y stage's LUT
-    ``lut`` (:meth:`FastPaths._pixels_lut`) or without a Y stage."""
+    ``lut`` (:meth:`FastPaths._lut_alone`) or without a Y stage."""
     return post.pixels_lut_ready if lut is not None else post.pixels_ready
 
 
 def _takes_pixels(plan: conv.ConvPlan) -> bool:
     """Whether a convolution may take a pixel route (:meth:`FastPaths.pixels_datapath`): it
     reads a feature cube from memory (not an image, no input converter) and neither keeps
-    nor reuses data in the CBUF (a Y stage: :meth:`FastPaths._pixels_lut`)."""
+    nor reuses data in the CBUF (a Y stage: :meth:`FastPaths._lut_alone`)."""
     use = plan.use
     return not (plan.feature is None or plan.feature_cvt is not None or plan.geo.image
                 or use.data_reuse or use.skip_data_rls)
