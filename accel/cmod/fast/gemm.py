@@ -185,8 +185,9 @@ class IntEngine:
     against an int8 one, ``(a + 128) @ b`` less ``128 * sum(b)``: the offset operand's
     zero point of 128, which the kernels take back themselves in their output stage
     (:meth:`run_full_range`, :meth:`PackedWeights.run`); on this machine (AMD EPYC,
-    AVX-512 VNNI) 0.3-0.7 of the uint8 x uint8 kernels' time on the convolutions'
-    shapes (2026-12-06).  :func:`int_engine`
+    AVX-512 VNNI) 0.40-0.58 of the uint8 x uint8 kernels' time on the convolutions'
+    shapes (packed weights, 8-256 kernels, 24-1152 terms, 64-25,600 points; 2026-12-06).
+    :func:`int_engine`
     checks each form on adversarial operands before handing the engine any work; what
     fails the check, or a missing onnxruntime, leaves the GEMMs to BLAS in float32 (or,
     for the uint8 x int8 kernels alone, to the offset form).  One thread, as the rest
