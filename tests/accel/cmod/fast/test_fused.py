@@ -533,7 +533,7 @@ def _check_lut_alone(rng, n, c, atom, hw, config, reach, stage, dtype, per_launc
     # the pixel-major pass, on the same sums a pixel's channels side by side, operation
     # after operation, zeros past the kernels (one converter for all: pixels_ready)
     got_pixels = None
-    assert post.pixels_lut_ready == (not per_launch_cvt or n == 1)
+    assert post.pixels_lut_ready == (len(set(cvts)) == 1)     # one converter for all
     if post.pixels_lut_ready:
         pixels = np.zeros((h * w, n, c_pad), dtype=np.int32)
         pixels[:, :, :c] = acc.transpose(2, 0, 1)
