@@ -217,25 +217,6 @@ def _constant_words(words, ref, mask):
     return True
 
 
-@njit(cache=True, nogil=True)
-def _constant_lanes(x, c):
-    """:func:`_constant_words` byte by byte: whether each lane of ``x`` (uint8 ``[S, H, W,
-    atom]``, any strides) from channel ``c`` on holds its first point's byte throughout."""
-    surfaces, h, w, atom = x.shape
-    for s in range(c // atom, surfaces):
-        first = max(c - s * atom, 0)
-        ref = x[s, 0, 0]
-        for y in range(h):
-            row = x[s, y]
-            diff = np.uint8(0)
-            for p in range(w):
-                for j in range(first, atom):
-                    diff |= row[p, j] ^ ref[j]
-            if diff:
-                return False
-    return True
-
-
 def padding_bytes(x: np.ndarray, c: int) -> np.ndarray | None:
     """The byte each lane past channel ``c`` of the cube ``x`` (``[S, H, W, atom]``, any
     strides) holds at every point, uint8 ``[S * atom - c]``, when each holds one; None
@@ -245,22 +226,21 @@ def padding_bytes(x: np.ndarray, c: int) -> np.ndarray | None:
     channels on 32) hold what the op before wrote into the lanes past its last channel:
     most often one value a lane (the disabled MAC cells' sums of 0 through its SDP, a
     copy of those), so a lookup may compute the lanes of the first ``c`` channels and
-    fill the others with the one result each lane has (:func:`channel_table_apply`)."""
+    fill the others with the one result each lane has (:func:`channel_table_apply`).
+    The atoms are compared as 64-bit words under a mask of those lanes: None too for
+    atoms that are not whole words or lanes that are not adjacent bytes (no preset has
+    them; the lookup then takes every lane)."""
     surfaces, h, w, atom = x.shape
-    if c >= surfaces * atom or not x.size:
+    if c >= surfaces * atom or not x.size or atom % 8 or x.strides[3] != 1:
         return None
-    raw = x.view(np.uint8)
     first = c // atom
-    tail = raw[first:]
-    values = tail[:, 0, 0].reshape(-1)[c - first * atom:].copy()
-    if atom % 8 == 0 and raw.strides[3] == 1:       # whole words: the lanes masked
-        lanes = np.arange(first * atom, surfaces * atom).reshape(-1, atom) >= c
-        mask = np.where(lanes, 0xFF, 0).astype(np.uint8).view(np.uint64)
-        ref = np.ascontiguousarray(tail[:, 0, 0]).view(np.uint64)
-        same = _constant_words(tail.view(np.uint64), ref, mask)
-    else:
-        same = _constant_lanes(raw, c)
-    return values if same else None
+    tail = x.view(np.uint8)[first:]
+    lanes = np.arange(first * atom, surfaces * atom).reshape(-1, atom) >= c
+    mask = np.where(lanes, 0xFF, 0).astype(np.uint8).view(np.uint64)
+    ref = np.ascontiguousarray(tail[:, 0, 0])
+    if not _constant_words(tail.view(np.uint64), ref.view(np.uint64), mask):
+        return None
+    return ref.reshape(-1)[c - first * atom:]
 
 
 def _live(c: int, atom: int) -> list[tuple[slice, slice, int]]:
@@ -275,18 +255,14 @@ def _live(c: int, atom: int) -> list[tuple[slice, slice, int]]:
 
 def _fill_padding(raw: np.ndarray, c: int, fill: np.ndarray) -> None:
     """Write ``fill`` (uint8, from channel ``c`` on) into every point of the lanes past
-    channel ``c`` of ``raw`` (uint8 ``[S, H, W, atom]``, contiguous), whole atoms at a
-    time: the lanes of the first ``c`` channels in them get 0, for the lookups to
-    write."""
+    channel ``c`` of ``raw`` (uint8 ``[S, H, W, atom]``, contiguous, atoms of whole
+    64-bit words as :func:`padding_bytes` takes them), a word at a time: the lanes of
+    the first ``c`` channels in them get 0, for the lookups to write."""
     surfaces, _, _, atom = raw.shape
     first = c // atom
     pattern = np.zeros((surfaces - first) * atom, dtype=np.uint8)
     pattern[c - first * atom:] = fill
-    pattern = pattern.reshape(-1, 1, 1, atom)
-    if atom % 8 == 0:
-        raw.view(np.uint64)[first:] = pattern.view(np.uint64)
-    else:
-        raw[first:] = pattern
+    raw.view(np.uint64)[first:] = pattern.reshape(-1, 1, 1, atom).view(np.uint64)
 
 
 def table_apply(x: np.ndarray, a: np.ndarray | None, table: ByteTable, c: int

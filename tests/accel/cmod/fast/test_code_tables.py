@@ -167,7 +167,8 @@ def test_channel_tables_with_counters_equal_the_entries(seed, shape, saturating,
 def test_padding_bytes_by_hand():
     """Lane values past channel 3 of an 8-lane cube: each lane its own value, found; one
     point off in lane 6, none; no lanes past the channels, none; past channel 9 of two
-    surfaces, the second one's lanes 1 .. 7."""
+    surfaces, the second one's lanes 1 .. 7; atoms that are not whole 64-bit words,
+    none."""
     x = np.zeros((1, 2, 3, 8), dtype=np.int8)
     x[..., :3] = np.arange(6).reshape(2, 3, 1)
     x[..., 3:] = [-1, 0, 5, -128, 127]
@@ -178,3 +179,5 @@ def test_padding_bytes_by_hand():
     y = np.zeros((2, 1, 4, 8), dtype=np.int8)
     y[1, ..., 2] = 9
     assert padding_bytes(y, 9).tolist() == [0, 9, 0, 0, 0, 0, 0]
+    # atoms of 4 lanes are not whole words: not compared (every lane looked up)
+    assert padding_bytes(np.zeros((1, 2, 2, 4), dtype=np.int8), 1) is None
