@@ -11,7 +11,7 @@ from typing import Any
 
 from accel.compiler.emitter import Emitted, Placed, emit
 from accel.compiler.engine import ConvOp, EngineOp, PdpOp, SdpOp
-from accel.compiler.fusion import fold_tables, fuse_lookups
+from accel.compiler.fusion import fold_into_writers, fold_tables, fuse_lookups
 from accel.compiler.lowering import Buffer, DlaTensor, Lowering
 from accel.compiler.memory import lifetimes, plan_arena
 from accel.config import HwConfig
@@ -136,6 +136,8 @@ def compile_subgraph(graph: Graph, quant_table: Any, cfg: HwConfig,
     if fuse:
         internal = {n for n, b in lo.buffers.items() if b.kind == "internal"}
         ops, fused_buffers = fold_tables(ops, internal, cfg)
+        ops, into_writers = fold_into_writers(ops, internal, cfg)
+        fused_buffers.update(into_writers)
         ops, into_convs = fuse_lookups(ops, internal)
         fused_buffers.update(into_convs)
     buffers = {n: b for n, b in lo.buffers.items() if n not in fused_buffers}

@@ -1,5 +1,6 @@
-"""Engine-op fusion after lowering: chains of element-wise passes as one table, and a
-convolution and the lookup table after it, as one.
+"""Engine-op fusion after lowering: chains of element-wise passes as one table, a table
+into the passes that write its input, and a convolution and the lookup table after it,
+as one.
 
 **Tables of tables** (:func:`fold_tables`).  A pass whose int8 output is a function
 of each int8 input element alone, the same in every channel (an SDP pass with its
@@ -16,6 +17,18 @@ than the passes it replaces (:func:`pass_cycles`: on nv_large the SDP's Y stage
 takes 4 elements a cycle and its X stages 16, so two X passes stay), and each
 intermediate is an internal buffer that the pass before writes whole and only the
 pass after reads, whole; no op in between touches the last pass's destination.
+
+**Tables folded into the passes that write their input** (:func:`fold_into_writers`).
+A transposed convolution's rows are interleaved into its output by copies, one per
+row phase (:mod:`accel.compiler.ops.convtranspose`); a table after it (PP-OCR's text
+map: ConvTranspose, then Sigmoid) read that output whole, one more pass over the
+largest map of the network.  When every writer of a table pass's input is itself a
+table pass (a copy is the identity table), each writing its part, each takes the
+composed table and writes its part of the result where the table pass would have:
+the same bytes, pads included, since the parts cover the input exactly once in
+whole atoms (:func:`_tiles`), and the result's layout is the input's.  Folded under
+the conditions of a chain (internal buffer, nothing else reads it, nothing in
+between touches the result) and when the estimate is lower.
 
 A lookup op (:mod:`accel.compiler.ops.lookup`: Sigmoid, Tanh, Swish...) is an
 SDP pass that reads an int8 tensor and writes ``T[x + 128]``.  When that tensor
@@ -44,6 +57,8 @@ no op in between touches the lookup's destination.
 from __future__ import annotations
 
 from dataclasses import replace
+
+import numpy as np
 
 from accel.compiler.engine import CdpOp, ConvOp, EngineOp, SdpOp
 from accel.compiler.ops.lookup import codes_of, sdp_route, table_op
@@ -136,6 +151,93 @@ def fold_tables(ops: list[EngineOp], internal: set[str], cfg: HwConfig
         fused.update(dict.fromkeys(chain, ops[i].name))
         i += 1
     return ops, fused
+
+
+def _element_bytes(region: Region) -> np.ndarray:
+    """The byte offsets of every element of ``region`` in its buffer (its channels only,
+    not the lanes that pad the last atom)."""
+    lay = region.layout
+    c, h, w = region.shape
+    ch = np.arange(c)
+    return (region.offset + ((ch // lay.atom) * lay.surf_stride
+                             + (ch % lay.atom) * lay.elem_bytes)[:, None, None]
+            + (np.arange(h) * lay.line_stride)[None, :, None]
+            + (np.arange(w) * lay.atom_bytes)[None, None, :]).reshape(-1)
+
+
+def _tiles(whole: Region, parts: list[Region]) -> bool:
+    """Whether ``parts`` hold every element of ``whole`` exactly once, each in whole atoms
+    of its layout (so the lanes that pad them are the same bytes as well)."""
+    if any(p.layout.atom != whole.layout.atom or p.layout.elem_bytes != whole.layout.elem_bytes
+           or p.shape[0] != whole.shape[0] for p in parts):
+        return False
+    if sum(p.shape[1] * p.shape[2] for p in parts) != whole.shape[1] * whole.shape[2]:
+        return False
+    got = np.concatenate([_element_bytes(p) for p in parts])
+    return bool(np.array_equal(np.sort(got), np.sort(_element_bytes(whole))))
+
+
+def fold_into_writers(ops: list[EngineOp], internal: set[str], cfg: HwConfig
+                      ) -> tuple[list[EngineOp], dict[str, str]]:
+    """``(ops, fused)``: each table pass whose input several table passes write, part by
+    part, folded into those passes (see the module docstring), and ``{buffer no longer
+    written: the pass folded away}``.  ``internal`` names the buffers that are neither
+    subgraph inputs nor outputs."""
+    if not (sdp_route(cfg) or cfg.cdp):
+        return list(ops), {}
+    ops = list(ops)
+    fused: dict[str, str] = {}
+    j = 0
+    while j < len(ops):
+        folded = _folded_writers(ops, j, internal, cfg)
+        if folded is None:
+            j += 1
+            continue
+        for i, op in folded.items():
+            ops[i] = op
+        fused[ops[j].src.buffer] = ops[j].name
+        del ops[j]
+    return ops, fused
+
+
+def _folded_writers(ops: list[EngineOp], j: int, internal: set[str], cfg: HwConfig
+                    ) -> dict[int, EngineOp] | None:
+    """``{index: the pass that replaces it}`` when the table pass ``ops[j]`` folds into the
+    passes that write its input (:func:`fold_into_writers`), else None."""
+    after = ops[j]
+    if not isinstance(after, SdpOp | CdpOp):
+        return None
+    whole, dst = after.src, after.dst
+    if (whole.buffer not in internal or after.writes() != [dst] or dst.layout != whole.layout
+            or dst.buffer == whole.buffer):
+        return None
+    touching = [i for i, op in enumerate(ops) if i != j and any(
+        r.buffer == whole.buffer for r in (*op.reads(), *op.writes()))]
+    if len(touching) < 2 or touching[-1] > j:   # one writer: a chain (fold_tables)
+        return None
+    writers = [ops[i] for i in touching]
+    if any(op.writes() != [op.dst] or any(r.buffer == whole.buffer for r in op.reads())
+           for op in writers):
+        return None
+    then = codes_of(after)
+    tables = [codes_of(op) for op in writers]
+    if then is None or any(t is None for t in tables):
+        return None
+    if not _tiles(whole, [op.dst for op in writers]):
+        return None
+    # the folded passes write the result where and when their parts are written: nothing
+    # from the first of them to the table pass may touch its destination
+    if any(r.overlaps(dst) for op in ops[touching[0]:j] for r in (*op.reads(), *op.writes())):
+        return None
+    folded = {}
+    for n, (i, op, table) in enumerate(zip(touching, writers, tables, strict=True)):
+        view = Region(dst.buffer, dst.offset + op.dst.offset - whole.offset, op.dst.layout)
+        folded[i] = table_op(cfg, f"{after.name}#{n}", after.node, op.src, view,
+                             tuple(int(v) for v in then[table + 128]))
+    before = sum(pass_cycles(op, cfg) for op in writers) + pass_cycles(after, cfg)
+    if sum(pass_cycles(op, cfg) for op in folded.values()) >= before:
+        return None
+    return folded
 
 
 def _is_lookup(op: EngineOp) -> bool:

@@ -21,7 +21,11 @@ where the CDP is the table (two SDP passes where the SDP has a LUT).
   convolutions folds into one table pass where that is estimated cheaper, with the
   same output bytes as the passes one by one and the reference's (nv_small: into
   the CDP; nv_large: into the convolution's Y stage, while two X passes stay two);
-  not when an intermediate is read elsewhere.
+  not when an intermediate is read elsewhere;
+* a table after a transposed convolution (whose rows two copies interleave into its
+  output) folds into the copies, on both kinds of table, with the same output bytes;
+  not when the deconvolution's output is read elsewhere; the check that the copies
+  cover their buffer exactly once on hand-made regions.
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ from onnx import TensorProto, helper
 from accel.backends import get_backend
 from accel.compiler import compile_subgraph, supports
 from accel.compiler.engine import CdpOp, ConvOp, SdpOp
+from accel.compiler.fusion import _tiles
 from accel.compiler.lut import int8_table, lo_table_lut
 from accel.compiler.reference import run_reference
+from accel.compiler.tensors import Region
 from accel.config import get_preset
 from accel.golden.int8_ref import sdp_lut_int8
-from accel.layout import pack_feature, unpack_feature
+from accel.layout import CubeLayout, pack_feature, unpack_feature
 from accel.runtime.umd import Runtime
 from tengine_host.frontend import load_onnx
 from tengine_host.interpreter import interpret
@@ -539,3 +545,56 @@ def test_no_folding_when_an_intermediate_is_read_elsewhere():
         "nv_small")
     first = next(n.outputs[0] for n in graph.nodes if n.op_type == "HardSwish")
     assert first not in fused.fused and first in fused.tensors
+
+
+# ------------------------------------ a table folded into the passes that write its input
+
+def _deconv_then_sigmoid(extra_reader: bool = False) -> onnx.ModelProto:
+    """x -> ConvTranspose 2x2 / stride 2 (PP-OCR's text-map upsampling: four pointwise
+    phases, two row copies) -> Sigmoid; optionally the deconvolution's output is also
+    added to the result."""
+    rng = np.random.default_rng(5)
+    w = onnx.numpy_helper.from_array(rng.normal(0, 0.4, (8, 2, 2, 2)).astype(np.float32), "w")
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["d"], name="up", strides=[2, 2],
+                              kernel_shape=[2, 2]),
+             helper.make_node("Sigmoid", ["d"], ["y"], name="sig")]
+    out = "y"
+    if extra_reader:
+        nodes.append(helper.make_node("Add", ["y", "d"], ["sum"], name="add"))
+        out = "sum"
+    g = helper.make_graph(nodes, "deconv_sigmoid", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 8, 6, 7])], [helper.make_tensor_value_info(
+            out, TensorProto.FLOAT, None)], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+@pytest.mark.parametrize("preset, table", [("nv_large", SdpOp), ("nv_small", CdpOp)])
+def test_a_table_after_a_deconvolution_folds_into_its_row_copies(preset, table):
+    graph, qt, fused, plain = _compile_both(_deconv_then_sigmoid(), preset)
+    copies = [op for op in plain.ops if isinstance(op, SdpOp) and op.node == "up"]
+    assert len(copies) == 2 and isinstance(plain.ops[-1], table) and plain.ops[-1].node == "sig"
+    tables = [op for op in fused.ops if op.node == "sig"]
+    assert len(tables) == 2 and all(isinstance(op, table) for op in tables)
+    assert [op.src for op in tables] == [op.src for op in copies]
+    assert len(fused.ops) == len(plain.ops) - 1
+    assert fused.fused == {"d": plain.ops[-1].name} and "d" not in fused.tensors
+    _check_same_bytes(graph, qt, fused, plain)
+
+
+def test_no_fold_into_the_row_copies_when_the_deconvolution_output_is_read_elsewhere():
+    _, _, fused, plain = _compile_both(_deconv_then_sigmoid(extra_reader=True), "nv_large")
+    assert fused.fused == {} and "d" in fused.tensors
+    assert len(fused.ops) == len(plain.ops)
+
+
+def test_tiles_takes_parts_that_hold_every_element_once():
+    lay = CubeLayout(channels=3, height=4, width=5, atom=8, line_stride=40, surf_stride=160)
+    whole = Region("b", 0, lay)
+    even, odd = (Region("b", dy * 40, dataclasses.replace(lay, height=2, line_stride=80))
+                 for dy in (0, 1))
+    assert _tiles(whole, [even, odd])
+    assert not _tiles(whole, [even, even])                    # a row twice, one never
+    assert not _tiles(whole, [even])                          # half of it
+    assert not _tiles(whole, [whole.rows(0, 2), whole.rows(1, 2)])       # overlapping
+    lanes = dataclasses.replace(lay, channels=2, height=2, line_stride=80)
+    assert not _tiles(whole, [Region("b", 0, lanes), Region("b", 40, lanes)])
