@@ -13,9 +13,13 @@ the entries turned by half the table), so that an element costs one byte load
 and one store, and the flags are read only when some entry saturates.  That
 ran the lookups of a 12x100x76x8 cube 2.9x (one input) and 3.1x (pairs) faster
 than a loop over the int16 entries that unpacked every one (measured
-2026-12-05, one thread).  A lookup that also sums a Y stage's LUT counters
-reads the int16 entries, which hold those bits too
-(:func:`channel_table_apply` with ``lut``).
+2026-12-05, one thread).  A table of pairs with flags is also kept as 16-bit
+entries, the byte and the flag in one (:attr:`ByteTable.flagged`): its 64 KiB of
+bytes and 64 KiB of flags were two loads from a table the size of the L2 cache
+per element, and one load of both ran 1.8-2.3x faster (8-channel cubes of
+16x16 to 128x128, 1 % of the pairs saturating; measured 2026-12-06).  A lookup
+that also sums a Y stage's LUT counters reads the int16 entries, which hold those
+bits too (:func:`channel_table_apply` with ``lut``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ class ByteTable(NamedTuple):
 
     out: np.ndarray
     saturates: np.ndarray
+    #: a table of pairs whose entries saturate: ``out | saturates << 8`` (uint16), which
+    #: :func:`_lookup_pairs` reads in one load; else empty
+    flagged: np.ndarray = NO_FLAGS
 
 
 def byte_table(entries: np.ndarray, per_channel: bool = False) -> ByteTable:
@@ -53,9 +60,12 @@ def byte_table(entries: np.ndarray, per_channel: bool = False) -> ByteTable:
     saturates = ((turned >> 8) & 1).astype(np.uint8)
     if not saturates.any():
         saturates = NO_FLAGS if not per_channel else NO_FLAGS.reshape(0, 0)
-    for array in (out, saturates):
+    flagged = NO_FLAGS
+    if entries.ndim == 2 and not per_channel and saturates.size:
+        flagged = out.astype(np.uint16) | (saturates.astype(np.uint16) << 8)
+    for array in (out, saturates, flagged):
         array.flags.writeable = False
-    return ByteTable(out, saturates)
+    return ByteTable(out, saturates, flagged)
 
 
 @njit(cache=True, nogil=True)
@@ -83,24 +93,31 @@ def _lookup(x, table, saturates, c, out):
 
 
 @njit(cache=True, nogil=True)
-def _lookup_pairs(x, a, table, saturates, c, out):
-    """:func:`_lookup` of a table of pairs, ``table[x << 8 | a]``."""
+def _lookup_pairs(x, a, table, flagged, c, out):
+    """:func:`_lookup` of a table of pairs, ``table[x << 8 | a]``, or of its entries
+    with their flags, ``flagged`` (:attr:`ByteTable.flagged`), when not empty."""
     surfaces, h, w, atom = out.shape
     outside = 0
     for s in range(surfaces):
         counted = min(max(c - s * atom, 0), atom)
         for y in range(h):
             xs, as_, dst = x[s, y], a[s, y], out[s, y]
-            if saturates.shape[0] == 0 or counted == 0:
+            if flagged.shape[0] == 0 or counted == 0:
                 for p in range(w):
                     for j in range(atom):
                         dst[p, j] = table[(np.int32(xs[p, j]) << 8) | as_[p, j]]
+            elif counted == atom:
+                for p in range(w):
+                    for j in range(atom):
+                        v = flagged[(np.int32(xs[p, j]) << 8) | as_[p, j]]
+                        dst[p, j] = v
+                        outside += v >> 8
             else:
                 for p in range(w):
                     for j in range(atom):
-                        i = (np.int32(xs[p, j]) << 8) | as_[p, j]
-                        dst[p, j] = table[i]
-                        outside += (j < counted) & saturates[i]
+                        v = flagged[(np.int32(xs[p, j]) << 8) | as_[p, j]]
+                        dst[p, j] = v
+                        outside += (j < counted) & (v >> 8)
     return outside
 
 
@@ -273,8 +290,9 @@ def table_apply(x: np.ndarray, a: np.ndarray | None, table: ByteTable, c: int
     out = np.empty(x.shape, dtype=np.int8)
     raw = out.view(np.uint8)
     if a is None:
-        return out, int(_lookup(x.view(np.uint8), *table, c, raw))
-    return out, int(_lookup_pairs(x.view(np.uint8), a.view(np.uint8), *table, c, raw))
+        return out, int(_lookup(x.view(np.uint8), table.out, table.saturates, c, raw))
+    return out, int(_lookup_pairs(x.view(np.uint8), a.view(np.uint8), table.out, table.flagged,
+                                  c, raw))
 
 
 def staged_apply(x: np.ndarray, a: np.ndarray, table: StagedTable) -> tuple[np.ndarray, int]:
@@ -307,7 +325,8 @@ def channel_table_apply(x: np.ndarray, table: ByteTable | np.ndarray, c: int
     out = np.empty(x.shape, dtype=np.int8)
     counts = np.zeros(4, dtype=np.int64)
     if isinstance(table, ByteTable):
-        return out, int(_lookup_channels(x.view(np.uint8), *table, c, out.view(np.uint8))), \
+        return out, int(_lookup_channels(x.view(np.uint8), table.out, table.saturates, c,
+                                         out.view(np.uint8))), \
             counts
     c_pad = x.shape[0] * x.shape[3]
     pad = padding_bytes(x, c) if c_pad - c >= c_pad * FILL_PADDING_SHARE else None
