@@ -220,16 +220,18 @@ def test_the_cdp_table_on_nv_small_at_any_scale_and_zero_point(scales, zero_poin
     np.testing.assert_array_equal(run_reference(graph, compiled.plans, {"x": x_q})["y"], got)
 
 
+@pytest.mark.parametrize("channels", [13, 16])
 @pytest.mark.parametrize("op", ["Sigmoid", "HardSwish"])
-def test_the_cdp_table_leaves_the_bytes_and_counters_of_the_lanes_one_by_one(op):
+def test_the_cdp_table_leaves_the_bytes_and_counters_of_the_lanes_one_by_one(op, channels):
     """The speed layer looks the CDP's exact table up by the byte and counts apart the
-    few codes whose LUT counters differ (the -128 the LUT underflows on, which is also
-    what the padded lanes of a 13-channel cube read): memory, the padded lanes' bytes
-    included, and every CDP register as the plain model leaves them lane by lane."""
+    few codes whose LUT counters differ (the -128 the LUT underflows on) on whole atoms
+    (16 channels), or counts every code and fills the padded lanes (13 channels, whose
+    padding reads -128 too): memory, the padded lanes' bytes included, and every CDP
+    register as the plain model leaves them lane by lane."""
     from accel.backends.cmod import CmodBackend
     from accel.cmod import Dla
 
-    shape = (1, 13, 5, 7)
+    shape = (1, channels, 5, 7)
     node = helper.make_node(op, ["x"], ["y"], name="f")
     g = helper.make_graph([node], op, [helper.make_tensor_value_info(
         "x", TensorProto.FLOAT, list(shape))], [helper.make_tensor_value_info(
