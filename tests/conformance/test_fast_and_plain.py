@@ -214,9 +214,9 @@ def test_lut_over_a_map_of_few_channels_gives_the_same_outputs_fast_and_plain(
 
     monkeypatch.setattr(paths, "CHANNEL_TABLE_MIN_POINTS", 1)
     filled = []
-    fill = code_tables._fill_padding
-    monkeypatch.setattr(code_tables, "_fill_padding",
-                        lambda raw, c, values: filled.append(c) or fill(raw, c, values))
+    fill = code_tables._filled_counted
+    monkeypatch.setattr(code_tables, "_filled_counted",
+                        lambda x, table, c, *rest: filled.append(c) or fill(x, table, c, *rest))
     g = G(1)
     x = g.input((1, 16, 12, 12))
     score = g.op("Sigmoid", [g.op("Add", [g.conv(x, 16, 1, 1), g.conv(x, 16, 1, 3)])])

@@ -217,69 +217,81 @@ def _lookup_staged(x, a, index, table, saturates, out):
 
 
 @njit(cache=True, nogil=True)
-def _constant_words(words, ref, mask):
-    """Whether every point of ``words`` (uint64 ``[S, H, W, Q]``: a cube's atoms as 64-bit
-    words, any strides) equals ``ref`` (``[S, Q]``) in the bits of ``mask`` (``[S, Q]``);
-    stops at the first line that differs."""
-    surfaces, h, w, q = words.shape
-    for s in range(surfaces):
-        for y in range(h):
-            row = words[s, y]
-            diff = np.uint64(0)
-            for p in range(w):
+def _surface_filled(x, words, table, ref, mask, fill, out, out_words, counts):
+    """The part-filled surface of :func:`_filled_counted` in one pass: each point's atom
+    (``x`` uint8 ``[H, W, atom]``, ``words`` the same as 64-bit words, any strides)
+    compared with ``ref`` under ``mask`` (the padding lanes) and written as ``fill``
+    (those lanes' results), then its first ``len(table)`` lanes looked up in ``table``
+    (int16 entries per lane, :func:`_channel_table_counted`'s) into ``out``, their LUT
+    counter fields added to ``counts``.  Returns their saturation count, or -1 at the
+    first line where a padding lane differs (``out`` and ``counts`` then unfinished)."""
+    h, w, q = words.shape
+    live = table.shape[0]
+    packed = np.zeros(16, dtype=np.uint64)      # counter bits -> their fields' increments
+    for f in range(16):
+        for j in range(4):
+            packed[f] |= np.uint64((f >> j) & 1) << np.uint64(16 * j)
+    block = max(1, 0xFFFF // max(live, 1))       # points summed before the fields empty
+    outside = 0
+    for y in range(h):
+        diff = np.uint64(0)
+        for first in range(0, w, block):
+            fields = np.uint64(0)
+            for p in range(first, min(first + block, w)):
                 for k in range(q):
-                    diff |= (row[p, k] ^ ref[s, k]) & mask[s, k]
-            if diff:
-                return False
-    return True
+                    diff |= (words[y, p, k] ^ ref[k]) & mask[k]
+                    out_words[y, p, k] = fill[k]
+                for j in range(live):
+                    t = table[j, np.int32(x[y, p, j]) ^ 0x80]
+                    out[y, p, j] = t & 0xFF
+                    outside += (t >> 8) & 1
+                    fields += packed[(t >> 9) & 15]
+            for j in range(4):
+                counts[j] += np.int64((fields >> np.uint64(16 * j)) & np.uint64(0xFFFF))
+        if diff:
+            return -1
+    return outside
 
 
-def padding_bytes(x: np.ndarray, c: int) -> np.ndarray | None:
-    """The byte each lane past channel ``c`` of the cube ``x`` (``[S, H, W, atom]``, any
-    strides) holds at every point, uint8 ``[S * atom - c]``, when each holds one; None
-    when one does not, or there are no such lanes.
+def _filled_counted(x: np.ndarray, table: np.ndarray, c: int, out: np.ndarray,
+                    counts: np.ndarray) -> int | None:
+    """:func:`_channel_table_counted` of a cube whose lanes past channel ``c`` each hold
+    one value at every point (the value of its first point): those lanes filled with
+    their results and their counter bits counted once per point, the channels' lanes
+    looked up; the saturation count, or None (``out`` unfinished, ``counts`` as on
+    entry) when a padding lane holds two values, the cube has surfaces past the one
+    ``c`` ends in (an op's cube has none), or its atoms are not whole 64-bit words of
+    adjacent bytes (no preset has those).
 
-    Channels padded to whole atoms (a 1-channel map on nv_large's 32-lane atoms, 24
-    channels on 32) hold what the op before wrote into the lanes past its last channel:
-    most often one value a lane (the disabled MAC cells' sums of 0 through its SDP, a
-    copy of those), so a lookup may compute the lanes of the first ``c`` channels and
-    fill the others with the one result each lane has (:func:`channel_table_apply`).
-    The atoms are compared as 64-bit words under a mask of those lanes: None too for
-    atoms that are not whole words or lanes that are not adjacent bytes (no preset has
-    them; the lookup then takes every lane)."""
+    Channels padded to whole atoms (a 1-channel map on nv_large's 32-lane atoms) hold in
+    the lanes past the last channel what the op before wrote there: most often one value
+    a lane (the disabled MAC cells' sums of 0 through its SDP, a copy of those).  The
+    surface they lie in is read and written once, its atoms as words: compared with the
+    first point's under a mask of those lanes and written with their results, then the
+    channels' lanes looked up (:func:`_surface_filled`)."""
     surfaces, h, w, atom = x.shape
-    if c >= surfaces * atom or not x.size or atom % 8 or x.strides[3] != 1:
+    first, live = divmod(c, atom)
+    if not live or first != surfaces - 1 or atom % 8 or x.strides[3] != 1 or not x.size:
         return None
-    first = c // atom
-    tail = x.view(np.uint8)[first:]
-    lanes = np.arange(first * atom, surfaces * atom).reshape(-1, atom) >= c
-    mask = np.where(lanes, 0xFF, 0).astype(np.uint8).view(np.uint64)
-    ref = np.ascontiguousarray(tail[:, 0, 0])
-    if not _constant_words(tail.view(np.uint64), ref.view(np.uint64), mask):
+    surface, dst = x[first].view(np.uint8), out[first].view(np.uint8)
+    ref = np.ascontiguousarray(surface[0, 0])
+    entries = table[first * atom + np.arange(live, atom), ref[live:] ^ 0x80]
+    mask = np.where(np.arange(atom) >= live, 0xFF, 0).astype(np.uint8)
+    fill = np.zeros(atom, dtype=np.uint8)
+    fill[live:] = entries & 0xFF
+    found = np.zeros(4, dtype=np.int64)
+    sat = _surface_filled(surface, surface.view(np.uint64), table[first * atom:c],
+                          ref.view(np.uint64), mask.view(np.uint64), fill.view(np.uint64),
+                          dst, dst.view(np.uint64), found)
+    if sat < 0:
         return None
-    return ref.reshape(-1)[c - first * atom:]
-
-
-def _live(c: int, atom: int) -> list[tuple[slice, slice, int]]:
-    """The parts of a cube holding channels ``0 .. c``: ``(surfaces, lanes, first
-    channel)``, whole surfaces then the lanes of a part-filled one."""
-    full, part = divmod(c, atom)
-    parts = [(slice(0, full), slice(None), 0)] if full else []
-    if part:
-        parts.append((slice(full, full + 1), slice(0, part), full * atom))
-    return parts
-
-
-def _fill_padding(raw: np.ndarray, c: int, fill: np.ndarray) -> None:
-    """Write ``fill`` (uint8, from channel ``c`` on) into every point of the lanes past
-    channel ``c`` of ``raw`` (uint8 ``[S, H, W, atom]``, contiguous, atoms of whole
-    64-bit words as :func:`padding_bytes` takes them), a word at a time: the lanes of
-    the first ``c`` channels in them get 0, for the lookups to write."""
-    surfaces, _, _, atom = raw.shape
-    first = c // atom
-    pattern = np.zeros((surfaces - first) * atom, dtype=np.uint8)
-    pattern[c - first * atom:] = fill
-    raw.view(np.uint64)[first:] = pattern.reshape(-1, 1, 1, atom).view(np.uint64)
+    for j in range(4):                           # each padding lane's bits, at every point
+        found[j] += h * w * int(((entries >> (9 + j)) & 1).sum())
+    if first:
+        sat += _channel_table_counted(x[:first], table[:first * atom], first * atom,
+                                      out[:first], found)
+    counts += found
+    return int(sat)
 
 
 def table_apply(x: np.ndarray, a: np.ndarray | None, table: ByteTable, c: int
@@ -306,9 +318,11 @@ def staged_apply(x: np.ndarray, a: np.ndarray, table: StagedTable) -> tuple[np.n
 #: the share of a cube's lanes past its channels from which :func:`channel_table_apply`
 #: fills them rather than looking them up, when each holds one value: the lookup that sums
 #: LUT counters costs about three times the check and the fill a lane, which pay on few
-#: live lanes (1 channel of 32 lanes on a 320x320 map: 2.8x faster, 1 of 8: 2.1x) and not
-#: on many (24 of 32: 1.3x slower; measured 2026-12-06); a lookup of bytes alone costs
-#: about as much as they do, and looks up every lane
+#: live lanes and not on many (24 of 32: 1.3x slower; measured 2026-12-06).  With the
+#: check, the fill and the channels' lookups in one pass over the surface
+#: (:func:`_surface_filled`), against the three passes before: 1 channel of 32 lanes on
+#: 160x320 and 320x320 maps 0.47x the time, 8 and 16 of 32 on 80x80 0.65x, 1 of 8 on
+#: 160x320 1.13x, 3 of 8 on 80x80 0.95x (alternating in one process, 2026-12-06)
 FILL_PADDING_SHARE = 0.5
 
 
@@ -320,8 +334,8 @@ def channel_table_apply(x: np.ndarray, table: ByteTable | np.ndarray, c: int
     int16 entries ``[C_pad, 256]`` holding a Y stage's LUT counter bits too, whose counts
     (under- and overflows, LE and LO hits) are summed (:func:`_channel_table_counted`).
     With counters, when at least half the lanes lie past channel ``c`` and each holds
-    one value (:func:`padding_bytes`), those are filled with its result and their counter
-    bits counted once per point (:data:`FILL_PADDING_SHARE`)."""
+    one value, those are filled with its result and their counter bits counted once per
+    point (:func:`_filled_counted`, :data:`FILL_PADDING_SHARE`)."""
     out = np.empty(x.shape, dtype=np.int8)
     counts = np.zeros(4, dtype=np.int64)
     if isinstance(table, ByteTable):
@@ -329,18 +343,8 @@ def channel_table_apply(x: np.ndarray, table: ByteTable | np.ndarray, c: int
                                          out.view(np.uint8))), \
             counts
     c_pad = x.shape[0] * x.shape[3]
-    pad = padding_bytes(x, c) if c_pad - c >= c_pad * FILL_PADDING_SHARE else None
-    if pad is None:
-        return out, int(_channel_table_counted(x, table, c, out, counts)), counts
-    entries = table[np.arange(c, c + len(pad)), pad ^ 0x80]   # entry v + 128 of byte v & 0xFF
-    _fill_padding(out.view(np.uint8), c, (entries & 0xFF).astype(np.uint8))
-    points = x.shape[1] * x.shape[2]
-    for j in range(4):                           # each lane's counter bits, at every point
-        counts[j] += points * int(((entries >> (9 + j)) & 1).sum())
-    sat = 0
-    for surfaces, lanes, first in _live(c, x.shape[3]):
-        part = (surfaces, slice(None), slice(None), lanes)
-        dst = out[part]
-        live = dst.shape[0] * dst.shape[3]
-        sat += _channel_table_counted(x[part], table[first:first + live], live, dst, counts)
-    return out, int(sat), counts
+    if c_pad - c >= c_pad * FILL_PADDING_SHARE:
+        sat = _filled_counted(x, table, c, out, counts)
+        if sat is not None:
+            return out, sat, counts
+    return out, int(_channel_table_counted(x, table, c, out, counts)), counts

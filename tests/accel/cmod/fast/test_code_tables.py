@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from accel.cmod.fast.code_tables import (
     ByteTable,
+    _filled_counted,
     byte_table,
     channel_table_apply,
-    padding_bytes,
     table_apply,
 )
 
@@ -154,7 +154,6 @@ def test_channel_tables_with_counters_equal_the_entries(seed, shape, saturating,
     x = _cube(rng, *shape, strided)
     if constant:
         _constant_padding(rng, x, c)
-        assert (padding_bytes(x, c) is None) == (c == c_pad)
     table = _entries(rng, (c_pad, 256), saturating)
     table |= rng.integers(0, 16, table.shape).astype(np.int16) << 9
     want = table[np.arange(c_pad).reshape(surfaces, 1, 1, atom), x.astype(np.int32) + 128]
@@ -162,22 +161,29 @@ def test_channel_tables_with_counters_equal_the_entries(seed, shape, saturating,
     np.testing.assert_array_equal(got, (want & 0xFF).astype(np.uint8).view(np.int8))
     assert sat == _counted(want >> 8, c)
     assert counts.tolist() == _counts(want)
+    if constant and c % atom and c > c_pad - atom:     # the padding lanes filled
+        assert _filled_counted(x, table, c, np.empty_like(x), np.zeros(4, np.int64)) == sat
 
 
-def test_padding_bytes_by_hand():
-    """Lane values past channel 3 of an 8-lane cube: each lane its own value, found; one
-    point off in lane 6, none; no lanes past the channels, none; past channel 9 of two
-    surfaces, the second one's lanes 1 .. 7; atoms that are not whole 64-bit words,
-    none."""
+def test_filled_lanes_by_hand():
+    """Past channel 3 of an 8-lane cube each lane holds its own value at every point:
+    filled with their entries, counted once per point, the channels looked up (the
+    plain reading's bytes, saturations and counts); one point off in lane 6 (the last
+    point), None with the counts untouched; no lanes past the channels, or atoms that
+    are not whole 64-bit words, None."""
     x = np.zeros((1, 2, 3, 8), dtype=np.int8)
     x[..., :3] = np.arange(6).reshape(2, 3, 1)
     x[..., 3:] = [-1, 0, 5, -128, 127]
-    assert padding_bytes(x, 3).tolist() == [255, 0, 5, 128, 127]
+    table = (np.arange(8 * 256).reshape(8, 256) % 509).astype(np.int16)
+    table |= ((np.arange(8 * 256).reshape(8, 256) % 16) << 9).astype(np.int16)
+    want = table[np.arange(8).reshape(1, 1, 1, 8), x.astype(np.int32) + 128]
+    out, counts = np.empty_like(x), np.zeros(4, dtype=np.int64)
+    assert _filled_counted(x, table, 3, out, counts) == _counted(want >> 8, 3)
+    np.testing.assert_array_equal(out, (want & 0xFF).astype(np.uint8).view(np.int8))
+    assert counts.tolist() == _counts(want)
     x[0, 1, 2, 6] = 0
-    assert padding_bytes(x, 3) is None
-    assert padding_bytes(x, 8) is None
-    y = np.zeros((2, 1, 4, 8), dtype=np.int8)
-    y[1, ..., 2] = 9
-    assert padding_bytes(y, 9).tolist() == [0, 9, 0, 0, 0, 0, 0]
-    # atoms of 4 lanes are not whole words: not compared (every lane looked up)
-    assert padding_bytes(np.zeros((1, 2, 2, 4), dtype=np.int8), 1) is None
+    counts = np.zeros(4, dtype=np.int64)
+    assert _filled_counted(x, table, 3, out, counts) is None and not counts.any()
+    assert _filled_counted(x, table, 8, out, counts) is None
+    assert _filled_counted(np.zeros((1, 2, 2, 4), np.int8), table[:4], 1,
+                           np.empty((1, 2, 2, 4), np.int8), counts) is None
