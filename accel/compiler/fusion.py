@@ -187,9 +187,10 @@ def fold_into_writers(ops: list[EngineOp], internal: set[str], cfg: HwConfig
         return list(ops), {}
     ops = list(ops)
     fused: dict[str, str] = {}
+    users = _users(ops)
     j = 0
     while j < len(ops):
-        folded = _folded_writers(ops, j, internal, cfg)
+        folded = _folded_writers(ops, j, internal, cfg, users)
         if folded is None:
             j += 1
             continue
@@ -197,13 +198,24 @@ def fold_into_writers(ops: list[EngineOp], internal: set[str], cfg: HwConfig
             ops[i] = op
         fused[ops[j].src.buffer] = ops[j].name
         del ops[j]
+        users = _users(ops)                # the indexes past j moved
     return ops, fused
 
 
-def _folded_writers(ops: list[EngineOp], j: int, internal: set[str], cfg: HwConfig
-                    ) -> dict[int, EngineOp] | None:
+def _users(ops: list[EngineOp]) -> dict[str, list[int]]:
+    """The indexes of the operations that read or write each buffer, in order."""
+    users: dict[str, dict[int, None]] = {}
+    for i, op in enumerate(ops):
+        for r in (*op.reads(), *op.writes()):
+            users.setdefault(r.buffer, {})[i] = None
+    return {buffer: list(indexes) for buffer, indexes in users.items()}
+
+
+def _folded_writers(ops: list[EngineOp], j: int, internal: set[str], cfg: HwConfig,
+                    users: dict[str, list[int]]) -> dict[int, EngineOp] | None:
     """``{index: the pass that replaces it}`` when the table pass ``ops[j]`` folds into the
-    passes that write its input (:func:`fold_into_writers`), else None."""
+    passes that write its input (:func:`fold_into_writers`; ``users``: :func:`_users` of
+    ``ops``), else None."""
     after = ops[j]
     if not isinstance(after, SdpOp | CdpOp):
         return None
@@ -211,8 +223,7 @@ def _folded_writers(ops: list[EngineOp], j: int, internal: set[str], cfg: HwConf
     if (whole.buffer not in internal or after.writes() != [dst] or dst.layout != whole.layout
             or dst.buffer == whole.buffer):
         return None
-    touching = [i for i, op in enumerate(ops) if i != j and any(
-        r.buffer == whole.buffer for r in (*op.reads(), *op.writes()))]
+    touching = [i for i in users[whole.buffer] if i != j]
     if len(touching) < 2 or touching[-1] > j:   # one writer: a chain (fold_tables)
         return None
     writers = [ops[i] for i in touching]
