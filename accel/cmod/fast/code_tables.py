@@ -145,6 +145,17 @@ def _lookup_channels(x, table, saturates, c, out):
     return outside
 
 
+@njit(inline="always")
+def _field_increments():
+    """uint64 ``[16]``: for each 4 LUT counter bits of an entry (underflow, overflow, LE
+    hit, LO hit), what adds 1 to each of their 16-bit fields of one sum."""
+    packed = np.zeros(16, dtype=np.uint64)
+    for f in range(16):
+        for j in range(4):
+            packed[f] |= np.uint64((f >> j) & 1) << np.uint64(16 * j)
+    return packed
+
+
 @njit(cache=True, nogil=True)
 def _channel_table_counted(x, table, c, out, counts):
     """A lookup in int16 entries per channel (``table[ch, v + 128]`` for the int8 input
@@ -155,10 +166,7 @@ def _channel_table_counted(x, table, c, out, counts):
     and an add per element), emptied before a field can carry.  Returns the saturation
     count among the first ``c`` channels."""
     surfaces, h, w, atom = out.shape
-    packed = np.zeros(16, dtype=np.uint64)      # counter bits -> their fields' increments
-    for f in range(16):
-        for j in range(4):
-            packed[f] |= np.uint64((f >> j) & 1) << np.uint64(16 * j)
+    packed = _field_increments()
     block = max(1, 0xFFFF // atom)               # points summed before the fields empty
     outside = 0
     for s in range(surfaces):
@@ -227,10 +235,7 @@ def _surface_filled(x, words, table, ref, mask, fill, out, out_words, counts):
     first line where a padding lane differs (``out`` and ``counts`` then unfinished)."""
     h, w, q = words.shape
     live = table.shape[0]
-    packed = np.zeros(16, dtype=np.uint64)      # counter bits -> their fields' increments
-    for f in range(16):
-        for j in range(4):
-            packed[f] |= np.uint64((f >> j) & 1) << np.uint64(16 * j)
+    packed = _field_increments()
     block = max(1, 0xFFFF // max(live, 1))       # points summed before the fields empty
     outside = 0
     for y in range(h):
