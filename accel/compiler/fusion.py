@@ -66,7 +66,7 @@ from accel.compiler.program import MAX_TRUNCATE, Converter, Operand, SdpProgram,
 from accel.compiler.tensors import Region, RegionError
 from accel.compiler.tiling import OP_OVERHEAD
 from accel.config import HwConfig
-from accel.layout import ceil_div
+from accel.layout import ceil_div, cube_offsets
 
 #: register writes that load a table into a unit's LUT (its 65 + 257 entries and the
 #: LUT's configuration; `opendla compile` counts 338 on the CDP, 334 on the SDP), each
@@ -157,12 +157,8 @@ def _element_bytes(region: Region) -> np.ndarray:
     """The byte offsets of every element of ``region`` in its buffer (its channels only,
     not the lanes that pad the last atom)."""
     lay = region.layout
-    c, h, w = region.shape
-    ch = np.arange(c)
-    return (region.offset + ((ch // lay.atom) * lay.surf_stride
-                             + (ch % lay.atom) * lay.elem_bytes)[:, None, None]
-            + (np.arange(h) * lay.line_stride)[None, :, None]
-            + (np.arange(w) * lay.atom_bytes)[None, None, :]).reshape(-1)
+    return region.offset + cube_offsets(*region.shape, lay.atom, lay.line_stride,
+                                        lay.surf_stride, lay.elem_bytes).reshape(-1)
 
 
 def _tiles(whole: Region, parts: list[Region]) -> bool:
