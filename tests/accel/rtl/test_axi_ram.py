@@ -62,10 +62,13 @@ async def _axi_write(ctx, axi, word: int, value: int) -> None:
     ctx.set(axi.wvalid, 0)
 
 
-@pytest.mark.parametrize("words", [512, 16384])
-def test_bridge_port_writes_and_reads_every_bank(words: int) -> None:
-    dut = AxiRam(axi4_signature(32, 8 * WORD_BYTES), words, WORD_BYTES)
-    assert dut.banks == max(1, words // AxiRam.BANK_WORDS)
+@pytest.mark.parametrize(("words", "banked"), [(512, True), (16384, True), (16384, False)])
+def test_bridge_port_writes_and_reads_every_bank(words: int, banked: bool) -> None:
+    """Every bank's ends and random words through the bridge port, each access
+    :data:`AxiRam.PORT_LATENCY` cycles whether the RAM is split into banks (the board's)
+    or one memory (the simulation tops')."""
+    dut = AxiRam(axi4_signature(32, 8 * WORD_BYTES), words, WORD_BYTES, banked=banked)
+    assert dut.banks == (max(1, words // AxiRam.BANK_WORDS) if banked else 1)
     rng = random.Random(words)
     # both ends of every bank, and random words
     addrs = sorted({b * dut.bank_words + o for b in range(dut.banks)
