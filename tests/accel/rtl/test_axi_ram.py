@@ -90,9 +90,10 @@ def test_bridge_port_writes_and_reads_every_bank(words: int, banked: bool) -> No
     _run(dut, bench)
 
 
-def test_axi_bursts_with_back_pressure_and_bridge_requests_between() -> None:
+@pytest.mark.parametrize("banked", [True, False])
+def test_axi_bursts_with_back_pressure_and_bridge_requests_between(banked: bool) -> None:
     words = 4 * AxiRam.BANK_WORDS
-    dut = AxiRam(axi4_signature(32, 8 * WORD_BYTES), words, WORD_BYTES)
+    dut = AxiRam(axi4_signature(32, 8 * WORD_BYTES), words, WORD_BYTES, banked=banked)
     rng = random.Random(7)
     # bursts that cross bank boundaries, and others at random
     bases = [b * AxiRam.BANK_WORDS - 5 for b in range(1, 4)]
