@@ -236,7 +236,7 @@ def _surface_filled(x, words, table, ref, mask, fill, out, out_words, counts):
     h, w, q = words.shape
     live = table.shape[0]
     packed = _field_increments()
-    block = max(1, 0xFFFF // max(live, 1))       # points summed before the fields empty
+    block = max(1, 0xFFFF // live)               # points summed before the fields empty
     outside = 0
     for y in range(h):
         diff = np.uint64(0)
@@ -321,13 +321,11 @@ def staged_apply(x: np.ndarray, a: np.ndarray, table: StagedTable) -> tuple[np.n
 
 
 #: the share of a cube's lanes past its channels from which :func:`channel_table_apply`
-#: fills them rather than looking them up, when each holds one value: the lookup that sums
-#: LUT counters costs about three times the check and the fill a lane, which pay on few
-#: live lanes and not on many (24 of 32: 1.3x slower; measured 2026-12-06).  With the
-#: check, the fill and the channels' lookups in one pass over the surface
-#: (:func:`_surface_filled`), against the three passes before: 1 channel of 32 lanes on
-#: 160x320 and 320x320 maps 0.47x the time, 8 and 16 of 32 on 80x80 0.65x, 1 of 8 on
-#: 160x320 1.13x, 3 of 8 on 80x80 0.95x (alternating in one process, 2026-12-06)
+#: fills them (:func:`_filled_counted`, one pass over the part-filled surface) rather than
+#: looking them up, when each holds one value.  Against the lookup of every lane
+#: (:func:`_channel_table_counted`), on one surface with one value in each padding lane:
+#: 16 of 32 live lanes 0.70x the time, 20 of 32 0.77x, 24 of 32 0.87x, 4 of 8 0.87x, 6 of
+#: 8 1.12x (2026-12-06); a quarter of the lanes pays on 32-lane atoms only, half on both
 FILL_PADDING_SHARE = 0.5
 
 
