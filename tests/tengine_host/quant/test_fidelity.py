@@ -15,11 +15,16 @@ from tengine_host.quant import calibrate
 from tengine_host.quant.calibrate import input_warnings
 from tengine_host.quant.fidelity import (
     ErrorStats,
+    FidelityReport,
+    OutputFidelity,
     calibrate_checked,
+    choose,
     is_class_scores,
     measure,
     output_parts,
     part_name,
+    score,
+    score_spread,
     sensitivity,
     split,
 )
@@ -34,6 +39,50 @@ def test_error_stats_by_hand():
     exact = ErrorStats()
     exact.add(np.ones(3), np.ones(3))
     assert exact.sqnr_db == math.inf and exact.cosine == pytest.approx(1.0)
+
+
+def _outputs(*rows: tuple[float, int]) -> FidelityReport:
+    """A report of outputs ``(SQNR dB, values measured)``."""
+    return FidelityReport("held-out", 6, 2, [OutputFidelity(f"o{i}", db, 1.0, 0.0, None,
+                                                            values=n)
+                                             for i, (db, n) in enumerate(rows)])
+
+
+def test_score_weighs_each_output_by_the_values_that_measure_it():
+    # one output: its own ratio, however few values measured it
+    assert score(_outputs((30.0, 2))) == pytest.approx(30.0)
+    # a ratio over n values spreads by 10/ln(10) * sqrt(2/n) dB: 6.14 dB at n = 1, so an
+    # output counts n / (n + 37.7); 2,808 values (0.9868) against 2 values (0.0504)
+    w1, w2 = 2808 / (2808 + 37.7), 2 / (2 + 37.7)
+    assert score(_outputs((40.0, 2808), (20.0, 2))) == pytest.approx(
+        (40.0 * w1 + 20.0 * w2) / (w1 + w2), abs=1e-3)
+    # outputs measured on many values count alike: the plain mean
+    assert score(_outputs((40.0, 10**6), (20.0, 10**6))) == pytest.approx(30.0, abs=1e-3)
+    # a report without counts (older callers): the plain mean
+    assert score(_outputs((40.0, 0), (20.0, 0))) == pytest.approx(30.0)
+
+
+def test_score_spread_by_hand():
+    # one output of 100 values: 10 / ln(10) * sqrt(2 / 100) = 0.614 dB
+    assert score_spread(_outputs((30.0, 100))) == pytest.approx(0.6142, abs=1e-4)
+    # two of 100: each weighs 100 / 137.7 = 0.7262, sqrt(2) * 0.7262 * 0.6142 / 1.4524
+    assert score_spread(_outputs((30.0, 100), (10.0, 100))) == pytest.approx(
+        0.6142 / math.sqrt(2), abs=1e-4)
+
+
+def test_choose_keeps_the_simplest_candidate_the_samples_do_not_tell_apart():
+    # 100 values: a spread of 0.61 dB; 0.5 dB better is not shown, 1 dB better is
+    reports = {"plain": _outputs((30.0, 100)), "rewritten": _outputs((30.5, 100)),
+               "more": _outputs((29.0, 100))}
+    assert choose(reports) == "plain"
+    reports["rewritten"] = _outputs((31.0, 100))
+    assert choose(reports) == "rewritten"
+    # a million values: 0.006 dB; 0.1 dB decides
+    assert choose({"plain": _outputs((30.0, 10**6)),
+                   "rewritten": _outputs((30.1, 10**6))}) == "rewritten"
+    # the presence flag of two held-out faces does not outvote 2,808 coordinates
+    assert choose({"zero points": _outputs((43.6, 2808), (26.4, 2)),
+                   "bias correction": _outputs((42.1, 2808), (29.9, 2))}) == "zero points"
 
 
 def test_split():
