@@ -107,10 +107,13 @@ def memory_refusal(hw: HwConfig, c: int, h: int, w: int, k: int, r: int, s: int,
 
 
 class ConvEngine(wiring.Component):
-    """See the module docstring."""
+    """See the module docstring.  ``csb_per_register``: the board's register file
+    (:class:`~accel.rtl.csb_regs.CsbRegisterFile`'s ``per_register``); simulation tops may
+    take the decoded one, the same cycles faster to simulate."""
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
-                 weight_entries: int = 2048, others: tuple[str, ...] = ()) -> None:
+                 weight_entries: int = 2048, others: tuple[str, ...] = (),
+                 csb_per_register: bool = True) -> None:
         unknown = [name for name in others if name not in OTHER_UNITS and name != ELEMENTS]
         if unknown:
             raise ValueError(f"units {', '.join(unknown)} not in "
@@ -122,6 +125,7 @@ class ConvEngine(wiring.Component):
         self.others = tuple(name for name in others if name in OTHER_UNITS)
         self.elements = ELEMENTS in others
         self.entries = (feature_entries, weight_entries)
+        self.csb_per_register = csb_per_register
         super().__init__({
             "req": In(CSB_REQUEST),
             "rdata": Out(32), "rvalid": Out(1), "error": Out(1), "irq": Out(1),
@@ -134,7 +138,7 @@ class ConvEngine(wiring.Component):
         hw = self.hw
         m.submodules.csb = csb = CsbRegisterFile(
             CONV_UNITS + (PDP_UNITS if "pdp" in self.others else ())
-            + (CDP_UNITS if "cdp" in self.others else ()))
+            + (CDP_UNITS if "cdp" in self.others else ()), per_register=self.csb_per_register)
         m.submodules.core = core = ConvCore(hw, self.points, *self.entries, OPERAND_ENTRIES)
         m.submodules.fetch = fetch = ConvFetch(hw, *self.entries, OPERAND_ENTRIES)
         m.submodules.wdma = wdma = OutputWriter(hw)

@@ -135,15 +135,22 @@ def write_mask(reg: Register) -> int:
 
 
 class CsbRegisterFile(wiring.Component):
-    """See the module docstring; ``units`` are names of :data:`accel.regs.UNITS`."""
+    """See the module docstring; ``units`` are names of :data:`accel.regs.UNITS`.
 
-    def __init__(self, units: tuple[str, ...] = CONV_UNITS) -> None:
+    ``per_register`` (the board's form) gives every register its own write select, read
+    pick and copy of the consumer bit, registers that the FPGA build places beside it;
+    without it (:meth:`_decoded`, for simulation tops) one decoder makes the same
+    requests take the same cycles, and a simulator evaluates one branch of each decode a
+    cycle instead of every register's select and pick (the ``engine_ram`` top on
+    Verilator 1.27x faster, docs/rtl.md)."""
+
+    def __init__(self, units: tuple[str, ...] = CONV_UNITS, per_register: bool = True) -> None:
         if "NVDLA_GLB" not in units:
             raise ValueError("the register file needs NVDLA_GLB (interrupt status and mask)")
         unknown = [u for u in units if u not in UNITS]
         if unknown:
             raise ValueError(f"units {', '.join(unknown)} not in the register map")
-        self.units = units
+        self.units, self.per_register = units, per_register
         members = {
             "req": In(CSB_REQUEST),
             "rdata": Out(32), "rvalid": Out(1), "error": Out(1), "irq": Out(1),
@@ -165,7 +172,6 @@ class CsbRegisterFile(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        req = self.req
         glb = UNITS["NVDLA_GLB"].registers
         status_reg, mask_reg, set_reg = (glb["S_INTR_STATUS"], glb["S_INTR_MASK"],
                                          glb["S_INTR_SET"])
@@ -192,10 +198,89 @@ class CsbRegisterFile(wiring.Component):
         status = storage[status_reg.address][1]
         mask = storage[mask_reg.address][1]
 
-
         def consumer(pointer: Signal | None):
             return pointer[16] if pointer is not None else 0
 
+        # ---- CSB requests: writes, reads, unmapped addresses ----------------------------
+        cleared = Signal(32)      # status bits a write of 1 clears this cycle
+        setbits = Signal(32)      # ... and S_INTR_SET sets
+        requests = self._per_register if self.per_register else self._decoded
+        selects = requests(m, storage, status_reg=status_reg, set_reg=set_reg,
+                           status_bits=status_bits, cleared=cleared, setbits=setbits)
+
+        # ---- the datapath's view, op enables, completions -------------------------------
+        raised = []               # status bits the completions of this cycle raise
+        for unit in self.units:
+            regs = d_registers(unit)
+            if not regs:
+                continue
+            pointer = pointers.get(unit)
+            view = getattr(self, f"{port_name(unit)}_regs")
+            done = getattr(self, f"{port_name(unit)}_done", None)
+            for i, reg in enumerate(regs):
+                g0, g1 = storage[reg.address][1]
+                if pointer is None:
+                    m.d.comb += view[i].eq(g0)
+                    continue
+                # the consumer bit, copied per register (``keep``): the pointer's own bit
+                # selecting every register of the unit was among the build's most congested
+                # nets.  Each copy takes the bit's next value, so it always equals the bit
+                # (only a completion flips it; the field is read-only)
+                if not self.per_register:
+                    m.d.comb += view[i].eq(Mux(pointer[16], g1, g0))
+                    continue
+                here = kept(f"{port_name(unit)}_consumer_{i}",
+                            init=(UNITS[unit].registers["S_POINTER"].reset >> 16) & 1)
+                flip = done if done is not None else Const(0)
+                m.d.sync += here.eq(pointer[16] ^ flip)
+                m.d.comb += view[i].eq(Mux(here, g1, g0))
+            if "D_OP_ENABLE" not in UNITS[unit].registers:
+                continue
+            g0, g1 = storage[UNITS[unit].registers["D_OP_ENABLE"].address][1]
+            done = getattr(self, f"{port_name(unit)}_done")
+            op_en = getattr(self, f"{port_name(unit)}_op_en")
+            if pointer is None:
+                m.d.comb += op_en.eq(g0[0])
+                with m.If(done):
+                    m.d.sync += g0[0].eq(0)
+                continue
+            m.d.comb += op_en.eq(Mux(pointer[16], g1[0], g0[0]))
+            with m.If(done):
+                with m.If(pointer[16]):
+                    m.d.sync += g1[0].eq(0)
+                with m.Else():
+                    m.d.sync += g0[0].eq(0)
+                m.d.sync += pointer[16].eq(~pointer[16])
+            for source in DONE_SOURCES.get(unit, ()):
+                for group in (0, 1):
+                    bit = status_reg.field(f"{source}_STATUS{group}").mask
+                    raised.append(Mux(done & (consumer(pointer) == group), bit, 0))
+
+        # ---- lookup tables: the S_ registers and the access strobes -----------------------
+        for unit in self.units:
+            if unit not in LUT_UNITS:
+                continue
+            view = getattr(self, f"{port_name(unit)}_singles")
+            for i, reg in enumerate(s_registers(unit)):
+                m.d.comb += view[i].eq(storage[reg.address][1])
+            for reg_name, strobe in LUT_STROBES.items():
+                address = UNITS[unit].registers[reg_name].address
+                m.d.sync += getattr(self, f"{port_name(unit)}_{strobe}").eq(selects[address])
+
+        # ---- GLB interrupt status and the pin -------------------------------------------
+        raise_bits = Const(0, 32)
+        for term in raised:
+            raise_bits = raise_bits | term
+        m.d.sync += status.eq((status & ~cleared) | setbits | (raise_bits & ~mask))
+        m.d.comb += self.irq.eq(status != 0)
+        return m
+
+    def _per_register(self, m: Module, storage: dict, *, status_reg: Register,
+                      set_reg: Register, status_bits: int, cleared: Signal,
+                      setbits: Signal) -> dict[int, Signal]:
+        """The board's requests (``per_register``); each register's write select by
+        address."""
+        req = self.req
         # ---- CSB requests ---------------------------------------------------------------
         # The request is registered once per part of a unit's window (the copies marked
         # ``keep``, so each can sit beside its registers): from a single register the write
@@ -230,8 +315,6 @@ class CsbRegisterFile(wiring.Component):
         def write(target: Signal, wmask: int, part: int):
             return target.eq((target & ~wmask) | (wdata_late[part] & wmask))
 
-        cleared = Signal(32)      # status bits a write of 1 clears this cycle
-        setbits = Signal(32)      # ... and S_INTR_SET sets
         # what a read may return: (register, the read selects it) per window; whether the
         # request names a register of a part
         bases = sorted({_window(a) for a in storage})
@@ -291,77 +374,95 @@ class CsbRegisterFile(wiring.Component):
             m.d.sync += window.eq(any_of(chunks))
             window_data.append(window)
         m.d.sync += self.rdata.eq(any_of(window_data))
-        # the request's read and valid flags, and whether it named a register, follow it
+        hit = Signal(name="csb_hit")
+        m.d.sync += hit.eq(any_of(mine[part] & any_of(named[part]) for part in parts))
+        self._read_flags(m, hit)
+        return selects
+
+    def _decoded(self, m: Module, storage: dict, *, status_reg: Register, set_reg: Register,
+                 status_bits: int, cleared: Signal, setbits: Signal) -> dict[int, Signal]:
+        """The board's requests with the board's cycles through one decoder: the request's
+        copy; the index of the register it names (a write's a cycle later, where the board
+        has each register's select); a read's pick (the index and, for a ``D_``
+        register, the producer's group then) and the picked value a cycle later; then the
+        board's window and output stages as plain delays.  Each decode is under a check
+        that a request is there, so an idle cycle takes none of its branches."""
+        req = self.req
+        entries = sorted(storage.items())
+        index_bits = (len(entries) + 1).bit_length()
+        # the request's copy (the board's copies per part of a window)
+        addr = Signal(32, name="csb_req_addr")
+        valid, writing = Signal(name="csb_req_valid"), Signal(name="csb_req_write")
+        wdata, wdata_late = Signal(32, name="csb_req_wdata"), Signal(32, name="csb_wdata_late")
+        m.d.sync += [addr.eq(req.addr), valid.eq(req.valid & (req.addr[:2] == 0)),
+                     writing.eq(req.write), wdata.eq(req.wdata), wdata_late.eq(wdata)]
+        named = Signal(index_bits, name="csb_named")     # the register's index + 1; 0: none
+        with m.If(valid), m.Switch(addr):
+            for i, (address, _) in enumerate(entries):
+                with m.Case(address):
+                    m.d.comb += named.eq(i + 1)
+        written = Signal(index_bits, name="csb_written")  # the board's selects, as an index
+        m.d.sync += written.eq(Mux(valid & writing, named, 0))
+        selects = {address: Signal(name=f"csb_select_{address:x}") for address, _ in entries}
+        m.d.comb += [selects[address].eq(written == i + 1)
+                     for i, (address, _) in enumerate(entries)]
+
+        def write(target: Signal, wmask: int):
+            return target.eq((target & ~wmask) | (wdata_late & wmask))
+
+        with m.If(written != 0), m.Switch(written):
+            for i, (_, (reg, store, pointer)) in enumerate(entries):
+                with m.Case(i + 1):
+                    wmask = write_mask(reg)
+                    if isinstance(store, tuple):              # a D_ register: two groups
+                        if pointer is None:
+                            m.d.sync += write(store[0], wmask)
+                        else:
+                            with m.If(pointer[0]):
+                                m.d.sync += write(store[1], wmask)
+                            with m.Else():
+                                m.d.sync += write(store[0], wmask)
+                    elif reg is status_reg:
+                        m.d.comb += cleared.eq(wdata_late & status_bits)
+                    elif reg is set_reg:
+                        m.d.comb += setbits.eq(wdata_late & status_bits)
+                    elif wmask:
+                        m.d.sync += write(store, wmask)
+        # reads: pick 2 i + 1 is entry i (a D_ register's group 0), 2 i + 2 its group 1
+        pick = Signal((2 * len(entries) + 1).bit_length(), name="csb_pick")
+        m.d.sync += pick.eq(0)
+        with m.If(valid & ~writing), m.Switch(addr):
+            for i, (address, (_, store, pointer)) in enumerate(entries):
+                with m.Case(address):
+                    if isinstance(store, tuple) and pointer is not None:
+                        m.d.sync += pick.eq(2 * i + 1 + pointer[0])
+                    else:
+                        m.d.sync += pick.eq(2 * i + 1)
+        value, window = Signal(32, name="csb_value"), Signal(32, name="csb_window")
+        m.d.sync += value.eq(0)
+        with m.If(pick != 0), m.Switch(pick):
+            for i, (_, (_, store, _)) in enumerate(entries):
+                with m.Case(2 * i + 1):
+                    m.d.sync += value.eq(store[0] if isinstance(store, tuple) else store)
+                if isinstance(store, tuple):
+                    with m.Case(2 * i + 2):
+                        m.d.sync += value.eq(store[1])
+        m.d.sync += [window.eq(value), self.rdata.eq(window)]
+        hit = Signal(name="csb_hit")
+        m.d.sync += hit.eq(valid & (named != 0))
+        self._read_flags(m, hit)
+        return selects
+
+    def _read_flags(self, m: Module, hit: Signal) -> None:
+        """``rvalid`` and ``error``: the request's read and valid flags follow it for
+        :data:`READ_LATENCY` cycles, whether it named a register (``hit``, known after
+        the request's copy) for the rest."""
+        req = self.req
         read = [Signal(name=f"csb_read_{i}") for i in range(READ_LATENCY - 1)]
         valid = [Signal(name=f"csb_valid_{i}") for i in range(READ_LATENCY - 1)]
         m.d.sync += [read[0].eq(req.valid & ~req.write), valid[0].eq(req.valid)]
         m.d.sync += [read[i].eq(read[i - 1]) for i in range(1, READ_LATENCY - 1)]
         m.d.sync += [valid[i].eq(valid[i - 1]) for i in range(1, READ_LATENCY - 1)]
-        hit = [Signal(name=f"csb_hit_{i}") for i in range(READ_STAGES - 1)]
-        m.d.sync += hit[0].eq(any_of(mine[part] & any_of(named[part]) for part in parts))
-        m.d.sync += [hit[i].eq(hit[i - 1]) for i in range(1, READ_STAGES - 1)]
-        m.d.sync += [self.rvalid.eq(read[-1]), self.error.eq(valid[-1] & ~hit[-1])]
-
-        # ---- the datapath's view, op enables, completions -------------------------------
-        raised = []               # status bits the completions of this cycle raise
-        for unit in self.units:
-            regs = d_registers(unit)
-            if not regs:
-                continue
-            pointer = pointers.get(unit)
-            view = getattr(self, f"{port_name(unit)}_regs")
-            done = getattr(self, f"{port_name(unit)}_done", None)
-            for i, reg in enumerate(regs):
-                g0, g1 = storage[reg.address][1]
-                if pointer is None:
-                    m.d.comb += view[i].eq(g0)
-                    continue
-                # the consumer bit, copied per register (``keep``): the pointer's own bit
-                # selecting every register of the unit was among the build's most congested
-                # nets.  Each copy takes the bit's next value, so it always equals the bit
-                # (only a completion flips it; the field is read-only)
-                here = kept(f"{port_name(unit)}_consumer_{i}",
-                            init=(UNITS[unit].registers["S_POINTER"].reset >> 16) & 1)
-                flip = done if done is not None else Const(0)
-                m.d.sync += here.eq(pointer[16] ^ flip)
-                m.d.comb += view[i].eq(Mux(here, g1, g0))
-            if "D_OP_ENABLE" not in UNITS[unit].registers:
-                continue
-            g0, g1 = storage[UNITS[unit].registers["D_OP_ENABLE"].address][1]
-            done = getattr(self, f"{port_name(unit)}_done")
-            op_en = getattr(self, f"{port_name(unit)}_op_en")
-            if pointer is None:
-                m.d.comb += op_en.eq(g0[0])
-                with m.If(done):
-                    m.d.sync += g0[0].eq(0)
-                continue
-            m.d.comb += op_en.eq(Mux(pointer[16], g1[0], g0[0]))
-            with m.If(done):
-                with m.If(pointer[16]):
-                    m.d.sync += g1[0].eq(0)
-                with m.Else():
-                    m.d.sync += g0[0].eq(0)
-                m.d.sync += pointer[16].eq(~pointer[16])
-            for source in DONE_SOURCES.get(unit, ()):
-                for group in (0, 1):
-                    bit = status_reg.field(f"{source}_STATUS{group}").mask
-                    raised.append(Mux(done & (consumer(pointer) == group), bit, 0))
-
-        # ---- lookup tables: the S_ registers and the access strobes -----------------------
-        for unit in self.units:
-            if unit not in LUT_UNITS:
-                continue
-            view = getattr(self, f"{port_name(unit)}_singles")
-            for i, reg in enumerate(s_registers(unit)):
-                m.d.comb += view[i].eq(storage[reg.address][1])
-            for reg_name, strobe in LUT_STROBES.items():
-                address = UNITS[unit].registers[reg_name].address
-                m.d.sync += getattr(self, f"{port_name(unit)}_{strobe}").eq(selects[address])
-
-        # ---- GLB interrupt status and the pin -------------------------------------------
-        raise_bits = Const(0, 32)
-        for term in raised:
-            raise_bits = raise_bits | term
-        m.d.sync += status.eq((status & ~cleared) | setbits | (raise_bits & ~mask))
-        m.d.comb += self.irq.eq(status != 0)
-        return m
+        hits = [hit] + [Signal(name=f"csb_hit_{i}") for i in range(1, READ_STAGES - 1)]
+        m.d.sync += [hits[i].eq(hits[i - 1]) for i in range(1, READ_STAGES - 1)]
+        m.d.sync += [self.rvalid.eq(read[-1]), self.error.eq(valid[-1] & ~hits[-1])]

@@ -82,6 +82,8 @@ TOPS: dict[str, Callable[[HwConfig], wiring.Component]] = {
     "cacc": Accumulator,
     "conv": ConvCore,
     "csb": lambda cfg: CsbRegisterFile(),
+    # the register file as the simulation tops have it (one decoder, the same cycles)
+    "csb_decoded": lambda cfg: CsbRegisterFile(per_register=False),
     "engine": ConvEngine,
     # memories large enough for NVIDIA's direct-convolution traces, PDP and SDP from memory
     "engine_traces": lambda cfg: RegisteredReset(ConvEngine(

@@ -321,8 +321,10 @@ class RamEngine(wiring.Component):
     def __init__(self, cfg, ram_bytes: int, engine_entries: int, windows: int = 8,
                  others: tuple[str, ...] = ()) -> None:
         self.cfg, self.words, self.windows = cfg, ram_bytes // cfg.atom_size, windows
+        # (the register file decoded in one place: simulated only, like the RAM below)
         self.engine = ConvEngine(cfg, feature_entries=engine_entries,
-                                 weight_entries=engine_entries, others=others)
+                                 weight_entries=engine_entries, others=others,
+                                 csb_per_register=False)
         nb = cfg.atom_size
         super().__init__({
             "req": In(CSB_REQUEST), "rdata": Out(32), "rvalid": Out(1), "error": Out(1),
