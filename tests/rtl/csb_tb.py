@@ -85,11 +85,13 @@ async def random_csb_traffic(dut) -> None:
         await RisingEdge(dut.clk)
     dut.rst.value = 0
 
-    counts = {"writes": 0, "reads": 0, "dones": 0, "errors": 0, "irq_cycles": 0}
+    counts = {"writes": 0, "reads": 0, "dones": 0, "errors": 0, "irq_cycles": 0,
+              "write_and_done": 0}
     for step in range(STEPS):
         kind = rng.random()
         req = None
         done = None
+        landing = None          # a unit completing as the write lands
         if kind < 0.45:                                  # a write
             pick = rng.random()
             addr = int(rng.choice(pointers if pick < 0.1 else op_enables if pick < 0.25
@@ -98,6 +100,15 @@ async def random_csb_traffic(dut) -> None:
             if addr == UNITS["NVDLA_GLB"].registers["S_INTR_SET"].address:
                 value &= int(rng.integers(0, 2**32)) & int(rng.integers(0, 2**32))  # sparse
             req = (addr, 1, value)
+            # now and then the written register's unit completes in the cycle the write
+            # lands (WRITE_LATENCY cycles on; it lands in the producer's group, which the
+            # completion does not move); not with a write of its op enable, which the
+            # two would set apart
+            owner = by_address(addr).unit
+            if owner in done_units and model.regs[owner].enabled() and rng.random() < 0.5 \
+                    and addr != UNITS[owner].registers["D_OP_ENABLE"].address:
+                landing = owner
+                counts["write_and_done"] += 1
         elif kind < 0.8:                                 # a read, often of GLB's status
             glb = [r.address for r in UNITS["NVDLA_GLB"].registers.values()]
             req = (int(rng.choice(glb if rng.random() < 0.3 else addresses)), 0, 0)
@@ -117,12 +128,17 @@ async def random_csb_traffic(dut) -> None:
         dut.req.value = 0
         if done is not None:
             getattr(dut, f"{port_name(done)}_done").value = 0
-        for _ in range(WRITE_LATENCY):      # ... and acts
+        for i in range(WRITE_LATENCY):      # ... and acts
+            if landing is not None and i == WRITE_LATENCY - 1:
+                getattr(dut, f"{port_name(landing)}_done").value = 1
             await RisingEdge(dut.clk)
+        if landing is not None:
+            getattr(dut, f"{port_name(landing)}_done").value = 0
         await ReadOnly()
-        if done is not None:
-            model.done(done)
-            counts["dones"] += 1
+        for unit in (done, landing):
+            if unit is not None:
+                model.done(unit)
+                counts["dones"] += 1
         mapped = req is not None and by_address(req[0]) is not None \
             and by_address(req[0]).unit in CONV_UNITS
         want = None                         # a read's value, as the request found it

@@ -30,3 +30,4 @@ def test_csb_register_file_matches_the_cmodel(top: str) -> None:
           f"{summary['irq_cycles']} steps")
     assert summary["tests"] == 1 and summary["steps"] == 3000
     assert min(summary[k] for k in ("writes", "reads", "dones", "errors", "irq_cycles")) > 10
+    assert summary["write_and_done"] >= 5      # completions in the cycle a write lands
