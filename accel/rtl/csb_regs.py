@@ -222,13 +222,13 @@ class CsbRegisterFile(wiring.Component):
                 if pointer is None:
                     m.d.comb += view[i].eq(g0)
                     continue
+                if not self.per_register:
+                    m.d.comb += view[i].eq(Mux(pointer[16], g1, g0))
+                    continue
                 # the consumer bit, copied per register (``keep``): the pointer's own bit
                 # selecting every register of the unit was among the build's most congested
                 # nets.  Each copy takes the bit's next value, so it always equals the bit
                 # (only a completion flips it; the field is read-only)
-                if not self.per_register:
-                    m.d.comb += view[i].eq(Mux(pointer[16], g1, g0))
-                    continue
                 here = kept(f"{port_name(unit)}_consumer_{i}",
                             init=(UNITS[unit].registers["S_POINTER"].reset >> 16) & 1)
                 flip = done if done is not None else Const(0)
