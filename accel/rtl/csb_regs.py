@@ -37,6 +37,8 @@ instead of hanging.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from amaranth.hdl import Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -205,8 +207,8 @@ class CsbRegisterFile(wiring.Component):
         cleared = Signal(32)      # status bits a write of 1 clears this cycle
         setbits = Signal(32)      # ... and S_INTR_SET sets
         requests = self._per_register if self.per_register else self._decoded
-        selects = requests(m, storage, status_reg=status_reg, set_reg=set_reg,
-                           status_bits=status_bits, cleared=cleared, setbits=setbits)
+        selected = requests(m, storage, status_reg=status_reg, set_reg=set_reg,
+                            status_bits=status_bits, cleared=cleared, setbits=setbits)
 
         # ---- the datapath's view, op enables, completions -------------------------------
         raised = []               # status bits the completions of this cycle raise
@@ -265,7 +267,7 @@ class CsbRegisterFile(wiring.Component):
                 m.d.comb += view[i].eq(storage[reg.address][1])
             for reg_name, strobe in LUT_STROBES.items():
                 address = UNITS[unit].registers[reg_name].address
-                m.d.sync += getattr(self, f"{port_name(unit)}_{strobe}").eq(selects[address])
+                m.d.sync += getattr(self, f"{port_name(unit)}_{strobe}").eq(selected(address))
 
         # ---- GLB interrupt status and the pin -------------------------------------------
         raise_bits = Const(0, 32)
@@ -277,9 +279,9 @@ class CsbRegisterFile(wiring.Component):
 
     def _per_register(self, m: Module, storage: dict, *, status_reg: Register,
                       set_reg: Register, status_bits: int, cleared: Signal,
-                      setbits: Signal) -> dict[int, Signal]:
-        """The board's requests (``per_register``); each register's write select by
-        address."""
+                      setbits: Signal) -> Callable[[int], Value]:
+        """The board's requests (``per_register``); returns a register's write select
+        (a cycle before the write lands) by its address."""
         req = self.req
         # ---- CSB requests ---------------------------------------------------------------
         # The request is registered once per part of a unit's window (the copies marked
@@ -377,10 +379,10 @@ class CsbRegisterFile(wiring.Component):
         hit = Signal(name="csb_hit")
         m.d.sync += hit.eq(any_of(mine[part] & any_of(named[part]) for part in parts))
         self._read_flags(m, hit)
-        return selects
+        return selects.__getitem__
 
     def _decoded(self, m: Module, storage: dict, *, status_reg: Register, set_reg: Register,
-                 status_bits: int, cleared: Signal, setbits: Signal) -> dict[int, Signal]:
+                 status_bits: int, cleared: Signal, setbits: Signal) -> Callable[[int], Value]:
         """The board's requests with the board's cycles through one decoder: the request's
         copy; the index of the register it names (a write's a cycle later, where the board
         has each register's select); a read's pick (the index and, for a ``D_``
@@ -403,9 +405,7 @@ class CsbRegisterFile(wiring.Component):
                     m.d.comb += named.eq(i + 1)
         written = Signal(index_bits, name="csb_written")  # the board's selects, as an index
         m.d.sync += written.eq(Mux(valid & writing, named, 0))
-        selects = {address: Signal(name=f"csb_select_{address:x}") for address, _ in entries}
-        m.d.comb += [selects[address].eq(written == i + 1)
-                     for i, (address, _) in enumerate(entries)]
+        index = {address: i + 1 for i, (address, _) in enumerate(entries)}
 
         def write(target: Signal, wmask: int):
             return target.eq((target & ~wmask) | (wdata_late & wmask))
@@ -451,7 +451,7 @@ class CsbRegisterFile(wiring.Component):
         hit = Signal(name="csb_hit")
         m.d.sync += hit.eq(valid & (named != 0))
         self._read_flags(m, hit)
-        return selects
+        return lambda address: written == index[address]
 
     def _read_flags(self, m: Module, hit: Signal) -> None:
         """``rvalid`` and ``error``: the request's read and valid flags follow it for

@@ -76,7 +76,7 @@ FOLDS = 4
 SCORE_DB_PER_ROOT_VALUE = 10.0 / math.log(10.0) * math.sqrt(2.0)
 #: values at which an output's ratio counts half in :func:`score`: its spread is then the
 #: 1 dB that decides between candidates
-SCORE_VALUES = SCORE_DB_PER_ROOT_VALUE ** 2
+SCORE_VALUES = (SCORE_DB_PER_ROOT_VALUE / FLOAT_OUTPUTS_GAIN_DB) ** 2
 
 
 @dataclass
@@ -242,9 +242,10 @@ def choose(reports: Mapping[K, FidelityReport]) -> K:
     """The first candidate of ``reports`` (in their order: the fewest rewrites first)
     whose :func:`score` is within :func:`score_spread` of the best one's: a rewrite that
     wins by less than the held-out samples can measure has not shown that it helps."""
-    top = max(reports, key=lambda key: score(reports[key]))
-    floor = score(reports[top]) - score_spread(reports[top])
-    return next(key for key, r in reports.items() if score(r) >= floor)
+    scores = {key: score(r) for key, r in reports.items()}
+    top = max(scores, key=scores.__getitem__)
+    floor = scores[top] - score_spread(reports[top])
+    return next(key for key, s in scores.items() if s >= floor)
 
 
 def _db(v: float) -> str:
