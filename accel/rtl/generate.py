@@ -176,6 +176,36 @@ def generate_verilog(cfg: HwConfig, out_dir: str | Path, top: str = "cmac",
     return path
 
 
+def clocked_top(verilog: Path, top: str, clock_ns: int) -> Path:
+    """Write ``<top>_clocked.v`` beside ``verilog``: a module of that name holding ``top``
+    with its clock made inside, a ``clk`` register toggled every ``clock_ns / 2`` time
+    units, and every other port passed through under its own name; and its
+    ``.ports.json``, where ``clk`` is an output (a testbench awaits its edges, nothing
+    drives it).  A simulation of this top runs without a testbench clock (cocotb writing
+    ``clk`` through VPI twice a cycle).  Returns the path of the Verilog."""
+    if clock_ns < 2 or clock_ns % 2:
+        raise ValueError(f"clock period {clock_ns} must be an even number of time units")
+    ports = json.loads(verilog.with_name(f"{top}.ports.json").read_text())
+    if {"name": "clk", "direction": "input", "width": 1} not in ports:
+        raise ValueError(f"{top} has no 1-bit clk input to generate")
+    passed = [p for p in ports if p["name"] != "clk"]
+    name = f"{top}_clocked"
+    lines = [f"module {name}({', '.join(p['name'] for p in passed)});"]
+    for p in passed:
+        width = f" [{p['width'] - 1}:0]" if p["width"] > 1 else ""
+        lines.append(f"  {p['direction']}{width} {p['name']};")
+    lines += ["  reg clk = 1'b0;", f"  always #{clock_ns // 2} clk = ~clk;",
+              f"  {top} inner (", "    .clk(clk),"]
+    lines += [f"    .{p['name']}({p['name']}){',' if i < len(passed) - 1 else ''}"
+              for i, p in enumerate(passed)]
+    lines += ["  );", "endmodule"]
+    path = verilog.with_name(f"{name}.v")
+    path.write_text("\n".join(lines) + "\n")
+    clk = {"name": "clk", "direction": "output", "width": 1}
+    path.with_suffix(".ports.json").write_text(json.dumps([*passed, clk], indent=1) + "\n")
+    return path
+
+
 def config_from_json(text: str) -> HwConfig:
     """Inverse of the ``<top>.config.json`` dump (used by the cocotb testbench)."""
     return HwConfig(**json.loads(text))

@@ -34,7 +34,7 @@ from typing import Any
 
 from accel.config import HwConfig
 from accel.errors import AccelError
-from accel.rtl.generate import generate_verilog
+from accel.rtl.generate import clocked_top, generate_verilog
 
 #: Simulators the RTL tests are run with (cocotb runner names).
 SIMULATORS = ("icarus", "verilator")
@@ -53,6 +53,10 @@ DEFAULT_TB_DIR = Path(__file__).resolve().parents[2] / "tests" / "rtl"
 #: (``-O3`` and ``-march=native`` no faster again, ``--output-split 0`` slower: docs/rtl.md).
 BUILD_ARGS = {"icarus": [], "verilator": ["-Wno-fatal", "--no-public-flat-rw",
                                           "-CFLAGS", "-O2"]}
+
+#: more build arguments for a design whose clock is made inside (:func:`clocked_top`): Verilator
+#: schedules delays (``#5``) only with ``--timing``
+CLOCKED_ARGS = {"icarus": [], "verilator": ["--timing"]}
 
 #: cocotb 2 needs Verilator 5.036 or newer (Debian's 5.006 is too old)
 MIN_VERILATOR = (5, 36)
@@ -151,18 +155,20 @@ def _on_sys_path(directory: Path) -> Iterator[None]:
 
 
 def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = False,
-             models: tuple[Path, ...] = ()) -> Path:
-    """The directory of ``verilog`` (with the Verilog ``models`` of primitives it
+             models: tuple[Path, ...] = (), clocked: bool = False) -> Path:
+    """The directory of ``verilog`` (with the Verilog ``models`` of modules it
     instantiates) compiled by ``runner`` for ``simulator``: built on the first call for
     this design and these options, reused afterwards.  Processes that ask for the same
-    design at once wait for one build (a file lock).
+    design at once wait for one build (a file lock).  ``clocked``: ``top`` makes its own
+    clock (:data:`CLOCKED_ARGS`).
 
     Raises
     ------
     SimulationFailed
         If the build fails (its log's last lines in the message).
     """
-    options = [simulator, top, repr(waves), repr(TIMESCALE), *BUILD_ARGS[simulator]]
+    build_args = BUILD_ARGS[simulator] + (CLOCKED_ARGS[simulator] if clocked else [])
+    options = [simulator, top, repr(waves), repr(TIMESCALE), *build_args]
     sources = [verilog, *models]
     if simulator == "verilator":      # (the runner takes the last source for the top's)
         sources.insert(0, port_config(verilog, top))
@@ -182,7 +188,7 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
         log = out / f"{simulator}-build.log"
         try:       # the simulator's compile output goes to a file, not the caller's stdout
             runner.build(sources=sources, hdl_toplevel=top, build_dir=out, always=True,
-                         timescale=TIMESCALE, waves=waves, build_args=BUILD_ARGS[simulator],
+                         timescale=TIMESCALE, waves=waves, build_args=build_args,
                          log_file=None if cached else log)
         except RuntimeError as exc:
             tail = "\n".join(log.read_text().splitlines()[-25:]) if log.exists() else ""
@@ -280,7 +286,8 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
                simulator: str = "icarus", seed: int = 1, waves: bool = False,
                extra_env: dict[str, str] | None = None,
                models: tuple[Path, ...] = (),
-               factory: Callable[[HwConfig], Any] | None = None) -> dict:
+               factory: Callable[[HwConfig], Any] | None = None,
+               clock_ns: int | None = None) -> dict:
     """Generate ``top`` for ``cfg``, build it with ``simulator`` and run ``test_module``.
 
     Parameters
@@ -306,6 +313,12 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     factory : callable, optional
         Builds ``top`` when it is not one of :data:`accel.rtl.generate.TOPS` (see
         :func:`accel.rtl.generate.make_top`).
+    clock_ns : int, optional
+        Make the clock inside the simulation with this period (ns), around ``top``
+        (:func:`accel.rtl.generate.clocked_top`), for a testbench that only awaits its
+        edges (``OPENDLA_RTL_CLOCK_NS`` tells it the period): cocotb's clock writes
+        ``clk`` through VPI twice a cycle, a tenth of the conv engine's time on
+        Verilator.  Else the testbench drives ``clk``.
 
     Returns
     -------
@@ -332,6 +345,11 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     build = Path(build_dir).resolve()
     start = time.perf_counter()
     verilog = _generated(cfg, build, top, factory)
+    hdl_top, sources, clock_env = top, models, {}
+    if clock_ns:
+        hdl_top, sources = f"{top}_clocked", (verilog, *models)
+        verilog, clock_env = clocked_top(verilog, top, clock_ns), {
+            "OPENDLA_RTL_CLOCK_NS": str(clock_ns)}
     summary_file = build / "summary.json"
     summary_file.unlink(missing_ok=True)
     log = build / f"{test_module}.log"
@@ -340,17 +358,19 @@ def run_cocotb(cfg: HwConfig, build_dir: str | Path, *, top: str = "cmac",
     with env, _on_sys_path(tb_dir):
         runner = get_runner(simulator)
         build_start = time.perf_counter()
-        sim_dir = compiled(runner, verilog, top, simulator, waves, tuple(models))
+        sim_dir = compiled(runner, verilog, hdl_top, simulator, waves, tuple(sources),
+                           clocked=bool(clock_ns))
         build_s = time.perf_counter() - build_start
         test_start = time.perf_counter()
         try:
             runner.test(
-                test_module=test_module, hdl_toplevel=top, build_dir=sim_dir,
+                test_module=test_module, hdl_toplevel=hdl_top, build_dir=sim_dir,
                 test_dir=build / simulator, seed=seed, waves=waves, log_file=log,
                 results_xml=str(results),
                 extra_env={"OPENDLA_RTL_CONFIG": json.dumps(dataclasses.asdict(cfg)),
                            "OPENDLA_RTL_SUMMARY": str(summary_file),
                            "COCOTB_REWRITE_ASSERTION_FILES": rewritten_asserts(test_module),
+                           **clock_env,
                            **(extra_env or {})})
         except SystemExit:
             # The runner exits the interpreter on failed tests; report instead.

@@ -241,6 +241,12 @@ def too_large(csc: dict[str, int], hw: HwConfig, entries: int = TRACE_ENTRIES) -
 MEMORIES = ("axi", "ram")
 _TOPS = {"axi": "engine_traces", "ram": "engine_ram"}
 
+#: the engine's clock period in the simulation (ns), made inside it when the memory is
+#: ``ram`` (the testbench checks it is its own).  With ``axi`` the testbench drives the
+#: clock: cocotbext-axi's bus model reads the handshakes at each rising edge, and on
+#: Verilator the edge of a clock made inside reaches it after the design has taken it.
+CLOCK_NS = 10
+
 
 class RtlError(RuntimeFault):
     """The RTL simulation failed to run an operation (it stopped, or refused the trace)."""
@@ -279,6 +285,7 @@ class RtlSimulator:
             self.summary = run_cocotb(
                 self.cfg, self.build_dir, top=_TOPS[self.memory], test_module="trace_tb",
                 tb_dir=DEFAULT_TB_DIR, simulator=self.simulator,
+                clock_ns=CLOCK_NS if self.memory == "ram" else None,
                 extra_env={"OPENDLA_TRACE_REQUESTS": str(self.requests),
                            "OPENDLA_TRACE_REPLIES": str(self.replies),
                            "OPENDLA_RTL_MEMORY": self.memory})

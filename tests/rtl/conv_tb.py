@@ -270,10 +270,16 @@ async def load_and_run(dut, hw: HwConfig, conv: dict, post: dict, want: np.ndarr
 
 
 async def reset(dut, *inputs: str, clock: bool = True) -> None:
-    """Start the clock (``clock``: else it runs already) and reset the design with the
-    inputs named held at 0 (a cycle more after ``rst`` falls: the simulation tops'
-    reset is a register behind it, :class:`accel.rtl.generate.RegisteredReset`)."""
-    if clock:
+    """Start the clock (``clock``: else it runs already; the design makes its own when
+    ``OPENDLA_RTL_CLOCK_NS`` says so, :func:`accel.rtl.sim.run_cocotb`) and reset the
+    design with the inputs named held at 0 (a cycle more after ``rst`` falls: the
+    simulation tops' reset is a register behind it,
+    :class:`accel.rtl.generate.RegisteredReset`)."""
+    inside = os.environ.get("OPENDLA_RTL_CLOCK_NS")
+    if inside and int(inside) != CLOCK_NS:
+        raise ValueError(f"the design's clock period is {inside} ns, the testbench's "
+                         f"{CLOCK_NS} ns")
+    if clock and not inside:
         cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
     for name in inputs:
