@@ -8,7 +8,7 @@ operand memory entry (:func:`accel.rtl.conv_layout.operand_layout`).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,8 +18,9 @@ from accel.rtl.timing import kept, kept_copies, kept_like, set_all
 
 #: SDP_RDMA ``DATA_USE`` codes
 USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
-#: commands issued ahead of the stage whose words are taken next
-AHEAD = 2
+#: commands issued ahead of the stage whose words are taken next (the fetch's AXI reader
+#: keeps four bursts in flight)
+AHEAD = 4
 
 
 class OperandFetchLayout(data.StructLayout):
@@ -31,11 +32,12 @@ class OperandFetchLayout(data.StructLayout):
 
 class OperandFetch(wiring.Component):
     """See the module docstring.  ``go`` (a pulse, a cycle after ``launch``) starts the
-    fetch; ``finished`` is high in its last cycle.  Per kernel group and stage: a command
-    for the stage's words (``cmd_*``, issued up to :data:`AHEAD` stages ahead), the words
-    as they come (``receiving``: ``beat_*`` is taken), then the stage's lanes decoded one
-    a cycle; a kernel group's operands are written the cycle after its last stage's
-    decode ends.
+    fetch; ``finished`` is high in its last cycle.  Per kernel group and stage that reads
+    memory: a command for the stage's words (``cmd_*``, issued up to :data:`AHEAD` stages
+    ahead), the words as they come (``receiving``: ``beat_*`` is taken, from ``go`` to the
+    last word), every lane decoded in the cycle after the stage's last word (beside the
+    next stage's first); a kernel group's operands are written the cycle after its last
+    stage's decode.
 
     Attributes
     ----------
@@ -58,7 +60,6 @@ class OperandFetch(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        n_k = self.hw.atomic_k
         kg = Signal(SIZE_BITS)
         stage = Signal()
         st = Signal(OperandFetchLayout())          # the stage being received and decoded
@@ -73,71 +74,61 @@ class OperandFetch(wiring.Component):
         esize = Signal(3)
         m.d.comb += esize.eq(Mux(stage, sizes[1], sizes[0]))
         word = Signal(2)
-        lane = Signal(range(n_k))
-        # the decode runs on kept copies of its flag, one per word of the raw buffer and
-        # per operand field, set and cleared as the decode starts and ends (not the
-        # state's decode as every bit's select); the words take the bus likewise on
-        # copies of the receiving state's flag, and shift on copies of the element size
-        decoding = kept_copies("decoding", 8)
+        # the words take the bus on kept copies of the receiving flag, one per word of the
+        # raw buffer; the decode on kept copies of its flag, one per operand field, set
+        # for the cycle after a stage's last word (not a state's decode as every bit's
+        # select)
+        active = Signal()                          # from go to the last word
+        decoding = kept_copies("decoding", 4)
         receiving = kept_copies("receiving", 4)
-        elems = kept_copies("elem", 4, 3)
-        assembled = self._decode(m, stage, st, word, decoding, receiving, elems)
+        assembled = self._decode(m, stage, st, word, decoding, receiving)
         taken = Signal()                           # a command's words are taken from now on
-        ahead = self._commands(m, taken, sizes)
+        self._commands(m, taken, sizes)
+        beat = Signal()
+        last_word, last_stage, last_group = Signal(), Signal(), Signal()
+        m.d.comb += [beat.eq(active & self.beat_valid),
+                     last_word.eq(word == esize - 1),
+                     # the group's last stage that reads memory: X2, or X1 when X2 reads none
+                     last_stage.eq(stage | ~self.x2.fetch),
+                     last_group.eq(kg == self.kernel_groups - 1),
+                     taken.eq(beat & (word == 0))]
+        # a stage's words as they come (the bus holds nothing else while this block is
+        # active), the next stage's as soon as its last is in: the decode of a stage takes
+        # the cycle after its last word, beside the next stage's first
+        decoded_last = Signal()                    # the decode is of a group's last stage
+        decoded_kg = Signal.like(kg)
+        m.d.sync += [*set_all(decoding, 0), decoded_last.eq(0)]
         with m.If(self.launch):
-            m.d.sync += [kg.eq(0), stage.eq(0)]
-        with m.FSM() as fsm:
-            with m.State("IDLE"):
-                with m.If(self.go):
-                    m.next = "WORDS"
-            with m.State("WORDS"):                 # this stage's command is on its way
-                with m.If(~st.fetch):
-                    m.next = "NEXT_STAGE"
-                with m.Elif(ahead != 0):
-                    m.d.sync += [word.eq(0), *set_all(receiving, 1)]
-                    m.next = "DATA"
-            with m.State("DATA"):
-                with m.If(self.beat_valid):
-                    m.d.sync += word.eq(word + 1)
-                    with m.If(word == esize - 1):
-                        m.d.sync += [lane.eq(0), *set_all(elems, esize),
-                                     *set_all(decoding, 1), *set_all(receiving, 0)]
-                        m.next = "DECODE"
-            with m.State("DECODE"):
-                m.d.sync += lane.eq(lane + 1)
-                with m.If(lane == n_k - 1):
-                    m.d.sync += set_all(decoding, 0)
-                    m.next = "NEXT_STAGE"
-            with m.State("NEXT_STAGE"):
-                with m.If(~stage):
-                    m.d.sync += stage.eq(1)
-                    m.next = "WORDS"
+            m.d.sync += [kg.eq(0), stage.eq(~self.x1.fetch), word.eq(0)]
+        with m.If(self.go):
+            m.d.sync += [active.eq(1), *set_all(receiving, 1)]
+        with m.If(beat):
+            m.d.sync += word.eq(word + 1)
+            with m.If(last_word):
+                m.d.sync += [word.eq(0), *set_all(decoding, 1), decoded_last.eq(last_stage),
+                             decoded_kg.eq(kg)]
+                with m.If(last_stage):
+                    m.d.sync += [stage.eq(~self.x1.fetch), kg.eq(kg + 1)]
+                    with m.If(last_group):
+                        m.d.sync += [active.eq(0), *set_all(receiving, 0)]
                 with m.Else():
-                    m.d.sync += [stage.eq(0), kg.eq(kg + 1)]
-                    with m.If(kg == self.kernel_groups - 1):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "WORDS"
-        # a command's data are taken as WORDS moves on to DATA
-        m.d.comb += taken.eq(fsm.ongoing("WORDS") & st.fetch & (ahead != 0))
-        m.d.comb += [self.finished.eq(fsm.ongoing("NEXT_STAGE") & stage
-                                      & (kg == self.kernel_groups - 1)),
-                     self.receiving.eq(fsm.ongoing("DATA"))]
-        # written the cycle after the last stage's decode ends, from registers, beside
-        # the memory (the operands hold: the next decode is cycles away)
+                    m.d.sync += stage.eq(1)
+        m.d.comb += [self.finished.eq(decoded_last & (decoded_kg == self.kernel_groups - 1)),
+                     self.receiving.eq(active)]
+        # a group's operands written the cycle after its last stage's decode, from
+        # registers, beside the memory (the next group's decode ends a cycle later at the
+        # earliest)
         write_en, write_kg = Signal(), Signal.like(kg)
-        m.d.sync += [write_en.eq(fsm.ongoing("NEXT_STAGE") & stage), write_kg.eq(kg)]
+        m.d.sync += [write_en.eq(decoded_last), write_kg.eq(decoded_kg)]
         ow = self.write
         m.d.comb += [ow.en.eq(write_en), ow.addr.eq(write_kg), ow.data.eq(assembled)]
         return m
 
-    def _commands(self, m: Module, taken: Signal, sizes: list[Signal]) -> Signal:
+    def _commands(self, m: Module, taken: Signal, sizes: list[Signal]) -> None:
         """The commands, one per kernel group and stage that reads memory, in the order
         the words are taken, up to :data:`AHEAD` ahead of the stage whose words are taken
-        next (the bus holds their words meanwhile), so that a stage's words do not wait a
-        command's round trip after the decode before them.  Returns the count of the
-        commands issued whose words are not yet being taken (``taken``: the next one's
-        are, from this cycle)."""
+        next (``taken``: the next command's are, from this cycle), so that the words come
+        back to back rather than a command's round trip apart."""
         bus = self.hw.atom_size
         kg, stage, more = Signal(SIZE_BITS), Signal(), Signal()
         addrs = [Signal(ADDR_BITS, name="x1_addr"), Signal(ADDR_BITS, name="x2_addr")]
@@ -164,41 +155,40 @@ class OperandFetch(wiring.Component):
                          addrs[0].eq(self.x1.addr), addrs[1].eq(self.x2.addr)]
         with m.If(self.go):
             m.d.sync += more.eq(1)
-        return ahead
 
-    def _decode(self, m: Module, stage, st, word, decoding, receiving, elems) -> Signal:
-        """The stage's words, then its lanes one a cycle: each lane's element is at the
-        bottom of the words, which then shift down by an element (bytes per element =
-        words per kernel group, as the bus word is ``atomic_k`` bytes), and its ALU and
-        multiplier operands shift into the top of the stage's operands (not all lanes at
-        once, a multiplexer per lane on the format).  Returns the kernel group's operands.
-        """
+    def _decode(self, m: Module, stage, st, word, decoding, receiving) -> Signal:
+        """The stage's words, then every lane decoded in one cycle: lane ``i``'s element is
+        bytes ``[i * e, (i + 1) * e)`` of the words (``e`` bytes per element = words per
+        kernel group, as the bus word is ``atomic_k`` bytes), one or two components of one
+        or two bytes, ALU first.  Returns the kernel group's operands."""
         bus = self.hw.atom_size
         raw = Signal(4 * 8 * bus)
         assembled = Signal(operand_layout(self.hw))
-        for i, (flag, elem, bus_flag) in enumerate(zip(decoding[:4], elems, receiving,
-                                                        strict=True)):
-            shifted = Mux(elem[2], raw >> 32, Mux(elem[1], raw >> 16, raw >> 8))
+        for i, bus_flag in enumerate(receiving):
             chunk = slice(8 * bus * i, 8 * bus * (i + 1))
-            with m.If(flag):
-                m.d.sync += raw[chunk].eq(shifted[chunk])
-            with m.Elif(self.beat_valid & bus_flag & (word == i)):
+            with m.If(self.beat_valid & bus_flag & (word == i)):
                 m.d.sync += raw[chunk].eq(self.beat_word)
         # Each field decodes on its own kept copy of the stage's format and of whether it
         # is the stage's field (a cycle behind the stage, which changes cycles before its
         # words arrive), not on the stage's one net.
         fields = (("alu1", 0), ("mul1", 0), ("alu2", 1), ("mul2", 1))
-        for (name, stage_of), flag in zip(fields, decoding[4:], strict=True):
+        for (name, stage_of), flag in zip(fields, decoding, strict=True):
             use = kept_like(st.use, f"decode_use_{name}")
             wide, mine = kept(f"decode_wide_{name}"), kept(f"decode_mine_{name}")
             m.d.sync += [use.eq(st.use), wide.eq(st.wide), mine.eq(stage == stage_of)]
-            first = Mux(wide, raw[:16].as_signed(), raw[:8].as_signed())
-            if name.startswith("alu"):
-                new = Mux((use == USE_ALU) | (use == USE_BOTH), first, 0)
-            else:
-                second = Mux(wide, raw[16:32].as_signed(), raw[8:16].as_signed())
-                new = Mux(use == USE_MUL, first, Mux(use == USE_BOTH, second, 0))
+            both = use == USE_BOTH
             field = getattr(assembled, name)
-            with m.If(flag & mine):
-                m.d.sync += field.eq(Cat(field.as_value()[16:], new))
+            for lane in range(self.hw.atomic_k):
+                # the element's first and second components: 16-bit from 4-byte or 2-byte
+                # elements, 8-bit from 2-byte or 1-byte ones
+                e2, e4 = raw[16 * lane:16 * lane + 16], raw[32 * lane:32 * lane + 32]
+                first = Mux(wide, Mux(both, e4[:16], e2).as_signed(),
+                            Mux(both, e2[:8], raw[8 * lane:8 * lane + 8]).as_signed())
+                if name.startswith("alu"):
+                    new = Mux((use == USE_ALU) | both, first, 0)
+                else:
+                    second = Mux(wide, e4[16:].as_signed(), e2[8:].as_signed())
+                    new = Mux(use == USE_MUL, first, Mux(both, second, 0))
+                with m.If(flag & mine):
+                    m.d.sync += field[lane].eq(new)
         return assembled
