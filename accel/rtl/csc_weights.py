@@ -90,17 +90,23 @@ class WeightLoader(wiring.Component):
         w_fire = Signal()
         # whether the entry at ``w_addr`` is in the weight memory, from flags a cycle old
         # (no carry chain of the level's comparison into the fire): ``w_in`` compares the
-        # address with the level, valid while the address stays; ``w_in_far`` the address
-        # ``n_k`` on, valid after one move too (a beat moves the address on by at most
-        # ``n_k``, over the last kernel group's missing kernels, or back).
-        w_in, w_in_far, w_moved = Signal(), Signal(), Signal()
+        # address with the level, valid while the address stays; ``w_in_next`` the next
+        # address, valid after a move by one (``w_stepped``: a beat within its round);
+        # ``w_in_far`` the address ``n_k`` on, valid after any one move (a beat moves the
+        # address on by at most ``n_k``, over the last kernel group's missing kernels, or
+        # back).  With the level near (the last entries written), beats are read one a
+        # cycle along a round rather than one every other cycle.
+        w_in, w_in_next, w_in_far = Signal(), Signal(), Signal()
+        w_moved, w_stepped = Signal(), Signal()
         m.d.sync += [w_in.eq(w_addr < self.weight_level),
+                     w_in_next.eq(w_addr + 1 < self.weight_level),
                      w_in_far.eq(w_addr + n_k < self.weight_level),
-                     w_moved.eq(w_fire | seq.begin_load)]
+                     w_moved.eq(w_fire | seq.begin_load),
+                     w_stepped.eq(w_fire & ~k_end & ~seq.begin_load)]
         beat_room = credit_room(m, BEATS, w_fire, w_accepted, name="beat_credits",
                                 late_give=True)
         m.d.comb += w_fire.eq(loading & beat_room & self.may_read
-                              & (w_in_far | (w_in & ~w_moved)))
+                              & (w_in_far | (w_in & ~w_moved) | (w_in_next & w_stepped)))
         m.d.comb += [w_rd.en.eq(w_fire), w_rd.addr.eq(w_addr)]
         m.d.comb += self.round_read.eq(w_fire & k_end)
         with m.If(w_fire):
