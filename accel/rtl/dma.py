@@ -31,8 +31,10 @@ the data they bring (:mod:`accel.rtl.cdma`); it issues the commands and routes t
 The commands of 2 and 3 interleave in the order the convolution's first
 kernel group consumes them: a channel group's weights of the first kernel group
 follow its last line (surfaces first; with one channel group, whose lines are
-the whole input, they go first) or its line of the first row (rows first); the
-other kernel groups' weights after the last line.  A tag per command (weights
+the whole input, they go first unless the input is no larger than them, ``H * W
+<= R * S * min(K, atomic_k)`` entries: its rounds then start once the input and
+the first tap's kernels are in, not after the whole block) or its line of the
+first row (rows first); the other kernel groups' weights after the last line.  A tag per command (weights
 or a line, and its words) routes the data as they come back.
 
 The sequencer's rounds take a stripe of output points through every channel
@@ -57,6 +59,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
 
 from accel.config import HwConfig
 from accel.rtl.axi import BEAT_BITS, AxiReader, AxiWriter, read_signature, write_signature
@@ -208,7 +211,7 @@ class ConvFetch(wiring.Component):
         m.d.sync += set_all(launches, starting)
         for block, launch in zip(blocks, launches, strict=True):
             m.d.comb += block.launch.eq(launch)
-        settle, surface, order = self._products(m, starting, wc)
+        settle, surface, order, lines_first = self._products(m, starting, wc)
         m.d.comb += [fc.rows_first.eq(order), fd.rows_first.eq(order), fd.surface.eq(surface),
                      self.rows_first.eq(order)]
 
@@ -235,10 +238,11 @@ class ConvFetch(wiring.Component):
                      wc.lines_left.eq(fc.more),
                      # a block of weight credit after each channel group's last (or, rows
                      # first, first) line; with one channel group, whose lines are the
-                     # whole input, as the body starts: its weights before its lines
+                     # whole input, as the body starts (its weights before its lines)
+                     # unless the input is no larger than the block
                      wc.group_issued.eq(fc.group_issued
                                         | (body_begins & (cfg.channel_groups == 1)
-                                           & ~order))]
+                                           & ~order & ~lines_first))]
         m.d.comb += [tags.w_en.eq(issue),
                      tags.w_data.eq(Cat(beats.as_unsigned()[:BEAT_BITS], wc.ready))]
         # the data, routed by the tag of the command they answer: the word at the bus is
@@ -316,12 +320,13 @@ class ConvFetch(wiring.Component):
         return m
 
     def _products(self, m: Module, starting: Signal,
-                  weights: WeightCommands) -> tuple[Signal, Signal, Signal]:
+                  weights: WeightCommands) -> tuple[Signal, Signal, Signal, Signal]:
         """The products of the operation's registers, as registers (cfg holds from start):
         the weight words of a channel group's first kernels, a channel group's feature
-        entries (``H * W``), and from them the order of the input (:func:`rows_first`).
-        Returns the count of the cycles the first command waits for them
-        (:data:`PRODUCTS_SETTLE`), the entries and the order."""
+        entries (``H * W``), and from them the order of the input (:func:`rows_first`) and
+        whether a single channel group's lines go before its weights (the module
+        docstring).  Returns the count of the cycles the first command waits
+        for them (:data:`PRODUCTS_SETTLE`), the entries, the order and that flag."""
         cfg, n_c, n_k, bus = self.cfg, self.hw.atomic_c, self.hw.atomic_k, self.hw.atom_size
         taps, block_kernels = Signal(2 * KERNEL_BITS), Signal(SIZE_BITS + 2)
         m.d.sync += [taps.eq(cfg.r * cfg.s),
@@ -331,14 +336,17 @@ class ConvFetch(wiring.Component):
                                           2 * KERNEL_BITS + SIZE_BITS)
         order = Signal()
         m.d.sync += order.eq(~cfg.image.enable & (kernel_taps <= surface))
-        m.d.comb += weights.block.eq(_registered_product(m, "block", taps, block_kernels,
-                                                         len(weights.block)))
+        block = _registered_product(m, "block", taps, block_kernels, len(weights.block))
+        m.d.comb += weights.block.eq(block)
+        small = Signal()           # the input's words are no more than the block's
+        m.d.sync += small.eq(~cfg.image.enable
+                             & ((surface << exact_log2(n_c // bus)) <= block))
         settle = Signal(range(PRODUCTS_SETTLE + 1))
         with m.If(starting):
             m.d.sync += settle.eq(PRODUCTS_SETTLE)
         with m.Elif(settle != 0):
             m.d.sync += settle.eq(settle - 1)
-        return settle, surface, order
+        return settle, surface, order, small
 
 
 class OutputWriter(wiring.Component):
