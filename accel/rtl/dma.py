@@ -34,8 +34,8 @@ follow its last line (surfaces first; with one channel group, whose lines are
 the whole input, they go first unless the input is no larger than them, ``H * W
 <= R * S * min(K, atomic_k)`` entries: its rounds then start once the input and
 the first tap's kernels are in, not after the whole block) or its line of the
-first row (rows first); the other kernel groups' weights after the last line.  A tag per command (weights
-or a line, and its words) routes the data as they come back.
+first row (rows first); the other kernel groups' weights after the last line.  A
+tag per command (weights or a line, and its words) routes the data as they come back.
 
 The sequencer's rounds take a stripe of output points through every channel
 group, so rows first gives them their input as it arrives, all channel groups
