@@ -169,8 +169,9 @@ class OperandFetch(wiring.Component):
             with m.If(self.beat_valid & bus_flag & (word == i)):
                 m.d.sync += raw[chunk].eq(self.beat_word)
         # Each field decodes on its own kept copy of the stage's format and of whether it
-        # is the stage's field (a cycle behind the stage, which changes cycles before its
-        # words arrive), not on the stage's one net.
+        # is the stage's field, a cycle behind the stage (which moves on with the stage's
+        # last word: the decode in the next cycle sees the format of the stage it
+        # decodes), not on the stage's one net.
         fields = (("alu1", 0), ("mul1", 0), ("alu2", 1), ("mul2", 1))
         for (name, stage_of), flag in zip(fields, decoding, strict=True):
             use = kept_like(st.use, f"decode_use_{name}")
