@@ -13,14 +13,16 @@ checked) in every simulator with every memory:
 * ``axi``: the testbench serves the engine's AXI4 port (cocotbext-axi's
   slave over the trace's memory image): Python runs for every bus beat;
 * ``ram``: the engine on the board's block RAM (the ``engine_ram`` top), loaded
-  before the engine runs: its bus traffic stays inside the simulator.
+  before the engine runs: its bus traffic stays inside the simulator, and so does
+  its clock (:func:`accel.rtl.generate.clocked_top`).
 
 The rate printed is of the engine's run alone - from the op enable to the
 interrupt, while the testbench only waits for the interrupt pin (and serves
 the bus, with ``axi``) - next to the whole simulation's (register writes,
 memory loads and the CRC read-back included).  Issue 8's aim: >= 50,000
-cycles/s on Verilator.  Verilator compiles each design in about a minute, once
-(the compiled simulation is kept in ``build/rtl/cache``).
+cycles/s on Verilator; issue 47's: >= 250,000 with ``ram``.  Verilator compiles
+each design in about a minute and a half, once (the compiled simulation is kept
+in ``build/rtl/cache``).
 """
 
 from __future__ import annotations
