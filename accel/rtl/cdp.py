@@ -38,14 +38,22 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
+from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
+from accel.rtl.postproc import half_minus_one, overflows, round_carry, saturate
+from accel.rtl.timing import delayed, shift_right_stages, stage
 
 #: the CDP's units, its read DMA first (enabled together, completed together)
 CDP_UNITS = ("NVDLA_CDP_RDMA", "NVDLA_CDP")
 #: channels of context on each side of a channel: (9 - 1) / 2
 HALO = 4
-#: output words queued ahead of the write DMA (the credits: lanes on their way)
-OUT_WORDS = 4
+#: output words queued ahead of the write DMA (the credits: lanes on their way, more
+#: than the pipeline from the serializer to the queue holds)
+OUT_WORDS = 8
+#: stages of the input converter and the square, from a lane's take to the window
+CONVERTER_STAGES = 8
+#: stages of the multiplier and the output converter, from the lookup's result
+OUTPUT_STAGES = 9
 #: bits of a LUT input: a square sum (at most 9 x 256**2) or a converted lane, signed
 LUT_IN_BITS = 21
 #: the LUT's arithmetic wraps at 64 bits where the cmodel's int64 does
@@ -156,12 +164,6 @@ def round_shift(x, shift, width: int):
             >> shift)
 
 
-def saturate(x, bits: int):
-    """``x`` clamped to the signed ``bits`` range."""
-    hi, lo = (1 << (bits - 1)) - 1, -(1 << (bits - 1))
-    return Mux(x > hi, hi, Mux(x < lo, lo, x))
-
-
 def _wrap(x):
     """``x`` as the cmodel's int64 holds it (two's complement, low 64 bits)."""
     return x.as_signed()[:WRAP_BITS].as_signed()
@@ -169,12 +171,16 @@ def _wrap(x):
 
 class LutLookup(wiring.Component):
     """NVDLA's int8 lookup (:func:`accel.cmod.lut.lookup_classes`) of one value a cycle,
-    in :data:`LATENCY` pipeline stages that always advance.
+    in :data:`LATENCY` pipeline stages that always advance, each at most one carry chain,
+    one DSP multiplication or a few levels of logic (for 100 MHz on an ECP5).
 
     Both tables are evaluated: the LE table linear or exponential, the LO table linear;
     inside a table the two neighbouring entries are interpolated with a 16-bit fraction,
     outside it the first or last entry is extrapolated with the under/overflow slope.  The
     result is the table the priorities choose, saturated to int16.
+
+    ``cfg`` must hold from :data:`SETTLE` cycles before the first value until the last is
+    out: the values the stages use are worked out from it into registers first.
 
     Attributes
     ----------
@@ -185,10 +191,11 @@ class LutLookup(wiring.Component):
     write_data, write_data_value : ``In``: ``S_LUT_ACCESS_DATA`` likewise
     """
 
-    LATENCY = 7
+    LATENCY = 15
+    SETTLE = 2
 
-    def __init__(self, tag_bits: int) -> None:
-        self.tag_bits = tag_bits
+    def __init__(self, tag_bits: int, ecp5_dsp: bool | None = None) -> None:
+        self.tag_bits, self.ecp5_dsp = tag_bits, ecp5_dsp
         super().__init__({
             "cfg": In(LutConfigLayout()),
             "valid": In(1), "x": In(signed(LUT_IN_BITS)), "tag": In(tag_bits),
@@ -199,6 +206,7 @@ class LutLookup(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        ecp5 = use_ecp5_dsp(self.ecp5_dsp, platform)
         cfg = self.cfg
         tables = {}
         for name, depth in (("le", LE_ENTRIES), ("lo", LO_ENTRIES)):
@@ -206,136 +214,198 @@ class LutLookup(wiring.Component):
             m.submodules[f"{name}_table"] = mem
             tables[name] = (mem, depth, mem.write_port(), mem.read_port(), mem.read_port())
         self._access_port(m, tables)
-        # the valid flag and the tag travel beside the stages
-        stages = range(1, self.LATENCY + 1)
-        valid = [self.valid] + [Signal(name=f"valid{i}") for i in stages]
-        tag = [self.tag] + [Signal(self.tag_bits, name=f"tag{i}") for i in stages]
-        m.d.sync += [valid[i].eq(valid[i - 1]) for i in stages]
-        m.d.sync += [tag[i].eq(tag[i - 1]) for i in stages]
+        m.d.comb += [self.out_valid.eq(delayed(m, "valid", self.valid, self.LATENCY)),
+                     self.out_tag.eq(delayed(m, "tag", self.tag, self.LATENCY))]
 
-        # ---- stage 1: the value against each table's start and end ----------------------
-        t = {n: Signal(signed(40), name=f"{n}_t") for n in tables}
-        over_dx = {n: Signal(signed(40), name=f"{n}_over_dx") for n in tables}
-        under_dx = {n: Signal(signed(WRAP_BITS), name=f"{n}_under_dx") for n in tables}
-        # (an exponential underflow extrapolates from start + 2**offset)
-        offset = cfg.le_offset
-        adj = Mux(cfg.le_exponent & (offset >= 0), _wrap(Const(1, 65) << offset[:6]), 0)
+        # Stage numbers below count the registers after ``x``: "stage k" values are there
+        # k cycles after it.  ---- stage 1: the value against each table's start and end
+        x = self.x
+        st = {n: self._settings(m, n, getattr(cfg, n), cfg) for n in tables}
+        t, over_dx, under_dx = {}, {}, {}
         for n in tables:
-            table = getattr(cfg, n)
-            m.d.sync += [t[n].eq(self.x - table.start), over_dx[n].eq(self.x - table.end),
-                         under_dx[n].eq(_wrap(self.x - table.start - (adj if n == "le" else 0)))]
+            t[n] = stage(m, f"{n}_t", x - st[n]["start"], signed(40))
+            over_dx[n] = stage(m, f"{n}_over_dx", x - st[n]["end"], signed(40))
+            # (an exponential underflow extrapolates from start + 2**offset, in int64)
+            under_dx[n] = stage(m, f"{n}_under_dx", _wrap(x - st[n]["under_start"]),
+                               signed(WRAP_BITS))
 
-        # ---- stage 2: the linear index and fraction; the leading one of LE's ----------------
-        t2 = {n: Signal(signed(40), name=f"{n}_t2") for n in tables}
-        lin_idx = {n: Signal(signed(WRAP_BITS), name=f"{n}_lin_idx") for n in tables}
-        lin_frac = {n: Signal(16, name=f"{n}_lin_frac") for n in tables}
-        log = Signal(6, name="le_log")
-        carried = {n: (Signal(signed(40), name=f"{n}_over_dx2"),
-                       Signal(signed(WRAP_BITS), name=f"{n}_under_dx2")) for n in tables}
+        # ---- stages 2-3: each table's linear index and fraction (two-stage shifts) -------
+        # the index is t >> select, or t << -select wrapped at 64 bits: (t << 32) >> amount
+        flags = {}
         for n in tables:
-            tn = t[n]
-            select = cfg.le_select if n == "le" else cfg.lo_select
-            frac = self._fraction16(tn & ((Const(1, 33) << select[:5]) - 1), select)
-            m.d.sync += [t2[n].eq(tn),
-                         lin_idx[n].eq(Mux(select < 0, _wrap(tn << (-select)[:6]),
-                                           tn >> select[:6])),
-                         lin_frac[n].eq(Mux(select < 0, 0, frac)),
-                         carried[n][0].eq(over_dx[n]), carried[n][1].eq(under_dx[n])]
-        leading = Signal(6)
-        for bit in range(40):
-            with m.If(t["le"][bit]):
-                m.d.comb += leading.eq(bit)
-        m.d.sync += log.eq(leading)
+            s = st[n]
+            nonpos = stage(m, f"{n}_nonpos", t[n][-1] | (t[n] == 0))
+            idx = shift_right_stages(m, f"{n}_lin_idx", Cat(Const(0, 32), t[n]).as_signed(),
+                                      s["idx_amount"], WRAP_BITS).as_signed()
+            frac = shift_right_stages(m, f"{n}_lin_frac",
+                                       Cat(Const(0, 16), t[n] & s["frac_mask"]),
+                                       s["frac_amount"], 16)
+            nonpos3 = stage(m, f"{n}_nonpos3", nonpos)
+            last_bits = (LE_ENTRIES if n == "le" else LO_ENTRIES).bit_length() - 1
+            under = idx[-1] | nonpos3
+            flags[n] = {"under": under, "over": ~under & idx[last_bits:-1].any(),
+                        "idx": idx[:9], "frac": Mux(s["frac_zero"], 0, frac)}
 
-        # ---- stage 3: index, fraction and flow of each table ----------------------------
-        flows = {}
+        # ---- stages 2-5 for an exponential LE: the leading one, then the fraction --------
+        # floor(log2 t) of a positive t below 2**39: the highest byte with a bit set, then
+        # the highest bit in it
+        tle = t["le"]
+        byte_any = stage(m, "le_byte_any", Cat(*(tle[8 * b:8 * b + 8].any() for b in range(5))))
+        byte_top = [stage(m, f"le_byte_top{b}", self._leading(tle[8 * b:8 * b + 8]), 3)
+                    for b in range(5)]
+        log = Signal(6, name="le_log_next")
+        for b in range(5):
+            with m.If(byte_any[b]):
+                m.d.comb += log.eq(Cat(byte_top[b], Const(b, 3)))
+        log3 = stage(m, "le_log", log)
+        t3 = delayed(m, "le_t", tle, 2)
+        exp_idx = stage(m, "le_exp_idx", log3 - cfg.le_offset, signed(10))
+        # the fraction is t's bits below its leading one: ((t << 16) >> log)[:16]
+        exp_frac = shift_right_stages(m, "le_exp_frac", Cat(Const(0, 16), t3), log3, 16)
+        nonpos5 = delayed(m, "le_nonpos5", stage(m, "le_nonpos_e", tle[-1] | (tle == 0)), 3)
+        exp_idx5 = stage(m, "le_exp_idx5", exp_idx)
+        exp_under = exp_idx5[-1] | nonpos5
+        exponential = st["le"]["exponential"]
+        lin_le = {k: delayed(m, f"le_lin_{k}5", v, 2) for k, v in flags["le"].items()}
+        flags["le"] = {
+            "under": Mux(exponential, exp_under, lin_le["under"]),
+            "over": Mux(exponential, ~exp_under & (exp_idx5 >= LE_ENTRIES - 1),
+                        lin_le["over"]),
+            "idx": Mux(exponential, exp_idx5[:9], lin_le["idx"]),
+            "frac": Mux(exponential, exp_frac, lin_le["frac"])}
+        flags["lo"] = {k: delayed(m, f"lo_lin_{k}5", v, 2) for k, v in flags["lo"].items()}
+
+        # ---- stage 6: index, fraction and flow of each table; the entries' addresses -----
+        per_table = {}
         for n, (_, depth, _, read0, read1) in tables.items():
-            table, last = getattr(cfg, n), depth - 1
-            idx, frac16 = Signal(signed(WRAP_BITS), name=f"{n}_idx"), Signal(16,
-                                                                             name=f"{n}_frac")
-            m.d.comb += [idx.eq(lin_idx[n]), frac16.eq(lin_frac[n])]
-            if n == "le":
-                # exponential: the index is floor(log2 t) - offset, the fraction t's bits
-                # below its leading one
-                below = t2[n] & ((Const(1, 41) << log)[:41] - 1)
-                with m.If(cfg.le_exponent):
-                    m.d.comb += [idx.eq(log - offset),
-                                 frac16.eq(self._fraction16(below, log))]
-            under = (idx < 0) | (t2[n] <= 0)
-            over = ~under & (idx >= last)
-            f = {"under": Signal(name=f"{n}_under"), "over": Signal(name=f"{n}_over"),
-                 "idx": Signal(9, name=f"{n}_idx3"),
-                 "frac": Signal(16, name=f"{n}_frac3"),
-                 "dx": Signal(signed(WRAP_BITS), name=f"{n}_dx"),
-                 "scale": Signal(signed(16), name=f"{n}_scale"),
-                 "shift": Signal(signed(5), name=f"{n}_shift")}
-            m.d.sync += [f["under"].eq(under), f["over"].eq(over), f["frac"].eq(frac16),
-                         f["idx"].eq(Mux(under, 0, Mux(over, last, idx[:9]))),
-                         f["dx"].eq(Mux(under, carried[n][1], carried[n][0])),
-                         f["scale"].eq(Mux(under, table.uflow_scale, table.oflow_scale)),
-                         f["shift"].eq(Mux(under, table.uflow_shift, table.oflow_shift))]
-            # the entries are read from the stage's registers: the data come a cycle later
-            m.d.comb += [read0.addr.eq(f["idx"]),
-                         read1.addr.eq(Mux(f["over"], last, f["idx"] + 1))]
-            flows[n] = f
+            f, s, last = flags[n], st[n], depth - 1
+            under, over = f["under"], f["over"]
+            r = {"under": stage(m, f"{n}_under", under), "over": stage(m, f"{n}_over", over),
+                 "frac": stage(m, f"{n}_frac", f["frac"], 16),
+                 "dx": stage(m, f"{n}_dx", Mux(under, delayed(m, f"{n}_udx", under_dx[n], 4),
+                                               delayed(m, f"{n}_odx", over_dx[n], 4)),
+                            signed(WRAP_BITS)),
+                 "scale": stage(m, f"{n}_scale", Mux(under, s["uflow_scale"], s["oflow_scale"])),
+                 "amount": stage(m, f"{n}_amount",
+                                Mux(under, s["uflow_amount"], s["oflow_amount"])),
+                 "half_m1": stage(m, f"{n}_half_m1", Mux(under, s["uflow_half_m1"],
+                                                         s["oflow_half_m1"]))}
+            entry = stage(m, f"{n}_entry", Mux(under, 0, Mux(over, last, f["idx"])), 9)
+            following = stage(m, f"{n}_following",
+                             Mux(under, 1, Mux(over, last, f["idx"] + 1)), 9)
+            # the entries read from the stage's registers arrive at stage 7
+            m.d.comb += [read0.addr.eq(entry), read1.addr.eq(following)]
+            per_table[n] = (r, read0, read1)
 
-        # ---- stage 4: the entries arrive; stage 5: the products (interpolation, slope) ----
-        prods = {}
-        for n, (_, _, _, read0, read1) in tables.items():
-            f = {k: Signal.like(v, name=f"{v.name}_4") for k, v in flows[n].items()}
-            m.d.sync += [f[k].eq(v) for k, v in flows[n].items()]
-            p = {"base": Signal(signed(16), name=f"{n}_base"),
-                 "step": Signal(signed(34), name=f"{n}_step"),
-                 "slope": Signal(signed(WRAP_BITS), name=f"{n}_slope"),
-                 "shift": Signal(signed(5), name=f"{n}_shift4"),
-                 "hit": Signal(name=f"{n}_hit"), "under": Signal(name=f"{n}_under4"),
-                 "over": Signal(name=f"{n}_over4")}
-            m.d.sync += [p["base"].eq(read0.data),
-                         p["step"].eq((read1.data - read0.data) * f["frac"]),
-                         p["slope"].eq(_wrap(f["dx"] * f["scale"])),
-                         p["shift"].eq(f["shift"]),
-                         p["hit"].eq(~f["under"] & ~f["over"]), p["under"].eq(f["under"]),
-                         p["over"].eq(f["over"])]
-            prods[n] = p
-
-        # ---- stage 6: rounded and shifted ------------------------------------------------
-        rounded = {}
-        for n, p in prods.items():
-            r = {"interp": Signal(signed(19), name=f"{n}_interp"),
-                 "shifted": Signal(signed(18), name=f"{n}_shifted"),
-                 "base": Signal(signed(16), name=f"{n}_base5")}
-            sh = p["shift"]
-            m.d.sync += [
-                r["interp"].eq(p["base"] + round_shift(p["step"], 16, 36)),
-                r["shifted"].eq(Mux(sh < 0, saturate(p["slope"] << (-sh)[:5], 18),
-                                    saturate(round_shift(p["slope"], sh[:4], WRAP_BITS + 1),
-                                             18))),
-                r["base"].eq(p["base"])]
-            rounded[n] = r
-        le, lo = prods["le"], prods["lo"]
+        # ---- stages 7-14: the interpolation and the extrapolation ------------------------
+        values = {}
+        for n, (r, read0, read1) in per_table.items():
+            hit = ~r["under"] & ~r["over"]
+            # interpolation: base + round((next - base) * frac / 2**16)
+            # (the block RAMs' outputs, 5-6 ns after the clock, straight into registers)
+            base = stage(m, f"{n}_base", read0.data)                             # stage 8
+            upper = stage(m, f"{n}_upper", read1.data)
+            diff = stage(m, f"{n}_diff", upper - base, signed(17))            # 9
+            step = Signal(signed(DSP_PRODUCT_BITS), name=f"{n}_step")            # 11
+            registered_multiply(m, f"{n}_step_mul", diff,
+                                delayed(m, f"{n}_frac9", r["frac"], 3), step, ecp5)
+            step_r = stage(m, f"{n}_step_rnd", step[:34].as_signed() + 0x7FFF
+                           + ~step[33], signed(35))                                 # 12
+            base12 = delayed(m, f"{n}_base12", base, 4)
+            interp = stage(m, f"{n}_interp", base12 + (step_r >> 16), signed(19))    # 13
+            # extrapolation: base + round(dx * scale / 2**shift), the product wrapped at
+            # 64 bits like the cmodel's int64, in four 17-bit pieces of dx
+            dx, scale = r["dx"], r["scale"]
+            pieces = []
+            for i in range(4):
+                part = dx[17 * i:min(17 * (i + 1), WRAP_BITS)]
+                part = part.as_signed() if i == 3 else part.as_unsigned()
+                prod = Signal(signed(DSP_PRODUCT_BITS), name=f"{n}_slope{i}")    # stage 8
+                registered_multiply(m, f"{n}_slope_mul{i}", part, scale, prod, ecp5)
+                pieces.append(prod)
+            low = stage(m, f"{n}_slope_low", pieces[0] + (pieces[1] << 17), signed(52))  # 9
+            high = stage(m, f"{n}_slope_high", pieces[2] + (pieces[3] << 17), signed(48))
+            slope = stage(m, f"{n}_slope", _wrap(low + (high << 34)), signed(WRAP_BITS))  # 10
+            # round(slope / 2**shift) for shifts -16..15: (slope * 2**16) / 2**(shift + 16);
+            # past 34 bits the result saturates whatever the shift
+            amount10 = delayed(m, f"{n}_amount10", r["amount"], 4)
+            half10 = delayed(m, f"{n}_half10", r["half_m1"], 4)
+            big = stage(m, f"{n}_big", overflows(slope, 34))                          # 11
+            negative = stage(m, f"{n}_negative", slope[-1])
+            scaled = stage(m, f"{n}_scaled",
+                          Cat(Const(0, 16), slope[:34]).as_signed() + half10
+                          + round_carry(slope[-1], amount10 == 0), signed(52))
+            amount11 = stage(m, f"{n}_amount11", amount10)
+            shifted = stage(m, f"{n}_shifted", scaled >> amount11, signed(52))        # 12
+            big12, negative12 = stage(m, f"{n}_big12", big), stage(m, f"{n}_negative12",
+                                                                  negative)
+            limited = stage(m, f"{n}_limited",                                           # 13
+                           Mux(big12, Mux(negative12, -(1 << 17), (1 << 17) - 1),
+                               saturate(shifted, 18)), signed(18))
+            extrap = stage(m, f"{n}_extrap", delayed(m, f"{n}_base13", base, 5) + limited,
+                          signed(19))                                                  # 14
+            hit14 = delayed(m, f"{n}_hit14", hit, 8)
+            values[n] = saturate(Mux(hit14, delayed(m, f"{n}_interp14", interp, 1), extrap),
+                                 16)
+        # ---- stage 15: the table the priorities choose ------------------------------------
+        le, lo = per_table["le"][0], per_table["lo"][0]
+        le_hit, lo_hit = ~le["under"] & ~le["over"], ~lo["under"] & ~lo["over"]
         uflow = le["under"] & lo["under"]
         oflow = ~uflow & le["over"] & lo["over"]
-        only = ~uflow & ~oflow & (le["hit"] ^ lo["hit"])
-        hybrid = ~uflow & ~oflow & ~(le["hit"] ^ lo["hit"])
-        pick_lo, hits = Signal(), {n: Signal(name=f"{n}_hit5") for n in tables}
-        m.d.sync += [pick_lo.eq((uflow & cfg.uflow_lo) | (oflow & cfg.oflow_lo)
-                                | (only & lo["hit"]) | (hybrid & cfg.hybrid_lo)),
-                     hits["le"].eq(le["hit"]), hits["lo"].eq(lo["hit"])]
-
-        # ---- stage 7: added to the entry, saturated, the table chosen --------------------
-        value = {n: saturate(Mux(hits[n], r["interp"], r["base"] + r["shifted"]), 16)
-                 for n, r in rounded.items()}
-        m.d.sync += self.out.eq(Mux(pick_lo, value["lo"], value["le"]))
-        m.d.comb += [self.out_valid.eq(valid[-1]), self.out_tag.eq(tag[-1])]
+        only = ~uflow & ~oflow & (le_hit ^ lo_hit)
+        hybrid = ~uflow & ~oflow & ~(le_hit ^ lo_hit)
+        pick_lo = stage(m, "pick_lo", (uflow & cfg.uflow_lo) | (oflow & cfg.oflow_lo)
+                       | (only & lo_hit) | (hybrid & cfg.hybrid_lo))                 # 7
+        m.d.sync += self.out.eq(Mux(delayed(m, "pick_lo14", pick_lo, 7), values["lo"],
+                                    values["le"]))
         return m
 
     @staticmethod
-    def _fraction16(frac, bits):
-        """A ``bits``-bit fraction rescaled to 16 bits (:func:`accel.cmod.lut._fraction16`):
-        shifted right by ``bits - 16`` (mod 64) or left by ``16 - bits``."""
-        down = frac >> (bits - 16)[:6]
-        up = (frac << (16 - bits)[:5])[:16]
-        return Mux(bits > 16, down, up)[:16]
+    def _leading(bits):
+        """The position of the highest set bit of an 8-bit value (0 when none)."""
+        out = Const(0, 3)
+        for i in range(8):
+            out = Mux(bits[i], i, out)
+        return out
+
+    def _settings(self, m: Module, n: str, table, cfg) -> dict:
+        """The values table ``n``'s stages take from ``cfg``, in registers
+        (:data:`SETTLE` cycles behind it)."""
+        select = cfg.le_select if n == "le" else cfg.lo_select
+        exponential = Signal(name=f"{n}_exponential")
+        if n == "le":
+            m.d.sync += exponential.eq(cfg.le_exponent)
+        s = {"exponential": exponential}
+        for name in ("start", "end"):
+            s[name] = stage(m, f"{n}_{name}_s", getattr(table, name))
+        # LE exponential: start + 2**offset for the underflow (offset mod 64, in int64)
+        offset = cfg.le_offset
+        adj = Signal(signed(WRAP_BITS), name=f"{n}_adj")
+        if n == "le":
+            m.d.sync += adj.eq(Mux(cfg.le_exponent & (offset >= 0),
+                                   _wrap(Const(1, 65) << offset[:6]), 0))
+        s["under_start"] = stage(m, f"{n}_under_start", _wrap(s["start"] + adj),
+                                signed(WRAP_BITS))
+        # the linear index: (t << 32) >> (32 + select), select -32..-1 or its low 5 bits
+        # (bit 5 clear, the cmodel shifts by it mod 64)
+        s["idx_amount"] = stage(m, f"{n}_idx_amount",
+                               Mux(select < 0, 32 + select, 32 + select[:5]), 6)
+        # the linear fraction: t mod 2**(select mod 32) rescaled to 16 bits, as
+        # ((t mod ...) << 16) >> (select if select <= 16 else ((select - 16) mod 64) + 16)
+        s["frac_mask"] = stage(m, f"{n}_frac_mask",
+                              Cat(*(select[:5] > i for i in range(31))), 31)
+        s["frac_amount"] = stage(m, f"{n}_frac_amount",
+                                Mux(select > 16, (select - 16)[:6] + 16, select[:5]), 7)
+        s["frac_zero"] = stage(m, f"{n}_frac_zero", select < 0)
+        for flow in ("uflow", "oflow"):
+            s[f"{flow}_scale"] = stage(m, f"{n}_{flow}_scale_s", getattr(table, f"{flow}_scale"))
+            # a shift of -16..15 as a right shift of slope * 2**16 by 0..31
+            amount = stage(m, f"{n}_{flow}_amount_s",
+                          getattr(table, f"{flow}_shift").as_unsigned() ^ 0x10, 5)
+            s[f"{flow}_amount"] = amount
+            s[f"{flow}_half_m1"] = stage(m, f"{n}_{flow}_half_m1_s",
+                                        half_minus_one(amount, 52), signed(52))
+        return s
 
     def _access_port(self, m: Module, tables: dict) -> None:
         """``S_LUT_ACCESS_CFG`` sets the address, table and write mode; each
@@ -429,24 +499,31 @@ class Cdp(wiring.Component):
         x = word.word_select(lane, 8).as_signed()
         pad = last_surface & (lane >= cfg.last_lanes)
 
-        # ---- the input converter and the square, four stages ------------------------------
+        # ---- the input converter and the square ------------------------------------------
+        # stage 1 the offset; 3 the scale (a DSP block); 4 the rounding term, 5 the shift,
+        # 6 the saturation; 8 the square (a DSP block)
+        ecp5 = use_ecp5_dsp(None, platform)
         e0 = Signal(data.StructLayout({"lane": 1, "first": 1}))
         e0_x = Signal(signed(9))
         m.d.sync += [e0.lane.eq(take), e0.first.eq(take & (surface == 0) & (lane == 0)),
                      e0_x.eq(Mux(take & ~pad, x - cfg.in_offset, 0))]
-        e1, e1_p = Signal.like(e0), Signal(signed(25))
-        m.d.sync += [e1.eq(e0), e1_p.eq(e0_x * cfg.in_scale)]
+        in_shift = stage(m, "in_shift", cfg.in_shift)
+        in_half_m1 = stage(m, "in_half_m1", half_minus_one(in_shift, 33), signed(33))
+        e_p = Signal(signed(DSP_PRODUCT_BITS))
+        registered_multiply(m, "in_scale_mul", e0_x, cfg.in_scale, e_p, ecp5)
+        e_rnd = stage(m, "in_rounded", e_p[:25].as_signed() + in_half_m1
+                     + round_carry(e_p[24], in_shift == 0), signed(33))
+        e_shifted = stage(m, "in_shifted", e_rnd >> in_shift, signed(33))
+        e_v = stage(m, "in_value", saturate(e_shifted, 9), signed(9))
+        e_sq = Signal(signed(DSP_PRODUCT_BITS))
+        registered_multiply(m, "square_mul", e_v, e_v, e_sq, ecp5)
+        e3 = delayed(m, "in_flags", e0, CONVERTER_STAGES - 1)
+        e3_v = delayed(m, "in_value8", e_v, 2)
+        e3_sq = e_sq[:17]
         pushed = Signal()                      # a lane or a flush entered the window
         flushing = Signal()
-        m.d.sync += flushing.eq(~take & (flush != 0))
-        e2, e2_v = Signal.like(e0), Signal(signed(9))
-        m.d.sync += [e2.eq(e1), e2_v.eq(saturate(round_shift(e1_p, cfg.in_shift, 42), 9)),
-                     pushed.eq(0)]
-        e3, e3_v, e3_sq = Signal.like(e0), Signal(signed(9)), Signal(17)
-        m.d.sync += [e3.eq(e2), e3_v.eq(e2_v), e3_sq.eq(e2_v * e2_v)]
-        flush_delay = [Signal(name=f"flush_{i}") for i in range(3)]
-        m.d.sync += [flush_delay[0].eq(flushing), flush_delay[1].eq(flush_delay[0]),
-                     flush_delay[2].eq(flush_delay[1])]
+        m.d.sync += [flushing.eq(~take & (flush != 0)), pushed.eq(0)]
+        flush_arrives = delayed(m, "flush", flushing, CONVERTER_STAGES - 1)
 
         # ---- the window: nine lanes, the centre's neighbours squared ------------------------
         span = 2 * HALO + 1
@@ -455,7 +532,7 @@ class Cdp(wiring.Component):
         arrive = Signal(entry)
         m.d.comb += [arrive.v.eq(e3_v), arrive.sq.eq(e3_sq), arrive.lane.eq(e3.lane),
                      arrive.first.eq(e3.first | ~e3.lane)]   # (a flush starts no point)
-        with m.If(e3.lane | flush_delay[-1]):
+        with m.If(e3.lane | flush_arrives):
             m.d.sync += [win[i].eq(win[i + 1]) for i in range(span - 1)]
             m.d.sync += [win[-1].eq(arrive), pushed.eq(1)]
         with m.If(self.start):
@@ -470,38 +547,47 @@ class Cdp(wiring.Component):
             same_behind = ~Cat(*(win[HALO - k].first for k in range(0, j))).any()
             ahead_terms.append(Mux((j <= n) & ahead.lane & same_ahead, ahead.sq, 0))
             behind_terms.append(Mux((j <= n) & behind.lane & same_behind, behind.sq, 0))
-        # the sum in two stages: the neighbours on each side, then the three parts
+        # the sum in three stages: pairs of neighbours, each side, then the three parts
         s0_valid, s0_v, s0_sq = Signal(), Signal(signed(9)), Signal(17)
-        s0_ahead, s0_behind = Signal(19), Signal(19)
-        m.d.sync += [s0_valid.eq(pushed & centre.lane), s0_v.eq(centre.v),
-                     s0_sq.eq(centre.sq), s0_ahead.eq(sum(ahead_terms)),
-                     s0_behind.eq(sum(behind_terms))]
-
-        # ---- the lookup, the multiplier and the output converter ---------------------------
-        p0_valid, p0_v = Signal(), Signal(signed(9))
+        m.d.sync += [s0_valid.eq(pushed & centre.lane), s0_v.eq(centre.v), s0_sq.eq(centre.sq)]
+        pairs = [stage(m, f"sq_pair{i}", terms[0] + terms[1], 18)
+                 for i, terms in enumerate((ahead_terms[:2], ahead_terms[2:],
+                                            behind_terms[:2], behind_terms[2:]))]
+        s1_valid, s1_v = stage(m, "s1_valid", s0_valid), stage(m, "s1_v", s0_v)
+        s1_sq = stage(m, "s1_sq", s0_sq)
+        sides = stage(m, "sq_sides", (pairs[0] + pairs[1]) + (pairs[2] + pairs[3]), 20)
+        p0_valid, p0_v = stage(m, "p0_valid", s1_valid), stage(m, "p0_v", s1_v)
         p0_x = Signal(signed(LUT_IN_BITS))
-        m.d.sync += [p0_valid.eq(s0_valid), p0_v.eq(s0_v),
-                     p0_x.eq(Mux(cfg.sqsum_bypass, s0_v, s0_sq + s0_ahead + s0_behind))]
+        m.d.sync += p0_x.eq(Mux(cfg.sqsum_bypass, s1_v, s1_sq + sides))
         m.submodules.lut = lut = LutLookup(tag_bits=9)
         m.d.comb += [lut.cfg.eq(cfg.lut), lut.valid.eq(p0_valid), lut.x.eq(p0_x),
                      lut.tag.eq(p0_v),
                      lut.write_cfg.eq(self.lut_cfg), lut.write_cfg_value.eq(self.lut_cfg_value),
                      lut.write_data.eq(self.lut_data),
                      lut.write_data_value.eq(self.lut_data_value)]
-        p1_valid, p1_y = Signal(), Signal(signed(25))
-        m.d.sync += [p1_valid.eq(lut.out_valid),
-                     p1_y.eq(Mux(cfg.mul_bypass, lut.out, lut.out * lut.out_tag.as_signed()))]
-        p2_valid, p2_d = Signal(), Signal(signed(26))
-        m.d.sync += [p2_valid.eq(p1_valid), p2_d.eq(p1_y - cfg.out_offset)]
-        p3_valid, p3_p = Signal(), Signal(signed(42))
-        m.d.sync += [p3_valid.eq(p2_valid), p3_p.eq(p2_d * cfg.out_scale)]
-        # the rounding: the half added, then the shift and the saturation
-        p4_valid, p4_r = Signal(), Signal(signed(66))
-        half = (Const(1, 66) << cfg.out_shift)[1:67]
-        fix = Mux(cfg.out_shift == 0, 0, p3_p < 0)
-        m.d.sync += [p4_valid.eq(p3_valid), p4_r.eq(p3_p + half.as_signed() - fix)]
-        p5_valid, p5_out = Signal(), Signal(signed(8))
-        m.d.sync += [p5_valid.eq(p4_valid), p5_out.eq(saturate(p4_r >> cfg.out_shift, 8))]
+        # the multiplier (a DSP block, 2 stages); the output converter: 1 the offset, 3 the
+        # scale (two DSP blocks and their sum), 1 the rounding term, 1 the shift, 1 the
+        # saturation
+        product = Signal(signed(DSP_PRODUCT_BITS))
+        registered_multiply(m, "lut_mul", lut.out, lut.out_tag.as_signed(), product, ecp5)
+        bypass_y = delayed(m, "lut_bypass", lut.out, 2)
+        q_valid = delayed(m, "q_valid", lut.out_valid, 2)
+        q_d = stage(m, "out_diff", Mux(cfg.mul_bypass, bypass_y, product[:25].as_signed())
+                   - cfg.out_offset, signed(26))
+        pieces = []
+        for name, part in (("lo", q_d[:17].as_unsigned()), ("hi", q_d[17:].as_signed())):
+            piece = Signal(signed(DSP_PRODUCT_BITS), name=f"out_scale_{name}")
+            registered_multiply(m, f"out_scale_mul_{name}", part, cfg.out_scale, piece, ecp5)
+            pieces.append(piece)
+        q_p = stage(m, "out_product", pieces[0] + (pieces[1] << 17), signed(42))
+        # a shift of 43 or more rounds every 42-bit product to 0, as 43 does
+        out_shift = stage(m, "out_shift", Mux(cfg.out_shift > 43, 43, cfg.out_shift), 6)
+        out_half_m1 = stage(m, "out_half_m1", half_minus_one(out_shift, 45), signed(45))
+        q_rnd = stage(m, "out_rounded", q_p + out_half_m1
+                     + round_carry(q_p[-1], out_shift == 0), signed(45))
+        q_shifted = stage(m, "out_shifted", q_rnd >> out_shift, signed(45))
+        p5_out = stage(m, "out_value", saturate(q_shifted, 8), signed(8))
+        p5_valid = delayed(m, "out_valid", q_valid, OUTPUT_STAGES - 2)
 
         # ---- lanes packed into words, queued, written -------------------------------------
         packed, count = Signal(8 * atom), Signal(range(atom))

@@ -50,7 +50,11 @@ from amaranth.lib.wiring import In, Out
 from accel.cbuf import PDP_BUFFER_BYTES
 from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
+from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
+from accel.rtl.credits import credit_room
+from accel.rtl.postproc import saturate
+from accel.rtl.timing import delayed, stage
 
 #: the PDP's units, its read DMA first (enabled together, completed together)
 PDP_UNITS = ("NVDLA_PDP_RDMA", "NVDLA_PDP")
@@ -68,6 +72,11 @@ BUFFER_BITS = 14
 OPEN_WINDOWS = 8
 #: windows pooled across a row queued between the row and the column stage
 HVALS_AHEAD = 8
+#: stages from the column stage's pooled value to the output queue
+PIPELINE_STAGES = 11
+#: pooled words queued for the write DMA (the credits: more than the stages hold, so that
+#: a word a cycle can flow)
+OUT_QUEUE = 16
 
 
 class PdpConfigLayout(data.StructLayout):
@@ -138,11 +147,9 @@ def _hval_layout(lanes: int) -> data.StructLayout:
     return data.StructLayout({"lanes": data.ArrayLayout(signed(ROW_BITS), lanes), "cols": 4})
 
 
-def _round16(m: Module, x, name: str) -> Signal:
+def _round16(x):
     """``x >> 16`` rounded half away from zero (:func:`accel.arith.shift_round`)."""
-    out = Signal(signed(len(x) - 15), name=name)
-    m.d.comb += out.eq((x + (1 << 15) - x[-1]) >> 16)
-    return out
+    return (x + (1 << 15) - x[-1]) >> 16
 
 
 class Pdp(wiring.Component):
@@ -384,9 +391,7 @@ class Pdp(wiring.Component):
         c_addr, c_out = Signal(depth_log2), Signal(ADDR_BITS)
         c_rows, c_cols = Signal(4), Signal(4)
         c_hval = [Signal(signed(ROW_BITS), name=f"c_hval{i}") for i in range(lanes)]
-        advance = Signal()                      # the pipeline moves
-        stall = Signal()
-        m.d.comb += stall.eq(c_valid & (c_last | c_empty) & ~advance)
+        stall = Signal()                        # a pooled value waits for a queue entry
         column = [Signal(signed(BUFFER_BITS), name=f"column{i}") for i in range(lanes)]
         for i in range(lanes):
             held = rd.data[BUFFER_BITS * i:BUFFER_BITS * (i + 1)].as_signed()
@@ -446,39 +451,57 @@ class Pdp(wiring.Component):
                     m.next = "IDLE"
 
         # ---- the pipeline: padding, the reciprocals, saturation -------------------------
-        # stage 1: the padding's share added (average)
+        # A pooled value leaves the column stage only while the output queue has an entry
+        # that no value on its way holds (credits), so the stages move every cycle: 1 the
+        # values, 2 the padding's two products, 3 their sum, 4 added (average), 6 the
+        # width's reciprocal (DSP blocks), 7 rounded, 9 the height's, 10 rounded, 11
+        # saturated, then queued for the write DMA.
+        ecp5 = use_ecp5_dsp(None, platform)
+        m.submodules.results = results = fifo.SyncFIFOBuffered(
+            width=ADDR_BITS + 8 * lanes, depth=OUT_QUEUE)
+        final = c_valid & (c_last | c_empty)
+        take = Signal()
+        room = credit_room(m, OUT_QUEUE, take, results.r_en, "pdp_credits")
+        m.d.comb += [take.eq(final & room), stall.eq(final & ~room)]
+        # values taken and not yet handed to the write DMA (for the completion)
+        outstanding = Signal(range(OUT_QUEUE + 1))
+        m.d.sync += outstanding.eq(outstanding + take - results.r_en)
+        average = stage(m, "average", method == AVERAGE)
+        valid = [take]
+        for k in range(1, PIPELINE_STAGES + 1):
+            valid.append(stage(m, f"s{k}_valid", valid[-1]))
         pv = cfg.pad_values
-        pad_rows, pad_cols = Signal(4), Signal(4)
-        m.d.comb += [pad_rows.eq(cfg.kernel_h - c_rows), pad_cols.eq(cfg.kernel_w - c_cols)]
-        pad_term = Signal(signed(SUM_BITS))
-        m.d.comb += pad_term.eq(c_rows * pv[pad_cols] + cfg.kernel_w * pv[pad_rows])
-        s1_valid, s2_valid, s3_valid = Signal(), Signal(), Signal()
-        s1 = [Signal(signed(SUM_BITS), name=f"s1_{i}") for i in range(lanes)]
-        s2 = [Signal(signed(SUM_BITS + 2), name=f"s2_{i}") for i in range(lanes)]
-        s3 = [Signal(signed(8), name=f"s3_{i}") for i in range(lanes)]
-        s1_out, s2_out, s3_out = (Signal(ADDR_BITS, name=f"s{k}_out") for k in (1, 2, 3))
-        m.d.comb += advance.eq(~s3_valid | writer.req.ready)
-        average = method == AVERAGE
-        with m.If(advance):
-            m.d.sync += [s1_valid.eq(c_valid & (c_last | c_empty)), s2_valid.eq(s1_valid),
-                         s3_valid.eq(s2_valid), s1_out.eq(c_out), s2_out.eq(s1_out),
-                         s3_out.eq(s2_out)]
-            for i in range(lanes):
-                m.d.sync += s1[i].eq(Mux(average, column[i] + pad_term, column[i]))
-                # stage 2: the width's reciprocal; stage 3: the height's, then saturation
-                by_w = _round16(m, s1[i] * cfg.recip_w, f"by_w{i}")
-                m.d.sync += s2[i].eq(Mux(average, by_w, s1[i]))
-                by_h = _round16(m, s2[i] * cfg.recip_h, f"by_h{i}")
-                value = Mux(average, by_h, s2[i])
-                m.d.sync += s3[i].eq(Mux(value > 127, 127, Mux(value < -128, -128, value)))
-        m.d.comb += [writer.req.valid.eq(s3_valid), writer.req.payload.addr.eq(s3_out),
-                     writer.req.payload.data.eq(Cat(*(v.as_unsigned() for v in s3))),
-                     writer.req.payload.strb.eq((1 << atom) - 1)]
+        rows1 = stage(m, "s1_rows", c_rows)
+        pad_cols = stage(m, "s1_pad_col_value", pv[(cfg.kernel_w - c_cols)[:3]])
+        pad_rows = stage(m, "s1_pad_row_value", pv[(cfg.kernel_h - c_rows)[:3]])
+        pad_term = stage(m, "s3_pad_term", stage(m, "s2_pad_cols", rows1 * pad_cols)
+                        + stage(m, "s2_pad_rows", cfg.kernel_w * pad_rows), signed(SUM_BITS))
+        out_addr = delayed(m, "out_addr", c_out, PIPELINE_STAGES)
+        pooled = []
+        for i in range(lanes):
+            col = delayed(m, f"s3_column{i}", column[i], 3)
+            s4 = stage(m, f"s4_{i}", Mux(average, col + pad_term, col), signed(SUM_BITS))
+            # the reciprocals: 16.16 of at most 2.0, so each result stays within 18 bits
+            by_w = Signal(signed(DSP_PRODUCT_BITS), name=f"by_w{i}")
+            registered_multiply(m, f"recip_w_mul{i}", s4, cfg.recip_w, by_w, ecp5)
+            s7 = stage(m, f"s7_{i}", Mux(average, _round16(by_w[:35].as_signed()),
+                                        delayed(m, f"s6_{i}", s4, 2)), signed(18))
+            by_h = Signal(signed(DSP_PRODUCT_BITS), name=f"by_h{i}")
+            registered_multiply(m, f"recip_h_mul{i}", s7, cfg.recip_h, by_h, ecp5)
+            s10 = stage(m, f"s10_{i}", Mux(average, _round16(by_h[:35].as_signed()),
+                                          delayed(m, f"s9_{i}", s7, 2)), signed(18))
+            pooled.append(stage(m, f"s11_{i}", saturate(s10, 8), signed(8)))
+        m.d.comb += [results.w_en.eq(valid[-1]),
+                     results.w_data.eq(Cat(*(v.as_unsigned() for v in pooled), out_addr)),
+                     writer.req.valid.eq(results.r_rdy),
+                     writer.req.payload.data.eq(results.r_data[:8 * lanes]),
+                     writer.req.payload.addr.eq(results.r_data[8 * lanes:]),
+                     writer.req.payload.strb.eq((1 << atom) - 1),
+                     results.r_en.eq(writer.req.valid & writer.req.ready)]
 
         # ---- completion: every job run, every value written and answered ---------------
         settled = Signal()
-        m.d.comb += settled.eq(walked & ~s1_valid & ~s2_valid & ~s3_valid & ~reader.busy
-                               & writer.idle)
+        m.d.comb += settled.eq(walked & (outstanding == 0) & ~reader.busy & writer.idle)
         m.d.sync += self.done.eq(0)
         with m.If(settled & ~self.done):
             m.d.sync += [walked.eq(0), self.done.eq(1)]

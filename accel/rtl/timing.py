@@ -16,6 +16,9 @@ design computes:
   of an adder chained into an equality in the same cycle.
 * **flags kept with counters** (:func:`set_all`): a flag worked out as its counter moves,
   and written into all of its copies at once.
+* **pipeline stages** (:func:`stage`, :func:`delayed`, :func:`shift_right_stages`): in a
+  pipeline whose stages all move every cycle, a value in a register of the next stage, or
+  carried beside the stages that work on others; a variable shift in two stages.
 
 The history of which path each of them removed, with the clock it reached, is in
 ``docs/rtl_timing_notes.md``.
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from amaranth.hdl import Module, Shape, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Shape, Signal, Value
 
 
 def kept(name: str, shape: Shape | int | range = 1, init: int = 0) -> Signal:
@@ -80,3 +83,31 @@ class BeforeLast:
     def take(self, count: Value) -> list:
         """The assignments that load both registers from ``count``."""
         return [self.last.eq(count - 1), self.before.eq(count - 2)]
+
+
+def stage(m: Module, name: str, value, shape=None) -> Signal:
+    """``value`` in a register of the next pipeline stage: the value a cycle later (a
+    view keeps its layout; ``shape`` overrides)."""
+    if shape is None:
+        shape = value.shape() if hasattr(value, "shape") else Value.cast(value).shape()
+    sig = Signal(shape, name=name)
+    m.d.sync += sig.eq(value)
+    return sig
+
+
+def delayed(m: Module, name: str, value, cycles: int):
+    """``value`` ``cycles`` cycles later, through that many registers (``value`` itself
+    for 0)."""
+    for i in range(cycles):
+        value = stage(m, f"{name}_d{i}", value)
+    return value
+
+
+def shift_right_stages(m: Module, name: str, x, amount, width: int) -> Signal:
+    """``x >> amount`` (arithmetic where ``x`` is signed; ``amount`` unsigned) in two
+    register stages, by the amount's high bits then by its low three (a multiplexer of at
+    most eight inputs per bit each); the result's low ``width`` bits, two cycles after
+    ``x`` and ``amount``."""
+    coarse = stage(m, f"{name}_coarse", x >> Cat(Const(0, 3), amount[3:]))
+    low = stage(m, f"{name}_amount_low", amount[:3])
+    return stage(m, f"{name}_shifted", (coarse >> low)[:width])
