@@ -31,8 +31,11 @@ from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS, operand_layout
 from accel.rtl.sdp_memory import (
     CHUNK,
     MAX_OPERAND_WORDS,
+    LineChunks,
     OperandLayout,
+    PassCount,
     TaggedStreams,
+    chunk_words,
     decode_lanes,
     words_per_point,
 )
@@ -97,16 +100,14 @@ class ElementOperands(wiring.Component):
         fifos, tags = streams.fifos, streams.tags
 
         # ---- the walker: surface, row, chunk of points, stage ---------------------------
-        surface, y, x = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
-        # the addresses count up: of (surface, y, 0), (surface, 0, 0) and the chunk at x
+        lines, surfaces = PassCount(m, "line", cfg.h), PassCount(m, "surface", cfg.surfaces)
+        # the addresses count up: of (surface, y, 0), (surface, 0, 0) and the chunk
         line = {s: Signal(ADDR_BITS, name=f"{s}_line_addr") for s in STAGES}
         surf = {s: Signal(ADDR_BITS, name=f"{s}_surf_addr") for s in STAGES}
         at = {s: Signal(ADDR_BITS, name=f"{s}_chunk_addr") for s in STAGES}
         step = {s: Signal(range(CHUNK * MAX_OPERAND_WORDS * atom + 1), name=f"{s}_step")
                 for s in STAGES}
-        rest = Signal(SIZE_BITS + 1)
-        n_points = Signal(range(CHUNK + 1))
-        m.d.comb += [rest.eq(cfg.w - x), n_points.eq(Mux(rest > CHUNK, CHUNK, rest))]
+        chunks = LineChunks(m, cfg.w)
         cmd = reader.cmd
         cmd_words, cmd_stage, fits = streams.cmd_words, streams.cmd_stream, streams.fits
         issue = streams.issue
@@ -115,7 +116,10 @@ class ElementOperands(wiring.Component):
         with m.FSM(name="walker"):
             with m.State("IDLE"):
                 with m.If(self.start & (on["x1"] | on["x2"])):
-                    m.d.sync += [surface.eq(0), y.eq(0), x.eq(0), walking.eq(1)]
+                    lines.first(m)
+                    surfaces.first(m)
+                    m.d.sync += walking.eq(1)
+                    chunks.first(m)
                     for s in STAGES:
                         base = getattr(cfg, s).base
                         m.d.sync += [line[s].eq(base), surf[s].eq(base), at[s].eq(base),
@@ -124,26 +128,28 @@ class ElementOperands(wiring.Component):
             for i, (s, here, after) in enumerate((("x1", "X1", "X2"), ("x2", "X2", "NEXT"))):
                 with m.State(here):
                     m.d.comb += [cmd.payload.addr.eq(at[s]),
-                                 cmd_words.eq(n_points * words[s]), cmd_stage.eq(i),
+                                 cmd_words.eq(chunk_words(chunks.points, getattr(cfg, s))),
+                                 cmd_stage.eq(i),
                                  cmd.valid.eq(on[s] & fits & tags.w_rdy)]
                     with m.If(~on[s] | issue):
                         m.next = after
             with m.State("NEXT"):
-                m.d.sync += x.eq(x + n_points)
                 m.d.sync += [at[s].eq(at[s] + step[s]) for s in STAGES]
+                chunks.next(m)
                 m.next = "X1"
-                with m.If(x + n_points == cfg.w):
-                    m.d.sync += [x.eq(0), y.eq(y + 1)]
+                with m.If(chunks.last):
+                    lines.next(m)
                     for s in STAGES:
                         line_next = line[s] + getattr(cfg, s).line
                         m.d.sync += [line[s].eq(line_next), at[s].eq(line_next)]
-                    with m.If(y + 1 == cfg.h):
-                        m.d.sync += [y.eq(0), surface.eq(surface + 1)]
+                    with m.If(lines.last):
+                        lines.restart(m)
+                        surfaces.next(m)
                         for s in STAGES:
                             stride = getattr(cfg, s).surf
                             m.d.sync += [line[s].eq(surf[s] + stride), at[s].eq(surf[s] + stride),
                                          surf[s].eq(surf[s] + stride)]
-                        with m.If(surface + 1 == cfg.surfaces):
+                        with m.If(surfaces.last):
                             m.d.sync += walking.eq(0)
                             m.next = "IDLE"
 

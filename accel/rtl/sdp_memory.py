@@ -118,6 +118,12 @@ def operand_fields(field, stage: str, op) -> list:
             op.surf.eq(field(rdma, f"D_{pre}_SURFACE_STRIDE"))]
 
 
+def chunk_words(points, op):
+    """Bus words of ``points`` points of operand ``op``: ``points`` times
+    :func:`words_per_point`, as a shift by 0..2 (not a multiplier)."""
+    return points << ((op.use == USE_BOTH) + op.wide)[:2]
+
+
 def words_per_point(op) -> Signal:
     """Bus words an operand element of ``op`` takes per point: its bytes per lane."""
     return Mux(op.use == USE_BOTH, 2, 1) << op.wide
@@ -146,8 +152,14 @@ class TaggedStreams:
     (``fifos``, read by the caller), each with credits for its room, and a tag per command
     (its stream and words) that routes the words of the answer, which come in command
     order.  The caller issues a command on ``cmd_stream``/``cmd_words`` only when ``fits``
-    (its stream's FIFO has room for all of its words) and ``tags.w_rdy``, and says so on
-    ``issue``; each word it takes from a FIFO gives a credit back."""
+    and ``tags.w_rdy``, and says so on ``issue``; each word it takes from a FIFO gives a
+    credit back.
+
+    ``fits`` is a register's: its stream's FIFO has half its depth free (each stream's
+    depth is at least twice its largest command), counted from registers of the last
+    cycle's command and words taken, and no command of the stream is still to be counted.
+    (The command's word count into a comparison with the credits, on into the issue and
+    the credits' adders, was the unit's path on an ECP5 at 72 MHz.)"""
 
     def __init__(self, m: Module, word, depths: dict[str, int], word_bits: int) -> None:
         self.names = list(depths)
@@ -168,21 +180,92 @@ class TaggedStreams:
         left = Signal(6)                        # words of the head tag not yet routed
         first_word = Signal(init=1)             # ``left`` is not loaded yet for the head tag
         ready = Signal()
+        taken_words = Signal(6)
+        m.d.sync += taken_words.eq(self.cmd_words)
         for i, n in enumerate(self.names):
-            f = self.fifos[n]
+            f, credits = self.fifos[n], self.credits[n]
             m.d.comb += f.w_data.eq(word.payload)
             with m.If(tag.stream == i):
                 m.d.comb += [f.w_en.eq(tags.r_rdy & word.valid), ready.eq(f.w_rdy)]
+            # credits: taken by a command, given back by each word the caller takes, each
+            # counted a cycle later
+            taken, given = Signal(name=f"{n}_taken"), Signal(name=f"{n}_given")
+            room = Signal(init=1, name=f"{n}_room")
+            m.d.sync += [taken.eq(self.issue & (self.cmd_stream == i)),
+                         given.eq(f.r_en & f.r_rdy)]
+            counted = credits - Mux(taken, taken_words, 0) + given
+            m.d.sync += [credits.eq(counted), room.eq(counted >= depths[n] // 2)]
             with m.If(self.cmd_stream == i):
-                m.d.comb += self.fits.eq(self.credits[n] >= self.cmd_words)
-            # credits: taken by a command, given back by each word the caller takes
-            taken = Mux(self.issue & (self.cmd_stream == i), self.cmd_words, 0)
-            m.d.sync += self.credits[n].eq(self.credits[n] - taken + (f.r_en & f.r_rdy))
+                m.d.comb += self.fits.eq(room & ~taken)
         m.d.comb += word.ready.eq(tags.r_rdy & ready)
         with m.If(word.valid & word.ready):
             words_left = Mux(first_word, tag.words, left)
             m.d.sync += [left.eq(words_left - 1), first_word.eq(words_left == 1)]
             m.d.comb += tags.r_en.eq(words_left == 1)
+
+
+class PassCount:
+    """A loop of ``total`` passes (lines of a surface, surfaces of a cube): the passes left
+    after this one and whether this is the last, registers stepped with the loop.  (``y +
+    1 == h``, an adder into an equality, chose between the line's and the surface's next
+    addresses on the walkers' paths on an ECP5, 10-12 ns.)  ``total`` must hold from
+    :meth:`first` on."""
+
+    def __init__(self, m: Module, name: str, total) -> None:
+        self.total = total
+        self.left = Signal(SIZE_BITS, name=f"{name}_left")
+        self.last = Signal(name=f"{name}_last")
+        # the first pass's, for the restarts
+        self.total_m1 = Signal(SIZE_BITS, name=f"{name}_total_m1")
+        self.single = Signal(name=f"{name}_single")
+        m.d.sync += [self.total_m1.eq(total - 1), self.single.eq(total == 1)]
+
+    def first(self, m: Module) -> None:
+        """The loop's first pass next cycle (from ``total`` itself)."""
+        m.d.sync += [self.left.eq(self.total - 1), self.last.eq(self.total == 1)]
+
+    def next(self, m: Module) -> None:
+        """The next pass next cycle."""
+        m.d.sync += [self.left.eq(self.left - 1), self.last.eq(self.left == 1)]
+
+    def restart(self, m: Module) -> None:
+        """The first pass again next cycle (``total`` has been held a cycle)."""
+        m.d.sync += [self.left.eq(self.total_m1), self.last.eq(self.single)]
+
+
+class LineChunks:
+    """A line's points in chunks of :data:`CHUNK`: the chunk's point count (``points``) and
+    whether it ends the line (``last``), registers stepped with the chunk, as are the
+    points from the chunk on.  (Worked out from a column count, ``width - x``, its minimum
+    with the chunk, the command's word count and its credit test were one path, 22-23 ns
+    on an ECP5.)  ``width`` must hold from :meth:`first` on."""
+
+    def __init__(self, m: Module, width) -> None:
+        self.width = width
+        self.points = Signal(range(CHUNK + 1), name="chunk_points")
+        self.last = Signal(name="chunk_last")
+        self.rest = Signal(SIZE_BITS, name="line_rest")       # the line's points from here
+        # a line's first chunk, for the lines after the first
+        self.line_points = Signal(range(CHUNK + 1), name="line_first_points")
+        self.line_one = Signal(name="line_one_chunk")
+        m.d.sync += [self.line_points.eq(Mux(width > CHUNK, CHUNK, width)),
+                     self.line_one.eq(width <= CHUNK)]
+
+    def first(self, m: Module) -> None:
+        """The operation's first chunk next cycle (in the caller's conditions)."""
+        width = self.width
+        m.d.sync += [self.rest.eq(width), self.points.eq(Mux(width > CHUNK, CHUNK, width)),
+                     self.last.eq(width <= CHUNK)]
+
+    def next(self, m: Module) -> None:
+        """The next chunk next cycle, or the next line's first after the last."""
+        rest = self.rest
+        m.d.sync += [rest.eq(rest - CHUNK),
+                     self.points.eq(Mux(rest > 2 * CHUNK, CHUNK, rest - CHUNK)),
+                     self.last.eq(rest <= 2 * CHUNK)]
+        with m.If(self.last):
+            m.d.sync += [rest.eq(self.width), self.points.eq(self.line_points),
+                         self.last.eq(self.line_one)]
 
 
 class SdpMemory(wiring.Component):
@@ -230,9 +313,9 @@ class SdpMemory(wiring.Component):
         fifos, tags = streams.fifos, streams.tags
 
         # ---- the walker: surface, line, chunk of points ---------------------------------
-        surface, y, x = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
-        # the addresses count up: of (surface, y, 0), of (surface, 0, 0) and of the chunk
-        # at x, for the input and each operand stream; a chunk's step in a register
+        lines, surfaces = PassCount(m, "line", cfg.h), PassCount(m, "surface", cfg.surfaces)
+        # the addresses count up: of (surface, y, 0), of (surface, 0, 0) and of the chunk,
+        # for the input and each operand stream; a chunk's step in a register
         in_line = Signal(ADDR_BITS)
         in_surf = Signal(ADDR_BITS)
         in_at = Signal(ADDR_BITS)
@@ -242,9 +325,8 @@ class SdpMemory(wiring.Component):
         op_step = {s: Signal(range(CHUNK * MAX_OPERAND_WORDS * atom + 1), name=f"{s}_step")
                    for s in STREAMS}
         op_kernel = {s: Signal(ADDR_BITS, name=f"{s}_kernel_addr") for s in STREAMS}
-        n_points = Signal(range(CHUNK + 1))
-        rest = Signal(SIZE_BITS + 1)
-        m.d.comb += [rest.eq(cfg.w - x), n_points.eq(Mux(rest > CHUNK, CHUNK, rest))]
+        chunks = LineChunks(m, cfg.w)
+        n_points = chunks.points
         walking, walked = Signal(), Signal()
         cmd = reader.cmd
         cmd_words, cmd_stream, fits = streams.cmd_words, streams.cmd_stream, streams.fits
@@ -254,7 +336,10 @@ class SdpMemory(wiring.Component):
         with m.FSM(name="walker"):
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [surface.eq(0), y.eq(0), x.eq(0), in_line.eq(cfg.src),
+                    chunks.first(m)
+                    lines.first(m)
+                    surfaces.first(m)
+                    m.d.sync += [in_line.eq(cfg.src),
                                  in_surf.eq(cfg.src), in_at.eq(cfg.src), walking.eq(1),
                                  walked.eq(0)]
                     for s in STREAMS:
@@ -282,24 +367,27 @@ class SdpMemory(wiring.Component):
                 op = getattr(cfg, s)
                 with m.State(here):             # the chunk's per-element operands
                     m.d.comb += [cmd.payload.addr.eq(op_at[s]),
-                                 cmd_words.eq(n_points * words[s]),
+                                 cmd_words.eq(chunk_words(n_points, op)),
                                  cmd_stream.eq(names.index(s)),
                                  cmd.valid.eq(op.fetch & op.per_element & fits & tags.w_rdy)]
                     with m.If(~op.fetch | ~op.per_element | issue):
                         m.next = after
             with m.State("NEXT"):
-                m.d.sync += [x.eq(x + n_points), in_at.eq(in_at + CHUNK * atom)]
+                m.d.sync += in_at.eq(in_at + CHUNK * atom)
                 m.d.sync += [op_at[s].eq(op_at[s] + op_step[s]) for s in STREAMS]
+                chunks.next(m)
                 m.next = "INPUT"
-                with m.If(x + n_points == cfg.w):
-                    m.d.sync += [x.eq(0), y.eq(y + 1), in_line.eq(in_line + cfg.src_line),
+                with m.If(chunks.last):
+                    lines.next(m)
+                    m.d.sync += [in_line.eq(in_line + cfg.src_line),
                                  in_at.eq(in_line + cfg.src_line)]
                     for s in STREAMS:
                         line_next = op_line[s] + getattr(cfg, s).line
                         m.d.sync += [op_line[s].eq(line_next), op_at[s].eq(line_next)]
-                    with m.If(y + 1 == cfg.h):
-                        m.d.sync += [y.eq(0), surface.eq(surface + 1),
-                                     in_line.eq(in_surf + cfg.src_surf),
+                    with m.If(lines.last):
+                        lines.restart(m)
+                        surfaces.next(m)
+                        m.d.sync += [in_line.eq(in_surf + cfg.src_surf),
                                      in_at.eq(in_surf + cfg.src_surf),
                                      in_surf.eq(in_surf + cfg.src_surf)]
                         for s in STREAMS:
@@ -309,7 +397,7 @@ class SdpMemory(wiring.Component):
                                          op_surf[s].eq(op_surf[s] + op.surf),
                                          op_kernel[s].eq(op_kernel[s] + words[s] * atom)]
                         m.next = "KERNEL_X1"
-                        with m.If(surface + 1 == cfg.surfaces):
+                        with m.If(surfaces.last):
                             m.d.sync += [walking.eq(0), walked.eq(1)]
                             m.next = "IDLE"
 
