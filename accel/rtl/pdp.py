@@ -273,29 +273,43 @@ class Pdp(wiring.Component):
         m.d.comb += hvals.w_data.eq(hval_in.as_value())
         hacc = [[Signal(signed(ROW_BITS), name=f"hacc{k}_{i}") for i in range(lanes)]
                 for k in range(OPEN_WINDOWS)]
-        h_y, h_x = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        lo, hi, k = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
-        xs_lo, xs_hi, xs_k = Signal(coord), Signal(coord), Signal(coord)
+        # Each window is tracked by ``d = h_x - xs``, the word's column in it (0 at its
+        # first column, kernel_w - 1 at its last; negative before it opens), for window k
+        # (the one taking this cycle), lo (the first open) and hi (the next to open); the
+        # windows by counts (those open after k, those open, those of the row still to
+        # open or to close) and k by its slot.  Every decision is then a few gates of
+        # registers: with the columns themselves, ``min(xs + kernel_w, width)`` compared
+        # with the word's column was an adder, a comparison and a subtraction into an
+        # equality, the unit's path at 43 MHz on an ECP5.
+        h_y = Signal(SIZE_BITS)
+        d_k, d_lo, d_hi = (Signal(signed(7), name=n) for n in ("d_k", "d_lo", "d_hi"))
+        k, lo_slot = Signal(3), Signal(3)
+        ahead, opened = Signal(4), Signal(4)    # windows open after k; open (hi - lo)
+        lo_left, hi_left = Signal(SIZE_BITS), Signal(SIZE_BITS)   # out_w - lo, out_w - hi
+        x_left = Signal(SIZE_BITS)              # the row's columns after the word's
+        x_small = Signal(4)                     # the word's column, at most 15
         word = Signal(8 * lanes)
         have_word = Signal()
         pace = Signal(range(max(atom, 2)))      # cycles until the next word may be taken
         with m.If(pace != 0):
             m.d.sync += pace.eq(pace - 1)
         kw, sw = cfg.kernel_w, cfg.stride_w
+        kw_m1 = Signal(3)
+        m.d.sync += kw_m1.eq(kw - 1)
+        more_hi, more_lo = hi_left != 0, lo_left != 0
         # the window taking the cycle: an open one (k < hi) or the next to open
-        opening = (k == hi) & (hi < out_w) & (xs_hi <= h_x.as_signed())
-        active = (k < hi) | opening
-        k_first = Mux(xs_k[-1], 0, xs_k)                     # its first real column
-        k_stop = Signal(coord)
-        m.d.comb += k_stop.eq(Mux(xs_k + kw > in_w, in_w, xs_k + kw))
-        closes = h_x == k_stop - 1
+        opening = (ahead == 0) & more_hi & ~d_hi[-1]
+        active = (ahead != 0) | opening
+        last_col = x_left == 0
+        closes = (d_k == kw_m1) | last_col
+        first_col = (d_k == 0) | (x_small == 0)           # the window's first real column
         taking = Signal()                      # the word is taken this cycle
         current = Mux(taking, reader.data.payload, word)
-        slot = k[:3]
+        slot = k
         folded = [Signal(signed(ROW_BITS), name=f"folded{i}") for i in range(lanes)]
         for i in range(lanes):
             v = current[8 * i:8 * i + 8].as_signed()
-            m.d.comb += folded[i].eq(Mux(h_x == k_first, v,
+            m.d.comb += folded[i].eq(Mux(first_col, v,
                                          fold(Array(h[i] for h in hacc)[slot], v)))
         with m.FSM(name="rows"):
             with m.State("IDLE"):
@@ -303,17 +317,19 @@ class Pdp(wiring.Component):
                     m.d.sync += [h_y.eq(0), row_done.eq(0)]
                     m.next = "ROW"
             with m.State("ROW"):
-                m.d.sync += [h_x.eq(0), lo.eq(0), hi.eq(0), k.eq(0), xs_lo.eq(-pad_left),
-                             xs_hi.eq(-pad_left), xs_k.eq(-pad_left)]
+                m.d.sync += [x_left.eq(in_w - 1), x_small.eq(0), k.eq(0), lo_slot.eq(0),
+                             ahead.eq(0), opened.eq(0), lo_left.eq(out_w), hi_left.eq(out_w),
+                             d_k.eq(pad_left), d_lo.eq(pad_left), d_hi.eq(pad_left)]
                 m.next = "LEFT"
             with m.State("LEFT"):              # windows wholly in the left padding
-                with m.If((lo < out_w) & (xs_lo + kw <= 0)):
+                with m.If(more_lo & (d_lo > kw_m1)):
                     m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
                     m.d.comb += [hval_in.lanes[i].eq(neutral) for i in range(lanes)]
-                    with m.If(hvals.w_rdy):
-                        m.d.sync += [lo.eq(lo + 1), hi.eq(lo + 1), k.eq(lo + 1),
-                                     xs_lo.eq(xs_lo + sw), xs_hi.eq(xs_lo + sw),
-                                     xs_k.eq(xs_lo + sw)]
+                    with m.If(hvals.w_rdy):    # lo, hi and k the window after lo
+                        m.d.sync += [lo_slot.eq(lo_slot + 1), k.eq(lo_slot + 1),
+                                     lo_left.eq(lo_left - 1), hi_left.eq(lo_left - 1),
+                                     d_lo.eq(d_lo - sw), d_hi.eq(d_lo - sw),
+                                     d_k.eq(d_lo - sw)]
                 with m.Else():
                     m.next = "WORDS"
             with m.State("WORDS"):
@@ -322,37 +338,47 @@ class Pdp(wiring.Component):
                 with m.If(taking):
                     m.d.sync += [word.eq(reader.data.payload), have_word.eq(1),
                                  pace.eq(atom - 1)]
-                # after this cycle's window: another for this word, or the next word
-                nh = hi + opening
-                next_active = (k + 1 < nh) | ((k + 1 == nh) & (nh < out_w) & (
-                    xs_hi + Mux(opening, sw, 0) <= h_x.as_signed()))
+                # after this cycle's window: another for this word (one open after k, or
+                # the next to open if it starts at or before the word's column)
+                d_hi_next = d_hi - sw
+                next_active = (ahead > 1) | (((ahead == 1) | opening) & Mux(
+                    opening, (hi_left > 1) & ~d_hi_next[-1], more_hi & ~d_hi[-1]))
                 blocked = active & closes & ~hvals.w_rdy
+                closing = active & closes
                 with m.If((have_word | taking) & ~blocked):
                     with m.If(active):
                         for j in range(OPEN_WINDOWS):
                             with m.If(slot == j):
                                 m.d.sync += [hacc[j][i].eq(folded[i]) for i in range(lanes)]
-                        m.d.sync += [k.eq(k + 1), xs_k.eq(xs_k + sw)]
+                        m.d.sync += [k.eq(k + 1), d_k.eq(d_k - sw),
+                                     ahead.eq(Mux(opening, 0, ahead - 1)),
+                                     opened.eq(opened + opening - closes)]
                         with m.If(opening):
-                            m.d.sync += [hi.eq(hi + 1), xs_hi.eq(xs_hi + sw)]
+                            m.d.sync += [hi_left.eq(hi_left - 1), d_hi.eq(d_hi_next)]
                         with m.If(closes):
                             m.d.comb += [hvals.w_en.eq(1),
-                                         hval_in.cols.eq(k_stop - k_first)]
+                                         hval_in.cols.eq(Mux(x_small < d_k, x_small, d_k) + 1)]
                             m.d.comb += [hval_in.lanes[i].eq(folded[i]) for i in range(lanes)]
-                            m.d.sync += [lo.eq(k + 1), xs_lo.eq(xs_k + sw)]
+                            m.d.sync += [lo_slot.eq(k + 1), d_lo.eq(d_k - sw),
+                                         lo_left.eq(lo_left - 1)]
                     with m.If(~active | ~next_active):     # the word's last window
-                        closing = active & closes
-                        m.d.sync += [have_word.eq(0), h_x.eq(h_x + 1),
-                                     k.eq(Mux(closing, k + 1, lo)),
-                                     xs_k.eq(Mux(closing, xs_k + sw, xs_lo))]
-                        with m.If(h_x + 1 == in_w):
+                        # k goes back to the first open window; every window's column
+                        # moves on by one
+                        m.d.sync += [have_word.eq(0), x_left.eq(x_left - 1),
+                                     x_small.eq(x_small + (x_small != 15)),
+                                     k.eq(Mux(closing, k + 1, lo_slot)),
+                                     d_k.eq(Mux(closing, d_k - sw, d_lo) + 1),
+                                     d_lo.eq(Mux(closing, d_k - sw, d_lo) + 1),
+                                     d_hi.eq(Mux(opening, d_hi_next, d_hi) + 1),
+                                     ahead.eq(opened + opening - closing)]
+                        with m.If(last_col):
                             m.next = "RIGHT"
             with m.State("RIGHT"):             # windows wholly in the right padding
-                with m.If(lo < out_w):
+                with m.If(more_lo):
                     m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
                     m.d.comb += [hval_in.lanes[i].eq(neutral) for i in range(lanes)]
                     with m.If(hvals.w_rdy):
-                        m.d.sync += lo.eq(lo + 1)
+                        m.d.sync += lo_left.eq(lo_left - 1)
                 with m.Else():
                     m.d.sync += h_y.eq(h_y + 1)
                     m.next = "ROW"
