@@ -54,7 +54,7 @@ from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.credits import credit_room
 from accel.rtl.postproc import saturate
-from accel.rtl.timing import delayed, stage
+from accel.rtl.timing import delayed, kept_copies, registered_copies, set_all, stage
 
 #: the PDP's units, its read DMA first (enabled together, completed together)
 PDP_UNITS = ("NVDLA_PDP_RDMA", "NVDLA_PDP")
@@ -183,12 +183,14 @@ class Pdp(wiring.Component):
         wiring.connect(m, wiring.flipped(self.axi_read), reader.axi)
         wiring.connect(m, wiring.flipped(self.axi_write), writer.axi)
         m.d.comb += self.bus_error.eq(reader.bus_error | writer.bus_error)
-        method = cfg.method
-        neutral = Mux(method == MAX, -128, Mux(method == MIN, 127, 0))
+        # the method as flags in registers (``cfg`` holds from before the start), a copy
+        # for each lane of the row stage's fold (kept apart, beside its lane)
+        is_max, is_min = stage(m, "is_max", cfg.method == MAX), stage(m, "is_min",
+                                                                      cfg.method == MIN)
+        neutral = Mux(is_max, -128, Mux(is_min, 127, 0))
 
-        def fold(a, v):
-            return Mux(method == MAX, Mux(v > a, v, a), Mux(method == MIN, Mux(v < a, v, a),
-                                                            a + v))
+        def fold(a, v, is_max=is_max, is_min=is_min):
+            return Mux(is_max, Mux(v > a, v, a), Mux(is_min, Mux(v < a, v, a), a + v))
 
         coord = signed(SIZE_BITS + 2)
 
@@ -303,21 +305,34 @@ class Pdp(wiring.Component):
         last_col = x_left == 0
         closes = (d_k == kw_m1) | last_col
         first_col = (d_k == 0) | (x_small == 0)           # the window's first real column
+        # a word is taken into ``word`` and folded from the next cycle (the bus's word
+        # straight into the fold was the unit's path at 57 MHz); a word of eight windows
+        # (kernel_w 8, stride 1) then takes nine cycles
         taking = Signal()                      # the word is taken this cycle
-        current = Mux(taking, reader.data.payload, word)
+        current = word
         slot = k
+        # k and the method's flags: a copy for each lane's fold (one k picking a window of
+        # every lane, spread across the chip, was the unit's path at 52 MHz)
+        k_next = Signal(3)
+        m.d.comb += k_next.eq(k)
+        lane_k = kept_copies("lane_k", lanes, 3)
+        lane_max = registered_copies(m, "lane_max", is_max, lanes)
+        lane_min = registered_copies(m, "lane_min", is_min, lanes)
+        m.d.sync += [k.eq(k_next), *set_all(lane_k, k_next)]
         folded = [Signal(signed(ROW_BITS), name=f"folded{i}") for i in range(lanes)]
         for i in range(lanes):
             v = current[8 * i:8 * i + 8].as_signed()
+            held = Array(h[i] for h in hacc)[lane_k[i]]
             m.d.comb += folded[i].eq(Mux(first_col, v,
-                                         fold(Array(h[i] for h in hacc)[slot], v)))
+                                         fold(held, v, lane_max[i], lane_min[i])))
         with m.FSM(name="rows"):
             with m.State("IDLE"):
                 with m.If(job_start):
                     m.d.sync += [h_y.eq(0), row_done.eq(0)]
                     m.next = "ROW"
             with m.State("ROW"):
-                m.d.sync += [x_left.eq(in_w - 1), x_small.eq(0), k.eq(0), lo_slot.eq(0),
+                m.d.comb += k_next.eq(0)
+                m.d.sync += [x_left.eq(in_w - 1), x_small.eq(0), lo_slot.eq(0),
                              ahead.eq(0), opened.eq(0), lo_left.eq(out_w), hi_left.eq(out_w),
                              d_k.eq(pad_left), d_lo.eq(pad_left), d_hi.eq(pad_left)]
                 m.next = "LEFT"
@@ -326,7 +341,8 @@ class Pdp(wiring.Component):
                     m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
                     m.d.comb += [hval_in.lanes[i].eq(neutral) for i in range(lanes)]
                     with m.If(hvals.w_rdy):    # lo, hi and k the window after lo
-                        m.d.sync += [lo_slot.eq(lo_slot + 1), k.eq(lo_slot + 1),
+                        m.d.comb += k_next.eq(lo_slot + 1)
+                        m.d.sync += [lo_slot.eq(lo_slot + 1),
                                      lo_left.eq(lo_left - 1), hi_left.eq(lo_left - 1),
                                      d_lo.eq(d_lo - sw), d_hi.eq(d_lo - sw),
                                      d_k.eq(d_lo - sw)]
@@ -345,12 +361,13 @@ class Pdp(wiring.Component):
                     opening, (hi_left > 1) & ~d_hi_next[-1], more_hi & ~d_hi[-1]))
                 blocked = active & closes & ~hvals.w_rdy
                 closing = active & closes
-                with m.If((have_word | taking) & ~blocked):
+                with m.If(have_word & ~blocked):
                     with m.If(active):
                         for j in range(OPEN_WINDOWS):
                             with m.If(slot == j):
                                 m.d.sync += [hacc[j][i].eq(folded[i]) for i in range(lanes)]
-                        m.d.sync += [k.eq(k + 1), d_k.eq(d_k - sw),
+                        m.d.comb += k_next.eq(k + 1)
+                        m.d.sync += [d_k.eq(d_k - sw),
                                      ahead.eq(Mux(opening, 0, ahead - 1)),
                                      opened.eq(opened + opening - closes)]
                         with m.If(opening):
@@ -364,9 +381,9 @@ class Pdp(wiring.Component):
                     with m.If(~active | ~next_active):     # the word's last window
                         # k goes back to the first open window; every window's column
                         # moves on by one
+                        m.d.comb += k_next.eq(Mux(closing, k + 1, lo_slot))
                         m.d.sync += [have_word.eq(0), x_left.eq(x_left - 1),
                                      x_small.eq(x_small + (x_small != 15)),
-                                     k.eq(Mux(closing, k + 1, lo_slot)),
                                      d_k.eq(Mux(closing, d_k - sw, d_lo) + 1),
                                      d_lo.eq(Mux(closing, d_k - sw, d_lo) + 1),
                                      d_hi.eq(Mux(opening, d_hi_next, d_hi) + 1),
@@ -400,79 +417,107 @@ class Pdp(wiring.Component):
         wr = mem.write_port()
         rd = mem.read_port(transparent_for=(wr,))
         hval = data.View(_hval_layout(lanes), hvals.r_data)
-        v_y, v_x = Signal(SIZE_BITS), Signal(SIZE_BITS)
-        oy_lo, oy_hi, j = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
-        ys_lo, ys_hi, ys_j = Signal(coord), Signal(coord), Signal(coord)
+        # As in the row stage, each output row is tracked by ``e = v_y - ys``, the input
+        # row's place in it (0 at its first row, kernel_h - 1 at its last, negative before
+        # it opens), for the step's row j, the first open row lo and the next to open hi;
+        # the rows by counts and j by its slot: each step's flags are a few gates of
+        # registers, not ``min(ys + kernel_h, height)`` and its comparisons.
+        e_j, e_lo, e_hi = (Signal(signed(7), name=n) for n in ("e_j", "e_lo", "e_hi"))
+        j, lo_row = Signal(3), Signal(3)        # the step's row and the first open, mod 8
+        rows_open, j_left = Signal(4), Signal(4)          # oy_hi - oy_lo, oy_hi - j
+        hi_rows_left = Signal(SIZE_BITS)                  # out_h - oy_hi
+        y_left, x_left = Signal(SIZE_BITS), Signal(SIZE_BITS)   # rows / windows after this
+        first_row, y_small = Signal(), Signal(4)          # v_y == 0, min(v_y, 15)
+        last_row = y_left == 0
+        kh_m1 = Signal(3)
+        m.d.sync += kh_m1.eq(kh - 1)
         out_lo, out_j = Signal(ADDR_BITS), Signal(ADDR_BITS)   # output row addresses, column 0
         col_addr = Signal(ADDR_BITS)                            # the window's column in them
-        last_row = v_y + 1 == cfg.h
-        real_end = Signal(coord)                                # past the last real row of oy_lo
-        m.d.comb += real_end.eq(Mux(ys_lo + kh > cfg.h, cfg.h, ys_lo + kh))
-        j_first = Signal(coord)
-        j_end = Signal(coord)
-        m.d.comb += [j_first.eq(Mux(ys_j[-1], 0, ys_j)),
-                     j_end.eq(Mux(ys_j + kh > cfg.h, cfg.h, ys_j + kh))]
-        # the step in flight (read issued, value next cycle)
+        # A step is read (issued, stage c), its line arrives and is registered (stage b),
+        # then folded and written back or handed on: three cycles, the block RAM's output
+        # straight into a register (its output through the fold back into it was the
+        # unit's path at 49 MHz).  A line is read again at the earliest three cycles after
+        # (the window's end and the ROW state come between), after its write.
         c_valid, c_first, c_last, c_empty = Signal(), Signal(), Signal(), Signal()
         c_addr, c_out = Signal(depth_log2), Signal(ADDR_BITS)
         c_rows, c_cols = Signal(4), Signal(4)
         c_hval = [Signal(signed(ROW_BITS), name=f"c_hval{i}") for i in range(lanes)]
+        b_valid, b_first, b_last, b_empty = Signal(), Signal(), Signal(), Signal()
+        b_addr, b_out = Signal(depth_log2), Signal(ADDR_BITS)
+        b_rows, b_cols = Signal(4), Signal(4)
+        b_hval = [Signal(signed(ROW_BITS), name=f"b_hval{i}") for i in range(lanes)]
+        b_held = Signal(lanes * BUFFER_BITS)
         stall = Signal()                        # a pooled value waits for a queue entry
         column = [Signal(signed(BUFFER_BITS), name=f"column{i}") for i in range(lanes)]
         for i in range(lanes):
-            held = rd.data[BUFFER_BITS * i:BUFFER_BITS * (i + 1)].as_signed()
-            m.d.comb += column[i].eq(Mux(c_empty, neutral,
-                                         Mux(c_first, c_hval[i], fold(held, c_hval[i]))))
-        line = Signal(depth_log2)               # the buffer word of row j, column v_x
+            held = b_held[BUFFER_BITS * i:BUFFER_BITS * (i + 1)].as_signed()
+            m.d.comb += column[i].eq(Mux(b_empty, neutral,
+                                         Mux(b_first, b_hval[i], fold(held, b_hval[i]))))
+        line = Signal(depth_log2)               # the buffer word of row j, window v_x
         slot_mask, slot_shift = Signal(3), Signal(range(depth_log2 + 1))
+        v_x = Signal(SIZE_BITS)                 # the window (a column of the buffer)
         m.d.comb += [slot_mask.eq(Array([0, 1, 3, 7])[overlap_log2]),
                      slot_shift.eq(depth_log2 - overlap_log2),
                      line.eq(((j & slot_mask) << slot_shift) | v_x)]
-        m.d.comb += [wr.addr.eq(c_addr), wr.en.eq(c_valid & ~c_last & ~c_empty),
+        m.d.comb += [wr.addr.eq(b_addr), wr.en.eq(b_valid & ~b_last & ~b_empty),
                      wr.data.eq(Cat(*(v.as_unsigned() for v in column))),
                      rd.addr.eq(line), rd.en.eq(~stall)]
         with m.If(~stall):
-            m.d.sync += c_valid.eq(0)
+            m.d.sync += [c_valid.eq(0), b_valid.eq(c_valid), b_first.eq(c_first),
+                         b_last.eq(c_last), b_empty.eq(c_empty), b_addr.eq(c_addr),
+                         b_out.eq(c_out), b_rows.eq(c_rows), b_cols.eq(c_cols),
+                         b_held.eq(rd.data)]
+            m.d.sync += [b_hval[i].eq(c_hval[i]) for i in range(lanes)]
         with m.FSM(name="columns"):
             with m.State("IDLE"):
                 with m.If(job_start):
-                    m.d.sync += [v_y.eq(0), oy_lo.eq(0), oy_hi.eq(0), ys_lo.eq(-cfg.pad_top),
-                                 ys_hi.eq(-cfg.pad_top), out_lo.eq(dsurf_addr + out0 * atom),
-                                 col_done.eq(0)]
+                    m.d.sync += [y_left.eq(cfg.h - 1), first_row.eq(1), y_small.eq(0),
+                                 lo_row.eq(0), rows_open.eq(0), hi_rows_left.eq(cfg.out_h),
+                                 e_lo.eq(cfg.pad_top), e_hi.eq(cfg.pad_top),
+                                 out_lo.eq(dsurf_addr + out0 * atom), col_done.eq(0)]
                     m.next = "ROW"
             with m.State("ROW"):               # the output rows open during this row
-                with m.If((v_y != 0) & (oy_lo < oy_hi) & (real_end <= v_y.as_signed())):
-                    m.d.sync += [oy_lo.eq(oy_lo + 1), ys_lo.eq(ys_lo + sh),
-                                 out_lo.eq(out_lo + cfg.dst_line)]
-                with m.Elif((oy_hi < cfg.out_h) & (last_row | (ys_hi <= v_y.as_signed()))):
-                    m.d.sync += [oy_hi.eq(oy_hi + 1), ys_hi.eq(ys_hi + sh)]
+                with m.If(~first_row & (rows_open != 0) & (e_lo > kh_m1)):
+                    m.d.sync += [lo_row.eq(lo_row + 1), rows_open.eq(rows_open - 1),
+                                 e_lo.eq(e_lo - sh), out_lo.eq(out_lo + cfg.dst_line)]
+                with m.Elif((hi_rows_left != 0) & (last_row | ~e_hi[-1])):
+                    m.d.sync += [rows_open.eq(rows_open + 1),
+                                 hi_rows_left.eq(hi_rows_left - 1), e_hi.eq(e_hi - sh)]
                 with m.Else():
-                    m.d.sync += [v_x.eq(0), col_addr.eq(0), j.eq(oy_lo), ys_j.eq(ys_lo),
+                    m.d.sync += [v_x.eq(0), x_left.eq(out_w - 1), col_addr.eq(0),
+                                 j.eq(lo_row), j_left.eq(rows_open), e_j.eq(e_lo),
                                  out_j.eq(out_lo)]
                     m.next = "STEPS"
             with m.State("STEPS"):
                 with m.If(~stall):
-                    with m.If(hvals.r_rdy & (j < oy_hi)):   # the window's step for row j
-                        empty = j_end <= j_first
+                    with m.If(hvals.r_rdy & (j_left != 0)):   # the window's step for row j
+                        # (rows wholly in the padding: below the first row's start or
+                        # past the last row's end)
+                        empty = (e_j > kh_m1) | e_j[-1]
                         m.d.sync += [
                             c_valid.eq(1), c_empty.eq(empty),
-                            c_first.eq(v_y.as_signed() == j_first),
-                            c_last.eq(v_y.as_signed() + 1 == j_end), c_addr.eq(line),
+                            c_first.eq((e_j == 0) | first_row),
+                            c_last.eq((e_j == kh_m1) | last_row), c_addr.eq(line),
                             c_out.eq(out_j + col_addr),
-                            c_rows.eq(Mux(empty, 0, j_end - j_first)), c_cols.eq(hval.cols),
-                            j.eq(j + 1), ys_j.eq(ys_j + sh), out_j.eq(out_j + cfg.dst_line)]
+                            c_rows.eq(Mux(empty, 0, Mux(y_small < e_j, y_small, e_j) + 1)),
+                            c_cols.eq(hval.cols),
+                            j.eq(j + 1), j_left.eq(j_left - 1), e_j.eq(e_j - sh),
+                            out_j.eq(out_j + cfg.dst_line)]
                         m.d.sync += [c_hval[i].eq(hval.lanes[i]) for i in range(lanes)]
                     with m.Elif(hvals.r_rdy):      # the window is done: the next one
                         m.d.comb += hvals.r_en.eq(1)
-                        m.d.sync += [v_x.eq(v_x + 1), col_addr.eq(col_addr + atom),
-                                     j.eq(oy_lo), ys_j.eq(ys_lo), out_j.eq(out_lo)]
-                        with m.If(v_x + 1 == out_w):
-                            m.d.sync += v_y.eq(v_y + 1)
+                        m.d.sync += [v_x.eq(v_x + 1), x_left.eq(x_left - 1),
+                                     col_addr.eq(col_addr + atom), j.eq(lo_row),
+                                     j_left.eq(rows_open), e_j.eq(e_lo), out_j.eq(out_lo)]
+                        with m.If(x_left == 0):   # the row's last window: the next row
+                            m.d.sync += [y_left.eq(y_left - 1), first_row.eq(0),
+                                         y_small.eq(y_small + (y_small != 15)),
+                                         e_lo.eq(e_lo + 1), e_hi.eq(e_hi + 1)]
                             m.next = "ROW"
                             with m.If(last_row):
                                 m.next = "DRAIN"
             with m.State("DRAIN"):
-                with m.If(~c_valid):
+                with m.If(~c_valid & ~b_valid):
                     m.d.sync += col_done.eq(1)
                     m.next = "IDLE"
 
@@ -485,24 +530,24 @@ class Pdp(wiring.Component):
         ecp5 = use_ecp5_dsp(None, platform)
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=ADDR_BITS + 8 * lanes, depth=OUT_QUEUE)
-        final = c_valid & (c_last | c_empty)
+        final = b_valid & (b_last | b_empty)
         take = Signal()
         room = credit_room(m, OUT_QUEUE, take, results.r_en, "pdp_credits")
         m.d.comb += [take.eq(final & room), stall.eq(final & ~room)]
         # values taken and not yet handed to the write DMA (for the completion)
         outstanding = Signal(range(OUT_QUEUE + 1))
         m.d.sync += outstanding.eq(outstanding + take - results.r_en)
-        average = stage(m, "average", method == AVERAGE)
+        average = stage(m, "average", cfg.method == AVERAGE)
         valid = [take]
-        for k in range(1, PIPELINE_STAGES + 1):
-            valid.append(stage(m, f"s{k}_valid", valid[-1]))
+        for n in range(1, PIPELINE_STAGES + 1):
+            valid.append(stage(m, f"s{n}_valid", valid[-1]))
         pv = cfg.pad_values
-        rows1 = stage(m, "s1_rows", c_rows)
-        pad_cols = stage(m, "s1_pad_col_value", pv[(cfg.kernel_w - c_cols)[:3]])
-        pad_rows = stage(m, "s1_pad_row_value", pv[(cfg.kernel_h - c_rows)[:3]])
+        rows1 = stage(m, "s1_rows", b_rows)
+        pad_cols = stage(m, "s1_pad_col_value", pv[(cfg.kernel_w - b_cols)[:3]])
+        pad_rows = stage(m, "s1_pad_row_value", pv[(cfg.kernel_h - b_rows)[:3]])
         pad_term = stage(m, "s3_pad_term", stage(m, "s2_pad_cols", rows1 * pad_cols)
                         + stage(m, "s2_pad_rows", cfg.kernel_w * pad_rows), signed(SUM_BITS))
-        out_addr = delayed(m, "out_addr", c_out, PIPELINE_STAGES)
+        out_addr = delayed(m, "out_addr", b_out, PIPELINE_STAGES)
         pooled = []
         for i in range(lanes):
             col = delayed(m, f"s3_column{i}", column[i], 3)
