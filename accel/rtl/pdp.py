@@ -526,7 +526,7 @@ class Pdp(wiring.Component):
         # that no value on its way holds (credits), so the stages move every cycle: 1 the
         # values, 2 the padding's two products, 3 their sum, 4 added (average), 6 the
         # width's reciprocal (DSP blocks), 7 rounded, 9 the height's, 10 rounded, 11
-        # saturated, then queued for the write DMA.
+        # saturated, then queued for the write DMA; max and min queued after stage 1.
         ecp5 = use_ecp5_dsp(None, platform)
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=ADDR_BITS + 8 * lanes, depth=OUT_QUEUE)
@@ -562,8 +562,14 @@ class Pdp(wiring.Component):
             s10 = stage(m, f"s10_{i}", Mux(average, _round16(by_h[:35].as_signed()),
                                           delayed(m, f"s9_{i}", s7, 2)), signed(18))
             pooled.append(stage(m, f"s11_{i}", saturate(s10, 8), signed(8)))
-        m.d.comb += [results.w_en.eq(valid[-1]),
-                     results.w_data.eq(Cat(*(v.as_unsigned() for v in pooled), out_addr)),
+        # max and min: the pooled value itself (an int8) a stage after the column stage,
+        # queued without the average's stages
+        direct = [stage(m, f"s1_direct{i}", column[i][:8]) for i in range(lanes)]
+        direct_addr = stage(m, "s1_direct_addr", b_out)
+        m.d.comb += [results.w_en.eq(Mux(average, valid[-1], valid[1])),
+                     results.w_data.eq(Mux(average,
+                                           Cat(*(v.as_unsigned() for v in pooled), out_addr),
+                                           Cat(*direct, direct_addr))),
                      writer.req.valid.eq(results.r_rdy),
                      writer.req.payload.data.eq(results.r_data[:8 * lanes]),
                      writer.req.payload.addr.eq(results.r_data[8 * lanes:]),
