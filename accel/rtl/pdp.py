@@ -306,8 +306,7 @@ class Pdp(wiring.Component):
         closes = (d_k == kw_m1) | last_col
         first_col = (d_k == 0) | (x_small == 0)           # the window's first real column
         # a word is taken into ``word`` and folded from the next cycle (the bus's word
-        # straight into the fold was the unit's path at 57 MHz); a word of eight windows
-        # (kernel_w 8, stride 1) then takes nine cycles
+        # straight into the fold was the unit's path at 57 MHz)
         taking = Signal()                      # the word is taken this cycle
         current = word
         slot = k
@@ -349,11 +348,6 @@ class Pdp(wiring.Component):
                 with m.Else():
                     m.next = "WORDS"
             with m.State("WORDS"):
-                m.d.comb += taking.eq(~have_word & (pace == 0) & reader.data.valid)
-                m.d.comb += reader.data.ready.eq(taking)
-                with m.If(taking):
-                    m.d.sync += [word.eq(reader.data.payload), have_word.eq(1),
-                                 pace.eq(atom - 1)]
                 # after this cycle's window: another for this word (one open after k, or
                 # the next to open if it starts at or before the word's column)
                 d_hi_next = d_hi - sw
@@ -361,6 +355,12 @@ class Pdp(wiring.Component):
                     opening, (hi_left > 1) & ~d_hi_next[-1], more_hi & ~d_hi[-1]))
                 blocked = active & closes & ~hvals.w_rdy
                 closing = active & closes
+                # the next word is taken as the word's last window is folded (not after
+                # the row's last column), so that eight windows a word take eight cycles
+                word_end = have_word & ~blocked & (~active | ~next_active)
+                m.d.comb += taking.eq((~have_word | (word_end & ~last_col)) & (pace == 0)
+                                      & reader.data.valid)
+                m.d.comb += reader.data.ready.eq(taking)
                 with m.If(have_word & ~blocked):
                     with m.If(active):
                         for j in range(OPEN_WINDOWS):
@@ -390,6 +390,9 @@ class Pdp(wiring.Component):
                                      ahead.eq(opened + opening - closing)]
                         with m.If(last_col):
                             m.next = "RIGHT"
+                with m.If(taking):
+                    m.d.sync += [word.eq(reader.data.payload), have_word.eq(1),
+                                 pace.eq(atom - 1)]
             with m.State("RIGHT"):             # windows wholly in the right padding
                 with m.If(more_lo):
                     m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
