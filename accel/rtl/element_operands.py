@@ -9,7 +9,8 @@ the order the SDP takes its beats - kernel group, row, column - and offers each 
 operands on ``out``.
 
 A walker issues one command per chunk of up to :data:`CHUNK` points of a row and stage,
-while the stage's FIFO has room for all of its words (credits), so its reads never wait
+while the stage's FIFO has half its depth free, room for its largest (credits:
+:class:`~accel.rtl.sdp_memory.TaggedStreams`), so its reads never wait
 on the SDP; an assembler takes a point's words from each stage and decodes its lanes
 (:func:`decode_lanes`).
 

@@ -19,7 +19,8 @@ reads instead of the convolution and written by SDP's write DMA
 One :class:`~accel.rtl.axi.AxiReader` serves the three streams: a walker issues, for each
 chunk of up to :data:`CHUNK` points of a line, the input's command and each per-element
 operand's, and a tag per command routes the returned words into a FIFO per stream.  A
-command goes out only while its FIFO has room for all of its words (credits), so the
+command goes out only while its FIFO has half its depth free, room for its largest
+(credits: :class:`TaggedStreams`), so the
 reads, answered in order, never wait on each other.  An assembler takes a point's words
 (one input word, ``esize`` words per operand stream) and offers the beat to the
 post-processor, which computes at SDP's throughput (a lane per cycle on nv_small).
