@@ -411,13 +411,16 @@ class SdpMemory(wiring.Component):
         have_input = Signal()
         offered = Signal()
         px, py = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the point being assembled
-        surface_start = (px == 0) & (py == 0)
+        # whether it is its surface's first, and whether the operation is assembling, as
+        # registers (the point's comparisons and the unit's busy into every held word's
+        # enable were the unit's path at 83 MHz)
+        surface_start, assembling = Signal(), Signal()
         for s in STREAMS:
             op = getattr(cfg, s)
             m.d.comb += need[s].eq(Mux(op.fetch & (op.per_element | surface_start),
                                        words[s], 0))
         collecting = Signal()
-        m.d.comb += collecting.eq(self.busy & ~offered)
+        m.d.comb += collecting.eq(assembling & ~offered)
         f_in = fifos["input"]
         m.d.comb += f_in.r_en.eq(collecting & ~have_input)
         with m.If(f_in.r_en & f_in.r_rdy):
@@ -444,12 +447,16 @@ class SdpMemory(wiring.Component):
         m.d.comb += post.inp.valid.eq(offered)
         with m.If(post.inp.valid & post.inp.ready):
             m.d.sync += [offered.eq(0), have_input.eq(0), got["x1"].eq(0), got["x2"].eq(0),
-                         px.eq(Mux(px + 1 == cfg.w, 0, px + 1))]
+                         px.eq(Mux(px + 1 == cfg.w, 0, px + 1)),
+                         surface_start.eq((px + 1 == cfg.w) & (py + 1 == cfg.h))]
             with m.If(px + 1 == cfg.w):
                 m.d.sync += py.eq(Mux(py + 1 == cfg.h, 0, py + 1))
         with m.If(self.start):
             m.d.sync += [px.eq(0), py.eq(0), have_input.eq(0), offered.eq(0),
-                         got["x1"].eq(0), got["x2"].eq(0)]
+                         got["x1"].eq(0), got["x2"].eq(0), surface_start.eq(1),
+                         assembling.eq(1)]
+        with m.If(self.done):
+            m.d.sync += assembling.eq(0)
 
         # ---- completion: every beat through the post-processor and written --------------
         inside = Signal(range(64))              # beats in the post-processor
