@@ -272,7 +272,7 @@ class Pdp(wiring.Component):
         m.submodules.hvals = hvals = fifo.SyncFIFOBuffered(width=_hval_layout(lanes).size,
                                                            depth=HVALS_AHEAD)
         hval_in = Signal(_hval_layout(lanes))
-        m.d.comb += hvals.w_data.eq(hval_in.as_value())
+        m.d.comb += hvals.w_data.eq(stage(m, "hval_data", hval_in.as_value()))
         hacc = [[Signal(signed(ROW_BITS), name=f"hacc{k}_{i}") for i in range(lanes)]
                 for k in range(OPEN_WINDOWS)]
         # Each window is tracked by ``d = h_x - xs``, the word's column in it (0 at its
@@ -308,22 +308,47 @@ class Pdp(wiring.Component):
         # a word is taken into ``word`` and folded from the next cycle (the bus's word
         # straight into the fold was the unit's path at 57 MHz)
         taking = Signal()                      # the word is taken this cycle
-        current = word
-        slot = k
-        # k and the method's flags: a copy for each lane's fold (one k picking a window of
-        # every lane, spread across the chip, was the unit's path at 52 MHz)
+        # The window k of the cycle is decided, then folded a cycle later (stage f): the
+        # word's lanes, the window's slot (a copy per lane), whether it is its first column
+        # and what it hands on, in registers; the fold reads and writes the window's
+        # register in that cycle, so a window folded in consecutive cycles sees its own
+        # last value.  Every value handed on (a closing window's or the padding's neutral)
+        # passes stage f, in order, on a credit of the hand-off FIFO taken at the decision.
+        # (The window's select, the comparison and the sum after the decision's logic were
+        # the unit's path at 62 MHz.)
         k_next = Signal(3)
         m.d.comb += k_next.eq(k)
+        m.d.sync += k.eq(k_next)
+        process, push_close, push_pad = Signal(), Signal(), Signal()
+        push_room = credit_room(m, HVALS_AHEAD, push_close | push_pad, hvals.r_en, "hval_credits")
+        f_fold, f_push, f_pad = Signal(), Signal(), Signal()
+        f_cols = Signal(4)
+        close_cols = Signal(4)
+        f_word = stage(m, "f_word", word)
+        f_first = stage(m, "f_first", first_col)
+        f_slot = registered_copies(m, "f_slot", k, lanes)
+        # the window's value is read at the decision (a copy of k per lane): it was last
+        # written at least eight cycles before, a word ago (a word a PDP cycle per lane)
         lane_k = kept_copies("lane_k", lanes, 3)
+        m.d.sync += set_all(lane_k, k_next)
         lane_max = registered_copies(m, "lane_max", is_max, lanes)
         lane_min = registered_copies(m, "lane_min", is_min, lanes)
-        m.d.sync += [k.eq(k_next), *set_all(lane_k, k_next)]
+        m.d.comb += close_cols.eq(Mux(x_small < d_k, x_small, d_k) + 1)
+        m.d.sync += [f_fold.eq(process), f_push.eq(push_close | push_pad), f_pad.eq(push_pad),
+                     f_cols.eq(Mux(push_pad, 0, close_cols))]
         folded = [Signal(signed(ROW_BITS), name=f"folded{i}") for i in range(lanes)]
         for i in range(lanes):
-            v = current[8 * i:8 * i + 8].as_signed()
-            held = Array(h[i] for h in hacc)[lane_k[i]]
-            m.d.comb += folded[i].eq(Mux(first_col, v,
-                                         fold(held, v, lane_max[i], lane_min[i])))
+            v = f_word[8 * i:8 * i + 8].as_signed()
+            held = stage(m, f"f_held{i}", Array(h[i] for h in hacc)[lane_k[i]])
+            m.d.comb += folded[i].eq(Mux(f_first, v, fold(held, v, lane_max[i], lane_min[i])))
+            with m.If(f_fold):
+                for j in range(OPEN_WINDOWS):
+                    with m.If(f_slot[i] == j):
+                        m.d.sync += hacc[j][i].eq(folded[i])
+        # (each value handed on a cycle later, from registers: the fold into the FIFO's
+        # storage was the unit's path at 78 MHz)
+        m.d.comb += [hvals.w_en.eq(stage(m, "hval_push", f_push)), hval_in.cols.eq(f_cols)]
+        m.d.comb += [hval_in.lanes[i].eq(Mux(f_pad, neutral, folded[i])) for i in range(lanes)]
         with m.FSM(name="rows"):
             with m.State("IDLE"):
                 with m.If(job_start):
@@ -337,10 +362,8 @@ class Pdp(wiring.Component):
                 m.next = "LEFT"
             with m.State("LEFT"):              # windows wholly in the left padding
                 with m.If(more_lo & (d_lo > kw_m1)):
-                    m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
-                    m.d.comb += [hval_in.lanes[i].eq(neutral) for i in range(lanes)]
-                    with m.If(hvals.w_rdy):    # lo, hi and k the window after lo
-                        m.d.comb += k_next.eq(lo_slot + 1)
+                    with m.If(push_room):      # lo, hi and k the window after lo
+                        m.d.comb += [push_pad.eq(1), k_next.eq(lo_slot + 1)]
                         m.d.sync += [lo_slot.eq(lo_slot + 1),
                                      lo_left.eq(lo_left - 1), hi_left.eq(lo_left - 1),
                                      d_lo.eq(d_lo - sw), d_hi.eq(d_lo - sw),
@@ -353,7 +376,7 @@ class Pdp(wiring.Component):
                 d_hi_next = d_hi - sw
                 next_active = (ahead > 1) | (((ahead == 1) | opening) & Mux(
                     opening, (hi_left > 1) & ~d_hi_next[-1], more_hi & ~d_hi[-1]))
-                blocked = active & closes & ~hvals.w_rdy
+                blocked = active & closes & ~push_room
                 closing = active & closes
                 # the next word is taken as the word's last window is folded (not after
                 # the row's last column), so that eight windows a word take eight cycles
@@ -363,19 +386,14 @@ class Pdp(wiring.Component):
                 m.d.comb += reader.data.ready.eq(taking)
                 with m.If(have_word & ~blocked):
                     with m.If(active):
-                        for j in range(OPEN_WINDOWS):
-                            with m.If(slot == j):
-                                m.d.sync += [hacc[j][i].eq(folded[i]) for i in range(lanes)]
-                        m.d.comb += k_next.eq(k + 1)
+                        m.d.comb += [process.eq(1), k_next.eq(k + 1)]
                         m.d.sync += [d_k.eq(d_k - sw),
                                      ahead.eq(Mux(opening, 0, ahead - 1)),
                                      opened.eq(opened + opening - closes)]
                         with m.If(opening):
                             m.d.sync += [hi_left.eq(hi_left - 1), d_hi.eq(d_hi_next)]
                         with m.If(closes):
-                            m.d.comb += [hvals.w_en.eq(1),
-                                         hval_in.cols.eq(Mux(x_small < d_k, x_small, d_k) + 1)]
-                            m.d.comb += [hval_in.lanes[i].eq(folded[i]) for i in range(lanes)]
+                            m.d.comb += push_close.eq(1)
                             m.d.sync += [lo_slot.eq(k + 1), d_lo.eq(d_k - sw),
                                          lo_left.eq(lo_left - 1)]
                     with m.If(~active | ~next_active):     # the word's last window
@@ -395,9 +413,8 @@ class Pdp(wiring.Component):
                                  pace.eq(atom - 1)]
             with m.State("RIGHT"):             # windows wholly in the right padding
                 with m.If(more_lo):
-                    m.d.comb += [hvals.w_en.eq(1), hval_in.cols.eq(0)]
-                    m.d.comb += [hval_in.lanes[i].eq(neutral) for i in range(lanes)]
-                    with m.If(hvals.w_rdy):
+                    with m.If(push_room):
+                        m.d.comb += push_pad.eq(1)
                         m.d.sync += lo_left.eq(lo_left - 1)
                 with m.Else():
                     m.d.sync += h_y.eq(h_y + 1)
@@ -437,10 +454,10 @@ class Pdp(wiring.Component):
         out_lo, out_j = Signal(ADDR_BITS), Signal(ADDR_BITS)   # output row addresses, column 0
         col_addr = Signal(ADDR_BITS)                            # the window's column in them
         # A step is read (issued, stage c), its line arrives and is registered (stage b),
-        # then folded and written back or handed on: three cycles, the block RAM's output
+        # then folded and handed on, and written back a cycle later: the block RAM's output
         # straight into a register (its output through the fold back into it was the
         # unit's path at 49 MHz).  A line is read again at the earliest three cycles after
-        # (the window's end and the ROW state come between), after its write.
+        # (the window's end and the ROW state come between), in the cycle of its write.
         c_valid, c_first, c_last, c_empty = Signal(), Signal(), Signal(), Signal()
         c_addr, c_out = Signal(depth_log2), Signal(ADDR_BITS)
         c_rows, c_cols = Signal(4), Signal(4)
@@ -462,8 +479,13 @@ class Pdp(wiring.Component):
         m.d.comb += [slot_mask.eq(Array([0, 1, 3, 7])[overlap_log2]),
                      slot_shift.eq(depth_log2 - overlap_log2),
                      line.eq(((j & slot_mask) << slot_shift) | v_x)]
-        m.d.comb += [wr.addr.eq(b_addr), wr.en.eq(b_valid & ~b_last & ~b_empty),
-                     wr.data.eq(Cat(*(v.as_unsigned() for v in column))),
+        # the write a cycle later still, from registers (the fold into the block RAM's
+        # inputs was the unit's path at 80 MHz): a line read three cycles after its last
+        # read gets this write through the read port's transparency
+        m.d.comb += [wr.addr.eq(stage(m, "line_write_addr", b_addr)),
+                     wr.en.eq(stage(m, "line_write_en", b_valid & ~b_last & ~b_empty)),
+                     wr.data.eq(stage(m, "line_write_data",
+                                      Cat(*(v.as_unsigned() for v in column)))),
                      rd.addr.eq(line), rd.en.eq(~stall)]
         with m.If(~stall):
             m.d.sync += [c_valid.eq(0), b_valid.eq(c_valid), b_first.eq(c_first),
