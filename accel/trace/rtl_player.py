@@ -181,6 +181,17 @@ def refusal(cfg_path: Path, cmds: list, hw: HwConfig) -> str | None:
     return None
 
 
+#: what :func:`unsupported` names for SDP's element-wise (Y) stage
+Y_STAGE_REFUSALS = ("SDP's element-wise (Y) stage", "the engine has no element-wise (EW) stage")
+
+
+def absent_unit(why: str, hw: HwConfig) -> bool:
+    """Whether refusal ``why`` is for a unit ``hw`` itself does not have: SDP's Y stage on a
+    configuration without it (nv_small's ``SDP_EW`` is disabled; NVIDIA's nv_small EW
+    traces need it).  Such a trace is skipped, not failed."""
+    return not hw.sdp_ew and any(words in why for words in Y_STAGE_REFUSALS)
+
+
 def operand_addresses(written: dict[str, int]) -> str | None:
     """Why an SDP operation cannot run with the registers ``written`` (symbol -> value): a
     stage reads operands from memory above 4 GiB (the engine drives the low 32 bits)."""
@@ -363,6 +374,8 @@ class RtlSimulator:
 class RtlTraceRun:
     passed: bool
     reason: str = ""
+    #: not run: the trace uses a unit the configuration does not have (``reason`` says which)
+    skipped: bool = False
     cycles: int = 0
     crc_checks: int = 0
     #: simulated cycles and wall seconds while the engine ran (the trace's interrupt waits)
@@ -405,7 +418,7 @@ class TracePlayer:
         except TraceError as exc:
             return RtlTraceRun(False, str(exc))
         if why:
-            return RtlTraceRun(False, why)
+            return RtlTraceRun(False, why, skipped=absent_unit(why, cfg))
         sim = self.sims.get(cfg)
         if sim is None:
             if self.announce is not None:

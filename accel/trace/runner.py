@@ -113,8 +113,10 @@ def run_trace(path: str | Path, preset: str | None = None,
 
             run = player.play(trace_dir, cfg) if player is not None else \
                 play(trace_dir, cfg, simulator=simulator, memory=memory)
-            result.status = "pass" if run.passed else "fail"
+            result.status = "skip" if run.skipped else "pass" if run.passed else "fail"
             result.reason, result.cycles = run.reason, run.cycles
+            if run.skipped:
+                result.reason = f"{cfg.name} has no such unit: {run.reason}"
             if run.engine_seconds > 0:
                 result.note = (f"{simulator}, {memory} memory: engine ran {run.engine_cycles} "
                                f"cycles at {run.engine_cycles / run.engine_seconds:,.0f} "

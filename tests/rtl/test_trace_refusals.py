@@ -8,6 +8,8 @@ import pytest
 from accel.config import get_preset
 from accel.rtl.cdma_image import image_line_refusal
 from accel.trace.rtl_player import (
+    TracePlayer,
+    absent_unit,
     operand_addresses,
     per_element,
     refusal,
@@ -166,3 +168,20 @@ def test_reading_the_cdp_table_or_counters_is_refused(tmp_path) -> None:
                    "reg_read(NVDLA_CDP.S_LUT_ACCESS_DATA_0, 0x5);\n")
     why = refusal(cfg, parse_cfg(cfg), NV_SMALL)
     assert why is not None and "S_LUT_ACCESS_DATA" in why and "t.cfg:2" in why
+
+
+def test_an_element_wise_trace_is_skipped_where_the_configuration_lacks_the_y_stage(
+        tmp_path) -> None:
+    """NVIDIA's nv_small EW traces program SDP's Y stage, which nv_small does not have
+    (``SDP_EW`` disabled): the player skips them, naming the register, before any
+    simulation; a refusal for something nv_small has (Winograd) stays a failure."""
+    why = unsupported("NVDLA_SDP.D_DP_EW_CFG_0", 0x0, NV_SMALL)
+    assert absent_unit(why, NV_SMALL)
+    assert not absent_unit(why, get_preset("nv_full"))
+    assert not absent_unit(unsupported("NVDLA_CDMA.D_MISC_CFG_0", 0x1, NV_SMALL), NV_SMALL)
+    trace = shared_path("nvdla", "traces", "nv_small", "sdp_3x3x32_ew_lo_lin_int8")
+    with TracePlayer("icarus", "axi", tmp_path) as player:
+        run = player.play(trace, NV_SMALL)
+    assert run.skipped and not run.passed
+    assert "D_DP_EW_CFG" in run.reason and "Y) stage" in run.reason
+    assert not player.sims, "a simulation started for a skipped trace"
