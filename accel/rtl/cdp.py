@@ -154,16 +154,6 @@ def config_from_registers(field, hw: HwConfig):
     return assign
 
 
-def round_shift(x, shift, width: int):
-    """``x >> shift`` rounded half away from zero, ``shift`` unsigned and variable
-    (:func:`accel.arith.shift_round`); computed in ``width`` signed bits, which must hold
-    ``x`` plus ``2**(shift - 1)``."""
-    half = (Const(1, width) << shift)[1:width + 1]        # 2**(shift-1); 0 for shift 0
-    fix = Mux(shift == 0, 0, x.as_signed() < 0)
-    return ((x.as_signed() + half.as_signed() - fix).as_signed()[:width].as_signed()
-            >> shift)
-
-
 def _wrap(x):
     """``x`` as the cmodel's int64 holds it (two's complement, low 64 bits)."""
     return x.as_signed()[:WRAP_BITS].as_signed()
