@@ -40,7 +40,15 @@ from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
 from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
-from accel.rtl.postproc import half_minus_one, overflows, round_carry, saturate
+from accel.rtl.postproc import (
+    ShiftSettings,
+    half_minus_one,
+    overflows,
+    product_stages,
+    round_carry,
+    saturate,
+    shift_round_stages,
+)
 from accel.rtl.timing import delayed, shift_right_stages, stage
 
 #: the CDP's units, its read DMA first (enabled together, completed together)
@@ -490,20 +498,19 @@ class Cdp(wiring.Component):
         pad = last_surface & (lane >= cfg.last_lanes)
 
         # ---- the input converter and the square ------------------------------------------
-        # stage 1 the offset; 3 the scale (a DSP block); 4 the rounding term, 5 the shift,
-        # 6 the saturation; 8 the square (a DSP block)
+        # stage 1 the offset; 3 the scale (one DSP block: 9 x 16 bits fit one, so not
+        # product_stages' two pieces and their sum, a stage more); 4 the rounding term, 5 the
+        # shift (shift_round_stages, of the product's 25 bits); 6 the saturation; 8 the
+        # square (a DSP block)
         ecp5 = use_ecp5_dsp(None, platform)
         e0 = Signal(data.StructLayout({"lane": 1, "first": 1}))
         e0_x = Signal(signed(9))
         m.d.sync += [e0.lane.eq(take), e0.first.eq(take & (surface == 0) & (lane == 0)),
                      e0_x.eq(Mux(take & ~pad, x - cfg.in_offset, 0))]
-        in_shift = stage(m, "in_shift", cfg.in_shift)
-        in_half_m1 = stage(m, "in_half_m1", half_minus_one(in_shift, 33), signed(33))
+        in_shift = ShiftSettings(m, "in", cfg.in_shift, 25)
         e_p = Signal(signed(DSP_PRODUCT_BITS))
         registered_multiply(m, "in_scale_mul", e0_x, cfg.in_scale, e_p, ecp5)
-        e_rnd = stage(m, "in_rounded", e_p[:25].as_signed() + in_half_m1
-                     + round_carry(e_p[24], in_shift == 0), signed(33))
-        e_shifted = stage(m, "in_shifted", e_rnd >> in_shift, signed(33))
+        e_shifted = shift_round_stages(m, "in", e_p[:25], in_shift, Const(0), 25)
         e_v = stage(m, "in_value", saturate(e_shifted, 9), signed(9))
         e_sq = Signal(signed(DSP_PRODUCT_BITS))
         registered_multiply(m, "square_mul", e_v, e_v, e_sq, ecp5)
@@ -556,26 +563,17 @@ class Cdp(wiring.Component):
                      lut.write_data.eq(self.lut_data),
                      lut.write_data_value.eq(self.lut_data_value)]
         # the multiplier (a DSP block, 2 stages); the output converter: 1 the offset, 3 the
-        # scale (two DSP blocks and their sum), 1 the rounding term, 1 the shift, 1 the
-        # saturation
+        # scale (product_stages: two DSP blocks and their sum), 1 the rounding term, 1 the
+        # shift (shift_round_stages), 1 the saturation
         product = Signal(signed(DSP_PRODUCT_BITS))
         registered_multiply(m, "lut_mul", lut.out, lut.out_tag.as_signed(), product, ecp5)
         bypass_y = delayed(m, "lut_bypass", lut.out, 2)
         q_valid = delayed(m, "q_valid", lut.out_valid, 2)
         q_d = stage(m, "out_diff", Mux(cfg.mul_bypass, bypass_y, product[:25].as_signed())
                    - cfg.out_offset, signed(26))
-        pieces = []
-        for name, part in (("lo", q_d[:17].as_unsigned()), ("hi", q_d[17:].as_signed())):
-            piece = Signal(signed(DSP_PRODUCT_BITS), name=f"out_scale_{name}")
-            registered_multiply(m, f"out_scale_mul_{name}", part, cfg.out_scale, piece, ecp5)
-            pieces.append(piece)
-        q_p = stage(m, "out_product", pieces[0] + (pieces[1] << 17), signed(42))
-        # a shift of 43 or more rounds every 42-bit product to 0, as 43 does
-        out_shift = stage(m, "out_shift", Mux(cfg.out_shift > 43, 43, cfg.out_shift), 6)
-        out_half_m1 = stage(m, "out_half_m1", half_minus_one(out_shift, 45), signed(45))
-        q_rnd = stage(m, "out_rounded", q_p + out_half_m1
-                     + round_carry(q_p[-1], out_shift == 0), signed(45))
-        q_shifted = stage(m, "out_shifted", q_rnd >> out_shift, signed(45))
+        q_p = product_stages(m, "out_scale", q_d, cfg.out_scale, ecp5)
+        out_shift = ShiftSettings(m, "out", cfg.out_shift, len(q_p))
+        q_shifted = shift_round_stages(m, "out", q_p, out_shift, Const(0), len(q_p))
         p5_out = stage(m, "out_value", saturate(q_shifted, 8), signed(8))
         p5_valid = delayed(m, "out_valid", q_valid, OUTPUT_STAGES - 2)
 

@@ -43,9 +43,9 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
-from accel.rtl.cmac import DSP_PRODUCT_BITS, ecp5_multiply, use_ecp5_dsp
+from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.credits import credit_flags
-from accel.rtl.timing import kept
+from accel.rtl.timing import delayed, kept, stage
 
 ACC_BITS = 34                # CACC_PARSUM_WIDTH
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
@@ -147,10 +147,12 @@ def lanes_per_cycle(cfg: HwConfig) -> int:
     return n
 
 
-class _Settings:
-    """The registers' values one stage of arithmetic needs, derived from ``cfg`` and held
-    in registers (``cfg`` is constant through an operation): a shift clamped to its
-    useful range, the rounding constant of that shift, and a register operand."""
+class ShiftSettings:
+    """A right shift from ``cfg`` as :func:`shift_round_stages` takes it, in registers
+    (``cfg`` is constant through an operation): the shift clamped to its useful range
+    (``name_shift``, a cycle after ``cfg``), whether it is 0 (``name_zero``, likewise) and
+    its rounding constant (``name_half_m1``, a cycle later), for a signed ``bits``-bit
+    value."""
 
     def __init__(self, m: Module, name: str, shift: Value, bits: int) -> None:
         # a shift of bits + 1 or more rounds every bits-bit value to 0, as bits + 1 does
@@ -164,56 +166,32 @@ class _Settings:
                      self.half_m1.eq(half_minus_one(self.shift, bits + 2))]
 
 
-class _Pipe:
-    """Registers of one lane's pipeline: ``reg(name, value)`` is ``value`` one cycle
-    later (every stage moves every cycle).  ``ecp5_dsp``: multiply in ECP5 sysDSP blocks
-    (:func:`product_stages`)."""
-
-    def __init__(self, m: Module, lane: int, ecp5_dsp: bool) -> None:
-        self.m, self.lane, self.ecp5_dsp = m, lane, ecp5_dsp
-
-    def reg(self, name: str, value: Value, shape=None) -> Signal:
-        sig = Signal(shape if shape is not None else Value.cast(value).shape(),
-                     name=f"{name}_{self.lane}")
-        self.m.d.sync += sig.eq(value)
-        return sig
-
-    def carry(self, name: str, values: dict[str, Value], stages: int) -> dict[str, Value]:
-        """``values`` delayed by ``stages`` cycles."""
-        for i in range(stages):
-            values = {k: self.reg(f"{name}{i}_{k}", v) for k, v in values.items()}
-        return values
-
-
-def shift_round_stages(p: _Pipe, name: str, x: Value, st: _Settings, no_shift: Value,
+def shift_round_stages(m: Module, name: str, x: Value, st: ShiftSettings, no_shift: Value,
                        bits: int) -> Value:
     """``x >> shift`` (``x`` of ``bits`` bits, ``st`` its settings) rounding half away from
-    zero in two stages: add the rounding term, then shift (the caller saturates); with
-    ``no_shift`` set ``x`` passes unshifted.  Returns the shifted value (``bits + 2``
-    bits), two cycles after ``x``."""
+    zero in two register stages ``name_*``: add the rounding term, then shift (the caller
+    saturates); with ``no_shift`` set ``x`` passes unshifted.  Returns the shifted value
+    (``bits + 2`` bits), two cycles after ``x``."""
     zero = st.zero | no_shift
-    rounded = p.reg(f"{name}_rnd", x.as_signed() + Mux(zero, -1, st.half_m1)
+    rounded = stage(m, f"{name}_rnd", x.as_signed() + Mux(zero, -1, st.half_m1)
                     + round_carry(x.as_signed()[-1], zero), signed(bits + 2))
-    amount = p.reg(f"{name}_amt", Mux(no_shift, 0, st.shift))
-    return p.reg(f"{name}_shr", rounded >> amount, signed(bits + 2))
+    amount = stage(m, f"{name}_amt", Mux(no_shift, 0, st.shift))
+    return stage(m, f"{name}_shr", rounded >> amount, signed(bits + 2))
 
 
-def product_stages(p: _Pipe, name: str, x: Value, operand: Value) -> Value:
+def product_stages(m: Module, name: str, x: Value, operand: Value, ecp5_dsp: bool) -> Value:
     """``x * operand`` (``x`` up to 35 bits signed, ``operand`` 16 bits signed) in three
-    stages: the operands registered, two 18x18 products of ``x``'s low 17 bits (unsigned)
-    and the rest, then their sum.  With ``p.ecp5_dsp`` the first two are the registers of
-    two MULT18X18D blocks.  Returns the product three cycles after ``x``."""
+    register stages ``name_*``: two 18x18 products of ``x``'s low 17 bits (unsigned) and
+    the rest, each with its operands and product in registers
+    (:func:`accel.rtl.cmac.registered_multiply`; with ``ecp5_dsp`` those of two MULT18X18D
+    blocks), then their sum.  Returns the product three cycles after ``x``."""
     x, operand = x.as_signed(), operand.as_signed()
     parts = {"lo": x[:17].as_unsigned(), "hi": x[17:].as_signed()}
     products = {}
     for part, value in parts.items():
-        if p.ecp5_dsp:
-            products[part] = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_{part}_{p.lane}")
-            ecp5_multiply(p.m, f"{name}_{part}_dsp_{p.lane}", value, operand, products[part])
-        else:
-            products[part] = p.reg(f"{name}_{part}", p.reg(f"{name}_{part}_in", value)
-                                   * p.reg(f"{name}_{part}_op", operand))
-    return p.reg(f"{name}_prod", (products["hi"] << 17) + products["lo"],
+        products[part] = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_{part}")
+        registered_multiply(m, f"{name}_{part}_dsp", value, operand, products[part], ecp5_dsp)
+    return stage(m, f"{name}_prod", (products["hi"] << 17) + products["lo"],
                  signed(len(x) + 16))
 
 
@@ -252,38 +230,40 @@ class LaneDatapath(wiring.Component):
             members["inp_ready_copies"] = Out(ready_copies)
         super().__init__(members)
 
-    def _x_stage(self, p: _Pipe, name: str, st, s, x: Value, alu_op: Value,
-                 mul_op: Value) -> Value:
-        """One X stage (X1 or X2): ALU, product, shift with rounding, saturation and ReLU;
-        ``x`` and the operands enter together, the result leaves :data:`X_STAGES` cycles
-        later."""
+    @staticmethod
+    def _x_stage(m: Module, name: str, ecp5: bool, st, s: ShiftSettings, x: Value,
+                 alu_op: Value, mul_op: Value) -> Value:
+        """One X stage (X1 or X2) of a lane, its registers ``name_*``: ALU, product, shift
+        with rounding, saturation and ReLU; ``x`` and the operands enter together, the
+        result leaves :data:`X_STAGES` cycles later."""
         # ALU (2 stages: compare and add, then choose): MAX / MIN / SUM of x and the
         # shifted, saturated operand
         # (the comparisons as the signs of exact differences, a carry chain each: as
         # ``x > alu_op`` yosys builds the greater one from the less one's chain and an
         # equality)
         x, alu_op = x.as_signed(), alu_op.as_signed()
-        greater = p.reg(f"{name}_gt", (alu_op - x)[-1])
-        less = p.reg(f"{name}_lt", (x - alu_op)[-1])
-        total = p.reg(f"{name}_sum", x + alu_op)
-        x, alu_op = p.reg(f"{name}_x", x), p.reg(f"{name}_aluop", alu_op)
+        greater = stage(m, f"{name}_gt", (alu_op - x)[-1])
+        less = stage(m, f"{name}_lt", (x - alu_op)[-1])
+        total = stage(m, f"{name}_sum", x + alu_op)
+        x, alu_op = stage(m, f"{name}_x", x), stage(m, f"{name}_aluop", alu_op)
         result = Mux(st.alu_algo == ALU_MAX, Mux(greater, x, alu_op),
                      Mux(st.alu_algo == ALU_MIN, Mux(less, x, alu_op), total))
-        a = p.reg(f"{name}_alu", Mux(st.bypass | st.alu_bypass, x, result), signed(34))
-        mul_op = p.carry(f"{name}_mulop", {"v": mul_op}, 2)["v"]
+        a = stage(m, f"{name}_alu", Mux(st.bypass | st.alu_bypass, x, result), signed(34))
+        mul_op = delayed(m, f"{name}_mulop", mul_op, 2)
         # the multiplier (3 stages); beside it, what the shift takes instead of the product:
         # x itself when the multiplier is bypassed (truncation only) or PReLU passes x >= 0
-        product = product_stages(p, f"{name}_mul", a, mul_op)
+        product = product_stages(m, f"{name}_mul", a, mul_op, ecp5)
         passes = st.prelu & (a >= 0)
-        flags = p.carry(f"{name}_f", {"a": a, "take_x": st.mul_bypass | passes,
-                                      "no_shift": ~st.mul_bypass & passes}, 3)
-        z = Mux(flags["take_x"], flags["a"], product)
+        take_x = delayed(m, f"{name}_take_x", st.mul_bypass | passes, 3)
+        no_shift = delayed(m, f"{name}_no_shift", ~st.mul_bypass & passes, 3)
+        a3 = delayed(m, f"{name}_a", a, 3)
+        z = Mux(take_x, a3, product)
         # shift with rounding (3 stages, see shift_round_stages), then saturate and ReLU
-        shifted = shift_round_stages(p, name, z, s, flags["no_shift"], len(product))
-        a_late = p.carry(f"{name}_a", {"a": flags["a"]}, 2)["a"]
+        shifted = shift_round_stages(m, name, z, s, no_shift, len(product))
+        a_late = delayed(m, f"{name}_a_late", a3, 2)
         y = saturate(shifted, 32)
         y = Mux(st.relu_bypass | ~y[-1], y, 0)
-        return p.reg(f"{name}_out", Mux(st.bypass, a_late, y), signed(32))
+        return stage(m, f"{name}_out", Mux(st.bypass, a_late, y), signed(32))
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -295,9 +275,10 @@ class LaneDatapath(wiring.Component):
         # cfg, registered once (it fans out to every stage) and the values derived from it
         cfg = Signal(ConfigLayout())
         m.d.sync += cfg.eq(self.cfg)
-        trunc = _Settings(m, "trunc", cfg.truncate, ACC_BITS)
-        mul_s = {x: _Settings(m, f"{x}_mul", getattr(cfg, x).mul_shift, 50) for x in ("x1", "x2")}
-        cvt_s = _Settings(m, "cvt", cfg.cvt_shift, 49)
+        trunc = ShiftSettings(m, "trunc", cfg.truncate, ACC_BITS)
+        mul_s = {x: ShiftSettings(m, f"{x}_mul", getattr(cfg, x).mul_shift, 50)
+                 for x in ("x1", "x2")}
+        cvt_s = ShiftSettings(m, "cvt", cfg.cvt_shift, 49)
 
         # every stage moves every cycle; results wait in the output FIFO, and a beat is taken
         # only while the FIFO has a free entry for it (credits: entries not yet promised).
@@ -326,31 +307,36 @@ class LaneDatapath(wiring.Component):
         m.d.comb += results.w_data.eq(out)
 
         for k in range(self.lanes):
-            p = _Pipe(m, k, ecp5)
+            lane = f"lane{k}"              # the prefix of the lane's registers
             # operands: register or memory, the ALU's shifted and saturated (2 stages)
             ops = {}
             for x, a_name, m_name in (("x1", "alu1", "mul1"), ("x2", "alu2", "mul2")):
                 st = getattr(cfg, x)
                 a16 = Mux(st.alu_src, getattr(beat, a_name)[k], st.alu_operand).as_signed()
-                shifted = p.reg(f"{x}_aluop_shl", a16 << _clamped(st.alu_shift, MAX_ALU_SHIFT))
-                ops[x] = {"alu": p.reg(f"{x}_aluop", saturate(shifted, 32)),
-                          "mul": p.carry(f"{x}_mulop_d", {"v": Mux(
-                              st.mul_src, getattr(beat, m_name)[k], st.mul_operand)}, 2)["v"]}
+                shifted = stage(m, f"{lane}_{x}_aluop_shl",
+                                a16 << _clamped(st.alu_shift, MAX_ALU_SHIFT))
+                ops[x] = {"alu": stage(m, f"{lane}_{x}_aluop_sat", saturate(shifted, 32)),
+                          "mul": delayed(m, f"{lane}_{x}_mulop_in", Mux(
+                              st.mul_src, getattr(beat, m_name)[k], st.mul_operand), 2)}
             # CACC: round, shift, saturate to int32 (3 stages)
-            shifted = shift_round_stages(p, "trunc", beat.acc[k], trunc, Const(0), ACC_BITS)
-            t = p.reg("trunc", saturate(shifted, 32))
-            csat = p.reg("csat", overflows(shifted, 32))
-            x1_ops = p.carry("x1_ops", ops["x1"], 1)
-            x1 = self._x_stage(p, "x1", cfg.x1, mul_s["x1"], t, x1_ops["alu"], x1_ops["mul"])
-            x2_ops = p.carry("x2_ops", ops["x2"], 1 + X_STAGES)
-            x2 = self._x_stage(p, "x2", cfg.x2, mul_s["x2"], x1, x2_ops["alu"], x2_ops["mul"])
+            shifted = shift_round_stages(m, f"{lane}_trunc", beat.acc[k], trunc, Const(0),
+                                         ACC_BITS)
+            t = stage(m, f"{lane}_trunc", saturate(shifted, 32))
+            csat = stage(m, f"{lane}_csat", overflows(shifted, 32))
+            x1_ops = {n: delayed(m, f"{lane}_x1_ops_{n}", v, 1) for n, v in ops["x1"].items()}
+            x1 = self._x_stage(m, f"{lane}_x1", ecp5, cfg.x1, mul_s["x1"], t,
+                               x1_ops["alu"], x1_ops["mul"])
+            x2_ops = {n: delayed(m, f"{lane}_x2_ops_{n}", v, 1 + X_STAGES)
+                      for n, v in ops["x2"].items()}
+            x2 = self._x_stage(m, f"{lane}_x2", ecp5, cfg.x2, mul_s["x2"], x1,
+                               x2_ops["alu"], x2_ops["mul"])
             # CVT: subtract, product (3 stages), round and shift (2), saturate
-            diff = p.reg("cvt_sub", x2 - cfg.cvt_offset, signed(33))
-            prod = product_stages(p, "cvt_mul", diff, cfg.cvt_scale)
-            cvt = shift_round_stages(p, "cvt", prod, cvt_s, Const(0), len(prod))
+            diff = stage(m, f"{lane}_cvt_sub", x2 - cfg.cvt_offset, signed(33))
+            prod = product_stages(m, f"{lane}_cvt_mul", diff, cfg.cvt_scale, ecp5)
+            cvt = shift_round_stages(m, f"{lane}_cvt", prod, cvt_s, Const(0), len(prod))
             m.d.sync += [out.data[k].eq(saturate(saturate(cvt, 17), 8)),
                          out.cvt_sat[k].eq(overflows(cvt, 17))]
-            m.d.sync += out.cacc_sat[k].eq(p.carry("csat_d", {"c": csat}, STAGES - 5)["c"])
+            m.d.sync += out.cacc_sat[k].eq(delayed(m, f"{lane}_csat", csat, STAGES - 5))
         return m
 
 
