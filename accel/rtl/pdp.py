@@ -42,7 +42,7 @@ into their rows and columns:
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -147,6 +147,21 @@ def _hval_layout(lanes: int) -> data.StructLayout:
     return data.StructLayout({"lanes": data.ArrayLayout(signed(ROW_BITS), lanes), "cols": 4})
 
 
+def _fold_stages(m: Module, name: str, first, held, v, is_max, is_min, bits: int) -> Value:
+    """A window's value ``held`` folded with the new value ``v`` (``v`` itself at the
+    window's ``first`` value): the larger, the smaller or the sum, by the method's flags.
+    The comparisons and the sum go into registers, and the choice among them is made from
+    those a cycle later, in the cycle the result is returned: one carry chain per stage
+    (the comparison's chain through the choice in one cycle was the row stage's path at 86
+    MHz and the column stage's at 88 MHz on an ECP5)."""
+    takes_word = stage(m, f"{name}_takes_word",
+                       first | (is_max & (v > held)) | (is_min & (v < held)))
+    takes_sum = stage(m, f"{name}_takes_sum", ~first & ~is_max & ~is_min)
+    word, kept = stage(m, f"{name}_word", v), stage(m, f"{name}_held", held)
+    total = stage(m, f"{name}_sum", held + v, signed(bits))
+    return Mux(takes_sum, total, Mux(takes_word, word, kept))
+
+
 def _round16(x):
     """``x >> 16`` rounded half away from zero (:func:`accel.arith.shift_round`)."""
     return (x + (1 << 15) - x[-1]) >> 16
@@ -188,10 +203,6 @@ class Pdp(wiring.Component):
         is_max, is_min = stage(m, "is_max", cfg.method == MAX), stage(m, "is_min",
                                                                       cfg.method == MIN)
         neutral = Mux(is_max, -128, Mux(is_min, 127, 0))
-
-        def fold(a, v, is_max=is_max, is_min=is_min):
-            return Mux(is_max, Mux(v > a, v, a), Mux(is_min, Mux(v < a, v, a), a + v))
-
         coord = signed(SIZE_BITS + 2)
 
         # ---- the jobs: each slice's surfaces, one at a time ------------------------------
@@ -285,6 +296,13 @@ class Pdp(wiring.Component):
         # equality, the unit's path at 43 MHz on an ECP5.
         h_y = Signal(SIZE_BITS)
         d_k, d_lo, d_hi = (Signal(signed(7), name=n) for n in ("d_k", "d_lo", "d_hi"))
+        # d_hi - stride_w, window hi's successor's, kept beside d_hi (its subtraction into
+        # the decision whether the word has another window was the unit's path at 86 MHz)
+        d_hi_next = Signal(signed(8))
+        # window lo lies wholly in the left padding (d_lo > kernel_w - 1), kept beside d_lo
+        # while the row starts (the comparison into k's next value was the unit's path at
+        # 87 MHz)
+        lo_padded = Signal()
         k, lo_slot = Signal(3), Signal(3)
         ahead, opened = Signal(4), Signal(4)    # windows open after k; open (hi - lo)
         lo_left, hi_left = Signal(SIZE_BITS), Signal(SIZE_BITS)   # out_w - lo, out_w - hi
@@ -292,28 +310,37 @@ class Pdp(wiring.Component):
         x_small = Signal(4)                     # the word's column, at most 15
         word = Signal(8 * lanes)
         have_word = Signal()
+        # the bus's next word, taken whenever this register is free (the decision to take
+        # a word into the bus's read enable was the unit's path at 86 MHz)
+        next_word, have_next = Signal(8 * lanes), Signal()
         pace = Signal(range(max(atom, 2)))      # cycles until the next word may be taken
         with m.If(pace != 0):
             m.d.sync += pace.eq(pace - 1)
         kw, sw = cfg.kernel_w, cfg.stride_w
-        kw_m1 = Signal(3)
-        m.d.sync += kw_m1.eq(kw - 1)
-        more_hi, more_lo = hi_left != 0, lo_left != 0
+        kw_m1, sw2 = Signal(3), Signal(6)
+        m.d.sync += [kw_m1.eq(kw - 1), sw2.eq(2 * sw)]
+        # hi_left != 0, hi_left > 1 and lo_left != 0, registers stepped with the counts
+        # (the comparisons into the word's take were the unit's path at 102 MHz)
+        more_hi, hi_many, more_lo = Signal(), Signal(), Signal()
         # the window taking the cycle: an open one (k < hi) or the next to open
         opening = (ahead == 0) & more_hi & ~d_hi[-1]
         active = (ahead != 0) | opening
-        last_col = x_left == 0
+        last_col = Signal()                     # x_left == 0, a register stepped with it
         closes = (d_k == kw_m1) | last_col
         first_col = (d_k == 0) | (x_small == 0)           # the window's first real column
         # a word is taken into ``word`` and folded from the next cycle (the bus's word
         # straight into the fold was the unit's path at 57 MHz)
         taking = Signal()                      # the word is taken this cycle
-        # The window k of the cycle is decided, then folded a cycle later (stage f): the
-        # word's lanes, the window's slot (a copy per lane), whether it is its first column
-        # and what it hands on, in registers; the fold reads and writes the window's
-        # register in that cycle, so a window folded in consecutive cycles sees its own
-        # last value.  Every value handed on (a closing window's or the padding's neutral)
-        # passes stage f, in order, on a credit of the hand-off FIFO taken at the decision.
+        m.d.comb += reader.data.ready.eq(~have_next)
+        with m.If(reader.data.valid & ~have_next):
+            m.d.sync += [next_word.eq(reader.data.payload), have_next.eq(1)]
+        with m.If(taking):
+            m.d.sync += have_next.eq(0)
+        # The window k of the cycle is decided, then folded in the two cycles after it
+        # (stages f and g): the word's lanes, the window's slot (a copy per lane), whether
+        # it is its first column and what it hands on, in registers.  Every value handed
+        # on (a closing window's or the padding's neutral) passes stages f and g, in
+        # order, on a credit of the hand-off FIFO taken at the decision.
         # (The window's select, the comparison and the sum after the decision's logic were
         # the unit's path at 62 MHz.)
         k_next = Signal(3)
@@ -336,19 +363,29 @@ class Pdp(wiring.Component):
         m.d.comb += close_cols.eq(Mux(x_small < d_k, x_small, d_k) + 1)
         m.d.sync += [f_fold.eq(process), f_push.eq(push_close | push_pad), f_pad.eq(push_pad),
                      f_cols.eq(Mux(push_pad, 0, close_cols))]
+        # The fold takes two stages (:func:`_fold_stages`): stage f compares the word with
+        # the window's value and sums them, stage g chooses and writes the window back.
+        # The window is read again at the next word's decision, ``atom`` cycles later:
+        # after its write.
+        assert atom >= 3, "a window is read again before its fold is written back"
+        g_fold, g_push, g_pad = (stage(m, f"g_{n}", v) for n, v in
+                                 (("fold", f_fold), ("push", f_push), ("pad", f_pad)))
+        g_cols = stage(m, "g_cols", f_cols)
+        g_slot = [stage(m, f"g_slot_{i}", f_slot[i]) for i in range(lanes)]
         folded = [Signal(signed(ROW_BITS), name=f"folded{i}") for i in range(lanes)]
         for i in range(lanes):
-            v = f_word[8 * i:8 * i + 8].as_signed()
             held = stage(m, f"f_held{i}", Array(h[i] for h in hacc)[lane_k[i]])
-            m.d.comb += folded[i].eq(Mux(f_first, v, fold(held, v, lane_max[i], lane_min[i])))
-            with m.If(f_fold):
+            m.d.comb += folded[i].eq(_fold_stages(m, f"g{i}", f_first, held,
+                                                  f_word[8 * i:8 * i + 8].as_signed(),
+                                                  lane_max[i], lane_min[i], ROW_BITS))
+            with m.If(g_fold):
                 for j in range(OPEN_WINDOWS):
-                    with m.If(f_slot[i] == j):
+                    with m.If(g_slot[i] == j):
                         m.d.sync += hacc[j][i].eq(folded[i])
         # (each value handed on a cycle later, from registers: the fold into the FIFO's
         # storage was the unit's path at 78 MHz)
-        m.d.comb += [hvals.w_en.eq(stage(m, "hval_push", f_push)), hval_in.cols.eq(f_cols)]
-        m.d.comb += [hval_in.lanes[i].eq(Mux(f_pad, neutral, folded[i])) for i in range(lanes)]
+        m.d.comb += [hvals.w_en.eq(stage(m, "hval_push", g_push)), hval_in.cols.eq(g_cols)]
+        m.d.comb += [hval_in.lanes[i].eq(Mux(g_pad, neutral, folded[i])) for i in range(lanes)]
         with m.FSM(name="rows"):
             with m.State("IDLE"):
                 with m.If(job_start):
@@ -356,34 +393,38 @@ class Pdp(wiring.Component):
                     m.next = "ROW"
             with m.State("ROW"):
                 m.d.comb += k_next.eq(0)
-                m.d.sync += [x_left.eq(in_w - 1), x_small.eq(0), lo_slot.eq(0),
-                             ahead.eq(0), opened.eq(0), lo_left.eq(out_w), hi_left.eq(out_w),
-                             d_k.eq(pad_left), d_lo.eq(pad_left), d_hi.eq(pad_left)]
+                m.d.sync += [x_left.eq(in_w - 1), last_col.eq(in_w == 1), x_small.eq(0),
+                             lo_slot.eq(0), ahead.eq(0), opened.eq(0),
+                             lo_left.eq(out_w), hi_left.eq(out_w), more_lo.eq(1),
+                             more_hi.eq(1), hi_many.eq(out_w > 1),
+                             d_k.eq(pad_left), d_lo.eq(pad_left), d_hi.eq(pad_left),
+                             d_hi_next.eq(pad_left - sw), lo_padded.eq(pad_left > kw_m1)]
                 m.next = "LEFT"
             with m.State("LEFT"):              # windows wholly in the left padding
-                with m.If(more_lo & (d_lo > kw_m1)):
+                with m.If(more_lo & lo_padded):
                     with m.If(push_room):      # lo, hi and k the window after lo
                         m.d.comb += [push_pad.eq(1), k_next.eq(lo_slot + 1)]
                         m.d.sync += [lo_slot.eq(lo_slot + 1),
                                      lo_left.eq(lo_left - 1), hi_left.eq(lo_left - 1),
+                                     more_lo.eq(lo_left != 1), more_hi.eq(lo_left != 1),
+                                     hi_many.eq(lo_left > 2),
                                      d_lo.eq(d_lo - sw), d_hi.eq(d_lo - sw),
-                                     d_k.eq(d_lo - sw)]
+                                     d_hi_next.eq(d_lo - sw2), d_k.eq(d_lo - sw),
+                                     lo_padded.eq(d_lo - sw > kw_m1)]
                 with m.Else():
                     m.next = "WORDS"
             with m.State("WORDS"):
                 # after this cycle's window: another for this word (one open after k, or
                 # the next to open if it starts at or before the word's column)
-                d_hi_next = d_hi - sw
                 next_active = (ahead > 1) | (((ahead == 1) | opening) & Mux(
-                    opening, (hi_left > 1) & ~d_hi_next[-1], more_hi & ~d_hi[-1]))
+                    opening, hi_many & ~d_hi_next[-1], more_hi & ~d_hi[-1]))
                 blocked = active & closes & ~push_room
                 closing = active & closes
                 # the next word is taken as the word's last window is folded (not after
                 # the row's last column), so that eight windows a word take eight cycles
                 word_end = have_word & ~blocked & (~active | ~next_active)
                 m.d.comb += taking.eq((~have_word | (word_end & ~last_col)) & (pace == 0)
-                                      & reader.data.valid)
-                m.d.comb += reader.data.ready.eq(taking)
+                                      & have_next)
                 with m.If(have_word & ~blocked):
                     with m.If(active):
                         m.d.comb += [process.eq(1), k_next.eq(k + 1)]
@@ -391,31 +432,34 @@ class Pdp(wiring.Component):
                                      ahead.eq(Mux(opening, 0, ahead - 1)),
                                      opened.eq(opened + opening - closes)]
                         with m.If(opening):
-                            m.d.sync += [hi_left.eq(hi_left - 1), d_hi.eq(d_hi_next)]
+                            m.d.sync += [hi_left.eq(hi_left - 1), more_hi.eq(hi_left != 1),
+                                         hi_many.eq(hi_left > 2), d_hi.eq(d_hi_next),
+                                         d_hi_next.eq(d_hi_next - sw)]
                         with m.If(closes):
                             m.d.comb += push_close.eq(1)
                             m.d.sync += [lo_slot.eq(k + 1), d_lo.eq(d_k - sw),
-                                         lo_left.eq(lo_left - 1)]
+                                         lo_left.eq(lo_left - 1), more_lo.eq(lo_left != 1)]
                     with m.If(~active | ~next_active):     # the word's last window
                         # k goes back to the first open window; every window's column
                         # moves on by one
                         m.d.comb += k_next.eq(Mux(closing, k + 1, lo_slot))
                         m.d.sync += [have_word.eq(0), x_left.eq(x_left - 1),
+                                     last_col.eq(x_left == 1),
                                      x_small.eq(x_small + (x_small != 15)),
                                      d_k.eq(Mux(closing, d_k - sw, d_lo) + 1),
                                      d_lo.eq(Mux(closing, d_k - sw, d_lo) + 1),
                                      d_hi.eq(Mux(opening, d_hi_next, d_hi) + 1),
+                                     d_hi_next.eq(Mux(opening, d_hi_next - sw, d_hi_next) + 1),
                                      ahead.eq(opened + opening - closing)]
                         with m.If(last_col):
                             m.next = "RIGHT"
                 with m.If(taking):
-                    m.d.sync += [word.eq(reader.data.payload), have_word.eq(1),
-                                 pace.eq(atom - 1)]
+                    m.d.sync += [word.eq(next_word), have_word.eq(1), pace.eq(atom - 1)]
             with m.State("RIGHT"):             # windows wholly in the right padding
                 with m.If(more_lo):
                     with m.If(push_room):
                         m.d.comb += push_pad.eq(1)
-                        m.d.sync += lo_left.eq(lo_left - 1)
+                        m.d.sync += [lo_left.eq(lo_left - 1), more_lo.eq(lo_left != 1)]
                 with m.Else():
                     m.d.sync += h_y.eq(h_y + 1)
                     m.next = "ROW"
@@ -448,7 +492,12 @@ class Pdp(wiring.Component):
         hi_rows_left = Signal(SIZE_BITS)                  # out_h - oy_hi
         y_left, x_left = Signal(SIZE_BITS), Signal(SIZE_BITS)   # rows / windows after this
         first_row, y_small = Signal(), Signal(4)          # v_y == 0, min(v_y, 15)
-        last_row = y_left == 0
+        # flags of the counts and offsets above, registers stepped with them (the
+        # comparisons into the step's decision were the unit's path at 89 MHz)
+        last_row = Signal()                               # y_left == 0
+        last_window = Signal()                            # x_left == 0
+        more_rows_hi = Signal()                           # hi_rows_left != 0
+        lo_closed = Signal()                              # e_lo > kernel_h - 1
         kh_m1 = Signal(3)
         m.d.sync += kh_m1.eq(kh - 1)
         out_lo, out_j = Signal(ADDR_BITS), Signal(ADDR_BITS)   # output row addresses, column 0
@@ -468,24 +517,28 @@ class Pdp(wiring.Component):
         b_hval = [Signal(signed(ROW_BITS), name=f"b_hval{i}") for i in range(lanes)]
         b_held = Signal(lanes * BUFFER_BITS)
         stall = Signal()                        # a pooled value waits for a queue entry
+        # the fold's second stage (a): the column's value, from registers, written back
+        # into the line buffer in that cycle (as its block RAM's input)
+        a_empty = stage(m, "a_empty", b_empty)
         column = [Signal(signed(BUFFER_BITS), name=f"column{i}") for i in range(lanes)]
         for i in range(lanes):
             held = b_held[BUFFER_BITS * i:BUFFER_BITS * (i + 1)].as_signed()
-            m.d.comb += column[i].eq(Mux(b_empty, neutral,
-                                         Mux(b_first, b_hval[i], fold(held, b_hval[i]))))
+            m.d.comb += column[i].eq(Mux(a_empty, neutral,
+                                         _fold_stages(m, f"a{i}", b_first, held, b_hval[i],
+                                                      is_max, is_min, BUFFER_BITS)))
         line = Signal(depth_log2)               # the buffer word of row j, window v_x
         slot_mask, slot_shift = Signal(3), Signal(range(depth_log2 + 1))
         v_x = Signal(SIZE_BITS)                 # the window (a column of the buffer)
         m.d.comb += [slot_mask.eq(Array([0, 1, 3, 7])[overlap_log2]),
                      slot_shift.eq(depth_log2 - overlap_log2),
                      line.eq(((j & slot_mask) << slot_shift) | v_x)]
-        # the write a cycle later still, from registers (the fold into the block RAM's
-        # inputs was the unit's path at 80 MHz): a line read three cycles after its last
-        # read gets this write through the read port's transparency
+        # the write in stage a, its address and enable from registers and its data the
+        # fold's choice among registers (the whole fold into the block RAM's inputs was the
+        # unit's path at 80 MHz): a line read three cycles after its last read gets this
+        # write through the read port's transparency
         m.d.comb += [wr.addr.eq(stage(m, "line_write_addr", b_addr)),
                      wr.en.eq(stage(m, "line_write_en", b_valid & ~b_last & ~b_empty)),
-                     wr.data.eq(stage(m, "line_write_data",
-                                      Cat(*(v.as_unsigned() for v in column)))),
+                     wr.data.eq(Cat(*(v.as_unsigned() for v in column))),
                      rd.addr.eq(line), rd.en.eq(~stall)]
         with m.If(~stall):
             m.d.sync += [c_valid.eq(0), b_valid.eq(c_valid), b_first.eq(c_first),
@@ -496,20 +549,25 @@ class Pdp(wiring.Component):
         with m.FSM(name="columns"):
             with m.State("IDLE"):
                 with m.If(job_start):
-                    m.d.sync += [y_left.eq(cfg.h - 1), first_row.eq(1), y_small.eq(0),
-                                 lo_row.eq(0), rows_open.eq(0), hi_rows_left.eq(cfg.out_h),
-                                 e_lo.eq(cfg.pad_top), e_hi.eq(cfg.pad_top),
+                    m.d.sync += [y_left.eq(cfg.h - 1), last_row.eq(cfg.h == 1),
+                                 first_row.eq(1), y_small.eq(0), lo_row.eq(0), rows_open.eq(0),
+                                 hi_rows_left.eq(cfg.out_h), more_rows_hi.eq(1),
+                                 e_lo.eq(cfg.pad_top), lo_closed.eq(cfg.pad_top > kh_m1),
+                                 e_hi.eq(cfg.pad_top),
                                  out_lo.eq(dsurf_addr + out0 * atom), col_done.eq(0)]
                     m.next = "ROW"
             with m.State("ROW"):               # the output rows open during this row
-                with m.If(~first_row & (rows_open != 0) & (e_lo > kh_m1)):
+                with m.If(~first_row & (rows_open != 0) & lo_closed):
                     m.d.sync += [lo_row.eq(lo_row + 1), rows_open.eq(rows_open - 1),
-                                 e_lo.eq(e_lo - sh), out_lo.eq(out_lo + cfg.dst_line)]
-                with m.Elif((hi_rows_left != 0) & (last_row | ~e_hi[-1])):
+                                 e_lo.eq(e_lo - sh), lo_closed.eq(e_lo - sh > kh_m1),
+                                 out_lo.eq(out_lo + cfg.dst_line)]
+                with m.Elif(more_rows_hi & (last_row | ~e_hi[-1])):
                     m.d.sync += [rows_open.eq(rows_open + 1),
-                                 hi_rows_left.eq(hi_rows_left - 1), e_hi.eq(e_hi - sh)]
+                                 hi_rows_left.eq(hi_rows_left - 1),
+                                 more_rows_hi.eq(hi_rows_left != 1), e_hi.eq(e_hi - sh)]
                 with m.Else():
-                    m.d.sync += [v_x.eq(0), x_left.eq(out_w - 1), col_addr.eq(0),
+                    m.d.sync += [v_x.eq(0), x_left.eq(out_w - 1), last_window.eq(out_w == 1),
+                                 col_addr.eq(0),
                                  j.eq(lo_row), j_left.eq(rows_open), e_j.eq(e_lo),
                                  out_j.eq(out_lo)]
                     m.next = "STEPS"
@@ -533,11 +591,14 @@ class Pdp(wiring.Component):
                         m.d.comb += hvals.r_en.eq(1)
                         m.d.sync += [v_x.eq(v_x + 1), x_left.eq(x_left - 1),
                                      col_addr.eq(col_addr + atom), j.eq(lo_row),
-                                     j_left.eq(rows_open), e_j.eq(e_lo), out_j.eq(out_lo)]
-                        with m.If(x_left == 0):   # the row's last window: the next row
-                            m.d.sync += [y_left.eq(y_left - 1), first_row.eq(0),
+                                     j_left.eq(rows_open), e_j.eq(e_lo), out_j.eq(out_lo),
+                                     last_window.eq(x_left == 1)]
+                        with m.If(last_window):   # the row's last window: the next row
+                            m.d.sync += [y_left.eq(y_left - 1), last_row.eq(y_left == 1),
+                                         first_row.eq(0),
                                          y_small.eq(y_small + (y_small != 15)),
-                                         e_lo.eq(e_lo + 1), e_hi.eq(e_hi + 1)]
+                                         e_lo.eq(e_lo + 1), lo_closed.eq(e_lo + 1 > kh_m1),
+                                         e_hi.eq(e_hi + 1)]
                             m.next = "ROW"
                             with m.If(last_row):
                                 m.next = "DRAIN"
@@ -549,9 +610,10 @@ class Pdp(wiring.Component):
         # ---- the pipeline: padding, the reciprocals, saturation -------------------------
         # A pooled value leaves the column stage only while the output queue has an entry
         # that no value on its way holds (credits), so the stages move every cycle: 1 the
-        # values, 2 the padding's two products, 3 their sum, 4 added (average), 6 the
-        # width's reciprocal (DSP blocks), 7 rounded, 9 the height's, 10 rounded, 11
-        # saturated, then queued for the write DMA; max and min queued after stage 1.
+        # values (the fold's stage a), 2 the padding's two products, 3 their sum, 4 added
+        # (average), 6 the width's reciprocal (DSP blocks), 7 rounded, 9 the height's, 10
+        # rounded, 11 saturated, then queued for the write DMA; max and min queued after
+        # stage 2.
         ecp5 = use_ecp5_dsp(None, platform)
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=ADDR_BITS + 8 * lanes, depth=OUT_QUEUE)
@@ -575,7 +637,7 @@ class Pdp(wiring.Component):
         out_addr = delayed(m, "out_addr", b_out, PIPELINE_STAGES)
         pooled = []
         for i in range(lanes):
-            col = delayed(m, f"s3_column{i}", column[i], 3)
+            col = delayed(m, f"s3_column{i}", column[i], 2)
             s4 = stage(m, f"s4_{i}", Mux(average, col + pad_term, col), signed(SUM_BITS))
             # the reciprocals: 16.16 of at most 2.0, so each result stays within 18 bits
             by_w = Signal(signed(DSP_PRODUCT_BITS), name=f"by_w{i}")
@@ -587,11 +649,11 @@ class Pdp(wiring.Component):
             s10 = stage(m, f"s10_{i}", Mux(average, _round16(by_h[:35].as_signed()),
                                           delayed(m, f"s9_{i}", s7, 2)), signed(18))
             pooled.append(stage(m, f"s11_{i}", saturate(s10, 8), signed(8)))
-        # max and min: the pooled value itself (an int8) a stage after the column stage,
-        # queued without the average's stages
-        direct = [stage(m, f"s1_direct{i}", column[i][:8]) for i in range(lanes)]
-        direct_addr = stage(m, "s1_direct_addr", b_out)
-        m.d.comb += [results.w_en.eq(Mux(average, valid[-1], valid[1])),
+        # max and min: the pooled value itself (an int8) a stage after the fold's, queued
+        # without the average's stages
+        direct = [stage(m, f"s2_direct{i}", column[i][:8]) for i in range(lanes)]
+        direct_addr = delayed(m, "s2_direct_addr", b_out, 2)
+        m.d.comb += [results.w_en.eq(Mux(average, valid[-1], valid[2])),
                      results.w_data.eq(Mux(average,
                                            Cat(*(v.as_unsigned() for v in pooled), out_addr),
                                            Cat(*direct, direct_addr))),
