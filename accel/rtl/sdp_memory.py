@@ -37,6 +37,7 @@ from accel.rtl.axi import AxiReader, read_signature, write_signature
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.dma import OutputWriter, check_bus
 from accel.rtl.postproc import ConfigLayout, PostProcessor
+from accel.rtl.timing import stage
 
 #: points per command of a line (the input's FIFO holds two chunks)
 CHUNK = 8
@@ -99,8 +100,8 @@ def config_from_registers(field, hw: HwConfig, post_fields):
             cfg.dst_surf.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
             *post_fields(cfg.post), cfg.post.truncate.eq(0),
         ]
-        for stage in STREAMS:
-            out += operand_fields(field, stage, getattr(cfg, stage))
+        for stream in STREAMS:
+            out += operand_fields(field, stream, getattr(cfg, stream))
         return out
     return assign
 
@@ -157,10 +158,11 @@ class TaggedStreams:
     credit back.
 
     ``fits`` is a register's: its stream's FIFO has half its depth free (each stream's
-    depth is at least twice its largest command), counted from registers of the last
-    cycle's command and words taken, and no command of the stream is still to be counted.
-    (The command's word count into a comparison with the credits, on into the issue and
-    the credits' adders, was the unit's path on an ECP5 at 72 MHz.)"""
+    depth is at least twice its largest command), compared with the credits' register,
+    which counts the commands and words taken a cycle late, and no command of the stream
+    in the last two cycles is still to be counted.  (The command's word count into a
+    comparison with the credits, on into the issue and the credits' adders, was the unit's
+    path on an ECP5 at 72 MHz; the credits' two adders into the comparison, at 94 MHz.)"""
 
     def __init__(self, m: Module, word, depths: dict[str, int], word_bits: int) -> None:
         self.names = list(depths)
@@ -194,10 +196,11 @@ class TaggedStreams:
             room = Signal(init=1, name=f"{n}_room")
             m.d.sync += [taken.eq(self.issue & (self.cmd_stream == i)),
                          given.eq(f.r_en & f.r_rdy)]
-            counted = credits - Mux(taken, taken_words, 0) + given
-            m.d.sync += [credits.eq(counted), room.eq(counted >= depths[n] // 2)]
+            taken_before = stage(m, f"{n}_taken_before", taken)
+            m.d.sync += [credits.eq(credits - Mux(taken, taken_words, 0) + given),
+                         room.eq(credits >= depths[n] // 2)]
             with m.If(self.cmd_stream == i):
-                m.d.comb += self.fits.eq(room & ~taken)
+                m.d.comb += self.fits.eq(room & ~taken & ~taken_before)
         m.d.comb += word.ready.eq(tags.r_rdy & ready)
         with m.If(word.valid & word.ready):
             words_left = Mux(first_word, tag.words, left)
