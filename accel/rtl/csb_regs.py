@@ -39,8 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from accel.regs import UNITS, Register
@@ -134,6 +135,13 @@ def s_registers(unit: str) -> list[Register]:
 
 def write_mask(reg: Register) -> int:
     return sum(f.mask for f in reg.fields if "w" in f.access)
+
+
+def _live(reg: Register, status_reg: Register) -> bool:
+    """Whether the hardware changes the register too (a completion flips ``S_POINTER``'s
+    consumer and clears ``D_OP_ENABLE``; GLB's ``S_INTR_STATUS`` holds the interrupts):
+    the board's reads pick it from the register itself, not from the copy in block RAM."""
+    return reg.name in ("S_POINTER", "D_OP_ENABLE") or reg is status_reg
 
 
 class CsbRegisterFile(wiring.Component):
@@ -317,8 +325,9 @@ class CsbRegisterFile(wiring.Component):
         def write(target: Signal, wmask: int, part: int):
             return target.eq((target & ~wmask) | (wdata_late[part] & wmask))
 
-        # what a read may return: (register, the read selects it) per window; whether the
-        # request names a register of a part
+        # what a read may return from the registers themselves (those the hardware
+        # changes too, :func:`_live`): (register, the read selects it) per window; whether
+        # the request names a register of a part
         bases = sorted({_window(a) for a in storage})
         readable: dict[int, list[tuple[Signal, Value]]] = {base: [] for base in bases}
         named: dict[int, list[Value]] = {part: [] for part in parts}
@@ -332,20 +341,25 @@ class CsbRegisterFile(wiring.Component):
             m.d.sync += sel.eq(mine[part] & writing[part] & here)
             asked = mine[part] & ~writing[part] & here
             wmask = write_mask(reg)
+            live = _live(reg, status_reg)
             if isinstance(store, tuple):                  # a D_ register: two groups
                 g0, g1 = store
                 if pointer is None:
-                    readable[base].append((g0, asked))
+                    if live:
+                        readable[base].append((g0, asked))
                     with m.If(sel):
                         m.d.sync += write(g0, wmask, part)
                 else:
-                    readable[base] += [(g0, asked & ~pointer[0]), (g1, asked & pointer[0])]
+                    if live:
+                        readable[base] += [(g0, asked & ~pointer[0]),
+                                           (g1, asked & pointer[0])]
                     with m.If(sel & ~pointer[0]):
                         m.d.sync += write(g0, wmask, part)
                     with m.If(sel & pointer[0]):
                         m.d.sync += write(g1, wmask, part)
             else:
-                readable[base].append((store, asked))
+                if live:
+                    readable[base].append((store, asked))
                 with m.If(sel):
                     if reg is status_reg:
                         m.d.comb += cleared.eq(wdata_late[part] & status_bits)
@@ -354,10 +368,11 @@ class CsbRegisterFile(wiring.Component):
                     elif wmask:
                         m.d.sync += write(store, wmask, part)
 
-        # Reads, after the request's copy, in READ_STAGES registered stages of a few
-        # gates each (the registers of a unit lie wherever their datapath is, so every
-        # stage also crosses the die): a one-hot select per register; the selected
-        # register of each chunk of READ_CHUNK; of each window; of all windows.
+        # Reads of the live registers, after the request's copy, in READ_STAGES registered
+        # stages of a few gates each (the registers of a unit lie wherever their datapath
+        # is, so every stage also crosses the die): a one-hot select per register; the
+        # selected register of each chunk of READ_CHUNK; of each window; of all windows.
+        # Every other register is read from its copy in block RAM (:meth:`_shadow`).
         chosen = {base: [] for base in bases}
         for base, entries in readable.items():
             for i, (value, asked) in enumerate(entries):
@@ -375,11 +390,92 @@ class CsbRegisterFile(wiring.Component):
             window = Signal(32, name=f"csb_window_{base:x}")
             m.d.sync += window.eq(any_of(chunks))
             window_data.append(window)
-        m.d.sync += self.rdata.eq(any_of(window_data))
+        shadow_value, from_live = self._shadow(m, storage, status_reg, set_reg)
+        m.d.sync += self.rdata.eq(Mux(from_live, any_of(window_data), shadow_value))
         hit = Signal(name="csb_hit")
         m.d.sync += hit.eq(any_of(mine[part] & any_of(named[part]) for part in parts))
         self._read_flags(m, hit)
         return selects.__getitem__
+
+    def _shadow(self, m: Module, storage: dict, status_reg: Register,
+                set_reg: Register) -> tuple[Signal, Signal]:
+        """A copy in block RAM of every register only the CSB writes, for the board's reads:
+        the value a read returns from it in the cycle the read's data is chosen, and
+        whether the read is of a live register instead (:func:`_live`).
+
+        Each register has a slot (its window and word; a ``D_`` register of a unit with a
+        pointer one per group), which holds its reset value from the start.  A write lands
+        in the slot in the cycle it lands in the register, merged as the register merges
+        it (its read-only bits keep their reset value), in the group the producer's pointer
+        names then; a read reads the group the pointer named when the read's copy was
+        taken, as the registers' own picks did.  The masks, reset values and flags of the
+        slots come from a table in block RAM too.  (The read multiplexer of every register
+        of the file, ~5,500 LUT4 for ~400 registers gathered from all over the die, was
+        the largest part of the file and among the most congested nets of the full
+        engine's build.)"""
+        req = self.req
+        offsets = [(a & ((1 << WINDOW_BITS) - 1)) >> 2 for a in storage]
+        word_bits = max(offsets).bit_length()
+        window_bits = max(_window(a) for a in storage).bit_length()
+        slot_bits = word_bits + window_bits
+
+        def slot(addr: int) -> int:
+            return (_window(addr) << word_bits) | ((addr & ((1 << WINDOW_BITS) - 1)) >> 2)
+
+        # the table: mask (32), reset value (32), grouped, live, mapped
+        table = [0] * (1 << slot_bits)
+        contents = [0] * (2 << slot_bits)           # group 1's slots after group 0's
+        producers: dict[int, Signal] = {}         # window -> its unit's producer bit
+        for addr, (reg, store, pointer) in storage.items():
+            grouped = isinstance(store, tuple) and pointer is not None
+            if grouped:
+                producers[_window(addr)] = pointer[0]
+            first = store[0] if isinstance(store, tuple) else store
+            mask = 0 if reg in (status_reg, set_reg) else write_mask(reg)
+            table[slot(addr)] = (mask | (first.init << 32) | (grouped << 64)
+                                 | (_live(reg, status_reg) << 65) | (1 << 66))
+            contents[slot(addr)] = first.init
+            if grouped:
+                contents[(1 << slot_bits) | slot(addr)] = first.init
+        m.submodules.csb_table = rom = Memory(shape=unsigned(67), depth=len(table), init=table)
+        m.submodules.csb_shadow = shadow = Memory(shape=unsigned(32), depth=len(contents),
+                                                 init=contents)
+        # the request's copy for the table (its slot, whether it is in the table's range)
+        in_range = (req.addr[:2] == 0) & (req.addr[2 + word_bits:WINDOW_BITS] == 0) \
+            & (req.addr[WINDOW_BITS + window_bits:] == 0)
+        at = Signal(slot_bits, name="csb_shadow_slot")
+        ok, writing = Signal(name="csb_shadow_valid"), Signal(name="csb_shadow_write")
+        wdata = Signal(32, name="csb_shadow_wdata")
+        m.d.sync += [at.eq(Cat(req.addr[2:2 + word_bits],
+                               req.addr[WINDOW_BITS:WINDOW_BITS + window_bits])),
+                     ok.eq(req.valid & in_range), writing.eq(req.write), wdata.eq(req.wdata)]
+        entry = rom.read_port()
+        m.d.comb += entry.addr.eq(at)
+        mask, reset = entry.data[:32], entry.data[32:64]
+        grouped, live, mapped = entry.data[64], entry.data[65], entry.data[66]
+        # a cycle later: the table's entry, the producer bit now (a write's) and as the
+        # copy was taken (a read's)
+        window_now = Signal(window_bits)
+        producer = Array(producers.get(w, Const(0)) for w in range(1 << window_bits))
+        at_late, ok_late = Signal.like(at), Signal()
+        writing_late, wdata_late = Signal(), Signal(32)
+        read_group = Signal()
+        m.d.sync += [at_late.eq(at), ok_late.eq(ok), writing_late.eq(writing),
+                     wdata_late.eq(wdata), read_group.eq(producer[at[word_bits:]])]
+        m.d.comb += window_now.eq(at_late[word_bits:])
+        write_port = shadow.write_port()
+        m.d.comb += [write_port.addr.eq(Cat(at_late, grouped & producer[window_now])),
+                     write_port.data.eq((reset & ~mask) | (wdata_late & mask)),
+                     write_port.en.eq(ok_late & writing_late & mapped & (mask != 0))]
+        read_port = shadow.read_port()
+        m.d.comb += read_port.addr.eq(Cat(at_late, grouped & read_group))
+        # the slot's value and the flags, registered for the read's last stage
+        value = Signal(32, name="csb_shadow_value")
+        from_live = Signal(name="csb_read_live")
+        flags = Signal(2)
+        m.d.sync += [flags.eq(Cat(live & mapped & ok_late, mapped & ok_late)),
+                     value.eq(Mux(flags[1], read_port.data, 0)), from_live.eq(flags[0])]
+        return value, from_live
 
     def _decoded(self, m: Module, storage: dict, *, status_reg: Register, set_reg: Register,
                  status_bits: int, cleared: Signal, setbits: Signal) -> Callable[[int], Value]:
