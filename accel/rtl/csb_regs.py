@@ -29,10 +29,11 @@ cycle after the one it is presented in, after a completion pulsed with the
 request);
 a read returns ``rdata`` with ``rvalid`` :data:`READ_LATENCY` cycles after the
 request (the read data is then selected in :data:`READ_STAGES` registered
-stages).  Requests take effect in order.  A request to an address no
-implemented register has reads 0, changes nothing and pulses ``error`` when a
-read would return (a read still gets its ``rvalid``), so a driver learns of it
-instead of hanging.
+stages; in the board's form from a copy in block RAM of the registers only the
+CSB writes, see :meth:`CsbRegisterFile._shadow`).  Requests take effect in
+order.  A request to an address no implemented register has reads 0, changes
+nothing and pulses ``error`` when a read would return (a read still gets its
+``rvalid``), so a driver learns of it instead of hanging.
 """
 
 from __future__ import annotations
