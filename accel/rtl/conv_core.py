@@ -30,7 +30,7 @@ from accel.rtl.conv_layout import (
 )
 from accel.rtl.credits import credit_room
 from accel.rtl.csc import Csc
-from accel.rtl.postproc import ResultLayout
+from accel.rtl.postproc import BeatLayout, ResultLayout
 from accel.rtl.sdp import Sdp
 
 #: Entries of the FIFO between the MAC array and CACC: a beat a cycle flows through it
@@ -51,15 +51,17 @@ class ConvCore(wiring.Component):
     so far (every entry below the level is complete); the sequencer reads an entry only
     below it, so the input and the weights may stream in while the convolution runs
     out : ``Out(stream.Signature(ResultLayout(cfg)))``
+    memory, from_memory : with ``memory_input``, SDP's beats read from memory and whether
+    the operation is one (:class:`~accel.rtl.sdp.Sdp`): their results leave on ``out`` too
     """
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
                  weight_entries: int = 2048, operand_entries: int = 64,
-                 ecp5_dsp: bool | None = None) -> None:
+                 ecp5_dsp: bool | None = None, memory_input: bool = False) -> None:
         self.hw, self.points, self.ecp5_dsp = cfg, points, ecp5_dsp
         self.feature_entries, self.weight_entries = feature_entries, weight_entries
-        self.operand_entries = operand_entries
-        super().__init__({
+        self.operand_entries, self.memory_input = operand_entries, memory_input
+        members = {
             "cfg": In(ConvConfigLayout()),
             "start": In(1),
             "busy": Out(1),
@@ -71,7 +73,10 @@ class ConvCore(wiring.Component):
             "operand_write": In(operand_write_layout(cfg, operand_entries)),
             "elements": In(stream.Signature(operand_layout(cfg))),
             "out": Out(stream.Signature(ResultLayout(cfg))),
-        })
+        }
+        if memory_input:
+            members.update(memory=In(stream.Signature(BeatLayout(cfg))), from_memory=In(1))
+        super().__init__(members)
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -88,7 +93,8 @@ class ConvCore(wiring.Component):
                                      self.feature_entries, self.weight_entries, self.ecp5_dsp)
         m.submodules.cmac = cmac = Cmac(hw, shadow=True, ecp5_dsp=self.ecp5_dsp)
         m.submodules.cacc = cacc = Accumulator(hw, self.points)
-        m.submodules.sdp = sdp = Sdp(hw, self.points, self.operand_entries, self.ecp5_dsp)
+        m.submodules.sdp = sdp = Sdp(hw, self.points, self.operand_entries, self.ecp5_dsp,
+                                     self.memory_input)
         m.d.comb += [csc.cfg.eq(self.cfg), csc.start.eq(self.start),
                      csc.feature_level.eq(self.feature_level),
                      csc.weight_level.eq(self.weight_level), self.busy.eq(csc.busy)]
@@ -101,6 +107,9 @@ class ConvCore(wiring.Component):
                      sdp.counted.eq(csc.counted), sdp.operand_write.eq(self.operand_write),
                      sdp.per_element.eq(self.cfg.per_element)]
         wiring.connect(m, wiring.flipped(self.elements), sdp.elements)
+        if self.memory_input:
+            wiring.connect(m, wiring.flipped(self.memory), sdp.memory)
+            m.d.comb += sdp.from_memory.eq(self.from_memory)
         wiring.connect(m, sdp.out, wiring.flipped(self.out))
         return m
 

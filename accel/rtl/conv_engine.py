@@ -28,7 +28,8 @@ an AXI response other than OKAY.
 ``others`` adds memory-to-memory units beside the convolution (:data:`OTHER_UNITS`):
 ``"pdp"`` (:class:`~accel.rtl.pdp.Pdp`, with PDP_RDMA and PDP in the register file) and
 ``"sdp_memory"`` (:class:`~accel.rtl.sdp_memory.SdpMemory`: SDP reading its input from
-memory, ``FLYING_MODE`` off, with per-element operands) and ``"cdp"``
+memory, ``FLYING_MODE`` off, with per-element operands; its beats go through the
+convolution's SDP datapath and write DMA, as NVDLA's one SDP takes either input) and ``"cdp"``
 (:class:`~accel.rtl.cdp.Cdp`, with CDP_RDMA and CDP, its lookup table filled by
 ``S_LUT_ACCESS_*`` writes), one at a time on the AXI port (see
 :meth:`ConvEngine._others`).  ``"elements"`` in ``others`` gives the convolution's SDP
@@ -62,7 +63,13 @@ from accel.rtl.dma import ADDR_BITS, ConvFetch, OutputWriter
 from accel.rtl.element_operands import AxiReadMux, ElementOperands
 from accel.rtl.pdp import PDP_UNITS, Pdp, PdpConfigLayout
 from accel.rtl.pdp import config_from_registers as pdp_config
-from accel.rtl.sdp_memory import SdpMemory, SdpMemoryConfigLayout, operand_fields, operand_needed
+from accel.rtl.sdp_memory import (
+    SdpMemory,
+    SdpMemoryConfigLayout,
+    operand_fields,
+    operand_needed,
+    writer_config,
+)
 from accel.rtl.sdp_memory import config_from_registers as sdp_memory_config
 from accel.rtl.timing import kept
 
@@ -139,10 +146,13 @@ class ConvEngine(wiring.Component):
         m.submodules.csb = csb = CsbRegisterFile(
             CONV_UNITS + (PDP_UNITS if "pdp" in self.others else ())
             + (CDP_UNITS if "cdp" in self.others else ()), per_register=self.csb_per_register)
-        m.submodules.core = core = ConvCore(hw, self.points, *self.entries, OPERAND_ENTRIES)
+        # SDP from memory takes its beats through the convolution's SDP and write DMA
+        shared_sdp = "sdp_memory" in self.others
+        m.submodules.core = core = ConvCore(hw, self.points, *self.entries, OPERAND_ENTRIES,
+                                            memory_input=shared_sdp)
         m.submodules.fetch = fetch = ConvFetch(hw, *self.entries, OPERAND_ENTRIES)
         m.submodules.wdma = wdma = OutputWriter(hw)
-        makers = {"pdp": Pdp, "sdp_memory": SdpMemory, "cdp": Cdp}
+        makers = {"pdp": Pdp, "sdp_memory": lambda hw: SdpMemory(hw, shared=True), "cdp": Cdp}
         others = {name: makers[name](hw) for name in self.others}
         for name, unit in others.items():
             m.submodules[name] = unit
@@ -174,11 +184,13 @@ class ConvEngine(wiring.Component):
         m.d.comb += other_bus.eq(Cat(*buses.values()).any() if buses else 0)
         with m.If(~other_bus):
             connect_channels(m, self.axi, reads)
+        with m.If(~other_bus | (buses["sdp_memory"] if shared_sdp else 0)):
             connect_channels(m, self.axi, wdma.axi)
         for name, unit in others.items():
             with m.If(buses[name]):
                 connect_channels(m, self.axi, unit.axi_read)
-                connect_channels(m, self.axi, unit.axi_write)
+                if name != "sdp_memory":
+                    connect_channels(m, self.axi, unit.axi_write)
         wiring.connect(m, core.out, wdma.inp)
 
         def field(unit: str, reg: str, name: str | None = None):
@@ -391,7 +403,11 @@ class ConvEngine(wiring.Component):
         # SDP's offered flags across the die)
         core_start = Signal()
         m.d.sync += core_start.eq(fsm.ongoing("FETCH") & fetch.ready)
-        m.d.comb += [fetch.start.eq(kick), wdma.start.eq(kick), core.start.eq(core_start)]
+        m.d.comb += [fetch.start.eq(kick), core.start.eq(core_start)]
+        if shared_sdp:
+            self._shared_sdp(m, others["sdp_memory"], core, wdma, op, kick)
+        else:
+            m.d.comb += wdma.start.eq(kick)
         if elements:
             m.d.comb += [elems.start.eq(kick), elements_busy.eq(elems.busy)]
         # the SDP's and SDP_RDMA's completions: a convolution's, or an SDP op from memory's
@@ -403,6 +419,26 @@ class ConvEngine(wiring.Component):
                      for unit, flag in finished.items()]
         self._others(m, csb, others, field, buses, fsm_idle & ~enabled)
         return m
+
+    @staticmethod
+    def _shared_sdp(m: Module, unit: SdpMemory, core: ConvCore, wdma: OutputWriter, op,
+                    kick) -> None:
+        """SDP from memory (``unit``) through the convolution's SDP datapath and write DMA:
+        at its start (its registers latched a cycle before) the datapath's registers
+        (``op.post``: X1, X2, the converter, no truncation) and the write DMA's take its
+        operation's, and the write DMA starts a cycle later; its beats go into SDP while
+        it runs (``from_memory``, set from its start to its end)."""
+        from_memory, start_writer = Signal(), Signal()
+        m.d.sync += start_writer.eq(unit.start)
+        with m.If(unit.start):
+            m.d.sync += [op.post.eq(unit.cfg.post), *writer_config(wdma.cfg, unit.cfg),
+                         from_memory.eq(1)]
+        with m.If(unit.done):
+            m.d.sync += from_memory.eq(0)
+        wiring.connect(m, unit.beats, core.memory)
+        m.d.comb += [core.from_memory.eq(from_memory), wdma.start.eq(kick | start_writer),
+                     unit.results.eq(core.out.valid & core.out.ready),
+                     unit.drained.eq(wdma.idle & ~core.out.valid)]
 
     def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field, buses: dict,
                 conv_idle) -> None:

@@ -9,6 +9,11 @@ stage whose operands come per element (``per_element``) takes them from ``elemen
 a beat's operands for each beat (:class:`~accel.rtl.element_operands.ElementOperands`),
 queued in a small FIFO: a beat is offered only once its operands are there.  The
 int8 beats leave on ``out`` in the order the sums came: kernel group, then point.
+
+NVDLA has one SDP for both of its inputs: while ``from_memory`` is set, the beats come on
+``memory`` instead (SDP reading its input cube from memory,
+:class:`~accel.rtl.sdp_memory.SdpMemory` in its ``shared`` form), each with its operands,
+through the same datapath and out on ``out``.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ from accel.rtl.cacc import SumLayout
 from accel.rtl.conv_layout import SIZE_BITS, operand_layout, operand_write_layout
 from accel.rtl.credits import CountedFIFO, credit_room
 from accel.rtl.memories import NO_COLLISION
-from accel.rtl.postproc import ConfigLayout, PostProcessor, ResultLayout
-from accel.rtl.timing import kept_copies, kept_like, set_all
+from accel.rtl.postproc import BeatLayout, ConfigLayout, PostProcessor, ResultLayout
+from accel.rtl.timing import kept_copies, kept_like, registered_copies, set_all
+
+#: the parts of a beat, per lane
+BEAT_PARTS = ("acc", "alu1", "mul1", "alu2", "mul2")
 
 
 class Sdp(wiring.Component):
@@ -40,14 +48,18 @@ class Sdp(wiring.Component):
     before ``start``
     per_element : ``In(2)``: X1 (bit 0), X2 (bit 1) take their operands from ``elements``
     elements : ``In(stream.Signature(operand_layout(hw)))``: per-element operands, a beat's
+    memory : ``In(stream.Signature(BeatLayout(hw)))``, with ``memory_input``: beats of SDP's
+    input read from memory, with their operands, taken while ``from_memory``
+    from_memory : ``In(1)``, with ``memory_input``: the operation is SDP's from memory
+    (held from a cycle before its first beat to its last; no convolution runs then)
     out : ``Out(stream.Signature(ResultLayout(hw)))``
     """
 
     def __init__(self, hw: HwConfig, points: int, operand_entries: int,
-                 ecp5_dsp: bool | None) -> None:
+                 ecp5_dsp: bool | None, memory_input: bool = False) -> None:
         self.hw, self.points, self.ecp5_dsp = hw, points, ecp5_dsp
-        self.operand_entries = operand_entries
-        super().__init__({
+        self.operand_entries, self.memory_input = operand_entries, memory_input
+        members = {
             "sum": In(stream.Signature(SumLayout(hw))),
             "post": In(ConfigLayout()),
             "start": In(1),
@@ -55,7 +67,10 @@ class Sdp(wiring.Component):
             "operand_write": In(operand_write_layout(hw, operand_entries)),
             "per_element": In(2), "elements": In(stream.Signature(operand_layout(hw))),
             "out": Out(stream.Signature(ResultLayout(hw))),
-        })
+        }
+        if memory_input:
+            members.update(memory=In(stream.Signature(BeatLayout(hw))), from_memory=In(1))
+        super().__init__(members)
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -74,17 +89,20 @@ class Sdp(wiring.Component):
         per_element = self.per_element.any()
         m.d.comb += [elements.w_data.eq(self.elements.payload), elements.w_en.eq(
                          self.elements.valid), self.elements.ready.eq(elements.w_rdy)]
-        moved = post.inp.valid & post.inp.ready
+        # the convolution's beat and its valid, beside the beats from memory
+        beat, offered = Signal(BeatLayout(self.hw)), Signal()
+        moved = offered & post.inp.ready
         m.d.comb += elements.r_en.eq(moved & per_element)
         if post.lanes == n_k:
             ops_ok = Signal(init=1)
             m.d.sync += ops_ok.eq(settle_next == 0)
             ok = ops_ok & (~per_element | elements.r_rdy)
-            m.d.comb += [post.inp.valid.eq(self.sum.valid & ok),
+            m.d.comb += [offered.eq(self.sum.valid & ok),
                          self.sum.ready.eq(post.inp.ready & ok)]
-            m.d.comb += [post.inp.payload.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
+            m.d.comb += [beat.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
         else:
-            self._deliver(m, post, settle, ~per_element | (elements.level > moved))
+            self._deliver(m, post, beat, offered, settle,
+                          ~per_element | (elements.level > moved))
         out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
         # the kernel group's last beat into SDP, flagged a beat ahead (first when the
         # point count is there: the first sums reach SDP many cycles later)
@@ -108,14 +126,29 @@ class Sdp(wiring.Component):
         beat_ops = data.View(operand_layout(self.hw), elements.r_data)
         for stage, names in enumerate((("alu1", "mul1"), ("alu2", "mul2"))):
             for name in names:
-                m.d.comb += [getattr(post.inp.payload, name)[i].eq(
+                m.d.comb += [getattr(beat, name)[i].eq(
                                  Mux(self.per_element[stage], getattr(beat_ops, name)[i],
                                      getattr(ops, name)[i]))
                              for i in range(n_k)]
+        if self.memory_input:
+            # the beats from memory: their valid beside the convolution's (one of the two
+            # is low), their payload by a select of the operation's, a copy for each lane
+            memory = self.memory
+            pick = registered_copies(m, "from_memory", self.from_memory, n_k)
+            m.d.comb += [post.inp.valid.eq(offered | memory.valid),
+                         memory.ready.eq(post.inp.ready & self.from_memory)]
+            for name in BEAT_PARTS:
+                m.d.comb += [getattr(post.inp.payload, name)[i].eq(
+                                 Mux(pick[i], getattr(memory.payload, name)[i],
+                                     getattr(beat, name)[i]))
+                             for i in range(n_k)]
+        else:
+            m.d.comb += [post.inp.valid.eq(offered), post.inp.payload.eq(beat)]
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 
-    def _deliver(self, m: Module, post: PostProcessor, settle: Signal, operands_next) -> None:
+    def _deliver(self, m: Module, post: PostProcessor, beat: Signal, offered: Signal,
+                 settle: Signal, operands_next) -> None:
         """SDP takes a beat every ``atomic_k / lanes`` cycles, the CACC empties a stripe at
         once: a stripe of sums waits in a buffer (CACC's delivery buffer) while the MAC
         array goes on with the next stripe.
@@ -134,22 +167,24 @@ class Sdp(wiring.Component):
         # (no checks of its own: the credits and ``filled`` keep count)
         m.submodules.dbuf = dbuf = CountedFIFO(width=len(sums), depth=self.points)
         taken = Signal()
-        filled, offered = Signal(range(self.points + 1)), Signal()
+        filled = Signal(range(self.points + 1))
         given = dbuf.r_en & offered
         m.d.sync += filled.eq(filled + taken - given)
         m.d.comb += [self.sum.ready.eq(credit_room(m, self.points, taken, given,
                                                    name="sum_credits", late_give=True)),
                      taken.eq(self.sum.valid & self.sum.ready)]
         m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(taken),
-                     post.inp.valid.eq(offered),
                      dbuf.r_en.eq(post.inp.ready & offered),
-                     post.inp.payload.acc.as_value().eq(dbuf.r_data)]
+                     beat.acc.as_value().eq(dbuf.r_data)]
         offer_next = (taken | (filled != 0)) & ~self.start & (settle <= 1) & operands_next
         m.d.sync += offered.eq(offer_next)
         # SDP's copies of it, one per register group it enables
         offered_copies = kept_copies("offered", post.valid_copies)
         m.d.sync += set_all(offered_copies, offer_next)
-        m.d.comb += post.inp_valid_copies.eq(Cat(offered_copies))
+        # (a beat from memory is offered to every copy alike)
+        from_memory = self.memory.valid if self.memory_input else 0
+        m.d.comb += post.inp_valid_copies.eq(Cat(*(copy | from_memory
+                                                   for copy in offered_copies)))
 
     def _operands(self, m: Module, kernel_group: Signal) -> Signal:
         """The per-kernel SDP operands of ``kernel_group``, from block RAM into a register.

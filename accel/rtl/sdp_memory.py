@@ -29,14 +29,14 @@ post-processor, which computes at SDP's throughput (a lane per cycle on nv_small
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, read_signature, write_signature
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.dma import OutputWriter, check_bus
-from accel.rtl.postproc import ConfigLayout, PostProcessor
+from accel.rtl.postproc import BeatLayout, ConfigLayout, PostProcessor
 from accel.rtl.timing import stage
 
 #: points per command of a line (the input's FIFO holds two chunks)
@@ -100,10 +100,19 @@ def config_from_registers(field, hw: HwConfig, post_fields):
             cfg.dst_surf.eq(field(sdp, "D_DST_SURFACE_STRIDE")),
             *post_fields(cfg.post), cfg.post.truncate.eq(0),
         ]
-        for stream in STREAMS:
-            out += operand_fields(field, stream, getattr(cfg, stream))
+        for name in STREAMS:
+            out += operand_fields(field, name, getattr(cfg, name))
         return out
     return assign
+
+
+def writer_config(writer, cfg) -> list:
+    """Assignments of SDP's write DMA's registers (``writer``, an
+    :class:`~accel.rtl.dma.OutputWriter`'s ``cfg``) for an operation ``cfg``
+    (:class:`SdpMemoryConfigLayout`)."""
+    return [writer.dst_addr.eq(cfg.dst), writer.line_stride.eq(cfg.dst_line),
+            writer.surf_stride.eq(cfg.dst_surf), writer.out_w.eq(cfg.w),
+            writer.out_h.eq(cfg.h)]
 
 
 def operand_fields(field, stage: str, op) -> list:
@@ -281,33 +290,54 @@ class SdpMemory(wiring.Component):
     start : ``In(1)``, a pulse; done : ``Out(1)``, a pulse once the last write is answered
     busy : ``Out(1)`` from ``start`` to ``done``, both included
     bus_error : ``Out(1)``, sticky
-    axi_read, axi_write : the AXI4 read and write channels
+    axi_read, axi_write : the AXI4 read and write channels (no ``axi_write`` when shared)
+
+    ``shared``: the unit beside a convolution uses the convolution's SDP datapath and write
+    DMA (NVDLA has one SDP; :class:`~accel.rtl.sdp.Sdp`'s ``memory`` input), not its own:
+    it offers the assembled beats on ``beats`` (``Out(stream.Signature(BeatLayout(hw)))``)
+    and learns of their end from ``results`` (``In(1)``: a result beat left the datapath)
+    and ``drained`` (``In(1)``: the datapath offers no result and the write DMA has every
+    write answered); the owner programs the write DMA (:func:`writer_config`) and the
+    datapath (``cfg.post``).
     """
 
-    def __init__(self, hw: HwConfig, ecp5_dsp: bool | None = None) -> None:
+    def __init__(self, hw: HwConfig, ecp5_dsp: bool | None = None, shared: bool = False) -> None:
         check_bus(hw)
-        self.hw, self.ecp5_dsp = hw, ecp5_dsp
-        super().__init__({
+        self.hw, self.ecp5_dsp, self.shared = hw, ecp5_dsp, shared
+        members = {
             "cfg": In(SdpMemoryConfigLayout()), "start": In(1), "done": Out(1),
             "busy": Out(1), "bus_error": Out(1),
             "axi_read": Out(read_signature(ADDR_BITS, 8 * hw.atom_size)),
-            "axi_write": Out(write_signature(ADDR_BITS, 8 * hw.atom_size)),
-        })
+        }
+        if shared:
+            members.update(beats=Out(stream.Signature(BeatLayout(hw))), results=In(1),
+                           drained=In(1))
+        else:
+            members["axi_write"] = Out(write_signature(ADDR_BITS, 8 * hw.atom_size))
+        super().__init__(members)
 
     def elaborate(self, platform) -> Module:
         m = Module()
         hw, cfg = self.hw, self.cfg
         atom, word_bits = hw.atom_size, 8 * hw.atom_size
         m.submodules.reader = reader = AxiReader(ADDR_BITS, atom)
-        m.submodules.wdma = wdma = OutputWriter(hw)
-        m.submodules.post = post = PostProcessor(hw, ecp5_dsp=self.ecp5_dsp)
         wiring.connect(m, wiring.flipped(self.axi_read), reader.axi)
-        wiring.connect(m, wiring.flipped(self.axi_write), wdma.axi)
-        wiring.connect(m, post.out, wdma.inp)
-        m.d.comb += [post.cfg.eq(cfg.post), self.bus_error.eq(reader.bus_error | wdma.bus_error),
-                     wdma.cfg.dst_addr.eq(cfg.dst), wdma.cfg.line_stride.eq(cfg.dst_line),
-                     wdma.cfg.surf_stride.eq(cfg.dst_surf), wdma.cfg.out_w.eq(cfg.w),
-                     wdma.cfg.out_h.eq(cfg.h), wdma.start.eq(self.start)]
+        # the datapath and the write DMA: its own, or the SDP's beside the convolution
+        # (``beats`` out, ``results`` and ``drained`` back)
+        if self.shared:
+            inp, results, drained = self.beats, self.results, self.drained
+            m.d.comb += self.bus_error.eq(reader.bus_error)
+        else:
+            m.submodules.wdma = wdma = OutputWriter(hw)
+            m.submodules.post = post = PostProcessor(hw, ecp5_dsp=self.ecp5_dsp)
+            wiring.connect(m, wiring.flipped(self.axi_write), wdma.axi)
+            wiring.connect(m, post.out, wdma.inp)
+            m.d.comb += [post.cfg.eq(cfg.post),
+                         self.bus_error.eq(reader.bus_error | wdma.bus_error),
+                         *writer_config(wdma.cfg, cfg), wdma.start.eq(self.start)]
+            inp = post.inp
+            results = post.out.valid & post.out.ready
+            drained = wdma.idle & ~post.out.valid
 
         # ---- the streams' FIFOs and their credits -------------------------------------
         names = ("input", "x1", "x2")
@@ -440,15 +470,15 @@ class SdpMemory(wiring.Component):
         complete = have_input & (got["x1"] == need["x1"]) & (got["x2"] == need["x2"])
         with m.If(collecting & complete):
             m.d.sync += offered.eq(1)
-        beat = post.inp.payload
+        beat = inp.payload
         lanes = hw.atomic_k
         for i in range(lanes):
             m.d.comb += beat.acc[i].eq(in_word[8 * i:8 * i + 8].as_signed())
         for s, (alu, mul) in (("x1", ("alu1", "mul1")), ("x2", ("alu2", "mul2"))):
             for i, (a, b) in enumerate(decode_lanes(Cat(*held[s]), getattr(cfg, s), lanes)):
                 m.d.comb += [getattr(beat, alu)[i].eq(a), getattr(beat, mul)[i].eq(b)]
-        m.d.comb += post.inp.valid.eq(offered)
-        with m.If(post.inp.valid & post.inp.ready):
+        m.d.comb += inp.valid.eq(offered)
+        with m.If(inp.valid & inp.ready):
             m.d.sync += [offered.eq(0), have_input.eq(0), got["x1"].eq(0), got["x2"].eq(0),
                          px.eq(Mux(px + 1 == cfg.w, 0, px + 1)),
                          surface_start.eq((px + 1 == cfg.w) & (py + 1 == cfg.h))]
@@ -463,13 +493,14 @@ class SdpMemory(wiring.Component):
 
         # ---- completion: every beat through the post-processor and written --------------
         inside = Signal(range(64))              # beats in the post-processor
-        went_in = post.inp.valid & post.inp.ready
-        came_out = post.out.valid & post.out.ready
-        m.d.sync += inside.eq(inside + went_in - came_out)
+        went_in = inp.valid & inp.ready
+        m.d.sync += inside.eq(inside + went_in - results)
+        with m.If(self.start):                  # (a shared datapath's results of others)
+            m.d.sync += inside.eq(0)
         settled = Signal()
         # (the FIFOs' levels: a word written shows at their read side a cycle later)
         m.d.comb += settled.eq(walked & (tags.level == 0) & ~have_input & ~offered
-                               & (inside == 0) & ~reader.busy & wdma.idle & ~post.out.valid
+                               & (inside == 0) & ~reader.busy & drained
                                & (Cat(*(f.level for f in fifos.values())) == 0))
         m.d.sync += self.done.eq(0)
         with m.If(settled & ~self.done):
