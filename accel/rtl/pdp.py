@@ -54,7 +54,14 @@ from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.credits import credit_room
 from accel.rtl.postproc import saturate
-from accel.rtl.timing import delayed, kept_copies, registered_copies, set_all, stage
+from accel.rtl.timing import (
+    PassCount,
+    delayed,
+    kept_copies,
+    registered_copies,
+    set_all,
+    stage,
+)
 
 #: the PDP's units, its read DMA first (enabled together, completed together)
 PDP_UNITS = ("NVDLA_PDP_RDMA", "NVDLA_PDP")
@@ -306,7 +313,6 @@ class Pdp(wiring.Component):
         k, lo_slot = Signal(3), Signal(3)
         ahead, opened = Signal(4), Signal(4)    # windows open after k; open (hi - lo)
         lo_left, hi_left = Signal(SIZE_BITS), Signal(SIZE_BITS)   # out_w - lo, out_w - hi
-        x_left = Signal(SIZE_BITS)              # the row's columns after the word's
         x_small = Signal(4)                     # the word's column, at most 15
         word = Signal(8 * lanes)
         have_word = Signal()
@@ -325,7 +331,9 @@ class Pdp(wiring.Component):
         # the window taking the cycle: an open one (k < hi) or the next to open
         opening = (ahead == 0) & more_hi & ~d_hi[-1]
         active = (ahead != 0) | opening
-        last_col = Signal()                     # x_left == 0, a register stepped with it
+        # the row's columns after the word's, and whether it is the last
+        cols = PassCount(m, "col", in_w, SIZE_BITS)
+        last_col = cols.last
         closes = (d_k == kw_m1) | last_col
         first_col = (d_k == 0) | (x_small == 0)           # the window's first real column
         # a word is taken into ``word`` and folded from the next cycle (the bus's word
@@ -393,7 +401,8 @@ class Pdp(wiring.Component):
                     m.next = "ROW"
             with m.State("ROW"):
                 m.d.comb += k_next.eq(0)
-                m.d.sync += [x_left.eq(in_w - 1), last_col.eq(in_w == 1), x_small.eq(0),
+                cols.first(m)
+                m.d.sync += [x_small.eq(0),
                              lo_slot.eq(0), ahead.eq(0), opened.eq(0),
                              lo_left.eq(out_w), hi_left.eq(out_w), more_lo.eq(1),
                              more_hi.eq(1), hi_many.eq(out_w > 1),
@@ -443,8 +452,8 @@ class Pdp(wiring.Component):
                         # k goes back to the first open window; every window's column
                         # moves on by one
                         m.d.comb += k_next.eq(Mux(closing, k + 1, lo_slot))
-                        m.d.sync += [have_word.eq(0), x_left.eq(x_left - 1),
-                                     last_col.eq(x_left == 1),
+                        cols.next(m)
+                        m.d.sync += [have_word.eq(0),
                                      x_small.eq(x_small + (x_small != 15)),
                                      d_k.eq(Mux(closing, d_k - sw, d_lo) + 1),
                                      d_lo.eq(Mux(closing, d_k - sw, d_lo) + 1),
@@ -490,12 +499,12 @@ class Pdp(wiring.Component):
         j, lo_row = Signal(3), Signal(3)        # the step's row and the first open, mod 8
         rows_open, j_left = Signal(4), Signal(4)          # oy_hi - oy_lo, oy_hi - j
         hi_rows_left = Signal(SIZE_BITS)                  # out_h - oy_hi
-        y_left, x_left = Signal(SIZE_BITS), Signal(SIZE_BITS)   # rows / windows after this
         first_row, y_small = Signal(), Signal(4)          # v_y == 0, min(v_y, 15)
         # flags of the counts and offsets above, registers stepped with them (the
         # comparisons into the step's decision were the unit's path at 89 MHz)
-        last_row = Signal()                               # y_left == 0
-        last_window = Signal()                            # x_left == 0
+        rows = PassCount(m, "row", cfg.h, SIZE_BITS)     # rows after this one, the last
+        windows = PassCount(m, "window", out_w, SIZE_BITS)    # the row's windows, the last
+        last_row, last_window = rows.last, windows.last
         more_rows_hi = Signal()                           # hi_rows_left != 0
         lo_closed = Signal()                              # e_lo > kernel_h - 1
         kh_m1 = Signal(3)
@@ -549,8 +558,8 @@ class Pdp(wiring.Component):
         with m.FSM(name="columns"):
             with m.State("IDLE"):
                 with m.If(job_start):
-                    m.d.sync += [y_left.eq(cfg.h - 1), last_row.eq(cfg.h == 1),
-                                 first_row.eq(1), y_small.eq(0), lo_row.eq(0), rows_open.eq(0),
+                    rows.first(m)
+                    m.d.sync += [first_row.eq(1), y_small.eq(0), lo_row.eq(0), rows_open.eq(0),
                                  hi_rows_left.eq(cfg.out_h), more_rows_hi.eq(1),
                                  e_lo.eq(cfg.pad_top), lo_closed.eq(cfg.pad_top > kh_m1),
                                  e_hi.eq(cfg.pad_top),
@@ -566,8 +575,8 @@ class Pdp(wiring.Component):
                                  hi_rows_left.eq(hi_rows_left - 1),
                                  more_rows_hi.eq(hi_rows_left != 1), e_hi.eq(e_hi - sh)]
                 with m.Else():
-                    m.d.sync += [v_x.eq(0), x_left.eq(out_w - 1), last_window.eq(out_w == 1),
-                                 col_addr.eq(0),
+                    windows.first(m)
+                    m.d.sync += [v_x.eq(0), col_addr.eq(0),
                                  j.eq(lo_row), j_left.eq(rows_open), e_j.eq(e_lo),
                                  out_j.eq(out_lo)]
                     m.next = "STEPS"
@@ -589,13 +598,13 @@ class Pdp(wiring.Component):
                         m.d.sync += [c_hval[i].eq(hval.lanes[i]) for i in range(lanes)]
                     with m.Elif(hvals.r_rdy):      # the window is done: the next one
                         m.d.comb += hvals.r_en.eq(1)
-                        m.d.sync += [v_x.eq(v_x + 1), x_left.eq(x_left - 1),
+                        windows.next(m)
+                        m.d.sync += [v_x.eq(v_x + 1),
                                      col_addr.eq(col_addr + atom), j.eq(lo_row),
-                                     j_left.eq(rows_open), e_j.eq(e_lo), out_j.eq(out_lo),
-                                     last_window.eq(x_left == 1)]
+                                     j_left.eq(rows_open), e_j.eq(e_lo), out_j.eq(out_lo)]
                         with m.If(last_window):   # the row's last window: the next row
-                            m.d.sync += [y_left.eq(y_left - 1), last_row.eq(y_left == 1),
-                                         first_row.eq(0),
+                            rows.next(m)
+                            m.d.sync += [first_row.eq(0),
                                          y_small.eq(y_small + (y_small != 15)),
                                          e_lo.eq(e_lo + 1), lo_closed.eq(e_lo + 1 > kh_m1),
                                          e_hi.eq(e_hi + 1)]

@@ -37,7 +37,7 @@ from accel.rtl.axi import AxiReader, read_signature, write_signature
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.dma import OutputWriter, check_bus
 from accel.rtl.postproc import BeatLayout, ConfigLayout, PostProcessor
-from accel.rtl.timing import stage
+from accel.rtl.timing import PassCount, stage
 
 #: points per command of a line (the input's FIFO holds two chunks)
 CHUNK = 8
@@ -217,35 +217,6 @@ class TaggedStreams:
             m.d.comb += tags.r_en.eq(words_left == 1)
 
 
-class PassCount:
-    """A loop of ``total`` passes (lines of a surface, surfaces of a cube): the passes left
-    after this one and whether this is the last, registers stepped with the loop.  (``y +
-    1 == h``, an adder into an equality, chose between the line's and the surface's next
-    addresses on the walkers' paths on an ECP5, 10-12 ns.)  ``total`` must hold from
-    :meth:`first` on."""
-
-    def __init__(self, m: Module, name: str, total) -> None:
-        self.total = total
-        self.left = Signal(SIZE_BITS, name=f"{name}_left")
-        self.last = Signal(name=f"{name}_last")
-        # the first pass's, for the restarts
-        self.total_m1 = Signal(SIZE_BITS, name=f"{name}_total_m1")
-        self.single = Signal(name=f"{name}_single")
-        m.d.sync += [self.total_m1.eq(total - 1), self.single.eq(total == 1)]
-
-    def first(self, m: Module) -> None:
-        """The loop's first pass next cycle (from ``total`` itself)."""
-        m.d.sync += [self.left.eq(self.total - 1), self.last.eq(self.total == 1)]
-
-    def next(self, m: Module) -> None:
-        """The next pass next cycle."""
-        m.d.sync += [self.left.eq(self.left - 1), self.last.eq(self.left == 1)]
-
-    def restart(self, m: Module) -> None:
-        """The first pass again next cycle (``total`` has been held a cycle)."""
-        m.d.sync += [self.left.eq(self.total_m1), self.last.eq(self.single)]
-
-
 class LineChunks:
     """A line's points in chunks of :data:`CHUNK`: the chunk's point count (``points``) and
     whether it ends the line (``last``), registers stepped with the chunk, as are the
@@ -347,7 +318,8 @@ class SdpMemory(wiring.Component):
         fifos, tags = streams.fifos, streams.tags
 
         # ---- the walker: surface, line, chunk of points ---------------------------------
-        lines, surfaces = PassCount(m, "line", cfg.h), PassCount(m, "surface", cfg.surfaces)
+        lines = PassCount(m, "line", cfg.h, SIZE_BITS)
+        surfaces = PassCount(m, "surface", cfg.surfaces, SIZE_BITS)
         # the addresses count up: of (surface, y, 0), of (surface, 0, 0) and of the chunk,
         # for the input and each operand stream; a chunk's step in a register
         in_line = Signal(ADDR_BITS)

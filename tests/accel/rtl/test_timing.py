@@ -2,7 +2,8 @@
 
 A kept register carries the ``keep`` attribute the FPGA flow honours; registered copies
 are the value a cycle late; :class:`BeforeLast` holds ``count - 1`` and ``count - 2``
-modulo its width; ``set_all`` writes every copy.
+modulo its width; :class:`PassCount` counts a loop's passes down and flags the last;
+``set_all`` writes every copy.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from accel.rtl.timing import BeforeLast, kept, kept_copies, registered_copies, set_all
+from accel.rtl.timing import BeforeLast, PassCount, kept, kept_copies, registered_copies, set_all
 
 
 def _simulate(dut, bench) -> None:
@@ -76,5 +77,37 @@ def test_set_all_writes_every_copy() -> None:
         ctx.set(go, 1)
         await ctx.tick()
         assert [ctx.get(c) for c in copies] == [1, 1, 1]
+
+    _simulate(m, bench)
+
+
+def test_pass_count_flags_the_last_pass_of_every_loop() -> None:
+    """A loop of ``total`` passes, run twice (first, then a restart) for totals 1, 2 and 5:
+    each pass sees the passes left after it, and ``last`` on the final one only."""
+    m = Module()
+    total, step, begin, again = Signal(8), Signal(), Signal(), Signal()
+    loop = PassCount(m, "loop", total, 8)
+    with m.If(begin):
+        loop.first(m)
+    with m.Elif(again):
+        loop.restart(m)
+    with m.Elif(step):
+        loop.next(m)
+
+    async def bench(ctx) -> None:
+        for n in (1, 2, 5):
+            ctx.set(total, n)
+            await ctx.tick()                    # ``total`` held a cycle before a restart
+            for start in (begin, again):
+                ctx.set(start, 1)
+                await ctx.tick()
+                ctx.set(start, 0)
+                seen = []
+                for _ in range(n):
+                    seen.append((ctx.get(loop.left), ctx.get(loop.last)))
+                    ctx.set(step, 1)
+                    await ctx.tick()
+                    ctx.set(step, 0)
+                assert seen == [(n - 1 - i, int(i == n - 1)) for i in range(n)], (n, start)
 
     _simulate(m, bench)
