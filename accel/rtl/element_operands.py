@@ -34,12 +34,12 @@ from accel.rtl.sdp_memory import (
     MAX_OPERAND_WORDS,
     LineChunks,
     OperandLayout,
-    PassCount,
     TaggedStreams,
     chunk_words,
     decode_lanes,
     words_per_point,
 )
+from accel.rtl.timing import PassCount
 
 #: the X stages and the operand fields each fills (operand_layout)
 STAGES = {"x1": ("alu1", "mul1"), "x2": ("alu2", "mul2")}
@@ -101,7 +101,8 @@ class ElementOperands(wiring.Component):
         fifos, tags = streams.fifos, streams.tags
 
         # ---- the walker: surface, row, chunk of points, stage ---------------------------
-        lines, surfaces = PassCount(m, "line", cfg.h), PassCount(m, "surface", cfg.surfaces)
+        lines = PassCount(m, "line", cfg.h, SIZE_BITS)
+        surfaces = PassCount(m, "surface", cfg.surfaces, SIZE_BITS)
         # the addresses count up: of (surface, y, 0), (surface, 0, 0) and the chunk
         line = {s: Signal(ADDR_BITS, name=f"{s}_line_addr") for s in STAGES}
         surf = {s: Signal(ADDR_BITS, name=f"{s}_surf_addr") for s in STAGES}
