@@ -34,10 +34,11 @@ into their rows and columns:
 * the **column stage** folds each such value into the output rows its input row belongs
   to, one a cycle, in a line buffer of NVIDIA's size (7 KiB: ``overlap`` output rows of
   :func:`accel.cbuf.pdp_max_width` columns, 14 bits a lane, which the cmodel checks every
-  operation against), and at an output row's last real row hands the value to a short
-  pipeline that adds the average's padding, applies the reciprocals and saturates before
-  the :class:`~accel.rtl.axi.AxiWriter` writes the atom.  Output rows wholly in the padding
-  are written as the first (above) or last (below) input row's windows pass.
+  operation against), and at an output row's last real row queues the value for a short
+  pipeline that, two lanes a cycle, adds the average's padding, applies the reciprocals and
+  saturates before the :class:`~accel.rtl.axi.AxiWriter` writes the atom.  Output rows
+  wholly in the padding are written as the first (above) or last (below) input row's
+  windows pass.
 """
 
 from __future__ import annotations
@@ -79,7 +80,12 @@ BUFFER_BITS = 14
 OPEN_WINDOWS = 8
 #: windows pooled across a row queued between the row and the column stage
 HVALS_AHEAD = 8
-#: stages from the column stage's pooled value to the output queue
+#: lanes the output pipeline computes a cycle: two, so that the words of the rows that
+#: close together in the bottom padding (up to ceil(kernel_h / stride_h) for each window of
+#: the last row) do not hold the column stage up for long
+OUTPUT_LANES = 2
+#: the stages of the output pipeline, counted from the column stage's take (a lane's last
+#: is the eleventh; see :meth:`Pdp.elaborate`)
 PIPELINE_STAGES = 11
 #: pooled words queued for the write DMA (the credits: more than the stages hold, so that
 #: a word a cycle can flow)
@@ -616,13 +622,17 @@ class Pdp(wiring.Component):
                     m.d.sync += col_done.eq(1)
                     m.next = "IDLE"
 
-        # ---- the pipeline: padding, the reciprocals, saturation -------------------------
-        # A pooled value leaves the column stage only while the output queue has an entry
-        # that no value on its way holds (credits), so the stages move every cycle: 1 the
-        # values (the fold's stage a), 2 the padding's two products, 3 their sum, 4 added
-        # (average), 6 the width's reciprocal (DSP blocks), 7 rounded, 9 the height's, 10
-        # rounded, 11 saturated, then queued for the write DMA; max and min queued after
-        # stage 2.
+        # ---- the pipeline: padding, the reciprocals, saturation, lanes in turn -----------
+        # A pooled word leaves the column stage only while the output queue has an entry
+        # that no word on its way holds (credits), so the stages move every cycle.  Stages
+        # from the take: 1 the padding's values, 2 its two products, 3 their sum, the word
+        # (the fold's stage a, two stages later) and its padding term queued; then its
+        # lanes go down a pipeline :data:`OUTPUT_LANES` at a time (the column stage takes a
+        # word every ``atom`` cycles in the steady state, and the queue evens out the
+        # bursts of rows closing in the bottom padding): 4 added (average), 6 the width's
+        # reciprocal (DSP blocks), 7 rounded, 9 the height's, 10 rounded, 11 saturated;
+        # gathered into a word and queued for the write DMA.  Max and min take the same
+        # stages, their value unchanged.
         ecp5 = use_ecp5_dsp(None, platform)
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=ADDR_BITS + 8 * lanes, depth=OUT_QUEUE)
@@ -630,24 +640,46 @@ class Pdp(wiring.Component):
         take = Signal()
         room = credit_room(m, OUT_QUEUE, take, results.r_en, "pdp_credits")
         m.d.comb += [take.eq(final & room), stall.eq(final & ~room)]
-        # values taken and not yet handed to the write DMA (for the completion)
+        # words taken and not yet handed to the write DMA (for the completion)
         outstanding = Signal(range(OUT_QUEUE + 1))
         m.d.sync += outstanding.eq(outstanding + take - results.r_en)
         average = stage(m, "average", cfg.method == AVERAGE)
-        valid = [take]
-        for n in range(1, PIPELINE_STAGES + 1):
-            valid.append(stage(m, f"s{n}_valid", valid[-1]))
         pv = cfg.pad_values
         rows1 = stage(m, "s1_rows", b_rows)
         pad_cols = stage(m, "s1_pad_col_value", pv[(cfg.kernel_w - b_cols)[:3]])
         pad_rows = stage(m, "s1_pad_row_value", pv[(cfg.kernel_h - b_rows)[:3]])
         pad_term = stage(m, "s3_pad_term", stage(m, "s2_pad_cols", rows1 * pad_cols)
                         + stage(m, "s2_pad_rows", cfg.kernel_w * pad_rows), signed(SUM_BITS))
-        out_addr = delayed(m, "out_addr", b_out, PIPELINE_STAGES)
-        pooled = []
-        for i in range(lanes):
-            col = delayed(m, f"s3_column{i}", column[i], 2)
-            s4 = stage(m, f"s4_{i}", Mux(average, col + pad_term, col), signed(SUM_BITS))
+        pooled = data.StructLayout({"lanes": data.ArrayLayout(signed(BUFFER_BITS), lanes),
+                                    "pad": signed(SUM_BITS), "addr": ADDR_BITS})
+        # (credits: at most OUT_QUEUE words between the take and the write DMA)
+        m.submodules.pooled = words = fifo.SyncFIFOBuffered(width=pooled.size,
+                                                             depth=OUT_QUEUE)
+        word_in = Signal(pooled)
+        m.d.comb += [word_in.lanes[i].eq(delayed(m, f"s3_column{i}", column[i], 2))
+                     for i in range(lanes)]
+        m.d.comb += [word_in.pad.eq(pad_term), word_in.addr.eq(delayed(m, "s3_addr", b_out, 3)),
+                     words.w_data.eq(word_in), words.w_en.eq(delayed(m, "s3_valid", take, 3))]
+        # the serializer: the word's lanes shift out, OUTPUT_LANES a cycle from lane 0; the
+        # next word is taken with its last lanes
+        per, groups = OUTPUT_LANES, lanes // OUTPUT_LANES
+        word = data.View(pooled, words.r_data)
+        shifting = Signal(pooled)
+        left = Signal(range(groups + 1))        # lane groups of ``shifting`` still to go
+        m.d.comb += words.r_en.eq(left <= 1)
+        with m.If(words.r_en & words.r_rdy):
+            m.d.sync += [shifting.eq(word), left.eq(groups)]
+        with m.Elif(left != 0):
+            m.d.sync += [left.eq(left - 1)]
+            m.d.sync += [shifting.lanes[i].eq(shifting.lanes[i + per])
+                         for i in range(lanes - per)]
+        lane_valid = stage(m, "s4_valid", left != 0)
+        lane_last = stage(m, "s4_last", left == 1)
+        lane_addr = stage(m, "s4_addr", shifting.addr)
+        out_lanes = []
+        for i in range(per):
+            v = shifting.lanes[i]
+            s4 = stage(m, f"s4_{i}", Mux(average, v + shifting.pad, v), signed(SUM_BITS))
             # the reciprocals: 16.16 of at most 2.0, so each result stays within 18 bits
             by_w = Signal(signed(DSP_PRODUCT_BITS), name=f"by_w{i}")
             registered_multiply(m, f"recip_w_mul{i}", s4, cfg.recip_w, by_w, ecp5)
@@ -657,15 +689,18 @@ class Pdp(wiring.Component):
             registered_multiply(m, f"recip_h_mul{i}", s7, cfg.recip_h, by_h, ecp5)
             s10 = stage(m, f"s10_{i}", Mux(average, _round16(by_h[:35].as_signed()),
                                           delayed(m, f"s9_{i}", s7, 2)), signed(18))
-            pooled.append(stage(m, f"s11_{i}", saturate(s10, 8), signed(8)))
-        # max and min: the pooled value itself (an int8) a stage after the fold's, queued
-        # without the average's stages
-        direct = [stage(m, f"s2_direct{i}", column[i][:8]) for i in range(lanes)]
-        direct_addr = delayed(m, "s2_direct_addr", b_out, 2)
-        m.d.comb += [results.w_en.eq(Mux(average, valid[-1], valid[2])),
-                     results.w_data.eq(Mux(average,
-                                           Cat(*(v.as_unsigned() for v in pooled), out_addr),
-                                           Cat(*direct, direct_addr))),
+            out_lanes.append(stage(m, f"s11_{i}", saturate(s10, 8), signed(8)).as_unsigned())
+        after = PIPELINE_STAGES - 4             # stages from s4 to s11
+        valid11 = delayed(m, "s11_valid", lane_valid, after)
+        last11 = delayed(m, "s11_last", lane_last, after)
+        addr11 = delayed(m, "s11_addr", lane_addr, after)
+        # the gatherer: lane groups shift in from the top, so that lane 0 ends in the low
+        # byte
+        gathered = Signal(8 * lanes)
+        with m.If(valid11):
+            m.d.sync += gathered.eq(Cat(gathered[8 * per:], *out_lanes))
+        m.d.comb += [results.w_en.eq(stage(m, "s12_valid", valid11 & last11)),
+                     results.w_data.eq(Cat(gathered, stage(m, "s12_addr", addr11))),
                      writer.req.valid.eq(results.r_rdy),
                      writer.req.payload.data.eq(results.r_data[:8 * lanes]),
                      writer.req.payload.addr.eq(results.r_data[8 * lanes:]),
