@@ -53,7 +53,7 @@ from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
 from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
-from accel.rtl.credits import credit_room
+from accel.rtl.credits import CountedFIFO, credit_room
 from accel.rtl.postproc import saturate
 from accel.rtl.timing import (
     PassCount,
@@ -227,7 +227,10 @@ class Pdp(wiring.Component):
                                             "slice_out_w"))
         pad_left = Signal(3)
         next_in0, next_out0 = Signal(coord), Signal(SIZE_BITS)
-        surface = Signal(SIZE_BITS)
+        surfaces = PassCount(m, "surface", cfg.surfaces, SIZE_BITS)
+        # the job's read, row and column stages are done, a register (the three flags into
+        # the enables of the next job's registers was the unit's path at 80 MHz)
+        job_ended = Signal()
         surf_addr, dsurf_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
         job_start = Signal()                   # a pulse: the three stages start a job
         read_done, row_done, col_done = Signal(), Signal(), Signal()
@@ -253,18 +256,20 @@ class Pdp(wiring.Component):
                                                                          Mux(kh > sh, 1, 0))))]
                     m.next = "SLICE"
             with m.State("SLICE"):
-                m.d.sync += [surface.eq(0), surf_addr.eq(cfg.src), dsurf_addr.eq(cfg.dst)]
+                surfaces.first(m)
+                m.d.sync += [surf_addr.eq(cfg.src), dsurf_addr.eq(cfg.dst)]
                 m.next = "START"
             with m.State("START"):
                 m.d.comb += job_start.eq(1)
                 m.next = "RUN"
             with m.State("RUN"):
-                with m.If(read_done & row_done & col_done):
-                    m.d.sync += [surface.eq(surface + 1),
-                                 surf_addr.eq(surf_addr + cfg.src_surf),
+                m.d.sync += job_ended.eq(read_done & row_done & col_done & ~job_ended)
+                with m.If(job_ended):
+                    surfaces.next(m)
+                    m.d.sync += [surf_addr.eq(surf_addr + cfg.src_surf),
                                  dsurf_addr.eq(dsurf_addr + cfg.dst_surf)]
                     m.next = "START"
-                    with m.If(surface + 1 == cfg.surfaces):
+                    with m.If(surfaces.last):
                         m.d.sync += [slice_left.eq(slice_left - 1), in0.eq(next_in0),
                                      out0.eq(next_out0), pad_left.eq(0),
                                      in_w.eq(Mux(slice_left == 1, cfg.in_last, cfg.in_mid)
@@ -363,7 +368,10 @@ class Pdp(wiring.Component):
         m.d.comb += k_next.eq(k)
         m.d.sync += k.eq(k_next)
         process, push_close, push_pad = Signal(), Signal(), Signal()
-        push_room = credit_room(m, HVALS_AHEAD, push_close | push_pad, hvals.r_en, "hval_credits")
+        # (a credit comes back a cycle after its window leaves the FIFO: the column stage's
+        # read, from its output credits through its stall, ended in this count at 90 MHz)
+        push_room = credit_room(m, HVALS_AHEAD, push_close | push_pad, hvals.r_en,
+                                "hval_credits", late_give=True)
         f_fold, f_push, f_pad = Signal(), Signal(), Signal()
         f_cols = Signal(4)
         close_cols = Signal(4)
@@ -516,7 +524,10 @@ class Pdp(wiring.Component):
         more_rows_hi = Signal()                           # hi_rows_left != 0
         lo_closed = Signal()                              # e_lo > kernel_h - 1
         kh_m1 = Signal(3)
-        m.d.sync += kh_m1.eq(kh - 1)
+        # (``e_lo - sh > kh_m1`` as ``e_lo > kh_m1 + sh``: the subtraction into the comparison,
+        # two carry chains, was the unit's path at 98 MHz)
+        kh_m1_sh = Signal(5)
+        m.d.sync += [kh_m1.eq(kh - 1), kh_m1_sh.eq(kh - 1 + sh)]
         out_lo, out_j = Signal(ADDR_BITS), Signal(ADDR_BITS)   # output row addresses, column 0
         col_addr = Signal(ADDR_BITS)                            # the window's column in them
         # A step is read (issued, stage c), its line arrives and is registered (stage b),
@@ -576,7 +587,7 @@ class Pdp(wiring.Component):
             with m.State("ROW"):               # the output rows open during this row
                 with m.If(~first_row & (rows_open != 0) & lo_closed):
                     m.d.sync += [lo_row.eq(lo_row + 1), rows_open.eq(rows_open - 1),
-                                 e_lo.eq(e_lo - sh), lo_closed.eq(e_lo - sh > kh_m1),
+                                 e_lo.eq(e_lo - sh), lo_closed.eq(e_lo > kh_m1_sh),
                                  out_lo.eq(out_lo + cfg.dst_line)]
                 with m.Elif(more_rows_hi & (last_row | ~e_hi[-1])):
                     m.d.sync += [rows_open.eq(rows_open + 1),
@@ -614,7 +625,7 @@ class Pdp(wiring.Component):
                             rows.next(m)
                             m.d.sync += [first_row.eq(0),
                                          y_small.eq(y_small + (y_small != 15)),
-                                         e_lo.eq(e_lo + 1), lo_closed.eq(e_lo + 1 > kh_m1),
+                                         e_lo.eq(e_lo + 1), lo_closed.eq(e_lo >= kh_m1),
                                          e_hi.eq(e_hi + 1)]
                             m.next = "ROW"
                             with m.If(last_row):
@@ -654,22 +665,28 @@ class Pdp(wiring.Component):
                         + stage(m, "s2_pad_rows", cfg.kernel_w * pad_rows), signed(SUM_BITS))
         pooled = data.StructLayout({"lanes": data.ArrayLayout(signed(BUFFER_BITS), lanes),
                                     "pad": signed(SUM_BITS), "addr": ADDR_BITS})
-        # (credits: at most OUT_QUEUE words between the take and the write DMA)
-        m.submodules.pooled = words = fifo.SyncFIFOBuffered(width=pooled.size,
-                                                             depth=OUT_QUEUE)
+        # (no checks of its own: the credits keep it from filling, ``queued`` counts it;
+        # a FIFO's own level into its storage's write enables was the unit's path at 84 MHz)
+        m.submodules.pooled = words = CountedFIFO(width=pooled.size, depth=OUT_QUEUE)
         word_in = Signal(pooled)
         m.d.comb += [word_in.lanes[i].eq(delayed(m, f"s3_column{i}", column[i], 2))
                      for i in range(lanes)]
+        queue_in = delayed(m, "s3_valid", take, 3)
         m.d.comb += [word_in.pad.eq(pad_term), word_in.addr.eq(delayed(m, "s3_addr", b_out, 3)),
-                     words.w_data.eq(word_in), words.w_en.eq(delayed(m, "s3_valid", take, 3))]
+                     words.w_data.eq(word_in), words.w_en.eq(queue_in)]
+        queued = Signal(range(OUT_QUEUE + 1))   # words in the queue
+        waiting = Signal()                      # queued != 0, a register stepped with it
+        queued_next = Signal.like(queued)
+        m.d.comb += queued_next.eq(queued + queue_in - words.r_en)
+        m.d.sync += [queued.eq(queued_next), waiting.eq(queued_next != 0)]
         # the serializer: the word's lanes shift out, OUTPUT_LANES a cycle from lane 0; the
         # next word is taken with its last lanes
         per, groups = OUTPUT_LANES, lanes // OUTPUT_LANES
         word = data.View(pooled, words.r_data)
         shifting = Signal(pooled)
         left = Signal(range(groups + 1))        # lane groups of ``shifting`` still to go
-        m.d.comb += words.r_en.eq(left <= 1)
-        with m.If(words.r_en & words.r_rdy):
+        m.d.comb += words.r_en.eq((left <= 1) & waiting)
+        with m.If(words.r_en):
             m.d.sync += [shifting.eq(word), left.eq(groups)]
         with m.Elif(left != 0):
             m.d.sync += [left.eq(left - 1)]
