@@ -30,7 +30,7 @@ from accel.rtl.conv_layout import (
 )
 from accel.rtl.credits import credit_room
 from accel.rtl.csc import Csc
-from accel.rtl.postproc import BeatLayout, ResultLayout
+from accel.rtl.postproc import BeatLayout, ResultLayout, lanes_per_cycle
 from accel.rtl.sdp import Sdp
 
 #: Entries of the FIFO between the MAC array and CACC: a beat a cycle flows through it
@@ -51,8 +51,9 @@ class ConvCore(wiring.Component):
     so far (every entry below the level is complete); the sequencer reads an entry only
     below it, so the input and the weights may stream in while the convolution runs
     out : ``Out(stream.Signature(ResultLayout(cfg)))``
-    memory, from_memory : with ``memory_input``, SDP's beats read from memory and whether
-    the operation is one (:class:`~accel.rtl.sdp.Sdp`): their results leave on ``out`` too
+    memory, from_memory : with ``memory_input``, SDP's input read from memory, a lane group
+    at a time, and whether the operation is one (:class:`~accel.rtl.sdp.Sdp`): their
+    results leave on ``out`` too
     """
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
@@ -75,7 +76,8 @@ class ConvCore(wiring.Component):
             "out": Out(stream.Signature(ResultLayout(cfg))),
         }
         if memory_input:
-            members.update(memory=In(stream.Signature(BeatLayout(cfg))), from_memory=In(1))
+            members.update(memory=In(stream.Signature(BeatLayout(cfg, lanes_per_cycle(cfg)))),
+                           from_memory=In(1))
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:

@@ -426,7 +426,7 @@ class ConvEngine(wiring.Component):
         """SDP from memory (``unit``) through the convolution's SDP datapath and write DMA:
         at its start (its registers latched a cycle before) the datapath's registers
         (``op.post``: X1, X2, the converter, no truncation) and the write DMA's take its
-        operation's, and the write DMA starts a cycle later; its beats go into SDP while
+        operation's, and the write DMA starts a cycle later; its lanes go into SDP while
         it runs (``from_memory``, set from its start to its end)."""
         from_memory, start_writer = Signal(), Signal()
         m.d.sync += start_writer.eq(unit.start)
@@ -435,7 +435,7 @@ class ConvEngine(wiring.Component):
                          from_memory.eq(1)]
         with m.If(unit.done):
             m.d.sync += from_memory.eq(0)
-        wiring.connect(m, unit.beats, core.memory)
+        wiring.connect(m, unit.lanes, core.memory)
         m.d.comb += [core.from_memory.eq(from_memory), wdma.start.eq(kick | start_writer),
                      unit.results.eq(core.out.valid & core.out.ready),
                      unit.drained.eq(wdma.idle & ~core.out.valid)]

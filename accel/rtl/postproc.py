@@ -75,6 +75,10 @@ class ConfigLayout(data.StructLayout):
         })
 
 
+#: the parts of an input beat, each a value per lane (:class:`BeatLayout`)
+BEAT_PARTS = ("acc", "alu1", "mul1", "alu2", "mul2")
+
+
 class BeatLayout(data.StructLayout):
     """Input beat: ``acc`` per lane and the per-lane memory operands of X1 and X2
     (``lanes``: ``atomic_k`` unless given)."""
@@ -358,11 +362,17 @@ class PostProcessor(wiring.Component):
         by groups: copies of ``inp.valid``, one per copy of the group count (see
         :meth:`elaborate`), which the producer drives from registers of its own equal to
         ``inp.valid`` every cycle, each placed beside the logic it enables.
+    lane_inp : ``In(stream.Signature(BeatLayout(cfg, lanes)))``, with ``lane_input``: a
+        second input, a lane group at a time, taken instead of ``inp`` while
+        ``lane_select`` (``In(1)``) is set (``inp`` offers nothing then); each
+        ``atomic_k / lanes`` groups make a beat on ``out``.  A producer that has the beat
+        in its own registers hands it on a group a cycle, so no beat-wide bus meets
+        ``inp``'s here.
     """
 
     def __init__(self, cfg: HwConfig, ecp5_dsp: bool | None = None,
-                 valid_copies: bool = False) -> None:
-        self.hw, self.ecp5_dsp = cfg, ecp5_dsp
+                 valid_copies: bool = False, lane_input: bool = False) -> None:
+        self.hw, self.ecp5_dsp, self.lane_input = cfg, ecp5_dsp, lane_input
         self.lanes = lanes_per_cycle(cfg)
         groups = cfg.atomic_k // self.lanes
         # the copies of the count of groups still to go in (see :meth:`elaborate`): the
@@ -378,6 +388,9 @@ class PostProcessor(wiring.Component):
         }
         if self.valid_copies:
             members["inp_valid_copies"] = In(self.valid_copies)
+        if lane_input:
+            members.update(lane_inp=In(stream.Signature(BeatLayout(cfg, self.lanes))),
+                           lane_select=In(1))
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
@@ -391,7 +404,7 @@ class PostProcessor(wiring.Component):
                                                else 0)
         m.d.comb += dp.cfg.eq(self.cfg)
         if n == k:
-            wiring.connect(m, wiring.flipped(self.inp), dp.inp)
+            self._datapath_input(m, dp, self.inp.valid, self.inp.payload, self.inp.ready)
             wiring.connect(m, dp.out, wiring.flipped(self.out))
             return m
         # ---- in: the beat is taken into registers, a lane group each, and the groups shift
@@ -420,8 +433,8 @@ class PostProcessor(wiring.Component):
             m.d.comb += after.eq(Mux(take, groups, Mux(step, count - 1, count)))
             m.d.sync += [count.eq(after), zero.eq(after == 0), one.eq(after == 1)]
             if i is None:                                   # the handshakes' copy
-                m.d.comb += [dp.inp.valid.eq(~zero), dp.inp.payload.eq(held[0]),
-                             self.inp.ready.eq(zero | (one & ready))]
+                self._datapath_input(m, dp, ~zero, held[0], self.inp.ready)
+                m.d.comb += self.inp.ready.eq(zero | (one & ready))
             with m.If(take):
                 for name in names:
                     src, dst = getattr(self.inp.payload, name), getattr(held[i], name)
@@ -430,7 +443,7 @@ class PostProcessor(wiring.Component):
                 if i is not None and i < groups - 1:
                     m.d.sync += [getattr(held[i], name).eq(getattr(held[i + 1], name))
                                  for name in names]
-        # ---- out: gather the lane groups' results into a beat
+        # ---- out: gather the lane groups' results into a beat (from either input)
         full = Signal()
         g_out = Signal(range(groups))
         res = self.out.payload
@@ -449,3 +462,19 @@ class PostProcessor(wiring.Component):
                                          res.cacc_sat[i * n + j].eq(dp.out.payload.cacc_sat[j]),
                                          res.cvt_sat[i * n + j].eq(dp.out.payload.cvt_sat[j])]
         return m
+
+    def _datapath_input(self, m: Module, dp: LaneDatapath, valid, payload, ready) -> None:
+        """The datapath's input: ``inp``'s lanes (``valid``, ``payload``), or ``lane_inp``'s
+        while ``lane_select`` (with ``lane_input``); ``ready`` is ``inp``'s where all lanes
+        go at once."""
+        if not self.lane_input:
+            m.d.comb += [dp.inp.valid.eq(valid), dp.inp.payload.eq(payload)]
+            if self.lanes == self.hw.atomic_k:
+                m.d.comb += ready.eq(dp.inp.ready)
+            return
+        pick = self.lane_select
+        m.d.comb += [dp.inp.valid.eq(Mux(pick, self.lane_inp.valid, valid)),
+                     dp.inp.payload.eq(Mux(pick, self.lane_inp.payload, payload)),
+                     self.lane_inp.ready.eq(dp.inp.ready & pick)]
+        if self.lanes == self.hw.atomic_k:
+            m.d.comb += ready.eq(dp.inp.ready & ~pick)

@@ -10,10 +10,11 @@ a beat's operands for each beat (:class:`~accel.rtl.element_operands.ElementOper
 queued in a small FIFO: a beat is offered only once its operands are there.  The
 int8 beats leave on ``out`` in the order the sums came: kernel group, then point.
 
-NVDLA has one SDP for both of its inputs: while ``from_memory`` is set, the beats come on
+NVDLA has one SDP for both of its inputs: while ``from_memory`` is set, the lanes come on
 ``memory`` instead (SDP reading its input cube from memory,
-:class:`~accel.rtl.sdp_memory.SdpMemory` in its ``shared`` form), each with its operands,
-through the same datapath and out on ``out``.
+:class:`~accel.rtl.sdp_memory.SdpMemory` in its ``shared`` form), a lane group at a time
+with their operands, into the same datapath (its ``lane_inp``) and out on ``out`` as
+beats.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from accel.rtl.cacc import SumLayout
 from accel.rtl.conv_layout import SIZE_BITS, operand_layout, operand_write_layout
 from accel.rtl.credits import CountedFIFO, credit_room
 from accel.rtl.memories import NO_COLLISION
-from accel.rtl.postproc import BeatLayout, ConfigLayout, PostProcessor, ResultLayout
-from accel.rtl.timing import kept_copies, kept_like, registered_copies, set_all
-
-#: the parts of a beat, per lane
-BEAT_PARTS = ("acc", "alu1", "mul1", "alu2", "mul2")
+from accel.rtl.postproc import (
+    BeatLayout,
+    ConfigLayout,
+    PostProcessor,
+    ResultLayout,
+    lanes_per_cycle,
+)
+from accel.rtl.timing import kept_copies, kept_like, registered_copy, set_all
 
 
 class Sdp(wiring.Component):
@@ -48,8 +52,9 @@ class Sdp(wiring.Component):
     before ``start``
     per_element : ``In(2)``: X1 (bit 0), X2 (bit 1) take their operands from ``elements``
     elements : ``In(stream.Signature(operand_layout(hw)))``: per-element operands, a beat's
-    memory : ``In(stream.Signature(BeatLayout(hw)))``, with ``memory_input``: beats of SDP's
-    input read from memory, with their operands, taken while ``from_memory``
+    memory : ``In(stream.Signature(BeatLayout(hw, lanes_per_cycle(hw))))``, with
+    ``memory_input``: SDP's input read from memory with its operands, a lane group at a
+    time (the datapath's own rate), taken while ``from_memory``
     from_memory : ``In(1)``, with ``memory_input``: the operation is SDP's from memory
     (held from a cycle before its first beat to its last; no convolution runs then)
     out : ``Out(stream.Signature(ResultLayout(hw)))``
@@ -69,14 +74,16 @@ class Sdp(wiring.Component):
             "out": Out(stream.Signature(ResultLayout(hw))),
         }
         if memory_input:
-            members.update(memory=In(stream.Signature(BeatLayout(hw))), from_memory=In(1))
+            members.update(memory=In(stream.Signature(BeatLayout(hw, lanes_per_cycle(hw)))),
+                           from_memory=In(1))
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
         m = Module()
         n_k = self.hw.atomic_k
         m.submodules.post = post = PostProcessor(self.hw, ecp5_dsp=self.ecp5_dsp,
-                                                 valid_copies=True)
+                                                 valid_copies=True,
+                                                 lane_input=self.memory_input)
         m.d.comb += post.cfg.eq(self.post)
         # the operands of the kernel group in SDP are read two cycles after the kernel
         # group changes, and no beat enters SDP meanwhile (``settle``); whether SDP may
@@ -130,20 +137,12 @@ class Sdp(wiring.Component):
                                  Mux(self.per_element[stage], getattr(beat_ops, name)[i],
                                      getattr(ops, name)[i]))
                              for i in range(n_k)]
+        m.d.comb += [post.inp.valid.eq(offered), post.inp.payload.eq(beat)]
         if self.memory_input:
-            # the beats from memory: their valid beside the convolution's (one of the two
-            # is low), their payload by a select of the operation's, a copy for each lane
-            memory = self.memory
-            pick = registered_copies(m, "from_memory", self.from_memory, n_k)
-            m.d.comb += [post.inp.valid.eq(offered | memory.valid),
-                         memory.ready.eq(post.inp.ready & self.from_memory)]
-            for name in BEAT_PARTS:
-                m.d.comb += [getattr(post.inp.payload, name)[i].eq(
-                                 Mux(pick[i], getattr(memory.payload, name)[i],
-                                     getattr(beat, name)[i]))
-                             for i in range(n_k)]
-        else:
-            m.d.comb += [post.inp.valid.eq(offered), post.inp.payload.eq(beat)]
+            # the beats from memory, a lane group at a time into the datapath's input
+            wiring.connect(m, wiring.flipped(self.memory), post.lane_inp)
+            m.d.comb += post.lane_select.eq(registered_copy(m, "from_memory",
+                                                            self.from_memory))
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 
@@ -181,10 +180,7 @@ class Sdp(wiring.Component):
         # SDP's copies of it, one per register group it enables
         offered_copies = kept_copies("offered", post.valid_copies)
         m.d.sync += set_all(offered_copies, offer_next)
-        # (a beat from memory is offered to every copy alike)
-        from_memory = self.memory.valid if self.memory_input else 0
-        m.d.comb += post.inp_valid_copies.eq(Cat(*(copy | from_memory
-                                                   for copy in offered_copies)))
+        m.d.comb += post.inp_valid_copies.eq(Cat(offered_copies))
 
     def _operands(self, m: Module, kernel_group: Signal) -> Signal:
         """The per-kernel SDP operands of ``kernel_group``, from block RAM into a register.

@@ -36,7 +36,13 @@ from accel.config import HwConfig
 from accel.rtl.axi import AxiReader, read_signature, write_signature
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.dma import OutputWriter, check_bus
-from accel.rtl.postproc import BeatLayout, ConfigLayout, PostProcessor
+from accel.rtl.postproc import (
+    BEAT_PARTS,
+    BeatLayout,
+    ConfigLayout,
+    PostProcessor,
+    lanes_per_cycle,
+)
 from accel.rtl.timing import PassCount, stage
 
 #: points per command of a line (the input's FIFO holds two chunks)
@@ -265,9 +271,10 @@ class SdpMemory(wiring.Component):
 
     ``shared``: the unit beside a convolution uses the convolution's SDP datapath and write
     DMA (NVDLA has one SDP; :class:`~accel.rtl.sdp.Sdp`'s ``memory`` input), not its own:
-    it offers the assembled beats on ``beats`` (``Out(stream.Signature(BeatLayout(hw)))``)
-    and learns of their end from ``results`` (``In(1)``: a result beat left the datapath)
-    and ``drained`` (``In(1)``: the datapath offers no result and the write DMA has every
+    it hands each assembled beat on a lane group a cycle, as the datapath computes, on
+    ``lanes`` (``Out(stream.Signature(BeatLayout(hw, lanes_per_cycle(hw))))``), and learns
+    of their end from ``results`` (``In(1)``: a result beat left the datapath) and
+    ``drained`` (``In(1)``: the datapath offers no result and the write DMA has every
     write answered); the owner programs the write DMA (:func:`writer_config`) and the
     datapath (``cfg.post``).
     """
@@ -281,8 +288,8 @@ class SdpMemory(wiring.Component):
             "axi_read": Out(read_signature(ADDR_BITS, 8 * hw.atom_size)),
         }
         if shared:
-            members.update(beats=Out(stream.Signature(BeatLayout(hw))), results=In(1),
-                           drained=In(1))
+            members.update(lanes=Out(stream.Signature(BeatLayout(hw, lanes_per_cycle(hw)))),
+                           results=In(1), drained=In(1))
         else:
             members["axi_write"] = Out(write_signature(ADDR_BITS, 8 * hw.atom_size))
         super().__init__(members)
@@ -294,9 +301,9 @@ class SdpMemory(wiring.Component):
         m.submodules.reader = reader = AxiReader(ADDR_BITS, atom)
         wiring.connect(m, wiring.flipped(self.axi_read), reader.axi)
         # the datapath and the write DMA: its own, or the SDP's beside the convolution
-        # (``beats`` out, ``results`` and ``drained`` back)
+        # (``lanes`` out, ``results`` and ``drained`` back)
         if self.shared:
-            inp, results, drained = self.beats, self.results, self.drained
+            results, drained = self.results, self.drained
             m.d.comb += self.bus_error.eq(reader.bus_error)
         else:
             m.submodules.wdma = wdma = OutputWriter(hw)
@@ -306,7 +313,6 @@ class SdpMemory(wiring.Component):
             m.d.comb += [post.cfg.eq(cfg.post),
                          self.bus_error.eq(reader.bus_error | wdma.bus_error),
                          *writer_config(wdma.cfg, cfg), wdma.start.eq(self.start)]
-            inp = post.inp
             results = post.out.valid & post.out.ready
             drained = wdma.idle & ~post.out.valid
 
@@ -442,15 +448,22 @@ class SdpMemory(wiring.Component):
         complete = have_input & (got["x1"] == need["x1"]) & (got["x2"] == need["x2"])
         with m.If(collecting & complete):
             m.d.sync += offered.eq(1)
-        beat = inp.payload
+        beat = Signal(BeatLayout(hw))
         lanes = hw.atomic_k
         for i in range(lanes):
             m.d.comb += beat.acc[i].eq(in_word[8 * i:8 * i + 8].as_signed())
         for s, (alu, mul) in (("x1", ("alu1", "mul1")), ("x2", ("alu2", "mul2"))):
             for i, (a, b) in enumerate(decode_lanes(Cat(*held[s]), getattr(cfg, s), lanes)):
                 m.d.comb += [getattr(beat, alu)[i].eq(a), getattr(beat, mul)[i].eq(b)]
-        m.d.comb += inp.valid.eq(offered)
-        with m.If(inp.valid & inp.ready):
+        # the beat handed on: whole into its own datapath, or a lane group a cycle into
+        # the shared one
+        taken = Signal()
+        if self.shared:
+            self._lane_groups(m, beat, offered, taken)
+        else:
+            m.d.comb += [post.inp.payload.eq(beat), post.inp.valid.eq(offered),
+                         taken.eq(post.inp.valid & post.inp.ready)]
+        with m.If(taken):
             m.d.sync += [offered.eq(0), have_input.eq(0), got["x1"].eq(0), got["x2"].eq(0),
                          px.eq(Mux(px + 1 == cfg.w, 0, px + 1)),
                          surface_start.eq((px + 1 == cfg.w) & (py + 1 == cfg.h))]
@@ -465,8 +478,7 @@ class SdpMemory(wiring.Component):
 
         # ---- completion: every beat through the post-processor and written --------------
         inside = Signal(range(64))              # beats in the post-processor
-        went_in = inp.valid & inp.ready
-        m.d.sync += inside.eq(inside + went_in - results)
+        m.d.sync += inside.eq(inside + taken - results)
         with m.If(self.start):                  # (a shared datapath's results of others)
             m.d.sync += inside.eq(0)
         settled = Signal()
@@ -479,3 +491,27 @@ class SdpMemory(wiring.Component):
             m.d.sync += [walked.eq(0), self.done.eq(1)]
         m.d.comb += self.busy.eq(walking | walked | self.done)
         return m
+
+    def _lane_groups(self, m: Module, beat, offered, taken) -> None:
+        """``beat``'s lane groups on ``lanes``, one a cycle from lane 0: ``offered`` beats are
+        taken (``taken``) into registers as the one before them goes, so that the
+        assembler gathers the next while their groups shift out (handing the groups on
+        from the assembler's own registers made a beat 10 cycles, not 8)."""
+        n = lanes_per_cycle(self.hw)
+        groups = self.hw.atomic_k // n
+        out = self.lanes
+        going = Signal(BeatLayout(self.hw), name="going")       # the beat going out
+        left = Signal(range(groups + 1))        # its groups still to go
+        moved = out.valid & out.ready
+        m.d.comb += [out.valid.eq(left != 0),
+                     taken.eq(offered & ((left == 0) | ((left == 1) & out.ready)))]
+        m.d.comb += [getattr(out.payload, name)[j].eq(getattr(going, name)[j])
+                     for name in BEAT_PARTS for j in range(n)]
+        with m.If(taken):
+            m.d.sync += [going.eq(beat), left.eq(groups)]
+        with m.Elif(moved):
+            m.d.sync += left.eq(left - 1)
+            m.d.sync += [getattr(going, name)[j].eq(getattr(going, name)[j + n])
+                         for name in BEAT_PARTS for j in range(self.hw.atomic_k - n)]
+        with m.If(self.start):
+            m.d.sync += left.eq(0)
