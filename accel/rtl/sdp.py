@@ -96,20 +96,17 @@ class Sdp(wiring.Component):
         per_element = self.per_element.any()
         m.d.comb += [elements.w_data.eq(self.elements.payload), elements.w_en.eq(
                          self.elements.valid), self.elements.ready.eq(elements.w_rdy)]
-        # the convolution's beat and its valid, beside the beats from memory
-        beat, offered = Signal(BeatLayout(self.hw)), Signal()
-        moved = offered & post.inp.ready
+        moved = post.inp.valid & post.inp.ready
         m.d.comb += elements.r_en.eq(moved & per_element)
         if post.lanes == n_k:
             ops_ok = Signal(init=1)
             m.d.sync += ops_ok.eq(settle_next == 0)
             ok = ops_ok & (~per_element | elements.r_rdy)
-            m.d.comb += [offered.eq(self.sum.valid & ok),
+            m.d.comb += [post.inp.valid.eq(self.sum.valid & ok),
                          self.sum.ready.eq(post.inp.ready & ok)]
-            m.d.comb += [beat.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
+            m.d.comb += [post.inp.payload.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
         else:
-            self._deliver(m, post, beat, offered, settle,
-                          ~per_element | (elements.level > moved))
+            self._deliver(m, post, settle, ~per_element | (elements.level > moved))
         out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
         # the kernel group's last beat into SDP, flagged a beat ahead (first when the
         # point count is there: the first sums reach SDP many cycles later)
@@ -133,11 +130,10 @@ class Sdp(wiring.Component):
         beat_ops = data.View(operand_layout(self.hw), elements.r_data)
         for stage, names in enumerate((("alu1", "mul1"), ("alu2", "mul2"))):
             for name in names:
-                m.d.comb += [getattr(beat, name)[i].eq(
+                m.d.comb += [getattr(post.inp.payload, name)[i].eq(
                                  Mux(self.per_element[stage], getattr(beat_ops, name)[i],
                                      getattr(ops, name)[i]))
                              for i in range(n_k)]
-        m.d.comb += [post.inp.valid.eq(offered), post.inp.payload.eq(beat)]
         if self.memory_input:
             # the beats from memory, a lane group at a time into the datapath's input
             wiring.connect(m, wiring.flipped(self.memory), post.lane_inp)
@@ -146,8 +142,7 @@ class Sdp(wiring.Component):
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 
-    def _deliver(self, m: Module, post: PostProcessor, beat: Signal, offered: Signal,
-                 settle: Signal, operands_next) -> None:
+    def _deliver(self, m: Module, post: PostProcessor, settle: Signal, operands_next) -> None:
         """SDP takes a beat every ``atomic_k / lanes`` cycles, the CACC empties a stripe at
         once: a stripe of sums waits in a buffer (CACC's delivery buffer) while the MAC
         array goes on with the next stripe.
@@ -166,15 +161,16 @@ class Sdp(wiring.Component):
         # (no checks of its own: the credits and ``filled`` keep count)
         m.submodules.dbuf = dbuf = CountedFIFO(width=len(sums), depth=self.points)
         taken = Signal()
-        filled = Signal(range(self.points + 1))
+        filled, offered = Signal(range(self.points + 1)), Signal()
         given = dbuf.r_en & offered
         m.d.sync += filled.eq(filled + taken - given)
         m.d.comb += [self.sum.ready.eq(credit_room(m, self.points, taken, given,
                                                    name="sum_credits", late_give=True)),
                      taken.eq(self.sum.valid & self.sum.ready)]
         m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(taken),
+                     post.inp.valid.eq(offered),
                      dbuf.r_en.eq(post.inp.ready & offered),
-                     beat.acc.as_value().eq(dbuf.r_data)]
+                     post.inp.payload.acc.as_value().eq(dbuf.r_data)]
         offer_next = (taken | (filled != 0)) & ~self.start & (settle <= 1) & operands_next
         m.d.sync += offered.eq(offer_next)
         # SDP's copies of it, one per register group it enables
