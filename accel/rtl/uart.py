@@ -178,8 +178,8 @@ class AxiRam(wiring.Component):
                      granted.eq(Cat(grant, granted[:-1]))]
         m.d.comb += self.done.eq(granted[self.READ_STAGES - 1])
         m.d.comb += [axi.rid.eq(0), axi.rresp.eq(0), axi.bid.eq(0), axi.bresp.eq(0)]
-        # ---- reads: a word per cycle while the FIFO has room for it; a burst's address
-        # waits in `pending`, and its first word follows the current burst's last
+        # ---- reads: a word per cycle while the FIFO has room for it; the next burst's
+        # address waits in `pending` and its first word follows the current burst's last
         index = Signal(range(self.words))
         beats = Signal(9)                   # words of the current burst still to read
         m.submodules.rfifo = rfifo = fifo.SyncFIFO(width=8 * nb + 1, depth=self.READ_FIFO)
@@ -199,16 +199,15 @@ class AxiRam(wiring.Component):
         m.d.comb += free.eq(~beats_nz | (issue & (beats == 1)))
         with m.If(issue):
             m.d.sync += [index.eq(index + 1), beats.eq(beats - 1), beats_nz.eq(beats != 1)]
-        # (a burst has arlen + 1 >= 1 words.)  Every accepted address waits in `pending`
-        # for a cycle at least: the requester's address (in the engine, through the choice
-        # of the unit that has the bus) into the burst's count was the full engine's path
-        # at 66 MHz on an ECP5
+        # (a burst has arlen + 1 >= 1 words)
         with m.If(free & pending):
             m.d.sync += [index.eq(p_index), beats.eq(p_beats), beats_nz.eq(1)]
-        with m.If(accepted):
+        with m.Elif(free & accepted):
+            m.d.sync += [index.eq(axi.araddr[self.shift:]), beats.eq(axi.arlen + 1),
+                         beats_nz.eq(1)]
+        with m.If(accepted & (pending | ~free)):
             m.d.sync += [p_index.eq(axi.araddr[self.shift:]), p_beats.eq(axi.arlen + 1)]
-        # (an address is accepted only while none is pending)
-        m.d.sync += pending.eq((pending & ~free) | accepted)
+        m.d.sync += pending.eq(Mux(free, accepted & pending, pending | accepted))
         read_addr = Signal.like(index)
         m.d.comb += read_addr.eq(Mux(grant, port.addr, index))
         # what each read carries down the pipeline: that it is one, whether it is its
