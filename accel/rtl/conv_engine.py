@@ -464,16 +464,18 @@ class ConvEngine(wiring.Component):
             m.d.comb += wants.eq(enabled if mode is None
                                  else enabled & (field(*mode[:3]) == mode[3]))
             go, start = Signal(name=f"{name}_go"), Signal(name=f"{name}_start")
-            m.d.sync += [go.eq(wants & conv_idle & ~claimed & ~Cat(*ahead).any()
-                               & ~go & ~start),
-                         start.eq(go)]
+            goes = wants & conv_idle & ~claimed & ~Cat(*ahead).any() & ~go & ~start
+            # the bus is the unit's from the cycle after it is found to go until the cycle
+            # after its done, a register (the unit's start and busy through the channels'
+            # choice into the memory's burst count was the full engine's path at 66 MHz)
+            m.d.sync += [go.eq(goes), start.eq(go),
+                         buses[name].eq(goes | go | start | unit.busy)]
             ahead.append(wants)
             layout, assign = configs[name]
             cfg = Signal(layout, name=f"{name}_cfg")
             with m.If(go):
                 m.d.sync += assign(cfg)
-            m.d.comb += [unit.cfg.eq(cfg), unit.start.eq(start),
-                         buses[name].eq(unit.busy | go | start)]
+            m.d.comb += [unit.cfg.eq(cfg), unit.start.eq(start)]
             if name in ("pdp", "cdp"):
                 m.d.comb += [getattr(csb, f"{port_name(u)}_done").eq(unit.done)
                              for u in units]

@@ -23,6 +23,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,8 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
     build_args = BUILD_ARGS[simulator] + (CLOCKED_ARGS[simulator] if clocked else [])
     options = [simulator, top, repr(waves), repr(TIMESCALE), *build_args]
     sources = [verilog, *models]
+    if simulator == "icarus":
+        sources = [icarus_source(path) for path in sources]
     if simulator == "verilator":      # (the runner takes the last source for the top's)
         sources.insert(0, port_config(verilog, top))
     text = b"".join(path.read_bytes() for path in sources)
@@ -203,6 +206,28 @@ def compiled(runner, verilog: Path, top: str, simulator: str, waves: bool = Fals
                     path.unlink()
         (out / "built").touch()
     return out
+
+
+# Yosys's Verilog puts ``if (<trigger>) begin end`` at the head of every ``always @*``
+# block and declares the trigger ``reg <trigger> = 0;``, for simulators that let that
+# initial value wake the blocks at time zero.  Icarus does not: a block none of whose inputs
+# ever changes (a channel choice whose every input stays 0, say) then holds X for the whole
+# run.  The Icarus copy of a source raises each trigger a step after time zero.
+_TRIGGER = re.compile(r"^(\s*)reg (\\\$auto\$verilog_backend\S*) += 0;$", re.M)
+
+
+def icarus_source(verilog: Path) -> Path:
+    """``verilog`` as Icarus compiles it: each Yosys ``always @*`` trigger set to 1 at
+    time 1, so that every combinational block is evaluated once before the first clock
+    edge (a copy beside it, ``<name>.icarus.v``; the file itself when it has none)."""
+    text = verilog.read_text()
+    patched = _TRIGGER.sub(r"\1reg \2 = 0;\n\1initial #1 \2 = 1;", text)
+    if patched == text:
+        return verilog
+    copy = verilog.with_name(f"{verilog.stem}.icarus.v")
+    if not copy.exists() or copy.read_text() != patched:
+        copy.write_text(patched)
+    return copy
 
 
 def port_config(verilog: Path, top: str) -> Path:
