@@ -9,7 +9,7 @@ import numpy
 import pytest
 from _pytest.pathlib import fnmatch_ex
 
-from accel.rtl.sim import DEFAULT_TB_DIR, rewritten_asserts
+from accel.rtl.sim import DEFAULT_TB_DIR, icarus_source, rewritten_asserts
 
 
 def _rewritten(patterns: str, path: Path) -> bool:
@@ -31,3 +31,26 @@ def test_only_the_testbenches_have_their_asserts_rewritten(monkeypatch) -> None:
 def test_a_users_setting_is_kept(monkeypatch) -> None:
     monkeypatch.setenv("COCOTB_REWRITE_ASSERTION_FILES", "*.py")
     assert rewritten_asserts("trace_tb") == "*.py"
+
+
+def test_icarus_copies_raise_every_always_block_trigger(tmp_path) -> None:
+    """Each Yosys trigger (``reg \\$auto$verilog_backend...  = 0;``, read at the head of the
+    module's ``always @*`` blocks) is set to 1 at time 1 in Icarus's copy; a source without
+    one is compiled as it is.  (Without it the ``engine_ram`` top's read channel held X in
+    a convolution trace: ``tests/rtl/test_traces_rtl.py``'s block-RAM test.)"""
+    triggers = [rf"\$auto$verilog_backend.cc:2505:dump_module${i}" for i in (1, 2)]
+    source = tmp_path / "two.v"
+    source.write_text("".join(
+        f"module m{i}(input a, output reg o);\n  reg {t}  = 0;\n"
+        f"  always @* begin\n    if ({t} ) begin end\n    o = a;\n  end\nendmodule\n"
+        for i, t in enumerate(triggers)))
+    copy = icarus_source(source)
+    assert copy != source and copy.parent == source.parent
+    text = copy.read_text()
+    for t in triggers:
+        assert f"  reg {t} = 0;\n  initial #1 {t} = 1;\n" in text
+    assert text.count("initial") == len(triggers)
+    assert text.count("always @*") == len(triggers)
+    plain = tmp_path / "plain.v"
+    plain.write_text("module p(input a, output o);\n  assign o = a;\nendmodule\n")
+    assert icarus_source(plain) == plain
