@@ -118,7 +118,8 @@ def main() -> None:
            "--speed", "6", "--json", "top.json", "--out-of-context", "--freq", "100",
            "--timing-allow-fail", "--seed", str(args.seed), "--log", "top.tim",
            "--report", "report.json", "--quiet"]
-    pnr += ["--router", "router2"] if args.route else ["--no-route"]
+    # (routed: the delays for ``scripts/fpga_paths.py top.sdf``, every failing path)
+    pnr += ["--router", "router2", "--sdf", "top.sdf"] if args.route else ["--no-route"]
     subprocess.run(pnr, cwd=out, check=True)
     t2 = time.perf_counter()
     cells = parse_yosys_stat((out / "top.rpt").read_text())
@@ -136,6 +137,10 @@ def main() -> None:
             # (a carry chain's hops cost nothing: only the nets that take time)
             if step["type"] == "routing" and step["delay"] >= 0.3:
                 print(f"    {step['delay']:5.2f} ns  {step['net'][:120]}")
+    if args.route:                  # every register input over 10 ns, grouped
+        from fpga_paths import main as failing_paths  # (this script's folder)
+        print()
+        failing_paths([str(out / "top.sdf"), "--groups", "20", "--path", "0"])
     print(f"synthesis {t1 - t0:.0f} s, placement {t2 - t1:.0f} s")
 
 
