@@ -143,6 +143,25 @@ def register(cell: str) -> str:
     return re.sub(r"\[\d+\]", "", name) or cell
 
 
+def _print_path(t: Timing, came: dict, pin: tuple) -> None:
+    """The worst path into ``pin``: its logic and routing totals, and the connections
+    that take 0.5 ns or more (a carry chain's hops and a slice's own wires take none)."""
+    steps = []
+    while pin in came:
+        prev = came[pin]
+        steps.append((prev, pin, next(d for x, d in t.edges[prev] if x == pin)))
+        pin = prev
+    steps.reverse()
+    routing = sum(d for a, b, d in steps if (a, b) in t.routed)
+    cells = sum(1 for a, b, d in steps if (a, b) not in t.routed and d > 0)
+    print(f"{'':17}from {pin[0]}.{pin[1]} (clock to output {t.launch[pin] / 1000:.2f} ns): "
+          f"{cells} cells, {(sum(d for *_, d in steps) - routing) / 1000:.2f} ns logic, "
+          f"{routing / 1000:.2f} ns routing")
+    for a, b, d in steps:
+        if (a, b) in t.routed and d >= 500:
+            print(f"{'':17}net {d / 1000:5.2f}  {a[0][:90]}.{a[1]} -> {b[0][:90]}.{b[1]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sdf", type=Path)
@@ -182,15 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         print(f"{items[0][0] / 1000:8.2f} {len(items):6d}  {src} -> {dst}")
         if i < args.path:
-            pin, steps = items[0][1], []
-            while pin in came:
-                prev = came[pin]
-                steps.append((prev, pin))
-                pin = prev
-            for a, b in reversed(steps):
-                kind = "net " if (a, b) in t.routed else "cell"
-                delay = next(d for x, d in t.edges[a] if x == b)
-                print(f"{'':17}{kind} {delay / 1000:5.2f}  {a[0]}.{a[1]} -> {b[0]}.{b[1]}")
+            _print_path(t, came, items[0][1])
     return 0
 
 
