@@ -49,7 +49,7 @@ from accel.rtl.postproc import (
     saturate,
     shift_round_stages,
 )
-from accel.rtl.timing import delayed, shift_right_stages, stage
+from accel.rtl.timing import PassCount, delayed, shift_right_stages, stage
 
 #: the CDP's units, its read DMA first (enabled together, completed together)
 CDP_UNITS = ("NVDLA_CDP_RDMA", "NVDLA_CDP")
@@ -609,21 +609,30 @@ class Cdp(wiring.Component):
 
     def _walk(self, m: Module, name: str, base, line, surf, step) -> dict:
         """Addresses of the cube's words, row by row, column by column, surface innermost;
-        the next on each ``step``; restarted by ``start``.  Counted up, no multiplier."""
+        the next on each ``step``; restarted by ``start``.  Counted up, no multiplier; the
+        loops' ends are registers (:class:`~accel.rtl.timing.PassCount`: a count compared
+        with the size less one, into the next address's choice, was the full engine's
+        path at 58 MHz)."""
         atom, cfg = self.hw.atom_size, self.cfg
         addr, point, row = (Signal(ADDR_BITS, name=f"{name}_{n}")
                             for n in ("addr", "point", "row"))
-        s, x, y = (Signal(SIZE_BITS, name=f"{name}_{n}") for n in ("s", "x", "y"))
-        last_s, last_x, last_y = s == cfg.surfaces - 1, x == cfg.w - 1, y == cfg.h - 1
+        surfaces = PassCount(m, f"{name}_surfaces", cfg.surfaces, SIZE_BITS)
+        columns = PassCount(m, f"{name}_columns", cfg.w, SIZE_BITS)
+        lines = PassCount(m, f"{name}_lines", cfg.h, SIZE_BITS)
         with m.If(self.start):
-            m.d.sync += [addr.eq(base), point.eq(base), row.eq(base), s.eq(0), x.eq(0),
-                         y.eq(0)]
+            m.d.sync += [addr.eq(base), point.eq(base), row.eq(base)]
+            for loop in (surfaces, columns, lines):
+                loop.first(m)
         with m.Elif(step):
-            m.d.sync += [s.eq(s + 1), addr.eq(addr + surf)]
-            with m.If(last_s):
-                m.d.sync += [s.eq(0), x.eq(x + 1), addr.eq(point + atom),
-                             point.eq(point + atom)]
-                with m.If(last_x):
-                    m.d.sync += [x.eq(0), y.eq(y + 1), addr.eq(row + line),
-                                 point.eq(row + line), row.eq(row + line)]
-        return {"addr": addr, "last": last_s & last_x & last_y}
+            surfaces.next(m)
+            m.d.sync += addr.eq(addr + surf)
+            with m.If(surfaces.last):
+                surfaces.restart(m)
+                columns.next(m)
+                m.d.sync += [addr.eq(point + atom), point.eq(point + atom)]
+                with m.If(columns.last):
+                    columns.restart(m)
+                    lines.next(m)
+                    m.d.sync += [addr.eq(row + line), point.eq(row + line),
+                                 row.eq(row + line)]
+        return {"addr": addr, "last": surfaces.last & columns.last & lines.last}

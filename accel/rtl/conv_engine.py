@@ -94,6 +94,8 @@ ELEMENTS = "elements"
 OPERAND_ENTRIES = 64
 #: fields latched at an operation's start per copy of the latch enable
 LATCH_FIELDS = 6
+#: bits of a unit beside the convolution's registers latched per copy of its enable
+LATCH_BITS = 48
 
 
 def memory_refusal(hw: HwConfig, c: int, h: int, w: int, k: int, r: int, s: int,
@@ -178,18 +180,26 @@ class ConvEngine(wiring.Component):
                                            *(u.bus_error for u in others.values()),
                                            *([elems.bus_error] if elements else [])).any())]
         # the memory-to-memory units beside the convolution, each with the AXI port while it
-        # runs (``buses``); ``other_bus``: one of them has it
-        buses = {name: Signal(name=f"{name}_bus") for name in self.others}
-        other_bus = Signal()
-        m.d.comb += other_bus.eq(Cat(*buses.values()).any() if buses else 0)
+        # runs: three registers of one value per unit, each placed beside its loads:
+        # ``buses`` for the read channels' choice, ``writes`` for the write channels' and
+        # ``owners`` for the decisions (the convolution's start, the next unit's);
+        # ``other_*``: one of them has it
+        buses = {name: kept(f"{name}_bus") for name in self.others}
+        writes = {name: kept(f"{name}_write_bus") for name in self.others}
+        owners = {name: kept(f"{name}_owner") for name in self.others}
+        other_bus, other_write, other_owner = Signal(), Signal(), Signal()
+        m.d.comb += [other.eq(Cat(*copies.values()).any() if copies else 0)
+                     for other, copies in ((other_bus, buses), (other_write, writes),
+                                           (other_owner, owners))]
         with m.If(~other_bus):
             connect_channels(m, self.axi, reads)
-        with m.If(~other_bus | (buses["sdp_memory"] if shared_sdp else 0)):
+        with m.If(~other_write | (writes["sdp_memory"] if shared_sdp else 0)):
             connect_channels(m, self.axi, wdma.axi)
         for name, unit in others.items():
             with m.If(buses[name]):
                 connect_channels(m, self.axi, unit.axi_read)
-                if name != "sdp_memory":
+            if name != "sdp_memory":
+                with m.If(writes[name]):
                     connect_channels(m, self.axi, unit.axi_write)
         wiring.connect(m, core.out, wdma.inp)
 
@@ -309,7 +319,7 @@ class ConvEngine(wiring.Component):
         enabled = Signal()
         m.d.comb += enabled.eq(Cat(*(getattr(csb, f"{port_name(u)}_op_en")
                                      for u in OP_UNITS)).all()
-                               & (~operands | csb.sdp_rdma_op_en) & ~other_bus)
+                               & (~operands | csb.sdp_rdma_op_en) & ~other_owner)
         with_rdma = Signal()                     # the operation completes SDP_RDMA too
         fsm_idle = Signal()
         total = Signal(2 * SIZE_BITS)            # output points of the operation
@@ -325,6 +335,7 @@ class ConvEngine(wiring.Component):
         groups_m1 = Signal(signed(op.kernel_groups.shape().width + 1))  # groups to count in
         kick = Signal()                          # the DMAs start: the cycle after the latch
         elements_busy = Signal()                 # per-element operands are being read
+        finished_run = Signal()                  # the run's end (below the state machine)
         m.d.sync += kick.eq(0)
         # the units' completion (the COMPLETE state's one cycle), a register per unit
         # (``keep``) set as the state machine moves there: each fans out to its unit's
@@ -388,7 +399,7 @@ class ConvEngine(wiring.Component):
             with m.State("RUN"):
                 with m.If(core.out.valid & core.out.ready):
                     m.d.sync += outputs_m1.eq(outputs_m1 - 1)
-                with m.If(outputs_m1[-1] & fetch.done & wdma.idle & ~elements_busy):
+                with m.If(finished_run):
                     m.d.sync += [flag.eq(1) for unit, flag in done.items()
                                  if unit in OP_UNITS]
                     m.d.sync += done["NVDLA_SDP_RDMA"].eq(with_rdma)
@@ -396,6 +407,11 @@ class ConvEngine(wiring.Component):
             with m.State("COMPLETE"):           # the units finish together
                 m.next = "IDLE"
         m.d.comb += fsm_idle.eq(fsm.ongoing("IDLE"))
+        # every output out and written, a register a cycle behind (each of its terms stays
+        # true once true, in the run): not the count's sign and three units' flags into
+        # every unit's done flag and the state
+        m.d.sync += finished_run.eq(fsm.ongoing("RUN") & outputs_m1[-1] & fetch.done
+                                    & wdma.idle & ~elements_busy)
         # outputs as plain functions of the state (no defaults inside the state machine:
         # Icarus never evaluates those before the state first changes)
         # the core starts the cycle after the operands are in, from a register (not the
@@ -404,8 +420,10 @@ class ConvEngine(wiring.Component):
         core_start = Signal()
         m.d.sync += core_start.eq(fsm.ongoing("FETCH") & fetch.ready)
         m.d.comb += [fetch.start.eq(kick), core.start.eq(core_start)]
+        # SDP from memory's start, as the shared datapath's and write DMA's registers see it
+        shared_start = kept("sdp_memory_start_shared")
         if shared_sdp:
-            self._shared_sdp(m, others["sdp_memory"], core, wdma, op, kick)
+            self._shared_sdp(m, others["sdp_memory"], core, wdma, op, kick, shared_start)
         else:
             m.d.comb += wdma.start.eq(kick)
         if elements:
@@ -417,20 +435,22 @@ class ConvEngine(wiring.Component):
                 finished[unit] = done[unit] | others["sdp_memory"].done
         m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(flag)
                      for unit, flag in finished.items()]
-        self._others(m, csb, others, field, buses, fsm_idle & ~enabled)
+        self._others(m, csb, others, field, (buses, writes, owners), fsm_idle & ~enabled,
+                     shared_start)
         return m
 
     @staticmethod
     def _shared_sdp(m: Module, unit: SdpMemory, core: ConvCore, wdma: OutputWriter, op,
-                    kick) -> None:
+                    kick, start) -> None:
         """SDP from memory (``unit``) through the convolution's SDP datapath and write DMA:
-        at its start (its registers latched a cycle before) the datapath's registers
-        (``op.post``: X1, X2, the converter, no truncation) and the write DMA's take its
-        operation's, and the write DMA starts a cycle later; its lanes go into SDP while
-        it runs (``from_memory``, set from its start to its end)."""
+        at its start (``start``, a copy of the unit's; its registers latched a cycle
+        before) the datapath's registers (``op.post``: X1, X2, the converter, no
+        truncation) and the write DMA's take its operation's, and the write DMA starts a
+        cycle later; its lanes go into SDP while it runs (``from_memory``, set from its
+        start to its end)."""
         from_memory, start_writer = Signal(), Signal()
-        m.d.sync += start_writer.eq(unit.start)
-        with m.If(unit.start):
+        m.d.sync += start_writer.eq(start)
+        with m.If(start):
             m.d.sync += [op.post.eq(unit.cfg.post), *writer_config(wdma.cfg, unit.cfg),
                          from_memory.eq(1)]
         with m.If(unit.done):
@@ -440,22 +460,29 @@ class ConvEngine(wiring.Component):
                      unit.results.eq(core.out.valid & core.out.ready),
                      unit.drained.eq(wdma.idle & ~core.out.valid)]
 
-    def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field, buses: dict,
-                conv_idle) -> None:
+    def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field, buses: tuple,
+                conv_idle, shared_start) -> None:
         """The memory-to-memory units beside the convolution, one at a time: a unit starts
         when its units are enabled (:data:`OTHER_UNITS`, reading from memory) and neither a
         convolution nor another unit runs or is about to (the convolution first, then in
         the order of ``others``), latching its registers a cycle before; while it runs
-        (``buses[name]``) it has the AXI port and nothing else starts.  Its completion
-        completes its units and raises their done interrupt."""
+        (``buses``: its copies of that flag by use, the owners' last) it has the AXI port and
+        nothing else starts.
+        Its completion completes its units and raises their done interrupt.
+
+        The latch's enable is a register per :data:`LATCH_BITS` bits of the registers
+        (one net to all of a unit's was the full engine's path at 58 MHz), and the unit's
+        start a register of its own (``shared_start``: SDP from memory's for the shared
+        datapath's registers)."""
         hw = self.hw
         configs = {"pdp": (PdpConfigLayout(), pdp_config(field, hw)),
                    "cdp": (CdpConfigLayout(), cdp_config(field, hw)),
                    "sdp_memory": (SdpMemoryConfigLayout(),
                                   sdp_memory_config(field, hw, lambda post: sdp_fields(field,
                                                                                         post)))}
+        owners = buses[-1]
         claimed = Signal(name="other_claimed")      # a unit runs, or one before it starts
-        m.d.comb += claimed.eq(Cat(*buses.values()).any() if buses else 0)
+        m.d.comb += claimed.eq(Cat(*owners.values()).any() if owners else 0)
         ahead = []                                  # units before this one that want to go
         for name, unit in others.items():
             units, mode = OTHER_UNITS[name]
@@ -463,18 +490,27 @@ class ConvEngine(wiring.Component):
             enabled = Cat(*(getattr(csb, f"{port_name(u)}_op_en") for u in units)).all()
             m.d.comb += wants.eq(enabled if mode is None
                                  else enabled & (field(*mode[:3]) == mode[3]))
-            go, start = Signal(name=f"{name}_go"), Signal(name=f"{name}_start")
+            go, start = Signal(name=f"{name}_go"), kept(f"{name}_start")
             goes = wants & conv_idle & ~claimed & ~Cat(*ahead).any() & ~go & ~start
             # the bus is the unit's from the cycle after it is found to go until the cycle
             # after its done, a register (the unit's start and busy through the channels'
             # choice into the memory's burst count was the full engine's path at 66 MHz)
+            has_bus = goes | go | start | unit.busy
             m.d.sync += [go.eq(goes), start.eq(go),
-                         buses[name].eq(goes | go | start | unit.busy)]
+                         *(copies[name].eq(has_bus) for copies in buses)]
+            if name == "sdp_memory":
+                m.d.sync += shared_start.eq(go)
             ahead.append(wants)
             layout, assign = configs[name]
-            cfg = Signal(layout, name=f"{name}_cfg")
-            with m.If(go):
-                m.d.sync += assign(cfg)
+            cfg, value = Signal(layout, name=f"{name}_cfg"), Signal(layout)
+            m.d.comb += assign(value)
+            bits = len(cfg.as_value())
+            for j in range(0, bits, LATCH_BITS):
+                latch = kept(f"{name}_latch_{j // LATCH_BITS}")
+                m.d.sync += latch.eq(goes)
+                with m.If(latch):
+                    m.d.sync += cfg.as_value()[j:j + LATCH_BITS].eq(
+                        value.as_value()[j:j + LATCH_BITS])
             m.d.comb += [unit.cfg.eq(cfg), unit.start.eq(start)]
             if name in ("pdp", "cdp"):
                 m.d.comb += [getattr(csb, f"{port_name(u)}_done").eq(unit.done)

@@ -159,7 +159,12 @@ class ElementOperands(wiring.Component):
         held = {s: [Signal(word_bits, name=f"{s}_word{i}") for i in range(MAX_OPERAND_WORDS)]
                 for s in STAGES}
         got = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_got") for s in STAGES}
-        need = {s: Mux(on[s], words[s], 0) for s in STAGES}
+        # the words a point needs of each stage, registers (the operation's registers
+        # decoded into the FIFOs' read enables and every held word's enable was the full
+        # engine's path at 58 MHz; the registers hold from a cycle before the start, and
+        # the first word is taken a cycle after it)
+        need = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need") for s in STAGES}
+        m.d.sync += [need[s].eq(Mux(on[s], words[s], 0)) for s in STAGES]
         # the beat being assembled (surface, row, column; counted, not multiplied out)
         assembling = Signal()
         bs, by, bx = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
