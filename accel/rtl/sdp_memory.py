@@ -43,7 +43,7 @@ from accel.rtl.postproc import (
     PostProcessor,
     lanes_per_cycle,
 )
-from accel.rtl.timing import PassCount, stage
+from accel.rtl.timing import PassCount, kept_copies, set_all, stage
 
 #: points per command of a line (the input's FIFO holds two chunks)
 CHUNK = 8
@@ -345,20 +345,27 @@ class SdpMemory(wiring.Component):
         issue = streams.issue                   # the command on ``cmd`` goes out this cycle
         m.d.comb += [cmd.payload.beats.eq(cmd_words), issue.eq(cmd.valid & cmd.ready)]
         words = {s: words_per_point(getattr(cfg, s)) for s in STREAMS}
+        # the operation begins a cycle after its start, on copies of it, one for each
+        # stream's addresses, the walker's and the assembler's registers (the engine's
+        # start register into every one of them was the full engine's path at 58 MHz)
+        begin = dict(zip(("input", *STREAMS, "assembler"),
+                         kept_copies("begin", 2 + len(STREAMS)), strict=True))
+        m.d.sync += set_all(begin.values(), self.start)
+        for s in STREAMS:
+            op = getattr(cfg, s)
+            with m.If(begin[s]):
+                m.d.sync += [op_line[s].eq(op.base), op_surf[s].eq(op.base),
+                             op_at[s].eq(op.base), op_step[s].eq(words[s] * CHUNK * atom),
+                             op_kernel[s].eq(op.base)]
         with m.FSM(name="walker"):
             with m.State("IDLE"):
-                with m.If(self.start):
+                with m.If(begin["input"]):
                     chunks.first(m)
                     lines.first(m)
                     surfaces.first(m)
                     m.d.sync += [in_line.eq(cfg.src),
                                  in_surf.eq(cfg.src), in_at.eq(cfg.src), walking.eq(1),
                                  walked.eq(0)]
-                    for s in STREAMS:
-                        op = getattr(cfg, s)
-                        m.d.sync += [op_line[s].eq(op.base), op_surf[s].eq(op.base),
-                                     op_at[s].eq(op.base), op_step[s].eq(words[s] * CHUNK * atom),
-                                     op_kernel[s].eq(op.base)]
                     m.next = "KERNEL_X1"
             # a surface's per-kernel operands, once at its start
             for s, here, after in (("x1", "KERNEL_X1", "KERNEL_X2"), ("x2", "KERNEL_X2", "INPUT")):
@@ -426,10 +433,15 @@ class SdpMemory(wiring.Component):
         # registers (the point's comparisons and the unit's busy into every held word's
         # enable were the unit's path at 83 MHz)
         surface_start, assembling = Signal(), Signal()
+        # (a surface's first point's words and any other's, registers from the
+        # operation's: the choice is the one register's)
         for s in STREAMS:
             op = getattr(cfg, s)
-            m.d.comb += need[s].eq(Mux(op.fetch & (op.per_element | surface_start),
-                                       words[s], 0))
+            first, other = (Signal.like(need[s], name=f"{s}_need_{n}")
+                            for n in ("first", "other"))
+            m.d.sync += [first.eq(Mux(op.fetch, words[s], 0)),
+                         other.eq(Mux(op.fetch & op.per_element, words[s], 0))]
+            m.d.comb += need[s].eq(Mux(surface_start, first, other))
         collecting = Signal()
         m.d.comb += collecting.eq(assembling & ~offered)
         f_in = fifos["input"]
@@ -469,7 +481,7 @@ class SdpMemory(wiring.Component):
                          surface_start.eq((px + 1 == cfg.w) & (py + 1 == cfg.h))]
             with m.If(px + 1 == cfg.w):
                 m.d.sync += py.eq(Mux(py + 1 == cfg.h, 0, py + 1))
-        with m.If(self.start):
+        with m.If(begin["assembler"]):
             m.d.sync += [px.eq(0), py.eq(0), have_input.eq(0), offered.eq(0),
                          got["x1"].eq(0), got["x2"].eq(0), surface_start.eq(1),
                          assembling.eq(1)]
@@ -489,7 +501,7 @@ class SdpMemory(wiring.Component):
         m.d.sync += self.done.eq(0)
         with m.If(settled & ~self.done):
             m.d.sync += [walked.eq(0), self.done.eq(1)]
-        m.d.comb += self.busy.eq(walking | walked | self.done)
+        m.d.comb += self.busy.eq(begin["input"] | walking | walked | self.done)
         return m
 
     def _lane_groups(self, m: Module, beat, offered, taken) -> None:
