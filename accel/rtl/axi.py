@@ -20,7 +20,7 @@ engine reports rather than writing or computing on bad data silently.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -71,6 +71,55 @@ def connect_channels(m: Module, bus, part) -> None:
             m.d.comb += getattr(bus, name).eq(getattr(part, name))
         else:
             m.d.comb += getattr(part, name).eq(getattr(bus, name))
+
+
+class AddressSlice(wiring.Component):
+    """An AXI4 port through registers on its address channels (``AR`` and ``AW``), the
+    others passed as they are: ``manager`` takes the manager's port, ``subordinate`` gives
+    the same to the memory.  Each address channel is a two-entry skid buffer: every
+    handshake of a full-rate stream still goes through, a cycle later, and neither the
+    address nor the ready crosses the slice in one cycle (the engine's choice of which
+    unit has the bus, into a memory's burst count, or the memory's ready back into the
+    units' handshakes, was the full engine's path on an ECP5).  ``signature``: the
+    manager side's, :func:`axi4_signature`."""
+
+    def __init__(self, signature: wiring.Signature) -> None:
+        super().__init__({"manager": In(signature), "subordinate": Out(signature)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        a, b = self.manager, self.subordinate
+        members = self.subordinate.signature.members        # (the manager side's flows)
+        channels = {p: [n for n in members if n.startswith(p) and n not in
+                        (f"{p}valid", f"{p}ready")] for p in ("ar", "aw")}
+        for name, member in members.items():
+            if name[:2] in channels:
+                continue
+            if member.flow == Out:
+                m.d.comb += getattr(b, name).eq(getattr(a, name))
+            else:
+                m.d.comb += getattr(a, name).eq(getattr(b, name))
+        for p, names in channels.items():
+            self._skid(m, p, names)
+        return m
+
+    def _skid(self, m: Module, p: str, names: list[str]) -> None:
+        a, b = self.manager, self.subordinate
+        width = sum(len(getattr(a, n)) for n in names)
+        incoming = Signal(width)
+        m.d.comb += incoming.eq(Cat(*(getattr(a, n) for n in names)))
+        out, out_valid = Signal(width, name=f"{p}_out"), Signal(name=f"{p}_out_valid")
+        skid, skid_valid = Signal(width, name=f"{p}_skid"), Signal(name=f"{p}_skid_valid")
+        m.d.comb += [Cat(*(getattr(b, n) for n in names)).eq(out),
+                     getattr(b, f"{p}valid").eq(out_valid),
+                     getattr(a, f"{p}ready").eq(~skid_valid)]
+        with m.If(getattr(b, f"{p}ready") | ~out_valid):     # the output register is free
+            with m.If(skid_valid):
+                m.d.sync += [out.eq(skid), out_valid.eq(1), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [out.eq(incoming), out_valid.eq(getattr(a, f"{p}valid"))]
+        with m.Elif(getattr(a, f"{p}valid") & ~skid_valid):   # it holds: the next waits
+            m.d.sync += [skid.eq(incoming), skid_valid.eq(1)]
 
 
 def _size_code(data_bytes: int) -> int:
