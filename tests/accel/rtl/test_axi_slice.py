@@ -12,6 +12,12 @@ from amaranth.sim import Simulator
 from accel.rtl.axi import AddressSlice, axi4_signature
 
 
+def _slice():
+    """The slice on a 32-bit address, 64-bit data port, and its two sides."""
+    dut = AddressSlice(axi4_signature(32, 64))
+    return dut, dut.manager, dut.subordinate
+
+
 def _simulate(dut, bench) -> None:
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -22,10 +28,9 @@ def _simulate(dut, bench) -> None:
 @pytest.mark.parametrize("p", ["ar", "aw"])
 @pytest.mark.parametrize("offer, accept", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1.0, 1.0)])
 def test_every_address_arrives_once_in_order(p: str, offer: float, accept: float) -> None:
-    dut = AddressSlice(axi4_signature(32, 64))
+    dut, mgr, sub = _slice()
     rng = random.Random(f"{p}{offer}{accept}")
     sent = [(rng.randrange(1 << 32), rng.randrange(256)) for _ in range(300)]
-    mgr, sub = dut.manager, dut.subordinate
 
     async def bench(ctx) -> None:
         got, i, cycles = [], 0, 0
@@ -58,8 +63,7 @@ def test_every_address_arrives_once_in_order(p: str, offer: float, accept: float
 
 
 def test_a_full_rate_stream_keeps_its_rate() -> None:
-    dut = AddressSlice(axi4_signature(32, 64))
-    mgr, sub = dut.manager, dut.subordinate
+    dut, mgr, sub = _slice()
 
     async def bench(ctx) -> None:
         ctx.set(sub.arready, 1)
@@ -77,8 +81,7 @@ def test_a_full_rate_stream_keeps_its_rate() -> None:
 
 
 def test_the_other_channels_pass_as_they_are() -> None:
-    dut = AddressSlice(axi4_signature(32, 64))
-    mgr, sub = dut.manager, dut.subordinate
+    dut, mgr, sub = _slice()
 
     async def bench(ctx) -> None:
         ctx.set(mgr.wdata, 0x1122334455667788)
