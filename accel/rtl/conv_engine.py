@@ -460,15 +460,15 @@ class ConvEngine(wiring.Component):
                      unit.results.eq(core.out.valid & core.out.ready),
                      unit.drained.eq(wdma.idle & ~core.out.valid)]
 
-    def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field, buses: tuple,
-                conv_idle, shared_start) -> None:
+    def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field,
+                bus_flags: tuple, conv_idle, shared_start) -> None:
         """The memory-to-memory units beside the convolution, one at a time: a unit starts
         when its units are enabled (:data:`OTHER_UNITS`, reading from memory) and neither a
         convolution nor another unit runs or is about to (the convolution first, then in
-        the order of ``others``), latching its registers a cycle before; while it runs
-        (``buses``: its copies of that flag by use, the owners' last) it has the AXI port and
-        nothing else starts.
-        Its completion completes its units and raises their done interrupt.
+        the order of ``others``), latching its registers a cycle before; while it runs it
+        has the AXI port and nothing else starts (``bus_flags``: dicts of a register per
+        unit, all of one value, one dict per use; the last is the decisions').  Its
+        completion completes its units and raises their done interrupt.
 
         The latch's enable is a register per :data:`LATCH_BITS` bits of the registers
         (one net to all of a unit's was the full engine's path at 58 MHz), and the unit's
@@ -480,7 +480,7 @@ class ConvEngine(wiring.Component):
                    "sdp_memory": (SdpMemoryConfigLayout(),
                                   sdp_memory_config(field, hw, lambda post: sdp_fields(field,
                                                                                         post)))}
-        owners = buses[-1]
+        owners = bus_flags[-1]
         claimed = Signal(name="other_claimed")      # a unit runs, or one before it starts
         m.d.comb += claimed.eq(Cat(*owners.values()).any() if owners else 0)
         ahead = []                                  # units before this one that want to go
@@ -502,7 +502,7 @@ class ConvEngine(wiring.Component):
             # choice into the memory's burst count was the full engine's path at 66 MHz)
             has_bus = goes | go | latching | start | unit.busy
             m.d.sync += [go.eq(goes), latching.eq(go), start.eq(latching),
-                         *(copies[name].eq(has_bus) for copies in buses)]
+                         *(copies[name].eq(has_bus) for copies in bus_flags)]
             if name == "sdp_memory":
                 m.d.sync += shared_start.eq(latching)
             ahead.append(wants)
