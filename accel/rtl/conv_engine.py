@@ -421,7 +421,7 @@ class ConvEngine(wiring.Component):
         m.d.sync += core_start.eq(fsm.ongoing("FETCH") & fetch.ready)
         m.d.comb += [fetch.start.eq(kick), core.start.eq(core_start)]
         # SDP from memory's start, as the shared datapath's and write DMA's registers see it
-        shared_start = kept("sdp_memory_start_shared")
+        shared_start = kept("sdp_memory_start_shared") if shared_sdp else None
         if shared_sdp:
             self._shared_sdp(m, others["sdp_memory"], core, wdma, op, kick, shared_start)
         else:
