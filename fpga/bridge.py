@@ -18,7 +18,7 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
-from accel.rtl.axi import AddressSlice
+from accel.rtl.axi import AxiSlice
 from accel.rtl.conv_engine import ConvEngine
 from accel.rtl.csb_regs import CSB_REQUEST
 from accel.rtl.uart import AxiRam, UartRx, UartTx, ram_port_layout
@@ -182,14 +182,14 @@ class BridgedEngine(wiring.Component):
         nb = self.cfg.atom_size
         m.submodules.engine = engine = self.engine
         m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, nb)
-        # (the address channels through registers: the engine's choice of the unit with
-        # the bus is not the RAM's burst count's logic too)
-        m.submodules.slice = addresses = AddressSlice(engine.axi.signature)
+        # (the address and write-data channels through registers: the engine's choice of
+        # the unit with the bus is not the RAM's burst count's or write port's logic too)
+        m.submodules.slice = sliced = AxiSlice(engine.axi.signature)
         m.submodules.bridge = bridge = HostBridge(self.words, nb)
         m.submodules.urx = urx = UartRx(self.divisor)
         m.submodules.utx = utx = UartTx(self.divisor)
-        wiring.connect(m, engine.axi, addresses.manager)
-        wiring.connect(m, addresses.subordinate, ram.axi)
+        wiring.connect(m, engine.axi, sliced.manager)
+        wiring.connect(m, sliced.subordinate, ram.axi)
         wiring.connect(m, urx.data, bridge.rx)
         wiring.connect(m, bridge.tx, utx.data)
         m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx),

@@ -24,7 +24,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from accel.rtl.credits import credit_room
+from accel.rtl.credits import StreamSlice, credit_room
 
 #: the AXI4 ID width of the engine's manager port (every ID is 0)
 ID_WIDTH = 4
@@ -73,53 +73,58 @@ def connect_channels(m: Module, bus, part) -> None:
             m.d.comb += getattr(part, name).eq(getattr(bus, name))
 
 
-class AddressSlice(wiring.Component):
-    """An AXI4 port through registers on its address channels (``AR`` and ``AW``), the
-    others passed as they are: ``manager`` takes the manager's port, ``subordinate`` gives
-    the same to the memory.  Each address channel is a two-entry skid buffer: every
-    handshake of a full-rate stream still goes through, a cycle later, and neither the
-    address nor the ready crosses the slice in one cycle (the engine's choice of which
-    unit has the bus, into a memory's burst count, or the memory's ready back into the
-    units' handshakes, was the full engine's path on an ECP5).  ``signature``: the
-    manager side's, :func:`axi4_signature`."""
+class AxiSlice(wiring.Component):
+    """An AXI4 port through registers on its manager-driven channels (``AR``, ``AW`` and
+    ``W`` by default; ``channels`` names them by prefix), the others passed as they are:
+    ``manager`` takes the manager's port, ``subordinate`` gives the same to the memory.
+    Each sliced channel is a two-entry skid buffer: every handshake of a full-rate stream
+    still goes through, a cycle later, and neither the payload nor the ready crosses the
+    slice in one cycle (the engine's choice of which unit has the bus, into a memory's
+    burst count or its write port, or the memory's ready back into the units'
+    handshakes, were the full engine's paths on an ECP5).  ``signature``: the manager
+    side's, :func:`axi4_signature`.  A write's data may reach the memory before or after
+    its address, as AXI allows."""
 
-    def __init__(self, signature: wiring.Signature) -> None:
+    def __init__(self, signature: wiring.Signature,
+                 channels: tuple[str, ...] = ("ar", "aw", "w")) -> None:
+        members = signature.members
+        for p in channels:
+            if f"{p}valid" not in members or members[f"{p}valid"].flow != Out:
+                raise ValueError(f"channel {p!r}: not a manager-driven AXI channel; the "
+                                 f"slice takes 'ar', 'aw' and 'w'")
+        self.channels = channels
         super().__init__({"manager": In(signature), "subordinate": Out(signature)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         a, b = self.manager, self.subordinate
         members = self.subordinate.signature.members        # (the manager side's flows)
-        channels = {p: [n for n in members if n.startswith(p) and n not in
-                        (f"{p}valid", f"{p}ready")] for p in ("ar", "aw")}
+
+        def channel(name: str) -> str | None:
+            # ("aw..." is not "w...": each name has one prefix among the AXI channels)
+            return next((p for p in self.channels if name.startswith(p)), None)
         for name, member in members.items():
-            if name[:2] in channels:
+            if channel(name) is not None:
                 continue
             if member.flow == Out:
                 m.d.comb += getattr(b, name).eq(getattr(a, name))
             else:
                 m.d.comb += getattr(a, name).eq(getattr(b, name))
-        for p, names in channels.items():
-            self._skid(m, p, names)
+        for p in self.channels:
+            self._skid(m, p, [n for n in members if channel(n) == p
+                              and n not in (f"{p}valid", f"{p}ready")])
         return m
 
     def _skid(self, m: Module, p: str, names: list[str]) -> None:
         a, b = self.manager, self.subordinate
         width = sum(len(getattr(a, n)) for n in names)
-        incoming = Signal(width)
-        m.d.comb += incoming.eq(Cat(*(getattr(a, n) for n in names)))
-        out, out_valid = Signal(width, name=f"{p}_out"), Signal(name=f"{p}_out_valid")
-        skid, skid_valid = Signal(width, name=f"{p}_skid"), Signal(name=f"{p}_skid_valid")
-        m.d.comb += [Cat(*(getattr(b, n) for n in names)).eq(out),
-                     getattr(b, f"{p}valid").eq(out_valid),
-                     getattr(a, f"{p}ready").eq(~skid_valid)]
-        with m.If(getattr(b, f"{p}ready") | ~out_valid):     # the output register is free
-            with m.If(skid_valid):
-                m.d.sync += [out.eq(skid), out_valid.eq(1), skid_valid.eq(0)]
-            with m.Else():
-                m.d.sync += [out.eq(incoming), out_valid.eq(getattr(a, f"{p}valid"))]
-        with m.Elif(getattr(a, f"{p}valid") & ~skid_valid):   # it holds: the next waits
-            m.d.sync += [skid.eq(incoming), skid_valid.eq(1)]
+        m.submodules[f"{p}_slice"] = sl = StreamSlice(width)
+        m.d.comb += [sl.inp.payload.eq(Cat(*(getattr(a, n) for n in names))),
+                     sl.inp.valid.eq(getattr(a, f"{p}valid")),
+                     getattr(a, f"{p}ready").eq(sl.inp.ready),
+                     Cat(*(getattr(b, n) for n in names)).eq(sl.out.payload),
+                     getattr(b, f"{p}valid").eq(sl.out.valid),
+                     sl.out.ready.eq(getattr(b, f"{p}ready"))]
 
 
 def _size_code(data_bytes: int) -> int:

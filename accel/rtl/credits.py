@@ -13,7 +13,7 @@ the entries written, the buffer need not check either side: :class:`CountedFIFO`
 from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal, Value
-from amaranth.lib import memory, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.rtl.timing import kept
@@ -82,4 +82,32 @@ class CountedFIFO(wiring.Component):
         for pointer, step in ((produce, self.w_en), (consume, self.r_en)):
             with m.If(step):
                 m.d.sync += pointer.eq(Mux(pointer == self.depth - 1, 0, pointer + 1))
+        return m
+
+
+class StreamSlice(wiring.Component):
+    """A stream of ``shape`` through registers: a two-entry skid buffer.  Every handshake of
+    a full-rate stream still goes through, a cycle later, and neither the payload, the
+    valid nor the ready crosses the slice in one cycle, so producer and consumer may be
+    placed apart.  The registers' enables are the slice's own flags and ``out.ready``
+    only (a register loads whatever ``inp`` holds whenever it is free; its valid flag says
+    whether that was an entry): ``inp.valid`` arriving from afar goes into two flip-flops,
+    not into the enable of every payload bit."""
+
+    def __init__(self, shape) -> None:
+        super().__init__({"inp": In(stream.Signature(shape)),
+                          "out": Out(stream.Signature(shape))})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        inp, out = self.inp, self.out
+        skid, skid_valid = Signal.like(inp.payload, name="skid"), Signal()
+        m.d.comb += inp.ready.eq(~skid_valid)
+        with m.If(out.ready | ~out.valid):          # the output register is free
+            with m.If(skid_valid):
+                m.d.sync += [out.payload.eq(skid), out.valid.eq(1), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [out.payload.eq(inp.payload), out.valid.eq(inp.valid)]
+        with m.Elif(~skid_valid):                   # it holds: an entry offered now waits
+            m.d.sync += [skid.eq(inp.payload), skid_valid.eq(inp.valid)]
         return m

@@ -14,7 +14,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from accel.rtl.axi import AddressSlice
+from accel.rtl.axi import AxiSlice
 from accel.rtl.conv_engine import ConvEngine
 from accel.rtl.credits import credit_room
 from accel.rtl.csb_regs import CSB_REQUEST, any_of
@@ -354,11 +354,12 @@ class RamEngine(wiring.Component):
         # only, and the lanes made its Icarus run of a trace three times slower)
         m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, self.cfg.atom_size,
                                         lane_bytes=self.cfg.atom_size, banked=False)
-        # (the address channels through registers, as on the board: fpga.bridge)
-        m.submodules.slice = addresses = AddressSlice(engine.axi.signature)
-        wiring.connect(m, engine.axi, addresses.manager)
+        # (the address and write-data channels through registers, as on the board:
+        # fpga.bridge)
+        m.submodules.slice = sliced = AxiSlice(engine.axi.signature)
+        wiring.connect(m, engine.axi, sliced.manager)
         for name, member in engine.axi.signature.members.items():
-            src, dst = getattr(addresses.subordinate, name), getattr(ram.axi, name)
+            src, dst = getattr(sliced.subordinate, name), getattr(ram.axi, name)
             if name in ("araddr", "awaddr"):
                 m.d.comb += dst.eq(self._translate(m, src))
             elif member.flow == Out:
