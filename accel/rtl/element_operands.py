@@ -22,7 +22,7 @@ memories, this unit has room for every word it asks for), so neither waits on th
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -34,12 +34,14 @@ from accel.rtl.sdp_memory import (
     MAX_OPERAND_WORDS,
     LineChunks,
     OperandLayout,
+    PointWords,
     TaggedStreams,
     chunk_words,
     decode_lanes,
+    word_shift,
     words_per_point,
 )
-from accel.rtl.timing import PassCount
+from accel.rtl.timing import PassCount, kept_copies, registered_copy, set_all
 
 #: the X stages and the operand fields each fills (operand_layout)
 STAGES = {"x1": ("alu1", "mul1"), "x2": ("alu2", "mul2")}
@@ -91,6 +93,9 @@ class ElementOperands(wiring.Component):
         m.d.comb += self.bus_error.eq(reader.bus_error)
         on = {s: Signal(name=f"{s}_on") for s in STAGES}
         words = {s: words_per_point(getattr(cfg, s)) for s in STAGES}
+        # the commands' word counts from registers (as in SdpMemory)
+        shift = {s: registered_copy(m, f"{s}_word_shift", word_shift(getattr(cfg, s)))
+                 for s in STAGES}
         for s in STAGES:
             op = getattr(cfg, s)
             m.d.comb += on[s].eq(op.fetch & op.per_element)
@@ -115,22 +120,29 @@ class ElementOperands(wiring.Component):
         issue = streams.issue
         m.d.comb += [cmd.payload.beats.eq(cmd_words), issue.eq(cmd.valid & cmd.ready)]
         walking = Signal()
+        # the operation begins a cycle after its start, on copies of it: the walker's, each
+        # stage's addresses' and the assembler's (the engine's start across the die into
+        # the walker's counts was the full engine's path at 77 MHz)
+        begin = dict(zip(("walker", *STAGES, "assembler"),
+                         kept_copies("begin", 2 + len(STAGES)), strict=True))
+        m.d.sync += set_all(begin.values(), self.start)
+        for s in STAGES:
+            with m.If(begin[s]):
+                base = getattr(cfg, s).base
+                m.d.sync += [line[s].eq(base), surf[s].eq(base), at[s].eq(base),
+                             step[s].eq(words[s] * CHUNK * atom)]
         with m.FSM(name="walker"):
             with m.State("IDLE"):
-                with m.If(self.start & (on["x1"] | on["x2"])):
+                with m.If(begin["walker"] & (on["x1"] | on["x2"])):
                     lines.first(m)
                     surfaces.first(m)
                     m.d.sync += walking.eq(1)
                     chunks.first(m)
-                    for s in STAGES:
-                        base = getattr(cfg, s).base
-                        m.d.sync += [line[s].eq(base), surf[s].eq(base), at[s].eq(base),
-                                     step[s].eq(words[s] * CHUNK * atom)]
                     m.next = "X1"
             for i, (s, here, after) in enumerate((("x1", "X1", "X2"), ("x2", "X2", "NEXT"))):
                 with m.State(here):
                     m.d.comb += [cmd.payload.addr.eq(at[s]),
-                                 cmd_words.eq(chunk_words(chunks.points, getattr(cfg, s))),
+                                 cmd_words.eq(chunk_words(chunks.points, shift[s])),
                                  cmd_stage.eq(i),
                                  cmd.valid.eq(on[s] & fits & tags.w_rdy)]
                     with m.If(~on[s] | issue):
@@ -156,40 +168,35 @@ class ElementOperands(wiring.Component):
                             m.next = "IDLE"
 
         # ---- the assembler: a point's words of each stage into a beat's operands ---------
-        held = {s: [Signal(word_bits, name=f"{s}_word{i}") for i in range(MAX_OPERAND_WORDS)]
-                for s in STAGES}
-        got = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_got") for s in STAGES}
         # the words a point needs of each stage, registers (the operation's registers
         # decoded into the FIFOs' read enables and every held word's enable was the full
-        # engine's path at 58 MHz; the registers hold from a cycle before the start, and
-        # the first word is taken a cycle after it)
-        need = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need") for s in STAGES}
+        # engine's path at 58 MHz; the registers hold from the start, and the first word
+        # is taken after the begin, a cycle later)
+        need = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need_op") for s in STAGES}
         m.d.sync += [need[s].eq(Mux(on[s], words[s], 0)) for s in STAGES]
         # the beat being assembled (surface, row, column; counted, not multiplied out)
         assembling = Signal()
         bs, by, bx = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
-        with m.If(self.start):
+        with m.If(begin["assembler"]):
             m.d.sync += [assembling.eq(on["x1"] | on["x2"]), bs.eq(0), by.eq(0), bx.eq(0)]
         offered = Signal()
+        restart = begin["assembler"] | (self.out.valid & self.out.ready)
+        held, complete = {}, Const(1)
         for s in STAGES:
-            f = fifos[s]
-            m.d.comb += f.r_en.eq(~offered & assembling & (got[s] < need[s]))
-            with m.If(f.r_en & f.r_rdy):
-                m.d.sync += got[s].eq(got[s] + 1)
-                with m.Switch(got[s]):
-                    for i in range(MAX_OPERAND_WORDS):
-                        with m.Case(i):
-                            m.d.sync += held[s][i].eq(f.r_data)
-        with m.If(~offered & assembling & (got["x1"] == need["x1"])
-                  & (got["x2"] == need["x2"])):
+            point = PointWords(m, s, fifos[s], word_bits, ~offered & assembling, restart,
+                               need[s])
+            held[s] = point.held
+            complete &= point.done
+        with m.If(~offered & assembling & complete):
             m.d.sync += offered.eq(1)
         for s, (alu, mul) in STAGES.items():
-            for i, (a, b) in enumerate(decode_lanes(Cat(*held[s]), getattr(cfg, s), atom)):
-                m.d.comb += [getattr(self.out.payload, alu)[i].eq(Mux(on[s], a, 0)),
-                             getattr(self.out.payload, mul)[i].eq(Mux(on[s], b, 0))]
+            for i, (a, b) in enumerate(decode_lanes(m, f"{s}_decode", Cat(*held[s]),
+                                                    getattr(cfg, s), atom, on=on[s])):
+                m.d.comb += [getattr(self.out.payload, alu)[i].eq(a),
+                             getattr(self.out.payload, mul)[i].eq(b)]
         m.d.comb += self.out.valid.eq(offered)
         with m.If(self.out.valid & self.out.ready):
-            m.d.sync += [offered.eq(0), got["x1"].eq(0), got["x2"].eq(0), bx.eq(bx + 1)]
+            m.d.sync += [offered.eq(0), bx.eq(bx + 1)]
             with m.If(bx == cfg.w - 1):
                 m.d.sync += [bx.eq(0), by.eq(by + 1)]
                 with m.If(by == cfg.h - 1):
@@ -197,7 +204,7 @@ class ElementOperands(wiring.Component):
                     with m.If(bs == cfg.surfaces - 1):
                         m.d.sync += assembling.eq(0)
 
-        m.d.comb += self.busy.eq(walking | assembling | reader.busy)
+        m.d.comb += self.busy.eq(begin["walker"] | walking | assembling | reader.busy)
         return m
 
 

@@ -348,6 +348,69 @@ class LaneDatapath(wiring.Component):
         return m
 
 
+def lane_group_counts(groups: int) -> list[tuple]:
+    """The copies of :class:`LaneGroups`' count of groups still to go: the handshakes' (no
+    group, no part), then one per lane group and part of the beat (sums, X1's operands,
+    X2's), as ``(group, part names, name suffix)``."""
+    parts = (BEAT_PARTS[:1], BEAT_PARTS[1:3], BEAT_PARTS[3:])
+    return [(None, (), "")] + [(i, part, f"{i}_{part[0]}") for i in range(groups)
+                               for part in parts]
+
+
+class LaneGroups:
+    """A beat (``payload``, :class:`BeatLayout`) handed on a lane group a cycle, from
+    registers: the beat is taken into ``held`` (a :class:`BeatLayout` of
+    :func:`lanes_per_cycle` lanes per group) as the one before it leaves, and the groups
+    shift towards ``held[0]``, the group going out, one a cycle.
+
+    Each group's sums, X1 operands and X2 operands decide their own take and shift from
+    a copy of the count of groups still to go (:func:`lane_group_counts`; marked ``keep``:
+    not one enable reaching every bit of the beat, nor one a group for sums and operands
+    together: that enable, 64 bits of a group's operands, was the full engine's path at
+    74 MHz), the copies all counting alike.  Beside each count, whether it is 0 and
+    whether it is 1 are registers of the next count, so a take is one gate of four
+    flip-flops: ``valid[c]`` and ``ready[c]`` are the offer and the consumer's ready as
+    seen by copy ``c`` (copies of one signal, each placed beside its loads, or the
+    signal itself repeated).
+
+    ``valid`` (``Value``): a group is going out; ``ready``: the beat on ``payload`` is
+    taken this cycle (the handshakes' copy's).  ``reset`` (optional): every count to 0.
+    """
+
+    def __init__(self, m: Module, hw: HwConfig, payload, valid: list, ready: list,
+                 reset=None) -> None:
+        n = lanes_per_cycle(hw)
+        groups = hw.atomic_k // n
+        counts = lane_group_counts(groups)
+        assert len(valid) == len(ready) == len(counts)
+        self.held = [Signal(BeatLayout(hw, n), name=f"held{i}") for i in range(groups)]
+        self.takes = []
+        for c, (i, names, suffix) in enumerate(counts):
+            count = kept(f"left{suffix}", range(groups + 1))
+            zero = kept(f"left{suffix}_zero", init=1)
+            one = kept(f"left{suffix}_one")
+            take = valid[c] & (zero | (one & ready[c]))
+            step = ~zero & ready[c]
+            self.takes.append(take)
+            after = Signal.like(count, name=f"left{suffix}_next")
+            m.d.comb += after.eq(Mux(take, groups, Mux(step, count - 1, count)))
+            m.d.sync += [count.eq(after), zero.eq(after == 0), one.eq(after == 1)]
+            if reset is not None:
+                with m.If(reset):
+                    m.d.sync += [count.eq(0), zero.eq(1), one.eq(0)]
+            if i is None:                                   # the handshakes' copy
+                self.valid = ~zero
+                self.ready = zero | (one & ready[c])
+            with m.If(take):
+                for name in names:
+                    src, dst = getattr(payload, name), getattr(self.held[i], name)
+                    m.d.sync += [dst[j].eq(src[i * n + j]) for j in range(n)]
+            with m.Elif(step):
+                if i is not None and i < groups - 1:
+                    m.d.sync += [getattr(self.held[i], name).eq(getattr(self.held[i + 1], name))
+                                 for name in names]
+
+
 class PostProcessor(wiring.Component):
     """A beat of ``atomic_k`` lanes through :class:`LaneDatapath` at SDP's throughput:
     :func:`lanes_per_cycle` lanes a cycle (``atomic_k / lanes_per_cycle`` cycles per
@@ -379,11 +442,8 @@ class PostProcessor(wiring.Component):
         self.hw, self.ecp5_dsp, self.lane_input = cfg, ecp5_dsp, lane_input
         self.lanes = lanes_per_cycle(cfg)
         groups = cfg.atomic_k // self.lanes
-        # the copies of the count of groups still to go in (see :meth:`elaborate`): the
-        # handshakes' (no group, no part), and one per lane group and part (sums, operands)
-        parts = (("acc",), ("alu1", "mul1", "alu2", "mul2"))
-        self.counts = [(None, (), "")] + [(i, part, f"{i}_{part[0]}") for i in range(groups)
-                                          for part in parts]
+        # the copies of the count of groups still to go in (see :class:`LaneGroups`)
+        self.counts = lane_group_counts(groups)
         self.valid_copies = len(self.counts) if valid_copies and groups > 1 else 0
         members = {
             "cfg": In(ConfigLayout()),
@@ -413,40 +473,16 @@ class PostProcessor(wiring.Component):
             return m
         # ---- in: the beat is taken into registers, a lane group each, and the groups shift
         # towards the datapath's input one a cycle, the next beat taken as the last goes in
-        # (not a multiplexer picking a group of the waiting beat, whose select fans out to
-        # every bit of the beat)
-        # Each group's sums and each group's operands decide their own take and shift from
-        # a copy of the count of groups still to go in (``keep``: not one enable reaching
-        # every bit of the beat, nor one a group for sums and operands together); the
-        # copies all count alike.
-        # Beside each count, whether it is 0 and whether it is 1, registers of the next
-        # count, so that a take is one gate of four flip-flops.
-        held = [Signal(BeatLayout(self.hw, n), name=f"held{i}") for i in range(groups)]
-        # Each count's take is from its own copy of the input's valid where the producer
-        # gives copies (not SDP's valid across the die into every lane group's count), and
-        # of the datapath's ready (not one credit flag to every count, 17 on nv_small).
-        for c, (i, names, suffix) in enumerate(self.counts):
-            count = kept(f"left{suffix}", range(groups + 1))
-            zero = kept(f"left{suffix}_zero", init=1)
-            one = kept(f"left{suffix}_one")
-            valid = self.inp_valid_copies[c] if self.valid_copies else self.inp.valid
-            ready = dp.inp_ready_copies[c]
-            take = valid & (zero | (one & ready))
-            step = ~zero & ready
-            after = Signal.like(count, name=f"left{suffix}_next")
-            m.d.comb += after.eq(Mux(take, groups, Mux(step, count - 1, count)))
-            m.d.sync += [count.eq(after), zero.eq(after == 0), one.eq(after == 1)]
-            if i is None:                                   # the handshakes' copy
-                self._datapath_input(m, dp, ~zero, held[0], self.inp.ready)
-                m.d.comb += self.inp.ready.eq(zero | (one & ready))
-            with m.If(take):
-                for name in names:
-                    src, dst = getattr(self.inp.payload, name), getattr(held[i], name)
-                    m.d.sync += [dst[j].eq(src[i * n + j]) for j in range(n)]
-            with m.Elif(step):
-                if i is not None and i < groups - 1:
-                    m.d.sync += [getattr(held[i], name).eq(getattr(held[i + 1], name))
-                                 for name in names]
+        # (:class:`LaneGroups`).  Each count's take is from its own copy of the input's
+        # valid where the producer gives copies (not SDP's valid across the die into every
+        # lane group's count), and of the datapath's ready (not one credit flag to every
+        # count, 17 on nv_small).
+        valid = (list(self.inp_valid_copies) if self.valid_copies
+                 else [self.inp.valid] * len(self.counts))
+        groups_in = LaneGroups(m, self.hw, self.inp.payload, valid,
+                               list(dp.inp_ready_copies))
+        self._datapath_input(m, dp, groups_in.valid, groups_in.held[0], self.inp.ready)
+        m.d.comb += self.inp.ready.eq(groups_in.ready)
         # ---- out: gather the lane groups' results into a beat (from either input)
         full = Signal()
         g_out = Signal(range(groups))

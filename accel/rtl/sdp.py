@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from accel.config import HwConfig
 from accel.rtl.cacc import SumLayout
 from accel.rtl.conv_layout import SIZE_BITS, operand_layout, operand_write_layout
-from accel.rtl.credits import CountedFIFO, credit_room
+from accel.rtl.credits import CountedFIFO, StreamSlice, credit_room
 from accel.rtl.memories import NO_COLLISION
 from accel.rtl.postproc import (
     BeatLayout,
@@ -93,9 +93,14 @@ class Sdp(wiring.Component):
         settle_next = Signal.like(settle)
         m.submodules.elements = elements = fifo.SyncFIFOBuffered(
             width=len(self.elements.payload.as_value()), depth=2)
+        # (the operands come from afar through a slice: their producer's valid into the
+        # write enable of the FIFO's every bit was the full engine's path at 76 MHz)
+        m.submodules.elements_slice = arriving = StreamSlice(operand_layout(self.hw))
+        wiring.connect(m, wiring.flipped(self.elements), arriving.inp)
         per_element = self.per_element.any()
-        m.d.comb += [elements.w_data.eq(self.elements.payload), elements.w_en.eq(
-                         self.elements.valid), self.elements.ready.eq(elements.w_rdy)]
+        m.d.comb += [elements.w_data.eq(arriving.out.payload),
+                     elements.w_en.eq(arriving.out.valid),
+                     arriving.out.ready.eq(elements.w_rdy)]
         moved = post.inp.valid & post.inp.ready
         m.d.comb += elements.r_en.eq(moved & per_element)
         if post.lanes == n_k:
@@ -171,7 +176,10 @@ class Sdp(wiring.Component):
                      post.inp.valid.eq(offered),
                      dbuf.r_en.eq(post.inp.ready & offered),
                      post.inp.payload.acc.as_value().eq(dbuf.r_data)]
-        offer_next = (taken | (filled != 0)) & ~self.start & (settle <= 1) & operands_next
+        # (a sum taken in this cycle is offered a cycle later, from the count: the CACC's
+        # handshake into the offered flags' copies across the die was the full engine's
+        # path at 76 MHz; a stripe's first beat waits a cycle more)
+        offer_next = (filled != 0) & ~self.start & (settle <= 1) & operands_next
         m.d.sync += offered.eq(offer_next)
         # SDP's copies of it, one per register group it enables
         offered_copies = kept_copies("offered", post.valid_copies)

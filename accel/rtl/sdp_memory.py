@@ -37,13 +37,15 @@ from accel.rtl.axi import AxiReader, read_signature, write_signature
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.dma import OutputWriter, check_bus
 from accel.rtl.postproc import (
-    BEAT_PARTS,
     BeatLayout,
     ConfigLayout,
+    LaneGroups,
     PostProcessor,
+    lane_group_counts,
     lanes_per_cycle,
 )
-from accel.rtl.timing import PassCount, kept_copies, set_all, stage
+from accel.rtl.sdp_rdma import DECODE_LANES
+from accel.rtl.timing import PassCount, kept_copies, registered_copy, set_all, stage
 
 #: points per command of a line (the input's FIFO holds two chunks)
 CHUNK = 8
@@ -135,32 +137,54 @@ def operand_fields(field, stage: str, op) -> list:
             op.surf.eq(field(rdma, f"D_{pre}_SURFACE_STRIDE"))]
 
 
-def chunk_words(points, op):
-    """Bus words of ``points`` points of operand ``op``: ``points`` times
-    :func:`words_per_point`, as a shift by 0..2 (not a multiplier)."""
-    return points << ((op.use == USE_BOTH) + op.wide)[:2]
+def word_shift(op):
+    """log2 of the bus words an operand element of ``op`` takes per point (its bytes per
+    lane: one or two components of one or two bytes)."""
+    return ((op.use == USE_BOTH) + op.wide)[:2]
+
+
+def chunk_words(points, shift):
+    """Bus words of ``points`` points of an operand of :func:`word_shift` ``shift``, as a
+    shift by 0..2 (not a multiplier)."""
+    return points << shift
 
 
 def words_per_point(op) -> Signal:
     """Bus words an operand element of ``op`` takes per point: its bytes per lane."""
-    return Mux(op.use == USE_BOTH, 2, 1) << op.wide
+    return 1 << word_shift(op)
 
 
-def decode_lanes(raw, op, lanes: int) -> list[tuple]:
+def decode_lanes(m: Module, name: str, raw, op, lanes: int, on=None) -> list[tuple]:
     """``(alu, mul)`` operands of each of ``lanes`` lanes from a point's words ``raw`` (one
     or two components of one or two bytes per lane, sign-extended; with ``DATA_USE`` BOTH
-    the ALU's component first; a single component serves the unit ``DATA_USE`` names)."""
+    the ALU's component first; a single component serves the unit ``DATA_USE`` names); 0
+    where ``on`` (if given) is not set.
+
+    Every :data:`~accel.rtl.sdp_rdma.DECODE_LANES` lanes decode on registered copies of
+    ``op``'s format (and ``on``) of their own, ``name_*``: the operation's registers into
+    every lane's choice were the full engine's paths at 74-78 MHz.  The format must hold
+    from a cycle before the first words arrive (an operation's registers do)."""
     out = []
     for i in range(lanes):
+        if i % DECODE_LANES == 0:
+            tag = f"{name}_{i // DECODE_LANES}"
+            use = registered_copy(m, f"{tag}_use", op.use)
+            wide = registered_copy(m, f"{tag}_wide", op.wide)
+            kept_on = registered_copy(m, f"{tag}_on", on) if on is not None else None
+
         def comp(j: int, nbytes: int, esize: int, i=i):
             """Component ``j`` of lane ``i`` in elements of ``esize`` bytes."""
             at = 8 * (i * esize + j * nbytes)
             return raw[at:at + 8 * nbytes].as_signed()
         # (one byte, one component) (one byte, two) (two bytes, one) (two, two)
-        first = Mux(op.wide, Mux(op.use == USE_BOTH, comp(0, 2, 4), comp(0, 2, 2)),
-                    Mux(op.use == USE_BOTH, comp(0, 1, 2), comp(0, 1, 1)))
-        second = Mux(op.wide, comp(1, 2, 4), comp(1, 1, 2))
-        out.append((first, Mux(op.use == USE_MUL, first, second)))
+        both = use == USE_BOTH
+        first = Mux(wide, Mux(both, comp(0, 2, 4), comp(0, 2, 2)),
+                    Mux(both, comp(0, 1, 2), comp(0, 1, 1)))
+        second = Mux(wide, comp(1, 2, 4), comp(1, 1, 2))
+        pair = (first, Mux(use == USE_MUL, first, second))
+        if kept_on is not None:
+            pair = tuple(Mux(kept_on, x, 0) for x in pair)
+        out.append(pair)
     return out
 
 
@@ -221,6 +245,36 @@ class TaggedStreams:
             words_left = Mux(first_word, tag.words, left)
             m.d.sync += [left.eq(words_left - 1), first_word.eq(words_left == 1)]
             m.d.comb += tags.r_en.eq(words_left == 1)
+
+
+class PointWords:
+    """A point's words of one stream, read from its FIFO ``f`` (a ``SyncFIFO``-like read
+    side) into ``held`` (:data:`MAX_OPERAND_WORDS` registers ``name_word*``) while
+    ``enable``.  ``restart``: the point is done, the next starts with none, needing
+    ``need_next`` words (a register's value or a decode of registers, valid in that cycle).
+
+    ``more`` (whether words are still missing) is a register worked out from the next
+    count and the next need, so that each word's read enable is one gate of flip-flops (a
+    comparison of the count and a need chosen by the surface, into the enables of every
+    held word, were the full engine's paths at 76-78 MHz).  ``done``: no word missing."""
+
+    def __init__(self, m: Module, name: str, f, word_bits: int, enable, restart,
+                 need_next) -> None:
+        self.held = [Signal(word_bits, name=f"{name}_word{i}") for i in range(MAX_OPERAND_WORDS)]
+        got = Signal(range(MAX_OPERAND_WORDS + 1), name=f"{name}_got")
+        need = Signal.like(got, name=f"{name}_need")
+        self.more = Signal(name=f"{name}_more")
+        m.d.comb += f.r_en.eq(enable & self.more)
+        read = f.r_en & f.r_rdy
+        got_next = Mux(restart, 0, Mux(read, got + 1, got))
+        need_after = Mux(restart, need_next, need)
+        m.d.sync += [got.eq(got_next), need.eq(need_after), self.more.eq(got_next < need_after)]
+        with m.If(read):
+            with m.Switch(got):
+                for i in range(MAX_OPERAND_WORDS):
+                    with m.Case(i):
+                        m.d.sync += self.held[i].eq(f.r_data)
+        self.done = ~self.more
 
 
 class LineChunks:
@@ -345,6 +399,11 @@ class SdpMemory(wiring.Component):
         issue = streams.issue                   # the command on ``cmd`` goes out this cycle
         m.d.comb += [cmd.payload.beats.eq(cmd_words), issue.eq(cmd.valid & cmd.ready)]
         words = {s: words_per_point(getattr(cfg, s)) for s in STREAMS}
+        # the commands' word counts from registers of the operation's (its registers
+        # decoded into the tags' FIFO was the full engine's path at 76 MHz; they are there
+        # at the begin, a command later)
+        shift = {s: registered_copy(m, f"{s}_word_shift", word_shift(getattr(cfg, s)))
+                 for s in STREAMS}
         # the operation begins a cycle after its start, on copies of it, one for each
         # stream's addresses, the walker's and the assembler's registers (the engine's
         # start register into every one of them was the full engine's path at 58 MHz)
@@ -371,7 +430,8 @@ class SdpMemory(wiring.Component):
             for s, here, after in (("x1", "KERNEL_X1", "KERNEL_X2"), ("x2", "KERNEL_X2", "INPUT")):
                 op = getattr(cfg, s)
                 with m.State(here):
-                    m.d.comb += [cmd.payload.addr.eq(op_kernel[s]), cmd_words.eq(words[s]),
+                    m.d.comb += [cmd.payload.addr.eq(op_kernel[s]),
+                                 cmd_words.eq(chunk_words(1, shift[s])),
                                  cmd_stream.eq(names.index(s)),
                                  cmd.valid.eq(op.fetch & ~op.per_element & fits & tags.w_rdy)]
                     with m.If(~op.fetch | op.per_element | issue):
@@ -386,7 +446,7 @@ class SdpMemory(wiring.Component):
                 op = getattr(cfg, s)
                 with m.State(here):             # the chunk's per-element operands
                     m.d.comb += [cmd.payload.addr.eq(op_at[s]),
-                                 cmd_words.eq(chunk_words(n_points, op)),
+                                 cmd_words.eq(chunk_words(n_points, shift[s])),
                                  cmd_stream.eq(names.index(s)),
                                  cmd.valid.eq(op.fetch & op.per_element & fits & tags.w_rdy)]
                     with m.If(~op.fetch | ~op.per_element | issue):
@@ -421,69 +481,65 @@ class SdpMemory(wiring.Component):
                             m.next = "IDLE"
 
         # ---- the assembler: a point's words into a beat ---------------------------------
-        held = {s: [Signal(word_bits, name=f"{s}_word{i}") for i in range(MAX_OPERAND_WORDS)]
-                for s in STREAMS}
-        got = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_got") for s in STREAMS}
-        need = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need") for s in STREAMS}
         in_word = Signal(word_bits)
         have_input = Signal()
         offered = Signal()
+        taken = Signal()                        # the beat is handed on (below)
         px, py = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the point being assembled
-        # whether it is its surface's first, and whether the operation is assembling, as
-        # registers (the point's comparisons and the unit's busy into every held word's
-        # enable were the unit's path at 83 MHz)
-        surface_start, assembling = Signal(), Signal()
-        # (a surface's first point's words and any other's, registers from the
-        # operation's: the choice is the one register's)
-        for s in STREAMS:
-            op = getattr(cfg, s)
-            first, other = (Signal.like(need[s], name=f"{s}_need_{n}")
-                            for n in ("first", "other"))
-            m.d.sync += [first.eq(Mux(op.fetch, words[s], 0)),
-                         other.eq(Mux(op.fetch & op.per_element, words[s], 0))]
-            m.d.comb += need[s].eq(Mux(surface_start, first, other))
+        # whether the operation is assembling, a register (the unit's busy into every held
+        # word's enable was the unit's path at 83 MHz)
+        assembling = Signal()
+        x_last, y_last = px + 1 == cfg.w, py + 1 == cfg.h
+        # whether the next point is its surface's first: after the last point of one, or
+        # at the begin (the words it needs are worked out ahead, :class:`PointWords`)
+        next_surface_start = begin["assembler"] | (x_last & y_last)
+        restart = begin["assembler"] | taken
         collecting = Signal()
         m.d.comb += collecting.eq(assembling & ~offered)
         f_in = fifos["input"]
         m.d.comb += f_in.r_en.eq(collecting & ~have_input)
         with m.If(f_in.r_en & f_in.r_rdy):
             m.d.sync += [in_word.eq(f_in.r_data), have_input.eq(1)]
+        # each operand's words: a surface's first point's and any other's, registers from
+        # the operation's (the choice is the one register's)
+        held = {}
+        complete = have_input
         for s in STREAMS:
-            f = fifos[s]
-            m.d.comb += f.r_en.eq(collecting & (got[s] < need[s]))
-            with m.If(f.r_en & f.r_rdy):
-                m.d.sync += got[s].eq(got[s] + 1)
-                with m.Switch(got[s]):
-                    for i in range(MAX_OPERAND_WORDS):
-                        with m.Case(i):
-                            m.d.sync += held[s][i].eq(f.r_data)
-        complete = have_input & (got["x1"] == need["x1"]) & (got["x2"] == need["x2"])
-        with m.If(collecting & complete):
-            m.d.sync += offered.eq(1)
+            op = getattr(cfg, s)
+            first, other = (Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need_{n}")
+                            for n in ("first", "other"))
+            m.d.sync += [first.eq(Mux(op.fetch, words[s], 0)),
+                         other.eq(Mux(op.fetch & op.per_element, words[s], 0))]
+            point = PointWords(m, s, fifos[s], word_bits, collecting, restart,
+                               Mux(next_surface_start, first, other))
+            held[s] = point.held
+            complete &= point.done
         beat = Signal(BeatLayout(hw))
         lanes = hw.atomic_k
         for i in range(lanes):
             m.d.comb += beat.acc[i].eq(in_word[8 * i:8 * i + 8].as_signed())
         for s, (alu, mul) in (("x1", ("alu1", "mul1")), ("x2", ("alu2", "mul2"))):
-            for i, (a, b) in enumerate(decode_lanes(Cat(*held[s]), getattr(cfg, s), lanes)):
+            for i, (a, b) in enumerate(decode_lanes(m, f"{s}_decode", Cat(*held[s]),
+                                                    getattr(cfg, s), lanes)):
                 m.d.comb += [getattr(beat, alu)[i].eq(a), getattr(beat, mul)[i].eq(b)]
         # the beat handed on: whole into its own datapath, or a lane group a cycle into
         # the shared one
-        taken = Signal()
+        offer = collecting & complete
+        with m.If(offer):
+            m.d.sync += offered.eq(1)
+        with m.If(taken):
+            m.d.sync += offered.eq(0)
         if self.shared:
-            self._lane_groups(m, beat, offered, taken)
+            self._lane_groups(m, beat, offered, offer, taken, begin["assembler"])
         else:
             m.d.comb += [post.inp.payload.eq(beat), post.inp.valid.eq(offered),
                          taken.eq(post.inp.valid & post.inp.ready)]
         with m.If(taken):
-            m.d.sync += [offered.eq(0), have_input.eq(0), got["x1"].eq(0), got["x2"].eq(0),
-                         px.eq(Mux(px + 1 == cfg.w, 0, px + 1)),
-                         surface_start.eq((px + 1 == cfg.w) & (py + 1 == cfg.h))]
-            with m.If(px + 1 == cfg.w):
-                m.d.sync += py.eq(Mux(py + 1 == cfg.h, 0, py + 1))
+            m.d.sync += [have_input.eq(0), px.eq(Mux(x_last, 0, px + 1))]
+            with m.If(x_last):
+                m.d.sync += py.eq(Mux(y_last, 0, py + 1))
         with m.If(begin["assembler"]):
             m.d.sync += [px.eq(0), py.eq(0), have_input.eq(0), offered.eq(0),
-                         got["x1"].eq(0), got["x2"].eq(0), surface_start.eq(1),
                          assembling.eq(1)]
         with m.If(self.done):
             m.d.sync += assembling.eq(0)
@@ -504,26 +560,24 @@ class SdpMemory(wiring.Component):
         m.d.comb += self.busy.eq(begin["input"] | walking | walked | self.done)
         return m
 
-    def _lane_groups(self, m: Module, beat, offered, taken) -> None:
-        """``beat``'s lane groups on ``lanes``, one a cycle from lane 0: ``offered`` beats are
-        taken (``taken``) into registers as the one before them goes, so that the
-        assembler gathers the next while their groups shift out (handing the groups on
-        from the assembler's own registers made a beat 10 cycles, not 8)."""
-        n = lanes_per_cycle(self.hw)
-        groups = self.hw.atomic_k // n
+    def _lane_groups(self, m: Module, beat, offered, offer, taken, reset) -> None:
+        """``beat``'s lane groups on ``lanes``, one a cycle from lane 0
+        (:class:`~accel.rtl.postproc.LaneGroups`): ``offered`` beats are taken (``taken``)
+        into registers as the one before them goes, so that the assembler gathers the next
+        while their groups shift out (handing the groups on from the assembler's own
+        registers made a beat 10 cycles, not 8).  Each of the groups' counts takes from a
+        copy of ``offered`` of its own, set on ``offer`` and cleared by its own take
+        (``offered`` into the take of every register of the beat was the full engine's
+        path at 74 MHz); ``reset`` clears them."""
         out = self.lanes
-        going = Signal(BeatLayout(self.hw), name="going")       # the beat going out
-        left = Signal(range(groups + 1))        # its groups still to go
-        moved = out.valid & out.ready
-        m.d.comb += [out.valid.eq(left != 0),
-                     taken.eq(offered & ((left == 0) | ((left == 1) & out.ready)))]
-        m.d.comb += [getattr(out.payload, name)[j].eq(getattr(going, name)[j])
-                     for name in BEAT_PARTS for j in range(n)]
-        with m.If(taken):
-            m.d.sync += [going.eq(beat), left.eq(groups)]
-        with m.Elif(moved):
-            m.d.sync += left.eq(left - 1)
-            m.d.sync += [getattr(going, name)[j].eq(getattr(going, name)[j + n])
-                         for name in BEAT_PARTS for j in range(self.hw.atomic_k - n)]
-        with m.If(self.start):
-            m.d.sync += left.eq(0)
+        copies = [offered, *kept_copies("offered", len(lane_group_counts(
+            self.hw.atomic_k // lanes_per_cycle(self.hw))) - 1)]
+        groups = LaneGroups(m, self.hw, beat, copies, [out.ready] * len(copies),
+                            reset=self.start)
+        for copy, take in zip(copies[1:], groups.takes[1:], strict=True):
+            with m.If(offer):
+                m.d.sync += copy.eq(1)
+            with m.If(take | reset):
+                m.d.sync += copy.eq(0)
+        m.d.comb += [out.valid.eq(groups.valid), out.payload.eq(groups.held[0]),
+                     taken.eq(groups.takes[0])]
