@@ -203,10 +203,12 @@ class FeatureConverter(wiring.Component):
     (:func:`accel.rtl.cmac.registered_multiply`; default: on an ECP5 platform).
     """
 
-    #: the multiplier's operand and product registers, the rounding addition, the shift
-    #: by the low and by the high three bits of ``truncate``, the saturation: each stage at
-    #: most one carry chain or three levels of multiplexers (100 MHz on an ECP5)
-    LATENCY = 6
+    #: the word's register (the word comes from the reader's buffer, placed apart: the
+    #: route into the subtracter was the full engine's path at 76 MHz), the multiplier's
+    #: operand and product registers, the rounding addition, the shift by the low and by
+    #: the high three bits of ``truncate``, the saturation: each stage at most one carry
+    #: chain or three levels of multiplexers (100 MHz on an ECP5)
+    LATENCY = 7
 
     def __init__(self, lanes: int, ecp5_dsp: bool | None = None) -> None:
         self.lanes, self.ecp5_dsp = lanes, ecp5_dsp
@@ -236,18 +238,20 @@ class FeatureConverter(wiring.Component):
         m.d.sync += [offset.eq(Mux(cfg.enable, cfg.offset[lane % OFFSET_LANES], 0))
                      for lane, offset in enumerate(offsets)]
         out, ecp5 = [], use_ecp5_dsp(self.ecp5_dsp, platform)
+        word = Signal.like(self.word, name="word_in")                    # cycle 1
+        m.d.sync += word.eq(self.word)
         for lane in range(self.lanes):
-            byte = self.word[8 * lane:8 * lane + 8]
+            byte = word[8 * lane:8 * lane + 8]
             x = Cat(byte, byte[7] & ~unsigned[lane]).as_signed()
-            product = Signal(signed(34), name=f"product_{lane}")          # cycle 2
+            product = Signal(signed(34), name=f"product_{lane}")          # cycle 3
             registered_multiply(m, f"cvt_{lane}", x - offsets[lane], scale, product, ecp5)
-            rounded = Signal(signed(bits), name=f"rounded_{lane}")        # cycle 3
+            rounded = Signal(signed(bits), name=f"rounded_{lane}")        # cycle 4
             m.d.sync += rounded.eq(product + hm1 + round_carry(product < 0, zero_shift))
-            low = Signal(signed(bits), name=f"shifted_low_{lane}")       # cycle 4
+            low = Signal(signed(bits), name=f"shifted_low_{lane}")       # cycle 5
             m.d.sync += low.eq(rounded >> shifts[lane][:3])
-            high = Signal(signed(bits), name=f"shifted_{lane}")          # cycle 5
+            high = Signal(signed(bits), name=f"shifted_{lane}")          # cycle 6
             m.d.sync += high.eq(low >> Cat(Const(0, 3), shifts[lane][3:]))
-            value = Signal(signed(8), name=f"value_{lane}")              # cycle 6
+            value = Signal(signed(8), name=f"value_{lane}")              # cycle 7
             m.d.sync += value.eq(saturate(high, 8))
             out.append(value)
         m.d.comb += [self.out_valid.eq(valid[-1]),

@@ -187,10 +187,13 @@ class ConvEngine(wiring.Component):
         buses = {name: kept(f"{name}_bus") for name in self.others}
         writes = {name: kept(f"{name}_write_bus") for name in self.others}
         owners = {name: kept(f"{name}_owner") for name in self.others}
+        # (and each unit's ``go``, the cycle before its flags are set: see ``_others``)
+        gos = {name: Signal(name=f"{name}_go") for name in self.others}
         other_bus, other_write, other_owner = Signal(), Signal(), Signal()
-        m.d.comb += [other.eq(Cat(*copies.values()).any() if copies else 0)
-                     for other, copies in ((other_bus, buses), (other_write, writes),
-                                           (other_owner, owners))]
+        m.d.comb += [other.eq(Cat(*copies).any() if copies else 0)
+                     for other, copies in ((other_bus, buses.values()),
+                                           (other_write, writes.values()),
+                                           (other_owner, [*owners.values(), *gos.values()]))]
         with m.If(~other_bus):
             connect_channels(m, self.axi, reads)
         with m.If(~other_write | (writes["sdp_memory"] if shared_sdp else 0)):
@@ -348,13 +351,19 @@ class ConvEngine(wiring.Component):
         # (one copy per few latched fields, ``keep``: not merged), so that the enable of a
         # thousand flip-flops is neither the logic that finds the units enabled nor one net
         # spread over all of them (a copy per group of fields was among the most congested)
+        # The copies go on ``enabled`` a cycle late, from a register (the consumer group's
+        # SDP fields decoded into ``enabled`` and on into every copy was the full engine's
+        # path at 74 MHz); it is cleared as the operation completes, whose units' enables
+        # are still set in that cycle.  (The other units go on ``enabled`` itself: a unit
+        # found to go while this register is behind never meets a convolution's latch.)
+        enabled_late = Signal()
         go = {}
         for name, part in (("core", latch), ("fetch", latch_fetch), ("wdma", latch_wdma),
                            ("elements", latch_elements)):
             for j in range(0, len(part), LATCH_FIELDS):
                 copy = kept(f"latch_{name}_{j // LATCH_FIELDS}")
                 go.setdefault(name, copy)
-                m.d.sync += copy.eq(enabled & fsm_idle & ~copy)
+                m.d.sync += copy.eq(enabled_late & fsm_idle & ~copy)
                 with m.If(copy):
                     m.d.sync += part[j:j + LATCH_FIELDS]
         with m.FSM() as fsm:
@@ -407,6 +416,7 @@ class ConvEngine(wiring.Component):
             with m.State("COMPLETE"):           # the units finish together
                 m.next = "IDLE"
         m.d.comb += fsm_idle.eq(fsm.ongoing("IDLE"))
+        m.d.sync += enabled_late.eq(enabled & ~fsm.ongoing("COMPLETE"))
         # every output out and written, a register a cycle behind (each of its terms stays
         # true once true, in the run): not the count's sign and three units' flags into
         # every unit's done flag and the state
@@ -435,8 +445,8 @@ class ConvEngine(wiring.Component):
                 finished[unit] = done[unit] | others["sdp_memory"].done
         m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(flag)
                      for unit, flag in finished.items()]
-        self._others(m, csb, others, field, (buses, writes, owners), fsm_idle & ~enabled,
-                     shared_start)
+        self._others(m, csb, others, field, (buses, writes, owners), gos,
+                     fsm_idle & ~enabled, shared_start)
         return m
 
     @staticmethod
@@ -461,13 +471,14 @@ class ConvEngine(wiring.Component):
                      unit.drained.eq(wdma.idle & ~core.out.valid)]
 
     def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field,
-                bus_flags: tuple, conv_idle, shared_start) -> None:
+                bus_flags: tuple, gos: dict, conv_idle, shared_start) -> None:
         """The memory-to-memory units beside the convolution, one at a time: a unit starts
         when its units are enabled (:data:`OTHER_UNITS`, reading from memory) and neither a
         convolution nor another unit runs or is about to (the convolution first, then in
         the order of ``others``), latching its registers a cycle before; while it runs it
         has the AXI port and nothing else starts (``bus_flags``: dicts of a register per
-        unit, all of one value, one dict per use; the last is the decisions').  Its
+        unit, all of one value, one dict per use; the last is the decisions'; ``gos``: a
+        register per unit, its ``go``, which the decisions count as owning too).  Its
         completion completes its units and raises their done interrupt.
 
         The latch's enable is a register per :data:`LATCH_BITS` bits of the registers
@@ -482,7 +493,7 @@ class ConvEngine(wiring.Component):
                                                                                         post)))}
         owners = bus_flags[-1]
         claimed = Signal(name="other_claimed")      # a unit runs, or one before it starts
-        m.d.comb += claimed.eq(Cat(*owners.values()).any() if owners else 0)
+        m.d.comb += claimed.eq(Cat(*owners.values(), *gos.values()).any() if owners else 0)
         ahead = []                                  # units before this one that want to go
         for name, unit in others.items():
             units, mode = OTHER_UNITS[name]
@@ -493,14 +504,16 @@ class ConvEngine(wiring.Component):
             # found to go (``go``), its registers latched the next cycle (``latching``, on
             # copies of ``go``: not the decision's logic spread to every copy, 17.02 ns in
             # the full engine), started the cycle after
-            go, latching = Signal(name=f"{name}_go"), Signal(name=f"{name}_latching")
+            go, latching = gos[name], Signal(name=f"{name}_latching")
             start = kept(f"{name}_start")
             goes = (wants & conv_idle & ~claimed & ~Cat(*ahead).any() & ~go & ~latching
                     & ~start)
-            # the bus is the unit's from the cycle after it is found to go until the cycle
-            # after its done, a register (the unit's start and busy through the channels'
-            # choice into the memory's burst count was the full engine's path at 66 MHz)
-            has_bus = goes | go | latching | start | unit.busy
+            # the bus is the unit's from two cycles after it is found to go (the cycle
+            # before its start) until the cycle after its done, registers (the unit's start
+            # and busy through the channels' choice into the memory's burst count was the
+            # full engine's path at 66 MHz; the decision itself into the flags, at 77 MHz:
+            # in between, its ``go`` keeps others from starting)
+            has_bus = go | latching | start | unit.busy
             m.d.sync += [go.eq(goes), latching.eq(go), start.eq(latching),
                          *(copies[name].eq(has_bus) for copies in bus_flags)]
             if name == "sdp_memory":
