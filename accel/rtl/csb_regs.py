@@ -22,11 +22,11 @@ semantics, as the cmodel's :class:`accel.cmod.csb.UnitRegs` has them:
   and ``irq`` is high while any status bit is.
 
 The CSB port is a simple request/response bus: ``req`` (``valid``, byte
-``addr``, ``write``, ``wdata``) is always ready and registered once per 64 bytes
-of registers (:data:`PART_BITS`), then a write's select once per register
-(:data:`WRITE_LATENCY`: a write changes its register at the end of the second
-cycle after the one it is presented in, after a completion pulsed with the
-request);
+``addr``, ``write``, ``wdata``) is always ready and registered once per unit's
+window, then once per 64 bytes of registers (:data:`PART_BITS`), then a write's
+select once per register (:data:`WRITE_LATENCY`: a write changes its register at
+the end of the third cycle after the one it is presented in, after a completion
+pulsed with the request);
 a read returns ``rdata`` with ``rvalid`` :data:`READ_LATENCY` cycles after the
 request (the read data is then selected in :data:`READ_STAGES` registered
 stages; in the board's form from a copy in block RAM of the registers only the
@@ -70,15 +70,15 @@ CSB_REQUEST = data.StructLayout({"valid": 1, "addr": 32, "write": 1, "wdata": 32
 
 
 #: cycles from a request to the end of the cycle in which a write changes its register:
-#: the request's copy, then the register's own select
-WRITE_LATENCY = 2
+#: the request's two copies (per window, per part), then the register's own select
+WRITE_LATENCY = 3
 
-#: registered stages of a read after the request's copy (see :class:`CsbRegisterFile`)
+#: registered stages of a read after the request's copies (see :class:`CsbRegisterFile`)
 READ_STAGES = 4
 
 #: cycles from a read request to its ``rvalid`` (and from any request to its ``error``):
-#: the request's copy, then the read's stages
-READ_LATENCY = 1 + READ_STAGES
+#: the request's two copies, then the read's stages
+READ_LATENCY = 2 + READ_STAGES
 
 #: registers a read's second stage selects among in one place
 READ_CHUNK = 8
@@ -291,7 +291,6 @@ class CsbRegisterFile(wiring.Component):
                       setbits: Signal) -> Callable[[int], Value]:
         """The board's requests (``per_register``); returns a register's write select
         (a cycle before the write lands) by its address."""
-        req = self.req
         # ---- CSB requests ---------------------------------------------------------------
         # The request is registered once per part of a unit's window (the copies marked
         # ``keep``, so each can sit beside its registers): from a single register the write
@@ -300,11 +299,18 @@ class CsbRegisterFile(wiring.Component):
         # left the SDP window's among the most congested.  Each copy holds whether the
         # request is for its part (valid, word-aligned, the part's 64 bytes), the word
         # within the part, write and the data; a register's select is its part's valid and
-        # a compare of the word.
-        aligned = req.addr[:2] == 0
+        # a compare of the word.  The parts' copies are taken from a copy per window
+        # (:meth:`_staged`): the request's one register into all of them, a 13-ns net
+        # across the die, was the full engine's path at 74 MHz.
         parts = sorted({_part(a) for a in storage})
+        windows: dict[int, data.View] = {}
         mine, word, writing, wdata = {}, {}, {}, {}
         for part in parts:
+            base = part >> (WINDOW_BITS - PART_BITS)
+            if base not in windows:
+                windows[base] = self._staged(m, f"csb_req_window_{base:x}")
+            req = windows[base]
+            aligned = req.addr[:2] == 0
             mine[part] = kept(f"csb_req_{part:x}_valid")
             word[part] = kept(f"csb_req_{part:x}_word", PART_BITS - 2)
             writing[part] = kept(f"csb_req_{part:x}_write")
@@ -414,7 +420,7 @@ class CsbRegisterFile(wiring.Component):
         of the file, ~5,500 LUT4 for ~400 registers gathered from all over the die, was
         the largest part of the file and among the most congested nets of the full
         engine's build.)"""
-        req = self.req
+        req = self._staged(m, "csb_req_shadow")
         offsets = [(a & ((1 << WINDOW_BITS) - 1)) >> 2 for a in storage]
         word_bits = max(offsets).bit_length()
         window_bits = max(_window(a) for a in storage).bit_length()
@@ -486,7 +492,7 @@ class CsbRegisterFile(wiring.Component):
         register, the producer's group then) and the picked value a cycle later; then the
         board's window and output stages as plain delays.  Each decode is under a check
         that a request is there, so an idle cycle takes none of its branches."""
-        req = self.req
+        req = self._staged(m, "csb_req_staged")
         entries = sorted(storage.items())
         index_bits = (len(entries) + 1).bit_length()
         # the request's copy (the board's copies per part of a window)
@@ -550,10 +556,20 @@ class CsbRegisterFile(wiring.Component):
         self._read_flags(m, hit)
         return lambda address: written == index[address]
 
+    def _staged(self, m: Module, name: str) -> data.View:
+        """The request a cycle late, in a kept register ``name`` of its own: the first of
+        the request's two registered stages, one for each group of its users (each window
+        of the board's registers, the shadow's table), so that no one register of it
+        reaches across the die to all of them (the read flags, two bits, are a chain of
+        :data:`READ_LATENCY` registers from the request itself)."""
+        staged = Signal(CSB_REQUEST, name=name, attrs={"keep": 1})      # (a kept register)
+        m.d.sync += staged.eq(self.req)
+        return staged
+
     def _read_flags(self, m: Module, hit: Signal) -> None:
         """``rvalid`` and ``error``: the request's read and valid flags follow it for
         :data:`READ_LATENCY` cycles, whether it named a register (``hit``, known after
-        the request's copy) for the rest."""
+        the request's copies) for the rest."""
         req = self.req
         read = [Signal(name=f"csb_read_{i}") for i in range(READ_LATENCY - 1)]
         valid = [Signal(name=f"csb_valid_{i}") for i in range(READ_LATENCY - 1)]
