@@ -12,6 +12,8 @@ the entries written, the buffer need not check either side: :class:`CountedFIFO`
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -91,23 +93,37 @@ class StreamSlice(wiring.Component):
     valid nor the ready crosses the slice in one cycle, so producer and consumer may be
     placed apart.  The registers' enables are the slice's own flags and ``out.ready``
     only (a register loads whatever ``inp`` holds whenever it is free; its valid flag says
-    whether that was an entry): ``inp.valid`` arriving from afar goes into two flip-flops,
-    not into the enable of every payload bit."""
+    whether that was an entry): ``inp.valid`` arriving from afar goes into flip-flops,
+    not into the enable of every payload bit.
 
-    def __init__(self, shape) -> None:
+    ``parts``: the payload's bits in that many parts, each with copies of the flags of
+    its own (marked ``keep``, all of one value), so that no one enable reaches every bit
+    of a wide payload.  ``level``: the entries held, 0 to 2."""
+
+    def __init__(self, shape, parts: int = 1) -> None:
+        self.parts = parts
         super().__init__({"inp": In(stream.Signature(shape)),
-                          "out": Out(stream.Signature(shape))})
+                          "out": Out(stream.Signature(shape)), "level": Out(range(3))})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         inp, out = self.inp, self.out
-        skid, skid_valid = Signal.like(inp.payload, name="skid"), Signal()
-        m.d.comb += inp.ready.eq(~skid_valid)
-        with m.If(out.ready | ~out.valid):          # the output register is free
-            with m.If(skid_valid):
-                m.d.sync += [out.payload.eq(skid), out.valid.eq(1), skid_valid.eq(0)]
-            with m.Else():
-                m.d.sync += [out.payload.eq(inp.payload), out.valid.eq(inp.valid)]
-        with m.Elif(~skid_valid):                   # it holds: an entry offered now waits
-            m.d.sync += [skid.eq(inp.payload), skid_valid.eq(inp.valid)]
+        incoming, outgoing = Value.cast(inp.payload), Value.cast(out.payload)
+        skid = Signal.like(incoming, name="skid")
+        width = len(incoming)
+        bounds = [width * i // self.parts for i in range(self.parts + 1)]
+        for i, (lo, hi) in enumerate(pairwise(bounds)):
+            # the part's copies of the flags (the first: the slice's own)
+            full = kept(f"out_valid_{i}") if i else Signal(name="out_valid")
+            held = kept(f"skid_valid_{i}") if i else Signal(name="skid_valid")
+            if i == 0:
+                m.d.comb += [out.valid.eq(full), inp.ready.eq(~held),
+                             self.level.eq(full + held)]
+            with m.If(out.ready | ~full):               # the output register is free
+                with m.If(held):
+                    m.d.sync += [outgoing[lo:hi].eq(skid[lo:hi]), full.eq(1), held.eq(0)]
+                with m.Else():
+                    m.d.sync += [outgoing[lo:hi].eq(incoming[lo:hi]), full.eq(inp.valid)]
+            with m.Elif(~held):                         # it holds: an entry offered now waits
+                m.d.sync += [skid[lo:hi].eq(incoming[lo:hi]), held.eq(inp.valid)]
         return m

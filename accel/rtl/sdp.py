@@ -7,7 +7,7 @@ in per-kernel mode (``operand_write``); the entry is read from block RAM into a
 register, and SDP takes no beat in the two cycles after the kernel group changes.  A
 stage whose operands come per element (``per_element``) takes them from ``elements``,
 a beat's operands for each beat (:class:`~accel.rtl.element_operands.ElementOperands`),
-queued in a small FIFO: a beat is offered only once its operands are there.  The
+queued in a two-entry slice: a beat is offered only once its operands are there.  The
 int8 beats leave on ``out`` in the order the sums came: kernel group, then point.
 
 NVDLA has one SDP for both of its inputs: while ``from_memory`` is set, the lanes come on
@@ -20,7 +20,7 @@ beats.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
@@ -36,6 +36,9 @@ from accel.rtl.postproc import (
     lanes_per_cycle,
 )
 from accel.rtl.timing import kept_copies, kept_like, registered_copy, set_all
+
+#: parts of a beat's per-element operands with flags of their own (:class:`StreamSlice`)
+ELEMENT_PARTS = 8
 
 
 class Sdp(wiring.Component):
@@ -91,22 +94,19 @@ class Sdp(wiring.Component):
         # whole beat of registers
         settle = Signal(range(3))
         settle_next = Signal.like(settle)
-        m.submodules.elements = elements = fifo.SyncFIFOBuffered(
-            width=len(self.elements.payload.as_value()), depth=2)
-        # (the operands come from afar through a slice: their producer's valid into the
-        # write enable of the FIFO's every bit was the full engine's path at 76 MHz)
-        m.submodules.elements_slice = arriving = StreamSlice(operand_layout(self.hw))
-        wiring.connect(m, wiring.flipped(self.elements), arriving.inp)
+        # the per-element operands wait in a two-entry slice, each part of a beat's operands
+        # on flags of its own (their producer's valid into the write enable of every bit of
+        # a FIFO was the full engine's path at 76 MHz, the FIFO's one enable at 74 MHz)
+        m.submodules.elements = elements = StreamSlice(operand_layout(self.hw),
+                                                       parts=ELEMENT_PARTS)
+        wiring.connect(m, wiring.flipped(self.elements), elements.inp)
         per_element = self.per_element.any()
-        m.d.comb += [elements.w_data.eq(arriving.out.payload),
-                     elements.w_en.eq(arriving.out.valid),
-                     arriving.out.ready.eq(elements.w_rdy)]
         moved = post.inp.valid & post.inp.ready
-        m.d.comb += elements.r_en.eq(moved & per_element)
+        m.d.comb += elements.out.ready.eq(moved & per_element)
         if post.lanes == n_k:
             ops_ok = Signal(init=1)
             m.d.sync += ops_ok.eq(settle_next == 0)
-            ok = ops_ok & (~per_element | elements.r_rdy)
+            ok = ops_ok & (~per_element | elements.out.valid)
             m.d.comb += [post.inp.valid.eq(self.sum.valid & ok),
                          self.sum.ready.eq(post.inp.ready & ok)]
             m.d.comb += [post.inp.payload.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
@@ -132,7 +132,7 @@ class Sdp(wiring.Component):
                                        Mux(settle != 0, settle - 1, 0)))
         m.d.sync += settle.eq(settle_next)
         ops = self._operands(m, out_kg)
-        beat_ops = data.View(operand_layout(self.hw), elements.r_data)
+        beat_ops = elements.out.payload
         for stage, names in enumerate((("alu1", "mul1"), ("alu2", "mul2"))):
             for name in names:
                 m.d.comb += [getattr(post.inp.payload, name)[i].eq(
