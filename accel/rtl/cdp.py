@@ -41,6 +41,7 @@ from accel.rtl.axi import AxiReader, AxiWriter, read_signature, write_signature
 from accel.rtl.cmac import DSP_PRODUCT_BITS, registered_multiply, use_ecp5_dsp
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS
 from accel.rtl.postproc import (
+    PRODUCT_STAGES,
     ShiftSettings,
     half_minus_one,
     overflows,
@@ -49,7 +50,7 @@ from accel.rtl.postproc import (
     saturate,
     shift_round_stages,
 )
-from accel.rtl.timing import PassCount, delayed, shift_right_stages, stage
+from accel.rtl.timing import PassCount, delayed, registered_copy, shift_right_stages, stage
 
 #: the CDP's units, its read DMA first (enabled together, completed together)
 CDP_UNITS = ("NVDLA_CDP_RDMA", "NVDLA_CDP")
@@ -61,7 +62,7 @@ OUT_WORDS = 8
 #: stages of the input converter and the square, from a lane's take to the window
 CONVERTER_STAGES = 8
 #: stages of the multiplier and the output converter, from the lookup's result
-OUTPUT_STAGES = 9
+OUTPUT_STAGES = 6 + PRODUCT_STAGES
 #: bits of a LUT input: a square sum (at most 9 x 256**2) or a converted lane, signed
 LUT_IN_BITS = 21
 #: the LUT's arithmetic wraps at 64 bits where the cmodel's int64 does
@@ -481,7 +482,10 @@ class Cdp(wiring.Component):
             m.d.sync += [word.eq(reader.data.payload), have.eq(1)]
         with m.Elif(take & (lane == atom - 1)):
             m.d.sync += have.eq(0)
-        last_surface = surface == cfg.surfaces - 1
+        # (the count less one from a register: the operation's registers through a
+        # subtraction into the lanes' padding, 13.25 ns in the full engine; the first lane
+        # comes a command's round trip after the start)
+        last_surface = surface == registered_copy(m, "surfaces_m1", cfg.surfaces - 1)
         word_done = take & (lane == atom - 1)
         serialized = self._walk(m, "lanes", 0, 0, 0, word_done)
         with m.If(take):
@@ -562,7 +566,7 @@ class Cdp(wiring.Component):
                      lut.write_cfg.eq(self.lut_cfg), lut.write_cfg_value.eq(self.lut_cfg_value),
                      lut.write_data.eq(self.lut_data),
                      lut.write_data_value.eq(self.lut_data_value)]
-        # the multiplier (a DSP block, 2 stages); the output converter: 1 the offset, 3 the
+        # the multiplier (a DSP block, 2 stages); the output converter: 1 the offset, the
         # scale (product_stages: two DSP blocks and their sum), 1 the rounding term, 1 the
         # shift (shift_round_stages), 1 the saturation
         product = Signal(signed(DSP_PRODUCT_BITS))

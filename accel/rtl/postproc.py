@@ -50,8 +50,11 @@ from accel.rtl.timing import delayed, kept, registered_copy, stage
 ACC_BITS = 34                # CACC_PARSUM_WIDTH
 ALU_MAX, ALU_MIN, ALU_SUM = 0, 1, 2
 MAX_ALU_SHIFT = 40           # larger operand shifts saturate the same way
-X_STAGES = 8                 # an X stage: 2 of ALU, 3 of product, 2 of rounding shift, saturation
-STAGES = 1 + 3 + 2 * X_STAGES + 7    # the input register, CACC truncation, X1, X2, CVT
+PRODUCT_STAGES = 4           # a product of up to 35 x 16 bits (:func:`product_stages`)
+X_STAGES = 5 + PRODUCT_STAGES    # an X stage: 2 of ALU, the product, 2 of rounding shift,
+                                 # saturation
+STAGES = 1 + 3 + 2 * X_STAGES + 4 + PRODUCT_STAGES   # the input register, CACC
+                                                     # truncation, X1, X2, CVT
 
 
 class StageLayout(data.StructLayout):
@@ -184,17 +187,20 @@ def shift_round_stages(m: Module, name: str, x: Value, st: ShiftSettings, no_shi
 
 
 def product_stages(m: Module, name: str, x: Value, operand: Value, ecp5_dsp: bool) -> Value:
-    """``x * operand`` (``x`` up to 35 bits signed, ``operand`` 16 bits signed) in three
-    register stages ``name_*``: two 18x18 products of ``x``'s low 17 bits (unsigned) and
-    the rest, each with its operands and product in registers
+    """``x * operand`` (``x`` up to 35 bits signed, ``operand`` 16 bits signed) in
+    :data:`PRODUCT_STAGES` register stages ``name_*``: two 18x18 products of ``x``'s low 17
+    bits (unsigned) and the rest, each with its operands and product in registers
     (:func:`accel.rtl.cmac.registered_multiply`; with ``ecp5_dsp`` those of two MULT18X18D
-    blocks), then their sum.  Returns the product three cycles after ``x``."""
+    blocks), the products in fabric registers (a DSP block's output straight into the
+    fabric's adder was a 10.8-ns net in the full engine), then their sum.  Returns the
+    product :data:`PRODUCT_STAGES` cycles after ``x``."""
     x, operand = x.as_signed(), operand.as_signed()
     parts = {"lo": x[:17].as_unsigned(), "hi": x[17:].as_signed()}
     products = {}
     for part, value in parts.items():
-        products[part] = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_{part}")
-        registered_multiply(m, f"{name}_{part}_dsp", value, operand, products[part], ecp5_dsp)
+        product = Signal(signed(DSP_PRODUCT_BITS), name=f"{name}_{part}")
+        registered_multiply(m, f"{name}_{part}_dsp", value, operand, product, ecp5_dsp)
+        products[part] = stage(m, f"{name}_{part}_out", product)
     return stage(m, f"{name}_prod", (products["hi"] << 17) + products["lo"],
                  signed(len(x) + 16))
 
@@ -254,13 +260,13 @@ class LaneDatapath(wiring.Component):
                      Mux(st.alu_algo == ALU_MIN, Mux(less, x, alu_op), total))
         a = stage(m, f"{name}_alu", Mux(st.bypass | st.alu_bypass, x, result), signed(34))
         mul_op = delayed(m, f"{name}_mulop", mul_op, 2)
-        # the multiplier (3 stages); beside it, what the shift takes instead of the product:
-        # x itself when the multiplier is bypassed (truncation only) or PReLU passes x >= 0
+        # the multiplier; beside it, what the shift takes instead of the product: x itself
+        # when the multiplier is bypassed (truncation only) or PReLU passes x >= 0
         product = product_stages(m, f"{name}_mul", a, mul_op, ecp5)
         passes = st.prelu & (a >= 0)
-        take_x = delayed(m, f"{name}_take_x", st.mul_bypass | passes, 3)
-        no_shift = delayed(m, f"{name}_no_shift", ~st.mul_bypass & passes, 3)
-        a3 = delayed(m, f"{name}_a", a, 3)
+        take_x = delayed(m, f"{name}_take_x", st.mul_bypass | passes, PRODUCT_STAGES)
+        no_shift = delayed(m, f"{name}_no_shift", ~st.mul_bypass & passes, PRODUCT_STAGES)
+        a3 = delayed(m, f"{name}_a", a, PRODUCT_STAGES)
         z = Mux(take_x, a3, product)
         # shift with rounding (3 stages, see shift_round_stages), then saturate and ReLU
         shifted = shift_round_stages(m, name, z, s, no_shift, len(product))
@@ -338,7 +344,7 @@ class LaneDatapath(wiring.Component):
                       for n, v in ops["x2"].items()}
             x2 = self._x_stage(m, f"{lane}_x2", ecp5, x_cfg["x2"], mul_s["x2"], x1,
                                x2_ops["alu"], x2_ops["mul"])
-            # CVT: subtract, product (3 stages), round and shift (2), saturate
+            # CVT: subtract, product, round and shift (2), saturate
             diff = stage(m, f"{lane}_cvt_sub", x2 - cfg.cvt_offset, signed(33))
             prod = product_stages(m, f"{lane}_cvt_mul", diff, cfg.cvt_scale, ecp5)
             cvt = shift_round_stages(m, f"{lane}_cvt", prod, cvt_s, Const(0), len(prod))
