@@ -53,11 +53,11 @@ atoms in flight (:func:`accel.rtl.credits.credit_room`), so a stalled ``result``
 from __future__ import annotations
 
 from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
-from accel.rtl.credits import credit_room
+from accel.rtl.credits import PartedFIFO, credit_room
 from accel.rtl.timing import kept, kept_like
 
 #: Bits of one int8 operand (the v2 configurations are int8-only).
@@ -257,8 +257,9 @@ class Cmac(wiring.Component):
         # stages 5..L+4 the adder levels.
         last = levels + 4
         depth = capacity(cfg)
-        m.submodules.results = results = fifo.SyncFIFOBuffered(
-            width=len(self.result.payload.as_value()), depth=depth)
+        # (in parts of two lanes, each with pointers of its own: see PartedFIFO)
+        m.submodules.results = results = PartedFIFO(
+            width=len(self.result.payload.as_value()), depth=depth, parts=max(1, n_k // 2))
         take = self.data.valid & self.data.ready
         give = self.result.valid & self.result.ready
         room = credit_room(m, depth, take, give)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 from amaranth.hdl import Module, Mux, Signal, Value
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from accel.rtl.timing import kept
@@ -126,4 +126,33 @@ class StreamSlice(wiring.Component):
                     m.d.sync += [outgoing[lo:hi].eq(incoming[lo:hi]), full.eq(inp.valid)]
             with m.Elif(~held):                         # it holds: an entry offered now waits
                 m.d.sync += [skid[lo:hi].eq(incoming[lo:hi]), held.eq(inp.valid)]
+        return m
+
+
+class PartedFIFO(wiring.Component):
+    """A ``SyncFIFOBuffered`` of ``width`` bits and ``depth`` entries built as ``parts``
+    of them side by side, each holding its share of the bits with read and write pointers
+    of its own, all written and read together: no one pointer register addresses the
+    memory cells of every bit of a wide entry (in distributed RAM across the die, a read
+    address into every cell was the full engine's path at 74 MHz).  The ports are
+    ``SyncFIFOBuffered``'s; ``w_rdy``, ``r_rdy`` and ``level`` are the first part's (all
+    parts count alike)."""
+
+    def __init__(self, width: int, depth: int, parts: int) -> None:
+        self.width, self.depth, self.parts = width, depth, parts
+        super().__init__({"w_data": In(width), "w_en": In(1), "w_rdy": Out(1),
+                          "r_data": Out(width), "r_en": In(1), "r_rdy": Out(1),
+                          "level": Out(range(depth + 1))})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        bounds = [self.width * i // self.parts for i in range(self.parts + 1)]
+        for i, (lo, hi) in enumerate(pairwise(bounds)):
+            part = fifo.SyncFIFOBuffered(width=hi - lo, depth=self.depth)
+            m.submodules[f"part{i}"] = part
+            m.d.comb += [part.w_data.eq(self.w_data[lo:hi]), part.w_en.eq(self.w_en),
+                         self.r_data[lo:hi].eq(part.r_data), part.r_en.eq(self.r_en)]
+            if i == 0:
+                m.d.comb += [self.w_rdy.eq(part.w_rdy), self.r_rdy.eq(part.r_rdy),
+                             self.level.eq(part.level)]
         return m
