@@ -30,7 +30,7 @@ from accel.rtl.conv_layout import (
 )
 from accel.rtl.credits import credit_room
 from accel.rtl.csc import Csc
-from accel.rtl.postproc import BeatLayout, ResultLayout, lanes_per_cycle
+from accel.rtl.postproc import BeatLayout, ResultLayout, lanes_per_cycle, memory_ready_copies
 from accel.rtl.sdp import Sdp
 
 #: Entries of the FIFO between the MAC array and CACC: a beat a cycle flows through it
@@ -53,7 +53,7 @@ class ConvCore(wiring.Component):
     out : ``Out(stream.Signature(ResultLayout(cfg)))``
     memory, from_memory : with ``memory_input``, SDP's input read from memory, a lane group
     at a time, and whether the operation is one (:class:`~accel.rtl.sdp.Sdp`): their
-    results leave on ``out`` too
+    results leave on ``out`` too; memory_ready_copies: ``memory.ready``'s copies (Sdp's)
     """
 
     def __init__(self, cfg: HwConfig, points: int = 16, feature_entries: int = 2048,
@@ -78,6 +78,8 @@ class ConvCore(wiring.Component):
         if memory_input:
             members.update(memory=In(stream.Signature(BeatLayout(cfg, lanes_per_cycle(cfg)))),
                            from_memory=In(1))
+            if memory_ready_copies(cfg):
+                members["memory_ready_copies"] = Out(memory_ready_copies(cfg))
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
@@ -112,6 +114,8 @@ class ConvCore(wiring.Component):
         if self.memory_input:
             wiring.connect(m, wiring.flipped(self.memory), sdp.memory)
             m.d.comb += sdp.from_memory.eq(self.from_memory)
+            if memory_ready_copies(self.hw):
+                m.d.comb += self.memory_ready_copies.eq(sdp.memory_ready_copies)
         wiring.connect(m, sdp.out, wiring.flipped(self.out))
         return m
 

@@ -63,6 +63,7 @@ from accel.rtl.dma import ADDR_BITS, ConvFetch, OutputWriter
 from accel.rtl.element_operands import AxiReadMux, ElementOperands
 from accel.rtl.pdp import PDP_UNITS, Pdp, PdpConfigLayout
 from accel.rtl.pdp import config_from_registers as pdp_config
+from accel.rtl.postproc import memory_ready_copies
 from accel.rtl.sdp_memory import (
     SdpMemory,
     SdpMemoryConfigLayout,
@@ -469,6 +470,8 @@ class ConvEngine(wiring.Component):
         with m.If(unit.done):
             m.d.sync += from_memory.eq(0)
         wiring.connect(m, unit.lanes, core.memory)
+        if memory_ready_copies(unit.hw):
+            m.d.comb += unit.lanes_ready_copies.eq(core.memory_ready_copies)
         m.d.comb += [core.from_memory.eq(from_memory), wdma.start.eq(kick | start_writer),
                      unit.results.eq(core.out.valid & core.out.ready),
                      unit.drained.eq(wdma.idle & ~core.out.valid)]

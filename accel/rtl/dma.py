@@ -187,10 +187,14 @@ class ConvFetch(wiring.Component):
         m.d.comb += self.bus_error.eq(reader.bus_error)
         # the commands reach the reader through a slice (the reader's command register
         # through the commands' choice into the command blocks' enables and back into
-        # that register, 12.7-13.1 ns in the full engine)
+        # that register, 12.7-13.1 ns in the full engine), and its words come through one
+        # (the weight aligner's room through the words' ready into the reader's buffer,
+        # 12.23 ns)
         m.submodules.commands = commands = StreamSlice(reader.cmd.payload.shape())
         wiring.connect(m, commands.out, reader.cmd)
-        cmd, beat = commands.inp, reader.data
+        m.submodules.arriving = arriving = StreamSlice(reader.data.payload.shape())
+        wiring.connect(m, reader.data, arriving.inp)
+        cmd, beat = commands.inp, arriving.out
         ready, done = Signal(), Signal()
         body = Signal()                          # features and weights under way
         body_begins = Signal()                   # its first cycle is next
@@ -308,7 +312,7 @@ class ConvFetch(wiring.Component):
                     m.next = "BODY"
             with m.State("BODY"):
                 with m.If(~fc.more & wc.finished & ~tags.r_rdy & wa.done & ~reader.busy
-                          & (commands.level == 0)
+                          & (commands.level == 0) & (arriving.level == 0)
                           & ~cv.busy & ~images_busy):
                     m.d.sync += [done.eq(1), body.eq(0)]
                     m.next = "IDLE"

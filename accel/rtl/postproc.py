@@ -363,6 +363,13 @@ def lane_group_counts(groups: int) -> list[tuple]:
                                for part in parts]
 
 
+
+def memory_ready_copies(hw: HwConfig) -> int:
+    """Copies of the ready of SDP's input from memory (``lane_inp``): one per count of its
+    producer's :class:`LaneGroups` where lanes go in by groups, else none."""
+    groups = hw.atomic_k // lanes_per_cycle(hw)
+    return len(lane_group_counts(groups)) if groups > 1 else 0
+
 class LaneGroups:
     """A beat (``payload``, :class:`BeatLayout`) handed on a lane group a cycle, from
     registers: the beat is taken into ``held`` (a :class:`BeatLayout` of
@@ -441,6 +448,10 @@ class PostProcessor(wiring.Component):
         ``atomic_k / lanes`` groups make a beat on ``out``.  A producer that has the beat
         in its own registers hands it on a group a cycle, so no beat-wide bus meets
         ``inp``'s here.
+    lane_ready_copies : ``Out(len(lane_group_counts(groups)))``, with ``lane_input`` where
+        lanes go in by groups: ``lane_inp.ready``, each from a copy of the datapath's
+        ready of its own, for a producer that hands its groups on with
+        :class:`LaneGroups` (one per count).
     """
 
     def __init__(self, cfg: HwConfig, ecp5_dsp: bool | None = None,
@@ -461,6 +472,8 @@ class PostProcessor(wiring.Component):
         if lane_input:
             members.update(lane_inp=In(stream.Signature(BeatLayout(cfg, self.lanes))),
                            lane_select=In(1))
+            if groups > 1:
+                members["lane_ready_copies"] = Out(len(self.counts))
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
@@ -469,9 +482,10 @@ class PostProcessor(wiring.Component):
         groups = k // n
         # where lanes go in by groups, each copy of the group count (below) has a copy of
         # the datapath's ready of its own
+        # (and as many for the lanes' other input's producer)
+        copies = len(self.counts) * (2 if self.lane_input else 1) if groups > 1 else 0
         m.submodules.lanes = dp = LaneDatapath(self.hw, n, self.ecp5_dsp,
-                                               ready_copies=len(self.counts) if groups > 1
-                                               else 0)
+                                               ready_copies=copies)
         m.d.comb += dp.cfg.eq(self.cfg)
         if n == k:
             self._datapath_input(m, dp, self.inp.valid, self.inp.payload, self.inp.ready)
@@ -485,8 +499,12 @@ class PostProcessor(wiring.Component):
         # count, 17 on nv_small).
         valid = (list(self.inp_valid_copies) if self.valid_copies
                  else [self.inp.valid] * len(self.counts))
+        ready = list(dp.inp_ready_copies)
         groups_in = LaneGroups(m, self.hw, self.inp.payload, valid,
-                               list(dp.inp_ready_copies))
+                               ready[:len(self.counts)])
+        if self.lane_input:
+            m.d.comb += [copy.eq(r & self.lane_select) for copy, r in
+                         zip(self.lane_ready_copies, ready[len(self.counts):], strict=True)]
         self._datapath_input(m, dp, groups_in.valid, groups_in.held[0], self.inp.ready)
         m.d.comb += self.inp.ready.eq(groups_in.ready)
         # ---- out: gather the lane groups' results into a beat (from either input)

@@ -34,6 +34,7 @@ from accel.rtl.postproc import (
     PostProcessor,
     ResultLayout,
     lanes_per_cycle,
+    memory_ready_copies,
 )
 from accel.rtl.timing import kept_copies, kept_like, registered_copy, set_all
 
@@ -60,6 +61,10 @@ class Sdp(wiring.Component):
     time (the datapath's own rate), taken while ``from_memory``
     from_memory : ``In(1)``, with ``memory_input``: the operation is SDP's from memory
     (held from a cycle before its first beat to its last; no convolution runs then)
+    memory_ready_copies : ``Out``, with ``memory_input`` where lanes go in by groups:
+        ``memory.ready``, one per count of the producer's
+        :class:`~accel.rtl.postproc.LaneGroups` (:class:`PostProcessor`'s
+        ``lane_ready_copies``)
     out : ``Out(stream.Signature(ResultLayout(hw)))``
     """
 
@@ -79,6 +84,8 @@ class Sdp(wiring.Component):
         if memory_input:
             members.update(memory=In(stream.Signature(BeatLayout(hw, lanes_per_cycle(hw)))),
                            from_memory=In(1))
+            if memory_ready_copies(hw):
+                members["memory_ready_copies"] = Out(memory_ready_copies(hw))
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
@@ -144,6 +151,8 @@ class Sdp(wiring.Component):
             wiring.connect(m, wiring.flipped(self.memory), post.lane_inp)
             m.d.comb += post.lane_select.eq(registered_copy(m, "from_memory",
                                                             self.from_memory))
+            if memory_ready_copies(self.hw):
+                m.d.comb += self.memory_ready_copies.eq(post.lane_ready_copies)
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 

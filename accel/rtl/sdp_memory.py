@@ -43,6 +43,7 @@ from accel.rtl.postproc import (
     PostProcessor,
     lane_group_counts,
     lanes_per_cycle,
+    memory_ready_copies,
 )
 from accel.rtl.sdp_rdma import DECODE_LANES
 from accel.rtl.timing import PassCount, kept_copies, registered_copy, set_all, stage
@@ -330,7 +331,9 @@ class SdpMemory(wiring.Component):
     of their end from ``results`` (``In(1)``: a result beat left the datapath) and
     ``drained`` (``In(1)``: the datapath offers no result and the write DMA has every
     write answered); the owner programs the write DMA (:func:`writer_config`) and the
-    datapath (``cfg.post``).
+    datapath (``cfg.post``).  ``lanes_ready_copies`` (``In``, where lanes go in by groups):
+    ``lanes.ready``, one per count of the hand-off
+    (:func:`~accel.rtl.postproc.memory_ready_copies`).
     """
 
     def __init__(self, hw: HwConfig, ecp5_dsp: bool | None = None, shared: bool = False) -> None:
@@ -344,6 +347,8 @@ class SdpMemory(wiring.Component):
         if shared:
             members.update(lanes=Out(stream.Signature(BeatLayout(hw, lanes_per_cycle(hw)))),
                            results=In(1), drained=In(1))
+            if memory_ready_copies(hw):
+                members["lanes_ready_copies"] = In(memory_ready_copies(hw))
         else:
             members["axi_write"] = Out(write_signature(ADDR_BITS, 8 * hw.atom_size))
         super().__init__(members)
@@ -572,8 +577,9 @@ class SdpMemory(wiring.Component):
         out = self.lanes
         copies = [offered, *kept_copies("offered", len(lane_group_counts(
             self.hw.atomic_k // lanes_per_cycle(self.hw))) - 1)]
-        groups = LaneGroups(m, self.hw, beat, copies, [out.ready] * len(copies),
-                            reset=self.start)
+        ready = (list(self.lanes_ready_copies) if memory_ready_copies(self.hw)
+                 else [out.ready] * len(copies))
+        groups = LaneGroups(m, self.hw, beat, copies, ready, reset=self.start)
         for copy, take in zip(copies[1:], groups.takes[1:], strict=True):
             with m.If(offer):
                 m.d.sync += copy.eq(1)
