@@ -174,11 +174,17 @@ class ElementOperands(wiring.Component):
         # is taken after the begin, a cycle later)
         need = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need_op") for s in STAGES}
         m.d.sync += [need[s].eq(Mux(on[s], words[s], 0)) for s in STAGES]
-        # the beat being assembled (surface, row, column; counted, not multiplied out)
+        # the beat being assembled: the columns, rows and surfaces left, with their last
+        # flags registers (the operation's sizes through the counts' comparisons into
+        # ``assembling`` were 12.20 ns in the full engine)
         assembling = Signal()
-        bs, by, bx = Signal(SIZE_BITS), Signal(SIZE_BITS), Signal(SIZE_BITS)
+        counts = [PassCount(m, f"beat_{n}", total, SIZE_BITS)
+                  for n, total in (("column", cfg.w), ("row", cfg.h),
+                                   ("surface", cfg.surfaces))]
         with m.If(begin["assembler"]):
-            m.d.sync += [assembling.eq(on["x1"] | on["x2"]), bs.eq(0), by.eq(0), bx.eq(0)]
+            m.d.sync += assembling.eq(on["x1"] | on["x2"])
+            for count in counts:
+                count.first(m)
         offered = Signal()
         restart = begin["assembler"] | (self.out.valid & self.out.ready)
         held, complete = {}, Const(1)
@@ -199,16 +205,24 @@ class ElementOperands(wiring.Component):
                              getattr(self.out.payload, mul)[i].eq(b)]
         m.d.comb += self.out.valid.eq(offered)
         with m.If(self.out.valid & self.out.ready):
-            m.d.sync += [offered.eq(0), bx.eq(bx + 1)]
-            with m.If(bx == cfg.w - 1):
-                m.d.sync += [bx.eq(0), by.eq(by + 1)]
-                with m.If(by == cfg.h - 1):
-                    m.d.sync += [by.eq(0), bs.eq(bs + 1)]
-                    with m.If(bs == cfg.surfaces - 1):
-                        m.d.sync += assembling.eq(0)
+            m.d.sync += offered.eq(0)
+            self._beat_taken(m, counts, assembling)
 
         m.d.comb += self.busy.eq(begin["walker"] | walking | assembling | reader.busy)
         return m
+
+    @staticmethod
+    def _beat_taken(m: Module, counts, assembling: Signal) -> None:
+        """The next beat's column, row and surface (``counts``, innermost first); after the
+        last beat, ``assembling`` ends."""
+        count, *outer = counts
+        count.next(m)
+        with m.If(count.last):
+            count.restart(m)
+            if outer:
+                ElementOperands._beat_taken(m, outer, assembling)
+            else:
+                m.d.sync += assembling.eq(0)
 
 
 class AxiReadMux(wiring.Component):
