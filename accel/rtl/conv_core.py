@@ -32,6 +32,7 @@ from accel.rtl.credits import credit_room
 from accel.rtl.csc import Csc
 from accel.rtl.postproc import BeatLayout, ResultLayout, lanes_per_cycle, memory_ready_copies
 from accel.rtl.sdp import Sdp
+from accel.rtl.timing import stage
 
 #: Entries of the FIFO between the MAC array and CACC: a beat a cycle flows through it
 #: with its credit given back from a register, a cycle after the beat leaves.
@@ -146,7 +147,11 @@ class ConvCore(wiring.Component):
             psum.first.eq(meta.r_data[point_bits]),
             psum.last.eq(meta.r_data[point_bits + 1]),
             cmac.result.ready.eq(moved), meta.r_en.eq(moved),
-            psums.w_en.eq(moved), psums.w_data.eq(psum),
+            # written a cycle after the move, from registers (the move into the write
+            # enables of the FIFO's storage was 11.03 ns in the full engine); the credit
+            # taken at the move covers the entry on its way
+            psums.w_en.eq(stage(m, "psum_moved", moved)),
+            psums.w_data.eq(stage(m, "psum_entry", psum)),
             cacc.psum.valid.eq(psums.r_rdy), cacc.psum.payload.eq(psums.r_data),
             psums.r_en.eq(cacc.psum.ready),
         ]

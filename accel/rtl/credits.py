@@ -98,12 +98,15 @@ class StreamSlice(wiring.Component):
 
     ``parts``: the payload's bits in that many parts, each with copies of the flags of
     its own (marked ``keep``, all of one value), so that no one enable reaches every bit
-    of a wide payload.  ``level``: the entries held, 0 to 2."""
+    of a wide payload.  ``level``: the entries held, 0 to 2.  ``ready_copies``:
+    ``inp.ready`` as each part's flag gives it (all equal), for a producer whose take
+    enables many registers: each group of them decides on a copy of its own."""
 
     def __init__(self, shape, parts: int = 1) -> None:
         self.parts = parts
         super().__init__({"inp": In(stream.Signature(shape)),
-                          "out": Out(stream.Signature(shape)), "level": Out(range(3))})
+                          "out": Out(stream.Signature(shape)), "level": Out(range(3)),
+                          "ready_copies": Out(parts)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -116,6 +119,7 @@ class StreamSlice(wiring.Component):
             # the part's copies of the flags (the first: the slice's own)
             full = kept(f"out_valid_{i}") if i else Signal(name="out_valid")
             held = kept(f"skid_valid_{i}") if i else Signal(name="skid_valid")
+            m.d.comb += self.ready_copies[i].eq(~held)
             if i == 0:
                 m.d.comb += [out.valid.eq(full), inp.ready.eq(~held),
                              self.level.eq(full + held)]

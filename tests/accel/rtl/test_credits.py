@@ -127,6 +127,7 @@ def test_stream_slice_keeps_order_and_level_in_parts(parts: int) -> None:
             ready = rng.random() < 0.6
             ctx.set(dut.out.ready, ready)
             assert ctx.get(dut.level) == inside
+            assert ctx.get(dut.ready_copies) == ((1 << parts) - 1 if inside < 2 else 0)
             took = offering and ctx.get(dut.inp.ready)
             gave = ready and ctx.get(dut.out.valid)
             if gave:
