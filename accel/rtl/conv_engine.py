@@ -449,7 +449,7 @@ class ConvEngine(wiring.Component):
                 finished[unit] = done[unit] | others["sdp_memory"].done
         m.d.comb += [getattr(csb, f"{port_name(unit)}_done").eq(flag)
                      for unit, flag in finished.items()]
-        self._others(m, csb, others, field, (buses, writes, owners), gos,
+        self._others(m, csb, others, field, (buses, writes, owners), gos, other_owner,
                      (conv_reads, conv_writes), fsm_idle & ~enabled, shared_start)
         return m
 
@@ -477,7 +477,7 @@ class ConvEngine(wiring.Component):
                      unit.drained.eq(wdma.idle & ~core.out.valid)]
 
     def _others(self, m: Module, csb: CsbRegisterFile, others: dict, field,
-                bus_flags: tuple, gos: dict, conv_flags: tuple, conv_idle,
+                bus_flags: tuple, gos: dict, claimed, conv_flags: tuple, conv_idle,
                 shared_start) -> None:
         """The memory-to-memory units beside the convolution, one at a time: a unit starts
         when its units are enabled (:data:`OTHER_UNITS`, reading from memory) and neither a
@@ -486,6 +486,7 @@ class ConvEngine(wiring.Component):
         has the AXI port and nothing else starts (``bus_flags``: dicts of a register per
         unit, all of one value, one dict per use; the last is the decisions'; ``gos``: a
         register per unit, its ``go``, which the decisions count as owning too;
+        ``claimed``: a unit owns the bus or goes, the decisions' flags and ``gos`` together;
         ``conv_flags``: the convolution's read and write flags, set while no unit has the
         bus, or the write channels only SDP from memory on the shared datapath).  Its
         completion completes its units and raises their done interrupt.
@@ -500,9 +501,6 @@ class ConvEngine(wiring.Component):
                    "sdp_memory": (SdpMemoryConfigLayout(),
                                   sdp_memory_config(field, hw, lambda post: sdp_fields(field,
                                                                                         post)))}
-        owners = bus_flags[-1]
-        claimed = Signal(name="other_claimed")      # a unit runs, or one before it starts
-        m.d.comb += claimed.eq(Cat(*owners.values(), *gos.values()).any() if owners else 0)
         ahead = []                                  # units before this one that want to go
         bus_next, write_next = [], []               # each unit's flags' next values
         for name, unit in others.items():
