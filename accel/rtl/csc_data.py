@@ -194,7 +194,7 @@ class DataLoader(wiring.Component):
         m.d.comb += [fire.eq(run & room)
                      for fire, run, room in zip(fires, runs, rooms, strict=True)]
 
-        with m.If(seq.begin_send):
+        with m.If(seq.begin_send_data):
             m.d.sync += [*set_all(runs, 1), p.eq(0), *set_all(ends, seq.stripes.first_single),
                          *first_tap, a_cg.eq(0), a_row.eq(0), a_tap.eq(0), c_left.eq(cfg.c),
                          *origin, *stripe_origin]
