@@ -41,7 +41,7 @@ from accel.rtl.sdp_memory import (
     word_shift,
     words_per_point,
 )
-from accel.rtl.timing import PassCount, kept_copies, registered_copy, set_all
+from accel.rtl.timing import PassCount, kept_copies, registered_copy, set_all, stage
 
 #: the X stages and the operand fields each fills (operand_layout)
 STAGES = {"x1": ("alu1", "mul1"), "x2": ("alu2", "mul2")}
@@ -206,6 +206,10 @@ class ElementOperands(wiring.Component):
         m.d.comb += self.out.valid.eq(offered)
         with m.If(self.out.valid & self.out.ready):
             m.d.sync += offered.eq(0)
+        # the counts step a cycle after the take, on a register (SDP's slice's ready
+        # across the die into the counts and ``assembling`` was 11.91 ns in the full
+        # engine); ``assembling`` ends a cycle later, when no word of the operation is left
+        with m.If(stage(m, "beat_taken", self.out.valid & self.out.ready)):
             self._beat_taken(m, counts, assembling)
 
         m.d.comb += self.busy.eq(begin["walker"] | walking | assembling | reader.busy)

@@ -107,7 +107,9 @@ class Sdp(wiring.Component):
         m.submodules.elements = elements = StreamSlice(operand_layout(self.hw),
                                                        parts=ELEMENT_PARTS)
         wiring.connect(m, wiring.flipped(self.elements), elements.inp)
-        per_element = self.per_element.any()
+        # (a register: the operation's latched registers into the slice's enables were
+        # 11.42 ns in the full engine; a beat moves many cycles after the start)
+        per_element = registered_copy(m, "per_element", self.per_element.any())
         moved = post.inp.valid & post.inp.ready
         m.d.comb += elements.out.ready.eq(moved & per_element)
         if post.lanes == n_k:
