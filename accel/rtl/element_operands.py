@@ -178,12 +178,12 @@ class ElementOperands(wiring.Component):
         # flags registers (the operation's sizes through the counts' comparisons into
         # ``assembling`` were 12.20 ns in the full engine)
         assembling = Signal()
-        counts = [PassCount(m, f"beat_{n}", total, SIZE_BITS)
-                  for n, total in (("column", cfg.w), ("row", cfg.h),
-                                   ("surface", cfg.surfaces))]
+        columns, rows, beat_surfaces = (PassCount(m, f"beat_{n}", total, SIZE_BITS)
+                                        for n, total in (("column", cfg.w), ("row", cfg.h),
+                                                         ("surface", cfg.surfaces)))
         with m.If(begin["assembler"]):
             m.d.sync += assembling.eq(on["x1"] | on["x2"])
-            for count in counts:
+            for count in (columns, rows, beat_surfaces):
                 count.first(m)
         offered = Signal()
         restart = begin["assembler"] | (self.out.valid & self.out.ready)
@@ -210,23 +210,18 @@ class ElementOperands(wiring.Component):
         # across the die into the counts and ``assembling`` was 11.91 ns in the full
         # engine); ``assembling`` ends a cycle later, when no word of the operation is left
         with m.If(stage(m, "beat_taken", self.out.valid & self.out.ready)):
-            self._beat_taken(m, counts, assembling)
+            columns.next(m)
+            with m.If(columns.last):
+                columns.restart(m)
+                rows.next(m)
+                with m.If(rows.last):
+                    rows.restart(m)
+                    beat_surfaces.next(m)
+                    with m.If(beat_surfaces.last):
+                        m.d.sync += assembling.eq(0)
 
         m.d.comb += self.busy.eq(begin["walker"] | walking | assembling | reader.busy)
         return m
-
-    @staticmethod
-    def _beat_taken(m: Module, counts, assembling: Signal) -> None:
-        """The next beat's column, row and surface (``counts``, innermost first); after the
-        last beat, ``assembling`` ends."""
-        count, *outer = counts
-        count.next(m)
-        with m.If(count.last):
-            count.restart(m)
-            if outer:
-                ElementOperands._beat_taken(m, outer, assembling)
-            else:
-                m.d.sync += assembling.eq(0)
 
 
 class AxiReadMux(wiring.Component):

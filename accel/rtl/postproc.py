@@ -363,12 +363,12 @@ def lane_group_counts(groups: int) -> list[tuple]:
                                for part in parts]
 
 
-
 def memory_ready_copies(hw: HwConfig) -> int:
     """Copies of the ready of SDP's input from memory (``lane_inp``): one per count of its
     producer's :class:`LaneGroups` where lanes go in by groups, else none."""
     groups = hw.atomic_k // lanes_per_cycle(hw)
     return len(lane_group_counts(groups)) if groups > 1 else 0
+
 
 class LaneGroups:
     """A beat (``payload``, :class:`BeatLayout`) handed on a lane group a cycle, from

@@ -490,14 +490,16 @@ class SdpMemory(wiring.Component):
         have_input = Signal()
         offered = Signal()
         taken = Signal()                        # the beat is handed on (below)
-        px, py = Signal(SIZE_BITS), Signal(SIZE_BITS)       # the point being assembled
         # whether the operation is assembling, a register (the unit's busy into every held
         # word's enable was the unit's path at 83 MHz)
         assembling = Signal()
-        # whether the point is its line's last and its surface's last line, registers
-        # worked out as the point moves (the counts' adders and comparisons into the next
-        # point's need, on into PointWords' flags, were 14.20 ns in the full engine)
-        x_last, y_last = Signal(), Signal()
+        # the point being assembled: its line's columns and its surface's lines left, with
+        # whether it is the last of each a register worked out as the point moves (the
+        # counts' adders and comparisons into the next point's need, on into PointWords'
+        # flags, were 14.20 ns in the full engine)
+        point_columns = PassCount(m, "point_column", cfg.w, SIZE_BITS)
+        point_lines = PassCount(m, "point_line", cfg.h, SIZE_BITS)
+        x_last, y_last = point_columns.last, point_lines.last
         # whether the next point is its surface's first: after the last point of one, or
         # at the begin (the words it needs are worked out ahead, :class:`PointWords`)
         next_surface_start = begin["assembler"] | (x_last & y_last)
@@ -543,14 +545,17 @@ class SdpMemory(wiring.Component):
             m.d.comb += [post.inp.payload.eq(beat), post.inp.valid.eq(offered),
                          taken.eq(post.inp.valid & post.inp.ready)]
         with m.If(taken):
-            m.d.sync += [have_input.eq(0), px.eq(Mux(x_last, 0, px + 1)),
-                         x_last.eq(Mux(x_last, cfg.w == 1, px + 2 == cfg.w))]
+            m.d.sync += have_input.eq(0)
+            point_columns.next(m)
             with m.If(x_last):
-                m.d.sync += [py.eq(Mux(y_last, 0, py + 1)),
-                             y_last.eq(Mux(y_last, cfg.h == 1, py + 2 == cfg.h))]
+                point_columns.restart(m)
+                point_lines.next(m)
+                with m.If(y_last):
+                    point_lines.restart(m)
         with m.If(begin["assembler"]):
-            m.d.sync += [px.eq(0), py.eq(0), have_input.eq(0), offered.eq(0),
-                         x_last.eq(cfg.w == 1), y_last.eq(cfg.h == 1), assembling.eq(1)]
+            m.d.sync += [have_input.eq(0), offered.eq(0), assembling.eq(1)]
+            point_columns.first(m)
+            point_lines.first(m)
         with m.If(self.done):
             m.d.sync += assembling.eq(0)
 
