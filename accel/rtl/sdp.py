@@ -19,7 +19,7 @@ beats.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -36,7 +36,7 @@ from accel.rtl.postproc import (
     lanes_per_cycle,
     memory_ready_copies,
 )
-from accel.rtl.timing import kept_copies, kept_like, registered_copy, set_all
+from accel.rtl.timing import kept, kept_copies, kept_like, registered_copy, set_all
 
 #: parts of a beat's per-element operands with flags of their own (:class:`StreamSlice`)
 ELEMENT_PARTS = 8
@@ -91,6 +91,10 @@ class Sdp(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         n_k = self.hw.atomic_k
+        out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
+        # the kernel group's last beat into SDP, flagged a beat ahead (first when the
+        # point count is there: the first sums reach SDP many cycles later)
+        last_out = Signal()
         m.submodules.post = post = PostProcessor(self.hw, ecp5_dsp=self.ecp5_dsp,
                                                  valid_copies=True,
                                                  lane_input=self.memory_input)
@@ -112,7 +116,14 @@ class Sdp(wiring.Component):
         per_element = registered_copy(m, "per_element", self.per_element.any())
         moved = post.inp.valid & post.inp.ready
         m.d.comb += elements.out.ready.eq(moved & per_element)
+        # the beat counts, the settle count and the buffer's read step on ``stepped``
+        # (whether a beat moved into SDP): where SDP takes a beat a cycle, on the take
+        # itself; where it takes one every ``atomic_k / lanes`` >= 2 cycles, on the take a
+        # cycle late, from a register (the take, one gate, fanned out across the die
+        # into the counts, the settle count and the offer's copies: 13.58, 11.63 and
+        # 13.02 ns in the full engine)
         if post.lanes == n_k:
+            stepped = moved
             ops_ok = Signal(init=1)
             m.d.sync += ops_ok.eq(settle_next == 0)
             ok = ops_ok & (~per_element | elements.out.valid)
@@ -120,16 +131,15 @@ class Sdp(wiring.Component):
                          self.sum.ready.eq(post.inp.ready & ok)]
             m.d.comb += [post.inp.payload.acc[i].eq(self.sum.payload[i]) for i in range(n_k)]
         else:
-            self._deliver(m, post, settle, ~per_element | (elements.level > moved))
-        out_kg, out_point = Signal(SIZE_BITS), Signal(2 * SIZE_BITS)
-        # the kernel group's last beat into SDP, flagged a beat ahead (first when the
-        # point count is there: the first sums reach SDP many cycles later)
-        last_out = Signal()
+            stepped = kept("moved")
+            m.d.sync += stepped.eq(moved)
+            self._deliver(m, post, settle, stepped, stepped & last_out,
+                          ~per_element | (elements.level != 0))
         with m.If(self.start):
             m.d.sync += [out_kg.eq(0), out_point.eq(0)]
         with m.Elif(self.counted):
             m.d.sync += last_out.eq(self.points_m1 == 0)
-        with m.Elif(moved):
+        with m.Elif(stepped):
             # (compared before the increment, with the count less two, not an adder into
             # an equality)
             m.d.sync += [out_point.eq(out_point + 1),
@@ -137,7 +147,7 @@ class Sdp(wiring.Component):
             with m.If(last_out):
                 m.d.sync += [out_point.eq(0), out_kg.eq(out_kg + 1),
                              last_out.eq(self.points_m1 == 0)]
-        m.d.comb += settle_next.eq(Mux(self.start | (moved & last_out), 2,
+        m.d.comb += settle_next.eq(Mux(self.start | (stepped & last_out), 2,
                                        Mux(settle != 0, settle - 1, 0)))
         m.d.sync += settle.eq(settle_next)
         ops = self._operands(m, out_kg)
@@ -158,7 +168,8 @@ class Sdp(wiring.Component):
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 
-    def _deliver(self, m: Module, post: PostProcessor, settle: Signal, operands_next) -> None:
+    def _deliver(self, m: Module, post: PostProcessor, settle: Signal, moved: Signal,
+                 group_end: Value, operands_next: Value) -> None:
         """SDP takes a beat every ``atomic_k / lanes`` cycles, the CACC empties a stripe at
         once: a stripe of sums waits in a buffer (CACC's delivery buffer) while the MAC
         array goes on with the next stripe.
@@ -166,31 +177,34 @@ class Sdp(wiring.Component):
         Unbuffered: SDP's input registers take the sums from the memory's output, a
         group's registers on their own enable.  The CACC's output is taken on credits for
         the buffer's entries, so the buffer's own level comparison is not the start of a
-        path back through the CACC's stages.  Whether SDP may take a beat (``offered``) is
-        a register: SDP takes a beat every ``atomic_k / lanes`` >= 2 cycles, so it is
-        never ready in the cycle after a take; the flag need only be right in cycles after
-        none, where the level has not gone down and the settle count has not restarted,
-        and SDP's ready stays out of it.  ``operands_next``: the next beat's per-element
-        operands (if any) will be there in the next cycle.
+        path back through the CACC's stages.  ``moved`` (a register) says that SDP took a
+        beat in the cycle before: the buffer's read and its counts step a cycle after
+        the take.  Whether SDP may take a beat (``offered``) is a register too: SDP takes
+        a beat every ``atomic_k / lanes`` >= 2 cycles, so it is never ready in the cycle
+        after a take; the flag need only be right in cycles after none, where the level
+        has not gone down and the settle count has not restarted, and SDP's ready stays
+        out of it.  In the cycle after a take (``moved``) the buffer still counts the
+        beat taken, and the settle count has not restarted where that beat ended its
+        kernel group (``group_end``): the offer leaves both out.  ``operands_next``: the
+        next beat's per-element operands (if any) will be there in the next cycle.
         """
         sums = self.sum.payload.as_value()
         # (no checks of its own: the credits and ``filled`` keep count)
         m.submodules.dbuf = dbuf = CountedFIFO(width=len(sums), depth=self.points)
         taken = Signal()
         filled, offered = Signal(range(self.points + 1)), Signal()
-        given = dbuf.r_en & offered
-        m.d.sync += filled.eq(filled + taken - given)
-        m.d.comb += [self.sum.ready.eq(credit_room(m, self.points, taken, given,
-                                                   name="sum_credits", late_give=True)),
+        m.d.sync += filled.eq(filled + taken - moved)
+        m.d.comb += [self.sum.ready.eq(credit_room(m, self.points, taken, moved,
+                                                   name="sum_credits")),
                      taken.eq(self.sum.valid & self.sum.ready)]
         m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(taken),
-                     post.inp.valid.eq(offered),
-                     dbuf.r_en.eq(post.inp.ready & offered),
+                     post.inp.valid.eq(offered), dbuf.r_en.eq(moved),
                      post.inp.payload.acc.as_value().eq(dbuf.r_data)]
         # (a sum taken in this cycle is offered a cycle later, from the count: the CACC's
         # handshake into the offered flags' copies across the die was the full engine's
         # path at 76 MHz; a stripe's first beat waits a cycle more)
-        offer_next = (filled != 0) & ~self.start & (settle <= 1) & operands_next
+        offer_next = ((filled != moved) & ~self.start & (settle <= 1) & ~group_end
+                      & operands_next)
         m.d.sync += offered.eq(offer_next)
         # SDP's copies of it, one per register group it enables
         offered_copies = kept_copies("offered", post.valid_copies)
