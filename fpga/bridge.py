@@ -21,7 +21,7 @@ from accel.config import HwConfig
 from accel.rtl.axi import AxiSlice
 from accel.rtl.conv_engine import ConvEngine
 from accel.rtl.csb_regs import CSB_REQUEST
-from accel.rtl.uart import AxiRam, UartRx, UartTx, ram_port_layout
+from accel.rtl.uart import BOARD_SLICED, AxiRam, UartRx, UartTx, ram_port_layout
 from fpga.protocol import (
     ACK,
     ENGINE_ENTRIES,
@@ -182,9 +182,10 @@ class BridgedEngine(wiring.Component):
         nb = self.cfg.atom_size
         m.submodules.engine = engine = self.engine
         m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, nb)
-        # (the address and write-data channels through registers: the engine's choice of
-        # the unit with the bus is not the RAM's burst count's or write port's logic too)
-        m.submodules.slice = sliced = AxiSlice(engine.axi.signature)
+        # (the address, write-data and read-data channels through registers: the engine's
+        # choice of the unit with the bus is not the RAM's burst count's or write port's
+        # logic too, nor the RAM's read queue the readers' buffers')
+        m.submodules.slice = sliced = AxiSlice(engine.axi.signature, BOARD_SLICED)
         m.submodules.bridge = bridge = HostBridge(self.words, nb)
         m.submodules.urx = urx = UartRx(self.divisor)
         m.submodules.utx = utx = UartTx(self.divisor)

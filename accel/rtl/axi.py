@@ -74,24 +74,28 @@ def connect_channels(m: Module, bus, part) -> None:
 
 
 class AxiSlice(wiring.Component):
-    """An AXI4 port through registers on its manager-driven channels (``AR``, ``AW`` and
-    ``W`` by default; ``channels`` names them by prefix), the others passed as they are:
-    ``manager`` takes the manager's port, ``subordinate`` gives the same to the memory.
-    Each sliced channel is a two-entry skid buffer: every handshake of a full-rate stream
-    still goes through, a cycle later, and neither the payload nor the ready crosses the
-    slice in one cycle (the engine's choice of which unit has the bus, into a memory's
-    burst count or its write port, or the memory's ready back into the units'
-    handshakes, were the full engine's paths on an ECP5).  ``signature``: the manager
-    side's, :func:`axi4_signature`.  A write's data may reach the memory before or after
-    its address, as AXI allows."""
+    """An AXI4 port through registers on some of its channels (``AR``, ``AW`` and ``W`` by
+    default; ``channels`` names them by prefix, the read data ``r`` and the write
+    response ``b`` among them), the others passed as they are: ``manager`` takes the
+    manager's port, ``subordinate`` gives the same to the memory.  Each sliced channel is
+    a two-entry skid buffer: every handshake of a full-rate stream still goes through, a
+    cycle later, and neither the payload nor the ready crosses the slice in one cycle (the
+    engine's choice of which unit has the bus, into a memory's burst count or its write
+    port, the memory's ready back into the units' handshakes, or its read data's valid
+    into the readers' buffers, were the full engine's paths on an ECP5).  ``signature``:
+    the manager side's, :func:`axi4_signature`.  A write's data may reach the memory
+    before or after its address, as AXI allows."""
+
+    #: the AXI4 channels by prefix
+    CHANNELS = ("ar", "aw", "w", "r", "b")
 
     def __init__(self, signature: wiring.Signature,
                  channels: tuple[str, ...] = ("ar", "aw", "w")) -> None:
         members = signature.members
         for p in channels:
-            if f"{p}valid" not in members or members[f"{p}valid"].flow != Out:
-                raise ValueError(f"channel {p!r}: not a manager-driven AXI channel; the "
-                                 f"slice takes 'ar', 'aw' and 'w'")
+            if p not in self.CHANNELS or f"{p}valid" not in members:
+                raise ValueError(f"channel {p!r}: not an AXI channel of this port; the "
+                                 f"slice takes {', '.join(map(repr, self.CHANNELS))}")
         self.channels = channels
         super().__init__({"manager": In(signature), "subordinate": Out(signature)})
 
@@ -117,6 +121,8 @@ class AxiSlice(wiring.Component):
 
     def _skid(self, m: Module, p: str, names: list[str]) -> None:
         a, b = self.manager, self.subordinate
+        if self.subordinate.signature.members[f"{p}valid"].flow == In:
+            a, b = b, a                   # a channel the memory drives: from it to the manager
         width = sum(len(getattr(a, n)) for n in names)
         m.submodules[f"{p}_slice"] = sl = StreamSlice(width)
         m.d.comb += [sl.inp.payload.eq(Cat(*(getattr(a, n) for n in names))),

@@ -89,7 +89,7 @@ from accel.rtl.conv_layout import (
 from accel.rtl.credits import StreamSlice
 from accel.rtl.postproc import ResultLayout
 from accel.rtl.sdp_rdma import OperandFetch, OperandFetchLayout
-from accel.rtl.timing import kept, kept_copies, set_all
+from accel.rtl.timing import kept, kept_copies, registered_copies, set_all
 
 #: bursts the CDMA's reader keeps in flight
 READ_BURSTS = 4
@@ -214,11 +214,18 @@ class ConvFetch(wiring.Component):
         # image input (nv_small's shape): the rows' commands and the line buffer writing
         # the windows, in place of the feature lines' (``image``: this operation's)
         image = Signal()
+        # the choice of the writer the converted words go to (and whose writes reach the
+        # memory) from registered copies of their own: the words come many cycles after
+        # the start (the operation's one register into the feature writer's counts was
+        # 11.28 ns in the full engine)
+        to_features = to_image = to_memory = Const(0)
         if image_shape_ok(hw):
             m.submodules.image_commands = ic = ImageCommands(cfg, hw)
             m.submodules.image = iw = ImageWriter(cfg, hw, self.entries[0])
             blocks += [ic, iw]
             m.d.comb += image.eq(cfg.image.enable)
+            to_features, to_image, to_memory = registered_copies(m, "image_words",
+                                                                 cfg.image.enable, 3)
         launches = kept_copies("launch", len(blocks))
         m.d.sync += set_all(launches, starting)
         for block, launch in zip(blocks, launches, strict=True):
@@ -280,7 +287,7 @@ class ConvFetch(wiring.Component):
                                                        strict=True)]
         m.d.comb += [cv.valid.eq(body & tags.r_rdy & ~tag_weights & beat.valid),
                      cv.word.eq(beat.payload),
-                     fd.valid.eq(cv.out_valid & ~image), fd.word.eq(cv.out),
+                     fd.valid.eq(cv.out_valid & ~to_features), fd.word.eq(cv.out),
                      wa.body.eq(body),
                      wa.valid.eq(body & tags.r_rdy & tag_weights & beat.valid),
                      wa.word.eq(beat.payload),
@@ -290,9 +297,9 @@ class ConvFetch(wiring.Component):
                      self.weight_level.eq(wa.level)]
         images_busy = Const(0)
         if image_shape_ok(hw):
-            m.d.comb += [iw.valid.eq(cv.out_valid & image), iw.word.eq(cv.out),
+            m.d.comb += [iw.valid.eq(cv.out_valid & to_image), iw.word.eq(cv.out),
                          iw.surface.eq(surface),
-                         self.feature_write.eq(Mux(image, iw.write.as_value(),
+                         self.feature_write.eq(Mux(to_memory, iw.write.as_value(),
                                                    fd.write.as_value())),
                          self.feature_level.eq(Mux(image, iw.level, fd.level))]
             images_busy = iw.busy

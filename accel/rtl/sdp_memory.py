@@ -169,7 +169,9 @@ def decode_lanes(m: Module, name: str, raw, op, lanes: int, on=None) -> list[tup
     for i in range(lanes):
         if i % DECODE_LANES == 0:
             tag = f"{name}_{i // DECODE_LANES}"
-            use = registered_copy(m, f"{tag}_use", op.use)
+            # (the format's choices decoded before their copies)
+            both = registered_copy(m, f"{tag}_both", op.use == USE_BOTH)
+            is_mul = registered_copy(m, f"{tag}_mul", op.use == USE_MUL)
             wide = registered_copy(m, f"{tag}_wide", op.wide)
             kept_on = registered_copy(m, f"{tag}_on", on) if on is not None else None
 
@@ -178,11 +180,10 @@ def decode_lanes(m: Module, name: str, raw, op, lanes: int, on=None) -> list[tup
             at = 8 * (i * esize + j * nbytes)
             return raw[at:at + 8 * nbytes].as_signed()
         # (one byte, one component) (one byte, two) (two bytes, one) (two, two)
-        both = use == USE_BOTH
         first = Mux(wide, Mux(both, comp(0, 2, 4), comp(0, 2, 2)),
                     Mux(both, comp(0, 1, 2), comp(0, 1, 1)))
         second = Mux(wide, comp(1, 2, 4), comp(1, 1, 2))
-        pair = (first, Mux(use == USE_MUL, first, second))
+        pair = (first, Mux(is_mul, first, second))
         if kept_on is not None:
             pair = tuple(Mux(kept_on, x, 0) for x in pair)
         out.append(pair)

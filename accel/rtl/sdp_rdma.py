@@ -14,15 +14,16 @@ from amaranth.lib.wiring import In, Out
 
 from accel.config import HwConfig
 from accel.rtl.conv_layout import ADDR_BITS, SIZE_BITS, operand_layout, operand_write_layout
-from accel.rtl.timing import kept, kept_copies, kept_like, set_all
+from accel.rtl.timing import kept, kept_copies, set_all
 
 #: SDP_RDMA ``DATA_USE`` codes
 USE_MUL, USE_ALU, USE_BOTH = 0, 1, 2
 #: commands issued ahead of the stage whose words are taken next (the fetch's AXI reader
 #: keeps four bursts in flight)
 AHEAD = 4
-#: lanes of an operand field decoded on one copy of the stage's format
-DECODE_LANES = 2
+#: lanes of an operand field decoded on one copy of the stage's format (two lanes' 32
+#: registers on one copy were 11.5-13.0 ns, nearly all routing, in the full engine)
+DECODE_LANES = 1
 
 
 class OperandFetchLayout(data.StructLayout):
@@ -174,27 +175,32 @@ class OperandFetch(wiring.Component):
         # format and of whether it is the stage's field, a cycle behind the stage (which
         # moves on with the stage's last word: the decode in the next cycle sees the
         # format of the stage it decodes), not on the stage's one net (nor one copy per
-        # field for its 128 bits: 13.02 ns, nearly all routing, in the full engine)
+        # field for its 128 bits: 13.02 ns, nearly all routing, in the full engine); the
+        # format's choices decoded before their copies (``first``: the field takes the
+        # element's first component, ``both``: the element has two)
         fields = (("alu1", 0), ("mul1", 0), ("alu2", 1), ("mul2", 1))
         for (name, stage_of), flag in zip(fields, decoding, strict=True):
             field = getattr(assembled, name)
+            first_of = (st.use == USE_ALU) | (st.use == USE_BOTH) if name.startswith("alu") \
+                else st.use == USE_MUL
             for lane in range(self.hw.atomic_k):
                 if lane % DECODE_LANES == 0:
                     tag = f"{name}_{lane // DECODE_LANES}"
-                    use = kept_like(st.use, f"decode_use_{tag}")
+                    takes_first, both = (kept(f"decode_first_{tag}"),
+                                         kept(f"decode_both_{tag}"))
                     wide, mine = kept(f"decode_wide_{tag}"), kept(f"decode_mine_{tag}")
-                    m.d.sync += [use.eq(st.use), wide.eq(st.wide), mine.eq(stage == stage_of)]
-                    both = use == USE_BOTH
+                    m.d.sync += [takes_first.eq(first_of), both.eq(st.use == USE_BOTH),
+                                 wide.eq(st.wide), mine.eq(stage == stage_of)]
                 # the element's first and second components: 16-bit from 4-byte or 2-byte
                 # elements, 8-bit from 2-byte or 1-byte ones
                 e2, e4 = raw[16 * lane:16 * lane + 16], raw[32 * lane:32 * lane + 32]
                 first = Mux(wide, Mux(both, e4[:16], e2).as_signed(),
                             Mux(both, e2[:8], raw[8 * lane:8 * lane + 8]).as_signed())
                 if name.startswith("alu"):
-                    new = Mux((use == USE_ALU) | both, first, 0)
+                    new = Mux(takes_first, first, 0)
                 else:
                     second = Mux(wide, e4[16:].as_signed(), e2[8:].as_signed())
-                    new = Mux(use == USE_MUL, first, Mux(both, second, 0))
+                    new = Mux(takes_first, first, Mux(both, second, 0))
                 with m.If(flag & mine):
                     m.d.sync += field[lane].eq(new)
         return assembled

@@ -92,6 +92,11 @@ def ram_port_layout(words: int, word_bytes: int) -> data.StructLayout:
                               "strb": word_bytes, "write": 1, "valid": 1})
 
 
+#: the AXI channels between the engine and the board's RAM through registers
+#: (:class:`~accel.rtl.axi.AxiSlice`)
+BOARD_SLICED = ("ar", "aw", "w", "r")
+
+
 class AxiRam(wiring.Component):
     """Block RAM of ``words`` words behind an AXI4 slave (``axi``, flipped manager
     signature) and a bridge port (``port`` request, held until ``done``; ``rdata``/``done``
@@ -354,9 +359,9 @@ class RamEngine(wiring.Component):
         # only, and the lanes made its Icarus run of a trace three times slower)
         m.submodules.ram = ram = AxiRam(engine.axi.signature, self.words, self.cfg.atom_size,
                                         lane_bytes=self.cfg.atom_size, banked=False)
-        # (the address and write-data channels through registers, as on the board:
-        # fpga.bridge)
-        m.submodules.slice = sliced = AxiSlice(engine.axi.signature)
+        # (the address, write-data and read-data channels through registers, as on the
+        # board: fpga.bridge)
+        m.submodules.slice = sliced = AxiSlice(engine.axi.signature, BOARD_SLICED)
         wiring.connect(m, engine.axi, sliced.manager)
         for name, member in engine.axi.signature.members.items():
             src, dst = getattr(sliced.subordinate, name), getattr(ram.axi, name)
