@@ -174,16 +174,16 @@ class ElementOperands(wiring.Component):
         # is taken after the begin, a cycle later)
         need = {s: Signal(range(MAX_OPERAND_WORDS + 1), name=f"{s}_need_op") for s in STAGES}
         m.d.sync += [need[s].eq(Mux(on[s], words[s], 0)) for s in STAGES]
-        # the beat being assembled: the columns, rows and surfaces left, with their last
-        # flags registers (the operation's sizes through the counts' comparisons into
-        # ``assembling`` were 12.20 ns in the full engine)
-        # (the flags that enable the words' reads, ``assembling`` and ``offered``, in a
-        # copy for each stage's reads beside its FIFO and words, the first the flags' own:
-        # one register into both stages' read enables and every held word's was 11.3-12.4
-        # ns in the full engine)
+        # the flags that enable the words' reads, ``assembling`` and ``offered``, in a copy
+        # for each stage's reads beside its FIFO and words, the first the flags' own (one
+        # register into both stages' read enables and every held word's was 11.3-12.4 ns
+        # in the full engine)
         assembling_copies = kept_copies("assembling", 1 + len(STAGES))
         offered_copies = kept_copies("offered", 1 + len(STAGES))
         assembling, offered = assembling_copies[0], offered_copies[0]
+        # the beat being assembled: the columns, rows and surfaces left, with their last
+        # flags registers (the operation's sizes through the counts' comparisons into
+        # ``assembling`` were 12.20 ns in the full engine)
         columns, rows, beat_surfaces = (PassCount(m, f"beat_{n}", total, SIZE_BITS)
                                         for n, total in (("column", cfg.w), ("row", cfg.h),
                                                          ("surface", cfg.surfaces)))

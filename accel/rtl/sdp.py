@@ -174,7 +174,7 @@ class Sdp(wiring.Component):
         wiring.connect(m, post.out, wiring.flipped(self.out))
         return m
 
-    def _deliver(self, m: Module, post: PostProcessor, settle: Signal, moved: Signal,
+    def _deliver(self, m: Module, post: PostProcessor, settle: Signal, stepped: Signal,
                  group_end: Value, operands_next: Value) -> None:
         """SDP takes a beat every ``atomic_k / lanes`` cycles, the CACC empties a stripe at
         once: a stripe of sums waits in a buffer (CACC's delivery buffer) while the MAC
@@ -183,13 +183,13 @@ class Sdp(wiring.Component):
         Unbuffered: SDP's input registers take the sums from the memory's output, a
         group's registers on their own enable.  The CACC's output is taken on credits for
         the buffer's entries, so the buffer's own level comparison is not the start of a
-        path back through the CACC's stages.  ``moved`` (a register) says that SDP took a
+        path back through the CACC's stages.  ``stepped`` (a register) says that SDP took a
         beat in the cycle before: the buffer's read and its counts step a cycle after
         the take.  Whether SDP may take a beat (``offered``) is a register too: SDP takes
         a beat every ``atomic_k / lanes`` >= 2 cycles, so it is never ready in the cycle
         after a take; the flag need only be right in cycles after none, where the level
         has not gone down and the settle count has not restarted, and SDP's ready stays
-        out of it.  In the cycle after a take (``moved``) the buffer still counts the
+        out of it.  In the cycle after a take (``stepped``) the buffer still counts the
         beat taken, and the settle count has not restarted where that beat ended its
         kernel group (``group_end``): the offer leaves both out.  ``operands_next``: the
         next beat's per-element operands (if any) will be there in the next cycle.
@@ -199,17 +199,17 @@ class Sdp(wiring.Component):
         m.submodules.dbuf = dbuf = CountedFIFO(width=len(sums), depth=self.points)
         taken = Signal()
         filled, offered = Signal(range(self.points + 1)), Signal()
-        m.d.sync += filled.eq(filled + taken - moved)
-        m.d.comb += [self.sum.ready.eq(credit_room(m, self.points, taken, moved,
+        m.d.sync += filled.eq(filled + taken - stepped)
+        m.d.comb += [self.sum.ready.eq(credit_room(m, self.points, taken, stepped,
                                                    name="sum_credits")),
                      taken.eq(self.sum.valid & self.sum.ready)]
         m.d.comb += [dbuf.w_data.eq(sums), dbuf.w_en.eq(taken),
-                     post.inp.valid.eq(offered), dbuf.r_en.eq(moved),
+                     post.inp.valid.eq(offered), dbuf.r_en.eq(stepped),
                      post.inp.payload.acc.as_value().eq(dbuf.r_data)]
         # (a sum taken in this cycle is offered a cycle later, from the count: the CACC's
         # handshake into the offered flags' copies across the die was the full engine's
         # path at 76 MHz; a stripe's first beat waits a cycle more)
-        offer_next = ((filled != moved) & ~self.start & (settle <= 1) & ~group_end
+        offer_next = ((filled != stepped) & ~self.start & (settle <= 1) & ~group_end
                       & operands_next)
         m.d.sync += offered.eq(offer_next)
         # SDP's copies of it, one per register group it enables

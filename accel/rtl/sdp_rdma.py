@@ -181,8 +181,10 @@ class OperandFetch(wiring.Component):
         fields = (("alu1", 0), ("mul1", 0), ("alu2", 1), ("mul2", 1))
         for (name, stage_of), flag in zip(fields, decoding, strict=True):
             field = getattr(assembled, name)
-            first_of = (st.use == USE_ALU) | (st.use == USE_BOTH) if name.startswith("alu") \
-                else st.use == USE_MUL
+            if name.startswith("alu"):
+                first_of = (st.use == USE_ALU) | (st.use == USE_BOTH)
+            else:
+                first_of = st.use == USE_MUL
             for lane in range(self.hw.atomic_k):
                 if lane % DECODE_LANES == 0:
                     tag = f"{name}_{lane // DECODE_LANES}"
