@@ -86,7 +86,7 @@ from accel.rtl.conv_layout import (
     operand_write_layout,
     write_layout,
 )
-from accel.rtl.credits import StreamSlice
+from accel.rtl.credits import PointerSlice, StreamSlice
 from accel.rtl.postproc import ResultLayout
 from accel.rtl.sdp_rdma import OperandFetch, OperandFetchLayout
 from accel.rtl.timing import kept, kept_copies, registered_copies, set_all
@@ -189,12 +189,13 @@ class ConvFetch(wiring.Component):
         # through the commands' choice into the command blocks' enables and back into
         # that register, 12.7-13.1 ns in the full engine), and its words come through one
         # (the weight aligner's room through the words' ready into the reader's buffer,
-        # 12.23 ns)
+        # 12.23 ns) that keeps its words in place, since their ready is that room (into a
+        # slice's registers' enables, 12.28 ns)
         # (in three parts: each of the blocks whose counts step on an issued command takes
         # it on a copy of the slice's ready of its own, below)
         m.submodules.commands = commands = StreamSlice(reader.cmd.payload.shape(), parts=3)
         wiring.connect(m, commands.out, reader.cmd)
-        m.submodules.arriving = arriving = StreamSlice(reader.data.payload.shape())
+        m.submodules.arriving = arriving = PointerSlice(reader.data.payload.shape())
         wiring.connect(m, reader.data, arriving.inp)
         cmd, beat = commands.inp, arriving.out
         ready, done, drained = Signal(), Signal(), Signal()

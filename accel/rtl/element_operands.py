@@ -41,7 +41,7 @@ from accel.rtl.sdp_memory import (
     word_shift,
     words_per_point,
 )
-from accel.rtl.timing import PassCount, kept_copies, registered_copy, set_all, stage
+from accel.rtl.timing import PassCount, kept, kept_copies, registered_copy, set_all, stage
 
 #: the X stages and the operand fields each fills (operand_layout)
 STAGES = {"x1": ("alu1", "mul1"), "x2": ("alu2", "mul2")}
@@ -126,6 +126,11 @@ class ElementOperands(wiring.Component):
         begin = dict(zip(("walker", *STAGES, "assembler"),
                          kept_copies("begin", 2 + len(STAGES)), strict=True))
         m.d.sync += set_all(begin.values(), self.start)
+        # and the walker's with the stages' choice in it, worked out at the start (the
+        # operation's registers hold from then: their decode into the walker's counts'
+        # enables was 11.40 ns in the full engine)
+        walks = kept("walks")
+        m.d.sync += walks.eq(self.start & (on["x1"] | on["x2"]))
         for s in STAGES:
             with m.If(begin[s]):
                 base = getattr(cfg, s).base
@@ -133,7 +138,7 @@ class ElementOperands(wiring.Component):
                              step[s].eq(words[s] * CHUNK * atom)]
         with m.FSM(name="walker"):
             with m.State("IDLE"):
-                with m.If(begin["walker"] & (on["x1"] | on["x2"])):
+                with m.If(walks):
                     lines.first(m)
                     surfaces.first(m)
                     m.d.sync += walking.eq(1)

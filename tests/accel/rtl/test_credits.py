@@ -6,6 +6,8 @@ a depth that is not a power of two, with writes and reads in the same cycle.
 ``PartedFIFO``: the parts keep one order and one level, as one FIFO would.
 ``StreamSlice``: the skid buffer's cycle-by-cycle behaviour on a hand-worked sequence (its
 ordering under random handshakes is tested through ``AxiSlice``, test_axi_slice.py).
+``PointerSlice``: the same sequence, order and level under random handshakes, a stream at
+one entry a cycle.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import fifo
 from amaranth.sim import Simulator
 
-from accel.rtl.credits import CountedFIFO, PartedFIFO, StreamSlice, credit_flags
+from accel.rtl.credits import CountedFIFO, PartedFIFO, PointerSlice, StreamSlice, credit_flags
 
 
 def _simulate(dut, bench) -> None:
@@ -84,8 +86,9 @@ def test_counted_fifo_keeps_order() -> None:
 
 
 
-def test_stream_slice_cycle_by_cycle() -> None:
-    dut = StreamSlice(8)
+@pytest.mark.parametrize("kind", [StreamSlice, PointerSlice])
+def test_slice_cycle_by_cycle(kind) -> None:
+    dut = kind(8)
 
     async def bench(ctx) -> None:
         def state():
@@ -94,14 +97,14 @@ def test_stream_slice_cycle_by_cycle() -> None:
         assert state() == (0, 0, 1)                     # empty, ready for an entry
         ctx.set(dut.inp.valid, 1)
         ctx.set(dut.inp.payload, 5)
-        await ctx.tick()                                # 5 into the (free) output register
+        await ctx.tick()                                # 5 into the (free) first entry
         assert state() == (1, 5, 1)                     # although the consumer is not ready
         ctx.set(dut.inp.payload, 6)
-        await ctx.tick()                                # 6 into the skid register
+        await ctx.tick()                                # 6 into the second
         assert state() == (1, 5, 0)                     # full: the producer must wait
         ctx.set(dut.inp.payload, 7)                     # (offered, not taken)
         ctx.set(dut.out.ready, 1)
-        await ctx.tick()                                # 5 taken, 6 out of the skid
+        await ctx.tick()                                # 5 taken, 6 offered
         assert state() == (1, 6, 1)
         await ctx.tick()                                # 6 taken, 7 taken in
         assert state() == (1, 7, 1)
@@ -138,6 +141,57 @@ def test_stream_slice_keeps_order_and_level_in_parts(parts: int) -> None:
             cycles += 1
             assert cycles < 10 * len(sent)
         assert got == sent
+
+    _simulate(dut, bench)
+
+
+@pytest.mark.parametrize("parts", [1, 3])
+def test_pointer_slice_keeps_order_and_level_in_parts(parts: int) -> None:
+    dut = PointerSlice(16, parts=parts)
+    rng = random.Random(10 + parts)
+    sent = [rng.randrange(1 << 16) for _ in range(300)]
+
+    async def bench(ctx) -> None:
+        got, i, inside, cycles = [], 0, 0, 0
+        while len(got) < len(sent):
+            offering = i < len(sent) and rng.random() < 0.7
+            ctx.set(dut.inp.valid, offering)
+            ctx.set(dut.inp.payload, sent[i] if offering else rng.randrange(1 << 16))
+            ready = rng.random() < 0.6
+            ctx.set(dut.out.ready, ready)
+            assert ctx.get(dut.level) == inside
+            assert ctx.get(dut.inp.ready) == (inside < 2)
+            assert ctx.get(dut.out.valid) == (inside > 0)
+            took = offering and ctx.get(dut.inp.ready)
+            gave = ready and ctx.get(dut.out.valid)
+            if gave:
+                got.append(ctx.get(dut.out.payload))
+            await ctx.tick()
+            i += took
+            inside += took - gave
+            cycles += 1
+            assert cycles < 10 * len(sent)
+        assert got == sent
+
+    _simulate(dut, bench)
+
+
+def test_pointer_slice_passes_an_entry_a_cycle() -> None:
+    """Offered and taken every cycle, the slice passes one entry a cycle after the first
+    one's cycle of latency."""
+    dut = PointerSlice(8)
+
+    async def bench(ctx) -> None:
+        ctx.set(dut.out.ready, 1)
+        ctx.set(dut.inp.valid, 1)
+        got = []
+        for value in range(40):
+            ctx.set(dut.inp.payload, value)
+            assert ctx.get(dut.inp.ready)
+            if ctx.get(dut.out.valid):
+                got.append(ctx.get(dut.out.payload))
+            await ctx.tick()
+        assert got == list(range(39))
 
     _simulate(dut, bench)
 
