@@ -452,7 +452,8 @@ class Cdp(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         atom, cfg = self.hw.atom_size, self.cfg
-        m.submodules.reader = reader = AxiReader(ADDR_BITS, atom)
+        # (its words' ready is the lane's decision: through a slice of the reader's)
+        m.submodules.reader = reader = AxiReader(ADDR_BITS, atom, sliced_data=True)
         m.submodules.writer = writer = AxiWriter(ADDR_BITS, atom)
         wiring.connect(m, wiring.flipped(self.axi_read), reader.axi)
         wiring.connect(m, wiring.flipped(self.axi_write), writer.axi)
