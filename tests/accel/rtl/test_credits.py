@@ -7,7 +7,8 @@ a depth that is not a power of two, with writes and reads in the same cycle.
 ``StreamSlice``: the skid buffer's cycle-by-cycle behaviour on a hand-worked sequence (its
 ordering under random handshakes is tested through ``AxiSlice``, test_axi_slice.py).
 ``PointerSlice``: the same sequence, order and level under random handshakes, a stream at
-one entry a cycle.
+one entry a cycle.  ``SlicedFIFO``: order, level and room against a plain count, and one
+word a cycle through it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import fifo
 from amaranth.sim import Simulator
 
-from accel.rtl.credits import CountedFIFO, PartedFIFO, PointerSlice, StreamSlice, credit_flags
+from accel.rtl.credits import (
+    CountedFIFO,
+    PartedFIFO,
+    PointerSlice,
+    SlicedFIFO,
+    StreamSlice,
+    credit_flags,
+)
 
 
 def _simulate(dut, bench) -> None:
@@ -192,6 +200,37 @@ def test_pointer_slice_passes_an_entry_a_cycle() -> None:
                 got.append(ctx.get(dut.out.payload))
             await ctx.tick()
         assert got == list(range(39))
+
+    _simulate(dut, bench)
+
+
+@pytest.mark.parametrize("offer, take", [(0.6, 0.5), (0.9, 0.2), (1.0, 1.0)])
+def test_sliced_fifo_keeps_order_level_and_rate(offer: float, take: float) -> None:
+    dut = SlicedFIFO(width=12, depth=5)
+    rng = random.Random(int(offer * 10 + take * 100))
+    sent = [rng.randrange(1 << 12) for _ in range(300)]
+
+    async def bench(ctx) -> None:
+        got, i, inside, cycles = [], 0, 0, 0
+        while len(got) < len(sent):
+            assert ctx.get(dut.level) == inside
+            assert inside <= dut.depth + 2
+            offering = i < len(sent) and rng.random() < offer
+            ctx.set(dut.w_en, offering)
+            ctx.set(dut.w_data, sent[i] if offering else rng.randrange(1 << 12))
+            reading = rng.random() < take
+            ctx.set(dut.r_en, reading)
+            wrote = offering and ctx.get(dut.w_rdy)
+            read = reading and ctx.get(dut.r_rdy)
+            if read:
+                got.append(ctx.get(dut.r_data))
+            await ctx.tick()
+            i += wrote
+            inside += wrote - read
+            cycles += 1
+        assert got == sent
+        if offer == take == 1.0:           # a word a cycle after the first's latency
+            assert cycles <= len(sent) + 3
 
     _simulate(dut, bench)
 
