@@ -182,7 +182,10 @@ class ConvFetch(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         hw, cfg = self.hw, self.cfg
-        m.submodules.reader = reader = AxiReader(ADDR_BITS, hw.atom_size, bursts=READ_BURSTS)
+        # (its bursts' addresses through a slice: the engine's bus flag into its address
+        # registers' enables was 10.5 ns in the full engine)
+        m.submodules.reader = reader = AxiReader(ADDR_BITS, hw.atom_size, bursts=READ_BURSTS,
+                                                 sliced_address=True)
         wiring.connect(m, wiring.flipped(self.axi), reader.axi)
         m.d.comb += self.bus_error.eq(reader.bus_error)
         # the commands reach the reader through a slice (the reader's command register

@@ -64,9 +64,11 @@ class OperandFetch(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         kg = Signal(SIZE_BITS)
+        # the stage being received and decoded, and a kept copy of it for each operand
+        # field's decode (the one register into every field's format copies was 11.0-11.6
+        # ns, all routing, in the full engine)
         stage = Signal()
-        st = Signal(OperandFetchLayout())          # the stage being received and decoded
-        m.d.comb += st.eq(Mux(stage, self.x2.as_value(), self.x1.as_value()))
+        field_stages = kept_copies("field_stage", 4)
         # bytes per element = bus words per kernel group, of each stage (registers of the
         # operation's registers: used from the operands on, cycles after start)
         sizes = []
@@ -84,7 +86,7 @@ class OperandFetch(wiring.Component):
         active = Signal()                          # from go to the last word
         decoding = kept_copies("decoding", 4)
         receiving = kept_copies("receiving", 4)
-        assembled = self._decode(m, stage, st, word, decoding, receiving)
+        assembled = self._decode(m, field_stages, word, decoding, receiving)
         taken = Signal()                           # a command's words are taken from now on
         self._commands(m, taken, sizes)
         beat = Signal()
@@ -102,7 +104,8 @@ class OperandFetch(wiring.Component):
         decoded_kg = Signal.like(kg)
         m.d.sync += [*set_all(decoding, 0), decoded_last.eq(0)]
         with m.If(self.launch):
-            m.d.sync += [kg.eq(0), stage.eq(~self.x1.fetch), word.eq(0)]
+            m.d.sync += [kg.eq(0), word.eq(0),
+                         *set_all([stage, *field_stages], ~self.x1.fetch)]
         with m.If(self.go):
             m.d.sync += [active.eq(1), *set_all(receiving, 1)]
         with m.If(beat):
@@ -111,11 +114,12 @@ class OperandFetch(wiring.Component):
                 m.d.sync += [word.eq(0), *set_all(decoding, 1), decoded_last.eq(last_stage),
                              decoded_kg.eq(kg)]
                 with m.If(last_stage):
-                    m.d.sync += [stage.eq(~self.x1.fetch), kg.eq(kg + 1)]
+                    m.d.sync += [kg.eq(kg + 1),
+                                 *set_all([stage, *field_stages], ~self.x1.fetch)]
                     with m.If(last_group):
                         m.d.sync += [active.eq(0), *set_all(receiving, 0)]
                 with m.Else():
-                    m.d.sync += stage.eq(1)
+                    m.d.sync += set_all([stage, *field_stages], 1)
         m.d.comb += [self.finished.eq(decoded_last & (decoded_kg == self.kernel_groups - 1)),
                      self.receiving.eq(active)]
         # a group's operands written the cycle after its last stage's decode, from
@@ -159,17 +163,22 @@ class OperandFetch(wiring.Component):
         with m.If(self.go):
             m.d.sync += more.eq(1)
 
-    def _decode(self, m: Module, stage, st, word, decoding, receiving) -> Signal:
+    def _decode(self, m: Module, field_stages, word, decoding, receiving) -> Signal:
         """The stage's words, then every lane decoded in one cycle: lane ``i``'s element is
         bytes ``[i * e, (i + 1) * e)`` of the words (``e`` bytes per element = words per
         kernel group, as the bus word is ``atomic_k`` bytes), one or two components of one
-        or two bytes, ALU first.  Returns the kernel group's operands."""
+        or two bytes, ALU first.  ``field_stages``: the stage, a copy per operand field.
+        Returns the kernel group's operands."""
         bus = self.hw.atom_size
         raw = Signal(4 * 8 * bus)
         assembled = Signal(operand_layout(self.hw))
+        # word ``i`` of the stage loads whatever the bus holds while it is the next word
+        # (``word`` steps on a valid beat only, so the last load before it steps is that
+        # beat's): its enables are registers, not the bus's valid (the read slice's flag
+        # into them across the die was 12.12 ns in the full engine)
         for i, bus_flag in enumerate(receiving):
             chunk = slice(8 * bus * i, 8 * bus * (i + 1))
-            with m.If(self.beat_valid & bus_flag & (word == i)):
+            with m.If(bus_flag & (word == i)):
                 m.d.sync += raw[chunk].eq(self.beat_word)
         # Each field's lanes, two at a time, decode on their own kept copy of the stage's
         # format and of whether it is the stage's field, a cycle behind the stage (which
@@ -179,8 +188,10 @@ class OperandFetch(wiring.Component):
         # format's choices decoded before their copies (``first``: the field takes the
         # element's first component, ``both``: the element has two)
         fields = (("alu1", 0), ("mul1", 0), ("alu2", 1), ("mul2", 1))
-        for (name, stage_of), flag in zip(fields, decoding, strict=True):
+        for (name, stage_of), flag, stage in zip(fields, decoding, field_stages, strict=True):
             field = getattr(assembled, name)
+            st = Signal(OperandFetchLayout(), name=f"{name}_stage_format")
+            m.d.comb += st.eq(Mux(stage, self.x2.as_value(), self.x1.as_value()))
             if name.startswith("alu"):
                 first_of = (st.use == USE_ALU) | (st.use == USE_BOTH)
             else:
