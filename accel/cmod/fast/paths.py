@@ -79,6 +79,7 @@ class FastPaths:
         self.cdp_tables: BoundedCache = BoundedCache("CDP code tables", MAX_ENTRIES)
         self.sdp_tables: BoundedCache = BoundedCache("SDP code tables", MAX_ENTRIES)
         self.y_tables: BoundedCache = BoundedCache("Y LUT tables", MAX_ENTRIES)
+        self.stages: BoundedCache = BoundedCache("SDP stage operands", MAX_ENTRIES)
         self._cdp_lut_key = _lut_registers(dla.regs["NVDLA_CDP"])
         sdp_regs = dla.regs["NVDLA_SDP"]
         self._sdp_lut_key = _lut_registers(sdp_regs)
@@ -91,7 +92,8 @@ class FastPaths:
     def caches(self) -> list[BoundedCache]:
         """Every cache, for their hit and miss counts."""
         return [self.plans, self.sdp_modes, self.raw_weights, self.matrices, self.posts,
-                self.batches, self.books, self.cdp_tables, self.sdp_tables, self.y_tables]
+                self.batches, self.books, self.cdp_tables, self.sdp_tables, self.y_tables,
+                self.stages]
 
     # --- kept decodes ----------------------------------------------------------------
     def plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
@@ -512,13 +514,28 @@ class FastPaths:
         """X stage ``st`` as :func:`~accel.cmod.fast.fused.eltwise_packed` takes an X2:
         ``(its stage-table row, ALU operands (shifted), multipliers)``, int64 ``[C_pad]``
         each, from registers or read per channel; None when it reads operands per
-        element."""
+        element.  Kept per plan and stage while the operands read are the same
+        (:meth:`~accel.cmod.sdp.OperandRead.read` gives the same object until their memory is
+        written): the arrays are shared, not to be modified."""
         c_pad = plan.c_pad
-        got = {}
+        got = None
         if reads is not None:
             if reads.offsets.shape != (c_pad, 1, 1):
                 return None
             got = reads.read(self.dram)
+        key = (id(plan), id(st))
+        hit = self.stages.lookup(key)
+        if hit is None or hit[1] is not got:     # the entry holds the plan (and its stages)
+            hit = self.stages.put(key, (plan, got, self._stage_operands(plan, st, reads, got)))
+        return hit[2]
+
+    def _stage_operands(self, plan: sdp.SdpPlan, st: sdp.StageConfig,
+                        reads: sdp.OperandRead | None, got: dict | None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_channel_stage`'s arrays of X stage ``st`` with the operands ``got`` that
+        ``reads`` read (None: from registers)."""
+        c_pad = plan.c_pad
+        got = got or {}
         alu = np.zeros(c_pad, dtype=np.int64)
         if not st.alu_bypass:
             alu[:] = (reads.alu_shifted(self.dram, st.alu_shift).reshape(-1)
@@ -574,8 +591,10 @@ class FastPaths:
         elif reads is not None:                                   # one per channel
             if reads.offsets.shape != (plan.c_pad, 1, 1):
                 return None
-            per_channel = reads.read(self.dram)[sdp_rdma.USE_MUL].astype(np.int8)
-            operand = np.broadcast_to(per_channel.reshape(x.shape[0], 1, 1, atom), x.shape)
+            # each channel's byte over its plane: zero strides along the rows and columns
+            per_channel = self.dram.gather(reads.base, reads.offsets.reshape(-1),
+                                           sdp_rdma.UNIT).view(np.int8)
+            operand = np.ndarray(x.shape, np.int8, buffer=per_channel, strides=(atom, 0, 0, 1))
         if x2 is not None:
             key, operands = ("staged", id(plan)), b"".join(v.tobytes() for v in x2[1:])
             hit = self.sdp_tables.lookup(key)
