@@ -224,7 +224,7 @@ class Dla:
         """
         self.launched = op
         if op.kind == "cdp":
-            self._run_cdp()
+            self._run_cdp(op.plan)
             return
         if op.kind == "pdp":
             group = self.regs["NVDLA_PDP"].consumer
@@ -278,13 +278,20 @@ class Dla:
     def _try_run_cdp(self) -> None:
         if not (self._enabled("NVDLA_CDP") and self._enabled("NVDLA_CDP_RDMA")):
             return
-        self.launch(Launch("cdp", None))
+        self.launch(Launch("cdp", self._cdp_plan()))
 
-    def _run_cdp(self) -> None:
-        """The CDP operation its consumer groups hold, and its completion."""
+    def _cdp_plan(self) -> cdp.CdpPlan:
+        """The CDP operation its consumer groups hold, decoded (kept by their values)."""
+        g, rdma = self._exec("NVDLA_CDP"), self._exec("NVDLA_CDP_RDMA")
+        return self._plan("cdp", ("NVDLA_CDP", "NVDLA_CDP_RDMA"), lambda: cdp.decode(g, rdma))
+
+    def _run_cdp(self, plan: cdp.CdpPlan | None = None) -> None:
+        """The CDP operation its consumer groups hold (``plan``: decoded from them, as a
+        :class:`~accel.cmod.pipeline.Launch` keeps it), and its completion."""
         g, rdma = self._exec("NVDLA_CDP"), self._exec("NVDLA_CDP_RDMA")
         fast = self.fast
-        plan = self._plan("cdp", ("NVDLA_CDP", "NVDLA_CDP_RDMA"), lambda: cdp.decode(g, rdma))
+        if plan is None:
+            plan = self._cdp_plan()
         self.stats.append(cdp.run(g, rdma, self.dram, self.cfg, self.luts["NVDLA_CDP"],
                                   per_code=fast is not None,
                                   tables=fast.cdp_table if fast else None, plan=plan))

@@ -30,8 +30,8 @@ class Launch:
 
     ``kind`` is "conv" (a convolution and the SDP on the fly), "sdp" (an SDP
     reading memory), "pdp" (a PDP reading memory) or "cdp" (a CDP operation, which
-    reads its registers as it runs: no ``plan``); ``pdp_plan`` is a PDP fed on the
-    fly by the SDP.
+    also reads its LUT's registers as it runs); ``plan`` is the op decoded from the
+    registers; ``pdp_plan`` is a PDP fed on the fly by the SDP.
     """
 
     kind: str
