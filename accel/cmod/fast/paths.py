@@ -79,6 +79,7 @@ class FastPaths:
         self.cdp_tables: BoundedCache = BoundedCache("CDP code tables", MAX_ENTRIES)
         self.sdp_tables: BoundedCache = BoundedCache("SDP code tables", MAX_ENTRIES)
         self.y_tables: BoundedCache = BoundedCache("Y LUT tables", MAX_ENTRIES)
+        self.pixel_routes: BoundedCache = BoundedCache("pixel routes", MAX_ENTRIES)
         self.stages: BoundedCache = BoundedCache("SDP stage operands", MAX_ENTRIES)
         self._cdp_lut_key = _lut_registers(dla.regs["NVDLA_CDP"])
         sdp_regs = dla.regs["NVDLA_SDP"]
@@ -93,7 +94,7 @@ class FastPaths:
         """Every cache, for their hit and miss counts."""
         return [self.plans, self.sdp_modes, self.raw_weights, self.matrices, self.posts,
                 self.batches, self.books, self.cdp_tables, self.sdp_tables, self.y_tables,
-                self.stages]
+                self.stages, self.pixel_routes]
 
     # --- kept decodes ----------------------------------------------------------------
     def plan(self, kind: str, units: tuple[str, ...], decode: Callable[[], object]) -> object:
@@ -247,6 +248,11 @@ class FastPaths:
         (:meth:`rows_datapath`), with a Y stage that is a LUT alone or none (``y_group``:
         the SDP group and LUT, as :meth:`~accel.cmod.dla.Dla._y_group` gives them); None
         for any other."""
+        hit = self.pixel_routes.lookup(id(plan))
+        if hit is None:     # the entry holds the plan: its id stays its own
+            hit = self.pixel_routes.put(id(plan), (plan, self._takes_a_pixel_route(plan)))
+        if not hit[1]:
+            return None
         lut = None
         if plan.sdp.y_stage:
             lut = self._lut_alone(y_group)
@@ -267,6 +273,14 @@ class FastPaths:
                 and not g("D_DP_EW_CFG", "EW_LUT_BYPASS")):
             return None
         return g, self.y_table(g, ram)
+
+    def _takes_a_pixel_route(self, plan: conv.ConvPlan) -> bool:
+        """Whether the shape of ``plan`` admits one of :meth:`pixels_datapath`'s routes (its
+        weights, SDP program and memory decide the rest as it runs): decided once per
+        plan, the checks of a convolution that none admits cost as much as a small one's
+        datapath."""
+        return (self.pointwise_engine(plan) is not None or self._depthwise_shape(plan)
+                or self._rows_engine(plan) is not None)
 
     def pointwise_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                            note: str, lut: tuple | None = None) -> ConvDone | None:
@@ -304,12 +318,9 @@ class FastPaths:
         pixel-major sums straight into the channel packing.  None for any other
         convolution (or pixels that leave their region)."""
         geo, sp = plan.geo, plan.sdp
-        if not _takes_pixels(plan):
+        if not self._depthwise_shape(plan):
             return None
         _, c, h, w, _, _ = plan.feature
-        if sp.c_pad != -(-c // self.cfg.atom_size) * self.cfg.atom_size \
-                or not takes_channels_last(sp.c_pad, geo):
-            return None
         taps = self.weight_matrix(raw, plan).diagonal
         post = self.post_process(sp, plan.truncate)
         if taps is None or not _pixels_ready(post, lut):
@@ -321,6 +332,16 @@ class FastPaths:
         lanes[:taps.shape[0]] = taps
         sums = depthwise_sums_hwc(read[0].reshape(h, w, sp.c_pad), lanes, geo)
         return self._pixels_done(plan, post, sums, raw, weights_reused, note, lut)
+
+    def _depthwise_shape(self, plan: conv.ConvPlan) -> bool:
+        """Whether :meth:`depthwise_datapath` may take ``plan`` by its shape: a pixel route's
+        convolution (:func:`_takes_pixels`) whose input fills the output's atoms, of a
+        shape the channels-last loops take."""
+        if not _takes_pixels(plan):
+            return False
+        c, atom = plan.feature[1], self.cfg.atom_size
+        return (plan.sdp.c_pad == -(-c // atom) * atom
+                and takes_channels_last(plan.sdp.c_pad, plan.geo))
 
     def rows_datapath(self, plan: conv.ConvPlan, raw: np.ndarray, weights_reused: bool,
                       note: str, lut: tuple | None = None) -> ConvDone | None:
@@ -334,18 +355,14 @@ class FastPaths:
         as the SDP's pixel-major pass takes them into the channel packing.  None for any
         other convolution (or pixels that leave their region)."""
         geo, sp = plan.geo, plan.sdp
-        if not _takes_pixels(plan) or geo.r * geo.s == 1:
+        engine = self._rows_engine(plan)
+        if engine is None:
             return None
         _, c, h, w, _, _ = plan.feature
         lanes = -(-c // self.cfg.atom_size) * self.cfg.atom_size
-        terms = lanes * geo.r * geo.s
-        if (c < ROWS_MIN_CHANNELS or terms > INT_ENGINE_MAX_TERMS
-                or geo.k * terms * geo.out_h * geo.out_w < INT_ENGINE_MIN_MACS):
-            return None
-        engine = int_engine()
         weights = self.weight_matrix(raw, plan)
         post = self.post_process(sp, plan.truncate)
-        if engine is None or weights.diagonal is not None or not _pixels_ready(post, lut):
+        if weights.diagonal is not None or not _pixels_ready(post, lut):
             return None
         read = cdma.read_feature_pixels(self.dram, self.cfg, plan.feature)
         if read is None:
@@ -357,6 +374,21 @@ class FastPaths:
                                     geo, offset=not signed)
         acc = _widened(weights.taps_last(engine).run(patches, signed), sp.c_pad)
         return self._pixels_done(plan, post, acc, raw, weights_reused, note, lut)
+
+    def _rows_engine(self, plan: conv.ConvPlan) -> IntEngine | None:
+        """The integer engine, for a convolution that :meth:`rows_datapath` may take by its
+        shape: a pixel route's (:func:`_takes_pixels`) with a kernel larger than 1x1, at
+        least :data:`ROWS_MIN_CHANNELS` channels, large enough for the engine; None for
+        any other (or no engine)."""
+        geo = plan.geo
+        if not _takes_pixels(plan) or geo.r * geo.s == 1:
+            return None
+        c = plan.feature[1]
+        terms = -(-c // self.cfg.atom_size) * self.cfg.atom_size * geo.r * geo.s
+        if (c < ROWS_MIN_CHANNELS or terms > INT_ENGINE_MAX_TERMS
+                or geo.k * terms * geo.out_h * geo.out_w < INT_ENGINE_MIN_MACS):
+            return None
+        return int_engine()
 
     def _pixels_done(self, plan: conv.ConvPlan, post: fused.PostProcess, acc: np.ndarray,
                      raw: np.ndarray, weights_reused: bool, note: str,
