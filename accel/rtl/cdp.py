@@ -50,7 +50,7 @@ from accel.rtl.postproc import (
     saturate,
     shift_round_stages,
 )
-from accel.rtl.timing import PassCount, delayed, registered_copy, shift_right_stages, stage
+from accel.rtl.timing import PassCount, delayed, shift_right_stages, stage
 
 #: the CDP's units, its read DMA first (enabled together, completed together)
 CDP_UNITS = ("NVDLA_CDP_RDMA", "NVDLA_CDP")
@@ -483,22 +483,29 @@ class Cdp(wiring.Component):
             m.d.sync += [word.eq(reader.data.payload), have.eq(1)]
         with m.Elif(take & (lane == atom - 1)):
             m.d.sync += have.eq(0)
-        # (the count less one from a register: the operation's registers through a
-        # subtraction into the lanes' padding, 13.25 ns in the full engine; the first lane
-        # comes a command's round trip after the start)
-        last_surface = surface == registered_copy(m, "surfaces_m1", cfg.surfaces - 1)
+        # (whether the word is its point's last surface, a register stepped with the
+        # surfaces: the operation's registers through a subtraction into the lanes'
+        # padding were 13.25 ns in the full engine, the count's comparison with a
+        # register 10.47)
+        surfaces = PassCount(m, "surfaces", cfg.surfaces, SIZE_BITS)
+        last_surface = surfaces.last
         word_done = take & (lane == atom - 1)
         serialized = self._walk(m, "lanes", 0, 0, 0, word_done)
         with m.If(take):
             m.d.sync += lane.eq(lane + 1)
             with m.If(lane == atom - 1):
                 m.d.sync += [lane.eq(0), surface.eq(Mux(last_surface, 0, surface + 1))]
+                with m.If(last_surface):
+                    surfaces.restart(m)
+                with m.Else():
+                    surfaces.next(m)
                 with m.If(serialized["last"]):
                     m.d.sync += flush.eq(HALO)
         with m.Elif(flush != 0):
             m.d.sync += flush.eq(flush - 1)
         with m.If(self.start):
             m.d.sync += [lane.eq(0), surface.eq(0), flush.eq(0)]
+            surfaces.first(m)
         x = word.word_select(lane, 8).as_signed()
         pad = last_surface & (lane >= cfg.last_lanes)
 

@@ -223,6 +223,10 @@ class ConvFetch(wiring.Component):
         # the start (the operation's one register into the feature writer's counts was
         # 11.28 ns in the full engine)
         to_features = to_image = to_memory = Const(0)
+        # and the body's commands, the image rows' and the feature lines', on copies of
+        # their own (the operation's register into both blocks' issue and address
+        # enables was 10.1-10.7 ns in the full engine)
+        image_rows = feature_lines_image = Const(0)
         if image_shape_ok(hw):
             m.submodules.image_commands = ic = ImageCommands(cfg, hw)
             m.submodules.image = iw = ImageWriter(cfg, hw, self.entries[0])
@@ -230,6 +234,8 @@ class ConvFetch(wiring.Component):
             m.d.comb += image.eq(cfg.image.enable)
             to_features, to_image, to_memory = registered_copies(m, "image_words",
                                                                  cfg.image.enable, 3)
+            image_rows, feature_lines_image = registered_copies(m, "image_commands",
+                                                                cfg.image.enable, 2)
         launches = kept_copies("launch", len(blocks))
         m.d.sync += set_all(launches, starting)
         for block, launch in zip(blocks, launches, strict=True):
@@ -251,10 +257,10 @@ class ConvFetch(wiring.Component):
         # are: nothing to interleave with)
         lines, line_addr, line_beats = fc.more, fc.line_addr, cfg.w
         if image_shape_ok(hw):
-            lines = Mux(image, ic.more & iw.room, fc.more)
-            line_addr = Mux(image, ic.addr, fc.line_addr)
-            line_beats = Mux(image, ic.beats, cfg.w)
-            m.d.comb += [ic.issue.eq(issue & ~wc.ready & image), iw.issued.eq(ic.issue)]
+            lines = Mux(image_rows, ic.more & iw.room, fc.more)
+            line_addr = Mux(image_rows, ic.addr, fc.line_addr)
+            line_beats = Mux(image_rows, ic.beats, cfg.w)
+            m.d.comb += [ic.issue.eq(issue & ~wc.ready & image_rows), iw.issued.eq(ic.issue)]
         beats = Mux(wc.ready, wc.piece, line_beats)
         # (the slice's one ready into every count of the command blocks was 11.00 ns in
         # the full engine: the feature lines' and the weights' take copies of their own)
@@ -263,7 +269,8 @@ class ConvFetch(wiring.Component):
                      issue.eq(body_cmd & cmd.ready),
                      # (body_cmd with the weights not ready: its lines are the feature
                      # lines', from their own block's flag, not through the image choice)
-                     fc.issue.eq(body & tags.w_rdy & fc.more & ~wc.ready & ~image & fc_ready),
+                     fc.issue.eq(body & tags.w_rdy & fc.more & ~wc.ready & ~feature_lines_image
+                                 & fc_ready),
                      wc.issue.eq(body_cmd & wc_ready),
                      wc.lines_left.eq(fc.more),
                      # a block of weight credit after each channel group's last (or, rows

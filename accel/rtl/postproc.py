@@ -318,29 +318,31 @@ class LaneDatapath(wiring.Component):
 
         for k in range(self.lanes):
             lane = f"lane{k}"              # the prefix of the lane's registers
-            # operands: register or memory, the ALU's shifted and saturated (2 stages)
-            # (each stage's registers a copy of its own beside it, a cycle behind ``cfg``:
-            # ``cfg``'s one copy into the lane's operand choice and shift was 13.86 ns in
-            # the full engine, 11.81 of them routing)
+            # operands: register or memory (a stage: the beat's registers across the die
+            # into the choice and the shift were 11.28 ns in the full engine), the ALU's
+            # shifted and saturated (2 stages) (each stage's registers a copy of its own
+            # beside it, a cycle behind ``cfg``: ``cfg``'s one copy into the lane's operand
+            # choice and shift was 13.86 ns in the full engine, 11.81 of them routing)
             ops, x_cfg = {}, {}
             for x, a_name, m_name in (("x1", "alu1", "mul1"), ("x2", "alu2", "mul2")):
                 st = registered_copy(m, f"{lane}_{x}_ops_cfg", getattr(cfg, x))
                 x_cfg[x] = registered_copy(m, f"{lane}_{x}_cfg", getattr(cfg, x))
-                a16 = Mux(st.alu_src, getattr(beat, a_name)[k], st.alu_operand).as_signed()
+                a16 = stage(m, f"{lane}_{x}_aluop_in", Mux(
+                    st.alu_src, getattr(beat, a_name)[k], st.alu_operand).as_signed())
                 shifted = stage(m, f"{lane}_{x}_aluop_shl",
                                 a16 << _clamped(st.alu_shift, MAX_ALU_SHIFT))
                 ops[x] = {"alu": stage(m, f"{lane}_{x}_aluop_sat", saturate(shifted, 32)),
                           "mul": delayed(m, f"{lane}_{x}_mulop_in", Mux(
-                              st.mul_src, getattr(beat, m_name)[k], st.mul_operand), 2)}
+                              st.mul_src, getattr(beat, m_name)[k], st.mul_operand), 3)}
             # CACC: round, shift, saturate to int32 (3 stages)
             shifted = shift_round_stages(m, f"{lane}_trunc", beat.acc[k], trunc, Const(0),
                                          ACC_BITS)
             t = stage(m, f"{lane}_trunc", saturate(shifted, 32))
             csat = stage(m, f"{lane}_csat", overflows(shifted, 32))
-            x1_ops = {n: delayed(m, f"{lane}_x1_ops_{n}", v, 1) for n, v in ops["x1"].items()}
+            x1_ops = ops["x1"]
             x1 = self._x_stage(m, f"{lane}_x1", ecp5, x_cfg["x1"], mul_s["x1"], t,
                                x1_ops["alu"], x1_ops["mul"])
-            x2_ops = {n: delayed(m, f"{lane}_x2_ops_{n}", v, 1 + X_STAGES)
+            x2_ops = {n: delayed(m, f"{lane}_x2_ops_{n}", v, X_STAGES)
                       for n, v in ops["x2"].items()}
             x2 = self._x_stage(m, f"{lane}_x2", ecp5, x_cfg["x2"], mul_s["x2"], x1,
                                x2_ops["alu"], x2_ops["mul"])
