@@ -80,13 +80,12 @@ class OperandFetch(wiring.Component):
         m.d.comb += esize.eq(Mux(stage, sizes[1], sizes[0]))
         word = Signal(2)
         # the words take the bus on kept copies of the receiving flag, one per word of the
-        # raw buffer; the decode on kept copies of its flag, one per operand field, set
-        # for the cycle after a stage's last word (not a state's decode as every bit's
-        # select)
+        # raw buffer; the decode of a stage's fields in the cycle after its last word
+        # (``stage_ends``), on a register of its own per group of lanes
         active = Signal()                          # from go to the last word
-        decoding = kept_copies("decoding", 4)
         receiving = kept_copies("receiving", 4)
-        assembled = self._decode(m, field_stages, word, decoding, receiving)
+        stage_ends = Signal()
+        assembled = self._decode(m, field_stages, word, stage_ends, receiving)
         taken = Signal()                           # a command's words are taken from now on
         self._commands(m, taken, sizes)
         beat = Signal()
@@ -96,13 +95,13 @@ class OperandFetch(wiring.Component):
                      # the group's last stage that reads memory: X2, or X1 when X2 reads none
                      last_stage.eq(stage | ~self.x2.fetch),
                      last_group.eq(kg == self.kernel_groups - 1),
-                     taken.eq(beat & (word == 0))]
+                     taken.eq(beat & (word == 0)), stage_ends.eq(beat & last_word)]
         # a stage's words as they come (the bus holds nothing else while this block is
         # active), the next stage's as soon as its last is in: the decode of a stage takes
         # the cycle after its last word, beside the next stage's first
         decoded_last = Signal()                    # the decode is of a group's last stage
         decoded_kg = Signal.like(kg)
-        m.d.sync += [*set_all(decoding, 0), decoded_last.eq(0)]
+        m.d.sync += decoded_last.eq(0)
         with m.If(self.launch):
             m.d.sync += [kg.eq(0), word.eq(0),
                          *set_all([stage, *field_stages], ~self.x1.fetch)]
@@ -111,7 +110,7 @@ class OperandFetch(wiring.Component):
         with m.If(beat):
             m.d.sync += word.eq(word + 1)
             with m.If(last_word):
-                m.d.sync += [word.eq(0), *set_all(decoding, 1), decoded_last.eq(last_stage),
+                m.d.sync += [word.eq(0), decoded_last.eq(last_stage),
                              decoded_kg.eq(kg)]
                 with m.If(last_stage):
                     m.d.sync += [kg.eq(kg + 1),
@@ -163,7 +162,7 @@ class OperandFetch(wiring.Component):
         with m.If(self.go):
             m.d.sync += more.eq(1)
 
-    def _decode(self, m: Module, field_stages, word, decoding, receiving) -> Signal:
+    def _decode(self, m: Module, field_stages, word, stage_ends, receiving) -> Signal:
         """The stage's words, then every lane decoded in one cycle: lane ``i``'s element is
         bytes ``[i * e, (i + 1) * e)`` of the words (``e`` bytes per element = words per
         kernel group, as the bus word is ``atomic_k`` bytes), one or two components of one
@@ -181,14 +180,16 @@ class OperandFetch(wiring.Component):
             with m.If(bus_flag & (word == i)):
                 m.d.sync += raw[chunk].eq(self.beat_word)
         # Each field's lanes, two at a time, decode on their own kept copy of the stage's
-        # format and of whether it is the stage's field, a cycle behind the stage (which
-        # moves on with the stage's last word: the decode in the next cycle sees the
-        # format of the stage it decodes), not on the stage's one net (nor one copy per
-        # field for its 128 bits: 13.02 ns, nearly all routing, in the full engine); the
-        # format's choices decoded before their copies (``first``: the field takes the
-        # element's first component, ``both``: the element has two)
+        # format and their own enable (the stage's last word was in, and it is the stage
+        # of their field), a cycle behind the stage (which moves on with the stage's last
+        # word: the decode in the next cycle sees the format of the stage it decodes), not
+        # on the stage's one net (nor one copy per field for its 128 bits: 13.02 ns, nearly
+        # all routing, in the full engine; a field's flag and the group's stage test
+        # combined beside the registers, 13.74); the format's choices decoded before their
+        # copies (``first``: the field takes the element's first component, ``both``: the
+        # element has two)
         fields = (("alu1", 0), ("mul1", 0), ("alu2", 1), ("mul2", 1))
-        for (name, stage_of), flag, stage in zip(fields, decoding, field_stages, strict=True):
+        for (name, stage_of), stage in zip(fields, field_stages, strict=True):
             field = getattr(assembled, name)
             st = Signal(OperandFetchLayout(), name=f"{name}_stage_format")
             m.d.comb += st.eq(Mux(stage, self.x2.as_value(), self.x1.as_value()))
@@ -201,9 +202,10 @@ class OperandFetch(wiring.Component):
                     tag = f"{name}_{lane // DECODE_LANES}"
                     takes_first, both = (kept(f"decode_first_{tag}"),
                                          kept(f"decode_both_{tag}"))
-                    wide, mine = kept(f"decode_wide_{tag}"), kept(f"decode_mine_{tag}")
+                    wide, decode = kept(f"decode_wide_{tag}"), kept(f"decode_{tag}")
                     m.d.sync += [takes_first.eq(first_of), both.eq(st.use == USE_BOTH),
-                                 wide.eq(st.wide), mine.eq(stage == stage_of)]
+                                 wide.eq(st.wide),
+                                 decode.eq(stage_ends & (stage == stage_of))]
                 # the element's first and second components: 16-bit from 4-byte or 2-byte
                 # elements, 8-bit from 2-byte or 1-byte ones
                 e2, e4 = raw[16 * lane:16 * lane + 16], raw[32 * lane:32 * lane + 32]
@@ -214,6 +216,6 @@ class OperandFetch(wiring.Component):
                 else:
                     second = Mux(wide, e4[16:].as_signed(), e2[8:].as_signed())
                     new = Mux(takes_first, first, Mux(both, second, 0))
-                with m.If(flag & mine):
+                with m.If(decode):
                     m.d.sync += field[lane].eq(new)
         return assembled
