@@ -190,12 +190,12 @@ class ConvFetch(wiring.Component):
         m.d.comb += self.bus_error.eq(reader.bus_error)
         # the commands reach the reader through a slice (the reader's command register
         # through the commands' choice into the command blocks' enables and back into
-        # that register, 12.7-13.1 ns in the full engine), and its words come through one
-        # (the weight aligner's room through the words' ready into the reader's buffer,
-        # 12.23 ns) that keeps its words in place, since their ready is that room (into a
-        # slice's registers' enables, 12.28 ns)
-        # (in three parts: each of the blocks whose counts step on an issued command takes
-        # it on a copy of the slice's ready of its own, below)
+        # that register, 12.7-13.1 ns in the full engine), in three parts: each of the
+        # blocks whose counts step on an issued command takes it on a copy of the slice's
+        # ready of its own (below).  The words come through one too (the weight aligner's
+        # room through the words' ready into the reader's buffer was 12.23 ns), one that
+        # keeps its words in place, since their ready is that room (into a skid buffer's
+        # enables, 12.28 ns)
         m.submodules.commands = commands = StreamSlice(reader.cmd.payload.shape(), parts=3)
         wiring.connect(m, commands.out, reader.cmd)
         m.submodules.arriving = arriving = PointerSlice(reader.data.payload.shape())
