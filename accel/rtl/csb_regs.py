@@ -419,10 +419,9 @@ class CsbRegisterFile(wiring.Component):
         slots come from a table in block RAM too, their flags from a decode of the slot
         into registers beside the table's read (the table's output, 5.6 ns after the
         clock, into the shadow's addresses was 11.7 ns in the full engine).  (The read
-        multiplexer of every register
-        of the file, ~5,500 LUT4 for ~400 registers gathered from all over the die, was
-        the largest part of the file and among the most congested nets of the full
-        engine's build.)"""
+        multiplexer of every register of the file, ~5,500 LUT4 for ~400 registers
+        gathered from all over the die, was the largest part of the file and among the
+        most congested nets of the full engine's build.)"""
         req = self._staged(m, "csb_req_shadow")
         offsets = [(a & ((1 << WINDOW_BITS) - 1)) >> 2 for a in storage]
         word_bits = max(offsets).bit_length()
@@ -444,9 +443,9 @@ class CsbRegisterFile(wiring.Component):
             first = store[0] if isinstance(store, tuple) else store
             mask = 0 if reg in (status_reg, set_reg) else write_mask(reg)
             table[slot(addr)] = mask | (first.init << 32)
-            for name, flag in (("grouped", grouped), ("live", _live(reg, status_reg)),
-                               ("mapped", True), ("written", mask != 0)):
-                if flag:
+            for name, has in (("grouped", grouped), ("live", _live(reg, status_reg)),
+                              ("mapped", True), ("written", mask != 0)):
+                if has:
                     slots[name].append(slot(addr))
             contents[slot(addr)] = first.init
             if grouped:
