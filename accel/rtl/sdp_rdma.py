@@ -179,12 +179,12 @@ class OperandFetch(wiring.Component):
             chunk = slice(8 * bus * i, 8 * bus * (i + 1))
             with m.If(bus_flag & (word == i)):
                 m.d.sync += raw[chunk].eq(self.beat_word)
-        # Each field's lanes, two at a time, decode on their own kept copy of the stage's
-        # format and their own enable (the stage's last word was in, and it is the stage
-        # of their field), a cycle behind the stage (which moves on with the stage's last
-        # word: the decode in the next cycle sees the format of the stage it decodes), not
-        # on the stage's one net (nor one copy per field for its 128 bits: 13.02 ns, nearly
-        # all routing, in the full engine; a field's flag and the group's stage test
+        # Each field's lanes, DECODE_LANES at a time, decode on their own kept copy of the
+        # stage's format and their own enable (the stage's last word was in, and it is the
+        # stage of their field), a cycle behind the stage (which moves on with the stage's
+        # last word: the decode in the next cycle sees the format of the stage it decodes),
+        # not on the stage's one net (nor one copy per field for its 128 bits: 13.02 ns,
+        # nearly all routing, in the full engine; a field's flag and the group's stage test
         # combined beside the registers, 13.74); the format's choices decoded before their
         # copies (``first``: the field takes the element's first component, ``both``: the
         # element has two)
